@@ -1,0 +1,3 @@
+from antler.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,141 @@
+"""Argument parsing and dispatch for the `antler` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from antler._common import CliError, add_common
+from bus import BusError
+from config import ConfigError
+
+DESCRIPTION = """\
+Antler: an AI super agent whose components talk over NATS/JetStream.
+
+  antler up                       start everything on the embedded defaults
+  antler send "hello"             chat with the agent from this terminal
+  antler tail 'runs.ev.>'         watch run events go by
+  antler dlq list                 see messages that could not be processed
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="antler", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser(
+        "up",
+        help="start an embedded nats-server and every component, until Ctrl-C",
+        description="Start an embedded nats-server (JetStream under bus.data_dir) and every component in "
+        "this process, each on its own NATS connection. Prints the nats:// URL it serves. "
+        "With bus.url (or --nats-url) set, uses that NATS instead of starting one.",
+    )
+    add_common(p)
+
+    p = sub.add_parser(
+        "run",
+        help="run one component against a NATS server",
+        description="Run one component (a registered name, or module:function) until SIGTERM/SIGINT, "
+        "then drain it: in-flight messages finish or are released, nothing is lost.",
+    )
+    p.add_argument("component", help="component name (see `antler up` output) or module:function")
+    add_common(p)
+
+    p = sub.add_parser(
+        "send",
+        help="send a chat message on channel cli and print the streamed reply",
+        description="Publish an InboundMessage (channel cli by default) and print the agent's reply as it "
+        "streams. The chat id defaults to cli-<your user name>, so a conversation continues across calls.",
+    )
+    p.add_argument("text", nargs="*", help="the message (read from stdin when omitted)")
+    p.add_argument("--chat", help="chat id (default: cli-<user>)")
+    p.add_argument("--user", help="user id (default: your login name)")
+    p.add_argument("--channel", default="cli", help="channel name (default: cli)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the final reply")
+    p.add_argument("--no-wait", action="store_true", help="publish and exit without waiting for a reply")
+    add_common(p)
+
+    p = sub.add_parser(
+        "tail",
+        help="print bus traffic matching a subject pattern",
+        description="Subscribe to a subject pattern (relative to the prefix, e.g. 'runs.ev.>', or absolute) "
+        "and print one line per message: time, subject, ids and the JSON payload.",
+    )
+    p.add_argument(
+        "pattern", nargs="?", default=">", help="subject pattern (default: everything under the prefix)"
+    )
+    p.add_argument("--full", action="store_true", help="pretty-print whole payloads instead of one line each")
+    p.add_argument("-n", "--count", type=int, default=0, help="exit after this many messages")
+    add_common(p)
+
+    p = sub.add_parser(
+        "schema",
+        help="print the JSON Schemas of the bus envelopes",
+        description="Print JSON Schemas of the envelopes (all, or the ones named), so programs in any "
+        "language can produce and check bus messages.",
+    )
+    p.add_argument("names", nargs="*", help="envelope names (default: all)")
+    p.add_argument("--list", action="store_true", help="list envelope names with a one-line summary")
+    p.add_argument("--out", help="write one <Name>.schema.json file per envelope into this directory")
+
+    p = sub.add_parser(
+        "dlq",
+        help="list, show or replay dead-lettered messages",
+        description="Messages that failed too often, or were malformed, wait in the dead-letter stream "
+        "with the reason. List them, show one, or replay them onto their original subject.",
+    )
+    dlq_sub = p.add_subparsers(dest="dlq_command", metavar="ACTION", required=True)
+    q = dlq_sub.add_parser("list", help="list dead letters, oldest first", description="List dead letters.")
+    q.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    add_common(q)
+    q = dlq_sub.add_parser("show", help="show one dead letter's headers and payload", description="Show one.")
+    q.add_argument("seq", type=int, help="sequence number from `antler dlq list`")
+    add_common(q)
+    q = dlq_sub.add_parser(
+        "replay",
+        help="publish dead letters again on their original subjects",
+        description="Publish dead letters again on their original subjects (with a fresh Nats-Msg-Id), "
+        "then remove them from the DLQ unless --keep.",
+    )
+    q.add_argument("seqs", nargs="*", type=int, help="sequence numbers")
+    q.add_argument("--all", action="store_true", help="replay every dead letter")
+    q.add_argument("--keep", action="store_true", help="keep them in the DLQ after replaying")
+    add_common(q)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "schema":
+            from antler.schema import schema
+
+            return schema(args)
+        if args.command == "up":
+            from antler.up import up as command
+        elif args.command == "run":
+            from antler.run import run as command
+        elif args.command == "send":
+            from antler.send import send as command
+        elif args.command == "tail":
+            from antler.tail import tail as command
+        else:
+            from antler.dlq import dlq as command
+        return asyncio.run(command(args))
+    except CliError as exc:
+        print(f"antler {args.command}: {exc}", file=sys.stderr)
+        return exc.code
+    except (ConfigError, BusError) as exc:
+        print(f"antler {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head` and friends: stop quietly, like other Unix tools.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

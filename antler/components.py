@@ -1,0 +1,54 @@
+"""The components `antler up` starts and `antler run` knows by name.
+
+Each is an `async def run(bus, config)` entry named as `module:function`, so
+importing one component never imports the others. `antler run` also accepts
+any `module:function` path, for components of your own.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bus import ComponentEntry
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    name: str
+    entry: str
+    description: str
+    enabled: Callable[[Any], bool] = lambda config: True
+
+
+# Filled in as components land (runner, sandbox broker, gateway, router, adapters ...).
+COMPONENTS: dict[str, ComponentSpec] = {}
+
+
+class UnknownComponent(LookupError):
+    def __init__(self, name: str) -> None:
+        known = ", ".join(sorted(COMPONENTS)) or "none yet"
+        super().__init__(f"unknown component {name!r}; known components: {known}; or give module:function")
+
+
+def resolve_component(name: str) -> tuple[str, ComponentEntry]:
+    """`(display name, entry)` for a registered name or a `module:function` path.
+
+    Raises:
+        UnknownComponent: neither a known name nor an importable path.
+    """
+    spec = COMPONENTS.get(name)
+    target = spec.entry if spec else name
+    if ":" not in target:
+        raise UnknownComponent(name)
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise UnknownComponent(name) from exc
+    entry = getattr(module, attr, None)
+    if not callable(entry):
+        raise UnknownComponent(name)
+    return (spec.name if spec else target), entry

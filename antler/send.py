@@ -1,0 +1,91 @@
+"""`antler send`: talk to the agent from a terminal, as a chat on channel `cli`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import sys
+
+from antler._common import CliError, load, nats_url, setup_logging
+from bus import Bus, EnvelopeError, decode
+from bus.messages import InboundMessage, OutboundMessage
+
+
+async def send(args: argparse.Namespace) -> int:
+    config = load(args)
+    setup_logging(config, args.verbose)
+    text = " ".join(args.text) if args.text else sys.stdin.read()
+    if not text.strip():
+        raise CliError("nothing to send: give the message as arguments or on stdin", code=2)
+    url = nats_url(args, config)
+    bus = await Bus.connect(url, config.bus, name="antler-send")
+    try:
+        message = InboundMessage(
+            channel=args.channel,
+            chat_id=args.chat or f"cli-{getpass.getuser()}",
+            user_id=args.user or getpass.getuser(),
+            text=text,
+        )
+        replies: asyncio.Queue[OutboundMessage] = asyncio.Queue()
+
+        async def on_reply(msg: object) -> None:
+            try:
+                reply = decode(OutboundMessage, msg.data)  # type: ignore[attr-defined]
+            except EnvelopeError:
+                return
+            if reply.chat_id == message.chat_id:
+                replies.put_nowait(reply)
+
+        # Listen before publishing, so not even the first partial is missed.
+        sub = await bus.nc.subscribe(bus.subjects.chat_out(args.channel), cb=on_reply)
+        ack = await bus.publish(bus.subjects.chat_in(args.channel), message, msg_id=message.dedupe_id())
+        if args.no_wait:
+            print(f"sent (stream seq {ack.seq})")
+            return 0
+        try:
+            return await _print_replies(replies, args.timeout)
+        finally:
+            await sub.unsubscribe()
+    finally:
+        await bus.close()
+
+
+async def _print_replies(replies: asyncio.Queue[OutboundMessage], timeout: float) -> int:
+    shown = ""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            if shown:
+                print()
+            raise CliError(
+                f"no final reply within {timeout:g}s; is the router running? (`antler up` starts it)", code=3
+            )
+        try:
+            reply = await asyncio.wait_for(replies.get(), remaining)
+        except TimeoutError:
+            continue
+        if reply.kind == "partial":
+            # Partials carry the whole text so far: print only what is new.
+            if reply.text.startswith(shown):
+                sys.stdout.write(reply.text[len(shown) :])
+                sys.stdout.flush()
+                shown = reply.text
+            continue
+        if reply.kind == "error":
+            if shown:
+                print()
+            print(reply.text, file=sys.stderr)
+            return 1
+        final = reply.text
+        if final.startswith(shown):
+            sys.stdout.write(final[len(shown) :])
+        else:
+            sys.stdout.write(("\n" if shown else "") + final)
+        print(flush=True)
+        for file in reply.files:
+            kind = file.content_type or "unknown type"
+            print(f"[file] {file.path or file.name} ({kind}, {file.size or '?'} bytes)")
+        return 0

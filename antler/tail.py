@@ -1,0 +1,62 @@
+"""`antler tail`: watch bus traffic, one readable line per message."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+from datetime import datetime
+from typing import Any
+
+from antler._common import load, nats_url, setup_logging, status
+from bus import Bus, stop_on_signals
+
+
+def render(subject: str, data: bytes, headers: dict[str, str] | None, *, full: bool, width: int) -> str:
+    stamp = datetime.now().strftime("%H:%M:%S.%f")[:-3]
+    try:
+        payload: Any = json.loads(data) if data else None
+        body = json.dumps(payload, ensure_ascii=False, indent=2 if full else None)
+    except ValueError:
+        body = data.decode("utf-8", errors="replace")
+    extra = ""
+    if headers:
+        shown = {k: v for k, v in headers.items() if k.startswith(("Nats-Msg-Id", "Antler-"))}
+        if shown:
+            extra = " " + " ".join(f"{k}={v}" for k, v in shown.items())
+    line = f"{stamp} {subject}{extra}  {body}"
+    if not full and len(line) > width:
+        line = line[: max(width - 1, 20)] + "…"
+    return line
+
+
+async def tail(args: argparse.Namespace) -> int:
+    config = load(args)
+    setup_logging(config, args.verbose)
+    url = nats_url(args, config)
+    bus = await Bus.connect(url, config.bus, name="antler-tail")
+    pattern = bus.subjects.full(args.pattern or ">")
+    width = shutil.get_terminal_size((160, 20)).columns
+    count = 0
+
+    async def on_msg(msg: Any) -> None:
+        nonlocal count
+        count += 1
+        print(render(msg.subject, msg.data, msg.headers, full=args.full, width=width), flush=True)
+        if args.count and count >= args.count:
+            stop.set()
+
+    stop = asyncio.Event()
+    undo = stop_on_signals(stop)
+    try:
+        sub = await bus.nc.subscribe(pattern, cb=on_msg)
+        status(f"tailing {pattern} on {url} (Ctrl-C to stop)")
+        await stop.wait()
+        await sub.unsubscribe()
+    finally:
+        undo()
+        await bus.close()
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,83 @@
+"""`antler up`: embedded nats-server plus every component, in one process, until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from antler._common import CliError, load, nats_url, setup_logging, status
+from antler.components import COMPONENTS, resolve_component
+from bus import Bus, ComponentEntry, ComponentFailed, EmbeddedServer, ServerError, serve, stop_on_signals
+from config import AppConfig
+
+
+def own_connection(url: str, config: AppConfig, name: str, entry: ComponentEntry) -> ComponentEntry:
+    """Give a component its own NATS connection, as it would have in its own process."""
+
+    async def run(_bus: Bus, _config: Any) -> None:
+        bus = await Bus.connect(url, config.bus, name=f"antler-{name}")
+        try:
+            await entry(bus, config)
+        finally:
+            await bus.close()
+
+    return run
+
+
+def enabled_components(config: AppConfig) -> dict[str, ComponentEntry]:
+    found: dict[str, ComponentEntry] = {}
+    for spec in COMPONENTS.values():
+        if spec.enabled(config):
+            name, entry = resolve_component(spec.name)
+            found[name] = entry
+    return found
+
+
+async def up(args: argparse.Namespace) -> int:
+    config = load(args)
+    setup_logging(config, args.verbose)
+    stop = asyncio.Event()
+    undo_signals = stop_on_signals(stop)
+    server: EmbeddedServer | None = None
+    try:
+        if config.bus.url or args.nats_url:
+            url = nats_url(args, config)
+            status(f"using NATS at {url}")
+        else:
+            emb = config.bus.embedded
+            server = EmbeddedServer(
+                config.bus.data_dir, host=emb.host, port=emb.port, max_payload_mb=emb.max_payload_mb
+            )
+            status(f"starting nats-server (JetStream in {server.data_dir / 'jetstream'}) ...")
+            try:
+                url = await server.start()
+            except ServerError as exc:
+                raise CliError(str(exc)) from None
+        started = time.monotonic()
+        bus = await Bus.connect(url, config.bus, name="antler-up", provision=True)
+        status(f"bus ready: streams, KV buckets and object store under prefix '{config.bus.prefix}'")
+        components = {
+            name: own_connection(url, config, name, entry)
+            for name, entry in enabled_components(config).items()
+        }
+        print(f"NATS: {url}", flush=True)
+        if components:
+            status(f"components: {', '.join(components)}")
+        else:
+            status("components: none yet (only the bus runs)")
+        status(f"Antler is up ({time.monotonic() - started:.2f}s). Press Ctrl-C to stop.")
+        try:
+            await serve(bus, config, components, stop)
+        except ComponentFailed as exc:
+            raise CliError(str(exc)) from None
+        finally:
+            status("stopping ...")
+            await bus.close()
+    finally:
+        undo_signals()
+        if server is not None:
+            await server.stop()
+    status("stopped")
+    return 0

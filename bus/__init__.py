@@ -1,0 +1,70 @@
+"""The bus: NATS/JetStream connection, embedded server, subjects, envelopes, consumers.
+
+async with await Bus.connect(url, cfg.bus, provision=True) as bus:
+    await bus.publish(bus.subjects.runs_submit, RunRequest(...), msg_id=run_id)
+    await run_consumers(Consumer(bus, stream=..., durable=..., filter_subjects=[...],
+                                 model=RunRequest, handler=handle))
+"""
+
+from bus.connection import MSG_ID, Bus, error_reply
+from bus.consumer import Consumer, ConsumerStats, Delivery, Reject, Retry
+from bus.dlq import DeadLetter, dead_letter, get_dead_letter, list_dead_letters, replay
+from bus.errors import (
+    BusConnectError,
+    BusError,
+    DataDirLocked,
+    EnvelopeError,
+    NoResponders,
+    RequestError,
+    RequestTimeout,
+    ServerBinaryNotFound,
+    ServerError,
+    ServerStartError,
+)
+from bus.messages import ENVELOPES, Envelope, decode, encode
+from bus.provision import Provisioned, provision, stream_configs
+from bus.runtime import ComponentEntry, ComponentFailed, run_consumers, serve, stop_on_signals
+from bus.server import EmbeddedServer, find_nats_server
+from bus.subjects import Subjects, safe_token
+
+__all__ = [
+    "ENVELOPES",
+    "MSG_ID",
+    "Bus",
+    "BusConnectError",
+    "BusError",
+    "ComponentEntry",
+    "ComponentFailed",
+    "Consumer",
+    "ConsumerStats",
+    "DataDirLocked",
+    "DeadLetter",
+    "Delivery",
+    "EmbeddedServer",
+    "Envelope",
+    "EnvelopeError",
+    "NoResponders",
+    "Provisioned",
+    "Reject",
+    "RequestError",
+    "RequestTimeout",
+    "Retry",
+    "ServerBinaryNotFound",
+    "ServerError",
+    "ServerStartError",
+    "Subjects",
+    "dead_letter",
+    "decode",
+    "encode",
+    "error_reply",
+    "find_nats_server",
+    "get_dead_letter",
+    "list_dead_letters",
+    "provision",
+    "replay",
+    "run_consumers",
+    "safe_token",
+    "serve",
+    "stop_on_signals",
+    "stream_configs",
+]

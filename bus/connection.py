@@ -1,0 +1,194 @@
+"""`Bus`: one NATS connection with JetStream, the subject registry and typed helpers.
+
+Every component gets a `Bus`. Publishing goes through here so envelopes are
+encoded one way and JetStream publishes carry `Nats-Msg-Id` for deduplication.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, TypeVar
+
+import nats
+from nats.aio.client import Client as NATS
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import PubAck
+from nats.js.kv import KeyValue
+from nats.js.object_store import ObjectStore
+from pydantic import BaseModel
+
+from bus.errors import BusConnectError, NoResponders, RequestTimeout
+from bus.messages import Reply, decode, encode
+from bus.subjects import Subjects
+from config import BusConfig
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=BaseModel)
+
+MSG_ID = "Nats-Msg-Id"
+
+
+class Bus:
+    """A connected NATS client plus the names and envelopes of one Antler installation."""
+
+    def __init__(self, nc: NATS, config: BusConfig | None = None) -> None:
+        self.nc = nc
+        self.config = config or BusConfig()
+        self.subjects = Subjects(self.config.prefix)
+        self.js: JetStreamContext = nc.jetstream()
+        self._kv: dict[str, KeyValue] = {}
+        self._files: ObjectStore | None = None
+        self._state: _ConnectionState | None = None
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        config: BusConfig | None = None,
+        *,
+        name: str = "antler",
+        provision: bool = False,
+    ) -> Bus:
+        """Connect (reconnecting forever after the first success) and optionally provision.
+
+        Raises:
+            BusConnectError: the first connection attempt failed.
+        """
+        config = config or BusConfig()
+        state = _ConnectionState(url)
+        options: dict[str, Any] = {
+            "servers": [u.strip() for u in url.split(",")],
+            "name": name,
+            "connect_timeout": config.connect_timeout_seconds,
+            "allow_reconnect": True,
+            "max_reconnect_attempts": -1,
+            "reconnect_time_wait": 0.5,
+            "error_cb": state.on_error,
+            "disconnected_cb": state.on_disconnected,
+            "reconnected_cb": state.on_reconnected,
+        }
+        if config.token:
+            options["token"] = config.token
+        if config.user:
+            options["user"] = config.user
+            options["password"] = config.password
+        if config.credentials:
+            options["user_credentials"] = config.credentials
+        try:
+            nc = await nats.connect(**options)
+        except Exception as exc:
+            raise BusConnectError(url, str(exc) or type(exc).__name__) from None
+        bus = cls(nc, config)
+        bus._state = state
+        if provision:
+            from bus.provision import provision as provision_all
+
+            await provision_all(bus)
+        return bus
+
+    @property
+    def url(self) -> str:
+        server = self.nc.connected_url
+        return f"nats://{server.netloc}" if server else ""
+
+    async def publish(
+        self,
+        subject: str,
+        message: BaseModel | bytes,
+        *,
+        msg_id: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> PubAck:
+        """Publish to a JetStream stream and wait for it to be stored.
+
+        With `msg_id`, a second publish of the same id inside the dedupe window is
+        dropped by the server (the returned ack says `duplicate`).
+        """
+        data = message if isinstance(message, bytes) else encode(message)
+        hdrs = dict(headers or {})
+        if msg_id is not None:
+            hdrs[MSG_ID] = msg_id
+        return await self.js.publish(subject, data, timeout=timeout, headers=hdrs or None)
+
+    async def publish_core(self, subject: str, message: BaseModel | bytes) -> None:
+        """Fire-and-forget core NATS publish (control messages, not stored)."""
+        data = message if isinstance(message, bytes) else encode(message)
+        await self.nc.publish(subject, data)
+
+    async def request(
+        self, subject: str, message: BaseModel, reply_model: type[R], timeout: float = 10.0
+    ) -> R:
+        """Request/reply with typed envelopes.
+
+        Raises:
+            NoResponders: no service listens on `subject`.
+            RequestTimeout: no reply within `timeout`.
+        """
+        try:
+            reply = await self.nc.request(subject, encode(message), timeout=timeout)
+        except NoRespondersError:
+            raise NoResponders(subject) from None
+        except NatsTimeoutError:
+            raise RequestTimeout(subject, timeout) from None
+        return decode(reply_model, reply.data)
+
+    async def kv(self, bucket: str) -> KeyValue:
+        """A KV bucket by full name (see `Subjects.*_bucket`); handles are cached."""
+        handle = self._kv.get(bucket)
+        if handle is None:
+            handle = await self.js.key_value(bucket)
+            self._kv[bucket] = handle
+        return handle
+
+    async def files(self) -> ObjectStore:
+        """The `<prefix>_files` object store."""
+        if self._files is None:
+            self._files = await self.js.object_store(self.subjects.files_store)
+        return self._files
+
+    async def close(self) -> None:
+        """Drain (deliver what is pending, flush publishes) and close. Idempotent."""
+        if self.nc.is_closed:
+            return
+        if self._state is not None:
+            self._state.closing = True
+        try:
+            await self.nc.drain()
+        except Exception:  # a connection already failing: closing is all that is left
+            await self.nc.close()
+
+    async def __aenter__(self) -> Bus:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def error_reply(reply_model: type[Reply], code: str, message: str) -> bytes:
+    """Encode a service's error reply."""
+    from bus.messages import ErrorInfo
+
+    return encode(reply_model(error=ErrorInfo(code=code, message=message)))
+
+
+class _ConnectionState:
+    """Logs connection trouble once per event, and stays quiet while we close on purpose."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.closing = False
+
+    async def on_error(self, exc: Exception) -> None:
+        if not self.closing:
+            log.warning("NATS error (%s): %s", self.url, exc)
+
+    async def on_disconnected(self) -> None:
+        if not self.closing:
+            log.warning("disconnected from NATS at %s; reconnecting", self.url)
+
+    async def on_reconnected(self) -> None:
+        log.info("reconnected to NATS at %s", self.url)

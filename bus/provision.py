@@ -1,0 +1,135 @@
+"""Idempotent creation of the streams, KV buckets and object store of ARCHITECTURE.md.
+
+Every component provisions on start, so they can start in any order; running it
+twice changes nothing, and a changed setting (a longer max age, say) is applied
+by updating the stream in place.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from nats.js.api import (
+    DiscardPolicy,
+    KeyValueConfig,
+    ObjectStoreConfig,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
+
+from bus.connection import Bus
+from bus.errors import BusError
+
+log = logging.getLogger(__name__)
+
+HOUR = 3600.0
+DAY = 24 * HOUR
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    streams: list[str]
+    buckets: list[str]
+    object_stores: list[str]
+
+
+def stream_configs(bus: Bus) -> list[StreamConfig]:
+    """The streams, configured from `bus.config`."""
+    s, c = bus.subjects, bus.config
+    dedupe = c.dedupe_window_seconds
+
+    def stream(name: str, subjects: list[str], description: str, **kw: object) -> StreamConfig:
+        return StreamConfig(
+            name=name,
+            subjects=subjects,
+            description=description,
+            storage=StorageType.FILE,
+            duplicate_window=dedupe,
+            **kw,  # type: ignore[arg-type]
+        )
+
+    work = {"retention": RetentionPolicy.WORK_QUEUE}
+    return [
+        stream(s.chat_in_stream, [s.chat_in_all], "Inbound chat messages (adapters, scripts)", **work),
+        stream(
+            s.chat_out_stream,
+            [s.chat_out_all],
+            "Replies for chat channels, one durable per adapter",
+            retention=RetentionPolicy.LIMITS,
+            max_age=c.chat_out_max_age_hours * HOUR,
+        ),
+        stream(s.runs_stream, [s.runs_submit], "Run requests for agent runners", **work),
+        stream(
+            s.run_events_stream,
+            [s.run_events_all],
+            "Ordered event log of every run",
+            retention=RetentionPolicy.LIMITS,
+            max_age=c.run_events_max_age_hours * HOUR,
+        ),
+        stream(s.subagents_stream, [s.subagents_submit], "Subagent tasks", **work),
+        stream(s.memory_stream, [s.memory_update], "Conversations to learn memory from", **work),
+        stream(
+            s.dlq_stream,
+            [s.dlq_all],
+            "Dead letters: original messages plus the reason they failed",
+            retention=RetentionPolicy.LIMITS,
+            max_age=c.dlq_max_age_days * DAY,
+            discard=DiscardPolicy.OLD,
+        ),
+    ]
+
+
+async def provision(bus: Bus) -> Provisioned:
+    """Create or update everything; safe to run any number of times, concurrently too."""
+    streams = []
+    for config in stream_configs(bus):
+        await _ensure_stream(bus, config)
+        streams.append(config.name or "")
+    s = bus.subjects
+    buckets = [s.threads_bucket, s.chats_bucket, s.runs_bucket, s.memory_bucket]
+    for bucket in buckets:
+        await _ensure_kv(bus, bucket)
+    await _ensure_object_store(bus, s.files_store)
+    log.debug("provisioned %d streams, %d buckets, 1 object store", len(streams), len(buckets))
+    return Provisioned(streams=streams, buckets=buckets, object_stores=[s.files_store])
+
+
+async def _ensure_stream(bus: Bus, config: StreamConfig) -> None:
+    assert config.name is not None
+    try:
+        await bus.js.stream_info(config.name)
+    except NotFoundError:
+        try:
+            await bus.js.add_stream(config)
+            log.info("created stream %s", config.name)
+            return
+        except BadRequestError as exc:
+            if exc.err_code != 10058:  # not "already in use": a real problem
+                raise BusError(f"cannot create stream {config.name}: {exc.description}") from None
+            # another process created it concurrently; fall through to update
+    try:
+        await bus.js.update_stream(config)
+    except BadRequestError as exc:
+        raise BusError(
+            f"stream {config.name} exists with settings that cannot be changed in place "
+            f"({exc.description}); delete it (nats stream rm {config.name}) or use another bus.prefix"
+        ) from None
+
+
+async def _ensure_kv(bus: Bus, bucket: str) -> None:
+    try:
+        await bus.js.key_value(bucket)
+    except BucketNotFoundError:
+        await bus.js.create_key_value(KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE))
+        log.info("created KV bucket %s", bucket)
+
+
+async def _ensure_object_store(bus: Bus, bucket: str) -> None:
+    try:
+        await bus.js.object_store(bucket)
+    except (BucketNotFoundError, NotFoundError):
+        await bus.js.create_object_store(bucket, ObjectStoreConfig(bucket=bucket, storage=StorageType.FILE))
+        log.info("created object store %s", bucket)

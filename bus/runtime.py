@@ -1,0 +1,106 @@
+"""Running components: start them, wait for SIGTERM/SIGINT, drain them, exit cleanly.
+
+A component is an `async def run(bus, config)` that works until it is
+cancelled and then drains (see `run_consumers`). `serve()` runs several on one
+bus; it returns when asked to stop, or raises when a component fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from bus.connection import Bus
+from bus.consumer import Consumer
+
+log = logging.getLogger(__name__)
+
+ComponentEntry = Callable[[Bus, Any], Awaitable[None]]
+
+
+class ComponentFailed(Exception):
+    def __init__(self, name: str, error: BaseException) -> None:
+        self.name = name
+        self.error = error
+        super().__init__(f"component {name} failed: {type(error).__name__}: {error}")
+
+
+async def run_consumers(*consumers: Consumer[Any]) -> None:
+    """Start consumers, keep them running until cancelled, then drain them all."""
+    started: list[Consumer[Any]] = []
+    try:
+        for consumer in consumers:
+            await consumer.start()
+            started.append(consumer)
+        await asyncio.Future()  # until cancelled
+    finally:
+        await asyncio.gather(*(c.stop() for c in started), return_exceptions=True)
+
+
+def stop_on_signals(stop: asyncio.Event) -> Callable[[], None]:
+    """Set `stop` on the first SIGTERM/SIGINT; a second one aborts at once. Returns an undo."""
+    loop = asyncio.get_running_loop()
+    hits = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal hits
+        hits += 1
+        if hits == 1:
+            log.info("%s received: draining (send it again to abort)", signal.Signals(signum).name)
+            stop.set()
+        else:
+            log.warning("second signal: aborting without draining")
+            raise SystemExit(130)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+
+    def undo() -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+
+    return undo
+
+
+async def serve(
+    bus: Bus,
+    config: Any,
+    components: Mapping[str, ComponentEntry],
+    stop: asyncio.Event,
+    *,
+    drain_timeout: float = 30.0,
+) -> None:
+    """Run `components` until `stop` is set, then cancel (drain) them.
+
+    Raises:
+        ComponentFailed: a component ended or raised on its own; the others are drained first.
+    """
+    tasks = {asyncio.create_task(entry(bus, config), name=name): name for name, entry in components.items()}
+    stopper = asyncio.create_task(stop.wait(), name="stop")
+    failed: ComponentFailed | None = None
+    try:
+        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not stopper:
+                error = task.exception() if not task.cancelled() else asyncio.CancelledError()
+                failed = ComponentFailed(tasks[task], error or RuntimeError("returned unexpectedly"))
+                log.error("%s", failed)
+    finally:
+        stopper.cancel()
+        running = [t for t in tasks if not t.done()]
+        for task in running:
+            task.cancel()
+        if running:
+            _, pending = await asyncio.wait(running, timeout=drain_timeout)
+            for task in pending:
+                log.warning("component %s did not drain within %ss", tasks[task], drain_timeout)
+        for task in running:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.error("component %s raised while draining: %r", tasks[task], task.exception())
+    if failed is not None:
+        raise failed

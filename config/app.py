@@ -1,0 +1,256 @@
+"""`AppConfig`: every section of config.yaml, with DeerFlow's fields where they apply.
+
+Defaults give a working single-machine system: embedded nats-server, data under
+`.antler/`, gateway on 127.0.0.1:2026. config.example.yaml documents each field;
+a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from config._env import Section
+
+_SUBJECT_TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class EmbeddedNatsConfig(Section):
+    host: str = Field("127.0.0.1", description="Interface the embedded nats-server listens on.")
+    port: int = Field(0, ge=0, le=65535, description="Client port; 0 picks a free port.")
+    max_payload_mb: int = Field(8, ge=1, le=64, description="Largest message the server accepts, in MiB.")
+
+
+class BusConfig(Section):
+    url: str | None = Field(None, description="nats:// URL(s) of an existing NATS; unset = embedded server.")
+    prefix: str = Field("antler", description="First token of every subject; names streams and buckets.")
+    data_dir: str = Field(".antler", description="Directory for JetStream, checkpoints and sandboxes.")
+    embedded: EmbeddedNatsConfig = Field(default_factory=EmbeddedNatsConfig)
+    token: str | None = Field(None, description="Token for an external NATS server.")
+    user: str | None = None
+    password: str | None = None
+    credentials: str | None = Field(None, description="Path of a NATS .creds file.")
+    connect_timeout_seconds: float = Field(5.0, gt=0)
+    dedupe_window_seconds: float = Field(120.0, gt=0, description="Nats-Msg-Id duplicate window.")
+    max_deliver: int = Field(5, ge=1, description="Deliveries before a failing message goes to the DLQ.")
+    ack_wait_seconds: float = Field(30.0, gt=0, description="Redelivery delay of an un-acked message.")
+    run_events_max_age_hours: float = Field(24.0, gt=0, description="How long run event logs are kept.")
+    chat_out_max_age_hours: float = Field(24.0, gt=0)
+    dlq_max_age_days: float = Field(30.0, gt=0)
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix_is_a_subject_token(cls, value: str) -> str:
+        if not _SUBJECT_TOKEN.match(value):
+            raise ValueError("must be one subject token: letters, digits, '-' or '_'")
+        return value
+
+
+class ModelConfig(Section):
+    """One chat model; keys not listed here are passed to the provider class."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(description="Unique id used in runs (model_name) and chat commands.")
+    display_name: str | None = None
+    description: str | None = None
+    use: str = Field("langchain_openai:ChatOpenAI", description="Provider class as module:Class.")
+    model: str | None = Field(None, description="Provider's model id.")
+    api_key: str | None = None
+    base_url: str | None = None
+    max_tokens: int | None = Field(None, gt=0)
+    temperature: float | None = None
+    supports_thinking: bool = False
+    supports_reasoning_effort: bool = False
+    supports_vision: bool = False
+    when_thinking_enabled: dict[str, Any] | None = Field(
+        None, description="Provider fields merged in when a run enables thinking."
+    )
+    thinking: dict[str, Any] | None = Field(None, description="Shortcut for when_thinking_enabled.thinking.")
+    use_responses_api: bool | None = None
+    output_version: str | None = None
+
+    @field_validator("use")
+    @classmethod
+    def _use_is_module_colon_class(cls, value: str) -> str:
+        if ":" not in value:
+            raise ValueError("must look like 'package.module:ClassName'")
+        return value
+
+
+class ToolGroupConfig(Section):
+    name: str
+
+
+class ToolConfig(Section):
+    """A tool from config (`use: module:variable`); extra keys configure it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    group: str | None = None
+    use: str
+
+
+class SandboxConfig(Section):
+    provider: Literal["auto", "bwrap", "local"] = Field(
+        "auto", description="auto = bwrap when installed, else local (not isolated)."
+    )
+    data_dir: str | None = Field(
+        None, description="Per-user, per-thread working copies; default <bus.data_dir>/sandbox."
+    )
+    allow_network: bool = False
+    command_timeout_seconds: float = Field(120.0, gt=0)
+    max_output_chars: int = Field(20_000, gt=0)
+    max_read_chars: int = Field(50_000, gt=0)
+    max_write_bytes: int = Field(10 * 1024 * 1024, gt=0)
+    cpu_seconds: int = Field(120, gt=0)
+    memory_mb: int = Field(1024, gt=0)
+    max_processes: int = Field(256, gt=0)
+    max_file_size_mb: int = Field(100, gt=0)
+
+
+class MemoryConfig(Section):
+    enabled: bool = True
+    injection_enabled: bool = True
+    debounce_seconds: float = Field(30.0, ge=0)
+    model_name: str | None = Field(None, description="Model for fact extraction; unset = default model.")
+    max_facts: int = Field(100, gt=0)
+    fact_confidence_threshold: float = Field(0.7, ge=0, le=1)
+    max_injection_tokens: int = Field(2000, gt=0)
+
+
+class TitleConfig(Section):
+    enabled: bool = True
+    max_words: int = Field(6, gt=0)
+    max_chars: int = Field(60, gt=0)
+    model_name: str | None = None
+    prompt_template: str | None = Field(None, description="Uses {max_words}, {user_msg}, {assistant_msg}.")
+
+
+class ContextSize(Section):
+    type: Literal["tokens", "messages", "fraction"]
+    value: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _fraction_at_most_one(self) -> ContextSize:
+        if self.type == "fraction" and self.value > 1:
+            raise ValueError("a fraction must be between 0 and 1")
+        return self
+
+
+class SummarizationConfig(Section):
+    enabled: bool = False
+    model_name: str | None = None
+    trigger: list[ContextSize] = Field(
+        default_factory=lambda: [ContextSize(type="tokens", value=15_000)],
+        description="Summarize when any of these is reached.",
+    )
+    keep: ContextSize = Field(default_factory=lambda: ContextSize(type="messages", value=10))
+    trim_tokens_to_summarize: int | None = Field(4000, description="Cap on what is sent to be summarized.")
+    summary_prompt: str | None = None
+
+
+class SubagentsConfig(Section):
+    enabled: bool = True
+    max_concurrent: int = Field(3, gt=0)
+    timeout_seconds: float = Field(900.0, gt=0)
+    model_name: str | None = None
+
+
+class SkillsConfig(Section):
+    path: str = Field("skills", description="Host directory holding public/ and custom/ skills.")
+    container_path: str = Field("/mnt/skills", description="Where the agent sees them.")
+
+
+class ChannelConfig(Section):
+    enabled: bool = False
+    allowed_users: list[str] = Field(default_factory=list, description="Empty = everyone.")
+    allowed_chats: list[str] = Field(default_factory=list, description="Empty = every chat.")
+    require_mention_in_groups: bool = True
+
+
+class SlackConfig(ChannelConfig):
+    bot_token: str | None = None
+    app_token: str | None = None
+    base_url: str | None = Field(None, description="Web API base (tests point it at a local fake).")
+
+
+class TelegramConfig(ChannelConfig):
+    bot_token: str | None = None
+    base_url: str | None = None
+
+
+class FeishuConfig(ChannelConfig):
+    app_id: str | None = None
+    app_secret: str | None = None
+    domain: str | None = Field(None, description="Open platform domain; default Feishu, or Lark's.")
+
+
+class DingTalkConfig(ChannelConfig):
+    client_id: str | None = None
+    client_secret: str | None = None
+    card_template_id: str | None = None
+    base_url: str | None = None
+
+
+class ChannelsConfig(Section):
+    stream_update_seconds: float = Field(1.0, ge=0, description="Least time between partial reply edits.")
+    slack: SlackConfig = Field(default_factory=SlackConfig)
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    feishu: FeishuConfig = Field(default_factory=FeishuConfig)
+    dingtalk: DingTalkConfig = Field(default_factory=DingTalkConfig)
+
+
+class GatewayToken(Section):
+    token: str
+    user_id: str
+
+
+class GatewayConfig(Section):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(2026, ge=0, le=65535)
+    tokens: list[GatewayToken] = Field(
+        default_factory=list, description="Bearer tokens; empty = loopback only."
+    )
+    cors_origins: list[str] = Field(default_factory=list)
+    docs_enabled: bool = True
+    max_upload_mb: int = Field(50, gt=0)
+
+
+class AppConfig(Section):
+    """The whole of config.yaml."""
+
+    config_version: int = 1
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    bus: BusConfig = Field(default_factory=BusConfig)
+    models: list[ModelConfig] = Field(default_factory=list, description="The first one is the default.")
+    tool_groups: list[ToolGroupConfig] = Field(default_factory=list)
+    tools: list[ToolConfig] = Field(default_factory=list)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    title: TitleConfig = Field(default_factory=TitleConfig)
+    summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
+    subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+
+    @field_validator("models")
+    @classmethod
+    def _model_names_unique(cls, models: list[ModelConfig]) -> list[ModelConfig]:
+        seen: set[str] = set()
+        for model in models:
+            if model.name in seen:
+                raise ValueError(f"two models are named {model.name!r}; names must be unique")
+            seen.add(model.name)
+        return models
+
+    def get_model(self, name: str | None = None) -> ModelConfig | None:
+        """The model called `name`, or the default (first) one when `name` is None."""
+        if name is None:
+            return self.models[0] if self.models else None
+        return next((m for m in self.models if m.name == name), None)

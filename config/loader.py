@@ -1,0 +1,113 @@
+"""Finding and loading config.yaml and extensions_config.json.
+
+Search order for each file: an explicit path, then the environment variable
+(`ANTLER_CONFIG_PATH` / `ANTLER_EXTENSIONS_CONFIG_PATH`), then the file in the
+current directory. No file at all gives the defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import ValidationError
+
+from config._env import Section
+from config.app import AppConfig
+from config.errors import ConfigFileNotFoundError, ConfigParseError, ConfigValidationError
+from config.extensions import ExtensionsConfig
+
+CONFIG_ENV = "ANTLER_CONFIG_PATH"
+EXTENSIONS_ENV = "ANTLER_EXTENSIONS_CONFIG_PATH"
+CONFIG_FILE = "config.yaml"
+EXTENSIONS_FILE = "extensions_config.json"
+
+S = TypeVar("S", bound=Section)
+
+
+def find_file(explicit: str | os.PathLike[str] | None, env_var: str, filename: str) -> Path | None:
+    """The config file to use, or None when there is none (defaults apply).
+
+    Raises:
+        ConfigFileNotFoundError: an explicitly named file (argument or env var) is missing.
+    """
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigFileNotFoundError(path, "given explicitly")
+        return path
+    from_env = os.environ.get(env_var)
+    if from_env:
+        path = Path(from_env)
+        if not path.is_file():
+            raise ConfigFileNotFoundError(path, f"from ${env_var}")
+        return path
+    local = Path.cwd() / filename
+    return local if local.is_file() else None
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> AppConfig:
+    """Load config.yaml by the search order; defaults when there is no file."""
+    found = find_file(path, CONFIG_ENV, CONFIG_FILE)
+    if found is None:
+        return _build(AppConfig, {}, "defaults")
+    try:
+        raw = yaml.safe_load(found.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigParseError(found, str(exc)) from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigParseError(
+            found, f"the top level must be a mapping of sections, not {type(raw).__name__}"
+        )
+    return _build(AppConfig, raw, str(found))
+
+
+def load_extensions(path: str | os.PathLike[str] | None = None) -> ExtensionsConfig:
+    """Load extensions_config.json by the search order; empty when there is no file."""
+    found = find_file(path, EXTENSIONS_ENV, EXTENSIONS_FILE)
+    if found is None:
+        return _build(ExtensionsConfig, {}, "defaults")
+    try:
+        raw = json.loads(found.read_text(encoding="utf-8") or "{}")
+    except json.JSONDecodeError as exc:
+        raise ConfigParseError(found, str(exc)) from None
+    if not isinstance(raw, dict):
+        raise ConfigParseError(found, "the top level must be a JSON object")
+    return _build(ExtensionsConfig, raw, str(found))
+
+
+def extensions_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """Where extensions_config.json is, or would be written when none exists yet."""
+    found = find_file(explicit, EXTENSIONS_ENV, EXTENSIONS_FILE)
+    return found if found is not None else Path.cwd() / EXTENSIONS_FILE
+
+
+def _build(cls: type[S], raw: dict[str, Any], source: str) -> S:
+    try:
+        config = cls.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigValidationError(source, [_describe(err) for err in exc.errors()]) from None
+    config._bind("", None if source == "defaults" else source)
+    return config
+
+
+def _describe(error: Any) -> tuple[str, str]:
+    path = ""
+    for part in error["loc"]:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif path:
+            path += f".{part}"
+        else:
+            path = str(part)
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        message = "unknown field (check the spelling against config.example.yaml)"
+    elif "input" in error and error["type"] not in ("missing",) and not isinstance(error["input"], dict):
+        message += f" (got {error['input']!r})"
+    return path, message
