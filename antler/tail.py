@@ -52,6 +52,7 @@ async def tail(args: argparse.Namespace) -> int:
     undo = stop_on_signals(stop)
     try:
         sub = await bus.nc.subscribe(pattern, cb=on_msg)
+        await bus.nc.flush()  # the server has the subscription before we say we are listening
         status(f"tailing {pattern} on {url} (Ctrl-C to stop)")
         await stop.wait()
         await sub.unsubscribe()

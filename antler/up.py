@@ -55,6 +55,7 @@ async def up(args: argparse.Namespace) -> int:
                 url = await server.start()
             except ServerError as exc:
                 raise CliError(str(exc)) from None
+            status(f"nats-server running (pid {server.pid}; log: {server.log_path})")
         started = time.monotonic()
         bus = await Bus.connect(url, config.bus, name="antler-up", provision=True)
         status(f"bus ready: streams, KV buckets and object store under prefix '{config.bus.prefix}'")

@@ -64,7 +64,9 @@ class Bus:
             "name": name,
             "connect_timeout": config.connect_timeout_seconds,
             "allow_reconnect": True,
-            "max_reconnect_attempts": -1,
+            # A few tries for the first connection, so a wrong URL fails fast;
+            # once connected, reconnect forever (set below).
+            "max_reconnect_attempts": 3,
             "reconnect_time_wait": 0.5,
             "error_cb": state.on_error,
             "disconnected_cb": state.on_disconnected,
@@ -80,7 +82,10 @@ class Bus:
         try:
             nc = await nats.connect(**options)
         except Exception as exc:
-            raise BusConnectError(url, str(exc) or type(exc).__name__) from None
+            detail = state.last_error or exc
+            raise BusConnectError(url, str(detail) or type(detail).__name__) from None
+        nc.options["max_reconnect_attempts"] = -1
+        state.connected = True
         bus = cls(nc, config)
         bus._state = state
         if provision:
@@ -180,10 +185,13 @@ class _ConnectionState:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self.connected = False
         self.closing = False
+        self.last_error: Exception | None = None
 
     async def on_error(self, exc: Exception) -> None:
-        if not self.closing:
+        self.last_error = exc
+        if self.connected and not self.closing:
             log.warning("NATS error (%s): %s", self.url, exc)
 
     async def on_disconnected(self) -> None:

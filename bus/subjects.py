@@ -139,6 +139,6 @@ class Subjects:
 
     def full(self, pattern: str) -> str:
         """Prefix a relative subject pattern (`runs.ev.>`), leaving absolute ones alone."""
-        if pattern.startswith((f"{self.prefix}.", "$", "_INBOX")) or pattern in (">", self.prefix):
+        if pattern.startswith((f"{self.prefix}.", "$", "_INBOX")) or pattern == self.prefix:
             return pattern
         return f"{self.prefix}.{pattern}"

@@ -86,13 +86,11 @@ class Section(BaseModel):
             elif name in os.environ:
                 present[key] = os.environ[name]
             else:
+                marker = UnresolvedEnv(name)
+                deferred[key] = marker
                 field = cls.model_fields.get(key)
                 if field is not None and field.is_required():
-                    # Nothing sensible to construct without it: say so now.
-                    raise ValueError(
-                        f"{key} is set to ${name}, but the environment variable {name} is not set"
-                    )
-                deferred[key] = UnresolvedEnv(name)
+                    present[key] = marker  # a stand-in so the section can be built; replaced below
         obj = handler(present)
         for key, marker in deferred.items():
             if key in cls.model_fields:

@@ -75,3 +75,15 @@ async def run_antler(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+
+
+async def finished(proc: asyncio.subprocess.Process, timeout: float = 30.0) -> tuple[int, str, str]:
+    """Wait for a child to exit: `(exit code, stdout, stderr)`; killed if it overstays."""
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()

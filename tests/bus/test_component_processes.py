@@ -16,7 +16,7 @@ from bus import Bus, Consumer, Delivery, decode
 from bus.dlq import H_DELIVERIES, H_REASON
 from bus.messages import InboundMessage, OutboundMessage
 from config import BusConfig
-from tests.conftest import run_antler
+from tests.conftest import finished, run_antler
 
 pytestmark = pytest.mark.asyncio
 
@@ -53,12 +53,6 @@ async def start_echo(nats_url: str, config: str) -> asyncio.subprocess.Process:
     return await run_antler("run", SLOW_ECHO, "--nats-url", nats_url, "-c", config)
 
 
-async def finish(proc: asyncio.subprocess.Process, timeout: float = 20.0) -> tuple[int, str]:
-    _, err = await asyncio.wait_for(proc.communicate(), timeout)
-    assert proc.returncode is not None
-    return proc.returncode, err.decode()
-
-
 async def test_sigterm_drains_in_flight_work_and_exits_zero(
     bus: Bus, bus_config: BusConfig, nats_url: str, tmp_path: Path, replies: Replies
 ) -> None:
@@ -68,7 +62,7 @@ async def test_sigterm_drains_in_flight_work_and_exits_zero(
         assert (await replies.next()).text == "started"
         proc.send_signal(signal.SIGTERM)
         final = await replies.next()
-        code, err = await finish(proc)
+        code, _, err = await finished(proc)
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -132,7 +126,7 @@ async def test_a_message_whose_handling_process_keeps_dying_ends_in_the_dlq(
             letter = await asyncio.wait_for(dlq.get(), 20)
         finally:
             rescuer.send_signal(signal.SIGTERM)
-            code, err = await finish(rescuer)
+            code, _, err = await finished(rescuer)
     finally:
         await sub.unsubscribe()
         if victim.returncode is None:

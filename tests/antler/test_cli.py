@@ -1,0 +1,230 @@
+"""The `antler` command as users run it: a real process, real output, real exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from bus import Bus, Consumer, Delivery, Reject
+from bus.messages import InboundMessage
+from config import BusConfig
+from tests.conftest import finished, run_antler
+
+pytestmark = pytest.mark.asyncio
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def read_url(proc: asyncio.subprocess.Process) -> str:
+    assert proc.stdout is not None
+    while True:
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        assert line, "antler up ended before printing its NATS URL"
+        if line.startswith("NATS: "):
+            return line.split(" ", 1)[1].strip()
+
+
+async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    proc = await run_antler("up", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
+    try:
+        url = await read_url(proc)
+        assert url.startswith("nats://127.0.0.1:")
+        bus = await Bus.connect(url)
+        info = await bus.js.stream_info(bus.subjects.runs_stream)
+        assert info.config.name == "ANTLER_RUNS", "the streams are provisioned"
+        await bus.close()
+        lock_holder = int((tmp_path / "data" / "antler.lock").read_text().split()[1].rstrip(","))
+        assert (tmp_path / "data" / "nats.url").read_text().strip() == url
+
+        proc.send_signal(signal.SIGINT)
+        code, _, err = await finished(proc)
+        server_pid = int(re.search(r"nats-server running \(pid (\d+)", err).group(1))  # type: ignore[union-attr]
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    assert code == 0, err
+    assert "stopped" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "data" / "nats.url").exists()
+    assert lock_holder == proc.pid
+    assert not pid_alive(server_pid), "the embedded nats-server is gone"
+
+
+async def test_a_second_antler_up_on_the_same_data_dir_refuses_clearly(tmp_path: Path) -> None:
+    first = await run_antler("up", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
+    try:
+        await read_url(first)
+        second = await run_antler("up", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
+        code, _, err = await finished(second)
+        assert code == 1
+        assert "in use by another Antler" in err
+        assert "Traceback" not in err
+    finally:
+        first.send_signal(signal.SIGTERM)
+        code, _, err = await finished(first)
+    assert code == 0, err
+
+
+async def test_schema_output_validates_a_sample_envelope_and_rejects_a_bad_one(tmp_path: Path) -> None:
+    proc = await run_antler("schema")
+    code, out, err = await finished(proc)
+    assert code == 0, err
+    schemas = json.loads(out)
+    inbound = schemas["InboundMessage"]
+    jsonschema.validate({"channel": "cli", "chat_id": "me", "text": "hello"}, inbound)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"channel": "cli", "text": "no chat id"}, inbound)
+    jsonschema.validate({"thread_id": "t", "input": {"messages": []}}, schemas["RunRequest"])
+
+    proc = await run_antler("schema", "RunEvent", "--out", str(tmp_path))
+    code, out, err = await finished(proc)
+    assert code == 0, err
+    assert json.loads((tmp_path / "RunEvent.schema.json").read_text())["title"] == "RunEvent"
+
+
+async def test_run_with_an_unknown_component_says_what_exists(nats_url: str) -> None:
+    proc = await run_antler("run", "no-such-thing", "--nats-url", nats_url)
+    code, _, err = await finished(proc)
+    assert code == 2
+    assert "unknown component 'no-such-thing'" in err
+
+
+async def test_commands_without_a_nats_say_how_to_get_one(tmp_path: Path) -> None:
+    proc = await run_antler("dlq", "list", cwd=tmp_path, env={"ANTLER_NATS_URL": ""})
+    code, _, err = await finished(proc)
+    assert code == 2
+    assert "start `antler up`" in err
+
+
+async def test_an_unreachable_nats_is_one_clear_line(tmp_path: Path) -> None:
+    proc = await run_antler("tail", "--nats-url", "nats://127.0.0.1:1", cwd=tmp_path)
+    code, _, err = await finished(proc)
+    assert code == 1
+    assert "cannot connect to NATS at nats://127.0.0.1:1" in err
+    assert "Traceback" not in err
+
+
+async def test_a_bad_config_file_is_reported_without_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("bus:\n  prefix: a.b\n", encoding="utf-8")
+    proc = await run_antler("up", cwd=tmp_path)
+    code, _, err = await finished(proc)
+    assert code == 1
+    assert "config.yaml: 1 invalid field" in err
+    assert "bus.prefix" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["up", "run", "send", "tail", "schema", "dlq", "dlq list", "dlq replay"])
+async def test_every_command_has_help(command: str) -> None:
+    proc = await run_antler(*command.split(), "--help")
+    code, out, _ = await finished(proc)
+    assert code == 0
+    assert "usage: antler" in out
+    assert len(out.splitlines()) > 3
+
+
+async def test_dlq_list_show_and_replay(bus: Bus, bus_config: BusConfig, nats_url: str) -> None:
+    s = bus.subjects
+    fail = True
+    recovered = asyncio.Event()
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        if fail:
+            raise Reject("cannot handle this yet")
+        recovered.set()
+
+    args = ("--nats-url", nats_url, "--prefix", bus_config.prefix)
+    consumer = Consumer(
+        bus,
+        stream=s.chat_in_stream,
+        durable="cli",
+        filter_subjects=[s.chat_in_all],
+        model=InboundMessage,
+        handler=handle,
+    )
+    async with consumer:
+        dead = asyncio.Event()
+
+        async def on_dlq(msg: object) -> None:
+            dead.set()
+
+        await bus.nc.subscribe(s.dlq_all, cb=on_dlq)
+        await bus.publish(s.chat_in("cli"), InboundMessage(channel="cli", chat_id="c", text="needs care"))
+        await asyncio.wait_for(dead.wait(), 10)
+
+        code, out, err = await finished(await run_antler("dlq", "list", *args))
+        assert code == 0, err
+        assert "rejected: cannot handle this yet" in out
+        assert s.chat_in("cli") in out
+        seq = int(out.splitlines()[1].split()[0])
+
+        code, out, err = await finished(await run_antler("dlq", "show", str(seq), *args))
+        assert code == 0, err
+        assert "Antler-Dlq-Reason: rejected: cannot handle this yet" in out
+        assert '"text": "needs care"' in out
+
+        fail = False
+        code, out, err = await finished(await run_antler("dlq", "replay", str(seq), *args))
+        assert code == 0, err
+        assert "replayed 1 message(s)" in out
+        await asyncio.wait_for(recovered.wait(), 10)
+
+    code, out, _ = await finished(await run_antler("dlq", "list", *args))
+    assert "empty" in out
+
+
+async def test_tail_prints_matching_traffic_readably(bus: Bus, bus_config: BusConfig, nats_url: str) -> None:
+    proc = await run_antler(
+        "tail", "chat.in.>", "-n", "1", "--nats-url", nats_url, "--prefix", bus_config.prefix
+    )
+    assert proc.stderr is not None
+    banner = await asyncio.wait_for(proc.stderr.readline(), 30)
+    assert b"tailing" in banner
+    await bus.publish(
+        bus.subjects.chat_in("cli"), InboundMessage(channel="cli", chat_id="c9", text="watch me")
+    )
+    code, out, err = await finished(proc)
+    assert code == 0, err
+    assert bus.subjects.chat_in("cli") in out
+    assert '"text": "watch me"' in out
+
+
+async def test_send_prints_the_reply_of_whatever_answers_the_chat(
+    bus: Bus, bus_config: BusConfig, nats_url: str
+) -> None:
+    args = ("--nats-url", nats_url, "--prefix", bus_config.prefix)
+    echo = await run_antler("run", "tests.components.slow_echo:run", *args)
+    try:
+        proc = await run_antler("send", "0.1", "--chat", "terminal-1", *args)
+        code, out, err = await finished(proc)
+    finally:
+        echo.send_signal(signal.SIGTERM)
+        await finished(echo)
+    assert code == 0, err
+    assert out.split() == ["started", "done"], "partial text streamed, then the final reply"
+
+
+async def test_send_without_anyone_answering_times_out_with_a_hint(
+    bus: Bus, bus_config: BusConfig, nats_url: str
+) -> None:
+    proc = await run_antler(
+        "send", "hello?", "--timeout", "0.5", "--nats-url", nats_url, "--prefix", bus_config.prefix
+    )
+    code, _, err = await finished(proc)
+    assert code == 3
+    assert "is the router running?" in err
+    info = await bus.js.stream_info(bus.subjects.chat_in_stream)
+    assert info.state.messages == 1, "the message itself waits on the bus for the router"

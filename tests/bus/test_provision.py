@@ -1,0 +1,68 @@
+"""Provisioning the streams, buckets and object store: complete and idempotent."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from nats.js.api import RetentionPolicy
+
+from bus import Bus, provision
+from config import BusConfig
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_everything_of_the_architecture_exists_under_the_prefix(bus: Bus) -> None:
+    s = bus.subjects
+    p = bus.config.prefix.upper()
+    expected = {
+        f"{p}_CHAT_IN": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.chat.in.>"]),
+        f"{p}_CHAT_OUT": (RetentionPolicy.LIMITS, [f"{s.prefix}.chat.out.>"]),
+        f"{p}_RUNS": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.runs.submit"]),
+        f"{p}_RUN_EVENTS": (RetentionPolicy.LIMITS, [f"{s.prefix}.runs.ev.>"]),
+        f"{p}_SUBAGENTS": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.subagents.submit"]),
+        f"{p}_MEMORY": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.memory.update"]),
+        f"{p}_DLQ": (RetentionPolicy.LIMITS, [f"{s.prefix}.dlq.>"]),
+    }
+    for name, (retention, subjects) in expected.items():
+        info = await bus.js.stream_info(name)
+        assert info.config.retention == retention, name
+        assert info.config.subjects == subjects, name
+        assert info.config.duplicate_window == bus.config.dedupe_window_seconds
+    for bucket in ("threads", "chats", "runs", "memory"):
+        kv = await bus.js.key_value(f"{s.prefix}_{bucket}")
+        await kv.put("probe", b"1")
+        assert (await kv.get("probe")).value == b"1"
+    files = await bus.files()
+    await files.put("probe.txt", b"hello")
+    assert (await files.get("probe.txt")).data == b"hello"
+
+
+async def test_provisioning_again_keeps_data_and_applies_changed_settings(nats_url: str, bus: Bus) -> None:
+    await bus.publish(bus.subjects.run_events("r1"), b"{}")
+    kv = await bus.kv(bus.subjects.runs_bucket)
+    await kv.put("r1", b"kept")
+
+    longer = bus.config.model_copy(update={"run_events_max_age_hours": 48.0})
+    again = await Bus.connect(nats_url, longer, provision=True)
+    try:
+        await asyncio.gather(provision(again), provision(again))  # concurrent starts are fine too
+        info = await again.js.stream_info(bus.subjects.run_events_stream)
+        assert info.config.max_age == 48 * 3600
+        assert info.state.messages == 1
+        assert (await kv.get("r1")).value == b"kept"
+    finally:
+        await again.close()
+
+
+async def test_two_prefixes_on_one_server_do_not_see_each_other(nats_url: str, bus: Bus) -> None:
+    other = await Bus.connect(nats_url, BusConfig(prefix=bus.config.prefix + "x"), provision=True)
+    try:
+        await other.publish(other.subjects.runs_submit, b"{}")
+        mine = await bus.js.stream_info(bus.subjects.runs_stream)
+        theirs = await other.js.stream_info(other.subjects.runs_stream)
+        assert mine.state.messages == 0
+        assert theirs.state.messages == 1
+    finally:
+        await other.close()

@@ -1,0 +1,58 @@
+"""The embedded nats-server: start, readiness, data kept across restarts, one owner per data dir."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bus import Bus, DataDirLocked, EmbeddedServer
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_a_second_server_on_the_same_data_dir_fails_with_a_clear_message(tmp_path: Path) -> None:
+    async with EmbeddedServer(tmp_path) as first:
+        with pytest.raises(DataDirLocked) as info:
+            await EmbeddedServer(tmp_path).start()
+        assert str(tmp_path) in str(info.value)
+        assert "in use by another Antler" in str(info.value)
+        assert first.url.startswith("nats://127.0.0.1:")
+        # The first one is unharmed.
+        bus = await Bus.connect(first.url)
+        await bus.close()
+
+
+async def test_jetstream_data_survives_a_restart_and_the_lock_is_released_on_stop(tmp_path: Path) -> None:
+    async with EmbeddedServer(tmp_path) as server:
+        bus = await Bus.connect(server.url, provision=True)
+        await bus.publish(bus.subjects.run_events("r"), b'{"kept": true}')
+        await bus.close()
+        url_file = (tmp_path / "nats.url").read_text().strip()
+        assert url_file == server.url, "clients of this data dir can find the server"
+    assert not (tmp_path / "nats.url").exists()
+    async with EmbeddedServer(tmp_path) as server:
+        bus = await Bus.connect(server.url)
+        info = await bus.js.stream_info(bus.subjects.run_events_stream)
+        assert info.state.messages == 1
+        await bus.close()
+
+
+async def test_a_configured_port_is_used(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with EmbeddedServer(tmp_path, port=port) as server:
+        assert server.url == f"nats://127.0.0.1:{port}"
+
+
+async def test_a_port_in_use_is_reported_with_the_servers_own_words(tmp_path: Path) -> None:
+    async with EmbeddedServer(tmp_path / "a") as first:
+        port = int(first.url.rsplit(":", 1)[1])
+        from bus import ServerStartError
+
+        with pytest.raises(ServerStartError) as info:
+            await EmbeddedServer(tmp_path / "b", port=port).start(timeout=10)
+        assert "address already in use" in str(info.value).lower()
