@@ -23,8 +23,13 @@ class ComponentSpec:
     enabled: Callable[[Any], bool] = lambda config: True
 
 
-# Filled in as components land (runner, sandbox broker, gateway, router, adapters ...).
-COMPONENTS: dict[str, ComponentSpec] = {}
+# Filled in as components land (sandbox broker, gateway, router, adapters ...).
+COMPONENTS: dict[str, ComponentSpec] = {
+    spec.name: spec
+    for spec in (
+        ComponentSpec("runner", "agents.runner:run", "the lead agent: RunRequests in, run events out"),
+    )
+}
 
 
 class UnknownComponent(LookupError):

@@ -76,9 +76,19 @@ class Delivery:
     num_delivered: int
     stream_seq: int
 
+    release_slot: Callable[[], None] = lambda: None
+
     async def in_progress(self) -> None:
         """Tell the server this message is still being worked on (resets ack_wait)."""
         await self.msg.in_progress()
+
+    def yield_slot(self) -> None:
+        """Stop counting this handler against the consumer's concurrency (it is only waiting).
+
+        A handler that waits for something another message will cause (a run queued
+        behind a busy thread) must not hold a slot that message needs.
+        """
+        self.release_slot()
 
 
 Handler = Callable[[M, Delivery], Awaitable[None]]
@@ -146,6 +156,7 @@ class Consumer(Generic[M]):
         self._psub: Any = None
         self._fetch_task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
+        self._waiting: set[asyncio.Task[None]] = set()  # in flight, but yielded their slot
         self._slot_free = asyncio.Event()
         self._stopping = False
 
@@ -208,7 +219,7 @@ class Consumer(Generic[M]):
     async def _fetch_loop(self) -> None:
         failures = 0
         while not self._stopping:
-            free = self.concurrency - len(self._inflight)
+            free = self.concurrency - len(self._inflight) + len(self._waiting)
             if free <= 0:
                 self._slot_free.clear()
                 await self._slot_free.wait()
@@ -235,7 +246,14 @@ class Consumer(Generic[M]):
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)
+        self._waiting.discard(task)
         self._slot_free.set()
+
+    def _yield_slot(self) -> None:
+        task = asyncio.current_task()
+        if task is not None and task in self._inflight and task not in self._waiting:
+            self._waiting.add(task)
+            self._slot_free.set()
 
     # ------------------------------------------------------------------ settling
 
@@ -258,7 +276,7 @@ class Consumer(Generic[M]):
             except EnvelopeError as exc:
                 await self._dead_letter(msg, f"bad input: {exc}", delivered, seq)
                 return
-            delivery = Delivery(msg, msg.subject, dict(msg.headers or {}), delivered, seq)
+            delivery = Delivery(msg, msg.subject, dict(msg.headers or {}), delivered, seq, self._yield_slot)
             heartbeat = asyncio.create_task(self._heartbeat(msg))
             try:
                 await self.handler(payload, delivery)

@@ -269,6 +269,7 @@ class ThreadRecord(Envelope):
     title: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     active_run_id: str | None = None
+    queue: list[str] = Field(default_factory=list, description="Runs waiting for this thread, in order.")
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
@@ -321,6 +322,38 @@ class MemoryUpdate(Envelope):
     run_id: str | None = None
     messages: list[ChatTurn]
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class MemoryFact(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field(default_factory=new_id)
+    content: str
+    category: Literal["preference", "knowledge", "context", "behavior", "goal"] = "context"
+    confidence: float = Field(0.8, ge=0, le=1)
+    created_at: datetime = Field(default_factory=utcnow)
+    source: str | None = Field(None, description="Thread the fact was learned in.")
+
+
+class MemoryDocument(Envelope):
+    """What the agent remembers about one user (and agent), in KV `<prefix>_memory`."""
+
+    user_id: str = "default"
+    agent_name: str | None = None
+    work_context: str = ""
+    personal_context: str = ""
+    top_of_mind: str = ""
+    recent_months: str = ""
+    earlier_context: str = ""
+    long_term_background: str = ""
+    facts: list[MemoryFact] = Field(default_factory=list)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    @staticmethod
+    def key(user_id: str, agent_name: str | None = None) -> str:
+        from bus.subjects import safe_token
+
+        return safe_token(user_id) + (f".{safe_token(agent_name)}" if agent_name else "")
 
 
 # --------------------------------------------------------------------- request / reply
@@ -477,6 +510,15 @@ class ThreadUpdateStateReply(Reply):
     checkpoint: dict[str, Any] = Field(default_factory=dict)
 
 
+class ThreadDeleteRequest(Envelope):
+    thread_id: str
+    user_id: str = "default"
+
+
+class ThreadDeleteReply(Reply):
+    deleted: bool = False
+
+
 ENVELOPES: dict[str, type[Envelope]] = {
     cls.__name__: cls
     for cls in (
@@ -490,6 +532,7 @@ ENVELOPES: dict[str, type[Envelope]] = {
         ChatBinding,
         SubagentTask,
         MemoryUpdate,
+        MemoryDocument,
         ExecRequest,
         ExecReply,
         ReadFileRequest,
@@ -510,5 +553,7 @@ ENVELOPES: dict[str, type[Envelope]] = {
         ThreadHistoryReply,
         ThreadUpdateStateRequest,
         ThreadUpdateStateReply,
+        ThreadDeleteRequest,
+        ThreadDeleteReply,
     )
 }

@@ -55,6 +55,10 @@ class Subjects:
         return f"{self.prefix}.runs.ctl.{safe_token(run_id)}"
 
     @property
+    def run_control_all(self) -> str:
+        return f"{self.prefix}.runs.ctl.*"
+
+    @property
     def subagents_submit(self) -> str:
         return f"{self.prefix}.subagents.submit"
 

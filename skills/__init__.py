@@ -1,4 +1,5 @@
-"""SKILL.md loading and installing; public/ holds the bundled skills.
+"""Skills: SKILL.md folders under `skills.path`/{public,custom}; public/ holds the bundled ones."""
 
-Lands with the skills work; nothing here yet.
-"""
+from skills.loader import Skill, load_skills, parse_frontmatter
+
+__all__ = ["Skill", "load_skills", "parse_frontmatter"]

@@ -1,0 +1,142 @@
+"""The lead agent: `create_agent` with DeerFlow's middlewares, compiled once per set of run options.
+
+DeerFlow's chain and where each link lives here:
+
+ 1. thread data, 2. uploads, 3. sandbox  -> the runner puts them into the run's
+    input (`thread_data`, `sandbox`, new uploads in the user's message): state
+    set once per run needs no graph node
+ 4. dangling tool calls                  -> DanglingToolCallMiddleware
+ 5. model errors                         -> LLMErrorHandlingMiddleware
+ 6. tool errors                          -> langchain's ToolErrorMiddleware
+ 7. summarization                        -> langchain's SummarizationMiddleware (`summarization.enabled`)
+ 8. plan mode                            -> langchain's TodoListMiddleware (`is_plan_mode`)
+ 9. title                                -> TitleMiddleware (inside the model call)
+10. memory                               -> the runner publishes MemoryUpdate when a run succeeds
+11. view image                           -> lands with the sandbox tools that read images
+12. subagent limit                       -> SubagentLimitMiddleware (`subagent_enabled`)
+13. loop detection                       -> LoopDetectionMiddleware
+14. clarification                        -> `ask_clarification` is a return-direct tool: the run ends
+                                            with the question as its last message
+Every link acts inside the model or tool call, so a plain turn is two graph
+nodes (model, then end) and few checkpoint writes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    SummarizationMiddleware,
+    TodoListMiddleware,
+    ToolErrorMiddleware,
+)
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from agents.context import RunContext, RunOptions
+from agents.middleware import (
+    DanglingToolCallMiddleware,
+    LLMErrorHandlingMiddleware,
+    LoopDetectionMiddleware,
+    RunPromptMiddleware,
+    SubagentLimitMiddleware,
+    TitleMiddleware,
+)
+from agents.models import create_chat_model
+from agents.state import ThreadState
+from agents.tools import ask_clarification, config_tools, present_files
+from config import AppConfig, ContextSize
+
+log = logging.getLogger(__name__)
+
+
+async def _tool_error(exc: Exception, request: Any) -> str:
+    name = request.tool_call.get("name", "tool") if hasattr(request, "tool_call") else "tool"
+    return f"Error: {name} failed with {type(exc).__name__}: {exc}"
+
+
+def _context_size(size: ContextSize) -> tuple[str, float]:
+    value: float = int(size.value) if size.type != "fraction" else size.value
+    return (size.type, value)
+
+
+def build_middlewares(config: AppConfig, options: RunOptions, model: Any) -> list[AgentMiddleware[Any, Any]]:
+    middlewares: list[AgentMiddleware[Any, Any]] = [
+        RunPromptMiddleware(),
+        DanglingToolCallMiddleware(),
+        LLMErrorHandlingMiddleware(),
+        ToolErrorMiddleware(aon_error=_tool_error),
+    ]
+    summary = config.summarization
+    if summary.enabled:
+        summary_model = create_chat_model(config, summary.model_name) if summary.model_name else model
+        kwargs: dict[str, Any] = {
+            "trigger": [_context_size(t) for t in summary.trigger],
+            "keep": _context_size(summary.keep),
+        }
+        if summary.trim_tokens_to_summarize is not None:
+            kwargs["trim_tokens_to_summarize"] = summary.trim_tokens_to_summarize
+        if summary.summary_prompt:
+            kwargs["summary_prompt"] = summary.summary_prompt
+        middlewares.append(SummarizationMiddleware(summary_model, **kwargs))
+    if options.is_plan_mode:
+        middlewares.append(TodoListMiddleware())
+    if config.title.enabled:
+        title_model = create_chat_model(config, config.title.model_name) if config.title.model_name else None
+        middlewares.append(TitleMiddleware(config.title, title_model))
+    if options.subagent_enabled and config.subagents.enabled:
+        middlewares.append(SubagentLimitMiddleware(config.subagents.max_concurrent))
+    middlewares.append(LoopDetectionMiddleware())
+    return middlewares
+
+
+def build_tools(
+    config: AppConfig, options: RunOptions, extra: list[BaseTool] | None = None
+) -> list[BaseTool]:
+    return [ask_clarification, present_files, *config_tools(config), *(extra or [])]
+
+
+def build_lead_agent(
+    config: AppConfig,
+    options: RunOptions,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    extra_tools: list[BaseTool] | None = None,
+) -> Any:
+    """Compile the lead agent for one set of options.
+
+    Raises:
+        agents.errors.ModelConfigError, ProviderNotInstalled, ToolConfigError, config.MissingEnvError
+    """
+    model = create_chat_model(config, options.model_name, thinking_enabled=options.thinking_enabled)
+    return create_agent(
+        model,
+        build_tools(config, options, extra_tools),
+        middleware=build_middlewares(config, options, model),
+        state_schema=ThreadState,
+        context_schema=RunContext,
+        checkpointer=checkpointer,
+        name="lead_agent",
+    )
+
+
+class AgentCache:
+    """Compiled agents by run options: compiling is milliseconds, a turn should not pay it."""
+
+    def __init__(self, config: AppConfig, checkpointer: BaseCheckpointSaver[Any] | None) -> None:
+        self.config = config
+        self.checkpointer = checkpointer
+        self._agents: dict[RunOptions, Any] = {}
+
+    def get(self, options: RunOptions) -> Any:
+        agent = self._agents.get(options)
+        if agent is None:
+            agent = build_lead_agent(self.config, options, self.checkpointer)
+            self._agents[options] = agent  # only after success: a fixed config is retried next run
+            log.info("compiled lead agent for %s", options)
+        return agent
+
+    def clear(self) -> None:
+        self._agents.clear()

@@ -1,0 +1,16 @@
+"""The lead agent's middlewares, in DeerFlow's order (see agents.lead.build_middlewares)."""
+
+from agents.middleware.dangling import DanglingToolCallMiddleware
+from agents.middleware.limits import LoopDetectionMiddleware, SubagentLimitMiddleware
+from agents.middleware.model_errors import LLMErrorHandlingMiddleware
+from agents.middleware.prompt import RunPromptMiddleware
+from agents.middleware.title import TitleMiddleware
+
+__all__ = [
+    "DanglingToolCallMiddleware",
+    "LLMErrorHandlingMiddleware",
+    "LoopDetectionMiddleware",
+    "RunPromptMiddleware",
+    "SubagentLimitMiddleware",
+    "TitleMiddleware",
+]

@@ -1,0 +1,114 @@
+"""Model factory: chat models from config.yaml `models[]`, as DeerFlow writes them."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from agents.errors import ModelConfigError, ProviderNotInstalled
+from config import AppConfig, ModelConfig
+
+# Fields of ours that are not provider arguments.
+_OWN_FIELDS = {
+    "name",
+    "display_name",
+    "description",
+    "use",
+    "supports_thinking",
+    "supports_reasoning_effort",
+    "supports_vision",
+    "when_thinking_enabled",
+    "thinking",
+}
+_PASS_THROUGH = (
+    "model",
+    "api_key",
+    "base_url",
+    "max_tokens",
+    "temperature",
+    "use_responses_api",
+    "output_version",
+)
+
+# Where to get a provider module that is not installed.
+_PACKAGES = {
+    "langchain_openai": "langchain-openai",
+    "langchain_anthropic": "langchain-anthropic",
+    "langchain_deepseek": "langchain-deepseek",
+    "langchain_google_genai": "langchain-google-genai",
+    "langchain_ollama": "langchain-ollama",
+    "langchain_mistralai": "langchain-mistralai",
+    "langchain_aws": "langchain-aws",
+}
+
+
+def resolve_class(use: str) -> type[Any]:
+    """Import `module:Class`.
+
+    Raises:
+        ProviderNotInstalled: the module is missing (the message says what to pip install).
+        ModelConfigError: the module has no such class.
+    """
+    module_name, _, attr = use.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = (exc.name or module_name).split(".")[0]
+        raise ProviderNotInstalled(use, module_name, _PACKAGES.get(top, top.replace("_", "-"))) from None
+    cls = getattr(module, attr, None)
+    if cls is None:
+        raise ModelConfigError(f"{module_name} has no {attr!r} (models[].use = {use!r})")
+    return cls  # type: ignore[no-any-return]
+
+
+def model_kwargs(model: ModelConfig, thinking_enabled: bool) -> dict[str, Any]:
+    """Provider keyword arguments, `$ENV` values resolved (MissingEnvError names the variable)."""
+    kwargs: dict[str, Any] = {}
+    for name in _PASS_THROUGH:
+        value = model.resolved(name)
+        if value is not None:
+            kwargs[name] = value
+    kwargs.update(model.resolved_extra())
+    if thinking_enabled and model.supports_thinking:
+        overrides = dict(model.resolved("when_thinking_enabled") or {})
+        thinking = model.resolved("thinking")
+        if thinking is not None:
+            overrides.setdefault("thinking", thinking)
+        kwargs = _deep_merge(kwargs, overrides)
+    return kwargs
+
+
+def create_chat_model(
+    config: AppConfig, name: str | None = None, *, thinking_enabled: bool = False
+) -> BaseChatModel:
+    """Instantiate the model called `name` (default: the first configured).
+
+    Raises:
+        ModelConfigError, ProviderNotInstalled, config.MissingEnvError
+    """
+    model = config.get_model(name)
+    if model is None:
+        if not config.models:
+            raise ModelConfigError("no models configured: add one under `models:` in config.yaml")
+        known = ", ".join(m.name for m in config.models)
+        raise ModelConfigError(f"unknown model {name!r}; configured models: {known}")
+    cls = resolve_class(model.use)
+    kwargs = model_kwargs(model, thinking_enabled)
+    if model.use.startswith("langchain_openai:"):
+        kwargs.setdefault("stream_usage", True)
+    try:
+        return cls(**kwargs)  # type: ignore[no-any-return]
+    except Exception as exc:
+        raise ModelConfigError(f"cannot create model {model.name!r} ({model.use}): {exc}") from exc
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

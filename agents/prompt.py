@@ -1,0 +1,58 @@
+"""The lead agent's system prompt: short, with skills, memory and subagent sections when they apply."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+
+from skills import Skill
+
+_BASE = """You are {agent_name}, an AI agent that gets things done for the user. Today is {today}.
+Think about what the user actually needs, use your tools when they help, and answer in the user's language.
+If the request is ambiguous or lacks information you cannot find yourself, call ask_clarification
+instead of guessing."""
+
+_FILES = """<files>
+Uploaded files: /mnt/user-data/uploads. Work in /mnt/user-data/workspace.
+Save deliverables to /mnt/user-data/outputs and call present_files so the user gets them.
+</files>"""
+
+_SKILLS = """<skills>
+Skills are tested instructions for specific tasks. When one fits, read its SKILL.md first and follow it.
+{items}
+</skills>"""
+
+_SUBAGENTS = """<subagents>
+For independent pieces of work, delegate with the task tool (at most {limit} at once); each subagent
+starts fresh, so give it everything it needs in the prompt. Combine their results yourself.
+</subagents>"""
+
+
+def build_system_prompt(
+    *,
+    agent_name: str = "Antler",
+    skills: Sequence[Skill] = (),
+    skills_container_path: str = "/mnt/skills",
+    memory: str | None = None,
+    files: bool = False,
+    subagents_limit: int | None = None,
+    soul: str | None = None,
+    today: date | None = None,
+) -> str:
+    parts = [_BASE.format(agent_name=agent_name, today=(today or date.today()).isoformat())]
+    if soul:
+        parts.append(f"<soul>\n{soul.strip()}\n</soul>")
+    if files:
+        parts.append(_FILES)
+    if skills:
+        items = "\n".join(
+            f"- {s.name}: {s.description} ({s.container_file(skills_container_path)})" for s in skills
+        )
+        parts.append(_SKILLS.format(items=items))
+    if memory:
+        parts.append(
+            f"<memory>\nWhat you know about the user from earlier conversations:\n{memory.strip()}\n</memory>"
+        )
+    if subagents_limit:
+        parts.append(_SUBAGENTS.format(limit=subagents_limit))
+    return "\n\n".join(parts)

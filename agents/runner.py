@@ -1,0 +1,611 @@
+"""The agent runner: RunRequests in, run events out.
+
+One durable consumer on `<prefix>.runs.submit`, shared by every runner process.
+For each request it takes the thread (at most one active run per thread, across
+processes, through a compare-and-set on the thread's KV record), runs the lead
+agent with the checkpointer, publishes every event to `<prefix>.runs.ev.<run_id>`
+in order, and keeps the run and thread records current. The request is acked
+only when the run has ended; if this process dies mid-run, the request is
+redelivered and the next runner resumes from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.types import Command
+from nats.js.errors import NotFoundError
+
+from agents.context import RunContext, RunOptions
+from agents.errors import AgentError
+from agents.events import StreamTranslator
+from agents.lead import AgentCache
+from agents.middleware._util import text_of
+from agents.prompt import build_system_prompt
+from agents.state import thread_data
+from bus import Bus, Consumer, Delivery, decode, run_consumers
+from bus.messages import (
+    ChatTurn,
+    ErrorInfo,
+    MemoryDocument,
+    MemoryUpdate,
+    MultitaskStrategy,
+    RunControl,
+    RunEvent,
+    RunRecord,
+    RunRequest,
+    RunStatus,
+    ThreadRecord,
+    Usage,
+    utcnow,
+)
+from bus.records import RecordStore
+from config import AppConfig, ConfigError, MissingEnvError
+from skills import load_skills
+
+log = logging.getLogger(__name__)
+
+DURABLE = "runner"
+_WAIT_POLL = 0.5  # seconds between checks of a busy thread held by another process
+
+
+class EventLog:
+    """Publishes one run's events in order, numbering them across attempts."""
+
+    def __init__(self, bus: Bus, run_id: str, thread_id: str, attempt: int, start_seq: int = 0) -> None:
+        self.bus = bus
+        self.run_id = run_id
+        self.thread_id = thread_id
+        self.attempt = attempt
+        self.seq = start_seq
+        self.subject = bus.subjects.run_events(run_id)
+
+    @classmethod
+    async def resume(cls, bus: Bus, run_id: str, thread_id: str, attempt: int) -> EventLog:
+        """Continue numbering after what an earlier attempt already published."""
+        seq = 0
+        if attempt > 1:
+            try:
+                last = await bus.js.get_last_msg(
+                    bus.subjects.run_events_stream, bus.subjects.run_events(run_id)
+                )
+                seq = decode(RunEvent, last.data or b"{}").seq
+            except (NotFoundError, Exception) as exc:  # nothing published yet, or unreadable
+                log.debug("no earlier events for run %s: %s", run_id, exc)
+        return cls(bus, run_id, thread_id, attempt, seq)
+
+    async def emit(self, event: str, data: Any = None) -> None:
+        self.seq += 1
+        message = RunEvent(
+            run_id=self.run_id,
+            thread_id=self.thread_id,
+            seq=self.seq,
+            event=event,
+            data=data,
+            attempt=self.attempt,
+        )
+        await self.bus.publish(self.subject, message)
+
+    async def error(self, error: str, message: str) -> None:
+        await self.emit("error", {"error": error, "message": message})
+
+
+class Runner:
+    """Executes runs for one process; `run()` below wires it to the bus."""
+
+    def __init__(self, bus: Bus, config: AppConfig, checkpointer: Any) -> None:
+        self.bus = bus
+        self.config = config
+        self.checkpointer = checkpointer
+        self.agents = AgentCache(config, checkpointer)
+        self.runs: RecordStore[RunRecord] | None = None
+        self.threads: RecordStore[ThreadRecord] | None = None
+        self.memory: RecordStore[MemoryDocument] | None = None
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self._active: dict[str, str] = {}  # run id -> thread id, for runs this process handles
+        self._streams: dict[str, asyncio.Task[None]] = {}
+        self._stoppers: set[asyncio.Task[None]] = set()
+        self._cancel_actions: dict[str, str] = {}  # run id -> cancel | interrupt | rollback
+        self._thread_freed: dict[str, asyncio.Event] = {}
+        self._skills_prompt_cache: list[Any] | None = None
+
+    async def open(self) -> None:
+        s = self.bus.subjects
+        self.runs = RecordStore(await self.bus.kv(s.runs_bucket), RunRecord)
+        self.threads = RecordStore(await self.bus.kv(s.threads_bucket), ThreadRecord)
+        self.memory = RecordStore(await self.bus.kv(s.memory_bucket), MemoryDocument)
+
+    # ------------------------------------------------------------------ control
+
+    async def on_control(self, msg: Any) -> None:
+        try:
+            control = decode(RunControl, msg.data)
+        except Exception:
+            log.warning("ignoring unreadable run control message on %s", msg.subject)
+            return
+        thread_id = self._active.get(control.run_id)
+        if thread_id is None:
+            return  # another runner's run (or already over)
+        log.info("run %s: %s requested", control.run_id, control.action)
+        self._cancel_actions.setdefault(control.run_id, control.action)
+        stream = self._streams.get(control.run_id)
+        if stream is not None:
+            stopper = asyncio.create_task(_cancel_until_done(stream))
+            self._stoppers.add(stopper)
+            stopper.add_done_callback(self._stoppers.discard)
+        freed = self._thread_freed.get(thread_id)
+        if freed is not None:
+            freed.set()  # a run waiting for its thread notices at once
+        if msg.reply:
+            await self.bus.nc.publish(msg.reply, b'{"ok": true}')
+
+    # ------------------------------------------------------------------ handling
+
+    async def handle(self, request: RunRequest, delivery: Delivery) -> None:
+        assert self.runs is not None
+        attempt = delivery.num_delivered
+        record = await self.runs.get(request.run_id)
+        if record is not None and record.status.finished:
+            log.info("run %s already %s; dropping the repeated request", request.run_id, record.status.value)
+            return
+        if record is None:
+            record = RunRecord(
+                run_id=request.run_id,
+                thread_id=request.thread_id,
+                assistant_id=request.assistant_id,
+                user_id=request.user_id,
+                multitask_strategy=request.multitask_strategy,
+                metadata=request.metadata,
+            )
+            await self.runs.create(request.run_id, record)
+        events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt)
+        self._active[request.run_id] = request.thread_id
+        try:
+            if not await self._take_thread(request, events, delivery):
+                return
+            try:
+                await self._execute(request, events, attempt)
+            finally:
+                await self._free_thread(request)
+        finally:
+            self._active.pop(request.run_id, None)
+            self._cancel_actions.pop(request.run_id, None)
+
+    async def _interrupted(self, request: RunRequest, events: EventLog) -> None:
+        action = self._cancel_actions.get(request.run_id, "cancel")
+        if action == "rollback":
+            await self._rollback(request)
+        await self._finish(request, events, RunStatus.INTERRUPTED)
+        await self._drop_from_queue(request)
+
+    async def _rollback(self, request: RunRequest) -> None:
+        """Remove what the run wrote to the thread: its checkpoints go, the state before it returns."""
+        conn = getattr(self.checkpointer, "conn", None)
+        if conn is None:
+            log.warning("run %s: this checkpointer cannot roll back; the partial run stays", request.run_id)
+            return
+        async with self.checkpointer.lock:
+            ids = [
+                row[0]
+                async for row in await conn.execute(
+                    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? "
+                    "AND json_extract(CAST(metadata AS TEXT), '$.run_id') = ?",
+                    (request.thread_id, request.run_id),
+                )
+            ]
+            for checkpoint_id in ids:
+                for table in ("writes", "checkpoints"):
+                    await conn.execute(
+                        f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id = ?",
+                        (request.thread_id, checkpoint_id),
+                    )
+            await conn.commit()
+        log.info("run %s rolled back (%d checkpoints removed)", request.run_id, len(ids))
+
+    async def _execute(self, request: RunRequest, events: EventLog, attempt: int) -> None:
+        assert self.runs is not None
+        configurable = dict(request.config.get("configurable") or {})
+        options = RunOptions.from_run(configurable, request.context)
+        started = utcnow()
+
+        def running(rec: RunRecord | None) -> RunRecord | None:
+            if rec is None:
+                return None
+            return rec.model_copy(
+                update={
+                    "status": RunStatus.RUNNING,
+                    "attempt": attempt,
+                    "started_at": rec.started_at or started,
+                    "updated_at": started,
+                }
+            )
+
+        previous = await self.runs.get(request.run_id)
+        resumed = previous is not None and previous.started_at is not None and attempt > 1
+        await self.runs.update(request.run_id, running)
+        metadata: dict[str, Any] = {
+            "run_id": request.run_id,
+            "thread_id": request.thread_id,
+            "attempt": attempt,
+        }
+        try:
+            agent = self.agents.get(options)
+        except (MissingEnvError, ConfigError, AgentError) as exc:
+            await events.emit("metadata", metadata)
+            await self._fail(request, events, type(exc).__name__, str(exc))
+            return
+        config = self._graph_config(request, configurable)
+        graph_input: Any = await self._graph_input(request, agent, config, resumed)
+        if resumed:
+            metadata["resumed"] = graph_input is None
+        await events.emit("metadata", metadata)
+        if resumed:
+            log.info("run %s: attempt %d resumes from the last checkpoint", request.run_id, attempt)
+        context = RunContext(
+            run_id=request.run_id,
+            thread_id=request.thread_id,
+            user_id=request.user_id,
+            agent_name=options.agent_name,
+            system_prompt=await self._system_prompt(request, options),
+        )
+        translator = StreamTranslator(request.stream_mode)
+
+        async def stream() -> None:
+            async for part in agent.astream(
+                graph_input,
+                config,
+                context=context,
+                stream_mode=translator.graph_modes,
+                subgraphs=request.stream_subgraphs,
+                durability="async",
+            ):
+                ns, mode, chunk = part if request.stream_subgraphs else ((), *part)
+                for event, data in translator.translate(mode, chunk, tuple(ns)):
+                    await events.emit(event, data)
+
+        if request.run_id in self._cancel_actions:
+            await self._interrupted(request, events)
+            return
+        task = asyncio.create_task(stream(), name=f"run:{request.run_id}")
+        self._streams[request.run_id] = task
+        try:
+            async with asyncio.timeout(self._run_timeout(configurable)):
+                await task
+        except TimeoutError:
+            await events.error("TimeoutError", "the run took longer than its time limit and was stopped")
+            await self._finish(request, events, RunStatus.TIMEOUT, usage=translator.usage)
+            return
+        except asyncio.CancelledError:
+            if request.run_id not in self._cancel_actions:
+                raise  # the process is stopping: leave the request to the next runner
+            await self._interrupted(request, events)
+            return
+        except Exception as exc:
+            log.warning("run %s failed: %s: %s", request.run_id, type(exc).__name__, exc, exc_info=True)
+            await self._fail(
+                request, events, type(exc).__name__, str(exc) or type(exc).__name__, translator.usage
+            )
+            return
+        finally:
+            self._streams.pop(request.run_id, None)
+        values = translator.final_values or {}
+        await self._finish(
+            request, events, RunStatus.SUCCESS, usage=translator.usage, title=values.get("title")
+        )
+        await self._queue_memory(request, options, values)
+
+    def _graph_config(self, request: RunRequest, configurable: dict[str, Any]) -> dict[str, Any]:
+        configurable = {**configurable, "thread_id": request.thread_id}
+        if request.checkpoint_id:
+            configurable["checkpoint_id"] = request.checkpoint_id
+        config: dict[str, Any] = {
+            "configurable": configurable,
+            "metadata": {
+                **request.metadata,
+                "run_id": request.run_id,
+                "user_id": request.user_id,
+                "assistant_id": request.assistant_id,
+            },
+            "recursion_limit": int(request.config.get("recursion_limit") or 100),
+        }
+        return config
+
+    async def _graph_input(
+        self, request: RunRequest, agent: Any, config: dict[str, Any], resumed: bool
+    ) -> Any:
+        if resumed:
+            # Continue only if this run's input made it into a checkpoint; else start it afresh.
+            snapshot = await agent.aget_state({"configurable": {"thread_id": request.thread_id}})
+            if snapshot and (snapshot.metadata or {}).get("run_id") == request.run_id:
+                return None
+        if request.command is not None:
+            return Command(**request.command)
+        graph_input = dict(request.input or {})
+        graph_input.setdefault("thread_data", thread_data(request.user_id))
+        graph_input.setdefault("sandbox", {"sandbox_id": f"{request.user_id}:{request.thread_id}"})
+        return graph_input
+
+    def _run_timeout(self, configurable: dict[str, Any]) -> float:
+        return float(configurable.get("run_timeout_seconds") or 3600)
+
+    async def _system_prompt(self, request: RunRequest, options: RunOptions) -> str:
+        memory_text = await self._memory_text(request.user_id, options.agent_name)
+        skills = self._skills()
+        return build_system_prompt(
+            agent_name=options.agent_name or "Antler",
+            skills=skills,
+            skills_container_path=self.config.skills.container_path,
+            memory=memory_text,
+            subagents_limit=self.config.subagents.max_concurrent
+            if options.subagent_enabled and self.config.subagents.enabled
+            else None,
+        )
+
+    def _skills(self) -> list[Any]:
+        if self._skills_prompt_cache is None:
+            path = Path(self.config.skills.path)
+            self._skills_prompt_cache = load_skills(path) if path.is_dir() else []
+        return self._skills_prompt_cache
+
+    async def _memory_text(self, user_id: str, agent_name: str | None) -> str | None:
+        memory = self.config.memory
+        if not (memory.enabled and memory.injection_enabled) or self.memory is None:
+            return None
+        doc = await self.memory.get(MemoryDocument.key(user_id, agent_name))
+        if doc is None:
+            return None
+        lines = [
+            f"{label}: {text}"
+            for label, text in (
+                ("Work", doc.work_context),
+                ("Personal", doc.personal_context),
+                ("Top of mind", doc.top_of_mind),
+                ("Recently", doc.recent_months),
+            )
+            if text
+        ]
+        facts = sorted(doc.facts, key=lambda f: f.confidence, reverse=True)[:15]
+        lines += [
+            f"- {fact.content}" for fact in facts if fact.confidence >= memory.fact_confidence_threshold
+        ]
+        text = "\n".join(lines)
+        budget = memory.max_injection_tokens * 4  # about four characters a token
+        return text[:budget] if text else None
+
+    async def _queue_memory(self, request: RunRequest, options: RunOptions, values: dict[str, Any]) -> None:
+        if not self.config.memory.enabled:
+            return
+        messages = values.get("messages") or []
+        user = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+        answer = next((m for m in reversed(messages) if isinstance(m, AIMessage) and not m.tool_calls), None)
+        if user is None or answer is None or not text_of(answer.content):
+            return
+        update = MemoryUpdate(
+            user_id=request.user_id,
+            agent_name=options.agent_name,
+            thread_id=request.thread_id,
+            run_id=request.run_id,
+            messages=[
+                ChatTurn(role="user", content=text_of(user.content)),
+                ChatTurn(role="assistant", content=text_of(answer.content)),
+            ],
+        )
+        try:
+            await self.bus.publish(self.bus.subjects.memory_update, update, msg_id=f"memory:{request.run_id}")
+        except Exception as exc:  # memory is best effort; the run itself succeeded
+            log.warning("run %s: could not queue memory update: %s", request.run_id, exc)
+
+    # ------------------------------------------------------------------ ending
+
+    async def _fail(
+        self,
+        request: RunRequest,
+        events: EventLog,
+        error: str,
+        message: str,
+        usage: dict[str, int] | None = None,
+    ) -> None:
+        await events.error(error, message)
+        await self._finish(
+            request, events, RunStatus.ERROR, usage=usage, error=ErrorInfo(code=error, message=message)
+        )
+
+    async def _finish(
+        self,
+        request: RunRequest,
+        events: EventLog,
+        status: RunStatus,
+        *,
+        usage: dict[str, int] | None = None,
+        title: str | None = None,
+        error: ErrorInfo | None = None,
+    ) -> None:
+        assert self.runs is not None
+        assert self.threads is not None
+        now = utcnow()
+
+        def ended(rec: RunRecord | None) -> RunRecord | None:
+            base = rec or RunRecord(
+                run_id=request.run_id, thread_id=request.thread_id, user_id=request.user_id
+            )
+            return base.model_copy(
+                update={
+                    "status": status,
+                    "ended_at": now,
+                    "updated_at": now,
+                    "error": error,
+                    "usage": Usage(**usage) if usage else base.usage,
+                }
+            )
+
+        await self.runs.update(request.run_id, ended)
+        # Free the thread before `end`: whoever sees the end may start the next run at once.
+        await self._free_thread(request, status, title)
+        await events.emit("end", {"status": status.value, "usage": usage or {}})
+        log.info("run %s on thread %s: %s", request.run_id, request.thread_id, status.value)
+
+    # ------------------------------------------------------------------ one run per thread
+
+    async def _take_thread(self, request: RunRequest, events: EventLog, delivery: Delivery) -> bool:
+        """Make this run the thread's active run, following its multitask strategy."""
+        assert self.threads is not None
+        strategy = request.multitask_strategy
+        signalled = False
+        waiting = False
+        outcome: dict[str, Any] = {}
+        while True:
+
+            async def claim(rec: ThreadRecord | None) -> ThreadRecord | None:
+                outcome.clear()
+                now = utcnow()
+                rec = rec or ThreadRecord(
+                    thread_id=request.thread_id, user_id=request.user_id, created_at=now
+                )
+                me = request.run_id
+                queue = list(rec.queue)
+                # Runs queued ahead whose requests are gone can never come: drop them.
+                while queue and queue[0] != me and await self._run_finished(queue[0]):
+                    queue.pop(0)
+                holder = rec.active_run_id
+                free = holder in (None, me) or await self._run_finished(holder)
+                queued = me in queue
+                outcome["holder"] = holder
+                if free and (not queue or queue[0] == me):
+                    outcome["taken"] = True
+                    rest = [r for r in queue if r != me]
+                    return rec.model_copy(
+                        update={"active_run_id": me, "status": "busy", "queue": rest, "updated_at": now}
+                    )
+                if queued:
+                    return rec.model_copy(update={"queue": queue}) if queue != rec.queue else None
+                if strategy == MultitaskStrategy.REJECT:
+                    outcome["rejected"] = True
+                    return None
+                if strategy == MultitaskStrategy.ENQUEUE:
+                    return rec.model_copy(update={"queue": [*queue, me]})
+                return rec.model_copy(update={"queue": [me, *queue]})  # interrupt / rollback: next in line
+
+            if request.run_id in self._cancel_actions:
+                await self._interrupted(request, events)
+                return False
+            await self.threads.update(request.thread_id, claim)
+            if outcome.get("taken"):
+                return True
+            holder = outcome.get("holder")
+            if outcome.get("rejected"):
+                await events.emit("metadata", {"run_id": request.run_id, "thread_id": request.thread_id})
+                message = (
+                    f"thread {request.thread_id} is busy with run {holder}; wait for it, "
+                    "or send the run with multitask_strategy enqueue or interrupt"
+                )
+                await self._fail(request, events, "ThreadBusyError", message)
+                return False
+            if (
+                strategy in (MultitaskStrategy.INTERRUPT, MultitaskStrategy.ROLLBACK)
+                and not signalled
+                and holder
+            ):
+                await self.bus.publish_core(
+                    self.bus.subjects.run_control(holder),
+                    RunControl(
+                        run_id=holder, action=strategy.value, reason=f"superseded by run {request.run_id}"
+                    ),
+                )
+                signalled = True
+            if not waiting:
+                waiting = True
+                delivery.yield_slot()
+                log.info(
+                    "run %s waits for thread %s (busy with %s)", request.run_id, request.thread_id, holder
+                )
+            freed = self._thread_freed.setdefault(request.thread_id, asyncio.Event())
+            try:
+                await asyncio.wait_for(freed.wait(), _WAIT_POLL)
+            except TimeoutError:
+                pass
+
+    async def _run_finished(self, run_id: str) -> bool:
+        assert self.runs is not None
+        record = await self.runs.get(run_id)
+        return record is None or record.status.finished
+
+    async def _free_thread(
+        self, request: RunRequest, outcome: RunStatus | None = None, title: str | None = None
+    ) -> None:
+        """Release the thread if this run holds it (idempotent), recording title and outcome."""
+        assert self.threads is not None
+        status = "error" if outcome == RunStatus.ERROR else "idle"
+
+        def release(rec: ThreadRecord | None) -> ThreadRecord | None:
+            if rec is None or rec.active_run_id != request.run_id:
+                return None
+            update: dict[str, Any] = {"active_run_id": None, "status": status, "updated_at": utcnow()}
+            if title:
+                update["title"] = title
+            return rec.model_copy(update=update)
+
+        await self.threads.update(request.thread_id, release)
+        freed = self._thread_freed.pop(request.thread_id, None)
+        if freed is not None:
+            freed.set()
+
+    async def _drop_from_queue(self, request: RunRequest) -> None:
+        assert self.threads is not None
+
+        def drop(rec: ThreadRecord | None) -> ThreadRecord | None:
+            if rec is None or request.run_id not in rec.queue:
+                return None
+            return rec.model_copy(update={"queue": [r for r in rec.queue if r != request.run_id]})
+
+        await self.threads.update(request.thread_id, drop)
+        await self._free_thread(request)
+
+
+async def _cancel_until_done(task: asyncio.Task[Any]) -> None:
+    """Cancel a task, again if some library swallowed the first cancellation, until it ends."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait([task], timeout=0.1)
+
+
+async def open_checkpointer(config: AppConfig) -> Any:
+    """The default checkpointer: SQLite under the data dir (an async context manager)."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    path = Path(config.bus.data_dir) / "checkpoints.sqlite"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return AsyncSqliteSaver.from_conn_string(str(path))
+
+
+async def run(bus: Bus, config: AppConfig) -> None:
+    """The runner component: consume RunRequests until cancelled, then drain."""
+    from agents.threads import serve_threads
+
+    async with await open_checkpointer(config) as checkpointer:
+        await checkpointer.setup()
+        runner = Runner(bus, config, checkpointer)
+        await runner.open()
+        control = await bus.nc.subscribe(bus.subjects.run_control_all, cb=runner.on_control)
+        s = bus.subjects
+        consumer = Consumer(
+            bus,
+            stream=s.runs_stream,
+            durable=DURABLE,
+            filter_subjects=[s.runs_submit],
+            model=RunRequest,
+            handler=runner.handle,
+            concurrency=int(os.environ.get("ANTLER_RUNNER_CONCURRENCY", "64")),
+            drain_timeout=60.0,
+        )
+        service = await serve_threads(bus, config, runner)
+        try:
+            await run_consumers(consumer)
+        finally:
+            await service.stop()
+            await control.unsubscribe()

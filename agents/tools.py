@@ -1,0 +1,85 @@
+"""Built-in tools (ask_clarification, present_files) and tools from config (`tools[].use`)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Annotated, Any, Literal
+
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool, tool
+from langgraph.types import Command
+
+from agents.errors import ToolConfigError
+from config import AppConfig
+
+OUTPUTS = "/mnt/user-data/outputs"
+
+
+@tool(return_direct=True)
+def ask_clarification(
+    question: str,
+    clarification_type: Literal[
+        "missing_info", "ambiguous_requirement", "approach_choice", "risk_confirmation", "suggestion"
+    ] = "missing_info",
+    context: str | None = None,
+    options: list[str] | None = None,
+) -> str:
+    """Ask the user a question and stop until they answer.
+
+    Use it when the request is missing information you cannot find yourself, is
+    ambiguous, or before something risky. Ask one clear question; offer options
+    when the choices are known.
+    """
+    lines = [context.strip()] if context else []
+    lines.append(question.strip())
+    for number, option in enumerate(options or [], 1):
+        lines.append(f"{number}. {option}")
+    return "\n".join(lines)
+
+
+@tool
+def present_files(filepaths: list[str], tool_call_id: Annotated[str, InjectedToolCallId]) -> Command[Any]:
+    """Show files you created to the user. Only files under /mnt/user-data/outputs can be presented."""
+    bad = [p for p in filepaths if not _is_output(p)]
+    if bad:
+        message = (
+            f"Error: only files under {OUTPUTS} can be presented; move these there first: {', '.join(bad)}"
+        )
+        return Command(update={"messages": [ToolMessage(message, tool_call_id=tool_call_id, status="error")]})
+    paths = [p.rstrip("/") for p in filepaths]
+    return Command(
+        update={
+            "artifacts": paths,
+            "messages": [
+                ToolMessage(f"Presented {len(paths)} file(s) to the user.", tool_call_id=tool_call_id)
+            ],
+        }
+    )
+
+
+def _is_output(path: str) -> bool:
+    parts = path.split("/")
+    return path.startswith(OUTPUTS + "/") and ".." not in parts and len(path) > len(OUTPUTS) + 1
+
+
+def config_tools(config: AppConfig) -> list[BaseTool]:
+    """Tools named in config.yaml `tools[]` (`use: module:variable`).
+
+    Raises:
+        ToolConfigError: a tool cannot be imported or is not a tool.
+    """
+    found: list[BaseTool] = []
+    for index, entry in enumerate(config.tools):
+        module_name, _, attr = entry.use.partition(":")
+        where = f"tools[{index}] ({entry.name})"
+        try:
+            value = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ToolConfigError(f"{where}: cannot import {entry.use!r}: {exc}") from None
+        if isinstance(value, BaseTool):
+            found.append(value)
+        elif callable(value):
+            found.append(StructuredTool.from_function(value, name=entry.name))
+        else:
+            raise ToolConfigError(f"{where}: {entry.use!r} is neither a LangChain tool nor a function")
+    return found

@@ -1,0 +1,128 @@
+"""`python -m <component>`: run one component until SIGTERM/SIGINT, then drain it.
+
+`antler run <name>` and each component package's `__main__` both come here, so
+every component starts, logs and stops the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from bus.connection import Bus
+from bus.errors import BusError
+from bus.runtime import ComponentEntry, ComponentFailed, serve, stop_on_signals
+from config import AppConfig, ConfigError, load_config
+
+NATS_URL_ENV = "ANTLER_NATS_URL"
+
+
+class LaunchError(Exception):
+    """A problem to print as one line (no traceback) with a non-zero exit."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, nats: bool = True) -> None:
+    parser.add_argument(
+        "-c", "--config", help="config.yaml to use (default: $ANTLER_CONFIG_PATH, ./config.yaml)"
+    )
+    parser.add_argument("--data-dir", help="override bus.data_dir")
+    parser.add_argument("--prefix", help="override bus.prefix")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    if nats:
+        parser.add_argument(
+            "--nats-url",
+            help=f"NATS to talk to (default: ${NATS_URL_ENV}, bus.url, or the running `antler up`)",
+        )
+
+
+def load(args: argparse.Namespace) -> AppConfig:
+    config = load_config(args.config)
+    if getattr(args, "data_dir", None):
+        config.bus.data_dir = args.data_dir
+    if getattr(args, "prefix", None):
+        config.bus.prefix = args.prefix
+    return config
+
+
+def setup_logging(config: AppConfig, verbose: bool) -> None:
+    level = logging.DEBUG if verbose else getattr(logging, config.log_level)
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+    if not verbose:
+        # nats-py logs every reconnect attempt at ERROR; ours say it once, readably.
+        logging.getLogger("nats.aio.client").setLevel(logging.CRITICAL)
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def nats_url(args: argparse.Namespace, config: AppConfig) -> str:
+    """The NATS URL by precedence: --nats-url, $ANTLER_NATS_URL, bus.url, the running `antler up`."""
+    if getattr(args, "nats_url", None):
+        return str(args.nats_url)
+    if os.environ.get(NATS_URL_ENV):
+        return os.environ[NATS_URL_ENV]
+    if config.bus.url:
+        return config.bus.url
+    url_file = Path(config.bus.data_dir) / "nats.url"
+    if url_file.is_file():
+        return url_file.read_text(encoding="utf-8").strip()
+    raise LaunchError(
+        "no NATS to talk to: start `antler up` in this directory, "
+        f"or pass --nats-url / set ${NATS_URL_ENV} / set bus.url in config.yaml",
+        code=2,
+    )
+
+
+def status(message: str) -> None:
+    """A progress line for humans (stderr, so stdout stays parseable)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+async def run_component(name: str, entry: ComponentEntry, args: argparse.Namespace) -> int:
+    config = load(args)
+    setup_logging(config, args.verbose)
+    url = nats_url(args, config)
+    stop = asyncio.Event()
+    undo = stop_on_signals(stop)
+    try:
+        bus = await Bus.connect(url, config.bus, name=f"antler-{name}", provision=True)
+        status(f"{name}: running against {url} (prefix '{config.bus.prefix}')")
+        try:
+            await serve(bus, config, {name: entry}, stop)
+        except ComponentFailed as exc:
+            raise LaunchError(str(exc)) from None
+        finally:
+            await bus.close()
+    finally:
+        undo()
+    status(f"{name}: stopped")
+    return 0
+
+
+def launch(name: str, entry: ComponentEntry, argv: Sequence[str] | None = None) -> int:
+    """Entry of `python -m <component>`."""
+    parser = argparse.ArgumentParser(prog=f"python -m {name}", description=f"Run the {name} component.")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return asyncio.run(run_component(name, entry, args))
+    except LaunchError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return exc.code
+    except (ConfigError, BusError) as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,105 @@
+"""Fixtures for runner tests: the scripted model over HTTP, a config pointing at it, a live runner."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from agents.runner import run as run_runner
+from bus import Bus
+from bus.messages import RunRequest
+from bus.runs import collect_run
+from config import AppConfig, BusConfig
+from tests.fakes.openai_server import FakeOpenAI
+
+
+@pytest_asyncio.fixture
+async def fake_model() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(api_key="sk-test") as fake:
+        yield fake
+
+
+@pytest.fixture
+def config_data(tmp_path: Path, bus_config: BusConfig, fake_model: FakeOpenAI) -> dict[str, Any]:
+    """config.yaml content for this test; tests may change it before the runner starts."""
+    return {
+        "bus": {**bus_config.model_dump(exclude={"url"}), "data_dir": str(tmp_path / "data")},
+        "models": [
+            {
+                "name": "fake",
+                "model": "fake-1",
+                "api_key": "sk-test",
+                "base_url": fake_model.base_url,
+                "max_retries": 0,
+            }
+        ],
+        "memory": {"enabled": True},
+    }
+
+
+@pytest.fixture
+def config_file(tmp_path: Path, config_data: dict[str, Any]) -> Callable[[], Path]:
+    def write() -> Path:
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(config_data), encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def app_config(config_data: dict[str, Any]) -> Callable[[], AppConfig]:
+    def build() -> AppConfig:
+        from config.loader import _build
+
+        return _build(AppConfig, config_data, "test config")
+
+    return build
+
+
+@contextlib.asynccontextmanager
+async def running_runner(nats_url: str, config: AppConfig) -> AsyncIterator[None]:
+    """A runner component in this process, on its own connection, drained on exit."""
+    bus = await Bus.connect(nats_url, config.bus, name="test-runner", provision=True)
+    task = asyncio.create_task(run_runner(bus, config))
+    try:
+        # The threads service answering means the runner is fully up.
+        for _ in range(200):
+            if task.done():
+                task.result()
+            try:
+                await bus.nc.request(bus.subjects.threads("state"), b'{"thread_id": "probe"}', timeout=0.5)
+                break
+            except Exception:
+                await asyncio.sleep(0.05)
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await bus.close()
+
+
+@pytest_asyncio.fixture
+async def runner(nats_url: str, app_config: Callable[[], AppConfig]) -> AsyncIterator[None]:
+    async with running_runner(nats_url, app_config()):
+        yield
+
+
+def ask(thread_id: str, text: str, **kw: Any) -> RunRequest:
+    modes = kw.pop("stream_mode", ["messages-tuple", "values"])
+    return RunRequest(
+        thread_id=thread_id, input={"messages": [{"role": "user", "content": text}]}, stream_mode=modes, **kw
+    )
+
+
+async def submit_and_collect(bus: Bus, request: RunRequest, timeout: float = 30.0) -> list[Any]:
+    await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
+    return await collect_run(bus, request.run_id, timeout=timeout)

@@ -1,0 +1,340 @@
+"""The agent runner on a real bus, with ChatOpenAI talking HTTP to the scripted fake model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from bus import Bus
+from bus.messages import RunControl, RunEvent, RunRecord, RunStatus, ThreadRecord
+from bus.records import RecordStore
+from bus.runs import collect_run, follow_run
+from config import AppConfig
+from tests.agents.conftest import ask, running_runner, submit_and_collect
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+
+pytestmark = pytest.mark.asyncio
+
+
+def names(events: list[RunEvent]) -> list[str]:
+    return [e.event for e in events]
+
+
+def streamed_text(events: list[RunEvent], message_id: str | None = None) -> str:
+    text = ""
+    for e in events:
+        if e.event == "messages":
+            chunk = e.data[0]
+            if chunk["type"] == "AIMessageChunk" and (message_id is None or chunk["id"] == message_id):
+                text += chunk["content"] if isinstance(chunk["content"], str) else ""
+    return text
+
+
+async def run_record(bus: Bus, run_id: str) -> RunRecord:
+    store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    record = await store.get(run_id)
+    assert record is not None
+    return record
+
+
+async def thread_record(bus: Bus, thread_id: str) -> ThreadRecord:
+    store = RecordStore(await bus.kv(bus.subjects.threads_bucket), ThreadRecord)
+    record = await store.get(thread_id)
+    assert record is not None
+    return record
+
+
+async def test_a_plain_question_streams_deltas_then_values_then_end(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    fake_model.script(Reply(text="Paris is the capital of France."))
+    request = ask("t-plain", "What is the capital of France?")
+    events = await submit_and_collect(bus, request)
+
+    assert names(events)[0] == "metadata"
+    assert events[0].data == {"run_id": request.run_id, "thread_id": "t-plain", "attempt": 1}
+    assert names(events)[-1] == "end"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    deltas = [e for e in events if e.event == "messages"]
+    assert len(deltas) > 1, "the answer arrives in pieces"
+    assert streamed_text(events) == "Paris is the capital of France."
+    final_values = [e for e in events if e.event == "values"][-1].data
+    assert final_values["messages"][-1]["content"] == "Paris is the capital of France."
+    assert final_values["title"] == "Chat about What is the"
+
+    record = await run_record(bus, request.run_id)
+    assert record.status == RunStatus.SUCCESS
+    assert record.usage.total_tokens > 0
+    assert record.ended_at is not None
+    thread = await thread_record(bus, "t-plain")
+    assert thread.title == "Chat about What is the"
+    assert thread.status == "idle"
+    assert thread.active_run_id is None
+
+
+async def test_the_model_gets_our_system_prompt_and_the_conversation_continues(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    await submit_and_collect(bus, ask("t-two", "first question"))
+    events = await submit_and_collect(bus, ask("t-two", "second question"))
+    assert names(events)[-1] == "end"
+    sent = fake_model.agent_requests[-1]["messages"]
+    assert sent[0]["role"] == "system"
+    assert "ask_clarification" in sent[0]["content"]
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["first question", "second question"]
+
+
+async def test_a_tool_call_and_its_result_appear_once_each_then_the_final_answer(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    fake_model.script(
+        Reply(
+            text="Let me present it.",
+            tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/r.md"]})],
+        ),
+        Reply(text="Here is your report."),
+    )
+    events = await submit_and_collect(bus, ask("t-tools", "make me a report"))
+    messages = [e.data[0] for e in events if e.event == "messages"]
+    with_calls = [m for m in messages if m.get("tool_call_chunks")]
+    assert len(with_calls) == 1, "the tool call is sent once, whole"
+    call = with_calls[0]["tool_call_chunks"][0]
+    assert call["name"] == "present_files"
+    assert call["args"] == '{"filepaths": ["/mnt/user-data/outputs/r.md"]}'
+    results = [m for m in messages if m["type"] == "tool"]
+    assert len(results) == 1
+    assert results[0]["content"] == "Presented 1 file(s) to the user."
+    first_ai = with_calls[0]["id"]
+    assert streamed_text(events, first_ai) == "Let me present it."
+    assert streamed_text(events).endswith("Here is your report.")
+    final = [e for e in events if e.event == "values"][-1].data
+    assert final["artifacts"] == ["/mnt/user-data/outputs/r.md"]
+    assert names(events)[-1] == "end"
+
+
+async def test_a_failing_tool_is_reported_to_the_model_and_the_run_goes_on(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+    nats_url: str,
+) -> None:
+    config_data["tools"] = [{"name": "explode", "use": "tests.components.tools:explode"}]
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("explode", {"reason": "bad input"})]), Reply(text="That tool failed.")
+    )
+    async with running_runner(nats_url, app_config()):
+        events = await submit_and_collect(bus, ask("t-err", "use the tool"))
+    tool_results = [e.data[0] for e in events if e.event == "messages" and e.data[0]["type"] == "tool"]
+    assert "RuntimeError: exploded: bad input" in tool_results[0]["content"]
+    assert tool_results[0]["status"] == "error"
+    assert streamed_text(events) == "That tool failed."
+    assert (await run_record(bus, events[0].run_id)).status == RunStatus.SUCCESS
+
+
+async def test_clarification_ends_the_run_with_the_question(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    fake_model.script(
+        Reply(
+            tool_calls=[
+                ToolCall("ask_clarification", {"question": "Which city?", "options": ["Paris", "Rome"]})
+            ]
+        )
+    )
+    events = await submit_and_collect(bus, ask("t-clar", "what's the weather"))
+    final = [e for e in events if e.event == "values"][-1].data
+    last = final["messages"][-1]
+    assert last["type"] == "tool"
+    assert last["name"] == "ask_clarification"
+    assert last["content"] == "Which city?\n1. Paris\n2. Rome"
+    assert len(fake_model.agent_requests) == 1, "the model is not called again after asking"
+
+
+async def test_two_runs_on_two_threads_at_once_both_finish(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    fake_model.script(
+        Reply(text="alpha one two three", when="alpha", chunk_delay=0.05),
+        Reply(text="beta one two three", when="beta", chunk_delay=0.05),
+    )
+    a, b = ask("t-a", "alpha"), ask("t-b", "beta")
+    results = await asyncio.gather(submit_and_collect(bus, a), submit_and_collect(bus, b))
+    assert streamed_text(results[0]) == "alpha one two three"
+    assert streamed_text(results[1]) == "beta one two three"
+    first_end = min(e.ts for e in results[0] + results[1] if e.event == "end")
+    last_start = max(e.ts for e in results[0] + results[1] if e.event == "metadata")
+    assert last_start < first_end, "they ran at the same time"
+
+
+async def test_a_second_run_on_a_busy_thread_is_rejected_with_reject(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    fake_model.script(Reply(text="slow answer", delay=2))
+    first = ask("t-busy", "take your time")
+    await bus.publish(bus.subjects.runs_submit, first, msg_id=first.run_id)
+    await fake_model.wait_for_requests(1)
+    second = ask("t-busy", "me too", multitask_strategy="reject")
+    events = await submit_and_collect(bus, second)
+    errors = [e.data for e in events if e.event == "error"]
+    assert errors[0]["error"] == "ThreadBusyError"
+    assert first.run_id in errors[0]["message"]
+    assert (await run_record(bus, second.run_id)).status == RunStatus.ERROR
+    first_events = await collect_run(bus, first.run_id)
+    assert streamed_text(first_events) == "slow answer", "the running one is unharmed"
+
+
+async def test_enqueued_runs_on_a_busy_thread_run_after_it_in_order(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    fake_model.script(
+        Reply(text="one", when="q1", delay=1), Reply(text="two", when="q2"), Reply(text="three", when="q3")
+    )
+    runs = [ask("t-queue", f"q{i}", multitask_strategy="enqueue") for i in (1, 2, 3)]
+    for request in runs:
+        await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
+    results = [await collect_run(bus, r.run_id) for r in runs]
+    assert [streamed_text(r) for r in results] == ["one", "two", "three"]
+    ends = [next(e.ts for e in r if e.event == "end") for r in results]
+    starts = [next(e.ts for e in r if e.event == "metadata" and e.data.get("attempt")) for r in results]
+    assert starts[1] >= ends[0]
+    assert starts[2] >= ends[1]
+    user_turns = [m["content"] for m in fake_model.agent_requests[-1]["messages"] if m["role"] == "user"]
+    assert user_turns == ["q1", "q2", "q3"], "each run saw the ones before it"
+
+
+async def test_interrupt_strategy_stops_the_running_run_and_takes_over(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    fake_model.script(Reply(text="never finished", delay=30), Reply(text="new answer"))
+    first = ask("t-int", "long job")
+    await bus.publish(bus.subjects.runs_submit, first, msg_id=first.run_id)
+    await fake_model.wait_for_requests(1)  # the first run is waiting on the model
+    second = ask("t-int", "never mind", multitask_strategy="interrupt")
+    events = await submit_and_collect(bus, second)
+    assert streamed_text(events) == "new answer"
+    assert (await run_record(bus, first.run_id)).status == RunStatus.INTERRUPTED
+
+
+async def test_cancel_mid_stream_stops_the_run_and_records_interrupted(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    words = " ".join(f"w{i}" for i in range(100))
+    fake_model.script(Reply(text=words, chunk_delay=0.1))
+    request = ask("t-cancel", "talk a lot")
+    await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
+    seen: list[RunEvent] = []
+    async for event in follow_run(bus, request.run_id, timeout=10):
+        seen.append(event)
+        if event.event == "messages" and len(seen) == 3:
+            await bus.publish_core(
+                bus.subjects.run_control(request.run_id), RunControl(run_id=request.run_id)
+            )
+    assert seen[-1].event == "end"
+    assert seen[-1].data["status"] == "interrupted"
+    assert len(streamed_text(seen).split()) < 50, "it stopped long before the model finished"
+    assert (await run_record(bus, request.run_id)).status == RunStatus.INTERRUPTED
+    thread = await thread_record(bus, "t-cancel")
+    assert thread.active_run_id is None, "the thread is free for the next run"
+
+    fake_model.script(Reply(text="fresh start"))
+    after = await submit_and_collect(bus, ask("t-cancel", "again"))
+    assert streamed_text(after) == "fresh start"
+
+
+async def test_a_missing_api_key_fails_the_run_naming_the_variable_and_the_next_run_works(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+    nats_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("ANTLER_TEST_MODEL_KEY", raising=False)
+    config_data["models"][0]["api_key"] = "$ANTLER_TEST_MODEL_KEY"
+    async with running_runner(nats_url, app_config()):
+        events = await submit_and_collect(bus, ask("t-key", "hello"))
+        error = next(e.data for e in events if e.event == "error")
+        assert error["error"] == "MissingEnvError"
+        assert "ANTLER_TEST_MODEL_KEY" in error["message"]
+        assert "models[0].api_key" in error["message"]
+        assert names(events)[-1] == "end"
+        assert (await run_record(bus, events[0].run_id)).status == RunStatus.ERROR
+
+        monkeypatch.setenv("ANTLER_TEST_MODEL_KEY", "sk-test")
+        events = await submit_and_collect(bus, ask("t-key", "hello again"))
+        assert streamed_text(events) == "You said: hello again"
+
+
+async def test_a_wrong_api_key_is_an_error_event_not_a_hang(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+    nats_url: str,
+) -> None:
+    config_data["models"][0]["api_key"] = "sk-wrong"
+    async with running_runner(nats_url, app_config()):
+        events = await submit_and_collect(bus, ask("t-wrong", "hello"))
+    error = next(e.data for e in events if e.event == "error")
+    assert error["error"].endswith("AuthenticationError")
+    assert "Incorrect API key" in error["message"]
+
+
+async def test_a_model_outage_becomes_a_readable_answer(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    fake_model.script(Reply(text="upstream overloaded", status=503))
+    events = await submit_and_collect(bus, ask("t-503", "hello"))
+    final = [e for e in events if e.event == "values"][-1].data
+    assert "could not get an answer from the model" in final["messages"][-1]["content"]
+    assert (await run_record(bus, events[0].run_id)).status == RunStatus.SUCCESS
+
+
+async def test_a_malformed_run_request_goes_to_the_dlq_and_the_runner_keeps_running(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    dead = asyncio.Event()
+
+    async def on_dlq(msg: Any) -> None:
+        dead.set()
+
+    await bus.nc.subscribe(bus.subjects.dlq_all, cb=on_dlq)
+    await bus.publish(bus.subjects.runs_submit, b'{"input": "no thread id"}')
+    await asyncio.wait_for(dead.wait(), 10)
+    events = await submit_and_collect(bus, ask("t-after", "still there?"))
+    assert streamed_text(events) == "You said: still there?"
+
+
+async def test_a_finished_run_delivered_again_is_not_run_twice(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    request = ask("t-dup", "once")
+    await submit_and_collect(bus, request)
+    calls = len(fake_model.agent_requests)
+    # The same request again, past the dedupe window (a replayed dead letter, say).
+    await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id + ":again")
+    marker = ask("t-dup-marker", "after")
+    await submit_and_collect(bus, marker)
+    assert len(fake_model.agent_requests) == calls + 1, "only the marker run called the model"
+
+
+async def test_a_finished_run_queues_a_memory_update(bus: Bus, fake_model: FakeOpenAI, runner: None) -> None:
+    got: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def on_update(msg: Any) -> None:
+        got.put_nowait(msg)
+
+    await bus.nc.subscribe(bus.subjects.memory_update, cb=on_update)
+    request = ask("t-mem", "I live in Lisbon", user_id="ana")
+    await submit_and_collect(bus, request)
+    from bus import decode
+    from bus.messages import MemoryUpdate
+
+    update = decode(MemoryUpdate, (await asyncio.wait_for(got.get(), 10)).data)
+    assert update.user_id == "ana"
+    assert [t.role for t in update.messages] == ["user", "assistant"]
+    assert update.messages[0].content == "I live in Lisbon"

@@ -1,0 +1,206 @@
+"""A scripted OpenAI-compatible chat model on 127.0.0.1, spoken to over real HTTP.
+
+`langchain_openai.ChatOpenAI(base_url=fake.base_url)` runs its own code against
+it: `/v1/chat/completions`, streaming (SSE deltas, tool-call argument chunks,
+usage in the last chunk) and not streaming, OpenAI's error bodies.
+
+Tests script the replies: `fake.script(Reply(text=...), Reply(tool_calls=[...]))`
+queues them in order; a reply with `when="..."` is only used for a request whose
+last user or tool message contains that text. Title requests (our title prompt)
+get an automatic title; anything unscripted gets an echo of the last user text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+TITLE_MARKER = "Write a title for this conversation"
+
+
+@dataclass
+class ToolCall:
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:12]}")
+
+
+@dataclass
+class Reply:
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    when: str | None = None
+    delay: float = 0.0  # seconds before answering (slow or hanging models)
+    chunk_delay: float = 0.0  # seconds between streamed chunks
+    status: int = 200  # non-200: an OpenAI-style error body with `text` as the message
+
+
+def _last_text(messages: list[dict[str, Any]], roles: tuple[str, ...] = ("user", "tool")) -> str:
+    for message in reversed(messages):
+        if message.get("role") in roles:
+            content = message.get("content")
+            if isinstance(content, list):
+                return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            return str(content or "")
+    return ""
+
+
+class FakeOpenAI:
+    """The server and its script. Use `async with FakeOpenAI() as fake:`."""
+
+    def __init__(self, api_key: str | None = None) -> None:
+        self.api_key = api_key
+        self.requests: list[dict[str, Any]] = []
+        self.agent_requests: list[dict[str, Any]] = []  # excluding title requests
+        self._script: list[Reply] = []
+        self._arrived = asyncio.Event()
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.port = 0
+        self.app = FastAPI()
+        self.app.post("/v1/chat/completions")(self._completions)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def script(self, *replies: Reply) -> None:
+        self._script.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        return len(self._script)
+
+    async def wait_for_requests(self, count: int, timeout: float = 10.0) -> None:
+        """Until `count` agent (non-title) requests have arrived."""
+        async with asyncio.timeout(timeout):
+            while len(self.agent_requests) < count:
+                self._arrived.clear()
+                await self._arrived.wait()
+
+    async def __aenter__(self) -> FakeOpenAI:
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._task = asyncio.create_task(self._server.serve())
+        while not self._server.started:  # uvicorn offers no event for this
+            await asyncio.sleep(0.01)  # noqa: ASYNC110
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        assert self._task is not None
+        self._server.should_exit = True
+        self._server.force_exit = True
+        await self._task
+
+    def _choose(self, body: dict[str, Any]) -> Reply:
+        messages = body.get("messages", [])
+        if any(TITLE_MARKER in str(m.get("content", "")) for m in messages):
+            asked = _last_text(messages, ("user",)).split("User:", 1)[-1].split("Assistant:", 1)[0]
+            words = asked.split()
+            return Reply(text="Chat about " + " ".join(words[:3]))
+        self.agent_requests.append(body)
+        self._arrived.set()
+        last = _last_text(messages)
+        for i, reply in enumerate(self._script):
+            if reply.when is None or reply.when in last:
+                return self._script.pop(i)
+        return Reply(text=f"You said: {_last_text(messages, ('user',))}")
+
+    async def _completions(self, request: Request) -> Any:
+        body = await request.json()
+        self.requests.append(body)
+        if self.api_key is not None and request.headers.get("authorization") != f"Bearer {self.api_key}":
+            return JSONResponse(
+                {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}, 401
+            )
+        reply = self._choose(body)
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
+        if reply.status != 200:
+            return JSONResponse({"error": {"message": reply.text, "type": "server_error"}}, reply.status)
+        model = body.get("model", "fake")
+        usage = {
+            "prompt_tokens": sum(len(str(m.get("content", "")).split()) for m in body.get("messages", [])),
+            "completion_tokens": max(len(reply.text.split()), 1),
+        }
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if body.get("stream"):
+            return StreamingResponse(self._stream(reply, model, usage), media_type="text/event-stream")
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.args)},
+                }
+                for c in reply.tool_calls
+            ]
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                }
+            ],
+            "usage": usage,
+        }
+
+    async def _stream(self, reply: Reply, model: str, usage: dict[str, int]) -> AsyncIterator[bytes]:
+        cid = f"chatcmpl-{uuid.uuid4().hex}"
+        created = int(time.time())
+
+        def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+            data = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+                if delta is not None
+                else [],
+                **extra,
+            }
+            return f"data: {json.dumps(data)}\n\n".encode()
+
+        yield chunk({"role": "assistant", "content": ""})
+        words = reply.text.split(" ") if reply.text else []
+        for i, word in enumerate(words):
+            if reply.chunk_delay:
+                await asyncio.sleep(reply.chunk_delay)
+            yield chunk({"content": word if i == 0 else " " + word})
+        for index, call in enumerate(reply.tool_calls):
+            args = json.dumps(call.args)
+            half = len(args) // 2
+            yield chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call.id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": args[:half]},
+                        }
+                    ]
+                }
+            )
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": args[half:]}}]})
+        yield chunk({}, "tool_calls" if reply.tool_calls else "stop")
+        yield chunk(None, usage=usage)  # type: ignore[arg-type]
+        yield b"data: [DONE]\n\n"
