@@ -91,8 +91,8 @@ class FakeOpenAI:
         config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
         self._server = uvicorn.Server(config)
         self._task = asyncio.create_task(self._server.serve())
-        while not self._server.started:  # uvicorn offers no event for this
-            await asyncio.sleep(0.01)  # noqa: ASYNC110
+        while not self._server.started:  # noqa: ASYNC110 - uvicorn offers no event for this
+            await asyncio.sleep(0.01)
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
         return self
 
