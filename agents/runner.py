@@ -115,6 +115,17 @@ class Runner:
         self._thread_freed: dict[str, asyncio.Event] = {}
         self._skills_prompt_cache: list[Any] | None = None
 
+    def warm_up(self) -> None:
+        """Import the model provider and compile the default agent now, not on the first run.
+
+        That work blocks the event loop for a moment; during a run it would also
+        stall the heartbeats of every other run in this process.
+        """
+        try:
+            self.agents.get(RunOptions())
+        except Exception as exc:  # reported properly, per run, when a run needs it
+            log.info("default agent not ready yet (%s: %s)", type(exc).__name__, exc)
+
     async def open(self) -> None:
         s = self.bus.subjects
         self.runs = RecordStore(await self.bus.kv(s.runs_bucket), RunRecord)
@@ -152,7 +163,8 @@ class Runner:
         attempt = delivery.num_delivered
         record = await self.runs.get(request.run_id)
         if record is not None and record.status.finished:
-            log.info("run %s already %s; dropping the repeated request", request.run_id, record.status.value)
+            log.info("run %s already %s; not running it again", request.run_id, record.status.value)
+            await self._ensure_end(request, record, attempt)
             return
         if record is None:
             record = RunRecord(
@@ -164,6 +176,13 @@ class Runner:
                 metadata=request.metadata,
             )
             await self.runs.create(request.run_id, record)
+        if request.run_id in self._active:
+            # Redelivered while this process still runs it (the loop stalled past ack_wait):
+            # the first handler owns the run; this delivery just waits and acks with it.
+            log.warning("run %s redelivered while still running here; waiting for it", request.run_id)
+            while request.run_id in self._active:
+                await asyncio.sleep(_WAIT_POLL)
+            return
         events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt)
         self._active[request.run_id] = request.thread_id
         try:
@@ -176,6 +195,33 @@ class Runner:
         finally:
             self._active.pop(request.run_id, None)
             self._cancel_actions.pop(request.run_id, None)
+
+    async def _ensure_end(self, request: RunRequest, record: RunRecord, attempt: int) -> None:
+        """A run that ended without reaching a runner (cancelled while pending) still gets its `end`."""
+        try:
+            last = await self.bus.js.get_last_msg(
+                self.bus.subjects.run_events_stream, self.bus.subjects.run_events(request.run_id)
+            )
+            if decode(RunEvent, last.data or b"{}").event == "end":
+                return
+        except NotFoundError:
+            pass
+        events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt)
+        await events.emit(
+            "metadata", {"run_id": request.run_id, "thread_id": request.thread_id, "attempt": attempt}
+        )
+        await events.emit("end", {"status": record.status.value, "usage": record.usage.model_dump()})
+
+    async def _cancel_requested(self, run_id: str) -> bool:
+        """Cancelled by a control message to this process, or marked interrupted while pending."""
+        if run_id in self._cancel_actions:
+            return True
+        assert self.runs is not None
+        record = await self.runs.get(run_id)
+        if record is not None and record.status == RunStatus.INTERRUPTED:
+            self._cancel_actions.setdefault(run_id, "cancel")
+            return True
+        return False
 
     async def _interrupted(self, request: RunRequest, events: EventLog) -> None:
         action = self._cancel_actions.get(request.run_id, "cancel")
@@ -215,8 +261,8 @@ class Runner:
         started = utcnow()
 
         def running(rec: RunRecord | None) -> RunRecord | None:
-            if rec is None:
-                return None
+            if rec is None or rec.status.finished:
+                return None  # cancelled while pending: noticed below
             return rec.model_copy(
                 update={
                     "status": RunStatus.RUNNING,
@@ -263,13 +309,13 @@ class Runner:
                 context=context,
                 stream_mode=translator.graph_modes,
                 subgraphs=request.stream_subgraphs,
-                durability="async",
+                durability="sync",  # a finished step is on disk before the next begins
             ):
                 ns, mode, chunk = part if request.stream_subgraphs else ((), *part)
                 for event, data in translator.translate(mode, chunk, tuple(ns)):
                     await events.emit(event, data)
 
-        if request.run_id in self._cancel_actions:
+        if await self._cancel_requested(request.run_id):
             await self._interrupted(request, events)
             return
         task = asyncio.create_task(stream(), name=f"run:{request.run_id}")
@@ -491,7 +537,7 @@ class Runner:
                     return rec.model_copy(update={"queue": [*queue, me]})
                 return rec.model_copy(update={"queue": [me, *queue]})  # interrupt / rollback: next in line
 
-            if request.run_id in self._cancel_actions:
+            if await self._cancel_requested(request.run_id):
                 await self._interrupted(request, events)
                 return False
             await self.threads.update(request.thread_id, claim)
@@ -591,6 +637,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         await checkpointer.setup()
         runner = Runner(bus, config, checkpointer)
         await runner.open()
+        runner.warm_up()
         control = await bus.nc.subscribe(bus.subjects.run_control_all, cb=runner.on_control)
         s = bus.subjects
         consumer = Consumer(

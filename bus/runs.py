@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from nats.js.api import DeliverPolicy
 
 from bus.connection import Bus
-from bus.messages import RunEvent, decode
+from bus.messages import RunEvent, RunRecord, RunRequest, decode
 
 END = "end"
 
@@ -52,3 +52,50 @@ async def follow_run(
 async def collect_run(bus: Bus, run_id: str, *, timeout: float = 30.0) -> list[RunEvent]:
     """All of a run's events up to and including `end`."""
     return [event async for event in follow_run(bus, run_id, timeout=timeout)]
+
+
+async def cancel_run(bus: Bus, run_id: str, action: str = "cancel", reason: str | None = None) -> None:
+    """Stop a run wherever it is: running (its runner gets the signal) or not yet started.
+
+    A run still pending is marked interrupted in its record, so a runner that
+    fetches it later ends it at once instead of starting it.
+    """
+    from bus.messages import RunControl, RunStatus, utcnow
+    from bus.records import RecordStore
+
+    store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+
+    def interrupt_pending(record: RunRecord | None) -> RunRecord | None:
+        if record is None or record.status != RunStatus.PENDING:
+            return None
+        now = utcnow()
+        return record.model_copy(update={"status": RunStatus.INTERRUPTED, "ended_at": now, "updated_at": now})
+
+    await store.update(run_id, interrupt_pending)
+    await bus.publish_core(
+        bus.subjects.run_control(run_id), RunControl(run_id=run_id, action=action, reason=reason)
+    )  # type: ignore[arg-type]
+
+
+async def submit_run(bus: Bus, request: RunRequest) -> RunRecord:
+    """Record a run as pending, then publish its request (deduplicated by run id).
+
+    With the record in place first, the run can be cancelled, listed and joined
+    from the moment this returns, even before a runner has picked it up.
+    """
+    from bus.records import RecordStore
+
+    record = RunRecord(
+        run_id=request.run_id,
+        thread_id=request.thread_id,
+        assistant_id=request.assistant_id,
+        user_id=request.user_id,
+        multitask_strategy=request.multitask_strategy,
+        metadata=request.metadata,
+        created_at=request.created_at,
+        updated_at=request.created_at,
+    )
+    store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    await store.create(request.run_id, record)
+    await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
+    return record

@@ -15,7 +15,7 @@ import yaml
 from agents.runner import run as run_runner
 from bus import Bus
 from bus.messages import RunRequest
-from bus.runs import collect_run
+from bus.runs import collect_run, submit_run
 from config import AppConfig, BusConfig
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -101,5 +101,5 @@ def ask(thread_id: str, text: str, **kw: Any) -> RunRequest:
 
 
 async def submit_and_collect(bus: Bus, request: RunRequest, timeout: float = 30.0) -> list[Any]:
-    await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
+    await submit_run(bus, request)
     return await collect_run(bus, request.run_id, timeout=timeout)

@@ -11,7 +11,7 @@ import pytest
 from bus import Bus
 from bus.messages import RunControl, RunEvent, RunRecord, RunStatus, ThreadRecord
 from bus.records import RecordStore
-from bus.runs import collect_run, follow_run
+from bus.runs import collect_run, follow_run, submit_run
 from config import AppConfig
 from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
@@ -175,7 +175,7 @@ async def test_a_second_run_on_a_busy_thread_is_rejected_with_reject(
 ) -> None:
     fake_model.script(Reply(text="slow answer", delay=2))
     first = ask("t-busy", "take your time")
-    await bus.publish(bus.subjects.runs_submit, first, msg_id=first.run_id)
+    await submit_run(bus, first)
     await fake_model.wait_for_requests(1)
     second = ask("t-busy", "me too", multitask_strategy="reject")
     events = await submit_and_collect(bus, second)
@@ -195,15 +195,16 @@ async def test_enqueued_runs_on_a_busy_thread_run_after_it_in_order(
     )
     runs = [ask("t-queue", f"q{i}", multitask_strategy="enqueue") for i in (1, 2, 3)]
     for request in runs:
-        await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
+        await submit_run(bus, request)
     results = [await collect_run(bus, r.run_id) for r in runs]
     assert [streamed_text(r) for r in results] == ["one", "two", "three"]
-    ends = [next(e.ts for e in r if e.event == "end") for r in results]
-    starts = [next(e.ts for e in r if e.event == "metadata" and e.data.get("attempt")) for r in results]
-    assert starts[1] >= ends[0]
-    assert starts[2] >= ends[1]
-    user_turns = [m["content"] for m in fake_model.agent_requests[-1]["messages"] if m["role"] == "user"]
-    assert user_turns == ["q1", "q2", "q3"], "each run saw the ones before it"
+    seen_by_each = [
+        [m["content"] for m in request["messages"] if m["role"] in ("user", "assistant")]
+        for request in fake_model.agent_requests
+    ]
+    assert seen_by_each == [["q1"], ["q1", "one", "q2"], ["q1", "one", "q2", "two", "q3"]], (
+        "each run started after the one before it had finished"
+    )
 
 
 async def test_interrupt_strategy_stops_the_running_run_and_takes_over(
@@ -211,7 +212,7 @@ async def test_interrupt_strategy_stops_the_running_run_and_takes_over(
 ) -> None:
     fake_model.script(Reply(text="never finished", delay=30), Reply(text="new answer"))
     first = ask("t-int", "long job")
-    await bus.publish(bus.subjects.runs_submit, first, msg_id=first.run_id)
+    await submit_run(bus, first)
     await fake_model.wait_for_requests(1)  # the first run is waiting on the model
     second = ask("t-int", "never mind", multitask_strategy="interrupt")
     events = await submit_and_collect(bus, second)
@@ -225,7 +226,7 @@ async def test_cancel_mid_stream_stops_the_run_and_records_interrupted(
     words = " ".join(f"w{i}" for i in range(100))
     fake_model.script(Reply(text=words, chunk_delay=0.1))
     request = ask("t-cancel", "talk a lot")
-    await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
+    await submit_run(bus, request)
     seen: list[RunEvent] = []
     async for event in follow_run(bus, request.run_id, timeout=10):
         seen.append(event)
@@ -338,3 +339,13 @@ async def test_a_finished_run_queues_a_memory_update(bus: Bus, fake_model: FakeO
     assert update.user_id == "ana"
     assert [t.role for t in update.messages] == ["user", "assistant"]
     assert update.messages[0].content == "I live in Lisbon"
+
+
+async def test_a_script_publishing_a_bare_run_request_gets_a_run_record_too(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    request = ask("t-raw", "from a script")
+    await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
+    events = await collect_run(bus, request.run_id)
+    assert streamed_text(events) == "You said: from a script"
+    assert (await run_record(bus, request.run_id)).status == RunStatus.SUCCESS

@@ -1,0 +1,107 @@
+"""Runs survive their runner: SIGKILL mid-run, resume from the checkpoint; rollback undoes a run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bus import Bus
+from bus.messages import RunControl, RunRecord, RunStatus, ThreadStateReply, ThreadStateRequest
+from bus.records import RecordStore
+from bus.runs import cancel_run, collect_run, submit_run
+from config import AppConfig
+from tests.agents.conftest import ask, running_runner, submit_and_collect
+from tests.agents.test_runner import streamed_text
+from tests.conftest import finished, run_antler
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_a_runner_killed_mid_run_is_finished_by_another_from_its_checkpoint(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    config_file: Callable[[], Path],
+    app_config: Callable[[], AppConfig],
+    nats_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("ANTLER_TEST_CALLS_FILE", str(calls))
+    config_data["tools"] = [{"name": "count_calls", "use": "tests.components.tools:count_calls"}]
+    config_data["bus"]["ack_wait_seconds"] = 1.0
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("count_calls", {"note": "step one"})]),
+        Reply(text="never arrives", delay=60),
+        Reply(text="Finished after the restart."),
+    )
+    doomed = await run_antler("run", "runner", "-c", str(config_file()), "--nats-url", nats_url)
+    try:
+        request = ask("t-crash", "do the job")
+        await submit_run(bus, request)
+        await fake_model.wait_for_requests(2, timeout=30)  # the tool ran; the second model call hangs
+    finally:
+        doomed.kill()
+        await finished(doomed)
+
+    async with running_runner(nats_url, app_config()):
+        events = await collect_run(bus, request.run_id, timeout=30)
+
+    assert calls.read_text().splitlines() == ["step one"], "the finished tool step was not run again"
+    assert len(fake_model.agent_requests) == 3
+    resumed_call = fake_model.agent_requests[2]["messages"]
+    assert [m["role"] for m in resumed_call] == ["system", "user", "assistant", "tool"]
+    assert resumed_call[-1]["content"] == "counted: step one"
+    metadata = [e.data for e in events if e.event == "metadata"]
+    assert metadata[0]["attempt"] == 1
+    assert metadata[-1] == {"run_id": request.run_id, "thread_id": "t-crash", "attempt": 2, "resumed": True}
+    assert [e.seq for e in events] == list(range(1, len(events) + 1)), "one log, numbered across attempts"
+    assert streamed_text(events).endswith("Finished after the restart.")
+    store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    record = await store.get(request.run_id)
+    assert record is not None
+    assert record.status == RunStatus.SUCCESS
+    assert record.attempt == 2
+
+
+async def test_rollback_removes_the_interrupted_run_from_the_thread(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    fake_model.script(Reply(text="first answer"), Reply(text="half", delay=30))
+    await submit_and_collect(bus, ask("t-roll", "first question"))
+    second = ask("t-roll", "second question")
+    await submit_run(bus, second)
+    await fake_model.wait_for_requests(2)
+    await bus.publish_core(
+        bus.subjects.run_control(second.run_id), RunControl(run_id=second.run_id, action="rollback")
+    )
+    events = await collect_run(bus, second.run_id)
+    assert events[-1].data["status"] == "interrupted"
+    reply = await bus.request(
+        bus.subjects.threads("state"), ThreadStateRequest(thread_id="t-roll"), ThreadStateReply, timeout=10
+    )
+    assert reply.state is not None
+    contents = [m["content"] for m in reply.state.values["messages"]]
+    assert contents == ["first question", "first answer"], "the rolled-back question is gone"
+
+
+async def test_waiting_runs_can_be_cancelled_before_they_start(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    fake_model.script(Reply(text="slow", delay=2))
+    first = ask("t-wait", "one")
+    await submit_run(bus, first)
+    await fake_model.wait_for_requests(1)
+    queued = ask("t-wait", "two", multitask_strategy="enqueue")
+    await submit_run(bus, queued)
+    await cancel_run(bus, queued.run_id)  # whether or not a runner has picked it up yet
+    seen = await collect_run(bus, queued.run_id)
+    assert seen[-1].data["status"] == "interrupted"
+    first_events = await collect_run(bus, first.run_id)
+    assert streamed_text(first_events) == "slow"
+    assert len(fake_model.agent_requests) == 1, "the cancelled run never called the model"
