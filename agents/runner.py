@@ -111,6 +111,7 @@ class Runner:
         self._active: dict[str, str] = {}  # run id -> thread id, for runs this process handles
         self._streams: dict[str, asyncio.Task[None]] = {}
         self._stoppers: set[asyncio.Task[None]] = set()
+        self._run_done: dict[str, asyncio.Event] = {}
         self._cancel_actions: dict[str, str] = {}  # run id -> cancel | interrupt | rollback
         self._thread_freed: dict[str, asyncio.Event] = {}
         self._skills_prompt_cache: list[Any] | None = None
@@ -180,11 +181,11 @@ class Runner:
             # Redelivered while this process still runs it (the loop stalled past ack_wait):
             # the first handler owns the run; this delivery just waits and acks with it.
             log.warning("run %s redelivered while still running here; waiting for it", request.run_id)
-            while request.run_id in self._active:
-                await asyncio.sleep(_WAIT_POLL)
+            await self._run_done[request.run_id].wait()
             return
         events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt)
         self._active[request.run_id] = request.thread_id
+        self._run_done[request.run_id] = asyncio.Event()
         try:
             if not await self._take_thread(request, events, delivery):
                 return
@@ -195,6 +196,7 @@ class Runner:
         finally:
             self._active.pop(request.run_id, None)
             self._cancel_actions.pop(request.run_id, None)
+            self._run_done.pop(request.run_id).set()
 
     async def _ensure_end(self, request: RunRequest, record: RunRecord, attempt: int) -> None:
         """A run that ended without reaching a runner (cancelled while pending) still gets its `end`."""
