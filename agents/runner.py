@@ -360,7 +360,9 @@ class Runner:
                 "user_id": request.user_id,
                 "assistant_id": request.assistant_id,
             },
-            "recursion_limit": int(request.config.get("recursion_limit") or 100),
+            "recursion_limit": int(
+                request.config.get("recursion_limit") or self.config.runner.recursion_limit
+            ),
         }
         return config
 
@@ -380,7 +382,7 @@ class Runner:
         return graph_input
 
     def _run_timeout(self, configurable: dict[str, Any]) -> float:
-        return float(configurable.get("run_timeout_seconds") or 3600)
+        return float(configurable.get("run_timeout_seconds") or self.config.runner.run_timeout_seconds)
 
     async def _system_prompt(self, request: RunRequest, options: RunOptions) -> str:
         memory_text = await self._memory_text(request.user_id, options.agent_name)
@@ -626,7 +628,7 @@ async def open_checkpointer(config: AppConfig) -> Any:
     """The default checkpointer: SQLite under the data dir (an async context manager)."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    path = Path(config.bus.data_dir) / "checkpoints.sqlite"
+    path = Path(config.runner.checkpoint_db or Path(config.bus.data_dir) / "checkpoints.sqlite")
     path.parent.mkdir(parents=True, exist_ok=True)
     return AsyncSqliteSaver.from_conn_string(str(path))
 
@@ -649,7 +651,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
             filter_subjects=[s.runs_submit],
             model=RunRequest,
             handler=runner.handle,
-            concurrency=int(os.environ.get("ANTLER_RUNNER_CONCURRENCY", "64")),
+            concurrency=config.runner.concurrency,
             drain_timeout=60.0,
         )
         service = await serve_threads(bus, config, runner)

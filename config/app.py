@@ -48,6 +48,17 @@ class BusConfig(Section):
         return value
 
 
+class RunnerConfig(Section):
+    concurrency: int = Field(64, ge=1, description="Runs one runner process works on at once.")
+    run_timeout_seconds: float = Field(
+        3600.0, gt=0, description="A run longer than this is stopped (timeout)."
+    )
+    recursion_limit: int = Field(100, ge=1, description="Most graph steps in one run.")
+    checkpoint_db: str | None = Field(
+        None, description="SQLite file for checkpoints; default <bus.data_dir>/checkpoints.sqlite."
+    )
+
+
 class ModelConfig(Section):
     """One chat model; keys not listed here are passed to the provider class."""
 
@@ -227,6 +238,7 @@ class AppConfig(Section):
     config_version: int = 1
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     bus: BusConfig = Field(default_factory=BusConfig)
+    runner: RunnerConfig = Field(default_factory=RunnerConfig)
     models: list[ModelConfig] = Field(default_factory=list, description="The first one is the default.")
     tool_groups: list[ToolGroupConfig] = Field(default_factory=list)
     tools: list[ToolConfig] = Field(default_factory=list)
