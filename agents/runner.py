@@ -65,6 +65,7 @@ class EventLog:
         self.attempt = attempt
         self.seq = start_seq
         self.subject = bus.subjects.run_events(run_id)
+        self._unconfirmed: list[asyncio.Future[Any]] = []
 
     @classmethod
     async def resume(cls, bus: Bus, run_id: str, thread_id: str, attempt: int) -> EventLog:
@@ -81,6 +82,8 @@ class EventLog:
         return cls(bus, run_id, thread_id, attempt, seq)
 
     async def emit(self, event: str, data: Any = None) -> None:
+        """Publish the next event. Stores are confirmed in bulk (`confirm`), not one by one:
+        a streamed answer does not wait a round trip per token."""
         self.seq += 1
         message = RunEvent(
             run_id=self.run_id,
@@ -90,7 +93,15 @@ class EventLog:
             data=data,
             attempt=self.attempt,
         )
-        await self.bus.publish(self.subject, message)
+        self._unconfirmed.append(await self.bus.publish_pipelined(self.subject, message))
+        if event == "end" or len(self._unconfirmed) >= 256:
+            await self.confirm()
+
+    async def confirm(self) -> None:
+        """Wait until every event so far is stored (raises if one was refused)."""
+        pending, self._unconfirmed = self._unconfirmed, []
+        if pending:
+            await asyncio.gather(*pending)
 
     async def error(self, error: str, message: str) -> None:
         await self.emit("error", {"error": error, "message": message})
@@ -112,6 +123,10 @@ class Runner:
         self._streams: dict[str, asyncio.Task[None]] = {}
         self._stoppers: set[asyncio.Task[None]] = set()
         self._run_done: dict[str, asyncio.Event] = {}
+        # Last known (record, revision) of records this process just wrote: saves re-reading them.
+        self._run_revisions: dict[str, Any] = {}
+        self._thread_revisions: dict[str, Any] = {}
+        self._released: set[str] = set()  # runs that gave their thread back already
         self._cancel_actions: dict[str, str] = {}  # run id -> cancel | interrupt | rollback
         self._thread_freed: dict[str, asyncio.Event] = {}
         self._skills_prompt_cache: list[Any] | None = None
@@ -162,13 +177,11 @@ class Runner:
     async def handle(self, request: RunRequest, delivery: Delivery) -> None:
         assert self.runs is not None
         attempt = delivery.num_delivered
-        record = await self.runs.get(request.run_id)
-        if record is not None and record.status.finished:
-            log.info("run %s already %s; not running it again", request.run_id, record.status.value)
-            await self._ensure_end(request, record, attempt)
-            return
-        if record is None:
-            record = RunRecord(
+
+        def pending_record(current: RunRecord | None) -> RunRecord | None:
+            if current is not None:
+                return None  # the submitter recorded it already
+            return RunRecord(
                 run_id=request.run_id,
                 thread_id=request.thread_id,
                 assistant_id=request.assistant_id,
@@ -176,7 +189,14 @@ class Runner:
                 multitask_strategy=request.multitask_strategy,
                 metadata=request.metadata,
             )
-            await self.runs.create(request.run_id, record)
+
+        known = await self.runs.update_with_revision(request.run_id, pending_record)
+        assert known is not None
+        record = known[0]
+        if record.status.finished:
+            log.info("run %s already %s; not running it again", request.run_id, record.status.value)
+            await self._ensure_end(request, record, attempt)
+            return
         if request.run_id in self._active:
             # Redelivered while this process still runs it (the loop stalled past ack_wait):
             # the first handler owns the run; this delivery just waits and acks with it.
@@ -190,13 +210,16 @@ class Runner:
             if not await self._take_thread(request, events, delivery):
                 return
             try:
-                await self._execute(request, events, attempt)
+                await self._execute(request, events, attempt, known)
             finally:
                 await self._free_thread(request)
         finally:
             self._active.pop(request.run_id, None)
             self._cancel_actions.pop(request.run_id, None)
             self._run_done.pop(request.run_id).set()
+            self._released.discard(request.run_id)
+            self._run_revisions.pop(request.run_id, None)
+            self._thread_revisions.pop(request.run_id, None)
 
     async def _ensure_end(self, request: RunRequest, record: RunRecord, attempt: int) -> None:
         """A run that ended without reaching a runner (cancelled while pending) still gets its `end`."""
@@ -256,7 +279,9 @@ class Runner:
             await conn.commit()
         log.info("run %s rolled back (%d checkpoints removed)", request.run_id, len(ids))
 
-    async def _execute(self, request: RunRequest, events: EventLog, attempt: int) -> None:
+    async def _execute(
+        self, request: RunRequest, events: EventLog, attempt: int, known: tuple[RunRecord, int]
+    ) -> None:
         assert self.runs is not None
         configurable = dict(request.config.get("configurable") or {})
         options = RunOptions.from_run(configurable, request.context)
@@ -274,9 +299,11 @@ class Runner:
                 }
             )
 
-        previous = await self.runs.get(request.run_id)
-        resumed = previous is not None and previous.started_at is not None and attempt > 1
-        await self.runs.update(request.run_id, running)
+        resumed = known[0].started_at is not None and attempt > 1
+        now_running = await self.runs.update_with_revision(request.run_id, running, known=known)
+        if now_running is not None and now_running[0].status.finished:
+            self._cancel_actions.setdefault(request.run_id, "cancel")  # cancelled while it was pending
+        self._run_revisions[request.run_id] = now_running
         metadata: dict[str, Any] = {
             "run_id": request.run_id,
             "thread_id": request.thread_id,
@@ -317,7 +344,7 @@ class Runner:
                 for event, data in translator.translate(mode, chunk, tuple(ns)):
                     await events.emit(event, data)
 
-        if await self._cancel_requested(request.run_id):
+        if request.run_id in self._cancel_actions:
             await self._interrupted(request, events)
             return
         task = asyncio.create_task(stream(), name=f"run:{request.run_id}")
@@ -494,7 +521,7 @@ class Runner:
                 }
             )
 
-        await self.runs.update(request.run_id, ended)
+        await self.runs.update(request.run_id, ended, known=self._run_revisions.pop(request.run_id, None))
         # Free the thread before `end`: whoever sees the end may start the next run at once.
         await self._free_thread(request, status, title)
         await events.emit("end", {"status": status.value, "usage": usage or {}})
@@ -544,8 +571,9 @@ class Runner:
             if await self._cancel_requested(request.run_id):
                 await self._interrupted(request, events)
                 return False
-            await self.threads.update(request.thread_id, claim)
+            taken = await self.threads.update_with_revision(request.thread_id, claim)
             if outcome.get("taken"):
+                self._thread_revisions[request.run_id] = taken
                 return True
             holder = outcome.get("holder")
             if outcome.get("rejected"):
@@ -600,7 +628,13 @@ class Runner:
                 update["title"] = title
             return rec.model_copy(update=update)
 
-        await self.threads.update(request.thread_id, release)
+        if request.run_id in self._released:
+            return
+        await self.threads.update(
+            request.thread_id, release, known=self._thread_revisions.pop(request.run_id, None)
+        )
+        if request.run_id in self._active:
+            self._released.add(request.run_id)
         freed = self._thread_freed.pop(request.thread_id, None)
         if freed is not None:
             freed.set()
@@ -639,6 +673,8 @@ async def run(bus: Bus, config: AppConfig) -> None:
 
     async with await open_checkpointer(config) as checkpointer:
         await checkpointer.setup()
+        # WAL + NORMAL: commits survive a crashed process (our failure model) without an fsync each.
+        await checkpointer.conn.execute("PRAGMA synchronous=NORMAL")
         runner = Runner(bus, config, checkpointer)
         await runner.open()
         runner.warm_up()

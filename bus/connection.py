@@ -6,6 +6,7 @@ encoded one way and JetStream publishes carry `Nats-Msg-Id` for deduplication.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, TypeVar
 
@@ -118,6 +119,15 @@ class Bus:
         if msg_id is not None:
             hdrs[MSG_ID] = msg_id
         return await self.js.publish(subject, data, timeout=timeout, headers=hdrs or None)
+
+    async def publish_pipelined(self, subject: str, message: BaseModel | bytes) -> asyncio.Future[PubAck]:
+        """Publish to JetStream without waiting for the store's ack; await the returned future later.
+
+        Messages published this way keep their order (one connection); awaiting the
+        futures (all of them, before anything depends on them) confirms storage.
+        """
+        data = message if isinstance(message, bytes) else encode(message)
+        return await self.js.publish_async(subject, data)
 
     async def publish_core(self, subject: str, message: BaseModel | bytes) -> None:
         """Fire-and-forget core NATS publish (control messages, not stored)."""

@@ -62,26 +62,45 @@ class RecordStore(Generic[T]):
         key: str,
         change: Callable[[T | None], T | None] | Callable[[T | None], Awaitable[T | None]],
         *,
-        attempts: int = 50,
+        known: tuple[T, int] | None = None,
     ) -> T | None:
         """Apply `change` atomically; it gets the current record (or None) and returns the new one.
 
         Returning None leaves the record untouched. Returns what was written (or the
         unchanged current record).
         """
+        found = await self.update_with_revision(key, change, known=known)
+        return found[0] if found else None
+
+    async def update_with_revision(
+        self,
+        key: str,
+        change: Callable[[T | None], T | None] | Callable[[T | None], Awaitable[T | None]],
+        *,
+        known: tuple[T, int] | None = None,
+        attempts: int = 50,
+    ) -> tuple[T, int] | None:
+        """`update()`, also returning the record's revision afterwards (None: no record).
+
+        `known` (record, revision) saves the first read when the caller has just seen
+        or written the record; a stale guess only costs one retry.
+        """
         for attempt in range(attempts):
-            found = await self.get_with_revision(key)
-            current, revision = found if found else (None, 0)
+            if known is not None and attempt == 0:
+                current, revision = known
+            else:
+                found = await self.get_with_revision(key)
+                current, revision = found if found else (None, 0)
             result = change(current)
             new = await result if asyncio.iscoroutine(result) else result
             if new is None:
-                return current
+                return (current, revision) if current is not None else None
             try:
                 if revision:
-                    await self.kv.update(key, encode(new), last=revision)
+                    written = await self.kv.update(key, encode(new), last=revision)
                 else:
-                    await self.kv.create(key, encode(new))
-                return new  # type: ignore[return-value]
+                    written = await self.kv.create(key, encode(new))
+                return new, written  # type: ignore[return-value]
             except KeyWrongLastSequenceError:
                 await asyncio.sleep(min(0.002 * (attempt + 1), 0.05))
         raise RuntimeError(f"could not update {key!r}: too many concurrent writers")

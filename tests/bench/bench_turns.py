@@ -1,0 +1,126 @@
+"""Chat turns through the bus: latency of one turn, and throughput with many chats at once.
+
+A turn = publish a RunRequest, the runner (its own process) runs the lead agent
+against a zero-latency scripted model over HTTP, and the client reads the run's
+events up to `end`. Run: `python -m tests.bench.bench_turns [--chats 50] [--turns 300]`.
+With ANTLER_BENCH_PYSPY=out.txt (and py-spy installed) the runner is sampled meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import yaml
+
+from bus import Bus, EmbeddedServer
+from bus.messages import RunRequest
+from bus.runs import collect_run, submit_run
+from config import BusConfig
+from tests.fakes.openai_server import FakeOpenAI
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def one_turn(bus: Bus, thread_id: str, text: str) -> float:
+    request = RunRequest(
+        thread_id=thread_id,
+        input={"messages": [{"role": "user", "content": text}]},
+        stream_mode=["messages-tuple"],
+    )
+    started = time.perf_counter()
+    follower = asyncio.create_task(collect_run(bus, request.run_id, timeout=60))
+    await submit_run(bus, request)
+    events = await follower
+    assert events[-1].event == "end", events[-1]
+    return time.perf_counter() - started
+
+
+async def main(chats: int, turns: int, warmup: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with EmbeddedServer(Path(tmp) / "nats") as server, FakeOpenAI() as fake:
+            prefix = f"bench{uuid.uuid4().hex[:6]}"
+            config = {
+                "bus": {"prefix": prefix, "data_dir": str(Path(tmp) / "data")},
+                "models": [{"name": "fake", "model": "m", "api_key": "k", "base_url": fake.base_url}],
+                "title": {"enabled": True},
+                "memory": {"enabled": True},
+            }
+            path = Path(tmp) / "config.yaml"
+            path.write_text(yaml.safe_dump(config))
+            runner = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "antler",
+                "run",
+                "runner",
+                "-c",
+                str(path),
+                "--nats-url",
+                server.url,
+                cwd=REPO,
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+            bus = await Bus.connect(server.url, BusConfig(prefix=prefix), provision=True)
+            if os.environ.get("ANTLER_BENCH_PYSPY"):  # sample the runner while the benchmark runs
+                await asyncio.create_subprocess_exec(  # ends by itself when the runner exits
+                    "py-spy",
+                    "record",
+                    "-p",
+                    str(runner.pid),
+                    "-o",
+                    os.environ["ANTLER_BENCH_PYSPY"],
+                    "--format",
+                    "raw",
+                    "-r",
+                    "200",
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.DEVNULL,
+                )
+            try:
+                for i in range(warmup):
+                    await one_turn(bus, f"warm-{i}", "hello")
+                latencies = [await one_turn(bus, f"seq-{i}", "hello there") for i in range(30)]
+                print(
+                    f"single turn: median {statistics.median(latencies) * 1000:.1f} ms, "
+                    f"p90 {sorted(latencies)[int(len(latencies) * 0.9)] * 1000:.1f} ms"
+                )
+
+                queue: asyncio.Queue[int] = asyncio.Queue()
+                for i in range(turns):
+                    queue.put_nowait(i)
+                done: list[float] = []
+
+                async def chat(n: int) -> None:
+                    while not queue.empty():
+                        i = queue.get_nowait()
+                        done.append(await one_turn(bus, f"chat-{n}", f"message {i}"))
+
+                started = time.perf_counter()
+                await asyncio.gather(*(chat(n) for n in range(chats)))
+                elapsed = time.perf_counter() - started
+                print(
+                    f"{chats} chats at once: {len(done) / elapsed:.1f} turns/s "
+                    f"(median turn {statistics.median(done) * 1000:.0f} ms, {len(done)} turns)"
+                )
+            finally:
+                runner.terminate()
+                await runner.wait()
+                await bus.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--chats", type=int, default=50)
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=5)
+    args = parser.parse_args()
+    asyncio.run(main(args.chats, args.turns, args.warmup))
