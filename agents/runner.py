@@ -179,16 +179,7 @@ class Runner:
         attempt = delivery.num_delivered
 
         def pending_record(current: RunRecord | None) -> RunRecord | None:
-            if current is not None:
-                return None  # the submitter recorded it already
-            return RunRecord(
-                run_id=request.run_id,
-                thread_id=request.thread_id,
-                assistant_id=request.assistant_id,
-                user_id=request.user_id,
-                multitask_strategy=request.multitask_strategy,
-                metadata=request.metadata,
-            )
+            return None if current is not None else RunRecord.pending(request)  # None: submitter recorded it
 
         known = await self.runs.update_with_revision(request.run_id, pending_record)
         assert known is not None

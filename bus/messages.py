@@ -259,6 +259,20 @@ class RunRecord(Envelope):
     started_at: datetime | None = None
     ended_at: datetime | None = None
 
+    @classmethod
+    def pending(cls, request: RunRequest) -> RunRecord:
+        """The record of a run that has been accepted but not started."""
+        return cls(
+            run_id=request.run_id,
+            thread_id=request.thread_id,
+            assistant_id=request.assistant_id,
+            user_id=request.user_id,
+            multitask_strategy=request.multitask_strategy,
+            metadata=request.metadata,
+            created_at=request.created_at,
+            updated_at=request.created_at,
+        )
+
 
 class ThreadRecord(Envelope):
     """Thread metadata as kept in KV `<prefix>_threads` (key: thread id)."""

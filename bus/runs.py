@@ -85,16 +85,7 @@ async def submit_run(bus: Bus, request: RunRequest) -> RunRecord:
     """
     from bus.records import RecordStore
 
-    record = RunRecord(
-        run_id=request.run_id,
-        thread_id=request.thread_id,
-        assistant_id=request.assistant_id,
-        user_id=request.user_id,
-        multitask_strategy=request.multitask_strategy,
-        metadata=request.metadata,
-        created_at=request.created_at,
-        updated_at=request.created_at,
-    )
+    record = RunRecord.pending(request)
     store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
     await store.create(request.run_id, record)
     await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
