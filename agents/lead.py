@@ -125,15 +125,21 @@ def build_lead_agent(
 class AgentCache:
     """Compiled agents by run options: compiling is milliseconds, a turn should not pay it."""
 
-    def __init__(self, config: AppConfig, checkpointer: BaseCheckpointSaver[Any] | None) -> None:
+    def __init__(
+        self,
+        config: AppConfig,
+        checkpointer: BaseCheckpointSaver[Any] | None,
+        extra_tools: list[BaseTool] | None = None,
+    ) -> None:
         self.config = config
         self.checkpointer = checkpointer
+        self.extra_tools = extra_tools or []
         self._agents: dict[RunOptions, Any] = {}
 
     def get(self, options: RunOptions) -> Any:
         agent = self._agents.get(options)
         if agent is None:
-            agent = build_lead_agent(self.config, options, self.checkpointer)
+            agent = build_lead_agent(self.config, options, self.checkpointer, self.extra_tools)
             self._agents[options] = agent  # only after success: a fixed config is retried next run
             log.info("compiled lead agent for %s", options)
         return agent

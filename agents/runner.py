@@ -114,7 +114,9 @@ class Runner:
         self.bus = bus
         self.config = config
         self.checkpointer = checkpointer
-        self.agents = AgentCache(config, checkpointer)
+        from sandbox.tools import make_sandbox_tools
+
+        self.agents = AgentCache(config, checkpointer, extra_tools=make_sandbox_tools(bus))
         self.runs: RecordStore[RunRecord] | None = None
         self.threads: RecordStore[ThreadRecord] | None = None
         self.memory: RecordStore[MemoryDocument] | None = None
@@ -410,6 +412,7 @@ class Runner:
             skills=skills,
             skills_container_path=self.config.skills.container_path,
             memory=memory_text,
+            files=True,
             subagents_limit=self.config.subagents.max_concurrent
             if options.subagent_enabled and self.config.subagents.enabled
             else None,

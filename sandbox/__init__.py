@@ -1,4 +1,43 @@
-"""The sandbox broker service, its providers (bwrap, local), virtual paths and limits.
+"""The sandbox: a broker service running commands and file operations per user and thread.
 
-Lands with the sandbox broker issue; nothing here yet.
+antler run sandbox        # or: python -m sandbox
+SandboxClient(bus, user_id, thread_id)   # what tools call
 """
+
+from sandbox.broker import Broker, run, serve_broker
+from sandbox.client import SandboxClient
+from sandbox.errors import (
+    Conflict,
+    InvalidRequest,
+    NotAllowed,
+    NotFound,
+    SandboxError,
+    Timeout,
+    TooLarge,
+    Unavailable,
+)
+from sandbox.paths import ThreadFS
+from sandbox.providers import BwrapProvider, LocalProvider, Provider, bwrap_works, make_provider
+from sandbox.tools import make_sandbox_tools
+
+__all__ = [
+    "Broker",
+    "BwrapProvider",
+    "Conflict",
+    "InvalidRequest",
+    "LocalProvider",
+    "NotAllowed",
+    "NotFound",
+    "Provider",
+    "SandboxClient",
+    "SandboxError",
+    "ThreadFS",
+    "Timeout",
+    "TooLarge",
+    "Unavailable",
+    "bwrap_works",
+    "make_provider",
+    "make_sandbox_tools",
+    "run",
+    "serve_broker",
+]

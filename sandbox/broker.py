@@ -1,0 +1,247 @@
+"""The sandbox broker: a NATS micro service running commands and file operations per user and thread.
+
+Endpoints (`<prefix>.sandbox.<name>`): exec, read_file, write_file, list_dir,
+str_replace, glob, grep. Every failure is a reply with an error code and a
+message the model can act on; nothing a caller sends can crash the service.
+Any number of brokers serve one queue group; `$SRV` discovery lists them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from nats.micro import add_service
+from nats.micro.request import Request
+from nats.micro.service import Service
+
+from bus import Bus, EnvelopeError, decode, encode
+from bus.messages import (
+    ErrorInfo,
+    ExecReply,
+    ExecRequest,
+    GlobReply,
+    GlobRequest,
+    GrepMatch,
+    GrepReply,
+    GrepRequest,
+    ListDirReply,
+    ListDirRequest,
+    ReadFileReply,
+    ReadFileRequest,
+    Reply,
+    SandboxRequest,
+    StrReplaceReply,
+    StrReplaceRequest,
+    WriteFileReply,
+    WriteFileRequest,
+)
+from config import AppConfig
+from sandbox import files
+from sandbox.errors import InvalidRequest, NotAllowed, SandboxError
+from sandbox.hygiene import check_command
+from sandbox.objects import FileSync
+from sandbox.paths import USER_DATA, ThreadFS
+from sandbox.providers import Provider, make_provider
+
+log = logging.getLogger(__name__)
+audit = logging.getLogger("sandbox.audit")
+
+
+class Broker:
+    def __init__(self, bus: Bus, config: AppConfig, provider: Provider, sync: FileSync) -> None:
+        self.bus = bus
+        self.config = config.sandbox
+        self.root = Path(config.sandbox.data_dir or Path(config.bus.data_dir) / "sandbox").resolve()
+        skills = Path(config.skills.path).resolve()
+        self.skills = skills if skills.is_dir() else None
+        self.provider = provider
+        self.sync = sync
+        self.locks = files.PathLocks()
+
+    def fs(self, request: SandboxRequest) -> ThreadFS:
+        fs = ThreadFS(self.root, request.user_id, request.thread_id, self.skills)
+        fs.ensure(self.provider.owner)
+        return fs
+
+    # ------------------------------------------------------------------ endpoints
+
+    async def exec(self, req: ExecRequest) -> ExecReply:
+        started = time.monotonic()
+        reason, warnings = check_command(req.command)
+        if reason is not None:
+            self._audit(req, exit_code=None, started=started, refused=reason)
+            if reason.startswith("refused"):
+                raise NotAllowed(f"{reason}. Use a safer command.")
+            raise InvalidRequest(reason)
+        fs = self.fs(req)
+        await self.sync.pull_uploads(fs)
+        limit = self.config.command_timeout_seconds
+        timeout = min(req.timeout_seconds, limit) if req.timeout_seconds else limit
+        outcome = await self.provider.run(fs, req.command, timeout)
+        await self.sync.push_outputs(fs)
+        self._audit(req, exit_code=outcome.exit_code, started=started, timed_out=outcome.timed_out)
+        reply = ExecReply(
+            exit_code=outcome.exit_code,
+            output=outcome.output,
+            timed_out=outcome.timed_out,
+            truncated_chars=outcome.truncated_chars,
+            warnings=warnings,
+        )
+        if outcome.timed_out:
+            reply.error = ErrorInfo(
+                code="timeout",
+                message=f"the command ran longer than {timeout:g}s and was killed with all its processes",
+            )
+        return reply
+
+    async def read_file(self, req: ReadFileRequest) -> ReadFileReply:
+        fs = self.fs(req)
+        if req.path.startswith(f"{USER_DATA}/uploads"):
+            await self.sync.pull_uploads(fs)
+        content, total, cut = await asyncio.to_thread(
+            files.read_file, fs, req.path, req.start_line, req.end_line, self.config
+        )
+        return ReadFileReply(content=content, total_lines=total, truncated_chars=cut)
+
+    async def write_file(self, req: WriteFileRequest) -> WriteFileReply:
+        fs = self.fs(req)
+        host = fs.resolve(req.path, write=True)
+        async with self.locks.hold(str(host)):
+            written = await asyncio.to_thread(
+                files.write_file, fs, req.path, req.content, req.append, self.config, self.provider.owner
+            )
+        if req.path.startswith(f"{USER_DATA}/outputs/"):
+            await self.sync.push_outputs(fs)
+        return WriteFileReply(path=req.path, bytes_written=written)
+
+    async def list_dir(self, req: ListDirRequest) -> ListDirReply:
+        fs = self.fs(req)
+        await self.sync.pull_uploads(fs)
+        tree, entries = await asyncio.to_thread(files.list_dir, fs, req.path, req.max_depth)
+        return ListDirReply(tree=tree, entries=entries)
+
+    async def str_replace(self, req: StrReplaceRequest) -> StrReplaceReply:
+        fs = self.fs(req)
+        host = fs.resolve(req.path, write=True)
+        async with self.locks.hold(str(host)):
+            count = await asyncio.to_thread(
+                files.str_replace,
+                fs,
+                req.path,
+                req.old_str,
+                req.new_str,
+                req.replace_all,
+                self.config,
+                self.provider.owner,
+            )
+        if req.path.startswith(f"{USER_DATA}/outputs/"):
+            await self.sync.push_outputs(fs)
+        return StrReplaceReply(replacements=count)
+
+    async def glob(self, req: GlobRequest) -> GlobReply:
+        fs = self.fs(req)
+        await self.sync.pull_uploads(fs)
+        found, truncated = await asyncio.to_thread(files.glob, fs, req.pattern, req.path)
+        return GlobReply(paths=found, truncated=truncated)
+
+    async def grep(self, req: GrepRequest) -> GrepReply:
+        fs = self.fs(req)
+        await self.sync.pull_uploads(fs)
+        found, truncated = await asyncio.to_thread(
+            files.grep, fs, req.pattern, req.path, req.glob, req.ignore_case, req.max_matches
+        )
+        return GrepReply(
+            matches=[GrepMatch(path=p, line=n, text=t) for p, n, t in found], truncated=truncated
+        )
+
+    def _audit(
+        self,
+        req: ExecRequest,
+        *,
+        exit_code: int | None,
+        started: float,
+        timed_out: bool = False,
+        refused: str | None = None,
+    ) -> None:
+        audit.info(
+            json.dumps(
+                {
+                    "event": "exec",
+                    "user": req.user_id,
+                    "thread": req.thread_id,
+                    "command": req.command[:2000],
+                    "exit_code": exit_code,
+                    "timed_out": timed_out,
+                    "refused": refused,
+                    "duration_ms": round((time.monotonic() - started) * 1000, 1),
+                    "provider": self.provider.name,
+                },
+                ensure_ascii=False,
+            )
+        )
+
+
+ENDPOINTS: list[tuple[str, type[SandboxRequest], type[Reply]]] = [
+    ("exec", ExecRequest, ExecReply),
+    ("read_file", ReadFileRequest, ReadFileReply),
+    ("write_file", WriteFileRequest, WriteFileReply),
+    ("list_dir", ListDirRequest, ListDirReply),
+    ("str_replace", StrReplaceRequest, StrReplaceReply),
+    ("glob", GlobRequest, GlobReply),
+    ("grep", GrepRequest, GrepReply),
+]
+
+
+def _endpoint(
+    name: str, model: type[SandboxRequest], reply: type[Reply], work: Callable[[Any], Awaitable[Reply]]
+) -> Callable[[Request], Awaitable[None]]:
+    async def handle(request: Request) -> None:
+        try:
+            message = decode(model, request.data)
+            answer = await work(message)
+        except EnvelopeError as exc:
+            answer = reply(error=ErrorInfo(code="invalid", message=str(exc)))
+        except SandboxError as exc:
+            answer = reply(error=ErrorInfo(code=exc.code, message=exc.message))
+        except Exception as exc:  # never leave the caller waiting for a timeout
+            log.exception("sandbox %s failed", name)
+            answer = reply(error=ErrorInfo(code="internal", message=f"{type(exc).__name__}: {exc}"))
+        await request.respond(encode(answer))
+
+    return handle
+
+
+async def serve_broker(bus: Bus, config: AppConfig) -> Service:
+    provider = await asyncio.to_thread(make_provider, config.sandbox)
+    broker = Broker(bus, config, provider, FileSync(await bus.files(), provider.owner))
+    service = await add_service(
+        bus.nc,
+        name=bus.subjects.service_name("sandbox"),
+        version="0.1.0",
+        description=f"Sandboxed commands and files per thread ({provider.name} provider)",
+        queue_group=bus.subjects.service_name("sandbox"),
+        metadata={"provider": provider.name, "isolated": str(provider.isolated).lower()},
+    )
+    for name, model, reply in ENDPOINTS:
+        await service.add_endpoint(
+            name=name,
+            subject=bus.subjects.sandbox(name),
+            handler=_endpoint(name, model, reply, getattr(broker, name)),
+        )
+    log.info("sandbox broker serving with the %s provider (files under %s)", provider.name, broker.root)
+    return service
+
+
+async def run(bus: Bus, config: AppConfig) -> None:
+    """The sandbox broker component: serve until cancelled, then stop the service."""
+    service = await serve_broker(bus, config)
+    try:
+        await asyncio.Future()
+    finally:
+        await service.stop()

@@ -1,0 +1,71 @@
+"""What may run, with what environment, and how much of its output comes back."""
+
+from __future__ import annotations
+
+import os
+import re
+
+MAX_COMMAND_CHARS = 10_000
+
+_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASS|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+_CONNECTION_STRING = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@", re.IGNORECASE)
+
+# Refused outright: destructive or escaping patterns with no legitimate use in a sandbox.
+BLOCKED: list[tuple[re.Pattern[str], str]] = [
+    (
+        re.compile(r"\brm\s+(-[a-zA-Z]*\s+)*(-[a-zA-Z]*[rf][a-zA-Z]*\s+)+(/|/\*|~|\$HOME)(\s|$)"),
+        "deleting the root or home directory",
+    ),
+    (
+        re.compile(r"\b(curl|wget)\b[^|;&]*\|\s*(sudo\s+)?(ba|z|da)?sh\b"),
+        "piping a download straight into a shell",
+    ),
+    (re.compile(r":\s*\(\s*\)\s*\{.*:\s*\|\s*:.*\}"), "a fork bomb"),
+    (re.compile(r"/dev/(tcp|udp)/"), "raw network sockets through /dev/tcp or /dev/udp"),
+    (re.compile(r"\bmkfs(\.\w+)?\b|\bdd\b[^\n]*\bof=/dev/"), "writing to a block device"),
+    (re.compile(r"\b(shutdown|reboot|halt|poweroff)\b"), "powering the machine off"),
+]
+
+# Allowed, with a warning in the result.
+RISKY: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\bpip3?\s+install\b|\bnpm\s+(i|install)\b|\bapt(-get)?\s+install\b"), "installs packages"),
+    (re.compile(r"\bsudo\b"), "asks for root (sudo)"),
+    (re.compile(r"\bchmod\s+(-R\s+)?0?777\b"), "makes files writable by everyone (chmod 777)"),
+]
+
+
+def check_command(command: str) -> tuple[str | None, list[str]]:
+    """`(refusal reason or None, warnings)` for a shell command."""
+    if not command or not command.strip():
+        return "the command is empty", []
+    if len(command) > MAX_COMMAND_CHARS:
+        return f"the command is {len(command)} characters long; the limit is {MAX_COMMAND_CHARS}", []
+    if "\x00" in command:
+        return "the command contains NUL bytes", []
+    for pattern, what in BLOCKED:
+        if pattern.search(command):
+            return f"refused: this looks like {what}", []
+    warnings = [f"warning: this command {what}" for pattern, what in RISKY if pattern.search(command)]
+    return None, warnings
+
+
+def scrubbed_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment without anything that looks like a secret or a connection string."""
+    env = dict(os.environ if base is None else base)
+    return {
+        name: value
+        for name, value in env.items()
+        if not _SECRET_NAME.search(name)
+        and not _CONNECTION_STRING.search(value)
+        and not name.startswith("ANTLER_")
+    }
+
+
+def truncate(text: str, limit: int, what: str = "output") -> tuple[str, int]:
+    """Keep the start and the end (errors tend to be last); say how much was cut."""
+    if len(text) <= limit:
+        return text, 0
+    cut = len(text) - limit
+    head = text[: limit // 2]
+    tail = text[len(text) - (limit - len(head)) :]
+    return f"{head}\n[... {what} truncated: {cut} characters cut ...]\n{tail}", cut

@@ -1,0 +1,247 @@
+"""Where commands run: `bwrap` (isolated) or `local` (a plain subprocess, for development).
+
+bwrap gives each command fresh namespaces (no network unless allowed, its own
+PID namespace), a read-only view of the system, the thread's directories at
+their virtual paths, and resource limits (set by `prlimit`, under an
+unprivileged uid when the broker runs as root, so the process limit holds).
+Both kill the whole process group at the wall-clock timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from config import SandboxConfig
+from sandbox.hygiene import scrubbed_env
+from sandbox.paths import USER_DATA, ThreadFS
+
+log = logging.getLogger(__name__)
+
+SANDBOX_UID = 65534  # nobody: commands never run as root
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+
+
+@dataclass
+class Outcome:
+    exit_code: int | None
+    output: str
+    truncated_chars: int
+    timed_out: bool
+
+
+class Provider:
+    name = "base"
+    isolated = False
+
+    def __init__(self, config: SandboxConfig) -> None:
+        self.config = config
+
+    @property
+    def owner(self) -> tuple[int, int] | None:
+        """Who owns the thread's files (the sandbox uid when we are root), or None for 'us'."""
+        return None
+
+    async def run(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
+        raise NotImplementedError
+
+    async def _spawn(
+        self,
+        argv: list[str],
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        timeout: float,
+        as_user: tuple[int, int] | None,
+        pass_fds: tuple[int, ...] = (),
+    ) -> Outcome:
+        kwargs: dict[str, object] = {"pass_fds": pass_fds}
+        if as_user is not None:
+            kwargs.update({"user": as_user[0], "group": as_user[1], "extra_groups": []})
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            **kwargs,  # type: ignore[arg-type]
+        )
+        collector = _Collector(self.config.max_output_chars)
+        reader = asyncio.create_task(collector.read(proc.stdout))  # type: ignore[arg-type]
+        timed_out = False
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        try:
+            await asyncio.wait_for(reader, 2)
+        except TimeoutError:  # a background child kept the pipe open: what we have is enough
+            reader.cancel()
+        text, cut = collector.text()
+        return Outcome(None if timed_out else proc.returncode, text, cut, timed_out)
+
+
+class _Collector:
+    """Keeps the head and the tail of a stream, counting what falls between."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(limit, 2)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    async def read(self, stream: asyncio.StreamReader) -> None:
+        half = self.limit // 2
+        while chunk := await stream.read(65536):
+            self.total += len(chunk)
+            room = half - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk:
+                self.tail += chunk
+                if len(self.tail) > half:
+                    del self.tail[: len(self.tail) - half]
+
+    def text(self) -> tuple[str, int]:
+        cut = self.total - len(self.head) - len(self.tail)
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if cut <= 0:
+            return head + tail, 0
+        return f"{head}\n[... output truncated: {cut} bytes cut ...]\n{tail}", cut
+
+
+class LocalProvider(Provider):
+    """No isolation: virtual paths are rewritten to host paths in the command. Development only."""
+
+    name = "local"
+
+    async def run(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
+        env = scrubbed_env()
+        env["HOME"] = str(fs.workspace)
+        outcome = await self._spawn(
+            ["/bin/bash", "-c", fs.translate_command(command)],
+            cwd=fs.workspace,
+            env=env,
+            timeout=timeout,
+            as_user=None,
+        )
+        outcome.output = fs.untranslate(outcome.output)
+        return outcome
+
+
+class BwrapProvider(Provider):
+    name = "bwrap"
+    isolated = True
+
+    def __init__(self, config: SandboxConfig) -> None:
+        super().__init__(config)
+        self.bwrap = shutil.which("bwrap") or "bwrap"
+        self.prlimit = shutil.which("prlimit")
+        self.setpriv = shutil.which("setpriv") or "setpriv"
+
+    @property
+    def owner(self) -> tuple[int, int] | None:
+        return (SANDBOX_UID, SANDBOX_UID) if os.geteuid() == 0 and shutil.which("setpriv") else None
+
+    def argv(self, fs: ThreadFS, command: str) -> list[str]:
+        c = self.config
+        args = [self.bwrap, "--die-with-parent", "--new-session"]
+        if self.owner is not None:
+            # As root, no user namespace: inside it only uid 0 would exist, and we switch to another.
+            args += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+            if not c.allow_network:
+                args.append("--unshare-net")
+        else:
+            args.append("--unshare-all")
+            if c.allow_network:
+                args.append("--share-net")
+        for path in _SYSTEM_DIRS:
+            if os.path.islink(path):
+                args += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                args += ["--ro-bind", path, path]
+        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+        # Mount points reachable by the unprivileged user (bwrap would make them root-only).
+        args += ["--perms", "0755", "--dir", "/mnt", "--perms", "0755", "--dir", USER_DATA]
+        for mount in fs.mounts:
+            if mount.virtual != USER_DATA and mount.host.is_dir():
+                args += ["--bind" if mount.writable else "--ro-bind", str(mount.host), mount.virtual]
+        args += ["--chdir", f"{USER_DATA}/workspace"]
+        if self.owner is not None:
+            # bwrap runs as root to reach any host path; the command itself never does: it becomes
+            # an unprivileged user with no capabilities, so the process limit below holds.
+            uid, gid = self.owner
+            args += [
+                self.setpriv,
+                f"--reuid={uid}",
+                f"--regid={gid}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--no-new-privs",
+            ]
+        if self.prlimit:
+            args += [
+                self.prlimit,
+                f"--cpu={c.cpu_seconds}",
+                f"--as={c.memory_mb * 1024 * 1024}",
+                f"--nproc={c.max_processes}",
+                f"--fsize={c.max_file_size_mb * 1024 * 1024}",
+                "--",
+            ]
+        return [*args, "/bin/bash", "-c", command]
+
+    async def run(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
+        env = scrubbed_env()
+        env.update(
+            {"HOME": f"{USER_DATA}/workspace", "TMPDIR": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+        )
+        return await self._spawn(
+            self.argv(fs, command), cwd=Path("/"), env=env, timeout=timeout, as_user=None
+        )
+
+
+def bwrap_works() -> bool:
+    """bwrap is installed and can create its namespaces here."""
+    if shutil.which("bwrap") is None:
+        return False
+    import subprocess
+
+    try:
+        result = subprocess.run(
+            ["bwrap", "--ro-bind", "/", "/", "--unshare-all", "--dev", "/dev", "/bin/true"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return result.returncode == 0
+
+
+def make_provider(config: SandboxConfig) -> Provider:
+    """The configured provider; `auto` picks bwrap when it works here, else local (with a warning)."""
+    if config.provider == "bwrap" or (config.provider == "auto" and bwrap_works()):
+        return BwrapProvider(config)
+    log.warning(
+        "sandbox: commands run WITHOUT isolation (local provider): they can read and change this machine. "
+        "Install bubblewrap (apt-get install bubblewrap) for isolated execution."
+    )
+    return LocalProvider(config)

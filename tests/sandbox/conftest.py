@@ -1,0 +1,94 @@
+"""A running sandbox broker (in this process, on its own connection) and a client for one thread."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from bus import Bus
+from config import AppConfig
+from config.loader import _build
+from sandbox import SandboxClient, bwrap_works
+from sandbox.broker import run as run_broker
+
+BWRAP = bwrap_works()
+needs_bwrap = pytest.mark.skipif(
+    not BWRAP, reason="bubblewrap is not installed or cannot create namespaces here"
+)
+PROVIDERS = [pytest.param("local", id="local"), pytest.param("bwrap", id="bwrap", marks=needs_bwrap)]
+
+
+@pytest.fixture
+def sandbox_config(tmp_path: Path, bus: Bus) -> dict[str, Any]:
+    skills = tmp_path / "skills" / "public" / "demo"
+    skills.mkdir(parents=True)
+    (skills / "SKILL.md").write_text("---\nname: demo\ndescription: A demo skill\n---\nDo the demo.\n")
+    return {
+        "bus": {**bus.config.model_dump(exclude={"url"}), "data_dir": str(tmp_path / "data")},
+        "skills": {"path": str(tmp_path / "skills")},
+        "sandbox": {
+            "provider": "local",
+            "command_timeout_seconds": 20,
+            "max_output_chars": 2000,
+            "max_read_chars": 3000,
+            "max_write_bytes": 100_000,
+            "memory_mb": 512,
+            "max_processes": 64,
+            "cpu_seconds": 20,
+        },
+    }
+
+
+@contextlib.asynccontextmanager
+async def running_broker(nats_url: str, config: AppConfig) -> AsyncIterator[None]:
+    bus = await Bus.connect(nats_url, config.bus, name="test-broker", provision=True)
+    task = asyncio.create_task(run_broker(bus, config))
+    try:
+        for _ in range(200):
+            if task.done():
+                task.result()
+            try:
+                await bus.nc.request(bus.subjects.sandbox("list_dir"), b"{}", timeout=0.5)
+                break
+            except Exception:
+                await asyncio.sleep(0.05)
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await bus.close()
+
+
+@pytest.fixture(params=PROVIDERS)
+def provider(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make_config(sandbox_config: dict[str, Any]) -> Callable[..., AppConfig]:
+    def build(**sandbox: Any) -> AppConfig:
+        data = {**sandbox_config, "sandbox": {**sandbox_config["sandbox"], **sandbox}}
+        return _build(AppConfig, data, "test config")
+
+    return build
+
+
+@pytest_asyncio.fixture
+async def broker(
+    nats_url: str, make_config: Callable[..., AppConfig], provider: str
+) -> AsyncIterator[AppConfig]:
+    config = make_config(provider=provider)
+    async with running_broker(nats_url, config):
+        yield config
+
+
+@pytest.fixture
+def client(bus: Bus) -> SandboxClient:
+    return SandboxClient(bus, "ana", "t1")
