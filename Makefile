@@ -6,7 +6,10 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up test lint format clean
+.PHONY: install bwrap up test lint format clean
+
+# The sandbox isolates commands with bubblewrap (Debian package); without it they run unisolated.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,7 +17,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) bwrap
+
+bwrap:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  echo "installing bubblewrap for the sandbox ..."; \
+	  $(SUDO) apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q bubblewrap >/dev/null 2>&1; } || \
+	  echo "warning: could not install bubblewrap; sandboxed commands will run WITHOUT isolation"; }
 
 up: install
 	$(BIN)/antler up

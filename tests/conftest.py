@@ -11,14 +11,17 @@ import asyncio
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
+import yaml
 
 from bus import Bus, EmbeddedServer, ServerBinaryNotFound, find_nats_server
-from config import BusConfig
+from config import AppConfig, BusConfig
+from tests.fakes.openai_server import FakeOpenAI
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
@@ -59,6 +62,50 @@ async def bus(nats_url: str, bus_config: BusConfig) -> AsyncIterator[Bus]:
         yield connection
     finally:
         await connection.close()
+
+
+@pytest_asyncio.fixture
+async def fake_model() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(api_key="sk-test") as fake:
+        yield fake
+
+
+@pytest.fixture
+def config_data(tmp_path: Path, bus_config: BusConfig, fake_model: FakeOpenAI) -> dict[str, Any]:
+    """config.yaml content for this test; tests may change it before the runner starts."""
+    return {
+        "bus": {**bus_config.model_dump(exclude={"url"}), "data_dir": str(tmp_path / "data")},
+        "models": [
+            {
+                "name": "fake",
+                "model": "fake-1",
+                "api_key": "sk-test",
+                "base_url": fake_model.base_url,
+                "max_retries": 0,
+            }
+        ],
+        "memory": {"enabled": True},
+    }
+
+
+@pytest.fixture
+def config_file(tmp_path: Path, config_data: dict[str, Any]) -> Callable[[], Path]:
+    def write() -> Path:
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(config_data), encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def app_config(config_data: dict[str, Any]) -> Callable[[], AppConfig]:
+    def build() -> AppConfig:
+        from config.loader import _build
+
+        return _build(AppConfig, config_data, "test config")
+
+    return build
 
 
 async def run_antler(

@@ -1,0 +1,85 @@
+"""The agent uses the sandbox through its tools: the runner, the broker and the fake model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from bus import Bus
+from bus.files import output_key
+from config import AppConfig
+from config.loader import _build
+from tests.agents.conftest import ask, running_runner, submit_and_collect
+from tests.agents.test_runner import streamed_text
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.sandbox.conftest import running_broker
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_an_agent_writes_runs_and_presents_a_file(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    sandbox_config: dict[str, Any],
+    nats_url: str,
+) -> None:
+    data = {**config_data, "sandbox": sandbox_config["sandbox"], "skills": sandbox_config["skills"]}
+    config: AppConfig = _build(AppConfig, data, "test config")
+    report = "/mnt/user-data/outputs/report.md"
+    fake_model.script(
+        Reply(
+            tool_calls=[
+                ToolCall("write_file", {"path": "/mnt/user-data/workspace/n.txt", "content": "3\n4\n"})
+            ]
+        ),
+        Reply(
+            tool_calls=[
+                ToolCall(
+                    "bash",
+                    {
+                        "command": f"awk '{{s += $1}} END {{print \"sum: \" s}}' n.txt > {report}; cat {report}"
+                    },
+                )
+            ]
+        ),
+        Reply(tool_calls=[ToolCall("present_files", {"filepaths": [report]})]),
+        Reply(text="Your report is ready."),
+    )
+    async with running_broker(nats_url, config), running_runner(nats_url, config):
+        events = await submit_and_collect(bus, ask("t-tools", "add 3 and 4 into a report", user_id="ana"))
+
+    results = [e.data[0]["content"] for e in events if e.event == "messages" and e.data[0]["type"] == "tool"]
+    assert results[0] == "Wrote 4 bytes to /mnt/user-data/workspace/n.txt"
+    assert results[1] == "sum: 7"
+    assert results[2] == "Presented 1 file(s) to the user."
+    assert streamed_text(events).endswith("Your report is ready.")
+    final = [e for e in events if e.event == "values"][-1].data
+    assert final["artifacts"] == [report]
+    stored = await (await bus.files()).get(output_key("ana", "t-tools", "report.md"))
+    assert stored.data == b"sum: 7\n"
+
+
+async def test_a_sandbox_error_reaches_the_model_as_a_tool_result(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    sandbox_config: dict[str, Any],
+    nats_url: str,
+    app_config: Callable[[], AppConfig],
+) -> None:
+    data = {**config_data, "sandbox": sandbox_config["sandbox"]}
+    config: AppConfig = _build(AppConfig, data, "test config")
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "/etc/shadow"})]),
+        Reply(text="I may not read that file."),
+    )
+    async with running_broker(nats_url, config), running_runner(nats_url, config):
+        events = await submit_and_collect(bus, ask("t-deny", "show me /etc/shadow"))
+    result = next(
+        e.data[0]["content"] for e in events if e.event == "messages" and e.data[0]["type"] == "tool"
+    )
+    assert result.startswith("Error (not_allowed): /etc/shadow is outside the sandbox")
+    assert streamed_text(events) == "I may not read that file."
