@@ -29,22 +29,14 @@ async def test_an_agent_writes_runs_and_presents_a_file(
     data = {**config_data, "sandbox": sandbox_config["sandbox"], "skills": sandbox_config["skills"]}
     config: AppConfig = _build(AppConfig, data, "test config")
     report = "/mnt/user-data/outputs/report.md"
+    add_up = f"awk '{{s += $1}} END {{print \"sum: \" s}}' n.txt > {report}; cat {report}"
     fake_model.script(
         Reply(
             tool_calls=[
                 ToolCall("write_file", {"path": "/mnt/user-data/workspace/n.txt", "content": "3\n4\n"})
             ]
         ),
-        Reply(
-            tool_calls=[
-                ToolCall(
-                    "bash",
-                    {
-                        "command": f"awk '{{s += $1}} END {{print \"sum: \" s}}' n.txt > {report}; cat {report}"
-                    },
-                )
-            ]
-        ),
+        Reply(tool_calls=[ToolCall("bash", {"command": add_up})]),
         Reply(tool_calls=[ToolCall("present_files", {"filepaths": [report]})]),
         Reply(text="Your report is ready."),
     )
