@@ -671,7 +671,8 @@ async def run(bus: Bus, config: AppConfig) -> None:
         await checkpointer.conn.execute("PRAGMA synchronous=NORMAL")
         runner = Runner(bus, config, checkpointer)
         await runner.open()
-        runner.warm_up()
+        # In a worker thread: the event loop keeps answering signals and heartbeats meanwhile.
+        await asyncio.to_thread(runner.warm_up)
         control = await bus.nc.subscribe(bus.subjects.run_control_all, cb=runner.on_control)
         s = bus.subjects
         consumer = Consumer(
