@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from collections.abc import Sequence
 
 from antler._common import CliError, add_common
 from bus import BusError
+from bus.runtime import run_main
 from config import ConfigError
 
 DESCRIPTION = """\
@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from antler.tail import tail as command
         else:
             from antler.dlq import dlq as command
-        return asyncio.run(command(args))
+        return run_main(command(args))
     except CliError as exc:
         print(f"antler {args.command}: {exc}", file=sys.stderr)
         return exc.code

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bus.connection import Bus
 from bus.errors import BusError
-from bus.runtime import ComponentEntry, ComponentFailed, serve, stop_on_signals
+from bus.runtime import ComponentEntry, ComponentFailed, run_main, serve, stop_on_signals
 from config import AppConfig, ConfigError, load_config
 
 NATS_URL_ENV = "ANTLER_NATS_URL"
@@ -117,7 +117,7 @@ def launch(name: str, entry: ComponentEntry, argv: Sequence[str] | None = None) 
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        return asyncio.run(run_component(name, entry, args))
+        return run_main(run_component(name, entry, args))
     except LaunchError as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         return exc.code

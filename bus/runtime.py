@@ -11,8 +11,8 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 from bus.connection import Bus
 from bus.consumer import Consumer
@@ -20,6 +20,16 @@ from bus.consumer import Consumer
 log = logging.getLogger(__name__)
 
 ComponentEntry = Callable[[Bus, Any], Awaitable[None]]
+T = TypeVar("T")
+
+
+def run_main(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run`, on uvloop where it is installed (a faster event loop; same semantics)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - a platform without uvloop
+        return asyncio.run(main)
+    return uvloop.run(main)
 
 
 class ComponentFailed(Exception):
