@@ -12,7 +12,7 @@ DeerFlow's chain and where each link lives here:
  8. plan mode                            -> langchain's TodoListMiddleware (`is_plan_mode`)
  9. title                                -> TitleMiddleware (inside the model call)
 10. memory                               -> the runner publishes MemoryUpdate when a run succeeds
-11. view image                           -> lands with the sandbox tools that read images
+11. view image                           -> ViewImageMiddleware + the view_image tool (vision models)
 12. subagent limit                       -> SubagentLimitMiddleware (`subagent_enabled`)
 13. loop detection                       -> LoopDetectionMiddleware
 14. clarification                        -> `ask_clarification` is a return-direct tool: the run ends
@@ -44,6 +44,7 @@ from agents.middleware import (
     RunPromptMiddleware,
     SubagentLimitMiddleware,
     TitleMiddleware,
+    ViewImageMiddleware,
 )
 from agents.models import create_chat_model
 from agents.state import ThreadState
@@ -87,6 +88,9 @@ def build_middlewares(config: AppConfig, options: RunOptions, model: Any) -> lis
     if config.title.enabled:
         title_model = create_chat_model(config, config.title.model_name) if config.title.model_name else None
         middlewares.append(TitleMiddleware(config.title, title_model))
+    model_config = config.get_model(options.model_name)
+    if model_config is not None and model_config.supports_vision:
+        middlewares.append(ViewImageMiddleware())
     if options.subagent_enabled and config.subagents.enabled:
         middlewares.append(SubagentLimitMiddleware(config.subagents.max_concurrent))
     middlewares.append(LoopDetectionMiddleware())
@@ -96,7 +100,11 @@ def build_middlewares(config: AppConfig, options: RunOptions, model: Any) -> lis
 def build_tools(
     config: AppConfig, options: RunOptions, extra: list[BaseTool] | None = None
 ) -> list[BaseTool]:
-    return [ask_clarification, present_files, *config_tools(config), *(extra or [])]
+    tools = [ask_clarification, present_files, *config_tools(config), *(extra or [])]
+    model = config.get_model(options.model_name)
+    if model is None or not model.supports_vision:
+        tools = [t for t in tools if t.name != "view_image"]  # only models that can see get it
+    return tools
 
 
 def build_lead_agent(

@@ -114,9 +114,10 @@ class Runner:
         self.bus = bus
         self.config = config
         self.checkpointer = checkpointer
-        from sandbox.tools import make_sandbox_tools
+        from sandbox.tools import make_sandbox_tools, make_view_image_tool
 
-        self.agents = AgentCache(config, checkpointer, extra_tools=make_sandbox_tools(bus))
+        tools = [*make_sandbox_tools(bus), make_view_image_tool(bus)]
+        self.agents = AgentCache(config, checkpointer, extra_tools=tools)
         self.runs: RecordStore[RunRecord] | None = None
         self.threads: RecordStore[ThreadRecord] | None = None
         self.memory: RecordStore[MemoryDocument] | None = None

@@ -405,12 +405,14 @@ class ReadFileRequest(SandboxRequest):
     path: str
     start_line: int | None = Field(None, ge=1)
     end_line: int | None = Field(None, ge=1)
+    encoding: Literal["text", "base64"] = Field("text", description="base64: the whole file, for images.")
 
 
 class ReadFileReply(Reply):
     content: str = ""
     total_lines: int = 0
     truncated_chars: int = 0
+    content_type: str | None = None
 
 
 class WriteFileRequest(SandboxRequest):

@@ -104,6 +104,9 @@ class Broker:
         fs = self.fs(req)
         if req.path.startswith(f"{USER_DATA}/uploads"):
             await self.sync.pull_uploads(fs)
+        if req.encoding == "base64":
+            data, content_type = await asyncio.to_thread(files.read_binary, fs, req.path)
+            return ReadFileReply(content=data, content_type=content_type)
         content, total, cut = await asyncio.to_thread(
             files.read_file, fs, req.path, req.start_line, req.end_line, self.config
         )

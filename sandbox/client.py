@@ -76,6 +76,11 @@ class SandboxClient:
         request = ReadFileRequest(**self._base(), path=path, start_line=start_line, end_line=end_line)
         return await self._call("read_file", request, ReadFileReply)
 
+    async def read_binary(self, path: str) -> ReadFileReply:
+        """The whole file base64-encoded in `content`, with its `content_type`."""
+        request = ReadFileRequest(**self._base(), path=path, encoding="base64")
+        return await self._call("read_file", request, ReadFileReply)
+
     async def write_file(self, path: str, content: str, append: bool = False) -> WriteFileReply:
         request = WriteFileRequest(**self._base(), path=path, content=content, append=append)
         return await self._call("write_file", request, WriteFileReply)

@@ -78,6 +78,24 @@ def read_file(
     return content, len(lines), cut
 
 
+MAX_BINARY_BYTES = 8 * 1024 * 1024
+
+
+def read_binary(fs: ThreadFS, path: str) -> tuple[str, str]:
+    """`(base64 content, content type)` of a whole file (images for vision models)."""
+    import base64
+    import mimetypes
+
+    host = fs.resolve(path)
+    if not host.is_file():
+        raise NotFound(f"{path} does not exist")
+    size = host.stat().st_size
+    if size > MAX_BINARY_BYTES:
+        raise TooLarge(f"{path} is {size} bytes; at most {MAX_BINARY_BYTES} can be read whole")
+    content_type = mimetypes.guess_type(host.name)[0] or "application/octet-stream"
+    return base64.b64encode(host.read_bytes()).decode("ascii"), content_type
+
+
 def write_file(
     fs: ThreadFS, path: str, content: str, append: bool, config: SandboxConfig, owner: tuple[int, int] | None
 ) -> int:

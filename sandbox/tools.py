@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, tool
+from langgraph.types import Command
 
 from bus import Bus
 from sandbox.client import SandboxClient
@@ -126,3 +128,31 @@ def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
         return "\n".join(lines) + ("\n[... more matches not shown ...]" if result.truncated else "")
 
     return [bash, ls, read_file, write_file, str_replace, glob, grep]
+
+
+def make_view_image_tool(bus: Bus) -> BaseTool:
+    """`view_image`, for models that can see: the image is shown to the model on its next call."""
+
+    @tool
+    async def view_image(image_path: str, runtime: ToolRuntime[Any, Any]) -> Command[Any]:
+        """Look at an image file (PNG, JPEG, GIF, WebP) in the sandbox, e.g. an upload or a chart you made."""
+        call_id = runtime.tool_call_id or ""
+        try:
+            result = await _client(bus, runtime).read_binary(image_path)
+        except SandboxError as exc:
+            return Command(
+                update={"messages": [ToolMessage(_error(exc), tool_call_id=call_id, status="error")]}
+            )
+        if not (result.content_type or "").startswith("image/"):
+            message = f"Error: {image_path} is {result.content_type}, not an image"
+            return Command(update={"messages": [ToolMessage(message, tool_call_id=call_id, status="error")]})
+        return Command(
+            update={
+                "viewed_images": {image_path: {"base64": result.content, "mime_type": result.content_type}},
+                "messages": [
+                    ToolMessage(f"Loaded {image_path}; it is shown to you now.", tool_call_id=call_id)
+                ],
+            }
+        )
+
+    return view_image

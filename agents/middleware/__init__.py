@@ -5,6 +5,7 @@ from agents.middleware.limits import LoopDetectionMiddleware, SubagentLimitMiddl
 from agents.middleware.model_errors import LLMErrorHandlingMiddleware
 from agents.middleware.prompt import RunPromptMiddleware
 from agents.middleware.title import TitleMiddleware
+from agents.middleware.view_image import ViewImageMiddleware
 
 __all__ = [
     "DanglingToolCallMiddleware",
@@ -13,4 +14,5 @@ __all__ = [
     "RunPromptMiddleware",
     "SubagentLimitMiddleware",
     "TitleMiddleware",
+    "ViewImageMiddleware",
 ]

@@ -75,3 +75,56 @@ async def test_a_sandbox_error_reaches_the_model_as_a_tool_result(
     )
     assert result.startswith("Error (not_allowed): /etc/shadow is outside the sandbox")
     assert streamed_text(events) == "I may not read that file."
+
+
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
+
+
+async def test_a_vision_model_sees_an_image_it_asked_to_view_once(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    sandbox_config: dict[str, Any],
+    nats_url: str,
+) -> None:
+    from bus.files import upload_key
+
+    data = {**config_data, "sandbox": sandbox_config["sandbox"]}
+    data["models"] = [{**data["models"][0], "supports_vision": True}]
+    config: AppConfig = _build(AppConfig, data, "test config")
+    await (await bus.files()).put(upload_key("default", "t-img", "dot.png"), PNG)
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("view_image", {"image_path": "/mnt/user-data/uploads/dot.png"})]),
+        Reply(text="A single dot."),
+        Reply(text="Still a dot."),
+    )
+    async with running_broker(nats_url, config), running_runner(nats_url, config):
+        events = await submit_and_collect(bus, ask("t-img", "what is in my picture?"))
+        await submit_and_collect(bus, ask("t-img", "and now?"))
+    assert streamed_text(events) == "A single dot."
+    with_image = fake_model.agent_requests[1]["messages"][-1]
+    assert with_image["role"] == "user"
+    urls = [b["image_url"]["url"] for b in with_image["content"] if b.get("type") == "image_url"]
+    assert urls == ["data:image/png;base64," + __import__("base64").b64encode(PNG).decode()]
+    later = fake_model.agent_requests[2]["messages"]
+    assert not any(isinstance(m.get("content"), list) for m in later), "shown once, not carried forward"
+
+
+async def test_a_model_without_vision_gets_no_view_image_tool(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    sandbox_config: dict[str, Any],
+    nats_url: str,
+) -> None:
+    config: AppConfig = _build(
+        AppConfig, {**config_data, "sandbox": sandbox_config["sandbox"]}, "test config"
+    )
+    async with running_broker(nats_url, config), running_runner(nats_url, config):
+        await submit_and_collect(bus, ask("t-novision", "hi"))
+    tools = {t["function"]["name"] for t in fake_model.agent_requests[0]["tools"]}
+    assert "view_image" not in tools
+    assert {"bash", "read_file", "write_file", "ask_clarification", "present_files"} <= tools
