@@ -11,6 +11,7 @@ from antler._common import CliError, load, nats_url, setup_logging, status
 from antler.components import COMPONENTS, resolve_component
 from bus import Bus, ComponentEntry, ComponentFailed, EmbeddedServer, ServerError, serve, stop_on_signals
 from config import AppConfig
+from gateway.server import bind_host
 
 
 def own_connection(url: str, config: AppConfig, name: str, entry: ComponentEntry) -> ComponentEntry:
@@ -64,6 +65,8 @@ async def up(args: argparse.Namespace) -> int:
             for name, entry in enabled_components(config).items()
         }
         print(f"NATS: {url}", flush=True)
+        if "gateway" in components:
+            print(f"Gateway: http://{bind_host(config)}:{config.gateway.port}", flush=True)
         if components:
             status(f"components: {', '.join(components)}")
         else:

@@ -1,4 +1,10 @@
-"""The HTTP gateway: DeerFlow's REST API, the LangGraph-compatible API, SSE, web UI.
+"""The HTTP gateway: the LangGraph-compatible runtime API (and, as it lands, DeerFlow's REST API).
 
-Lands with the gateway issue; nothing here yet.
+antler run gateway        # or: python -m gateway
 """
+
+from gateway.app import create_app
+from gateway.deps import Gateway
+from gateway.server import run
+
+__all__ = ["Gateway", "create_app", "run"]

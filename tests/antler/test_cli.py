@@ -38,6 +38,7 @@ async def read_url(proc: asyncio.subprocess.Process) -> str:
 
 
 async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("gateway:\n  port: 0\n", encoding="utf-8")
     proc = await run_antler("up", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
     try:
         url = await read_url(proc)
@@ -56,7 +57,7 @@ async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Pa
         if proc.returncode is None:
             proc.kill()
     assert code == 0, err
-    assert "components: runner, sandbox" in err
+    assert "components: runner, sandbox, gateway" in err
     assert "stopped" in err
     assert "Traceback" not in err
     assert not (tmp_path / "data" / "nats.url").exists()
@@ -65,6 +66,7 @@ async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Pa
 
 
 async def test_a_second_antler_up_on_the_same_data_dir_refuses_clearly(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("gateway:\n  port: 0\n", encoding="utf-8")
     first = await run_antler("up", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
     try:
         await read_url(first)

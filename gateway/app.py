@@ -1,0 +1,65 @@
+"""The FastAPI app: the LangGraph-compatible API (at /api and /api/langgraph) and health.
+
+Errors are JSON `{"detail": "..."}`: 4xx for the caller's mistakes, never a stack trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+
+from gateway.deps import Gateway
+from gateway.langgraph_api import router as langgraph_router
+
+log = logging.getLogger(__name__)
+
+
+def create_app(gw: Gateway) -> FastAPI:
+    docs = gw.config.gateway.docs_enabled
+    app = FastAPI(
+        title="Antler",
+        version="0.1.0",
+        description="Antler's HTTP gateway: LangGraph-compatible runtime API and REST API",
+        docs_url="/docs" if docs else None,
+        redoc_url=None,
+        openapi_url="/openapi.json" if docs else None,
+    )
+    app.state.gateway = gw
+    if gw.config.gateway.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=gw.config.gateway.cors_origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["Content-Location", "Location"],
+        )
+    app.include_router(langgraph_router, prefix="/api", tags=["langgraph"])
+    app.include_router(langgraph_router, prefix="/api/langgraph", include_in_schema=False)
+
+    @app.get("/health", tags=["health"])
+    async def health() -> dict[str, Any]:
+        return {"status": "ok" if gw.bus.nc.is_connected else "degraded", "nats": gw.bus.nc.is_connected}
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for error in exc.errors()[:10]:
+            where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
+            problems.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
+        return JSONResponse({"detail": "; ".join(problems) or "invalid request"}, status_code=422)
+
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("gateway: %s %s failed", request.method, request.url.path)
+        return JSONResponse({"detail": f"internal error ({type(exc).__name__})"}, status_code=500)
+
+    return app

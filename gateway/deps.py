@@ -1,0 +1,78 @@
+"""What every route needs: the bus, the record stores, the caller's user id, and one error shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, HTTPException, Request
+
+from bus import Bus, NoResponders, RequestTimeout
+from bus.messages import Reply, RunRecord, ThreadRecord
+from bus.records import RecordStore
+from config import AppConfig
+from gateway.auth import Auth
+
+
+@dataclass
+class Gateway:
+    bus: Bus
+    config: AppConfig
+    auth: Auth
+    threads: RecordStore[ThreadRecord]
+    runs: RecordStore[RunRecord]
+
+    @classmethod
+    async def open(cls, bus: Bus, config: AppConfig) -> Gateway:
+        s = bus.subjects
+        return cls(
+            bus=bus,
+            config=config,
+            auth=Auth(config.gateway),
+            threads=RecordStore(await bus.kv(s.threads_bucket), ThreadRecord),
+            runs=RecordStore(await bus.kv(s.runs_bucket), RunRecord),
+        )
+
+    async def own_thread(self, thread_id: str, user_id: str) -> ThreadRecord:
+        """The caller's thread, or 404 (also for other users' threads: their existence is not told)."""
+        record = await self.threads.get(thread_id)
+        if record is None or record.user_id != user_id:
+            raise HTTPException(404, f"thread {thread_id} not found")
+        return record
+
+    async def own_run(self, thread_id: str | None, run_id: str, user_id: str) -> RunRecord:
+        record = await self.runs.get(run_id)
+        if (
+            record is None
+            or record.user_id != user_id
+            or (thread_id is not None and record.thread_id != thread_id)
+        ):
+            raise HTTPException(404, f"run {run_id} not found")
+        return record
+
+    async def ask(self, endpoint: str, message: Any, reply_model: type[Reply]) -> Any:
+        """Request a runner's threads service; its errors become HTTP errors."""
+        try:
+            reply = await self.bus.request(
+                self.bus.subjects.threads(endpoint), message, reply_model, timeout=30
+            )
+        except NoResponders:
+            raise HTTPException(503, "no agent runner is running to answer thread requests") from None
+        except RequestTimeout:
+            raise HTTPException(504, "the agent runner did not answer in time") from None
+        if reply.error is not None:
+            status = {"not_found": 404, "invalid": 422}.get(reply.error.code, 500)
+            raise HTTPException(status, reply.error.message)
+        return reply
+
+
+def gateway(request: Request) -> Gateway:
+    return request.app.state.gateway  # type: ignore[no-any-return]
+
+
+def user(request: Request) -> str:
+    return gateway(request).auth.user_for(request)
+
+
+GW = Annotated[Gateway, Depends(gateway)]
+Me = Annotated[str, Depends(user)]

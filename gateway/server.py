@@ -1,0 +1,75 @@
+"""The gateway component: the FastAPI app served by uvicorn until cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import socket
+from collections.abc import Generator
+from pathlib import Path
+
+import uvicorn
+
+from bus import Bus
+from config import AppConfig
+from gateway.app import create_app
+from gateway.deps import Gateway
+
+log = logging.getLogger(__name__)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its signal handling: the component runtime owns SIGTERM/SIGINT (and drains us)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bind_host(config: AppConfig) -> str:
+    host = config.gateway.host
+    if not config.gateway.tokens and not _loopback(host):
+        log.warning(
+            "gateway: no tokens configured (gateway.tokens), so it listens on 127.0.0.1 only instead of %s",
+            host,
+        )
+        return "127.0.0.1"
+    return host
+
+
+async def run(bus: Bus, config: AppConfig) -> None:
+    gw = await Gateway.open(bus, config)
+    app = create_app(gw)
+    host = bind_host(config)
+    sock = socket.create_server((host, config.gateway.port), reuse_port=False)
+    port = sock.getsockname()[1]
+    server = _Server(
+        uvicorn.Config(
+            app, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=5
+        )
+    )
+    if not config.gateway.tokens:
+        log.info("gateway: no tokens configured; every caller is user 'default' (loopback only)")
+    url = f"http://{host}:{port}"
+    log.info("gateway listening on %s (API at %s/api, docs at %s/docs)", url, url, url)
+    url_file = Path(config.bus.data_dir) / "gateway.url"
+    url_file.parent.mkdir(parents=True, exist_ok=True)
+    url_file.write_text(url + "\n", encoding="utf-8")
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        await asyncio.shield(task)
+    finally:
+        server.should_exit = True
+        await task
+        url_file.unlink(missing_ok=True)

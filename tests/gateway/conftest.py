@@ -1,0 +1,82 @@
+"""The whole back end for gateway tests: runner, sandbox broker and gateway on a free port."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest_asyncio
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+
+from bus import Bus
+from config import AppConfig
+from config.loader import _build
+from gateway.server import run as run_gateway
+from tests.agents.conftest import running_runner
+from tests.sandbox.conftest import running_broker
+
+
+@contextlib.asynccontextmanager
+async def running_gateway(nats_url: str, config: AppConfig) -> AsyncIterator[str]:
+    bus = await Bus.connect(nats_url, config.bus, name="test-gateway", provision=True)
+    url_file = Path(config.bus.data_dir) / "gateway.url"
+    task = asyncio.create_task(run_gateway(bus, config))
+    try:
+        for _ in range(400):
+            if task.done():
+                task.result()
+            if url_file.is_file():
+                break
+            await asyncio.sleep(0.025)
+        yield url_file.read_text().strip()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await bus.close()
+
+
+@pytest_asyncio.fixture
+async def stack_config(config_data: dict[str, Any], tmp_path: Path) -> AppConfig:
+    data = {
+        **config_data,
+        "gateway": {
+            "port": 0,
+            "tokens": [{"token": "tok-ana", "user_id": "ana"}, {"token": "tok-bob", "user_id": "bob"}],
+        },
+        "sandbox": {"provider": "local"},
+    }
+    return _build(AppConfig, data, "test config")
+
+
+@pytest_asyncio.fixture
+async def api_url(nats_url: str, stack_config: AppConfig) -> AsyncIterator[str]:
+    async with (
+        running_runner(nats_url, stack_config),
+        running_broker(nats_url, stack_config),
+        running_gateway(nats_url, stack_config) as base,
+    ):
+        yield base
+
+
+@pytest_asyncio.fixture
+async def client_for(api_url: str) -> AsyncIterator[Callable[[str], LangGraphClient]]:
+    clients: list[LangGraphClient] = []
+
+    def make(token: str) -> LangGraphClient:
+        client = get_client(url=f"{api_url}/api", api_key=token)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.http.client.aclose()
+
+
+@pytest_asyncio.fixture
+async def ana(client_for: Callable[[str], LangGraphClient]) -> LangGraphClient:
+    return client_for("tok-ana")

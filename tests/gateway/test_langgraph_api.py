@@ -1,0 +1,251 @@
+"""The LangGraph-compatible API, driven by the unmodified langgraph_sdk async client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import ConflictError, NotFoundError
+
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+pytestmark = pytest.mark.asyncio
+
+HI = {"messages": [{"role": "user", "content": "Hello there"}]}
+
+
+def text_of_stream(parts: list[Any]) -> str:
+    text = ""
+    for part in parts:
+        if part.event == "messages":
+            chunk = part.data[0]
+            if chunk.get("type") == "AIMessageChunk" and isinstance(chunk.get("content"), str):
+                text += chunk["content"]
+    return text
+
+
+async def test_assistants_search_and_get(ana: LangGraphClient) -> None:
+    found = await ana.assistants.search()
+    assert [a["assistant_id"] for a in found] == ["lead_agent"]
+    assert (await ana.assistants.get("lead_agent"))["graph_id"] == "lead_agent"
+
+
+async def test_a_streamed_run_assembles_into_the_answer_and_the_state_has_it(
+    ana: LangGraphClient, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(Reply(text="General Kenobi, nice to meet you."))
+    thread = await ana.threads.create(metadata={"topic": "greetings"})
+    parts = [
+        part
+        async for part in ana.runs.stream(
+            thread["thread_id"], "lead_agent", input=HI, stream_mode=["messages-tuple", "values", "updates"]
+        )
+    ]
+    events = [p.event for p in parts]
+    assert events[0] == "metadata"
+    assert {"messages", "values", "updates"} <= set(events)
+    assert text_of_stream(parts) == "General Kenobi, nice to meet you."
+    final_values = [p.data for p in parts if p.event == "values"][-1]
+    assert final_values["messages"][-1]["content"] == "General Kenobi, nice to meet you."
+
+    state = await ana.threads.get_state(thread["thread_id"])
+    assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai"]
+    assert state["values"]["title"]
+    history = await ana.threads.get_history(thread["thread_id"])
+    assert len(history) >= 2
+    assert history[0]["checkpoint"]["checkpoint_id"] == state["checkpoint"]["checkpoint_id"]
+    fetched = await ana.threads.get(thread["thread_id"])
+    assert fetched["status"] == "idle"
+    assert fetched["metadata"] == {"topic": "greetings"}
+
+
+async def test_wait_returns_the_final_state(ana: LangGraphClient, fake_model: FakeOpenAI) -> None:
+    fake_model.script(Reply(text="Forty-two."))
+    thread = await ana.threads.create()
+    result = await ana.runs.wait(thread["thread_id"], "lead_agent", input=HI)
+    assert result["messages"][-1]["content"] == "Forty-two."
+
+
+async def test_stateless_wait_and_stream(ana: LangGraphClient, fake_model: FakeOpenAI) -> None:
+    fake_model.script(Reply(text="one"), Reply(text="two words"))
+    result = await ana.runs.wait(None, "lead_agent", input=HI)
+    assert result["messages"][-1]["content"] == "one"
+    parts = [p async for p in ana.runs.stream(None, "lead_agent", input=HI, stream_mode="messages-tuple")]
+    assert text_of_stream(parts) == "two words"
+
+
+async def test_create_then_join_and_list(ana: LangGraphClient, fake_model: FakeOpenAI) -> None:
+    fake_model.script(Reply(text="joined later", delay=0.3))
+    thread = await ana.threads.create()
+    run = await ana.runs.create(thread["thread_id"], "lead_agent", input=HI)
+    assert run["status"] == "pending"
+    result = await ana.runs.join(thread["thread_id"], run["run_id"])
+    assert result["messages"][-1]["content"] == "joined later"
+    assert (await ana.runs.get(thread["thread_id"], run["run_id"]))["status"] == "success"
+    runs = await ana.runs.list(thread["thread_id"])
+    assert [r["run_id"] for r in runs] == [run["run_id"]]
+
+
+async def test_cancel_a_running_run(ana: LangGraphClient, fake_model: FakeOpenAI) -> None:
+    fake_model.script(Reply(text="never", delay=30))
+    thread = await ana.threads.create()
+    run = await ana.runs.create(thread["thread_id"], "lead_agent", input=HI)
+    await fake_model.wait_for_requests(1)
+    await ana.runs.cancel(thread["thread_id"], run["run_id"], wait=True)
+    assert (await ana.runs.get(thread["thread_id"], run["run_id"]))["status"] == "interrupted"
+    assert (await ana.threads.get(thread["thread_id"]))["status"] == "idle"
+
+
+async def test_reject_on_a_busy_thread_is_a_409(ana: LangGraphClient, fake_model: FakeOpenAI) -> None:
+    fake_model.script(Reply(text="slow", delay=2))
+    thread = await ana.threads.create()
+    await ana.runs.create(thread["thread_id"], "lead_agent", input=HI)
+    await fake_model.wait_for_requests(1)
+    with pytest.raises(ConflictError):
+        await ana.runs.create(thread["thread_id"], "lead_agent", input=HI, multitask_strategy="reject")
+
+
+async def test_threads_search_filters_by_metadata_and_status(ana: LangGraphClient) -> None:
+    a = await ana.threads.create(metadata={"project": "x"})
+    await ana.threads.create(metadata={"project": "y"})
+    found = await ana.threads.search(metadata={"project": "x"})
+    assert [t["thread_id"] for t in found] == [a["thread_id"]]
+    assert len(await ana.threads.search(status="idle", limit=1)) == 1
+    await ana.threads.update(a["thread_id"], metadata={"starred": True})
+    assert (await ana.threads.get(a["thread_id"]))["metadata"] == {"project": "x", "starred": True}
+
+
+async def test_update_state_and_delete(ana: LangGraphClient, fake_model: FakeOpenAI) -> None:
+    thread = await ana.threads.create()
+    await ana.runs.wait(thread["thread_id"], "lead_agent", input=HI)
+    await ana.threads.update_state(thread["thread_id"], {"title": "Renamed"})
+    assert (await ana.threads.get_state(thread["thread_id"]))["values"]["title"] == "Renamed"
+    await ana.threads.delete(thread["thread_id"])
+    with pytest.raises(NotFoundError):
+        await ana.threads.get(thread["thread_id"])
+
+
+async def test_if_exists_and_if_not_exists(ana: LangGraphClient) -> None:
+    thread = await ana.threads.create(thread_id="fixed-id")
+    assert (await ana.threads.create(thread_id="fixed-id", if_exists="do_nothing"))["thread_id"] == thread[
+        "thread_id"
+    ]
+    with pytest.raises(ConflictError):
+        await ana.threads.create(thread_id="fixed-id")
+    with pytest.raises(NotFoundError):
+        await ana.runs.create("no-such-thread", "lead_agent", input=HI)
+    run = await ana.runs.create("made-on-demand", "lead_agent", input=HI, if_not_exists="create")
+    assert run["thread_id"] == "made-on-demand"
+
+
+async def test_one_users_threads_and_runs_are_invisible_to_another(
+    client_for: Callable[[str], LangGraphClient], fake_model: FakeOpenAI
+) -> None:
+    ana, bob = client_for("tok-ana"), client_for("tok-bob")
+    thread = await ana.threads.create()
+    run = await ana.runs.create(thread["thread_id"], "lead_agent", input=HI)
+    for attempt in (
+        bob.threads.get(thread["thread_id"]),
+        bob.threads.get_state(thread["thread_id"]),
+        bob.runs.get(thread["thread_id"], run["run_id"]),
+        bob.runs.create(thread["thread_id"], "lead_agent", input=HI),
+    ):
+        with pytest.raises(NotFoundError):
+            await attempt
+    assert await bob.threads.search() == []
+    await ana.runs.join(thread["thread_id"], run["run_id"])
+
+
+async def test_a_cut_stream_resumed_with_last_event_id_yields_every_event_once(
+    api_url: str, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(Reply(text=" ".join(f"w{i}" for i in range(12)), chunk_delay=0.05))
+    headers = {"x-api-key": "tok-ana"}
+    async with httpx.AsyncClient(base_url=f"{api_url}/api", headers=headers, timeout=30) as http:
+        thread = (await http.post("/threads", json={})).json()
+        body = {"assistant_id": "lead_agent", "input": HI, "stream_mode": ["messages-tuple"]}
+        first: list[tuple[str, str]] = []
+        async with http.stream("POST", f"/threads/{thread['thread_id']}/runs/stream", json=body) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            location = response.headers["location"]
+            assert response.headers["content-location"].endswith("/runs/" + location.split("/")[-2])
+            event_id = event = None
+            async for line in response.aiter_lines():
+                if line.startswith("id: "):
+                    event_id = line[4:]
+                elif line.startswith("event: "):
+                    event = line[7:]
+                elif line == "" and event_id:
+                    first.append((event_id, event or ""))
+                    if len(first) == 4:
+                        break  # the connection drops here
+        rest: list[tuple[str, str]] = []
+        async with http.stream("GET", location, headers={"Last-Event-ID": first[-1][0]}) as response:
+            event_id = event = None
+            async for line in response.aiter_lines():
+                if line.startswith("id: "):
+                    event_id = line[4:]
+                elif line.startswith("event: "):
+                    event = line[7:]
+                elif line == "" and event_id:
+                    rest.append((event_id, event or ""))
+    ids = [i for i, _ in first + rest]
+    seqs = [int(i.rsplit("-", 1)[1]) for i in ids]
+    assert seqs == list(range(1, len(seqs) + 1)), "nothing missed, nothing twice"
+    assert rest[-1][1] == "end"
+
+
+async def test_bad_inputs_get_clear_4xx_answers(api_url: str) -> None:
+    async with httpx.AsyncClient(base_url=f"{api_url}/api", timeout=10) as http:
+        unauthorized = await http.get("/threads/x")
+        assert unauthorized.status_code == 401
+        assert "token" in unauthorized.json()["detail"]
+        http.headers["Authorization"] = "Bearer tok-ana"
+        missing = await http.get("/threads/does-not-exist")
+        assert missing.status_code == 404
+        assert missing.json() == {"detail": "thread does-not-exist not found"}
+        broken = await http.post("/threads", content=b"{oops", headers={"content-type": "application/json"})
+        assert broken.status_code == 422
+        assert "JSON" in broken.json()["detail"]
+        wrong = await http.post("/threads/search", json={"limit": "many"})
+        assert wrong.status_code == 422
+        assert "limit" in wrong.json()["detail"]
+
+
+async def test_the_api_is_also_mounted_where_deerflows_frontend_looks(api_url: str) -> None:
+    async with httpx.AsyncClient(base_url=api_url, headers={"x-api-key": "tok-ana"}, timeout=10) as http:
+        response = await http.post("/api/langgraph/assistants/search", json={})
+        assert response.status_code == 200
+        assert response.json()[0]["assistant_id"] == "lead_agent"
+        assert (await http.get("/health")).json()["nats"] is True
+        spec = json.loads((await http.get("/openapi.json")).text)
+        assert "/api/threads" in spec["paths"]
+
+
+async def test_disconnecting_with_on_disconnect_cancel_cancels_the_run(
+    ana: LangGraphClient, fake_model: FakeOpenAI, api_url: str
+) -> None:
+    fake_model.script(Reply(text="x " * 200, chunk_delay=0.1))
+    thread = await ana.threads.create()
+    stream = ana.runs.stream(
+        thread["thread_id"], "lead_agent", input=HI, stream_mode="messages-tuple", on_disconnect="cancel"
+    )
+    run_id = None
+    async for part in stream:
+        if part.event == "metadata":
+            run_id = part.data["run_id"]
+        if part.event == "messages":
+            break
+    await stream.aclose()
+    assert run_id is not None
+    for _ in range(100):
+        status = (await ana.runs.get(thread["thread_id"], run_id))["status"]
+        if status != "running":
+            break
+        await asyncio.sleep(0.1)
+    assert status == "interrupted"
