@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 
 from gateway.deps import Gateway
 from gateway.langgraph_api import router as langgraph_router
+from gateway.rest.files import router as files_router
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ def create_app(gw: Gateway) -> FastAPI:
         )
     app.include_router(langgraph_router, prefix="/api", tags=["langgraph"])
     app.include_router(langgraph_router, prefix="/api/langgraph", include_in_schema=False)
+    app.include_router(files_router, prefix="/api", tags=["uploads and artifacts"])
 
     @app.get("/health", tags=["health"])
     async def health() -> dict[str, Any]:

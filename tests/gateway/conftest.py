@@ -46,6 +46,7 @@ async def stack_config(config_data: dict[str, Any], tmp_path: Path) -> AppConfig
         **config_data,
         "gateway": {
             "port": 0,
+            "max_upload_mb": 1,
             "tokens": [{"token": "tok-ana", "user_id": "ana"}, {"token": "tok-bob", "user_id": "bob"}],
         },
         "sandbox": {"provider": "local"},

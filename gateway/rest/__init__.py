@@ -1,0 +1,1 @@
+"""DeerFlow's REST API (models, MCP, skills, memory, uploads, artifacts, suggestions, messages)."""

@@ -1,0 +1,195 @@
+"""Uploads and artifacts: a thread's files in the object store, per user.
+
+Uploads: `POST /api/threads/{id}/uploads` (multipart `files`), `GET .../uploads/list`,
+`DELETE .../uploads/{filename}`. PDF, Word, PowerPoint and Excel files get a
+Markdown sibling (markitdown). Artifacts: `GET /api/threads/{id}/artifacts/{path}`,
+where path is the virtual path (`mnt/user-data/outputs/report.md`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import mimetypes
+import re
+import unicodedata
+from pathlib import PurePosixPath
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, UploadFile
+from fastapi.responses import Response
+from nats.js.api import ObjectMeta
+from pydantic import BaseModel
+
+from bus.files import OUTPUTS, UPLOADS, output_key, thread_prefix, upload_key
+from gateway.deps import GW, Me
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+
+CONVERTIBLE = {".pdf", ".doc", ".docx", ".ppt", ".pptx", ".xls", ".xlsx"}
+ACTIVE_TYPES = {"text/html", "application/xhtml+xml", "image/svg+xml"}
+UPLOADS_DIR = "/mnt/user-data/uploads"
+
+
+class UploadedFile(BaseModel):
+    filename: str
+    size: int
+    path: str
+    virtual_path: str
+    artifact_url: str
+    markdown_file: str | None = None
+    markdown_path: str | None = None
+
+
+class UploadResponse(BaseModel):
+    success: bool
+    files: list[UploadedFile]
+    message: str
+
+
+class UploadList(BaseModel):
+    files: list[UploadedFile]
+    count: int
+
+
+def safe_filename(name: str) -> str:
+    """A file name that is just a name: no folders, no control characters, no leading dots."""
+    name = unicodedata.normalize("NFC", name or "")
+    name = PurePosixPath(name.replace("\\", "/")).name
+    name = re.sub(r"[\x00-\x1f\x7f/]", "", name).strip().lstrip(".")
+    name = re.sub(r"\s+", " ", name)
+    if len(name) > 200:
+        stem, dot, ext = name.rpartition(".")
+        name = (stem[: 200 - len(ext) - 1] + "." + ext) if dot and len(ext) < 12 else name[:200]
+    return name or "upload"
+
+
+def _dedupe(name: str, taken: set[str]) -> str:
+    if name not in taken:
+        return name
+    stem, dot, ext = name.rpartition(".")
+    if not dot:
+        stem, ext = name, ""
+    n = 1
+    while True:
+        candidate = f"{stem}_{n}.{ext}" if dot else f"{stem}_{n}"
+        if candidate not in taken:
+            return candidate
+        n += 1
+
+
+def _convert(data: bytes, filename: str) -> str | None:
+    import io
+
+    from markitdown import MarkItDown, StreamInfo
+
+    suffix = PurePosixPath(filename).suffix.lower()
+    try:
+        result = MarkItDown().convert_stream(io.BytesIO(data), stream_info=StreamInfo(extension=suffix))
+    except Exception as exc:  # a broken document is still uploaded, just not converted
+        log.warning("could not convert %s to Markdown: %s", filename, exc)
+        return None
+    return result.text_content
+
+
+def _described(thread_id: str, name: str, size: int, markdown: str | None = None) -> UploadedFile:
+    virtual = f"{UPLOADS_DIR}/{name}"
+    return UploadedFile(
+        filename=name,
+        size=size,
+        path=virtual,
+        virtual_path=virtual,
+        artifact_url=f"/api/threads/{thread_id}/artifacts{virtual}",
+        markdown_file=markdown,
+        markdown_path=f"{UPLOADS_DIR}/{markdown}" if markdown else None,
+    )
+
+
+async def _existing(gw: GW, me: str, thread_id: str) -> dict[str, int]:
+    prefix = thread_prefix(UPLOADS, me, thread_id)
+    store = await gw.bus.files()
+    try:
+        infos = await store.list(ignore_deletes=True)
+    except Exception:  # an empty store
+        return {}
+    return {i.name[len(prefix) :]: i.size or 0 for i in infos if i.name.startswith(prefix) and not i.deleted}
+
+
+@router.post("/threads/{thread_id}/uploads", response_model=UploadResponse)
+async def upload(gw: GW, me: Me, thread_id: str, files: list[UploadFile]) -> UploadResponse:
+    await gw.own_thread(thread_id, me)
+    limit = gw.config.gateway.max_upload_mb * 1024 * 1024
+    received: list[tuple[str, bytes]] = []
+    for item in files:
+        data = await item.read(limit + 1)
+        if len(data) > limit:
+            raise HTTPException(413, f"{item.filename} is larger than {gw.config.gateway.max_upload_mb} MB")
+        received.append((safe_filename(item.filename or ""), data))
+    store = await gw.bus.files()
+    taken = set(await _existing(gw, me, thread_id))
+    stored: list[UploadedFile] = []
+    for requested, data in received:
+        name = _dedupe(requested, taken)
+        taken.add(name)
+        content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        key = upload_key(me, thread_id, name)
+        await store.put(key, data, meta=ObjectMeta(name=key, headers={"Content-Type": content_type}))
+        markdown = None
+        if PurePosixPath(name).suffix.lower() in CONVERTIBLE:
+            text = await asyncio.to_thread(_convert, data, name)
+            if text is not None:
+                markdown = _dedupe(PurePosixPath(name).stem + ".md", taken)
+                taken.add(markdown)
+                md_key = upload_key(me, thread_id, markdown)
+                meta = ObjectMeta(name=md_key, headers={"Content-Type": "text/markdown"})
+                await store.put(md_key, text.encode("utf-8"), meta=meta)
+        stored.append(_described(thread_id, name, len(data), markdown))
+    return UploadResponse(success=True, files=stored, message=f"uploaded {len(stored)} file(s)")
+
+
+@router.get("/threads/{thread_id}/uploads/list", response_model=UploadList)
+async def list_uploads(gw: GW, me: Me, thread_id: str) -> UploadList:
+    await gw.own_thread(thread_id, me)
+    existing = await _existing(gw, me, thread_id)
+    files = [_described(thread_id, name, size) for name, size in sorted(existing.items())]
+    return UploadList(files=files, count=len(files))
+
+
+@router.delete("/threads/{thread_id}/uploads/{filename}")
+async def delete_upload(gw: GW, me: Me, thread_id: str, filename: str) -> dict[str, Any]:
+    await gw.own_thread(thread_id, me)
+    if safe_filename(filename) != filename:
+        raise HTTPException(400, f"{filename!r} is not a plain file name")
+    if filename not in await _existing(gw, me, thread_id):
+        raise HTTPException(404, f"no upload named {filename}")
+    await (await gw.bus.files()).delete(upload_key(me, thread_id, filename))
+    return {"success": True, "message": f"deleted {filename}"}
+
+
+@router.get("/threads/{thread_id}/artifacts/{path:path}")
+async def artifact(gw: GW, me: Me, thread_id: str, path: str, download: bool = False) -> Response:
+    await gw.own_thread(thread_id, me)
+    virtual = PurePosixPath("/" + path.lstrip("/"))
+    if ".." in virtual.parts:
+        raise HTTPException(400, "'..' is not allowed in artifact paths")
+    parts = virtual.parts
+    if len(parts) < 5 or parts[1:3] != ("mnt", "user-data") or parts[3] not in (OUTPUTS, UPLOADS):
+        raise HTTPException(404, f"no artifact at {virtual}; artifacts live under /mnt/user-data/outputs")
+    relative = "/".join(parts[4:])
+    key = output_key(me, thread_id, relative) if parts[3] == OUTPUTS else upload_key(me, thread_id, relative)
+    store = await gw.bus.files()
+    try:
+        result = await store.get(key)
+    except Exception:
+        raise HTTPException(404, f"no artifact at {virtual}") from None
+    if result.info.deleted:
+        raise HTTPException(404, f"no artifact at {virtual}")
+    headers = dict(result.info.headers or {})
+    content_type = (
+        headers.get("Content-Type") or mimetypes.guess_type(virtual.name)[0] or "application/octet-stream"
+    )
+    response_headers = {"X-Content-Type-Options": "nosniff"}
+    if download or content_type.split(";")[0].strip() in ACTIVE_TYPES:
+        response_headers["Content-Disposition"] = f'attachment; filename="{virtual.name}"'
+    return Response(result.data or b"", media_type=content_type, headers=response_headers)
