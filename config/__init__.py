@@ -37,7 +37,13 @@ from config.errors import (
     ConfigValidationError,
     MissingEnvError,
 )
-from config.extensions import ExtensionsConfig, McpServerConfig, SkillState, write_extensions_config
+from config.extensions import (
+    ExtensionsConfig,
+    McpServerConfig,
+    SkillState,
+    read_raw_extensions,
+    write_extensions_config,
+)
 from config.loader import (
     CONFIG_ENV,
     EXTENSIONS_ENV,
@@ -86,6 +92,7 @@ __all__ = [
     "find_file",
     "load_config",
     "load_extensions",
+    "read_raw_extensions",
     "resolve_value",
     "write_extensions_config",
 ]

@@ -40,21 +40,35 @@ class ExtensionsConfig(Section):
         state = self.skills.get(name)
         return state.enabled if state else True
 
-    def to_json(self) -> str:
-        return self.model_dump_json(by_alias=True, indent=2, exclude_none=True)
 
+def write_extensions_config(raw: dict[str, Any], path: str | os.PathLike[str]) -> ExtensionsConfig:
+    """Validate `raw` (the file's JSON, `$NAME` references kept) and write it atomically.
 
-def write_extensions_config(config: ExtensionsConfig, path: str | os.PathLike[str]) -> None:
-    """Write atomically (temp file + rename), so readers never see half a file."""
+    Written from the raw form, never from a loaded config: loading resolves `$NAME`
+    values, and writing those back would put secrets into the file.
+
+    Raises:
+        pydantic.ValidationError: `raw` is not a valid extensions config.
+    """
+    validated = ExtensionsConfig.model_validate(raw)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    data = json.loads(config.to_json())
     fd, tmp = tempfile.mkstemp(prefix=".extensions-", suffix=".json", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, ensure_ascii=False)
+            json.dump(raw, handle, indent=2, ensure_ascii=False)
             handle.write("\n")
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return validated
+
+
+def read_raw_extensions(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The file's JSON as written (empty when there is no file yet)."""
+    target = Path(path)
+    if not target.is_file():
+        return {"mcpServers": {}, "skills": {}}
+    data = json.loads(target.read_text(encoding="utf-8") or "{}")
+    return data if isinstance(data, dict) else {}

@@ -83,8 +83,11 @@ def load_extensions(path: str | os.PathLike[str] | None = None) -> ExtensionsCon
 
 def extensions_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     """Where extensions_config.json is, or would be written when none exists yet."""
-    found = find_file(explicit, EXTENSIONS_ENV, EXTENSIONS_FILE)
-    return found if found is not None else Path.cwd() / EXTENSIONS_FILE
+    if explicit is not None:
+        return Path(explicit)
+    if os.environ.get(EXTENSIONS_ENV):
+        return Path(os.environ[EXTENSIONS_ENV])
+    return Path.cwd() / EXTENSIONS_FILE
 
 
 def _build(cls: type[S], raw: dict[str, Any], source: str) -> S:

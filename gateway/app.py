@@ -5,6 +5,8 @@ Errors are JSON `{"detail": "..."}`: 4xx for the caller's mistakes, never a stac
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 from typing import Any
 
@@ -15,9 +17,39 @@ from fastapi.responses import JSONResponse
 
 from gateway.deps import Gateway
 from gateway.langgraph_api import router as langgraph_router
+from gateway.rest.conversation import router as conversation_router
 from gateway.rest.files import router as files_router
+from gateway.rest.settings import router as settings_router
 
 log = logging.getLogger(__name__)
+
+
+async def discover(gw: Gateway, wait: float = 0.25) -> dict[str, int]:
+    """Instances per component, from the `$SRV.PING` answers of our micro services."""
+    prefix = gw.bus.subjects.service_name("")
+    names = {"threads": "runner", "sandbox": "sandbox"}
+    counts: dict[str, int] = {"gateway": 1}
+    inbox = gw.bus.nc.new_inbox()
+    replies: list[bytes] = []
+
+    async def collect(msg: Any) -> None:
+        replies.append(msg.data)
+
+    sub = await gw.bus.nc.subscribe(inbox, cb=collect)
+    try:
+        await gw.bus.nc.publish("$SRV.PING", b"", reply=inbox)
+        await asyncio.sleep(wait)
+    finally:
+        await sub.unsubscribe()
+    for raw in replies:
+        try:
+            name = str(json.loads(raw).get("name", ""))
+        except ValueError:
+            continue
+        if name.startswith(prefix):
+            component = names.get(name[len(prefix) :], name[len(prefix) :])
+            counts[component] = counts.get(component, 0) + 1
+    return counts
 
 
 def create_app(gw: Gateway) -> FastAPI:
@@ -42,10 +74,19 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(langgraph_router, prefix="/api", tags=["langgraph"])
     app.include_router(langgraph_router, prefix="/api/langgraph", include_in_schema=False)
     app.include_router(files_router, prefix="/api", tags=["uploads and artifacts"])
+    app.include_router(settings_router, prefix="/api", tags=["models, MCP, skills, memory"])
+    app.include_router(conversation_router, prefix="/api", tags=["conversation"])
 
     @app.get("/health", tags=["health"])
     async def health() -> dict[str, Any]:
-        return {"status": "ok" if gw.bus.nc.is_connected else "degraded", "nats": gw.bus.nc.is_connected}
+        """NATS, and which components answer `$SRV` discovery (how many instances of each)."""
+        components = await discover(gw) if gw.bus.nc.is_connected else {}
+        healthy = gw.bus.nc.is_connected and "runner" in components
+        return {
+            "status": "ok" if healthy else "degraded",
+            "nats": gw.bus.nc.is_connected,
+            "components": components,
+        }
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:

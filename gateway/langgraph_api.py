@@ -195,20 +195,28 @@ async def delete_thread(gw: GW, me: Me, thread_id: str) -> Response:
         await gw.ask("delete", ThreadDeleteRequest(thread_id=thread_id, user_id=me), ThreadDeleteReply)
     await gw.threads.delete(thread_id)
     await delete_thread_files(gw, me, thread_id)
+    await delete_chat_mappings(gw, thread_id)
     return Response(status_code=204)
 
 
+async def delete_chat_mappings(gw: Gateway, thread_id: str) -> None:
+    """Chats bound to a deleted thread start a fresh one with their next message."""
+    from bus.messages import ChatBinding
+    from bus.records import RecordStore
+
+    chats = RecordStore(await gw.bus.kv(gw.bus.subjects.chats_bucket), ChatBinding)
+    for key in await chats.keys():
+        binding = await chats.get(key)
+        if binding is not None and binding.thread_id == thread_id:
+            await chats.delete(key)
+
+
 async def delete_thread_files(gw: Gateway, user_id: str, thread_id: str) -> None:
-    from bus.files import OUTPUTS, UPLOADS, thread_prefix
+    from bus.files import OUTPUTS, UPLOADS, list_objects, thread_prefix
 
     store = await gw.bus.files()
-    prefixes = (thread_prefix(UPLOADS, user_id, thread_id), thread_prefix(OUTPUTS, user_id, thread_id))
-    try:
-        infos = await store.list(ignore_deletes=True)
-    except Exception:  # an empty store: nothing to delete
-        return
-    for info in infos:
-        if info.name.startswith(prefixes):
+    for kind in (UPLOADS, OUTPUTS):
+        for info in await list_objects(store, thread_prefix(kind, user_id, thread_id)):
             with contextlib.suppress(Exception):
                 await store.delete(info.name)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from nats.js.api import ObjectMeta
 from nats.js.object_store import ObjectStore
 
-from bus.files import OUTPUTS, UPLOADS, output_key, thread_prefix
+from bus.files import OUTPUTS, UPLOADS, list_objects, output_key, thread_prefix
 from sandbox.paths import ThreadFS
 
 log = logging.getLogger(__name__)
@@ -34,16 +34,8 @@ class FileSync:
     async def pull_uploads(self, fs: ThreadFS) -> int:
         """Copy the thread's uploads from the object store where missing or different; returns how many."""
         prefix = thread_prefix(UPLOADS, fs.user_id, fs.thread_id)
-        try:
-            infos = await self.store.list(ignore_deletes=True)
-        except Exception as exc:  # an empty store raises NotFound in nats-py
-            if type(exc).__name__ in ("NotFoundError", "ObjectNotFoundError"):
-                return 0
-            raise
         copied = 0
-        for info in infos:
-            if not info.name.startswith(prefix) or info.deleted:
-                continue
+        for info in await list_objects(self.store, prefix):
             name = info.name[len(prefix) :]
             if not name or "/" in name or name.startswith("."):
                 continue

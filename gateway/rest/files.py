@@ -21,7 +21,7 @@ from fastapi.responses import Response
 from nats.js.api import ObjectMeta
 from pydantic import BaseModel
 
-from bus.files import OUTPUTS, UPLOADS, output_key, thread_prefix, upload_key
+from bus.files import OUTPUTS, UPLOADS, list_objects, output_key, thread_prefix, upload_key
 from gateway.deps import GW, Me
 
 log = logging.getLogger(__name__)
@@ -108,12 +108,8 @@ def _described(thread_id: str, name: str, size: int, markdown: str | None = None
 
 async def _existing(gw: GW, me: str, thread_id: str) -> dict[str, int]:
     prefix = thread_prefix(UPLOADS, me, thread_id)
-    store = await gw.bus.files()
-    try:
-        infos = await store.list(ignore_deletes=True)
-    except Exception:  # an empty store
-        return {}
-    return {i.name[len(prefix) :]: i.size or 0 for i in infos if i.name.startswith(prefix) and not i.deleted}
+    infos = await list_objects(await gw.bus.files(), prefix)
+    return {i.name[len(prefix) :]: i.size or 0 for i in infos}
 
 
 @router.post("/threads/{thread_id}/uploads", response_model=UploadResponse)

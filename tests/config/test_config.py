@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from config import (
     AppConfig,
@@ -20,6 +20,7 @@ from config import (
     MissingEnvError,
     load_config,
     load_extensions,
+    read_raw_extensions,
     write_extensions_config,
 )
 
@@ -209,15 +210,19 @@ def test_extensions_load_like_deerflow_and_write_back_atomically(
     assert ext.skill_enabled("pdf") is False
     assert ext.skill_enabled("not-mentioned") is True
 
-    ext.skills["pdf"].enabled = True
+    raw = read_raw_extensions(tmp_path / "extensions_config.json")
+    raw["skills"]["pdf"]["enabled"] = True
     out = tmp_path / "out" / "extensions_config.json"
-    write_extensions_config(ext, out)
+    write_extensions_config(raw, out)
     again = json.loads(out.read_text())
     assert again["mcpServers"]["github"]["env"] == {"GITHUB_TOKEN": "$TEST_GH_TOKEN"}, (
         "secrets stay references"
     )
     assert again["skills"]["pdf"]["enabled"] is True
     assert [p.name for p in out.parent.iterdir()] == ["extensions_config.json"], "no temp files left behind"
+    with pytest.raises(ValidationError):
+        write_extensions_config({"mcpServers": {"bad": {"type": "carrier-pigeon"}}}, out)
+    assert json.loads(out.read_text()) == again, "an invalid config is not written"
 
 
 def test_extensions_json_errors_name_the_file(tmp_path: Path) -> None:

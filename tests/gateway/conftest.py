@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
@@ -40,8 +41,20 @@ async def running_gateway(nats_url: str, config: AppConfig) -> AsyncIterator[str
         await bus.close()
 
 
+def skills_dir(tmp_path: Path) -> Path:
+    demo = tmp_path / "skills" / "public" / "deep-research"
+    demo.mkdir(parents=True, exist_ok=True)
+    (demo / "SKILL.md").write_text(
+        "---\nname: deep-research\ndescription: Research a topic in depth\n---\nSteps.\n"
+    )
+    return tmp_path / "skills"
+
+
 @pytest_asyncio.fixture
-async def stack_config(config_data: dict[str, Any], tmp_path: Path) -> AppConfig:
+async def stack_config(
+    config_data: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AppConfig:
+    monkeypatch.setenv("ANTLER_EXTENSIONS_CONFIG_PATH", str(tmp_path / "extensions_config.json"))
     data = {
         **config_data,
         "gateway": {
@@ -50,6 +63,7 @@ async def stack_config(config_data: dict[str, Any], tmp_path: Path) -> AppConfig
             "tokens": [{"token": "tok-ana", "user_id": "ana"}, {"token": "tok-bob", "user_id": "bob"}],
         },
         "sandbox": {"provider": "local"},
+        "skills": {"path": str(skills_dir(tmp_path))},
     }
     return _build(AppConfig, data, "test config")
 

@@ -1,0 +1,233 @@
+"""Models, MCP servers, skills and memory: `/api/models`, `/api/mcp`, `/api/skills`, `/api/memory`."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, UploadFile
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from bus.messages import MemoryDocument
+from bus.records import RecordStore
+from config import ExtensionsConfig, extensions_path, read_raw_extensions, write_extensions_config
+from gateway.deps import GW, Me
+from skills import load_skills, parse_frontmatter
+
+router = APIRouter()
+
+MAX_SKILL_ARCHIVE = 20 * 1024 * 1024
+
+
+# ------------------------------------------------------------------ models
+
+
+class ModelInfo(BaseModel):
+    name: str
+    display_name: str | None = None
+    description: str | None = None
+    model: str | None = None
+    supports_thinking: bool = False
+    supports_reasoning_effort: bool = False
+    supports_vision: bool = False
+
+
+class ModelsList(BaseModel):
+    models: list[ModelInfo]
+
+
+def _model_info(gw: GW, name: str) -> ModelInfo:
+    model = gw.config.get_model(name)
+    if model is None:
+        raise HTTPException(404, f"no model named {name}")
+    return ModelInfo(
+        name=model.name,
+        display_name=model.display_name,
+        description=model.description,
+        model=model.__dict__.get("model"),  # never resolves $ENV: this is display only
+        supports_thinking=model.supports_thinking,
+        supports_reasoning_effort=model.supports_reasoning_effort,
+        supports_vision=model.supports_vision,
+    )
+
+
+@router.get("/models", response_model=ModelsList)
+async def list_models(gw: GW, me: Me) -> ModelsList:
+    return ModelsList(models=[_model_info(gw, m.name) for m in gw.config.models])
+
+
+@router.get("/models/{name}", response_model=ModelInfo)
+async def get_model(gw: GW, me: Me, name: str) -> ModelInfo:
+    return _model_info(gw, name)
+
+
+# ------------------------------------------------------------------ MCP
+
+
+class McpConfig(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    mcp_servers: dict[str, dict[str, Any]]
+
+
+@router.get("/mcp/config", response_model=McpConfig)
+async def get_mcp(gw: GW, me: Me) -> McpConfig:
+    raw = await asyncio.to_thread(read_raw_extensions, extensions_path())
+    return McpConfig(mcp_servers=raw.get("mcpServers", {}))
+
+
+@router.put("/mcp/config", response_model=McpConfig)
+async def put_mcp(gw: GW, me: Me, body: McpConfig) -> McpConfig:
+    path = extensions_path()
+    raw = await asyncio.to_thread(read_raw_extensions, path)
+    raw["mcpServers"] = body.mcp_servers
+    try:
+        await asyncio.to_thread(write_extensions_config, raw, path)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise HTTPException(422, f"invalid MCP config at {where}: {first['msg']}") from None
+    return McpConfig(mcp_servers=body.mcp_servers)
+
+
+# ------------------------------------------------------------------ skills
+
+
+class SkillInfo(BaseModel):
+    name: str
+    description: str
+    license: str | None = None
+    category: str
+    enabled: bool
+
+
+class SkillsList(BaseModel):
+    skills: list[SkillInfo]
+
+
+class SkillUpdate(BaseModel):
+    enabled: bool
+
+
+class SkillInstalled(BaseModel):
+    success: bool
+    skill_name: str
+    message: str
+
+
+def _skills(gw: GW) -> list[SkillInfo]:
+    root = Path(gw.config.skills.path)
+    # The file may not exist yet (nothing was ever switched): everything is enabled then.
+    extensions = ExtensionsConfig.model_validate(read_raw_extensions(extensions_path()))
+    return [
+        SkillInfo(
+            name=s.name,
+            description=s.description,
+            license=s.license,
+            category=s.category,
+            enabled=extensions.skill_enabled(s.name),
+        )
+        for s in (load_skills(root) if root.is_dir() else [])
+    ]
+
+
+@router.get("/skills", response_model=SkillsList)
+async def list_skills(gw: GW, me: Me) -> SkillsList:
+    return SkillsList(skills=await asyncio.to_thread(_skills, gw))
+
+
+@router.get("/skills/{name}", response_model=SkillInfo)
+async def get_skill(gw: GW, me: Me, name: str) -> SkillInfo:
+    for skill in await asyncio.to_thread(_skills, gw):
+        if skill.name == name:
+            return skill
+    raise HTTPException(404, f"no skill named {name}")
+
+
+@router.put("/skills/{name}", response_model=SkillInfo)
+async def update_skill(gw: GW, me: Me, name: str, body: SkillUpdate) -> SkillInfo:
+    await get_skill(gw, me, name)
+    path = extensions_path()
+    raw = await asyncio.to_thread(read_raw_extensions, path)
+    raw.setdefault("skills", {})[name] = {"enabled": body.enabled}
+    await asyncio.to_thread(write_extensions_config, raw, path)
+    return await get_skill(gw, me, name)
+
+
+def _install(archive: bytes, custom_root: Path) -> str:
+    try:
+        bundle = zipfile.ZipFile(io.BytesIO(archive))
+    except zipfile.BadZipFile:
+        raise HTTPException(400, "a .skill file must be a zip archive") from None
+    names = [n for n in bundle.namelist() if not n.endswith("/")]
+    for name in names:
+        if name.startswith("/") or ".." in PurePosixPath(name).parts:
+            raise HTTPException(400, f"the archive contains an unsafe path: {name}")
+    if sum(i.file_size for i in bundle.infolist()) > 5 * MAX_SKILL_ARCHIVE:
+        raise HTTPException(413, "the archive unpacks to more than 100 MB")
+    manifests = [n for n in names if PurePosixPath(n).name == "SKILL.md" and len(PurePosixPath(n).parts) <= 2]
+    if len(manifests) != 1:
+        raise HTTPException(400, "the archive must hold exactly one SKILL.md, at its root or in one folder")
+    base = str(PurePosixPath(manifests[0]).parent)
+    meta = parse_frontmatter(bundle.read(manifests[0]).decode("utf-8", errors="replace"))
+    skill_name = str(meta.get("name") or (base if base != "." else "")).strip()
+    if not skill_name or not all(c.isalnum() or c in "-_" for c in skill_name):
+        raise HTTPException(400, "SKILL.md needs a `name:` of letters, digits, '-' or '_' in its frontmatter")
+    if not meta.get("description"):
+        raise HTTPException(400, "SKILL.md needs a `description:` in its frontmatter")
+    target = custom_root / skill_name
+    custom_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=custom_root) as tmp:
+        staging = Path(tmp) / skill_name
+        for name in names:
+            relative = PurePosixPath(name) if base == "." else PurePosixPath(name).relative_to(base)
+            destination = staging / relative
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            destination.write_bytes(bundle.read(name))
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    return skill_name
+
+
+@router.post("/skills/install", response_model=SkillInstalled)
+async def install_skill(gw: GW, me: Me, file: UploadFile) -> SkillInstalled:
+    data = await file.read(MAX_SKILL_ARCHIVE + 1)
+    if len(data) > MAX_SKILL_ARCHIVE:
+        raise HTTPException(413, "a .skill archive may be at most 20 MB")
+    name = await asyncio.to_thread(_install, data, Path(gw.config.skills.path) / "custom")
+    return SkillInstalled(success=True, skill_name=name, message=f"installed skill {name}")
+
+
+# ------------------------------------------------------------------ memory
+
+
+async def _memory(gw: GW, me: str) -> dict[str, Any]:
+    store = RecordStore(await gw.bus.kv(gw.bus.subjects.memory_bucket), MemoryDocument)
+    doc = await store.get(MemoryDocument.key(me)) or MemoryDocument(user_id=me)
+    return doc.model_dump(mode="json", exclude={"v"})
+
+
+@router.get("/memory")
+async def get_memory(gw: GW, me: Me) -> dict[str, Any]:
+    return await _memory(gw, me)
+
+
+@router.post("/memory/reload")
+async def reload_memory(gw: GW, me: Me) -> dict[str, Any]:
+    return await _memory(gw, me)  # memory lives in KV: every read is current
+
+
+@router.get("/memory/config")
+async def memory_config(gw: GW, me: Me) -> dict[str, Any]:
+    return gw.config.memory.model_dump()
+
+
+@router.get("/memory/status")
+async def memory_status(gw: GW, me: Me) -> dict[str, Any]:
+    return {"config": gw.config.memory.model_dump(), "data": await _memory(gw, me)}

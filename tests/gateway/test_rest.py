@@ -1,0 +1,169 @@
+"""DeerFlow's REST API on the gateway: models, MCP, skills, memory, suggestions, messages, health."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from bus import Bus
+from bus.files import list_objects
+from bus.messages import ChatBinding, MemoryDocument, MemoryFact
+from bus.records import RecordStore
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest_asyncio.fixture
+async def http(api_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        base_url=f"{api_url}/api", headers={"x-api-key": "tok-ana"}, timeout=30
+    ) as client:
+        yield client
+
+
+async def test_models_are_listed_without_secrets(http: httpx.AsyncClient) -> None:
+    listed = await http.get("/models")
+    assert listed.json() == {
+        "models": [
+            {
+                "name": "fake",
+                "display_name": None,
+                "description": None,
+                "model": "fake-1",
+                "supports_thinking": False,
+                "supports_reasoning_effort": False,
+                "supports_vision": False,
+            }
+        ]
+    }
+    assert "sk-test" not in listed.text
+    assert (await http.get("/models/fake")).json()["name"] == "fake"
+    assert (await http.get("/models/nope")).status_code == 404
+
+
+async def test_mcp_config_is_written_atomically_with_secrets_as_references(http: httpx.AsyncClient) -> None:
+    servers = {
+        "github": {
+            "enabled": True,
+            "type": "stdio",
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-github"],
+            "env": {"GITHUB_TOKEN": "$GITHUB_TOKEN"},
+            "description": "GitHub",
+        }
+    }
+    put = await http.put("/mcp/config", json={"mcp_servers": servers})
+    assert put.status_code == 200, put.text
+    assert (await http.get("/mcp/config")).json() == {"mcp_servers": servers}
+    written = json.loads(Path(os.environ["ANTLER_EXTENSIONS_CONFIG_PATH"]).read_text())  # noqa: ASYNC240
+    assert written["mcpServers"]["github"]["env"] == {"GITHUB_TOKEN": "$GITHUB_TOKEN"}
+    bad = await http.put("/mcp/config", json={"mcp_servers": {"x": {"type": "smoke-signals"}}})
+    assert bad.status_code == 422
+    assert "x.type" in bad.json()["detail"]
+    assert (await http.get("/mcp/config")).json() == {"mcp_servers": servers}, "a bad update changes nothing"
+
+
+def skill_archive(name: str, *, unsafe: bool = False) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(f"{name}/SKILL.md", f"---\nname: {name}\ndescription: Make slides\n---\nDo it.\n")
+        archive.writestr(f"{name}/scripts/build.py", "print('slides')\n")
+        if unsafe:
+            archive.writestr("../../escape.txt", "gotcha")
+    return buffer.getvalue()
+
+
+async def test_skills_list_toggle_and_install(http: httpx.AsyncClient, stack_config: object) -> None:
+    listed = (await http.get("/skills")).json()["skills"]
+    assert [(s["name"], s["enabled"], s["category"]) for s in listed] == [("deep-research", True, "public")]
+    off = await http.put("/skills/deep-research", json={"enabled": False})
+    assert off.json()["enabled"] is False
+    assert (await http.get("/skills/deep-research")).json()["enabled"] is False
+
+    installed = await http.post(
+        "/skills/install", files={"file": ("slides.skill", skill_archive("slides"), "application/zip")}
+    )
+    assert installed.json() == {"success": True, "skill_name": "slides", "message": "installed skill slides"}
+    names = {s["name"]: s["category"] for s in (await http.get("/skills")).json()["skills"]}
+    assert names == {"deep-research": "public", "slides": "custom"}
+    unsafe = await http.post(
+        "/skills/install",
+        files={"file": ("evil.skill", skill_archive("evil", unsafe=True), "application/zip")},
+    )
+    assert unsafe.status_code == 400
+    assert "unsafe path" in unsafe.json()["detail"]
+    not_zip = await http.post("/skills/install", files={"file": ("x.skill", b"not a zip", "application/zip")})
+    assert not_zip.status_code == 400
+
+
+async def test_memory_is_per_user(http: httpx.AsyncClient, api_url: str, bus: Bus) -> None:
+    assert (await http.get("/memory")).json()["facts"] == []
+    store = RecordStore(await bus.kv(bus.subjects.memory_bucket), MemoryDocument)
+    await store.put(
+        MemoryDocument.key("ana"),
+        MemoryDocument(user_id="ana", work_context="Builds agents", facts=[MemoryFact(content="Likes tea")]),
+    )
+    status = (await http.get("/memory/status")).json()
+    assert status["data"]["work_context"] == "Builds agents"
+    assert [f["content"] for f in status["data"]["facts"]] == ["Likes tea"]
+    assert status["config"]["debounce_seconds"] == 30
+    async with httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}) as bob:
+        assert (await bob.get("/memory")).json()["facts"] == []
+
+
+async def test_suggestions_come_from_the_model_even_in_rich_content(
+    http: httpx.AsyncClient, fake_model: FakeOpenAI
+) -> None:
+    thread = (await http.post("/threads", json={})).json()["thread_id"]
+    fake_model.script(Reply(text='```json\n["How fast is it?", "What does it cost?"]\n```'))
+    body = {
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Tell me about trains"}]}],
+        "n": 2,
+    }
+    response = await http.post(f"/threads/{thread}/suggestions", json=body)
+    assert response.json() == {"suggestions": ["How fast is it?", "What does it cost?"]}
+    assert "Tell me about trains" in fake_model.agent_requests[-1]["messages"][0]["content"]
+
+
+async def test_thread_messages_and_token_usage(http: httpx.AsyncClient, fake_model: FakeOpenAI) -> None:
+    thread = (await http.post("/threads", json={})).json()["thread_id"]
+    body = {
+        "assistant_id": "lead_agent",
+        "input": {"messages": [{"role": "user", "content": "count my tokens"}]},
+    }
+    await http.post(f"/threads/{thread}/runs/wait", json=body)
+    messages = (await http.get(f"/threads/{thread}/messages")).json()
+    assert [m["type"] for m in messages["data"]] == ["human", "ai"]
+    usage = (await http.get(f"/threads/{thread}/token-usage")).json()
+    assert usage["runs"] == 1
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"] > 0
+
+
+async def test_deleting_a_thread_removes_its_files_and_chat_mapping(
+    http: httpx.AsyncClient, bus: Bus
+) -> None:
+    thread = (await http.post("/threads", json={})).json()["thread_id"]
+    await http.post(f"/threads/{thread}/uploads", files=[("files", ("a.txt", b"x", "text/plain"))])
+    chats = RecordStore(await bus.kv(bus.subjects.chats_bucket), ChatBinding)
+    await chats.put("telegram.42", ChatBinding(channel="telegram", chat_id="42", thread_id=thread))
+    assert (await http.delete(f"/threads/{thread}")).status_code == 204
+    assert await chats.get("telegram.42") is None
+    names = [i.name for i in await list_objects(await bus.files())]
+    assert not [n for n in names if f"/{thread}/" in n]
+
+
+async def test_health_reports_the_components_that_answer(api_url: str) -> None:
+    async with httpx.AsyncClient(base_url=api_url) as http:
+        health = (await http.get("/health")).json()
+    assert health["status"] == "ok"
+    assert health["nats"] is True
+    assert health["components"] == {"gateway": 1, "runner": 1, "sandbox": 1}
