@@ -672,22 +672,22 @@ async def run(bus: Bus, config: AppConfig) -> None:
         await checkpointer.conn.execute("PRAGMA synchronous=NORMAL")
         runner = Runner(bus, config, checkpointer)
         await runner.open()
-        # In a worker thread: the event loop keeps answering signals and heartbeats meanwhile.
-        await asyncio.to_thread(runner.warm_up)
-        control = await bus.nc.subscribe(bus.subjects.run_control_all, cb=runner.on_control)
-        s = bus.subjects
-        consumer = Consumer(
-            bus,
-            stream=s.runs_stream,
-            durable=DURABLE,
-            filter_subjects=[s.runs_submit],
-            model=RunRequest,
-            handler=runner.handle,
-            concurrency=config.runner.concurrency,
-            drain_timeout=60.0,
-        )
         service = await serve_threads(bus, config, runner)
+        control = await bus.nc.subscribe(bus.subjects.run_control_all, cb=runner.on_control)
         try:
+            # In a worker thread: the event loop keeps answering signals and requests meanwhile.
+            await asyncio.to_thread(runner.warm_up)
+            s = bus.subjects
+            consumer = Consumer(
+                bus,
+                stream=s.runs_stream,
+                durable=DURABLE,
+                filter_subjects=[s.runs_submit],
+                model=RunRequest,
+                handler=runner.handle,
+                concurrency=config.runner.concurrency,
+                drain_timeout=60.0,
+            )
             await run_consumers(consumer)
         finally:
             await service.stop()

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 from antler._common import CliError, load, nats_url, setup_logging, status
 from antler.components import COMPONENTS, resolve_component
 from bus import Bus, ComponentEntry, ComponentFailed, EmbeddedServer, ServerError, serve, stop_on_signals
 from config import AppConfig
-from gateway.server import bind_host
 
 
 def own_connection(url: str, config: AppConfig, name: str, entry: ComponentEntry) -> ComponentEntry:
@@ -34,6 +34,17 @@ def enabled_components(config: AppConfig) -> dict[str, ComponentEntry]:
             name, entry = resolve_component(spec.name)
             found[name] = entry
     return found
+
+
+async def announce_gateway(config: AppConfig) -> None:
+    """Print the gateway's URL once it listens (it writes the URL it bound to the data dir)."""
+    url_file = Path(config.bus.data_dir) / "gateway.url"
+    for _ in range(600):
+        if await asyncio.to_thread(url_file.is_file):
+            url = (await asyncio.to_thread(url_file.read_text, encoding="utf-8")).strip()
+            print(f"Gateway: {url}  (API: {url}/api, docs: {url}/docs)", flush=True)
+            return
+        await asyncio.sleep(0.05)
 
 
 async def up(args: argparse.Namespace) -> int:
@@ -65,8 +76,7 @@ async def up(args: argparse.Namespace) -> int:
             for name, entry in enabled_components(config).items()
         }
         print(f"NATS: {url}", flush=True)
-        if "gateway" in components:
-            print(f"Gateway: http://{bind_host(config)}:{config.gateway.port}", flush=True)
+        announcer = asyncio.create_task(announce_gateway(config)) if "gateway" in components else None
         if components:
             status(f"components: {', '.join(components)}")
         else:
@@ -77,6 +87,8 @@ async def up(args: argparse.Namespace) -> int:
         except ComponentFailed as exc:
             raise CliError(str(exc)) from None
         finally:
+            if announcer is not None:
+                announcer.cancel()
             status("stopping ...")
             await bus.close()
     finally:

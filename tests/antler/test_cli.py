@@ -9,6 +9,7 @@ import re
 import signal
 from pathlib import Path
 
+import httpx
 import jsonschema
 import pytest
 
@@ -47,6 +48,17 @@ async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Pa
         info = await bus.js.stream_info(bus.subjects.runs_stream)
         assert info.config.name == "ANTLER_RUNS", "the streams are provisioned"
         await bus.close()
+        assert proc.stdout is not None
+        gateway_line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        assert gateway_line.startswith("Gateway: http://127.0.0.1:")
+        gateway_url = gateway_line.split()[1]
+        async with httpx.AsyncClient() as http:
+            for _ in range(100):  # components come up in any order; health says who answers now
+                health = (await http.get(f"{gateway_url}/health")).json()
+                if health["status"] == "ok":
+                    break
+                await asyncio.sleep(0.1)
+        assert health["components"] == {"gateway": 1, "runner": 1, "sandbox": 1}
         lock_holder = int((tmp_path / "data" / "antler.lock").read_text().split()[1].rstrip(","))
         assert (tmp_path / "data" / "nats.url").read_text().strip() == url
 
