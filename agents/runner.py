@@ -36,6 +36,7 @@ from bus.messages import (
     MemoryDocument,
     MemoryUpdate,
     MultitaskStrategy,
+    QueuedRun,
     RunControl,
     RunEvent,
     RunRecord,
@@ -542,15 +543,15 @@ class Runner:
                 me = request.run_id
                 queue = list(rec.queue)
                 # Runs queued ahead whose requests are gone can never come: drop them.
-                while queue and queue[0] != me and await self._run_finished(queue[0]):
+                while queue and queue[0].run_id != me and await self._run_finished(queue[0].run_id):
                     queue.pop(0)
                 holder = rec.active_run_id
                 free = holder in (None, me) or await self._run_finished(holder)
-                queued = me in queue
+                queued = any(q.run_id == me for q in queue)
                 outcome["holder"] = holder
-                if free and (not queue or queue[0] == me):
+                if free and (not queue or queue[0].run_id == me):
                     outcome["taken"] = True
-                    rest = [r for r in queue if r != me]
+                    rest = [q for q in queue if q.run_id != me]
                     return rec.model_copy(
                         update={"active_run_id": me, "status": "busy", "queue": rest, "updated_at": now}
                     )
@@ -560,8 +561,12 @@ class Runner:
                     outcome["rejected"] = True
                     return None
                 if strategy == MultitaskStrategy.ENQUEUE:
-                    return rec.model_copy(update={"queue": [*queue, me]})
-                return rec.model_copy(update={"queue": [me, *queue]})  # interrupt / rollback: next in line
+                    # In submission order, whichever runner process got to the record first.
+                    entry = QueuedRun(run_id=me, order=delivery.stream_seq)
+                    position = sum(1 for q in queue if q.order <= entry.order)
+                    return rec.model_copy(update={"queue": [*queue[:position], entry, *queue[position:]]})
+                entry = QueuedRun(run_id=me, order=-1)
+                return rec.model_copy(update={"queue": [entry, *queue]})  # interrupt / rollback: next in line
 
             if await self._cancel_requested(request.run_id):
                 await self._interrupted(request, events)
@@ -638,9 +643,9 @@ class Runner:
         assert self.threads is not None
 
         def drop(rec: ThreadRecord | None) -> ThreadRecord | None:
-            if rec is None or request.run_id not in rec.queue:
+            if rec is None or all(q.run_id != request.run_id for q in rec.queue):
                 return None
-            return rec.model_copy(update={"queue": [r for r in rec.queue if r != request.run_id]})
+            return rec.model_copy(update={"queue": [q for q in rec.queue if q.run_id != request.run_id]})
 
         await self.threads.update(request.thread_id, drop)
         await self._free_thread(request)

@@ -274,6 +274,15 @@ class RunRecord(Envelope):
         )
 
 
+class QueuedRun(BaseModel):
+    """A run waiting for its thread; `order` keeps submission order (the request's stream sequence)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    run_id: str
+    order: int = 0
+
+
 class ThreadRecord(Envelope):
     """Thread metadata as kept in KV `<prefix>_threads` (key: thread id)."""
 
@@ -283,7 +292,9 @@ class ThreadRecord(Envelope):
     title: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     active_run_id: str | None = None
-    queue: list[str] = Field(default_factory=list, description="Runs waiting for this thread, in order.")
+    queue: list[QueuedRun] = Field(
+        default_factory=list, description="Runs waiting for this thread, in order."
+    )
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
