@@ -120,6 +120,7 @@ class Consumer(Generic[M]):
         backoff: nak delays by delivery number; the last value repeats.
         drain_timeout: how long `stop()` lets in-flight handlers finish.
         deliver_policy: where a new durable starts (ALL for work queues; NEW for projections).
+        max_ack_pending: messages out at once across all processes of the durable (1: strict order).
     """
 
     def __init__(
@@ -137,6 +138,7 @@ class Consumer(Generic[M]):
         backoff: Sequence[float] = DEFAULT_BACKOFF,
         drain_timeout: float = 30.0,
         deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
+        max_ack_pending: int | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -152,6 +154,7 @@ class Consumer(Generic[M]):
         self.backoff = tuple(backoff) or DEFAULT_BACKOFF
         self.drain_timeout = drain_timeout
         self.deliver_policy = deliver_policy
+        self.max_ack_pending = max_ack_pending or max(concurrency * 4, 64)
         self.stats = ConsumerStats()
         self._psub: Any = None
         self._fetch_task: asyncio.Task[None] | None = None
@@ -173,7 +176,7 @@ class Consumer(Generic[M]):
             ack_policy=AckPolicy.EXPLICIT,
             ack_wait=self.ack_wait,
             max_deliver=-1,  # we count deliveries ourselves; see the module docstring
-            max_ack_pending=max(self.concurrency * 4, 64),
+            max_ack_pending=self.max_ack_pending,
             deliver_policy=self.deliver_policy,
         )
         if len(self.filter_subjects) == 1:

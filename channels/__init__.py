@@ -1,4 +1,8 @@
-"""The chat router and one adapter per platform (Slack, Telegram, Feishu, DingTalk).
+"""Chat: the router (chat -> thread, commands, run events -> replies) and, as they land, platform adapters.
 
-Lands with the channels issue; nothing here yet.
+antler run router         # or: python -m channels
 """
+
+from channels.router import Router, chat_key, run
+
+__all__ = ["Router", "chat_key", "run"]

@@ -69,7 +69,7 @@ async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Pa
         if proc.returncode is None:
             proc.kill()
     assert code == 0, err
-    assert "components: runner, sandbox, gateway" in err
+    assert "components: runner, sandbox, router, gateway" in err
     assert "stopped" in err
     assert "Traceback" not in err
     assert not (tmp_path / "data" / "nats.url").exists()

@@ -1,0 +1,425 @@
+"""The chat router: chat messages in, agent runs out, run events back as chat replies.
+
+Two durable consumers:
+
+- inbound (`<prefix>.chat.in.>`): policy (allowlists, mentions in groups),
+  chat -> thread (KV `<prefix>_chats`), commands answered here (/new /status
+  /models /memory /help), everything else becomes a RunRequest with the chat
+  as origin. Runs of one chat queue behind each other (multitask enqueue).
+  The run id is derived from the platform message, so a platform's retry —
+  even after the dedupe window — never starts a second run.
+- projection (`<prefix>.runs.ev.>`, in order): for runs started from a chat,
+  throttled partial replies while the answer streams, then one final reply
+  (text, presented files, a clarification question, or a readable error) on
+  `<prefix>.chat.out.<channel>`. The final reply is deduplicated by run id, so
+  a router restarted mid-run delivers it once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from nats.js.api import DeliverPolicy
+
+from bus import Bus, Consumer, Delivery, run_consumers
+from bus.messages import (
+    ChatBinding,
+    ChatOrigin,
+    FileRef,
+    InboundMessage,
+    MemoryDocument,
+    MultitaskStrategy,
+    OutboundMessage,
+    RunEvent,
+    RunRecord,
+    RunRequest,
+    ThreadRecord,
+    ThreadStateReply,
+    ThreadStateRequest,
+    utcnow,
+)
+from bus.records import RecordStore
+from bus.runs import submit_run
+from bus.subjects import safe_token
+from config import AppConfig, ChannelConfig
+
+log = logging.getLogger(__name__)
+
+RUN_NAMESPACE = uuid.UUID("5f0c0e55-4b0a-4c57-9d3e-7a1c2b3d4e5f")
+HELP = (
+    "I am an AI agent. Send me a message and I will work on it.\n"
+    "/new - start a fresh conversation\n"
+    "/status - this conversation, its model and whether I am busy\n"
+    "/models - list models; /models <name> - use one in this chat\n"
+    "/memory - what I remember about you\n"
+    "/help - this help"
+)
+
+
+def chat_key(channel: str, chat_id: str, topic_id: str | None) -> str:
+    """KV key of a chat (dots separate the parts; each part made a safe token)."""
+    parts = [channel, chat_id] + ([topic_id] if topic_id else [])
+    return ".".join(safe_token(p) for p in parts)
+
+
+def chat_user(message: InboundMessage) -> str:
+    """The user id a chat user has in Antler: per platform, so memory and files never mix."""
+    return f"{message.channel}:{message.user_id}"
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+    return ""
+
+
+@dataclass
+class _Projection:
+    origin: ChatOrigin
+    thread_id: str
+    texts: dict[str, str] = field(default_factory=dict)  # AI message id -> text so far
+    order: list[str] = field(default_factory=list)
+    seq: int = 0
+    last_sent: float = 0.0
+    sent_text: str = ""
+    error: str | None = None
+
+    def answer(self) -> str:
+        return self.texts[self.order[-1]] if self.order else ""
+
+
+class Router:
+    def __init__(self, bus: Bus, config: AppConfig) -> None:
+        self.bus = bus
+        self.config = config
+        self.chats: RecordStore[ChatBinding] | None = None
+        self.threads: RecordStore[ThreadRecord] | None = None
+        self.runs: RecordStore[RunRecord] | None = None
+        self.memory: RecordStore[MemoryDocument] | None = None
+        self._projections: dict[str, _Projection | None] = {}
+
+    async def open(self) -> None:
+        s = self.bus.subjects
+        self.chats = RecordStore(await self.bus.kv(s.chats_bucket), ChatBinding)
+        self.threads = RecordStore(await self.bus.kv(s.threads_bucket), ThreadRecord)
+        self.runs = RecordStore(await self.bus.kv(s.runs_bucket), RunRecord)
+        self.memory = RecordStore(await self.bus.kv(s.memory_bucket), MemoryDocument)
+
+    # ------------------------------------------------------------------ inbound
+
+    def _policy(self, message: InboundMessage) -> ChannelConfig | None:
+        return getattr(self.config.channels, message.channel, None)
+
+    def allowed(self, message: InboundMessage) -> bool:
+        policy = self._policy(message)
+        if policy is None:  # cli and scripts: trusted publishers on the bus
+            return True
+        if policy.allowed_users and message.user_id not in policy.allowed_users:
+            return False
+        if policy.allowed_chats and message.chat_id not in policy.allowed_chats:
+            return False
+        if message.chat_type == "group" and policy.require_mention_in_groups:
+            return message.mentioned or message.reply_to_bot
+        return True
+
+    async def on_inbound(self, message: InboundMessage, delivery: Delivery) -> None:
+        if not self.allowed(message):
+            log.info("ignoring a message from %s in %s (policy)", message.user_id, message.chat_key())
+            return
+        text = message.text.strip()
+        if text.startswith("/"):
+            await self.command(message, text)
+            return
+        binding = await self.binding(message)
+        run_id = str(uuid.uuid5(RUN_NAMESPACE, message.dedupe_id()))
+        configurable: dict[str, Any] = {}
+        if binding.model_name:
+            configurable["model_name"] = binding.model_name
+        origin = ChatOrigin(
+            channel=message.channel,
+            chat_id=message.chat_id,
+            topic_id=message.topic_id,
+            message_id=message.message_id,
+            user_id=message.user_id,
+        )
+        request = RunRequest(
+            run_id=run_id,
+            thread_id=binding.thread_id,
+            user_id=binding.user_id,
+            input={"messages": [{"role": "user", "content": text}]},
+            config={"configurable": configurable},
+            metadata={"origin": origin.model_dump(exclude_none=True)},
+            stream_mode=["messages-tuple"],
+            multitask_strategy=MultitaskStrategy.ENQUEUE,
+            origin=origin,
+        )
+        assert self.runs is not None
+        if await self.runs.get(run_id) is not None:
+            log.info("message %s was already turned into run %s", message.dedupe_id(), run_id)
+            return
+        await submit_run(self.bus, request)
+
+    async def binding(self, message: InboundMessage, *, fresh: bool = False) -> ChatBinding:
+        """The chat's thread, created on first contact (or anew for /new), safely under concurrency."""
+        assert self.chats is not None
+        assert self.threads is not None
+        key = chat_key(message.channel, message.chat_id, message.topic_id)
+        if not fresh:
+            current = await self.chats.get(key)
+            if current is not None:
+                return current
+        thread_id = str(uuid.uuid4())
+        user_id = chat_user(message)
+
+        def bind(current: ChatBinding | None) -> ChatBinding | None:
+            if current is not None and not fresh:
+                return None  # another message of this chat created it meanwhile
+            return ChatBinding(
+                channel=message.channel,
+                chat_id=message.chat_id,
+                topic_id=message.topic_id,
+                thread_id=thread_id,
+                user_id=user_id,
+                model_name=current.model_name if current else None,
+            )
+
+        binding = await self.chats.update(key, bind)
+        assert binding is not None
+        if binding.thread_id == thread_id:
+            now = utcnow()
+            metadata = {"channel": message.channel, "chat_id": message.chat_id}
+            thread = ThreadRecord(
+                thread_id=thread_id, user_id=user_id, metadata=metadata, created_at=now, updated_at=now
+            )
+            await self.threads.create(thread_id, thread)
+        return binding
+
+    async def command(self, message: InboundMessage, text: str) -> None:
+        name, _, argument = text[1:].partition(" ")
+        name = name.split("@", 1)[0].lower()  # /help@MyBot in Telegram groups
+        argument = argument.strip()
+        if name == "new":
+            binding = await self.binding(message, fresh=True)
+            reply = f"Started a new conversation ({binding.thread_id[:8]})."
+        elif name == "status":
+            reply = await self.status(message)
+        elif name == "models":
+            reply = await self.models(message, argument)
+        elif name == "memory":
+            reply = await self.recall(message)
+        elif name in ("help", "start"):
+            reply = HELP
+        else:
+            reply = f"I do not know /{name}.\n\n{HELP}"
+        await self.reply(message, reply)
+
+    async def status(self, message: InboundMessage) -> str:
+        assert self.threads is not None
+        binding = await self.binding(message)
+        thread = await self.threads.get(binding.thread_id)
+        model = binding.model_name or (
+            self.config.get_model().name if self.config.get_model() else "none configured"
+        )
+        busy = f"working on run {thread.active_run_id[:8]}" if thread and thread.active_run_id else "idle"
+        title = thread.title if thread and thread.title else "untitled"
+        return f"Conversation {binding.thread_id[:8]} ({title})\nModel: {model}\nStatus: {busy}"
+
+    async def models(self, message: InboundMessage, choice: str) -> str:
+        assert self.chats is not None
+        names = [m.name for m in self.config.models]
+        if not choice:
+            binding = await self.binding(message)
+            current = binding.model_name or (names[0] if names else None)
+            lines = [f"{'* ' if n == current else '  '}{n}" for n in names] or ["no models are configured"]
+            return "Models (choose with /models <name>):\n" + "\n".join(lines)
+        if choice not in names:
+            return f"There is no model {choice!r}. Available: {', '.join(names) or 'none'}"
+        binding = await self.binding(message)
+        key = chat_key(message.channel, message.chat_id, message.topic_id)
+        await self.chats.put(key, binding.model_copy(update={"model_name": choice, "updated_at": utcnow()}))
+        return f"This chat now uses {choice}."
+
+    async def recall(self, message: InboundMessage) -> str:
+        assert self.memory is not None
+        doc = await self.memory.get(MemoryDocument.key(chat_user(message)))
+        if doc is None or not (doc.facts or doc.work_context or doc.personal_context or doc.top_of_mind):
+            return "I do not remember anything about you yet."
+        lines = [text for text in (doc.work_context, doc.personal_context, doc.top_of_mind) if text]
+        lines += [f"- {fact.content}" for fact in sorted(doc.facts, key=lambda f: -f.confidence)[:15]]
+        return "What I remember about you:\n" + "\n".join(lines)
+
+    async def reply(self, message: InboundMessage, text: str) -> None:
+        out = OutboundMessage(
+            channel=message.channel,
+            chat_id=message.chat_id,
+            topic_id=message.topic_id,
+            reply_to=message.message_id,
+            kind="command",
+            text=text,
+        )
+        await self.bus.publish(
+            self.bus.subjects.chat_out(message.channel), out, msg_id=f"command:{message.dedupe_id()}"
+        )
+
+    # ------------------------------------------------------------------ projection
+
+    async def _projection(self, event: RunEvent) -> _Projection | None:
+        if event.run_id in self._projections:
+            return self._projections[event.run_id]
+        assert self.runs is not None
+        record = await self.runs.get(event.run_id)
+        origin = (record.metadata.get("origin") if record else None) or None
+        projection = _Projection(ChatOrigin.model_validate(origin), event.thread_id) if origin else None
+        self._projections[event.run_id] = projection
+        return projection
+
+    async def on_event(self, event: RunEvent, delivery: Delivery) -> None:
+        projection = await self._projection(event)
+        if event.event == "end":
+            self._projections.pop(event.run_id, None)
+        if projection is None:
+            return  # not a chat's run (the gateway's, say)
+        if event.event == "messages":
+            self._collect(projection, event.data)
+            await self._partial(event.run_id, projection)
+        elif event.event == "error":
+            data = event.data if isinstance(event.data, dict) else {}
+            projection.error = str(data.get("message") or data.get("error") or "unknown error")
+        elif event.event == "end":
+            await self._final(event, projection)
+
+    @staticmethod
+    def _collect(projection: _Projection, data: Any) -> None:
+        if not isinstance(data, list) or not data or not isinstance(data[0], dict):
+            return
+        chunk = data[0]
+        if chunk.get("type") not in ("AIMessageChunk", "ai") or not chunk.get("id"):
+            return  # only the assistant's own words reach a chat, never tool results or context
+        text = text_of(chunk.get("content"))
+        if not text:
+            return
+        message_id = chunk["id"]
+        if message_id not in projection.texts:
+            projection.order.append(message_id)
+            projection.texts[message_id] = ""
+        if chunk.get("type") == "ai":
+            projection.texts[message_id] = text
+        else:
+            projection.texts[message_id] += text
+
+    async def _partial(self, run_id: str, projection: _Projection) -> None:
+        now = time.monotonic()
+        text = projection.answer()
+        if not text or text == projection.sent_text:
+            return
+        if now - projection.last_sent < self.config.channels.stream_update_seconds:
+            return
+        projection.last_sent = now
+        projection.sent_text = text
+        projection.seq += 1
+        await self._send(run_id, projection, "partial", text, msg_id=None)
+
+    async def _final(self, event: RunEvent, projection: _Projection) -> None:
+        status = (event.data or {}).get("status") if isinstance(event.data, dict) else None
+        kind: str = "final"
+        files: list[FileRef] = []
+        if projection.error is not None or status == "error":
+            kind = "error"
+            text = f"Sorry, I could not finish that: {projection.error or 'the run failed'}"
+        elif status in ("interrupted", "timeout"):
+            kind = "error"
+            text = (
+                "I stopped before finishing." if status == "interrupted" else "That took too long; I stopped."
+            )
+        else:
+            text, kind, files = await self._outcome(event, projection)
+        projection.seq += 1
+        await self._send(event.run_id, projection, kind, text, msg_id=f"reply:{event.run_id}", files=files)
+
+    async def _outcome(self, event: RunEvent, projection: _Projection) -> tuple[str, str, list[FileRef]]:
+        """The run's answer from the thread's final state (complete even after a router restart)."""
+        user_id = f"{projection.origin.channel}:{projection.origin.user_id}"
+        request = ThreadStateRequest(thread_id=projection.thread_id, user_id=user_id)
+        try:
+            reply = await self.bus.request(
+                self.bus.subjects.threads("state"), request, ThreadStateReply, timeout=15
+            )
+            values = reply.state.values if reply.state else {}
+        except Exception as exc:  # the runner is gone: what streamed is what we have
+            log.warning("could not read the final state of run %s: %s", event.run_id, exc)
+            values = {}
+        messages = values.get("messages") or []
+        last = messages[-1] if messages else {}
+        if last.get("type") == "tool" and last.get("name") == "ask_clarification":
+            return text_of(last.get("content")), "clarification", []
+        answer = next(
+            (m for m in reversed(messages) if m.get("type") == "ai" and text_of(m.get("content"))), None
+        )
+        text = text_of(answer.get("content")) if answer else projection.answer()
+        files = [
+            FileRef(name=path.rsplit("/", 1)[-1], path=path)
+            for path in values.get("artifacts") or []
+            if path.startswith("/mnt/user-data/outputs/")
+        ]
+        return text or "(no answer)", "final", files
+
+    async def _send(
+        self,
+        run_id: str,
+        projection: _Projection,
+        kind: str,
+        text: str,
+        *,
+        msg_id: str | None,
+        files: list[FileRef] | None = None,
+    ) -> None:
+        origin = projection.origin
+        out = OutboundMessage(
+            channel=origin.channel,
+            chat_id=origin.chat_id,
+            topic_id=origin.topic_id,
+            reply_to=origin.message_id,
+            thread_id=projection.thread_id,
+            run_id=run_id,
+            kind=kind,  # type: ignore[arg-type]
+            text=text,
+            seq=projection.seq,
+            files=files or [],
+        )
+        await self.bus.publish(self.bus.subjects.chat_out(origin.channel), out, msg_id=msg_id)
+
+
+async def run(bus: Bus, config: AppConfig) -> None:
+    """The router component: both consumers until cancelled, then drain."""
+    router = Router(bus, config)
+    await router.open()
+    s = bus.subjects
+    inbound = Consumer(
+        bus,
+        stream=s.chat_in_stream,
+        durable="router",
+        filter_subjects=[s.chat_in_all],
+        model=InboundMessage,
+        handler=router.on_inbound,
+        # One at a time, across router processes too: a chat's messages become runs in the order sent.
+        concurrency=1,
+        max_ack_pending=1,
+    )
+    projection = Consumer(
+        bus,
+        stream=s.run_events_stream,
+        durable="router-projection",
+        filter_subjects=[s.run_events_all],
+        model=RunEvent,
+        handler=router.on_event,
+        concurrency=1,  # a run's events in order
+        max_ack_pending=1,
+        deliver_policy=DeliverPolicy.NEW,
+    )
+    await run_consumers(inbound, projection)

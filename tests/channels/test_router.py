@@ -1,0 +1,248 @@
+"""The chat router with a real runner: scripts and adapters publish chat messages and read replies."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import nats
+import pytest
+import pytest_asyncio
+
+from bus import Bus, decode
+from bus.messages import InboundMessage, OutboundMessage, RunRecord
+from bus.records import RecordStore
+from channels.router import run as run_router
+from config import AppConfig
+from tests.agents.conftest import running_runner
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+
+pytestmark = pytest.mark.asyncio
+
+
+@contextlib.asynccontextmanager
+async def running_router(nats_url: str, config: AppConfig) -> AsyncIterator[asyncio.Task[None]]:
+    bus = await Bus.connect(nats_url, config.bus, name="test-router", provision=True)
+    task = asyncio.create_task(run_router(bus, config))
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await bus.close()
+
+
+class Chat:
+    """A channel as an adapter sees it: publish user messages, collect the replies."""
+
+    def __init__(self, bus: Bus, channel: str = "cli") -> None:
+        self.bus = bus
+        self.channel = channel
+        self.replies: asyncio.Queue[OutboundMessage] = asyncio.Queue()
+        self._sub: Any = None
+
+    async def __aenter__(self) -> Chat:
+        async def on_reply(msg: Any) -> None:
+            self.replies.put_nowait(decode(OutboundMessage, msg.data))
+
+        self._sub = await self.bus.nc.subscribe(self.bus.subjects.chat_out(self.channel), cb=on_reply)
+        await self.bus.nc.flush()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._sub.unsubscribe()
+
+    async def say(self, text: str, chat_id: str = "c1", **kw: Any) -> InboundMessage:
+        message = InboundMessage(
+            channel=self.channel, chat_id=chat_id, text=text, user_id=kw.pop("user_id", "u1"), **kw
+        )
+        await self.bus.publish(self.bus.subjects.chat_in(self.channel), message, msg_id=message.dedupe_id())
+        return message
+
+    async def final(self, timeout: float = 30) -> OutboundMessage:
+        while True:
+            reply = await asyncio.wait_for(self.replies.get(), timeout)
+            if reply.kind != "partial":
+                return reply
+
+
+@pytest_asyncio.fixture
+async def stack(nats_url: str, app_config: Callable[[], AppConfig]) -> AsyncIterator[AppConfig]:
+    config = app_config()
+    async with running_runner(nats_url, config), running_router(nats_url, config):
+        yield config
+
+
+async def test_a_script_with_raw_nats_py_gets_its_reply(
+    bus: Bus, nats_url: str, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(text="Logs look fine today.", chunk_delay=0.01))
+    prefix = bus.config.prefix
+    nc = await nats.connect(nats_url)
+    replies: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def on_reply(msg: Any) -> None:
+        replies.put_nowait(json.loads(msg.data))
+
+    await nc.subscribe(f"{prefix}.chat.out.script", cb=on_reply)
+    await nc.jetstream().publish(
+        f"{prefix}.chat.in.script",
+        json.dumps({"channel": "script", "chat_id": "nightly", "text": "Summarize today's logs"}).encode(),
+    )
+    seen = []
+    while not seen or seen[-1]["kind"] == "partial":
+        seen.append(await asyncio.wait_for(replies.get(), 30))
+    await nc.close()
+    assert seen[-1]["kind"] == "final"
+    assert seen[-1]["text"] == "Logs look fine today."
+    assert seen[-1]["chat_id"] == "nightly"
+    partials = [r["text"] for r in seen[:-1]]
+    assert all("Logs look fine today.".startswith(p) for p in partials), "partials are the answer so far"
+
+
+async def test_a_second_message_during_a_run_is_answered_after_the_first(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(
+        Reply(text="first answer", when="one", delay=1), Reply(text="second answer", when="two")
+    )
+    async with Chat(bus) as chat:
+        await chat.say("message one")
+        await fake_model.wait_for_requests(1)
+        await chat.say("message two")
+        first, second = await chat.final(), await chat.final()
+    assert (first.text, second.text) == ("first answer", "second answer")
+    sent = [
+        m["content"] for m in fake_model.agent_requests[-1]["messages"] if m["role"] in ("user", "assistant")
+    ]
+    assert sent == ["message one", "first answer", "message two"], "one thread, in order"
+
+
+async def test_a_platform_retry_of_the_same_message_gets_one_answer(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    async with Chat(bus, "telegram") as chat:
+        message = await chat.say("hello once", message_id="m-77")
+        retry = message.model_copy()
+        # A retry after JetStream's dedupe window: a different Nats-Msg-Id, the same platform message.
+        await bus.publish(bus.subjects.chat_in("telegram"), retry, msg_id=message.dedupe_id() + ":late")
+        reply = await chat.final()
+        with pytest.raises(TimeoutError):
+            await chat.final(timeout=2)
+    assert reply.text == "You said: hello once"
+    assert len(fake_model.agent_requests) == 1
+
+
+async def test_commands_are_answered_without_a_run(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    async with Chat(bus) as chat:
+        await chat.say("/help")
+        assert "/new" in (await chat.final()).text
+        await chat.say("/status")
+        status = await chat.final()
+        assert status.kind == "command"
+        assert "Model: fake" in status.text
+        await chat.say("/models")
+        assert "* fake" in (await chat.final()).text
+        await chat.say("/models gpt-9")
+        assert "There is no model 'gpt-9'" in (await chat.final()).text
+        await chat.say("/memory")
+        assert "do not remember" in (await chat.final()).text
+        await chat.say("/dance")
+        assert "I do not know /dance" in (await chat.final()).text
+    assert fake_model.agent_requests == []
+
+
+async def test_new_starts_a_fresh_thread(bus: Bus, fake_model: FakeOpenAI, stack: AppConfig) -> None:
+    async with Chat(bus) as chat:
+        await chat.say("remember the number 7")
+        first = await chat.final()
+        await chat.say("/new")
+        await chat.final()
+        await chat.say("what number?")
+        second = await chat.final()
+    assert first.thread_id != second.thread_id
+    assert [m["content"] for m in fake_model.agent_requests[-1]["messages"] if m["role"] == "user"] == [
+        "what number?"
+    ]
+
+
+async def test_only_allowed_users_and_mentions_in_groups_get_answers(
+    bus: Bus,
+    nats_url: str,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+) -> None:
+    config_data["channels"] = {"telegram": {"allowed_users": ["alice"], "require_mention_in_groups": True}}
+    config = app_config()
+    async with (
+        running_runner(nats_url, config),
+        running_router(nats_url, config),
+        Chat(bus, "telegram") as chat,
+    ):
+        await chat.say("hi from a stranger", user_id="mallory")
+        await chat.say("group chatter", user_id="alice", chat_type="group", chat_id="g1")
+        await chat.say("@bot hello", user_id="alice", chat_type="group", chat_id="g1", mentioned=True)
+        reply = await chat.final()
+        with pytest.raises(TimeoutError):
+            await chat.final(timeout=2)
+    assert reply.text == "You said: @bot hello"
+    assert len(fake_model.agent_requests) == 1, "nothing ran for the others"
+
+
+async def test_only_assistant_text_reaches_the_chat_and_files_are_listed(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(
+        Reply(
+            text="Working on it.",
+            tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/a.md"]})],
+        ),
+        Reply(text="Here you go."),
+    )
+    async with Chat(bus) as chat:
+        await chat.say("make a file")
+        final = await chat.final()
+    assert final.text == "Here you go."
+    assert "Presented" not in final.text, "tool results stay out of replies"
+    assert [(f.name, f.path) for f in final.files] == [("a.md", "/mnt/user-data/outputs/a.md")]
+
+
+async def test_a_clarification_and_a_failure_reach_the_chat_readably(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(tool_calls=[ToolCall("ask_clarification", {"question": "Which city?"})]))
+    async with Chat(bus) as chat:
+        await chat.say("weather?")
+        question = await chat.final()
+        fake_model.script(Reply(text="bad request", status=400))
+        await chat.say("Paris")
+        failure = await chat.final()
+    assert (question.kind, question.text) == ("clarification", "Which city?")
+    assert failure.kind == "error"
+    assert failure.text.startswith("Sorry, I could not finish that:")
+
+
+async def test_a_router_restarted_mid_run_still_delivers_the_reply_once(
+    bus: Bus, nats_url: str, fake_model: FakeOpenAI, app_config: Callable[[], AppConfig]
+) -> None:
+    config = app_config()
+    fake_model.script(Reply(text="worth the wait", delay=2))
+    async with running_runner(nats_url, config), Chat(bus) as chat:
+        async with running_router(nats_url, config):
+            await chat.say("slow one")
+            await fake_model.wait_for_requests(1)
+        # the router is gone while the run goes on
+        async with running_router(nats_url, config):
+            reply = await chat.final()
+            with pytest.raises(TimeoutError):
+                await chat.final(timeout=2)
+    assert reply.text == "worth the wait"
+    store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    assert len(await store.keys()) == 1
