@@ -23,13 +23,19 @@ class ComponentSpec:
     enabled: Callable[[Any], bool] = lambda config: True
 
 
-# Filled in as components land (platform adapters next).
+# Filled in as components land (Slack, Feishu and DingTalk adapters next).
 COMPONENTS: dict[str, ComponentSpec] = {
     spec.name: spec
     for spec in (
         ComponentSpec("runner", "agents.runner:run", "the lead agent: RunRequests in, run events out"),
         ComponentSpec("sandbox", "sandbox.broker:run", "commands and files per thread, isolated with bwrap"),
         ComponentSpec("router", "channels.router:run", "chats to threads, commands, run events to replies"),
+        ComponentSpec(
+            "telegram",
+            "channels.telegram:run",
+            "Telegram bot (long polling)",
+            lambda c: c.channels.telegram.enabled,
+        ),
         ComponentSpec(
             "gateway", "gateway.server:run", "HTTP: the LangGraph-compatible API", lambda c: c.gateway.enabled
         ),

@@ -26,6 +26,7 @@ from typing import Any
 from nats.js.api import DeliverPolicy
 
 from bus import Bus, Consumer, Delivery, run_consumers
+from bus.files import output_key
 from bus.messages import (
     ChatBinding,
     ChatOrigin,
@@ -362,10 +363,15 @@ class Router:
             (m for m in reversed(messages) if m.get("type") == "ai" and text_of(m.get("content"))), None
         )
         text = text_of(answer.get("content")) if answer else projection.answer()
+        outputs = "/mnt/user-data/outputs/"
         files = [
-            FileRef(name=path.rsplit("/", 1)[-1], path=path)
+            FileRef(
+                name=path.rsplit("/", 1)[-1],
+                path=path,
+                object_name=output_key(user_id, projection.thread_id, path[len(outputs) :]),
+            )
             for path in values.get("artifacts") or []
-            if path.startswith("/mnt/user-data/outputs/")
+            if path.startswith(outputs)
         ]
         return text or "(no answer)", "final", files
 

@@ -1,0 +1,243 @@
+"""The Telegram adapter: python-telegram-bot long polling in, the router's replies out.
+
+Inbound: every message the bot receives (private chats; in groups what
+Telegram delivers: commands, mentions, replies) becomes an InboundMessage on
+`<prefix>.chat.in.telegram`, deduplicated by chat and message id. Outbound: a
+durable consumer of `<prefix>.chat.out.telegram` sends the first partial reply
+as a message and edits it as the answer streams, then edits in the final text
+(longer replies are split at 4096 characters, never inside a code block), and
+sends presented files as documents. Markdown from the model is rendered as
+Telegram HTML, falling back to plain text if Telegram refuses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import logging
+import re
+from typing import Any
+
+from telegram import InputFile, Message, Update
+from telegram.error import BadRequest, RetryAfter, TelegramError
+from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
+
+from bus import Bus, Consumer, Delivery, Retry, run_consumers
+from bus.messages import InboundMessage, OutboundMessage
+from config import AppConfig, TelegramConfig
+
+log = logging.getLogger(__name__)
+
+LIMIT = 4096
+
+
+def render_html(text: str) -> str:
+    """Model Markdown as Telegram HTML: code blocks, inline code, bold, italics, links; the rest escaped."""
+    parts = re.split(r"(```[\s\S]*?```)", text)
+    out = []
+    for part in parts:
+        if part.startswith("```") and part.endswith("```") and len(part) >= 6:
+            body = part[3:-3]
+            first, _, rest = body.partition("\n")
+            code = rest if first.strip().isidentifier() and rest else body
+            out.append(f"<pre>{html.escape(code.strip(chr(10)), quote=False)}</pre>")
+            continue
+        escaped = html.escape(part, quote=False)
+        escaped = re.sub(r"`([^`\n]+)`", r"<code>\1</code>", escaped)
+        escaped = re.sub(r"\*\*([^*\n]+)\*\*", r"<b>\1</b>", escaped)
+        escaped = re.sub(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])", r"<i>\1</i>", escaped)
+        escaped = re.sub(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)", r'<a href="\2">\1</a>', escaped)
+        out.append(escaped)
+    return "".join(out)
+
+
+def split_message(text: str, limit: int = LIMIT) -> list[str]:
+    """Pieces of at most `limit` characters, cut at paragraph or line ends, not inside a code block."""
+    if len(text) <= limit:
+        return [text]
+    pieces: list[str] = []
+    rest = text
+    while len(rest) > limit:
+        window = rest[:limit]
+        cut = max(window.rfind("\n\n"), window.rfind("\n"))
+        fences_before = window[: cut if cut > 0 else limit].count("```")
+        if cut <= limit // 4 or fences_before % 2 == 1:
+            block_start = window.rfind("```")
+            cut = block_start if fences_before % 2 == 1 and block_start > limit // 4 else cut
+        if cut <= 0:
+            cut = limit
+        pieces.append(rest[:cut].rstrip("\n"))
+        rest = rest[cut:].lstrip("\n")
+    if rest:
+        pieces.append(rest)
+    return pieces
+
+
+class TelegramAdapter:
+    def __init__(
+        self, bus: Bus, app: Application[Any, Any, Any, Any, Any, Any], config: TelegramConfig
+    ) -> None:
+        self.bus = bus
+        self.app = app
+        self.config = config
+        self.live: dict[str, tuple[int, int]] = {}  # run id -> (chat id, message id) being edited
+
+    # ------------------------------------------------------------------ inbound
+
+    async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        try:
+            await self._inbound(update)
+        except Exception:  # an update we cannot handle is logged and skipped, never fatal
+            log.exception("telegram: could not handle update %s", update.update_id)
+
+    async def _inbound(self, update: Update) -> None:
+        message = update.effective_message
+        if message is None or message.from_user is None or message.from_user.is_bot:
+            return
+        bot = self.app.bot
+        text = message.text or message.caption or ""
+        mentioned = False
+        for entity in message.entities or message.caption_entities or []:
+            fragment = text[entity.offset : entity.offset + entity.length]
+            if entity.type == "mention" and fragment.lstrip("@").lower() == (bot.username or "").lower():
+                mentioned = True
+            if entity.type == "text_mention" and entity.user and entity.user.id == bot.id:
+                mentioned = True
+        replied = message.reply_to_message
+        inbound = InboundMessage(
+            channel="telegram",
+            chat_id=str(message.chat.id),
+            user_id=str(message.from_user.id),
+            user_name=message.from_user.full_name,
+            message_id=str(message.message_id),
+            topic_id=str(message.message_thread_id)
+            if message.chat.is_forum and message.message_thread_id
+            else None,
+            chat_type="private" if message.chat.type == "private" else "group",
+            mentioned=mentioned,
+            reply_to_bot=bool(replied and replied.from_user and replied.from_user.id == bot.id),
+            text=text,
+        )
+        await self.bus.publish(self.bus.subjects.chat_in("telegram"), inbound, msg_id=inbound.dedupe_id())
+
+    # ------------------------------------------------------------------ outbound
+
+    async def on_outbound(self, out: OutboundMessage, delivery: Delivery) -> None:
+        try:
+            await self._outbound(out)
+        except RetryAfter as exc:
+            raise Retry(
+                f"Telegram asks to wait {exc.retry_after}s", delay=float(_seconds(exc.retry_after))
+            ) from None
+
+    async def _outbound(self, out: OutboundMessage) -> None:
+        chat_id = int(out.chat_id)
+        topic = {"message_thread_id": int(out.topic_id)} if out.topic_id else {}
+        if out.kind == "partial":
+            if not out.run_id:
+                return
+            live = self.live.get(out.run_id)
+            if live is None:
+                sent = await self._send(chat_id, out.text[:LIMIT], topic)
+                self.live[out.run_id] = (chat_id, sent.message_id)
+            else:
+                await self._edit(live[0], live[1], out.text[:LIMIT])
+            return
+        pieces = split_message(out.text or "(empty reply)")
+        live = self.live.pop(out.run_id, None) if out.run_id else None
+        if live is not None:
+            await self._edit(live[0], live[1], pieces[0])
+            pieces = pieces[1:]
+        for piece in pieces:
+            await self._send(chat_id, piece, topic)
+        for file in out.files:
+            await self._send_file(chat_id, file.object_name, file.name, topic)
+
+    async def _send(self, chat_id: int, text: str, topic: dict[str, Any]) -> Message:
+        try:
+            return await self.app.bot.send_message(chat_id, render_html(text), parse_mode="HTML", **topic)
+        except BadRequest as exc:
+            if "parse entities" not in str(exc).lower():
+                raise
+            return await self.app.bot.send_message(chat_id, text, **topic)
+
+    async def _edit(self, chat_id: int, message_id: int, text: str) -> None:
+        try:
+            await self.app.bot.edit_message_text(render_html(text), chat_id, message_id, parse_mode="HTML")
+        except BadRequest as exc:
+            reason = str(exc).lower()
+            if "not modified" in reason:
+                return
+            if "parse entities" in reason:
+                await self.app.bot.edit_message_text(text, chat_id, message_id)
+                return
+            raise
+
+    async def _send_file(
+        self, chat_id: int, object_name: str | None, name: str, topic: dict[str, Any]
+    ) -> None:
+        if not object_name:
+            return
+        store = await self.bus.files()
+        try:
+            result = await store.get(object_name)
+        except Exception as exc:
+            log.warning("telegram: file %s is not in the object store: %s", object_name, exc)
+            await self._send(chat_id, f"(I made {name}, but could not attach it.)", topic)
+            return
+        await self.app.bot.send_document(chat_id, InputFile(result.data or b"", filename=name), **topic)
+
+
+def _seconds(value: Any) -> float:
+    return value.total_seconds() if hasattr(value, "total_seconds") else float(value)
+
+
+def build_application(config: TelegramConfig) -> Application[Any, Any, Any, Any, Any, Any]:
+    token = config.resolved("bot_token")
+    if not token:
+        raise ValueError("channels.telegram.bot_token is not set")
+    builder = ApplicationBuilder().token(token).get_updates_read_timeout(30)
+    if config.base_url:
+        base = config.base_url.rstrip("/")
+        builder = builder.base_url(f"{base}/bot").base_file_url(f"{base}/file/bot")
+    return builder.build()
+
+
+async def run(bus: Bus, config: AppConfig) -> None:
+    """The Telegram adapter component: poll Telegram, send replies, until cancelled."""
+    settings = config.channels.telegram
+    app = build_application(settings)
+    adapter = TelegramAdapter(bus, app, settings)
+    app.add_handler(MessageHandler(filters.ALL, adapter.on_message))
+    s = bus.subjects
+    outbound = Consumer(
+        bus,
+        stream=s.chat_out_stream,
+        durable="telegram",
+        filter_subjects=[s.chat_out("telegram")],
+        model=OutboundMessage,
+        handler=adapter.on_outbound,
+        concurrency=1,  # replies in order
+        max_ack_pending=1,
+    )
+    async with app:
+        await app.start()
+        assert app.updater is not None
+        await app.updater.start_polling(
+            poll_interval=0.0, timeout=10, allowed_updates=["message", "edited_message"]
+        )
+        log.info("telegram adapter polling as @%s", app.bot.username)
+        try:
+            await run_consumers(outbound)
+        finally:
+            await asyncio.shield(_stop(app))
+
+
+async def _stop(app: Application[Any, Any, Any, Any, Any, Any]) -> None:
+    try:
+        if app.updater is not None and app.updater.running:
+            await app.updater.stop()
+        if app.running:
+            await app.stop()
+    except TelegramError as exc:
+        log.warning("telegram: stopping: %s", exc)

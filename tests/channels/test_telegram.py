@@ -1,0 +1,134 @@
+"""Telegram end to end: the real python-telegram-bot against a fake Bot API, through router and runner."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from bus import Bus
+from channels.telegram import render_html, split_message
+from channels.telegram import run as run_telegram
+from config import AppConfig
+from tests.agents.conftest import running_runner
+from tests.channels.test_router import running_router
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.telegram_server import FakeTelegram
+from tests.sandbox.conftest import running_broker
+
+
+@contextlib.asynccontextmanager
+async def running_adapter(nats_url: str, config: AppConfig) -> AsyncIterator[None]:
+    bus = await Bus.connect(nats_url, config.bus, name="test-telegram", provision=True)
+    task = asyncio.create_task(run_telegram(bus, config))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await bus.close()
+
+
+@pytest_asyncio.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def stack(
+    nats_url: str, telegram: FakeTelegram, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> AsyncIterator[AppConfig]:
+    config_data["channels"] = {
+        "stream_update_seconds": 0.05,
+        "telegram": {"enabled": True, "bot_token": telegram.token, "base_url": telegram.base_url},
+    }
+    config_data["sandbox"] = {"provider": "local"}
+    config = app_config()
+    async with (
+        running_runner(nats_url, config),
+        running_broker(nats_url, config),
+        running_router(nats_url, config),
+        running_adapter(nats_url, config),
+    ):
+        await telegram.wait_for("getMe")
+        yield config
+
+
+async def test_a_streamed_answer_is_sent_then_edited_into_the_final_text(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(text="The **capital** of France is `Paris`.", chunk_delay=0.1))
+    telegram.send_user_message("What is the capital of France?")
+    await telegram.wait_for("editMessageText", count=2)
+    sent = [p for m, p in telegram.calls if m == "sendMessage"]
+    assert len(sent) == 1, "one message, edited in place"
+    assert sent[0]["chat_id"] == 42
+    final = "The <b>capital</b> of France is <code>Paris</code>."
+    for _ in range(50):
+        edits = [p for m, p in telegram.calls if m == "editMessageText"]
+        if edits[-1]["text"] == final:
+            break
+        await asyncio.sleep(0.1)
+    assert edits[-1]["text"] == final
+    assert edits[-1]["parse_mode"] == "HTML"
+    assert (
+        edits[-1]["message_id"] == int(sent[0]["reply_to_message_id"])
+        if "reply_to_message_id" in sent[0]
+        else True
+    )
+
+
+async def test_a_presented_file_is_sent_as_a_document(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(
+        Reply(
+            tool_calls=[
+                ToolCall("write_file", {"path": "/mnt/user-data/outputs/notes.md", "content": "# Notes\n"})
+            ]
+        ),
+        Reply(tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/notes.md"]})]),
+        Reply(text="Here are your notes."),
+    )
+    telegram.send_user_message("write me notes")
+    documents = await telegram.wait_for("sendDocument")
+    assert documents[0]["document"] == b"# Notes\n"
+    assert documents[0]["document_name"] == "notes.md"
+    texts = [p["text"] for m, p in telegram.calls if m in ("sendMessage", "editMessageText")]
+    assert texts[-1] == "Here are your notes."
+    methods = [m for m, _ in telegram.calls if m in ("sendMessage", "editMessageText", "sendDocument")]
+    assert methods[-1] == "sendDocument", "the file follows the final text"
+
+
+async def test_a_retried_message_gets_one_answer_and_groups_need_a_mention(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    update = telegram.send_user_message("hello")
+    telegram.resend(update)
+    await telegram.wait_for("sendMessage")
+    telegram.send_user_message("chatter among humans", chat_id=-100, chat_type="supergroup")
+    mention = [{"type": "mention", "offset": 0, "length": len("@antler_bot")}]
+    telegram.send_user_message("@antler_bot help me", chat_id=-100, chat_type="supergroup", entities=mention)
+    await telegram.wait_for("sendMessage", count=2)
+    # Messages are handled in order: once this one is answered, no stray answer to the others can follow.
+    telegram.send_user_message("last one")
+    await telegram.wait_for("sendMessage", count=3)
+    answered = [p["chat_id"] for m, p in telegram.calls if m == "sendMessage"]
+    assert answered == [42, -100, 42]
+    asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+    assert asked == ["hello", "@antler_bot help me", "last one"], "the retry and the chatter ran nothing"
+
+
+def test_markdown_is_rendered_safely_and_long_replies_split_outside_code() -> None:
+    assert render_html("a < b & **c**") == "a &lt; b &amp; <b>c</b>"
+    assert render_html("```python\nx = '<tag>'\n```") == "<pre>x = '&lt;tag&gt;'</pre>"
+    text = "intro\n\n" + "```\n" + "line\n" * 900 + "```\n\nend"
+    pieces = split_message(text, 4096)
+    assert all(len(p) <= 4096 for p in pieces)
+    assert "".join(pieces).replace("\n", "") == text.replace("\n", "")

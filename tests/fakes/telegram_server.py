@@ -1,0 +1,167 @@
+"""A fake Telegram Bot API on 127.0.0.1, for python-telegram-bot pointed at it with `base_url`.
+
+It speaks the real wire format: `POST /bot<token>/<method>` with form or JSON
+parameters, `{"ok": true, "result": ...}` answers, long-polled `getUpdates`.
+Tests push user messages with `send_user_message()` and read what the bot did
+from `calls` (method, parameters) in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+BOT = {"id": 999, "is_bot": True, "first_name": "Antler", "username": "antler_bot"}
+
+
+class FakeTelegram:
+    def __init__(self, token: str = "123:TEST") -> None:
+        self.token = token
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.updates: list[dict[str, Any]] = []
+        self._update_ids = itertools.count(1)
+        self._message_ids = itertools.count(1000)
+        self._new_update = asyncio.Event()
+        self._new_call = asyncio.Event()
+        self.app = FastAPI()
+        self.app.post("/bot{token}/{method}")(self._method)
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def __aenter__(self) -> FakeTelegram:
+        self._server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning"))
+        self._task = asyncio.create_task(self._server.serve())
+        while not self._server.started:  # noqa: ASYNC110 - uvicorn offers no event for this
+            await asyncio.sleep(0.01)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        assert self._task is not None
+        self._server.should_exit = True
+        self._server.force_exit = True
+        await self._task
+
+    def send_user_message(
+        self,
+        text: str,
+        *,
+        chat_id: int = 42,
+        user_id: int = 7,
+        chat_type: str = "private",
+        entities: list[dict[str, Any]] | None = None,
+        update_id: int | None = None,
+    ) -> dict[str, Any]:
+        """Queue an update as if a user wrote to the bot; returns it (resend it to simulate a retry)."""
+        message = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": {
+                "id": chat_id,
+                "type": chat_type,
+                **({"title": "Group"} if chat_type != "private" else {}),
+            },
+            "from": {"id": user_id, "is_bot": False, "first_name": "Ana"},
+            "text": text,
+        }
+        if entities:
+            message["entities"] = entities
+        update = {"update_id": update_id or next(self._update_ids), "message": message}
+        self.updates.append(update)
+        self._new_update.set()
+        return update
+
+    def resend(self, update: dict[str, Any]) -> None:
+        """The same user message delivered again in a new update (a retry the adapter must absorb)."""
+        self.updates.append({**update, "update_id": next(self._update_ids)})
+        self._new_update.set()
+
+    async def wait_for(self, method: str, count: int = 1, timeout: float = 20.0) -> list[dict[str, Any]]:
+        async with asyncio.timeout(timeout):
+            while True:
+                found = [params for name, params in self.calls if name == method]
+                if len(found) >= count:
+                    return found
+                self._new_call.clear()
+                await self._new_call.wait()
+
+    def _message(self, chat_id: Any, text: str | None = None, **extra: Any) -> dict[str, Any]:
+        return {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": {"id": int(chat_id), "type": "private"},
+            "from": BOT,
+            **({"text": text} if text is not None else {}),
+            **extra,
+        }
+
+    async def _method(self, token: str, method: str, request: Request) -> Any:
+        if token != self.token:
+            return JSONResponse({"ok": False, "error_code": 401, "description": "Unauthorized"}, 401)
+        params = await _params(request)
+        if method == "getUpdates":
+            return {"ok": True, "result": await self._get_updates(params)}
+        self.calls.append((method, params))
+        self._new_call.set()
+        if method == "getMe":
+            return {"ok": True, "result": BOT}
+        if method in ("sendMessage", "editMessageText"):
+            result = self._message(params.get("chat_id"), str(params.get("text")))
+            if method == "editMessageText":
+                result["message_id"] = int(params["message_id"])
+            return {"ok": True, "result": result}
+        if method == "sendDocument":
+            document = {
+                "file_id": "f1",
+                "file_unique_id": "u1",
+                "file_name": params.get("document_name", "file"),
+            }
+            return {"ok": True, "result": self._message(params.get("chat_id"), document=document)}
+        return {"ok": True, "result": True}
+
+    async def _get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        offset = int(params.get("offset") or 0)
+        wait = min(float(params.get("timeout") or 0), 0.5)  # short polls keep shutdowns quick
+        deadline = time.monotonic() + wait
+        while True:
+            ready = [u for u in self.updates if u["update_id"] >= offset]
+            if ready or time.monotonic() >= deadline:
+                # Delivered updates are confirmed by the next offset; keep the unconfirmed ones.
+                self.updates = ready
+                return ready
+            self._new_update.clear()
+            try:
+                await asyncio.wait_for(self._new_update.wait(), max(deadline - time.monotonic(), 0.01))
+            except TimeoutError:
+                pass
+
+
+async def _params(request: Request) -> dict[str, Any]:
+    if request.headers.get("content-type", "").startswith("application/json"):
+        body = await request.json()
+        return dict(body) if isinstance(body, dict) else {}
+    form = await request.form()
+    params: dict[str, Any] = {}
+    for key, value in form.multi_items():
+        if hasattr(value, "read"):  # an uploaded file
+            params[key] = await value.read()
+            params[f"{key}_name"] = value.filename
+            continue
+        try:
+            params[key] = json.loads(value)
+        except (TypeError, ValueError):
+            params[key] = value
+    return params
