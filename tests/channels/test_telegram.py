@@ -7,7 +7,6 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import pytest
 import pytest_asyncio
 
 from bus import Bus
