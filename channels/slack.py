@@ -1,0 +1,178 @@
+"""The Slack adapter: slack-bolt in Socket Mode in, the router's replies out.
+
+Inbound: direct messages and `app_mention`s become InboundMessages on
+`<prefix>.chat.in.slack`; a mention can arrive both as `message` and as
+`app_mention`, and both carry the same `ts`, so the second is dropped as a
+duplicate. A conversation is the DM, or the Slack thread the message is in.
+Outbound: replies go into the message's thread: the first partial is posted,
+then updated (`chat.update`) as the answer streams, and the final text
+replaces it; presented files are uploaded (`files_upload_v2`). Model Markdown
+is rendered as Slack mrkdwn.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from slack_bolt.adapter.socket_mode.websockets import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bus import Bus, Consumer, Delivery, Retry, run_consumers
+from bus.messages import InboundMessage, OutboundMessage
+from config import AppConfig, SlackConfig
+
+log = logging.getLogger(__name__)
+
+LIMIT = 39_000  # Slack's message text limit is 40,000 characters
+
+
+def mrkdwn(text: str) -> str:
+    """Model Markdown as Slack mrkdwn: escaped &<>, *bold*, <url|links>, headings as bold lines."""
+    parts = re.split(r"(```[\s\S]*?```|`[^`\n]+`)", text)
+    out = []
+    for part in parts:
+        escaped = part.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        if part.startswith("`"):
+            out.append(escaped)
+            continue
+        escaped = re.sub(r"\*\*([^*\n]+)\*\*", r"*\1*", escaped)
+        escaped = re.sub(r"^#{1,6}\s+(.+)$", r"*\1*", escaped, flags=re.MULTILINE)
+        escaped = re.sub(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)", r"<\2|\1>", escaped)
+        out.append(escaped)
+    return "".join(out)
+
+
+class SlackAdapter:
+    def __init__(self, bus: Bus, app: AsyncApp, config: SlackConfig) -> None:
+        self.bus = bus
+        self.app = app
+        self.config = config
+        self.bot_user: str | None = None
+        self.live: dict[str, tuple[str, str]] = {}  # run id -> (channel, ts) of the reply being updated
+
+    # ------------------------------------------------------------------ inbound
+
+    async def on_event(self, event: dict[str, Any]) -> None:
+        try:
+            await self._inbound(event)
+        except Exception:  # an event we cannot handle is logged and skipped, never fatal
+            log.exception("slack: could not handle event %s", event.get("type"))
+
+    async def _inbound(self, event: dict[str, Any]) -> None:
+        if event.get("subtype") or event.get("bot_id") or not event.get("user"):
+            return  # edits, joins, bots (ourselves included)
+        if self.bot_user is None:
+            self.bot_user = (await self.app.client.auth_test()).get("user_id")
+        text = str(event.get("text") or "")
+        mention = f"<@{self.bot_user}>"
+        direct = event.get("channel_type") == "im"
+        mentioned = event.get("type") == "app_mention" or mention in text
+        if not direct and not mentioned:
+            return  # channel chatter the bot was not asked about
+        thread_ts = event.get("thread_ts") or (None if direct else event.get("ts"))
+        inbound = InboundMessage(
+            channel="slack",
+            chat_id=str(event.get("channel")),
+            user_id=str(event.get("user")),
+            message_id=str(event.get("ts")),
+            topic_id=thread_ts,
+            chat_type="private" if direct else "group",
+            mentioned=mentioned,
+            text=text.replace(mention, "").strip(),
+        )
+        await self.bus.publish(self.bus.subjects.chat_in("slack"), inbound, msg_id=inbound.dedupe_id())
+
+    # ------------------------------------------------------------------ outbound
+
+    async def on_outbound(self, out: OutboundMessage, delivery: Delivery) -> None:
+        try:
+            await self._outbound(out)
+        except SlackApiError as exc:
+            if exc.response.status_code == 429:
+                raise Retry(
+                    "Slack rate limit", delay=float(exc.response.headers.get("Retry-After", 1))
+                ) from None
+            raise
+
+    async def _outbound(self, out: OutboundMessage) -> None:
+        client = self.app.client
+        thread_ts = out.topic_id or out.reply_to
+        if out.kind == "partial":
+            if not out.run_id:
+                return
+            live = self.live.get(out.run_id)
+            if live is None:
+                posted = await client.chat_postMessage(
+                    channel=out.chat_id, thread_ts=thread_ts, text=mrkdwn(out.text)
+                )
+                self.live[out.run_id] = (out.chat_id, str(posted["ts"]))
+            else:
+                await client.chat_update(channel=live[0], ts=live[1], text=mrkdwn(out.text[:LIMIT]))
+            return
+        text = out.text or "(empty reply)"
+        pieces = [text[i : i + LIMIT] for i in range(0, len(text), LIMIT)]
+        live = self.live.pop(out.run_id, None) if out.run_id else None
+        if live is not None:
+            await client.chat_update(channel=live[0], ts=live[1], text=mrkdwn(pieces[0]))
+            pieces = pieces[1:]
+        for piece in pieces:
+            await client.chat_postMessage(channel=out.chat_id, thread_ts=thread_ts, text=mrkdwn(piece))
+        for file in out.files:
+            if not file.object_name:
+                continue
+            result = await (await self.bus.files()).get(file.object_name)
+            await client.files_upload_v2(
+                channel=out.chat_id,
+                thread_ts=thread_ts,
+                file=result.data or b"",
+                filename=file.name,
+                title=file.name,
+            )
+
+
+def build_app(config: SlackConfig) -> AsyncApp:
+    token = config.resolved("bot_token")
+    if not token:
+        raise ValueError("channels.slack.bot_token is not set")
+    client = AsyncWebClient(token=token, base_url=config.base_url or AsyncWebClient.BASE_URL)
+    client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=2))
+    return AsyncApp(client=client, signing_secret="socket-mode")
+
+
+async def run(bus: Bus, config: AppConfig) -> None:
+    """The Slack adapter component: Socket Mode in, replies out, until cancelled."""
+    settings = config.channels.slack
+    app = build_app(settings)
+    adapter = SlackAdapter(bus, app, settings)
+
+    @app.event("message")
+    async def on_message(event: dict[str, Any]) -> None:
+        await adapter.on_event(event)
+
+    @app.event("app_mention")
+    async def on_mention(event: dict[str, Any]) -> None:
+        await adapter.on_event(event)
+
+    handler = AsyncSocketModeHandler(app, app_token=settings.resolved("app_token"), web_client=app.client)
+    s = bus.subjects
+    outbound = Consumer(
+        bus,
+        stream=s.chat_out_stream,
+        durable="slack",
+        filter_subjects=[s.chat_out("slack")],
+        model=OutboundMessage,
+        handler=adapter.on_outbound,
+        concurrency=1,
+        max_ack_pending=1,
+    )
+    await handler.connect_async()
+    log.info("slack adapter connected in Socket Mode")
+    try:
+        await run_consumers(outbound)
+    finally:
+        await handler.close_async()

@@ -1,0 +1,135 @@
+"""Slack end to end: slack-bolt in Socket Mode against a fake Slack, through router and runner."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest_asyncio
+
+from bus import Bus
+from channels.slack import mrkdwn
+from channels.slack import run as run_slack
+from config import AppConfig
+from tests.agents.conftest import running_runner
+from tests.channels.test_router import running_router
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.slack_server import BOT_USER, FakeSlack
+from tests.sandbox.conftest import running_broker
+
+
+@contextlib.asynccontextmanager
+async def running_adapter(nats_url: str, config: AppConfig) -> AsyncIterator[None]:
+    bus = await Bus.connect(nats_url, config.bus, name="test-slack", provision=True)
+    task = asyncio.create_task(run_slack(bus, config))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await bus.close()
+
+
+@pytest_asyncio.fixture
+async def slack() -> AsyncIterator[FakeSlack]:
+    async with FakeSlack() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def stack(
+    nats_url: str, slack: FakeSlack, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> AsyncIterator[AppConfig]:
+    config_data["channels"] = {
+        "stream_update_seconds": 0.05,
+        "slack": {
+            "enabled": True,
+            "bot_token": "xoxb-test",
+            "app_token": "xapp-test",
+            "base_url": slack.base_url,
+        },
+    }
+    config_data["sandbox"] = {"provider": "local"}
+    config = app_config()
+    async with (
+        running_runner(nats_url, config),
+        running_broker(nats_url, config),
+        running_router(nats_url, config),
+        running_adapter(nats_url, config),
+    ):
+        await asyncio.wait_for(slack.connected.wait(), 20)
+        yield config
+
+
+def dm(text: str, ts: str = "1700000000.000100") -> dict[str, Any]:
+    return {"type": "message", "channel": "D1", "channel_type": "im", "user": "U1", "text": text, "ts": ts}
+
+
+async def test_a_dm_is_answered_in_its_thread_streamed_by_updates(
+    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(text="Here is **the** answer.", chunk_delay=0.1))
+    envelope = slack.send_event(dm("hello bot"))
+    posted = await slack.wait_for("chat.postMessage")
+    assert posted[0]["channel"] == "D1"
+    assert posted[0]["thread_ts"] == "1700000000.000100"
+    for _ in range(100):
+        updates = [p for m, p in slack.calls if m == "chat.update"]
+        if updates and updates[-1]["text"] == "Here is *the* answer.":
+            break
+        await asyncio.sleep(0.1)
+    assert updates[-1]["text"] == "Here is *the* answer."
+    assert len([m for m, _ in slack.calls if m == "chat.postMessage"]) == 1, "one reply, updated in place"
+    assert envelope["envelope_id"] in slack.acks
+
+
+async def test_a_mention_arriving_twice_gets_one_answer_and_chatter_none(
+    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    base = {"channel": "C1", "user": "U1", "ts": "1700000001.000200"}
+    slack.send_event(
+        {"type": "message", "channel_type": "channel", "text": "lunch anyone?", **base, "ts": "1.1"}
+    )
+    text = f"<@{BOT_USER}> summarize the plan"
+    slack.send_event({"type": "app_mention", "text": text, **base})
+    slack.send_event({"type": "message", "channel_type": "channel", "text": text, **base})
+    slack.send_event(dm("and one in private", ts="1700000002.000300"))
+    await slack.wait_for("chat.postMessage", count=2)
+    # The DM was sent last and is answered: nothing else is still coming for the earlier events.
+    for _ in range(100):
+        if (
+            len([p for m, p in slack.calls if m in ("chat.update", "chat.postMessage")]) >= 2
+            and len(fake_model.agent_requests) >= 2
+        ):
+            break
+        await asyncio.sleep(0.05)
+    asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+    assert asked == ["summarize the plan", "and one in private"]
+    threads = [p["thread_ts"] for m, p in slack.calls if m == "chat.postMessage"]
+    assert threads[0] == "1700000001.000200", "a channel answer goes into the mention's thread"
+
+
+async def test_a_presented_file_is_uploaded_to_the_thread(
+    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(
+        Reply(
+            tool_calls=[ToolCall("write_file", {"path": "/mnt/user-data/outputs/r.csv", "content": "a,b\n"})]
+        ),
+        Reply(tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/r.csv"]})]),
+        Reply(text="Attached."),
+    )
+    slack.send_event(dm("export it"))
+    completed = await slack.wait_for("files.completeUploadExternal")
+    assert list(slack.uploads.values()) == [b"a,b\n"]
+    assert completed[0]["channel_id"] == "D1"
+
+
+def test_markdown_becomes_mrkdwn() -> None:
+    assert (
+        mrkdwn("**bold** <tag> [site](https://x.io) `a<b`")
+        == "*bold* &lt;tag&gt; <https://x.io|site> `a&lt;b`"
+    )

@@ -1,0 +1,159 @@
+"""A fake Slack on 127.0.0.1: the Web API (`/api/<method>`) and a Socket Mode WebSocket.
+
+slack-bolt runs unmodified against it: `apps.connections.open` hands out the
+WebSocket URL, the socket says `hello`, tests push `events_api` envelopes with
+`send_event()`, and the app's acks and Web API calls are recorded in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
+
+BOT_USER = "UBOT"
+
+
+class FakeSlack:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.acks: list[str] = []
+        self.uploads: dict[str, bytes] = {}
+        self._events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._new_call = asyncio.Event()
+        self.connected = asyncio.Event()
+        self.app = FastAPI()
+        self.app.post("/api/{method}")(self._api)
+        self.app.post("/upload/{file_id}")(self._upload)
+        self.app.websocket("/link")(self._socket)
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    async def __aenter__(self) -> FakeSlack:
+        self._server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning"))
+        self._task = asyncio.create_task(self._server.serve())
+        while not self._server.started:  # noqa: ASYNC110 - uvicorn offers no event for this
+            await asyncio.sleep(0.01)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        assert self._task is not None
+        self._server.should_exit = True
+        self._server.force_exit = True
+        await self._task
+
+    def send_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Deliver an Events API event over the socket; returns the envelope (send it again to retry)."""
+        envelope = {
+            "envelope_id": str(uuid.uuid4()),
+            "type": "events_api",
+            "accepts_response_payload": False,
+            "payload": {
+                "token": "x",
+                "team_id": "T1",
+                "api_app_id": "A1",
+                "type": "event_callback",
+                "event_id": "Ev" + uuid.uuid4().hex[:10],
+                "event_time": int(time.time()),
+                "event": event,
+            },
+        }
+        self._events.put_nowait(envelope)
+        return envelope
+
+    def resend(self, envelope: dict[str, Any]) -> None:
+        self._events.put_nowait({**envelope, "envelope_id": str(uuid.uuid4())})
+
+    async def wait_for(self, method: str, count: int = 1, timeout: float = 20.0) -> list[dict[str, Any]]:
+        async with asyncio.timeout(timeout):
+            while True:
+                found = [params for name, params in self.calls if name == method]
+                if len(found) >= count:
+                    return found
+                self._new_call.clear()
+                await self._new_call.wait()
+
+    async def _api(self, method: str, request: Request) -> Any:
+        params = await _params(request)
+        self.calls.append((method, params))
+        self._new_call.set()
+        if method == "apps.connections.open":
+            return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/link"}
+        if method == "auth.test":
+            return {"ok": True, "user_id": BOT_USER, "bot_id": "B1", "team_id": "T1", "user": "antler"}
+        if method in ("chat.postMessage", "chat.update"):
+            ts = params.get("ts") or f"{time.time():.6f}"
+            return {
+                "ok": True,
+                "channel": params.get("channel"),
+                "ts": ts,
+                "message": {"text": params.get("text")},
+            }
+        if method == "files.getUploadURLExternal":
+            file_id = "F" + uuid.uuid4().hex[:8]
+            return {
+                "ok": True,
+                "upload_url": f"http://127.0.0.1:{self.port}/upload/{file_id}",
+                "file_id": file_id,
+            }
+        if method == "files.completeUploadExternal":
+            files = params.get("files")
+            files = json.loads(files) if isinstance(files, str) else files
+            return {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")} for f in files or []]}
+        return {"ok": True}
+
+    async def _upload(self, file_id: str, request: Request) -> Any:
+        form = await request.form() if "multipart" in request.headers.get("content-type", "") else None
+        if form is not None:
+            item = next(iter(form.values()))
+            data = await item.read() if hasattr(item, "read") else str(item).encode()
+        else:
+            data = await request.body()
+        self.uploads[file_id] = data
+        return {"ok": True}
+
+    async def _socket(self, websocket: WebSocket) -> None:
+        await websocket.accept()
+        await websocket.send_text(json.dumps({"type": "hello", "num_connections": 1}))
+        self.connected.set()
+
+        async def pump() -> None:
+            while True:
+                envelope = await self._events.get()
+                await websocket.send_text(json.dumps(envelope))
+
+        sender = asyncio.create_task(pump())
+        try:
+            while True:
+                data = json.loads(await websocket.receive_text())
+                if "envelope_id" in data:
+                    self.acks.append(data["envelope_id"])
+        except WebSocketDisconnect:
+            pass
+        finally:
+            sender.cancel()
+
+
+async def _params(request: Request) -> dict[str, Any]:
+    """Parameters as slack_sdk sends them: query string, form or JSON body."""
+    params: dict[str, Any] = dict(request.query_params)
+    kind = request.headers.get("content-type", "")
+    if kind.startswith("application/json"):
+        body = await request.json()
+        params.update(body if isinstance(body, dict) else {})
+    else:
+        form = await request.form()
+        params.update({key: value for key, value in form.multi_items()})
+    return params
