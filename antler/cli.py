@@ -84,6 +84,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write one <Name>.schema.json file per envelope into this directory")
 
     p = sub.add_parser(
+        "bench",
+        help="run a performance benchmark (from a source checkout)",
+        description="Measure whole chat turns through the bus: the runner in its own process, a "
+        "zero-latency scripted model over HTTP; prints the latency of one turn and the throughput "
+        "with many chats at once.",
+    )
+    p.add_argument(
+        "name", nargs="?", default="turns", choices=["turns"], help="which benchmark (default: turns)"
+    )
+    p.add_argument("--chats", type=int, default=50, help="chats at once for the throughput part (default 50)")
+    p.add_argument("--turns", type=int, default=300, help="turns in the throughput part (default 300)")
+    p.add_argument("--warmup", type=int, default=5, help="turns before measuring (default 5)")
+    p.add_argument("--repo", default=".", help="the repository checkout (default: this directory)")
+
+    p = sub.add_parser(
         "dlq",
         help="list, show or replay dead-lettered messages",
         description="Messages that failed too often, or were malformed, wait in the dead-letter stream "
@@ -124,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from antler.send import send as command
         elif args.command == "tail":
             from antler.tail import tail as command
+        elif args.command == "bench":
+            from antler.bench import bench as command
         else:
             from antler.dlq import dlq as command
         return run_main(command(args))

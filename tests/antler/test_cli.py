@@ -142,7 +142,9 @@ async def test_a_bad_config_file_is_reported_without_a_traceback(tmp_path: Path)
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("command", ["up", "run", "send", "tail", "schema", "dlq", "dlq list", "dlq replay"])
+@pytest.mark.parametrize(
+    "command", ["up", "run", "send", "tail", "schema", "dlq", "dlq list", "dlq replay", "bench"]
+)
 async def test_every_command_has_help(command: str) -> None:
     proc = await run_antler(*command.split(), "--help")
     code, out, _ = await finished(proc)
@@ -243,3 +245,9 @@ async def test_send_without_anyone_answering_times_out_with_a_hint(
     assert "is the router running?" in err
     info = await bus.js.stream_info(bus.subjects.chat_in_stream)
     assert info.state.messages == 1, "the message itself waits on the bus for the router"
+
+
+async def test_bench_outside_a_checkout_says_where_to_run_it(tmp_path: Path) -> None:
+    code, _, err = await finished(await run_antler("bench", "--repo", str(tmp_path), cwd=tmp_path))
+    assert code == 2
+    assert "run antler bench from the repository" in err

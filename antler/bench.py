@@ -1,0 +1,32 @@
+"""`antler bench`: the performance benchmarks, run from a source checkout.
+
+They drive the real components against a zero-latency scripted model, which
+lives with the test fakes (tests/fakes), so the benchmarks need the repository,
+not just the installed package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import sys
+from pathlib import Path
+
+from antler._common import CliError
+
+BENCHMARKS = {"turns": "tests.bench.bench_turns"}
+
+
+async def bench(args: argparse.Namespace) -> int:
+    repo = await asyncio.to_thread(lambda: Path(args.repo).resolve())
+    if not await asyncio.to_thread((repo / "tests" / "bench").is_dir):
+        raise CliError(
+            f"no benchmarks under {repo}/tests/bench: run antler bench from the repository", code=2
+        )
+    sys.path.insert(0, str(repo))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))
+    module = importlib.import_module(BENCHMARKS[args.name])
+    await module.main(args.chats, args.turns, args.warmup)
+    return 0
