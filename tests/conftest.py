@@ -8,10 +8,11 @@ Each test gets its own subject prefix (and so its own streams and buckets).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,38 @@ async def finished(proc: asyncio.subprocess.Process, timeout: float = 30.0) -> t
         raise
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
+
+
+@contextlib.asynccontextmanager
+async def running_component(
+    nats_url: str,
+    config: AppConfig,
+    entry: Callable[[Bus, AppConfig], Awaitable[None]],
+    name: str,
+    ready: Callable[[Bus, asyncio.Task[None]], Awaitable[None]] | None = None,
+) -> AsyncIterator[Bus]:
+    """A component in this process on its own connection (as in its own process), drained on exit."""
+    bus = await Bus.connect(nats_url, config.bus, name=f"test-{name}", provision=True)
+    task = asyncio.create_task(entry(bus, config))
+    try:
+        if ready is not None:
+            await ready(bus, task)
+        yield bus
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await bus.close()
+
+
+async def until_answering(subject: str, bus: Bus, task: asyncio.Task[None]) -> None:
+    """Wait until a component's micro service answers on `subject` (it is up)."""
+    for _ in range(400):
+        if task.done():
+            task.result()
+        try:
+            await bus.nc.request(subject, b"{}", timeout=0.5)
+            return
+        except Exception:
+            await asyncio.sleep(0.025)
+    raise TimeoutError(f"nothing answered on {subject}")

@@ -14,29 +14,16 @@ from bus import Bus
 from bus.messages import RunRequest
 from bus.runs import collect_run, submit_run
 from config import AppConfig
+from tests.conftest import running_component, until_answering
 
 
-@contextlib.asynccontextmanager
-async def running_runner(nats_url: str, config: AppConfig) -> AsyncIterator[None]:
+def running_runner(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
     """A runner component in this process, on its own connection, drained on exit."""
-    bus = await Bus.connect(nats_url, config.bus, name="test-runner", provision=True)
-    task = asyncio.create_task(run_runner(bus, config))
-    try:
-        # The threads service answering means the runner is fully up.
-        for _ in range(200):
-            if task.done():
-                task.result()
-            try:
-                await bus.nc.request(bus.subjects.threads("state"), b'{"thread_id": "probe"}', timeout=0.5)
-                break
-            except Exception:
-                await asyncio.sleep(0.05)
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await bus.close()
+
+    async def ready(bus: Bus, task: asyncio.Task[None]) -> None:
+        await until_answering(bus.subjects.threads("state"), bus, task)
+
+    return running_component(nats_url, config, run_runner, "runner", ready)
 
 
 @pytest_asyncio.fixture

@@ -18,22 +18,14 @@ from bus.records import RecordStore
 from channels.router import run as run_router
 from config import AppConfig
 from tests.agents.conftest import running_runner
+from tests.conftest import running_component
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 
 pytestmark = pytest.mark.asyncio
 
 
-@contextlib.asynccontextmanager
-async def running_router(nats_url: str, config: AppConfig) -> AsyncIterator[asyncio.Task[None]]:
-    bus = await Bus.connect(nats_url, config.bus, name="test-router", provision=True)
-    task = asyncio.create_task(run_router(bus, config))
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await bus.close()
+def running_router(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
+    return running_component(nats_url, config, run_router, "router")
 
 
 class Chat:

@@ -15,22 +15,14 @@ from channels.slack import run as run_slack
 from config import AppConfig
 from tests.agents.conftest import running_runner
 from tests.channels.test_router import running_router
+from tests.conftest import running_component
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.slack_server import BOT_USER, FakeSlack
 from tests.sandbox.conftest import running_broker
 
 
-@contextlib.asynccontextmanager
-async def running_adapter(nats_url: str, config: AppConfig) -> AsyncIterator[None]:
-    bus = await Bus.connect(nats_url, config.bus, name="test-slack", provision=True)
-    task = asyncio.create_task(run_slack(bus, config))
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await bus.close()
+def running_adapter(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
+    return running_component(nats_url, config, run_slack, "slack")
 
 
 @pytest_asyncio.fixture

@@ -15,22 +15,14 @@ from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.agents.conftest import running_runner
 from tests.channels.test_router import running_router
+from tests.conftest import running_component
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
 from tests.sandbox.conftest import running_broker
 
 
-@contextlib.asynccontextmanager
-async def running_adapter(nats_url: str, config: AppConfig) -> AsyncIterator[None]:
-    bus = await Bus.connect(nats_url, config.bus, name="test-telegram", provision=True)
-    task = asyncio.create_task(run_telegram(bus, config))
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await bus.close()
+def running_adapter(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
+    return running_component(nats_url, config, run_telegram, "telegram")
 
 
 @pytest_asyncio.fixture

@@ -20,9 +20,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+
+from tests.fakes._server import LocalServer
 
 TITLE_MARKER = "Write a title for this conversation"
 
@@ -54,18 +55,16 @@ def _last_text(messages: list[dict[str, Any]], roles: tuple[str, ...] = ("user",
     return ""
 
 
-class FakeOpenAI:
+class FakeOpenAI(LocalServer):
     """The server and its script. Use `async with FakeOpenAI() as fake:`."""
 
     def __init__(self, api_key: str | None = None) -> None:
+        super().__init__()
         self.api_key = api_key
         self.requests: list[dict[str, Any]] = []
         self.agent_requests: list[dict[str, Any]] = []  # excluding title requests
         self._script: list[Reply] = []
         self._arrived = asyncio.Event()
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
-        self.port = 0
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self._completions)
 
@@ -86,22 +85,6 @@ class FakeOpenAI:
             while len(self.agent_requests) < count:
                 self._arrived.clear()
                 await self._arrived.wait()
-
-    async def __aenter__(self) -> FakeOpenAI:
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve())
-        while not self._server.started:  # noqa: ASYNC110 - uvicorn offers no event for this
-            await asyncio.sleep(0.01)
-        self.port = self._server.servers[0].sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        assert self._task is not None
-        self._server.should_exit = True
-        self._server.force_exit = True
-        await self._task
 
     def _choose(self, body: dict[str, Any]) -> Reply:
         messages = body.get("messages", [])

@@ -13,14 +13,16 @@ import time
 import uuid
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
+
+from tests.fakes._server import LocalServer
 
 BOT_USER = "UBOT"
 
 
-class FakeSlack:
+class FakeSlack(LocalServer):
     def __init__(self) -> None:
+        super().__init__()
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.acks: list[str] = []
         self.uploads: dict[str, bytes] = {}
@@ -31,28 +33,10 @@ class FakeSlack:
         self.app.post("/api/{method}")(self._api)
         self.app.post("/upload/{file_id}")(self._upload)
         self.app.websocket("/link")(self._socket)
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
-        self.port = 0
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api/"
-
-    async def __aenter__(self) -> FakeSlack:
-        self._server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning"))
-        self._task = asyncio.create_task(self._server.serve())
-        while not self._server.started:  # noqa: ASYNC110 - uvicorn offers no event for this
-            await asyncio.sleep(0.01)
-        self.port = self._server.servers[0].sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        assert self._task is not None
-        self._server.should_exit = True
-        self._server.force_exit = True
-        await self._task
 
     def send_event(self, event: dict[str, Any]) -> dict[str, Any]:
         """Deliver an Events API event over the socket; returns the envelope (send it again to retry)."""

@@ -14,15 +14,17 @@ import json
 import time
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+
+from tests.fakes._server import LocalServer
 
 BOT = {"id": 999, "is_bot": True, "first_name": "Antler", "username": "antler_bot"}
 
 
-class FakeTelegram:
+class FakeTelegram(LocalServer):
     def __init__(self, token: str = "123:TEST") -> None:
+        super().__init__()
         self.token = token
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.updates: list[dict[str, Any]] = []
@@ -32,28 +34,10 @@ class FakeTelegram:
         self._new_call = asyncio.Event()
         self.app = FastAPI()
         self.app.post("/bot{token}/{method}")(self._method)
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
-        self.port = 0
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    async def __aenter__(self) -> FakeTelegram:
-        self._server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning"))
-        self._task = asyncio.create_task(self._server.serve())
-        while not self._server.started:  # noqa: ASYNC110 - uvicorn offers no event for this
-            await asyncio.sleep(0.01)
-        self.port = self._server.servers[0].sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        assert self._task is not None
-        self._server.should_exit = True
-        self._server.force_exit = True
-        await self._task
 
     def send_user_message(
         self,

@@ -18,27 +18,25 @@ from config import AppConfig
 from config.loader import _build
 from gateway.server import run as run_gateway
 from tests.agents.conftest import running_runner
+from tests.conftest import running_component
 from tests.sandbox.conftest import running_broker
 
 
 @contextlib.asynccontextmanager
 async def running_gateway(nats_url: str, config: AppConfig) -> AsyncIterator[str]:
-    bus = await Bus.connect(nats_url, config.bus, name="test-gateway", provision=True)
+    """The gateway on a free port; yields its base URL (which it writes to the data dir when it listens)."""
     url_file = Path(config.bus.data_dir) / "gateway.url"
-    task = asyncio.create_task(run_gateway(bus, config))
-    try:
+
+    async def ready(bus: Bus, task: asyncio.Task[None]) -> None:
         for _ in range(400):
             if task.done():
                 task.result()
-            if url_file.is_file():
-                break
+            if await asyncio.to_thread(url_file.is_file):
+                return
             await asyncio.sleep(0.025)
+
+    async with running_component(nats_url, config, run_gateway, "gateway", ready):
         yield url_file.read_text().strip()
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await bus.close()
 
 
 def skills_dir(tmp_path: Path) -> Path:

@@ -16,6 +16,7 @@ from config import AppConfig
 from config.loader import _build
 from sandbox import SandboxClient, bwrap_works
 from sandbox.broker import run as run_broker
+from tests.conftest import running_component, until_answering
 
 BWRAP = bwrap_works()
 needs_bwrap = pytest.mark.skipif(
@@ -45,25 +46,11 @@ def sandbox_config(tmp_path: Path, bus: Bus) -> dict[str, Any]:
     }
 
 
-@contextlib.asynccontextmanager
-async def running_broker(nats_url: str, config: AppConfig) -> AsyncIterator[None]:
-    bus = await Bus.connect(nats_url, config.bus, name="test-broker", provision=True)
-    task = asyncio.create_task(run_broker(bus, config))
-    try:
-        for _ in range(200):
-            if task.done():
-                task.result()
-            try:
-                await bus.nc.request(bus.subjects.sandbox("list_dir"), b"{}", timeout=0.5)
-                break
-            except Exception:
-                await asyncio.sleep(0.05)
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await bus.close()
+def running_broker(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
+    async def ready(bus: Bus, task: asyncio.Task[None]) -> None:
+        await until_answering(bus.subjects.sandbox("list_dir"), bus, task)
+
+    return running_component(nats_url, config, run_broker, "broker", ready)
 
 
 @pytest.fixture(params=PROVIDERS)

@@ -1,0 +1,36 @@
+"""Serving a fake's FastAPI app on a free loopback port, for `async with`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Self
+
+import uvicorn
+from fastapi import FastAPI
+
+
+class LocalServer:
+    """Subclasses set `self.app` and get `port` once inside `async with`."""
+
+    app: FastAPI
+
+    def __init__(self) -> None:
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.port = 0
+
+    async def __aenter__(self) -> Self:
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._task = asyncio.create_task(self._server.serve())
+        while not self._server.started:  # noqa: ASYNC110 - uvicorn offers no event for this
+            await asyncio.sleep(0.01)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        assert self._task is not None
+        self._server.should_exit = True
+        self._server.force_exit = True
+        await self._task
