@@ -6,6 +6,10 @@ outputs/<user>/<thread>/<relative path> what the agent wrote under /mnt/user-dat
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from pathlib import PurePosixPath
+
 from nats.js.api import ObjectInfo
 from nats.js.errors import NotFoundError
 from nats.js.object_store import ObjectStore
@@ -13,6 +17,7 @@ from nats.js.object_store import ObjectStore
 from bus.subjects import safe_token
 
 UPLOADS = "uploads"
+INBOX = "inbox"
 OUTPUTS = "outputs"
 
 
@@ -35,3 +40,21 @@ async def list_objects(store: ObjectStore, prefix: str = "") -> list[ObjectInfo]
     except NotFoundError:  # nats-py's answer for a store without objects
         return []
     return [info for info in infos if info.name.startswith(prefix) and not info.deleted]
+
+
+def inbox_key(channel: str, chat_id: str, message_id: str, name: str) -> str:
+    return (
+        f"{INBOX}/{safe_token(channel)}/{safe_token(chat_id)}/{safe_token(message_id)}/{safe_filename(name)}"
+    )
+
+
+def safe_filename(name: str) -> str:
+    """A file name that is just a name: no folders, no control characters, no leading dots."""
+    name = unicodedata.normalize("NFC", name or "")
+    name = PurePosixPath(name.replace("\\", "/")).name
+    name = re.sub(r"[\x00-\x1f\x7f/]", "", name).strip().lstrip(".")
+    name = re.sub(r"\s+", " ", name)
+    if len(name) > 200:
+        stem, dot, ext = name.rpartition(".")
+        name = (stem[: 200 - len(ext) - 1] + "." + ext) if dot and len(ext) < 12 else name[:200]
+    return name or "upload"

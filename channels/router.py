@@ -23,10 +23,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from nats.js.api import DeliverPolicy
+from nats.js.api import DeliverPolicy, ObjectMeta
 
 from bus import Bus, Consumer, Delivery, run_consumers
-from bus.files import output_key
+from bus.files import output_key, safe_filename, upload_key
 from bus.messages import (
     ChatBinding,
     ChatOrigin,
@@ -139,6 +139,10 @@ class Router:
             return
         binding = await self.binding(message)
         run_id = str(uuid.uuid5(RUN_NAMESPACE, message.dedupe_id()))
+        uploaded = await self.file_uploads(message, binding)
+        if uploaded:
+            listing = "\n".join(f"- {path}" for path in uploaded)
+            text = f"{text}\n\n[Files sent with this message, now in the sandbox:\n{listing}]".strip()
         configurable: dict[str, Any] = {}
         if binding.model_name:
             configurable["model_name"] = binding.model_name
@@ -165,6 +169,26 @@ class Router:
             log.info("message %s was already turned into run %s", message.dedupe_id(), run_id)
             return
         await submit_run(self.bus, request)
+
+    async def file_uploads(self, message: InboundMessage, binding: ChatBinding) -> list[str]:
+        """Move files an adapter staged for this message into the thread's uploads; their virtual paths."""
+        store = await self.bus.files()
+        paths = []
+        for file in message.files:
+            if not file.object_name:
+                continue
+            name = safe_filename(file.name)
+            try:
+                staged = await store.get(file.object_name)
+            except Exception as exc:  # gone (already filed on an earlier delivery): say so, keep going
+                log.warning("chat file %s is not in the object store: %s", file.object_name, exc)
+                continue
+            key = upload_key(binding.user_id, binding.thread_id, name)
+            headers = {"Content-Type": file.content_type or "application/octet-stream"}
+            await store.put(key, staged.data or b"", meta=ObjectMeta(name=key, headers=headers))
+            await store.delete(file.object_name)
+            paths.append(f"/mnt/user-data/uploads/{name}")
+        return paths
 
     async def binding(self, message: InboundMessage, *, fresh: bool = False) -> ChatBinding:
         """The chat's thread, created on first contact (or anew for /new), safely under concurrency."""

@@ -18,17 +18,20 @@ import logging
 import re
 from typing import Any
 
+from nats.js.api import ObjectMeta
 from telegram import InputFile, Message, Update
 from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
 from bus import Bus, Consumer, Delivery, Retry, run_consumers
-from bus.messages import InboundMessage, OutboundMessage
+from bus.files import inbox_key
+from bus.messages import FileRef, InboundMessage, OutboundMessage
 from config import AppConfig, TelegramConfig
 
 log = logging.getLogger(__name__)
 
 LIMIT = 4096
+MAX_FILE_BYTES = 20 * 1024 * 1024  # what the Bot API lets a bot download
 
 
 def render_html(text: str) -> str:
@@ -104,6 +107,7 @@ class TelegramAdapter:
             if entity.type == "text_mention" and entity.user and entity.user.id == bot.id:
                 mentioned = True
         replied = message.reply_to_message
+        files = await self._files_in(message)
         inbound = InboundMessage(
             channel="telegram",
             chat_id=str(message.chat.id),
@@ -117,8 +121,29 @@ class TelegramAdapter:
             mentioned=mentioned,
             reply_to_bot=bool(replied and replied.from_user and replied.from_user.id == bot.id),
             text=text,
+            files=files,
         )
         await self.bus.publish(self.bus.subjects.chat_in("telegram"), inbound, msg_id=inbound.dedupe_id())
+
+    async def _files_in(self, message: Message) -> list[FileRef]:
+        """A document or photo sent to the bot, staged in the object store for the router."""
+        if message.document is not None:
+            source: Any = message.document
+            name = message.document.file_name or f"document_{message.message_id}"
+            content_type = message.document.mime_type
+        elif message.photo:
+            source = message.photo[-1]  # the largest size
+            name, content_type = f"photo_{message.message_id}.jpg", "image/jpeg"
+        else:
+            return []
+        if source.file_size and source.file_size > MAX_FILE_BYTES:
+            log.info("telegram: skipping %s (%d bytes, over the limit)", name, source.file_size)
+            return []
+        data = bytes(await (await source.get_file()).download_as_bytearray())
+        key = inbox_key("telegram", str(message.chat.id), str(message.message_id), name)
+        store = await self.bus.files()
+        await store.put(key, data, meta=ObjectMeta(name=key, headers={"Content-Type": content_type or ""}))
+        return [FileRef(name=name, content_type=content_type, size=len(data), object_name=key)]
 
     # ------------------------------------------------------------------ outbound
 

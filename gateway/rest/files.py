@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import mimetypes
-import re
-import unicodedata
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -21,7 +19,7 @@ from fastapi.responses import Response
 from nats.js.api import ObjectMeta
 from pydantic import BaseModel
 
-from bus.files import OUTPUTS, UPLOADS, list_objects, output_key, thread_prefix, upload_key
+from bus.files import OUTPUTS, UPLOADS, list_objects, output_key, safe_filename, thread_prefix, upload_key
 from gateway.deps import GW, Me
 
 log = logging.getLogger(__name__)
@@ -51,18 +49,6 @@ class UploadResponse(BaseModel):
 class UploadList(BaseModel):
     files: list[UploadedFile]
     count: int
-
-
-def safe_filename(name: str) -> str:
-    """A file name that is just a name: no folders, no control characters, no leading dots."""
-    name = unicodedata.normalize("NFC", name or "")
-    name = PurePosixPath(name.replace("\\", "/")).name
-    name = re.sub(r"[\x00-\x1f\x7f/]", "", name).strip().lstrip(".")
-    name = re.sub(r"\s+", " ", name)
-    if len(name) > 200:
-        stem, dot, ext = name.rpartition(".")
-        name = (stem[: 200 - len(ext) - 1] + "." + ext) if dot and len(ext) < 12 else name[:200]
-    return name or "upload"
 
 
 def _dedupe(name: str, taken: set[str]) -> str:

@@ -116,6 +116,23 @@ async def test_a_retried_message_gets_one_answer_and_groups_need_a_mention(
     assert asked == ["hello", "@antler_bot help me", "last one"], "the retry and the chatter ran nothing"
 
 
+async def test_a_document_sent_to_the_bot_reaches_the_agent_as_an_upload(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "/mnt/user-data/uploads/minutes.txt"})]),
+        Reply(text="The meeting decided to ship."),
+    )
+    telegram.send_user_document("minutes.txt", b"Decision: ship on Friday.", caption="what was decided?")
+    await telegram.wait_for("sendMessage")
+    first = fake_model.agent_requests[0]["messages"][-1]["content"]
+    assert first.startswith("what was decided?")
+    assert "/mnt/user-data/uploads/minutes.txt" in first
+    tool_result = fake_model.agent_requests[1]["messages"][-1]
+    assert tool_result["role"] == "tool"
+    assert tool_result["content"] == "Decision: ship on Friday."
+
+
 def test_markdown_is_rendered_safely_and_long_replies_split_outside_code() -> None:
     assert render_html("a < b & **c**") == "a &lt; b &amp; <b>c</b>"
     assert render_html("```python\nx = '<tag>'\n```") == "<pre>x = '&lt;tag&gt;'</pre>"

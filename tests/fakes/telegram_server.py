@@ -34,6 +34,8 @@ class FakeTelegram(LocalServer):
         self._new_call = asyncio.Event()
         self.app = FastAPI()
         self.app.post("/bot{token}/{method}")(self._method)
+        self.app.get("/file/bot{token}/{path:path}")(self._download)
+        self.files: dict[str, bytes] = {}
 
     @property
     def base_url(self) -> str:
@@ -68,6 +70,31 @@ class FakeTelegram(LocalServer):
         self._new_update.set()
         return update
 
+    def send_user_document(
+        self, name: str, data: bytes, caption: str = "", *, chat_id: int = 42
+    ) -> dict[str, Any]:
+        """A user sending a file (with an optional caption)."""
+        file_id = f"doc{len(self.files) + 1}"
+        self.files[file_id] = data
+        update = self.send_user_message(caption, chat_id=chat_id)
+        message = update["message"]
+        message.pop("text")
+        if caption:
+            message["caption"] = caption
+        message["document"] = {
+            "file_id": file_id,
+            "file_unique_id": "u" + file_id,
+            "file_name": name,
+            "mime_type": "text/plain",
+            "file_size": len(data),
+        }
+        return update
+
+    async def _download(self, token: str, path: str) -> Any:
+        from fastapi.responses import Response
+
+        return Response(self.files.get(path.rsplit("/", 1)[-1], b""), media_type="application/octet-stream")
+
     def resend(self, update: dict[str, Any]) -> None:
         """The same user message delivered again in a new update (a retry the adapter must absorb)."""
         self.updates.append({**update, "update_id": next(self._update_ids)})
@@ -100,6 +127,18 @@ class FakeTelegram(LocalServer):
             return {"ok": True, "result": await self._get_updates(params)}
         self.calls.append((method, params))
         self._new_call.set()
+        if method == "getFile":
+            file_id = str(params.get("file_id"))
+            size = len(self.files.get(file_id, b""))
+            return {
+                "ok": True,
+                "result": {
+                    "file_id": file_id,
+                    "file_unique_id": "u" + file_id,
+                    "file_size": size,
+                    "file_path": f"documents/{file_id}",
+                },
+            }
         if method == "getMe":
             return {"ok": True, "result": BOT}
         if method in ("sendMessage", "editMessageText"):
