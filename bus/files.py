@@ -10,10 +10,11 @@ import re
 import unicodedata
 from pathlib import PurePosixPath
 
-from nats.js.api import ObjectInfo
+from nats.js.api import ObjectInfo, ObjectMeta
 from nats.js.errors import NotFoundError
 from nats.js.object_store import ObjectStore
 
+from bus.messages import FileRef
 from bus.subjects import safe_token
 
 UPLOADS = "uploads"
@@ -58,3 +59,18 @@ def safe_filename(name: str) -> str:
         stem, dot, ext = name.rpartition(".")
         name = (stem[: 200 - len(ext) - 1] + "." + ext) if dot and len(ext) < 12 else name[:200]
     return name or "upload"
+
+
+async def stage_chat_file(
+    store: ObjectStore,
+    channel: str,
+    chat_id: str,
+    message_id: str,
+    name: str,
+    data: bytes,
+    content_type: str | None,
+) -> FileRef:
+    """Put a file sent into a chat where the router picks it up (and moves it into the thread's uploads)."""
+    key = inbox_key(channel, chat_id, message_id, name)
+    await store.put(key, data, meta=ObjectMeta(name=key, headers={"Content-Type": content_type or ""}))
+    return FileRef(name=name, content_type=content_type, size=len(data), object_name=key)

@@ -16,6 +16,7 @@ import logging
 import re
 from typing import Any
 
+import httpx
 from slack_bolt.adapter.socket_mode.websockets import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
@@ -23,12 +24,14 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bus import Bus, Consumer, Delivery, Retry, run_consumers
-from bus.messages import InboundMessage, OutboundMessage
+from bus.files import stage_chat_file
+from bus.messages import FileRef, InboundMessage, OutboundMessage
 from config import AppConfig, SlackConfig
 
 log = logging.getLogger(__name__)
 
 LIMIT = 39_000  # Slack's message text limit is 40,000 characters
+MAX_FILE_BYTES = 50 * 1024 * 1024
 
 
 def mrkdwn(text: str) -> str:
@@ -64,7 +67,7 @@ class SlackAdapter:
             log.exception("slack: could not handle event %s", event.get("type"))
 
     async def _inbound(self, event: dict[str, Any]) -> None:
-        if event.get("subtype") or event.get("bot_id") or not event.get("user"):
+        if event.get("subtype") not in (None, "file_share") or event.get("bot_id") or not event.get("user"):
             return  # edits, joins, bots (ourselves included)
         if self.bot_user is None:
             self.bot_user = (await self.app.client.auth_test()).get("user_id")
@@ -75,6 +78,7 @@ class SlackAdapter:
         if not direct and not mentioned:
             return  # channel chatter the bot was not asked about
         thread_ts = event.get("thread_ts") or (None if direct else event.get("ts"))
+        files = await self._files_in(event)
         inbound = InboundMessage(
             channel="slack",
             chat_id=str(event.get("channel")),
@@ -84,8 +88,31 @@ class SlackAdapter:
             chat_type="private" if direct else "group",
             mentioned=mentioned,
             text=text.replace(mention, "").strip(),
+            files=files,
         )
         await self.bus.publish(self.bus.subjects.chat_in("slack"), inbound, msg_id=inbound.dedupe_id())
+
+    async def _files_in(self, event: dict[str, Any]) -> list[FileRef]:
+        """Files attached to the message, downloaded with the bot token and staged for the router."""
+        staged: list[FileRef] = []
+        token = self.app.client.token
+        for item in event.get("files") or []:
+            url = item.get("url_private_download") or item.get("url_private")
+            name = str(item.get("name") or item.get("title") or item.get("id") or "file")
+            if not url or (item.get("size") or 0) > MAX_FILE_BYTES:
+                continue
+            async with httpx.AsyncClient(timeout=60, follow_redirects=True) as http:
+                response = await http.get(url, headers={"Authorization": f"Bearer {token}"})
+            if response.status_code != 200:
+                log.warning("slack: could not download %s (%d)", name, response.status_code)
+                continue
+            content_type = item.get("mimetype") or response.headers.get("content-type")
+            store = await self.bus.files()
+            chat, ts = str(event.get("channel")), str(event.get("ts"))
+            staged.append(
+                await stage_chat_file(store, "slack", chat, ts, name, response.content, content_type)
+            )
+        return staged
 
     # ------------------------------------------------------------------ outbound
 

@@ -18,13 +18,12 @@ import logging
 import re
 from typing import Any
 
-from nats.js.api import ObjectMeta
 from telegram import InputFile, Message, Update
 from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
 from bus import Bus, Consumer, Delivery, Retry, run_consumers
-from bus.files import inbox_key
+from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from config import AppConfig, TelegramConfig
 
@@ -140,10 +139,9 @@ class TelegramAdapter:
             log.info("telegram: skipping %s (%d bytes, over the limit)", name, source.file_size)
             return []
         data = bytes(await (await source.get_file()).download_as_bytearray())
-        key = inbox_key("telegram", str(message.chat.id), str(message.message_id), name)
         store = await self.bus.files()
-        await store.put(key, data, meta=ObjectMeta(name=key, headers={"Content-Type": content_type or ""}))
-        return [FileRef(name=name, content_type=content_type, size=len(data), object_name=key)]
+        chat, number = str(message.chat.id), str(message.message_id)
+        return [await stage_chat_file(store, "telegram", chat, number, name, data, content_type)]
 
     # ------------------------------------------------------------------ outbound
 

@@ -120,6 +120,21 @@ async def test_a_presented_file_is_uploaded_to_the_thread(
     assert completed[0]["channel_id"] == "D1"
 
 
+async def test_a_file_shared_in_a_dm_reaches_the_agent_as_an_upload(
+    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "/mnt/user-data/uploads/todo.txt"})]),
+        Reply(text="Two things to do."),
+    )
+    event = dm("what is on my list?")
+    event.update(subtype="file_share", files=[slack.share_file("todo.txt", b"- buy milk\n- call mum\n")])
+    slack.send_event(event)
+    await slack.wait_for("chat.postMessage")
+    assert "/mnt/user-data/uploads/todo.txt" in fake_model.agent_requests[0]["messages"][-1]["content"]
+    assert fake_model.agent_requests[1]["messages"][-1]["content"] == "- buy milk\n- call mum\n"
+
+
 def test_markdown_becomes_mrkdwn() -> None:
     assert (
         mrkdwn("**bold** <tag> [site](https://x.io) `a<b`")

@@ -33,6 +33,8 @@ class FakeSlack(LocalServer):
         self.app.post("/api/{method}")(self._api)
         self.app.post("/upload/{file_id}")(self._upload)
         self.app.websocket("/link")(self._socket)
+        self.app.get("/files/{file_id}")(self._download)
+        self.private_files: dict[str, bytes] = {}
 
     @property
     def base_url(self) -> str:
@@ -56,6 +58,26 @@ class FakeSlack(LocalServer):
         }
         self._events.put_nowait(envelope)
         return envelope
+
+    def share_file(self, name: str, data: bytes) -> dict[str, Any]:
+        """A file object as Slack puts it in a message event; downloading it needs the bot token."""
+        file_id = f"F{len(self.private_files) + 1}"
+        self.private_files[file_id] = data
+        url = f"http://127.0.0.1:{self.port}/files/{file_id}"
+        return {
+            "id": file_id,
+            "name": name,
+            "mimetype": "text/plain",
+            "size": len(data),
+            "url_private_download": url,
+        }
+
+    async def _download(self, file_id: str, request: Request) -> Any:
+        from fastapi.responses import Response
+
+        if request.headers.get("authorization") != "Bearer xoxb-test":
+            return Response(b"<html>login</html>", status_code=302, headers={"location": "/login"})
+        return Response(self.private_files[file_id], media_type="text/plain")
 
     def resend(self, envelope: dict[str, Any]) -> None:
         self._events.put_nowait({**envelope, "envelope_id": str(uuid.uuid4())})
