@@ -23,7 +23,7 @@ class ComponentSpec:
     enabled: Callable[[Any], bool] = lambda config: True
 
 
-# Filled in as components land (Feishu and DingTalk adapters next).
+# Filled in as components land (the Feishu adapter next).
 COMPONENTS: dict[str, ComponentSpec] = {
     spec.name: spec
     for spec in (
