@@ -12,7 +12,7 @@ import contextlib
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         find_nats_server()
     except ServerBinaryNotFound as exc:
         pytest.exit(f"cannot run the tests: {exc}", returncode=4)
+
+
+@pytest.fixture(autouse=True)
+def fresh_model_http_clients() -> Iterator[None]:
+    """langchain-openai caches its HTTP clients per base URL for the whole process; each test has its own
+    event loop, and a later fake model on a recycled port must not get a client of a closed loop."""
+    yield
+    from langchain_openai.chat_models import _client_utils
+
+    _client_utils._cached_async_httpx_client.cache_clear()
+    _client_utils._cached_sync_httpx_client.cache_clear()
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

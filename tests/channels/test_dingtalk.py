@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest_asyncio
 
-from bus import Bus
 from channels.dingtalk import run as run_dingtalk
 from config import AppConfig
-from tests.agents.conftest import running_runner
-from tests.channels.test_router import running_router
-from tests.conftest import running_component
+from tests.channels.conftest import adapter_stack
 from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.openai_server import FakeOpenAI, Reply
-
-
-def running_adapter(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
-    return running_component(nats_url, config, run_dingtalk, "dingtalk")
 
 
 @pytest_asyncio.fixture
@@ -32,20 +24,8 @@ async def dingtalk() -> AsyncIterator[FakeDingTalk]:
 async def stack(
     nats_url: str, dingtalk: FakeDingTalk, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
 ) -> AsyncIterator[AppConfig]:
-    config_data["channels"] = {
-        "dingtalk": {
-            "enabled": True,
-            "client_id": "ding-id",
-            "client_secret": "ding-secret",
-            "base_url": dingtalk.base_url,
-        }
-    }
-    config = app_config()
-    async with (
-        running_runner(nats_url, config),
-        running_router(nats_url, config),
-        running_adapter(nats_url, config),
-    ):
+    settings = {"client_id": "ding-id", "client_secret": "ding-secret", "base_url": dingtalk.base_url}
+    async with adapter_stack(nats_url, config_data, app_config, "dingtalk", settings, run_dingtalk) as config:
         await dingtalk.wait(lambda: dingtalk.connections == 1)
         yield config
 

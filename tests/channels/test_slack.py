@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest_asyncio
 
-from bus import Bus
 from channels.slack import mrkdwn
 from channels.slack import run as run_slack
 from config import AppConfig
-from tests.agents.conftest import running_runner
-from tests.channels.test_router import running_router
-from tests.conftest import running_component
+from tests.channels.conftest import adapter_stack
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.slack_server import BOT_USER, FakeSlack
-from tests.sandbox.conftest import running_broker
-
-
-def running_adapter(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
-    return running_component(nats_url, config, run_slack, "slack")
 
 
 @pytest_asyncio.fixture
@@ -35,23 +26,8 @@ async def slack() -> AsyncIterator[FakeSlack]:
 async def stack(
     nats_url: str, slack: FakeSlack, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
 ) -> AsyncIterator[AppConfig]:
-    config_data["channels"] = {
-        "stream_update_seconds": 0.05,
-        "slack": {
-            "enabled": True,
-            "bot_token": "xoxb-test",
-            "app_token": "xapp-test",
-            "base_url": slack.base_url,
-        },
-    }
-    config_data["sandbox"] = {"provider": "local"}
-    config = app_config()
-    async with (
-        running_runner(nats_url, config),
-        running_broker(nats_url, config),
-        running_router(nats_url, config),
-        running_adapter(nats_url, config),
-    ):
+    settings = {"bot_token": "xoxb-test", "app_token": "xapp-test", "base_url": slack.base_url}
+    async with adapter_stack(nats_url, config_data, app_config, "slack", settings, run_slack) as config:
         await asyncio.wait_for(slack.connected.wait(), 20)
         yield config
 

@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest_asyncio
 
-from bus import Bus
 from channels.telegram import render_html, split_message
 from channels.telegram import run as run_telegram
 from config import AppConfig
-from tests.agents.conftest import running_runner
-from tests.channels.test_router import running_router
-from tests.conftest import running_component
+from tests.channels.conftest import adapter_stack
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
-from tests.sandbox.conftest import running_broker
-
-
-def running_adapter(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
-    return running_component(nats_url, config, run_telegram, "telegram")
 
 
 @pytest_asyncio.fixture
@@ -35,18 +26,8 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
 async def stack(
     nats_url: str, telegram: FakeTelegram, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
 ) -> AsyncIterator[AppConfig]:
-    config_data["channels"] = {
-        "stream_update_seconds": 0.05,
-        "telegram": {"enabled": True, "bot_token": telegram.token, "base_url": telegram.base_url},
-    }
-    config_data["sandbox"] = {"provider": "local"}
-    config = app_config()
-    async with (
-        running_runner(nats_url, config),
-        running_broker(nats_url, config),
-        running_router(nats_url, config),
-        running_adapter(nats_url, config),
-    ):
+    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
+    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
         await telegram.wait_for("getMe")
         yield config
 

@@ -1,0 +1,37 @@
+"""What every adapter test runs: runner, sandbox broker, router and the adapter under test."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from bus import Bus
+from config import AppConfig
+from tests.agents.conftest import running_runner
+from tests.conftest import running_component
+from tests.sandbox.conftest import running_broker
+
+
+@contextlib.asynccontextmanager
+async def adapter_stack(
+    nats_url: str,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+    platform: str,
+    settings: dict[str, Any],
+    entry: Callable[[Bus, AppConfig], Awaitable[None]],
+) -> AsyncIterator[AppConfig]:
+    """The whole path for one platform, with fast partial updates and the local sandbox."""
+    from tests.channels.test_router import running_router
+
+    config_data["channels"] = {"stream_update_seconds": 0.05, platform: {"enabled": True, **settings}}
+    config_data["sandbox"] = {"provider": "local"}
+    config = app_config()
+    async with (
+        running_runner(nats_url, config),
+        running_broker(nats_url, config),
+        running_router(nats_url, config),
+        running_component(nats_url, config, entry, platform),
+    ):
+        yield config
