@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Self
+from typing import Any, Self
 
 import uvicorn
 from fastapi import FastAPI
@@ -18,6 +18,22 @@ class LocalServer:
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
         self.port = 0
+        self.calls: list[tuple[str, dict[str, Any]]] = []  # (API method, parameters), in order
+        self._new_call = asyncio.Event()
+
+    def record(self, method: str, params: dict[str, Any]) -> None:
+        self.calls.append((method, params))
+        self._new_call.set()
+
+    async def wait_for(self, method: str, count: int = 1, timeout: float = 20.0) -> list[dict[str, Any]]:
+        """The parameters of the first `count` calls of `method`, once that many have arrived."""
+        async with asyncio.timeout(timeout):
+            while True:
+                found = [params for name, params in self.calls if name == method]
+                if len(found) >= count:
+                    return found
+                self._new_call.clear()
+                await self._new_call.wait()
 
     async def __aenter__(self) -> Self:
         config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")

@@ -23,11 +23,9 @@ BOT_USER = "UBOT"
 class FakeSlack(LocalServer):
     def __init__(self) -> None:
         super().__init__()
-        self.calls: list[tuple[str, dict[str, Any]]] = []
         self.acks: list[str] = []
         self.uploads: dict[str, bytes] = {}
         self._events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self._new_call = asyncio.Event()
         self.connected = asyncio.Event()
         self.app = FastAPI()
         self.app.post("/api/{method}")(self._api)
@@ -82,19 +80,9 @@ class FakeSlack(LocalServer):
     def resend(self, envelope: dict[str, Any]) -> None:
         self._events.put_nowait({**envelope, "envelope_id": str(uuid.uuid4())})
 
-    async def wait_for(self, method: str, count: int = 1, timeout: float = 20.0) -> list[dict[str, Any]]:
-        async with asyncio.timeout(timeout):
-            while True:
-                found = [params for name, params in self.calls if name == method]
-                if len(found) >= count:
-                    return found
-                self._new_call.clear()
-                await self._new_call.wait()
-
     async def _api(self, method: str, request: Request) -> Any:
         params = await _params(request)
-        self.calls.append((method, params))
-        self._new_call.set()
+        self.record(method, params)
         if method == "apps.connections.open":
             return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/link"}
         if method == "auth.test":

@@ -26,12 +26,10 @@ class FakeTelegram(LocalServer):
     def __init__(self, token: str = "123:TEST") -> None:
         super().__init__()
         self.token = token
-        self.calls: list[tuple[str, dict[str, Any]]] = []
         self.updates: list[dict[str, Any]] = []
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1000)
         self._new_update = asyncio.Event()
-        self._new_call = asyncio.Event()
         self.app = FastAPI()
         self.app.post("/bot{token}/{method}")(self._method)
         self.app.get("/file/bot{token}/{path:path}")(self._download)
@@ -100,15 +98,6 @@ class FakeTelegram(LocalServer):
         self.updates.append({**update, "update_id": next(self._update_ids)})
         self._new_update.set()
 
-    async def wait_for(self, method: str, count: int = 1, timeout: float = 20.0) -> list[dict[str, Any]]:
-        async with asyncio.timeout(timeout):
-            while True:
-                found = [params for name, params in self.calls if name == method]
-                if len(found) >= count:
-                    return found
-                self._new_call.clear()
-                await self._new_call.wait()
-
     def _message(self, chat_id: Any, text: str | None = None, **extra: Any) -> dict[str, Any]:
         return {
             "message_id": next(self._message_ids),
@@ -125,8 +114,7 @@ class FakeTelegram(LocalServer):
         params = await _params(request)
         if method == "getUpdates":
             return {"ok": True, "result": await self._get_updates(params)}
-        self.calls.append((method, params))
-        self._new_call.set()
+        self.record(method, params)
         if method == "getFile":
             file_id = str(params.get("file_id"))
             size = len(self.files.get(file_id, b""))
