@@ -23,7 +23,6 @@ class ComponentSpec:
     enabled: Callable[[Any], bool] = lambda config: True
 
 
-# Filled in as components land (the Feishu adapter next).
 COMPONENTS: dict[str, ComponentSpec] = {
     spec.name: spec
     for spec in (
@@ -35,6 +34,21 @@ COMPONENTS: dict[str, ComponentSpec] = {
             "channels.telegram:run",
             "Telegram bot (long polling)",
             lambda c: c.channels.telegram.enabled,
+        ),
+        ComponentSpec(
+            "slack", "channels.slack:run", "Slack app (Socket Mode)", lambda c: c.channels.slack.enabled
+        ),
+        ComponentSpec(
+            "feishu",
+            "channels.feishu:run",
+            "Feishu/Lark bot (long connection)",
+            lambda c: c.channels.feishu.enabled,
+        ),
+        ComponentSpec(
+            "dingtalk",
+            "channels.dingtalk:run",
+            "DingTalk robot (Stream mode)",
+            lambda c: c.channels.dingtalk.enabled,
         ),
         ComponentSpec(
             "gateway", "gateway.server:run", "HTTP: the LangGraph-compatible API", lambda c: c.gateway.enabled

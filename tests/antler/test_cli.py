@@ -7,7 +7,9 @@ import json
 import os
 import re
 import signal
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import jsonschema
@@ -15,7 +17,7 @@ import pytest
 
 from bus import Bus, Consumer, Delivery, Reject
 from bus.messages import InboundMessage
-from config import BusConfig
+from config import AppConfig, BusConfig
 from tests.conftest import finished, run_antler
 
 pytestmark = pytest.mark.asyncio
@@ -251,3 +253,14 @@ async def test_bench_outside_a_checkout_says_where_to_run_it(tmp_path: Path) -> 
     code, _, err = await finished(await run_antler("bench", "--repo", str(tmp_path), cwd=tmp_path))
     assert code == 2
     assert "run antler bench from the repository" in err
+
+
+async def test_up_starts_exactly_the_chat_platforms_that_are_enabled(
+    config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> None:
+    from antler.up import enabled_components
+
+    config_data["channels"] = {"slack": {"enabled": True}, "feishu": {"enabled": True}}
+    started = set(enabled_components(app_config()))
+    assert {"runner", "sandbox", "router", "slack", "feishu"} <= started
+    assert not {"telegram", "dingtalk"} & started

@@ -1,0 +1,140 @@
+"""Feishu end to end: lark-oapi's long connection and REST client against a fake Feishu."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from bus import Bus
+from channels.feishu import FeishuError, message_text
+from channels.feishu import run as run_feishu
+from config import AppConfig
+from tests.channels.conftest import adapter_stack
+from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+
+
+@pytest_asyncio.fixture
+async def feishu() -> AsyncIterator[FakeFeishu]:
+    async with FakeFeishu() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def stack(
+    nats_url: str, feishu: FakeFeishu, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> AsyncIterator[AppConfig]:
+    settings = {"app_id": APP_ID, "app_secret": APP_SECRET, "domain": feishu.base_url}
+    async with adapter_stack(nats_url, config_data, app_config, "feishu", settings, run_feishu) as config:
+        await feishu.wait(lambda: feishu.connections == 1)
+        yield config
+
+
+async def test_a_private_message_gets_one_card_patched_as_the_answer_streams(
+    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(text="## Plan\nFirst **this**, then that.", chunk_delay=0.1))
+    event = feishu.send_message("hello bot")
+    user_message = event["event"]["message"]["message_id"]
+    final = "**Plan**\nFirst **this**, then that."
+    await feishu.wait(lambda: bool(feishu.cards()) and feishu.cards()[-1][1] == final)
+    cards = feishu.cards()
+    assert cards[0][0] == "reply", "the first card answers the user's message"
+    assert [call for call, _ in cards[1:]] == ["patch"] * (len(cards) - 1), "then it is patched in place"
+    assert len(cards) >= 3, "partial updates arrive while the answer streams"
+    reply = feishu.calls[[c for c, _ in feishu.calls].index("reply")][1]
+    assert reply["reply_to"] == user_message
+    assert json.loads(reply["content"])["config"]["update_multi"] is True
+    assert {p["message_id"] for c, p in feishu.calls if c == "patch"} == {reply["message_id"]}
+    await feishu.wait(lambda: any(a["message_id"] for a in feishu.acks))
+    assert [a["code"] for a in feishu.acks] == [200]
+    assert fake_model.agent_requests[0]["messages"][-1]["content"] == "hello bot"
+
+
+async def test_groups_answer_mentions_once_in_their_topic(
+    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    feishu.send_message("lunch anyone?", chat_id="oc_group", chat_type="group")
+    mention = feishu.send_message(
+        "summarize the plan", chat_id="oc_group", chat_type="group", mention_bot=True, thread_id="omt_1"
+    )
+    feishu.send_event(mention)  # Feishu delivering the same event again
+    feishu.send_event({"schema": "2.0", "header": {"event_type": "im.chat.member.bot.added_v1"}, "event": {}})
+    feishu.send_message("and one in private", chat_id="oc_chat1")
+    await feishu.wait(lambda: len([c for c, _ in feishu.calls if c == "reply"]) == 2)
+    await feishu.wait(lambda: len(feishu.acks) == 5)
+    asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+    assert asked == ["summarize the plan", "and one in private"]
+    replies = [p for c, p in feishu.calls if c == "reply"]
+    assert replies[0]["reply_to"] == mention["event"]["message"]["message_id"]
+    assert replies[0]["reply_in_thread"] is True, "an answer in a topic stays in the topic"
+    assert not replies[1].get("reply_in_thread")
+    assert {a["code"] for a in feishu.acks} == {200}, "every event is acknowledged, unknown ones too"
+
+
+async def test_an_image_in_and_a_presented_file_out(
+    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    feishu.add_resource("file_v2_abc", b"- buy milk\n- call mum\n", "text/plain", "todo.txt")
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "/mnt/user-data/uploads/todo.txt"})]),
+        Reply(
+            tool_calls=[
+                ToolCall("write_file", {"path": "/mnt/user-data/outputs/plan.md", "content": "# Plan\n"})
+            ]
+        ),
+        Reply(tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/plan.md"]})]),
+        Reply(text="Here is your plan."),
+    )
+    feishu.send_message(message_type="file", content={"file_key": "file_v2_abc", "file_name": "todo.txt"})
+    sent = await feishu.wait_for("file")
+    assert sent[0]["file_name"] == "plan.md"
+    assert feishu.uploads[sent[0]["file_key"]] == b"# Plan\n"
+    await feishu.wait(lambda: any(p.get("msg_type") == "file" for c, p in feishu.calls if c == "reply"))
+    file_reply = next(p for c, p in feishu.calls if c == "reply" and p.get("msg_type") == "file")
+    assert json.loads(file_reply["content"]) == {"file_key": sent[0]["file_key"]}
+    downloaded = await feishu.wait_for("resource")
+    assert downloaded[0]["type"] == "file"
+    assert "/mnt/user-data/uploads/todo.txt" in fake_model.agent_requests[0]["messages"][-1]["content"]
+    assert fake_model.agent_requests[1]["messages"][-1]["content"] == "- buy milk\n- call mum\n"
+
+
+async def test_the_long_connection_comes_back_after_a_drop(
+    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    feishu.drop_connection()
+    await feishu.wait(lambda: feishu.connections == 2)
+    feishu.send_message("after the reconnect")
+    await feishu.wait(lambda: bool(feishu.cards()))
+    assert fake_model.agent_requests[0]["messages"][-1]["content"] == "after the reconnect"
+
+
+def test_rich_text_and_mentions_become_plain_text() -> None:
+    post = {
+        "zh_cn": {
+            "title": "Weekly",
+            "content": [
+                [{"tag": "at", "user_id": "@_user_1"}, {"tag": "text", "text": " please read "}],
+                [{"tag": "a", "text": "the doc", "href": "https://x.io"}, {"tag": "img", "image_key": "k"}],
+            ],
+        }
+    }
+    assert message_text("post", post, {"@_user_1": ""}) == "Weekly\nplease read\nthe doc"
+    assert (
+        message_text("text", {"text": "@_user_1 hi @_user_2"}, {"@_user_1": "", "@_user_2": "@Bo"})
+        == "hi @Bo"
+    )
+
+
+async def test_wrong_app_credentials_stop_the_adapter_with_a_clear_error(
+    bus: Bus, feishu: FakeFeishu, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> None:
+    config_data["channels"] = {
+        "feishu": {"enabled": True, "app_id": APP_ID, "app_secret": "wrong", "domain": feishu.base_url}
+    }
+    with pytest.raises(FeishuError, match="app credentials"):
+        await run_feishu(bus, app_config())
