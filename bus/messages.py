@@ -87,6 +87,9 @@ class ChatOrigin(BaseModel):
     topic_id: str | None = None
     message_id: str | None = None
     user_id: str | None = None
+    platform: dict[str, Any] = Field(
+        default_factory=dict, description="The inbound message's metadata, handed back with every reply."
+    )
 
 
 class Usage(BaseModel):
@@ -128,7 +131,9 @@ class InboundMessage(Envelope):
     reply_to_bot: bool = Field(False, description="The message replies to one of the bot's messages.")
     files: list[FileRef] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(
-        default_factory=dict, description="Platform extras (session webhook ...)."
+        default_factory=dict,
+        description="Platform extras an adapter needs to answer (DingTalk's session webhook ...); "
+        "every reply to this message carries them back as its metadata.",
     )
     sent_at: datetime = Field(default_factory=utcnow)
 
@@ -153,7 +158,7 @@ class OutboundMessage(Envelope):
     text: str = ""
     seq: int = Field(0, description="Order of updates within one run; adapters drop stale partials.")
     files: list[FileRef] = Field(default_factory=list)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict, description="The answered message's metadata.")
 
     @property
     def is_final(self) -> bool:

@@ -1,12 +1,22 @@
-"""The DingTalk adapter: the Stream protocol in, session-webhook Markdown replies out.
+"""The DingTalk adapter: the Stream protocol in; Markdown, AI cards and files out.
 
 The Stream protocol is small, and the SDK's client blocks on `requests`, reads
 its endpoint at import time and swallows cancellation, so this adapter runs its
 own async loop with the SDK's message classes: open a connection
 (`/v1.0/gateway/connections/open`), read frames from the WebSocket, ack each,
 answer pings, reconnect with backoff when the socket drops. Robot messages from
-private ("1") and group ("2") conversations become InboundMessages; replies are
-posted to the message's session webhook as Markdown when the answer is final.
+private ("1") and group ("2") conversations become InboundMessages, with the
+pictures and files they carry downloaded into the object store; what the
+adapter needs to answer (session webhook, conversation type, sender, robot
+code) travels in the message's metadata and comes back with every reply, so
+a restarted adapter can still answer.
+
+Replies: with `card_template_id` set, an AI card is created on the first
+partial answer (`/v1.0/card/instances/createAndDeliver`), streamed into
+(`PUT /v1.0/card/streaming`) and finished with the final text; without one,
+or if the card cannot be created, the final answer is posted to the session
+webhook as Markdown (through the robot API once the webhook has expired).
+Presented files are uploaded (`/media/upload`) and sent with the robot API.
 """
 
 from __future__ import annotations
@@ -14,6 +24,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
+import uuid
+from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote_plus
 
@@ -23,13 +36,21 @@ from dingtalk_stream.chatbot import ChatbotMessage
 from dingtalk_stream.frames import AckMessage, CallbackMessage, SystemMessage
 
 from bus import Bus, Consumer, Delivery, Retry, run_consumers
-from bus.messages import InboundMessage, OutboundMessage
+from bus.files import stage_chat_file
+from bus.messages import FileRef, InboundMessage, OutboundMessage
 from config import AppConfig, DingTalkConfig
 
 log = logging.getLogger(__name__)
 
 OPEN_API = "https://api.dingtalk.com"
+LEGACY_API = "https://oapi.dingtalk.com"  # media uploads still live on the old host
 BOT_TOPIC = ChatbotMessage.TOPIC
+MAX_FILE_BYTES = 20 * 1024 * 1024  # what a robot may upload as a file
+FINISHED, FAILED = "3", "5"  # AI card flow states
+
+
+class DingTalkError(RuntimeError):
+    pass
 
 
 class DingTalkAdapter:
@@ -37,8 +58,11 @@ class DingTalkAdapter:
         self.bus = bus
         self.config = config
         self.base = (config.base_url or OPEN_API).rstrip("/")
-        self.webhooks: dict[str, str] = {}  # conversation id -> latest session webhook (valid ~90 min)
+        self.legacy = (config.base_url or LEGACY_API).rstrip("/")
+        self.webhooks: dict[str, tuple[str, float]] = {}  # conversation -> newest session webhook, expiry
+        self.cards: dict[str, str | None] = {}  # run id -> AI card's outTrackId (None: card failed)
         self.http = httpx.AsyncClient(timeout=30)
+        self._token: tuple[str, float] | None = None
 
     # ------------------------------------------------------------------ the stream
 
@@ -109,9 +133,24 @@ class DingTalkAdapter:
     async def _inbound(self, message: ChatbotMessage) -> None:
         if not message.conversation_id or not message.message_id:
             return
+        expires = (message.session_webhook_expired_time or 0) / 1000 or time.time() + 5400
         if message.session_webhook:
-            self.webhooks[message.conversation_id] = message.session_webhook
-        text = (message.text.content if message.text else "") or ""
+            self.webhooks[message.conversation_id] = (message.session_webhook, expires)
+        content = (
+            message.extensions.get("content") if isinstance(message.extensions.get("content"), dict) else {}
+        )
+        if message.message_type == "text":
+            text = message.text.content if message.text else ""
+        elif message.message_type == "richText":
+            text = "".join(str(item.get("text") or "") for item in message.rich_text_content.rich_text_list)
+        elif message.message_type == "audio":
+            text = str(content.get("recognition") or "")  # DingTalk's own transcript
+        else:
+            text = ""
+        files = await self._files_in(message, content)
+        if not (text or "").strip() and not files:
+            log.info("dingtalk: skipping a %s message with nothing to answer", message.message_type)
+            return
         group = str(message.conversation_type) == "2"
         inbound = InboundMessage(
             channel="dingtalk",
@@ -121,23 +160,190 @@ class DingTalkAdapter:
             message_id=message.message_id,
             chat_type="group" if group else "private",
             mentioned=bool(message.is_in_at_list),
-            text=text.strip(),
+            text=(text or "").strip(),
+            files=files,
+            metadata={
+                "session_webhook": message.session_webhook,
+                "session_webhook_expires": expires,
+                "conversation_type": "2" if group else "1",
+                "sender_staff_id": message.sender_staff_id,
+                "robot_code": message.robot_code or self.config.resolved("client_id"),
+            },
         )
         await self.bus.publish(self.bus.subjects.chat_in("dingtalk"), inbound, msg_id=inbound.dedupe_id())
+
+    async def _files_in(self, message: ChatbotMessage, content: dict[str, Any]) -> list[FileRef]:
+        """Pictures and files of the message, fetched through the robot's download codes."""
+        wanted: list[tuple[str, str]] = []  # (download code, file name)
+        if message.message_type == "picture" and message.image_content:
+            wanted.append((message.image_content.download_code, f"picture_{message.message_id[-8:]}.png"))
+        elif message.message_type == "richText":
+            for n, item in enumerate(message.rich_text_content.rich_text_list):
+                if item.get("downloadCode"):
+                    wanted.append((item["downloadCode"], f"picture_{message.message_id[-8:]}_{n}.png"))
+        elif message.message_type in ("file", "video") and content.get("downloadCode"):
+            wanted.append(
+                (content["downloadCode"], str(content.get("fileName") or f"{message.message_type}"))
+            )
+        staged: list[FileRef] = []
+        robot = message.robot_code or self.config.resolved("client_id")
+        for code, name in wanted:
+            try:
+                found = await self._api(
+                    "POST", "/v1.0/robot/messageFiles/download", {"downloadCode": code, "robotCode": robot}
+                )
+                response = await self.http.get(found["downloadUrl"])
+                response.raise_for_status()
+            except Exception as exc:
+                log.warning("dingtalk: could not download %s: %s", name, exc)
+                continue
+            if len(response.content) > MAX_FILE_BYTES:
+                log.info("dingtalk: skipping %s (%d bytes, over the limit)", name, len(response.content))
+                continue
+            store = await self.bus.files()
+            content_type = response.headers.get("content-type", "").split(";")[0] or None
+            staged.append(
+                await stage_chat_file(
+                    store,
+                    "dingtalk",
+                    message.conversation_id,
+                    message.message_id,
+                    name,
+                    response.content,
+                    content_type,
+                )
+            )
+        return staged
+
+    # ------------------------------------------------------------------ the Open API
+
+    async def _access_token(self) -> str:
+        if self._token is None or self._token[1] < time.monotonic():
+            response = await self.http.post(
+                f"{self.base}/v1.0/oauth2/accessToken",
+                json={
+                    "appKey": self.config.resolved("client_id"),
+                    "appSecret": self.config.resolved("client_secret"),
+                },
+            )
+            body = response.json() if response.content else {}
+            if response.status_code != 200 or not body.get("accessToken"):
+                raise DingTalkError(
+                    f"DingTalk refused the app credentials: {body.get('message') or response.status_code}"
+                )
+            self._token = (body["accessToken"], time.monotonic() + int(body.get("expireIn") or 7200) - 300)
+        return self._token[0]
+
+    async def _api(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        headers = {"x-acs-dingtalk-access-token": await self._access_token()}
+        response = await self.http.request(method, f"{self.base}{path}", json=body, headers=headers)
+        if response.status_code == 429 or response.status_code >= 500:
+            raise Retry(f"DingTalk answered {response.status_code} to {path}", delay=2.0)
+        if response.status_code == 401:
+            self._token = None
+            raise Retry(f"DingTalk refused the access token for {path}", delay=0.5)
+        if response.status_code >= 400:
+            raise DingTalkError(f"DingTalk refused {path} ({response.status_code}): {response.text[:200]}")
+        return response.json() if response.content else {}
+
+    async def _robot_send(self, out: OutboundMessage, msg_key: str, param: dict[str, Any]) -> None:
+        """A message from the robot into the conversation, without a session webhook."""
+        context = out.metadata
+        robot = context.get("robot_code") or self.config.resolved("client_id")
+        body: dict[str, Any] = {
+            "robotCode": robot,
+            "msgKey": msg_key,
+            "msgParam": json.dumps(param, ensure_ascii=False),
+        }
+        if context.get("conversation_type") == "1" and context.get("sender_staff_id"):
+            await self._api(
+                "POST", "/v1.0/robot/oToMessages/batchSend", {**body, "userIds": [context["sender_staff_id"]]}
+            )
+        else:
+            await self._api(
+                "POST", "/v1.0/robot/groupMessages/send", {**body, "openConversationId": out.chat_id}
+            )
 
     # ------------------------------------------------------------------ replies
 
     async def on_outbound(self, out: OutboundMessage, delivery: Delivery) -> None:
+        if self.config.card_template_id and out.run_id:
+            if await self._card(out):
+                await self._files_out(out)
+                return
         if out.kind == "partial":
             return  # markdown replies are sent once, when final
-        webhook = self.webhooks.get(out.chat_id)
-        if webhook is None:
-            log.warning("dingtalk: no session webhook for conversation %s; the reply is dropped", out.chat_id)
-            return
-        text = out.text or "(empty reply)"
-        if out.files:
-            text += "\n\n" + "\n".join(f"- {f.path or f.name}" for f in out.files)
+        await self._markdown(out, out.text or "(empty reply)")
+        await self._files_out(out)
+
+    async def _card(self, out: OutboundMessage) -> bool:
+        """Stream the answer into the run's AI card; False when there is no card to use."""
+        assert out.run_id is not None
+        key = self.config.card_content_key
+        track = self.cards.get(out.run_id, "")
+        if track is None:
+            return False  # this run's card could not be created: Markdown instead
+        if not track:
+            track = f"antler-{out.run_id}"
+            context = out.metadata
+            group = context.get("conversation_type") != "1"
+            robot = context.get("robot_code") or self.config.resolved("client_id")
+            body: dict[str, Any] = {
+                "cardTemplateId": self.config.card_template_id,
+                "outTrackId": track,
+                "callbackType": "STREAM",
+                "cardData": {"cardParamMap": {key: "", "flowStatus": "1"}},
+                "imGroupOpenSpaceModel": {"supportForward": True},
+                "imRobotOpenSpaceModel": {"supportForward": True},
+            }
+            if group:
+                body["openSpaceId"] = f"dtv1.card//IM_GROUP.{out.chat_id}"
+                body["imGroupOpenDeliverModel"] = {"robotCode": robot}
+            else:
+                body["openSpaceId"] = f"dtv1.card//IM_ROBOT.{context.get('sender_staff_id')}"
+                body["imRobotOpenDeliverModel"] = {"spaceType": "IM_ROBOT"}
+            try:
+                await self._api("POST", "/v1.0/card/instances/createAndDeliver", body)
+            except DingTalkError as exc:
+                log.warning("dingtalk: no AI card for run %s (%s); answering in Markdown", out.run_id, exc)
+                self.cards[out.run_id] = None
+                return False
+            self.cards[out.run_id] = track
+        final = out.kind != "partial"
+        failed = out.kind == "error"
+        text = out.text or ("" if not final else "(empty reply)")
+        await self._api(
+            "PUT",
+            "/v1.0/card/streaming",
+            {
+                "outTrackId": track,
+                "guid": str(uuid.uuid4()),
+                "key": key,
+                "content": text,
+                "isFull": True,
+                "isFinalize": final,
+                "isError": failed,
+            },
+        )
+        if final:
+            status = FAILED if failed else FINISHED
+            await self._api(
+                "PUT",
+                "/v1.0/card/instances",
+                {"outTrackId": track, "cardData": {"cardParamMap": {key: text, "flowStatus": status}}},
+            )
+            self.cards.pop(out.run_id, None)
+        return True
+
+    async def _markdown(self, out: OutboundMessage, text: str) -> None:
         title = text.strip().splitlines()[0][:20] if text.strip() else "Reply"
+        webhook, expires = self.webhooks.get(out.chat_id) or (
+            out.metadata.get("session_webhook"),
+            float(out.metadata.get("session_webhook_expires") or 0),
+        )
+        if not webhook or expires < time.time() + 30:
+            await self._robot_send(out, "sampleMarkdown", {"title": title, "text": text})
+            return
         response = await self.http.post(
             webhook, json={"msgtype": "markdown", "markdown": {"title": title, "text": text}}
         )
@@ -145,6 +351,42 @@ class DingTalkAdapter:
             raise Retry(f"DingTalk answered {response.status_code}", delay=2.0)
         if response.status_code >= 400:
             log.warning("dingtalk: reply refused (%d): %s", response.status_code, response.text[:200])
+
+    async def _files_out(self, out: OutboundMessage) -> None:
+        if out.kind == "partial":
+            return
+        for file in out.files:
+            if not file.object_name:
+                continue
+            try:
+                data = (await (await self.bus.files()).get(file.object_name)).data or b""
+            except Exception as exc:
+                log.warning("dingtalk: file %s is not in the object store: %s", file.object_name, exc)
+                continue
+            if len(data) > MAX_FILE_BYTES:
+                await self._markdown(out, f"({file.name} is too large to send here.)")
+                continue
+            token = await self._access_token()
+            response = await self.http.post(
+                f"{self.legacy}/media/upload?access_token={quote_plus(token)}",
+                data={"type": "file"},
+                files={"media": (file.name, data, file.content_type or "application/octet-stream")},
+            )
+            body = response.json() if response.content else {}
+            if (
+                response.status_code != 200
+                or body.get("errcode") not in (0, None)
+                or not body.get("media_id")
+            ):
+                log.warning(
+                    "dingtalk: could not upload %s: %s", file.name, body.get("errmsg") or response.status_code
+                )
+                await self._markdown(out, f"(I made {file.name}, but could not attach it.)")
+                continue
+            suffix = PurePosixPath(file.name).suffix.lstrip(".").lower() or "file"
+            await self._robot_send(
+                out, "sampleFile", {"mediaId": body["media_id"], "fileName": file.name, "fileType": suffix}
+            )
 
 
 async def run(bus: Bus, config: AppConfig) -> None:

@@ -152,6 +152,7 @@ class Router:
             topic_id=message.topic_id,
             message_id=message.message_id,
             user_id=message.user_id,
+            platform=message.metadata,
         )
         request = RunRequest(
             run_id=run_id,
@@ -287,6 +288,7 @@ class Router:
             reply_to=message.message_id,
             kind="command",
             text=text,
+            metadata=message.metadata,
         )
         await self.bus.publish(
             self.bus.subjects.chat_out(message.channel), out, msg_id=f"command:{message.dedupe_id()}"
@@ -421,6 +423,7 @@ class Router:
             text=text,
             seq=projection.seq,
             files=files or [],
+            metadata=origin.platform,
         )
         await self.bus.publish(self.bus.subjects.chat_out(origin.channel), out, msg_id=msg_id)
 

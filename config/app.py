@@ -203,8 +203,11 @@ class FeishuConfig(ChannelConfig):
 class DingTalkConfig(ChannelConfig):
     client_id: str | None = None
     client_secret: str | None = None
-    card_template_id: str | None = None
-    base_url: str | None = None
+    card_template_id: str | None = Field(
+        None, description="An AI card template to stream answers into; unset = Markdown replies."
+    )
+    card_content_key: str = Field("content", description="The template's variable holding the answer.")
+    base_url: str | None = Field(None, description="Open API base URL (tests point it at a local fake).")
 
 
 class ChannelsConfig(Section):

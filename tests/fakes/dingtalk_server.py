@@ -1,7 +1,9 @@
-"""A fake DingTalk: the Stream gateway (connection open + WebSocket) and session webhooks.
+"""A fake DingTalk: the Stream gateway (connection open + WebSocket), session webhooks and the Open API.
 
 Tests push robot messages with `send_robot_message()`; acks, pongs and the
-Markdown replies posted to session webhooks are recorded.
+Markdown replies posted to session webhooks are recorded in `replies`; Open
+API calls (access token, AI cards, robot messages, file downloads and media
+uploads) are recorded in order in `calls` as `(path, body)`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import uuid
 from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse, Response
 
 from tests.fakes._server import LocalServer
 
@@ -31,6 +34,18 @@ class FakeDingTalk(LocalServer):
         self.app.post("/v1.0/gateway/connections/open")(self._open)
         self.app.websocket("/stream")(self._socket)
         self.app.post("/webhook/{conversation}")(self._webhook)
+        self.app.post("/v1.0/oauth2/accessToken")(self._access_token)
+        self.app.post("/v1.0/card/instances/createAndDeliver")(self._api)
+        self.app.put("/v1.0/card/streaming")(self._api)
+        self.app.put("/v1.0/card/instances")(self._api)
+        self.app.post("/v1.0/robot/groupMessages/send")(self._api)
+        self.app.post("/v1.0/robot/oToMessages/batchSend")(self._api)
+        self.app.post("/v1.0/robot/messageFiles/download")(self._download_url)
+        self.app.get("/download/{code}")(self._download)
+        self.app.post("/media/upload")(self._upload)
+        self.files: dict[str, tuple[bytes, str]] = {}  # download code -> (bytes, content type)
+        self.uploads: dict[str, bytes] = {}  # media id -> bytes the robot uploaded
+        self.refuse_cards = False
 
     @property
     def base_url(self) -> str:
@@ -44,23 +59,29 @@ class FakeDingTalk(LocalServer):
         group: bool = False,
         at_bot: bool = False,
         msg_id: str = "",
+        msgtype: str = "text",
+        content: dict[str, Any] | None = None,
+        webhook_expired: bool = False,
     ) -> dict[str, Any]:
-        data = {
+        data: dict[str, Any] = {
             "conversationId": conversation,
             "conversationType": "2" if group else "1",
             "msgId": msg_id or "msg" + uuid.uuid4().hex[:8],
-            "msgtype": "text",
-            "text": {"content": text},
+            "msgtype": msgtype,
             "senderStaffId": "staff-7",
             "senderId": "$:LWCP_v1:$sender",
             "senderNick": "Ana",
             "isInAtList": at_bot,
             "sessionWebhook": f"{self.base_url}/webhook/{conversation}",
-            "sessionWebhookExpiredTime": int(time.time() * 1000) + 5_400_000,
+            "sessionWebhookExpiredTime": int(time.time() * 1000) + (-1000 if webhook_expired else 5_400_000),
             "robotCode": "robot-1",
             "chatbotUserId": "bot-1",
             "createAt": int(time.time() * 1000),
         }
+        if msgtype == "text":
+            data["text"] = {"content": text}
+        if content is not None:
+            data["content"] = content
         frame = {
             "specVersion": "1.0",
             "type": "CALLBACK",
@@ -119,3 +140,48 @@ class FakeDingTalk(LocalServer):
         self.replies.append((conversation, await request.json()))
         self._changed.set()
         return {"errcode": 0, "errmsg": "ok"}
+
+    def add_file(self, code: str, data: bytes, content_type: str) -> None:
+        self.files[code] = (data, content_type)
+
+    def _authorized(self, request: Request) -> bool:
+        return request.headers.get("x-acs-dingtalk-access-token") == "ding-token"
+
+    async def _access_token(self, request: Request) -> Any:
+        body = await request.json()
+        if body.get("appKey") != "ding-id" or body.get("appSecret") != "ding-secret":
+            return JSONResponse({"code": "invalidClientId", "message": "bad credentials"}, status_code=400)
+        return {"accessToken": "ding-token", "expireIn": 7200}
+
+    async def _api(self, request: Request) -> Any:
+        if not self._authorized(request):
+            return JSONResponse({"code": "InvalidAuthentication", "message": "token"}, status_code=401)
+        body = await request.json()
+        self.record(request.url.path, body)
+        self._changed.set()
+        if self.refuse_cards and request.url.path.startswith("/v1.0/card/"):
+            return JSONResponse({"code": "param.invalid", "message": "no such template"}, status_code=400)
+        return {"success": True, "result": {"outTrackId": body.get("outTrackId")}}
+
+    async def _download_url(self, request: Request) -> Any:
+        if not self._authorized(request):
+            return JSONResponse({"code": "InvalidAuthentication", "message": "token"}, status_code=401)
+        body = await request.json()
+        self.record(request.url.path, body)
+        return {"downloadUrl": f"{self.base_url}/download/{body['downloadCode']}"}
+
+    async def _download(self, code: str) -> Any:
+        data, content_type = self.files[code]
+        return Response(data, media_type=content_type)
+
+    async def _upload(self, request: Request) -> Any:
+        if request.query_params.get("access_token") != "ding-token":
+            return {"errcode": 40014, "errmsg": "invalid access_token"}
+        form = await request.form()
+        media = form["media"]
+        media_id = f"@media{len(self.uploads) + 1}"
+        self.uploads[media_id] = await media.read()  # type: ignore[union-attr]
+        self.record(
+            "/media/upload", {"type": form.get("type"), "filename": media.filename, "media_id": media_id}
+        )  # type: ignore[union-attr]
+        return {"errcode": 0, "errmsg": "ok", "media_id": media_id, "type": form.get("type")}
