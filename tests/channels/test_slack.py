@@ -111,6 +111,18 @@ async def test_a_file_shared_in_a_dm_reaches_the_agent_as_an_upload(
     assert fake_model.agent_requests[1]["messages"][-1]["content"] == "- buy milk\n- call mum\n"
 
 
+async def test_socket_mode_reconnects_after_the_link_breaks(
+    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    slack.drop_connection()
+    await asyncio.wait_for(slack.connected.wait(), 30)
+    assert slack.connections == 2
+    assert len(await slack.wait_for("apps.connections.open", count=2)) == 2, "a fresh URL for the new link"
+    slack.send_event(dm("still there?", ts="1700000003.000400"))
+    await slack.wait_for("chat.postMessage")
+    assert fake_model.agent_requests[0]["messages"][-1]["content"] == "still there?"
+
+
 def test_markdown_becomes_mrkdwn() -> None:
     assert (
         mrkdwn("**bold** <tag> [site](https://x.io) `a<b`")

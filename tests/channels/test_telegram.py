@@ -49,11 +49,23 @@ async def test_a_streamed_answer_is_sent_then_edited_into_the_final_text(
         await asyncio.sleep(0.1)
     assert edits[-1]["text"] == final
     assert edits[-1]["parse_mode"] == "HTML"
-    assert (
-        edits[-1]["message_id"] == int(sent[0]["reply_to_message_id"])
-        if "reply_to_message_id" in sent[0]
-        else True
-    )
+    assert {int(e["message_id"]) for e in edits} == {sent[0]["sent_message_id"]}, "edits the message it sent"
+
+
+async def test_polling_resumes_after_the_network_comes_back(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    telegram.outage = True
+    failed = telegram.polls
+    for _ in range(200):
+        if telegram.polls >= failed + 2:
+            break
+        await asyncio.sleep(0.05)
+    telegram.send_user_message("are you back?")
+    telegram.outage = False
+    sent = await telegram.wait_for("sendMessage")
+    assert sent[0]["chat_id"] == 42
+    assert fake_model.agent_requests[0]["messages"][-1]["content"] == "are you back?"
 
 
 async def test_a_presented_file_is_sent_as_a_document(

@@ -27,6 +27,8 @@ class FakeSlack(LocalServer):
         self.uploads: dict[str, bytes] = {}
         self._events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.connected = asyncio.Event()
+        self.connections = 0
+        self._dropped = asyncio.Event()
         self.app = FastAPI()
         self.app.post("/api/{method}")(self._api)
         self.app.post("/upload/{file_id}")(self._upload)
@@ -129,15 +131,30 @@ class FakeSlack(LocalServer):
                 await websocket.send_text(json.dumps(envelope))
 
         sender = asyncio.create_task(pump())
+        receiver = asyncio.create_task(self._acks(websocket))
+        dropped = asyncio.create_task(self._dropped.wait())
+        self.connections += 1
+        try:
+            await asyncio.wait({receiver, dropped}, return_when=asyncio.FIRST_COMPLETED)
+            if dropped.done():  # the link broke: the client sees an abnormal close, as on network loss
+                self._dropped.clear()
+                await websocket.close(code=1011)
+        finally:
+            for task in (sender, receiver, dropped):
+                task.cancel()
+
+    async def _acks(self, websocket: WebSocket) -> None:
         try:
             while True:
                 data = json.loads(await websocket.receive_text())
                 if "envelope_id" in data:
                     self.acks.append(data["envelope_id"])
-        except WebSocketDisconnect:
+        except (WebSocketDisconnect, RuntimeError):
             pass
-        finally:
-            sender.cancel()
+
+    def drop_connection(self) -> None:
+        self.connected.clear()
+        self._dropped.set()
 
 
 async def _params(request: Request) -> dict[str, Any]:

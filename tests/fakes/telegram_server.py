@@ -34,6 +34,8 @@ class FakeTelegram(LocalServer):
         self.app.post("/bot{token}/{method}")(self._method)
         self.app.get("/file/bot{token}/{path:path}")(self._download)
         self.files: dict[str, bytes] = {}
+        self.outage = False
+        self.polls = 0
 
     @property
     def base_url(self) -> str:
@@ -113,6 +115,9 @@ class FakeTelegram(LocalServer):
             return JSONResponse({"ok": False, "error_code": 401, "description": "Unauthorized"}, 401)
         params = await _params(request)
         if method == "getUpdates":
+            self.polls += 1
+            if self.outage:  # the network between bot and Telegram is down
+                return JSONResponse({"ok": False, "error_code": 502, "description": "Bad Gateway"}, 502)
             return {"ok": True, "result": await self._get_updates(params)}
         self.record(method, params)
         if method == "getFile":
@@ -133,6 +138,7 @@ class FakeTelegram(LocalServer):
             result = self._message(params.get("chat_id"), str(params.get("text")))
             if method == "editMessageText":
                 result["message_id"] = int(params["message_id"])
+            params["sent_message_id"] = result["message_id"]  # what the bot was told it sent
             return {"ok": True, "result": result}
         if method == "sendDocument":
             document = {
