@@ -197,7 +197,7 @@ class TelegramConfig(ChannelConfig):
 class FeishuConfig(ChannelConfig):
     app_id: str | None = None
     app_secret: str | None = None
-    domain: str | None = Field(None, description="Open platform domain; default Feishu, or Lark's.")
+    domain: str | None = Field(None, description="feishu (default), lark, or the open platform URL.")
 
 
 class DingTalkConfig(ChannelConfig):
