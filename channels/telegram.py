@@ -16,7 +16,10 @@ import asyncio
 import html
 import logging
 import re
+import secrets
+from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import urlparse
 
 from telegram import InputFile, Message, Update
 from telegram.error import BadRequest, RetryAfter, TelegramError
@@ -31,6 +34,7 @@ log = logging.getLogger(__name__)
 
 LIMIT = 4096
 MAX_FILE_BYTES = 20 * 1024 * 1024  # what the Bot API lets a bot download
+PHOTO_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp"}  # sent as photos (10 MB at most); the rest as documents
 
 
 def render_html(text: str) -> str:
@@ -208,7 +212,11 @@ class TelegramAdapter:
             log.warning("telegram: file %s is not in the object store: %s", object_name, exc)
             await self._send(chat_id, f"(I made {name}, but could not attach it.)", topic)
             return
-        await self.app.bot.send_document(chat_id, InputFile(result.data or b"", filename=name), **topic)
+        data = result.data or b""
+        if PurePosixPath(name).suffix.lower() in PHOTO_SUFFIXES and len(data) <= 10 * 1024 * 1024:
+            await self.app.bot.send_photo(chat_id, InputFile(data, filename=name), **topic)
+        else:
+            await self.app.bot.send_document(chat_id, InputFile(data, filename=name), **topic)
 
 
 def _seconds(value: Any) -> float:
@@ -243,13 +251,29 @@ async def run(bus: Bus, config: AppConfig) -> None:
         concurrency=1,  # replies in order
         max_ack_pending=1,
     )
+    updates = ["message", "edited_message"]
     async with app:
         await app.start()
         assert app.updater is not None
-        await app.updater.start_polling(
-            poll_interval=0.0, timeout=10, allowed_updates=["message", "edited_message"]
-        )
-        log.info("telegram adapter polling as @%s", app.bot.username)
+        if settings.webhook_url:
+            await app.updater.start_webhook(
+                listen=settings.webhook_listen,
+                port=settings.webhook_port,
+                url_path=urlparse(settings.webhook_url).path.lstrip("/"),
+                webhook_url=settings.webhook_url,
+                secret_token=settings.resolved("webhook_secret") or secrets.token_urlsafe(32),
+                allowed_updates=updates,
+            )
+            log.info(
+                "telegram adapter: @%s receives updates at %s (listening on %s:%d)",
+                app.bot.username,
+                settings.webhook_url,
+                settings.webhook_listen,
+                settings.webhook_port,
+            )
+        else:
+            await app.updater.start_polling(poll_interval=0.0, timeout=10, allowed_updates=updates)
+            log.info("telegram adapter polling as @%s", app.bot.username)
         try:
             await run_consumers(outbound)
         finally:

@@ -191,7 +191,15 @@ class SlackConfig(ChannelConfig):
 
 class TelegramConfig(ChannelConfig):
     bot_token: str | None = None
-    base_url: str | None = None
+    base_url: str | None = Field(None, description="Bot API base (tests point it at a local fake).")
+    webhook_url: str | None = Field(
+        None, description="Public HTTPS URL Telegram posts updates to; unset = long polling."
+    )
+    webhook_listen: str = Field(
+        "127.0.0.1", description="Where the webhook server listens (behind your proxy)."
+    )
+    webhook_port: int = Field(8443, ge=1, le=65535)
+    webhook_secret: str | None = Field(None, description="Checked on every update; unset = a random one.")
 
 
 class FeishuConfig(ChannelConfig):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import httpx
 import pytest_asyncio
 
 from channels.telegram import render_html, split_message
@@ -88,6 +90,64 @@ async def test_a_presented_file_is_sent_as_a_document(
     assert texts[-1] == "Here are your notes."
     methods = [m for m, _ in telegram.calls if m in ("sendMessage", "editMessageText", "sendDocument")]
     assert methods[-1] == "sendDocument", "the file follows the final text"
+
+
+async def test_a_presented_picture_is_sent_as_a_photo(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(
+        Reply(
+            tool_calls=[ToolCall("bash", {"command": "printf 'PNGDATA' > /mnt/user-data/outputs/chart.png"})]
+        ),
+        Reply(tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/chart.png"]})]),
+        Reply(text="Your chart."),
+    )
+    telegram.send_user_message("draw it")
+    photos = await telegram.wait_for("sendPhoto")
+    assert photos[0]["photo"] == b"PNGDATA"
+    assert photos[0]["photo_name"] == "chart.png"
+    assert not [m for m, _ in telegram.calls if m == "sendDocument"]
+
+
+async def test_webhook_mode_registers_the_url_and_takes_only_signed_updates(
+    telegram: FakeTelegram,
+    fake_model: FakeOpenAI,
+    nats_url: str,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = {
+        "bot_token": telegram.token,
+        "base_url": telegram.base_url,
+        "webhook_url": "https://bot.example.org/telegram/hook",
+        "webhook_port": port,
+        "webhook_secret": "s3cret",
+    }
+    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram):
+        registered = await telegram.wait_for("setWebhook")
+        assert registered[0]["url"] == "https://bot.example.org/telegram/hook"
+        assert registered[0]["secret_token"] == "s3cret"
+        update = telegram.make_update("hi via webhook")
+        async with httpx.AsyncClient() as http:
+            hook = f"http://127.0.0.1:{port}/telegram/hook"
+            for _ in range(100):  # the webhook server comes up right after setWebhook
+                try:
+                    forged = await http.post(
+                        hook, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "x"}
+                    )
+                    break
+                except httpx.ConnectError:
+                    await asyncio.sleep(0.05)
+            assert forged.status_code == 403
+            signed = await http.post(hook, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "s3cret"})
+            assert signed.status_code == 200
+        await telegram.wait_for("sendMessage")
+        asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+        assert asked == ["hi via webhook"], "only the signed update ran"
+        assert telegram.polls == 0, "no long polling in webhook mode"
 
 
 async def test_a_retried_message_gets_one_answer_and_groups_need_a_mention(

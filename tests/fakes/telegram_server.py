@@ -52,6 +52,29 @@ class FakeTelegram(LocalServer):
         update_id: int | None = None,
     ) -> dict[str, Any]:
         """Queue an update as if a user wrote to the bot; returns it (resend it to simulate a retry)."""
+        update = self.make_update(
+            text,
+            chat_id=chat_id,
+            user_id=user_id,
+            chat_type=chat_type,
+            entities=entities,
+            update_id=update_id,
+        )
+        self.updates.append(update)
+        self._new_update.set()
+        return update
+
+    def make_update(
+        self,
+        text: str,
+        *,
+        chat_id: int = 42,
+        user_id: int = 7,
+        chat_type: str = "private",
+        entities: list[dict[str, Any]] | None = None,
+        update_id: int | None = None,
+    ) -> dict[str, Any]:
+        """An update as Telegram would deliver it (by polling or to a webhook)."""
         message = {
             "message_id": next(self._message_ids),
             "date": int(time.time()),
@@ -65,10 +88,7 @@ class FakeTelegram(LocalServer):
         }
         if entities:
             message["entities"] = entities
-        update = {"update_id": update_id or next(self._update_ids), "message": message}
-        self.updates.append(update)
-        self._new_update.set()
-        return update
+        return {"update_id": update_id or next(self._update_ids), "message": message}
 
     def send_user_document(
         self, name: str, data: bytes, caption: str = "", *, chat_id: int = 42
@@ -140,6 +160,9 @@ class FakeTelegram(LocalServer):
                 result["message_id"] = int(params["message_id"])
             params["sent_message_id"] = result["message_id"]  # what the bot was told it sent
             return {"ok": True, "result": result}
+        if method == "sendPhoto":
+            photo = [{"file_id": "p1", "file_unique_id": "up1", "width": 1, "height": 1}]
+            return {"ok": True, "result": self._message(params.get("chat_id"), photo=photo)}
         if method == "sendDocument":
             document = {
                 "file_id": "f1",
