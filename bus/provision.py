@@ -82,6 +82,9 @@ def stream_configs(bus: Bus) -> list[StreamConfig]:
     ]
 
 
+REPLIES_TTL = 24 * 3600.0  # seconds a streaming reply's message id is kept
+
+
 async def provision(bus: Bus) -> Provisioned:
     """Create or update everything; safe to run any number of times, concurrently too."""
     streams = []
@@ -92,6 +95,8 @@ async def provision(bus: Bus) -> Provisioned:
     buckets = [s.threads_bucket, s.chats_bucket, s.runs_bucket, s.memory_bucket]
     for bucket in buckets:
         await _ensure_kv(bus, bucket)
+    await _ensure_kv(bus, s.replies_bucket, ttl=REPLIES_TTL)
+    buckets.append(s.replies_bucket)
     await _ensure_object_store(bus, s.files_store)
     log.debug("provisioned %d streams, %d buckets, 1 object store", len(streams), len(buckets))
     return Provisioned(streams=streams, buckets=buckets, object_stores=[s.files_store])
@@ -119,11 +124,13 @@ async def _ensure_stream(bus: Bus, config: StreamConfig) -> None:
         ) from None
 
 
-async def _ensure_kv(bus: Bus, bucket: str) -> None:
+async def _ensure_kv(bus: Bus, bucket: str, ttl: float | None = None) -> None:
     try:
         await bus.js.key_value(bucket)
     except BucketNotFoundError:
-        await bus.js.create_key_value(KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE))
+        await bus.js.create_key_value(
+            KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE, ttl=ttl)
+        )
         log.info("created KV bucket %s", bucket)
 
 

@@ -133,6 +133,11 @@ class Subjects:
         return self.bucket("memory")
 
     @property
+    def replies_bucket(self) -> str:
+        """Which platform message shows each run's streaming answer (entries expire after a day)."""
+        return self.bucket("replies")
+
+    @property
     def files_store(self) -> str:
         return self.bucket("files")
 

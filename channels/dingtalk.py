@@ -38,6 +38,7 @@ from dingtalk_stream.frames import AckMessage, CallbackMessage, SystemMessage
 from bus import Bus, Consumer, Delivery, Retry, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from channels.live import LiveReplies
 from config import AppConfig, DingTalkConfig
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class DingTalkAdapter:
         self.base = (config.base_url or OPEN_API).rstrip("/")
         self.legacy = (config.base_url or LEGACY_API).rstrip("/")
         self.webhooks: dict[str, tuple[str, float]] = {}  # conversation -> newest session webhook, expiry
-        self.cards: dict[str, str | None] = {}  # run id -> AI card's outTrackId (None: card failed)
+        self.cards = LiveReplies(bus, "dingtalk")  # run id -> the AI card streamed into
         self.http = httpx.AsyncClient(timeout=30)
         self._token: tuple[str, float] | None = None
 
@@ -275,14 +276,17 @@ class DingTalkAdapter:
             return  # markdown replies are sent once, when final
         await self._markdown(out, out.text or "(empty reply)")
         await self._files_out(out)
+        if self.config.card_template_id and out.run_id:
+            await self.cards.drop(out.run_id)  # forget a card that could not be created
 
     async def _card(self, out: OutboundMessage) -> bool:
         """Stream the answer into the run's AI card; False when there is no card to use."""
         assert out.run_id is not None
         key = self.config.card_content_key
-        track = self.cards.get(out.run_id, "")
-        if track is None:
+        live = await self.cards.get(out.run_id)
+        if live is not None and live.get("failed"):
             return False  # this run's card could not be created: Markdown instead
+        track = live["track"] if live is not None else ""
         if not track:
             track = f"antler-{out.run_id}"
             context = out.metadata
@@ -306,9 +310,9 @@ class DingTalkAdapter:
                 await self._api("POST", "/v1.0/card/instances/createAndDeliver", body)
             except DingTalkError as exc:
                 log.warning("dingtalk: no AI card for run %s (%s); answering in Markdown", out.run_id, exc)
-                self.cards[out.run_id] = None
+                await self.cards.put(out.run_id, failed=True)
                 return False
-            self.cards[out.run_id] = track
+            await self.cards.put(out.run_id, track=track)
         final = out.kind != "partial"
         failed = out.kind == "error"
         text = out.text or ("" if not final else "(empty reply)")
@@ -332,7 +336,7 @@ class DingTalkAdapter:
                 "/v1.0/card/instances",
                 {"outTrackId": track, "cardData": {"cardParamMap": {key: text, "flowStatus": status}}},
             )
-            self.cards.pop(out.run_id, None)
+            await self.cards.drop(out.run_id)
         return True
 
     async def _markdown(self, out: OutboundMessage, text: str) -> None:

@@ -52,6 +52,7 @@ from lark_oapi.api.im.v1 import (
 from bus import Bus, Consumer, Delivery, Retry, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from channels.live import LiveReplies
 from config import AppConfig, FeishuConfig
 
 log = logging.getLogger(__name__)
@@ -153,7 +154,7 @@ class FeishuAdapter:
             .build()
         )
         self.bot_open_id: str | None = None
-        self.cards: dict[str, str] = {}  # run id -> message id of the card being patched
+        self.cards = LiveReplies(bus, "feishu")  # run id -> the card being patched
         self.sent: OrderedDict[str, None] = OrderedDict()  # our recent message ids, to spot replies to us
         self._token: tuple[str, float] | None = None
 
@@ -292,23 +293,24 @@ class FeishuAdapter:
         if out.kind == "partial":
             if not out.run_id:
                 return
-            live = self.cards.get(out.run_id)
+            live = await self.cards.get(out.run_id)
             if live is None:
-                self.cards[out.run_id] = await self._send(out, "interactive", card(out.text[:LIMIT]))
+                sent = await self._send(out, "interactive", card(out.text[:LIMIT]))
+                await self.cards.put(out.run_id, message_id=sent)
             else:
-                await self._patch(live, out.text[:LIMIT])
+                await self._patch(live["message_id"], out.text[:LIMIT])
             return
         text = out.text or "(empty reply)"
         pieces = [text[i : i + LIMIT] for i in range(0, len(text), LIMIT)]
-        live = self.cards.get(out.run_id) if out.run_id else None
+        live = await self.cards.get(out.run_id) if out.run_id else None
         if live is not None:
-            await self._patch(live, pieces.pop(0))
+            await self._patch(live["message_id"], pieces.pop(0))
         for piece in pieces:
             await self._send(out, "interactive", card(piece))
         for file in out.files:
             await self._send_file(out, file)
-        if out.run_id:
-            self.cards.pop(out.run_id, None)
+        if live is not None and out.run_id:
+            await self.cards.drop(out.run_id)
 
     async def _send(self, out: OutboundMessage, msg_type: str, content: str) -> str:
         """Reply to the user's message (in its topic, if it had one), or post into the chat."""

@@ -26,6 +26,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bus import Bus, Consumer, Delivery, Retry, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from channels.live import LiveReplies
 from config import AppConfig, SlackConfig
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class SlackAdapter:
         self.app = app
         self.config = config
         self.bot_user: str | None = None
-        self.live: dict[str, tuple[str, str]] = {}  # run id -> (channel, ts) of the reply being updated
+        self.live = LiveReplies(bus, "slack")  # run id -> the reply being updated
 
     # ------------------------------------------------------------------ inbound
 
@@ -132,20 +133,22 @@ class SlackAdapter:
         if out.kind == "partial":
             if not out.run_id:
                 return
-            live = self.live.get(out.run_id)
+            live = await self.live.get(out.run_id)
             if live is None:
                 posted = await client.chat_postMessage(
-                    channel=out.chat_id, thread_ts=thread_ts, text=mrkdwn(out.text)
+                    channel=out.chat_id, thread_ts=thread_ts, text=mrkdwn(out.text[:LIMIT])
                 )
-                self.live[out.run_id] = (out.chat_id, str(posted["ts"]))
+                await self.live.put(out.run_id, channel=out.chat_id, ts=str(posted["ts"]))
             else:
-                await client.chat_update(channel=live[0], ts=live[1], text=mrkdwn(out.text[:LIMIT]))
+                await client.chat_update(
+                    channel=live["channel"], ts=live["ts"], text=mrkdwn(out.text[:LIMIT])
+                )
             return
         text = out.text or "(empty reply)"
         pieces = [text[i : i + LIMIT] for i in range(0, len(text), LIMIT)]
-        live = self.live.pop(out.run_id, None) if out.run_id else None
+        live = await self.live.get(out.run_id) if out.run_id else None
         if live is not None:
-            await client.chat_update(channel=live[0], ts=live[1], text=mrkdwn(pieces[0]))
+            await client.chat_update(channel=live["channel"], ts=live["ts"], text=mrkdwn(pieces[0]))
             pieces = pieces[1:]
         for piece in pieces:
             await client.chat_postMessage(channel=out.chat_id, thread_ts=thread_ts, text=mrkdwn(piece))
@@ -160,6 +163,8 @@ class SlackAdapter:
                 filename=file.name,
                 title=file.name,
             )
+        if live is not None and out.run_id:
+            await self.live.drop(out.run_id)
 
 
 def build_app(config: SlackConfig) -> AsyncApp:

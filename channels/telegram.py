@@ -28,6 +28,7 @@ from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageH
 from bus import Bus, Consumer, Delivery, Retry, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from channels.live import LiveReplies
 from config import AppConfig, TelegramConfig
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class TelegramAdapter:
         self.bus = bus
         self.app = app
         self.config = config
-        self.live: dict[str, tuple[int, int]] = {}  # run id -> (chat id, message id) being edited
+        self.live = LiveReplies(bus, "telegram")  # run id -> the message being edited
 
     # ------------------------------------------------------------------ inbound
 
@@ -163,22 +164,24 @@ class TelegramAdapter:
         if out.kind == "partial":
             if not out.run_id:
                 return
-            live = self.live.get(out.run_id)
+            live = await self.live.get(out.run_id)
             if live is None:
                 sent = await self._send(chat_id, out.text[:LIMIT], topic)
-                self.live[out.run_id] = (chat_id, sent.message_id)
+                await self.live.put(out.run_id, chat=chat_id, message=sent.message_id)
             else:
-                await self._edit(live[0], live[1], out.text[:LIMIT])
+                await self._edit(live["chat"], live["message"], out.text[:LIMIT])
             return
         pieces = split_message(out.text or "(empty reply)")
-        live = self.live.pop(out.run_id, None) if out.run_id else None
+        live = await self.live.get(out.run_id) if out.run_id else None
         if live is not None:
-            await self._edit(live[0], live[1], pieces[0])
+            await self._edit(live["chat"], live["message"], pieces[0])
             pieces = pieces[1:]
         for piece in pieces:
             await self._send(chat_id, piece, topic)
         for file in out.files:
             await self._send_file(chat_id, file.object_name, file.name, topic)
+        if live is not None and out.run_id:
+            await self.live.drop(out.run_id)
 
     async def _send(self, chat_id: int, text: str, topic: dict[str, Any]) -> Message:
         try:

@@ -20,9 +20,11 @@ async def adapter_stack(
     app_config: Callable[[], AppConfig],
     platform: str,
     settings: dict[str, Any],
-    entry: Callable[[Bus, AppConfig], Awaitable[None]],
+    entry: Callable[[Bus, AppConfig], Awaitable[None]] | None,
 ) -> AsyncIterator[AppConfig]:
-    """The whole path for one platform, with fast partial updates and the local sandbox."""
+    """The whole path for one platform, with fast partial updates and the local sandbox.
+
+    With `entry` None the adapter is left to the test (to stop and start it)."""
     from tests.channels.test_router import running_router
 
     config_data["channels"] = {"stream_update_seconds": 0.05, platform: {"enabled": True, **settings}}
@@ -32,6 +34,6 @@ async def adapter_stack(
         running_runner(nats_url, config),
         running_broker(nats_url, config),
         running_router(nats_url, config),
-        running_component(nats_url, config, entry, platform),
+        running_component(nats_url, config, entry, platform) if entry else contextlib.nullcontext(),
     ):
         yield config

@@ -14,6 +14,7 @@ from channels.telegram import render_html, split_message
 from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.channels.conftest import adapter_stack
+from tests.conftest import running_component
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -193,3 +194,30 @@ def test_markdown_is_rendered_safely_and_long_replies_split_outside_code() -> No
     pieces = split_message(text, 4096)
     assert all(len(p) <= 4096 for p in pieces)
     assert "".join(pieces).replace("\n", "") == text.replace("\n", "")
+
+
+async def test_an_adapter_restarted_mid_answer_finishes_the_message_it_started(
+    telegram: FakeTelegram,
+    fake_model: FakeOpenAI,
+    nats_url: str,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+) -> None:
+    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
+    fake_model.script(Reply(text="one two three four five six seven", chunk_delay=0.25))
+    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, None) as config:
+        async with running_component(nats_url, config, run_telegram, "telegram"):
+            await telegram.wait_for("getMe")
+            telegram.send_user_message("tell me slowly")
+            await telegram.wait_for("sendMessage")
+        # the adapter is gone while the answer streams on
+        async with running_component(nats_url, config, run_telegram, "telegram"):
+            for _ in range(200):
+                edits = [p for m, p in telegram.calls if m == "editMessageText"]
+                if edits and edits[-1]["text"] == "one two three four five six seven":
+                    break
+                await asyncio.sleep(0.05)
+    sent = [p for m, p in telegram.calls if m == "sendMessage"]
+    assert len(sent) == 1, "the restarted adapter edits the message instead of sending a new one"
+    assert edits[-1]["text"] == "one two three four five six seven"
+    assert {int(e["message_id"]) for e in edits} == {sent[0]["sent_message_id"]}
