@@ -76,7 +76,7 @@ async def test_groups_answer_mentions_once_in_their_topic(
     assert {a["code"] for a in feishu.acks} == {200}, "every event is acknowledged, unknown ones too"
 
 
-async def test_an_image_in_and_a_presented_file_out(
+async def test_a_file_in_and_a_presented_file_out(
     feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
 ) -> None:
     feishu.add_resource("file_v2_abc", b"- buy milk\n- call mum\n", "text/plain", "todo.txt")
@@ -101,6 +101,30 @@ async def test_an_image_in_and_a_presented_file_out(
     assert downloaded[0]["type"] == "file"
     assert "/mnt/user-data/uploads/todo.txt" in fake_model.agent_requests[0]["messages"][-1]["content"]
     assert fake_model.agent_requests[1]["messages"][-1]["content"] == "- buy milk\n- call mum\n"
+
+
+async def test_a_picture_in_and_a_presented_picture_out(
+    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    feishu.add_resource("img_v3_xyz", b"\x89PNG fake", "image/png")
+    fake_model.script(
+        Reply(
+            tool_calls=[
+                ToolCall("bash", {"command": "cp /mnt/user-data/uploads/*.png /mnt/user-data/outputs/c.png"})
+            ]
+        ),
+        Reply(tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/c.png"]})]),
+        Reply(text="Same picture back."),
+    )
+    feishu.send_message(message_type="image", content={"image_key": "img_v3_xyz"}, chat_id="oc_pic")
+    uploaded = await feishu.wait_for("image")
+    assert uploaded[0]["image_type"] == "message"
+    assert feishu.uploads[uploaded[0]["image_key"]] == b"\x89PNG fake"
+    await feishu.wait(lambda: any(p.get("msg_type") == "image" for c, p in feishu.calls if c == "reply"))
+    sent = next(p for c, p in feishu.calls if c == "reply" and p.get("msg_type") == "image")
+    assert json.loads(sent["content"]) == {"image_key": uploaded[0]["image_key"]}
+    assert (await feishu.wait_for("resource"))[0]["type"] == "image"
+    assert ".png" in fake_model.agent_requests[0]["messages"][-1]["content"]
 
 
 async def test_the_long_connection_comes_back_after_a_drop(
