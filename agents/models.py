@@ -99,9 +99,71 @@ def create_chat_model(
     if model.use.startswith("langchain_openai:"):
         kwargs.setdefault("stream_usage", True)
     try:
-        return cls(**kwargs)  # type: ignore[no-any-return]
+        chat_model = cls(**kwargs)
     except Exception as exc:
         raise ModelConfigError(f"cannot create model {model.name!r} ({model.use}): {exc}") from exc
+    _lean_openai_requests(chat_model)
+    return chat_model  # type: ignore[no-any-return]
+
+
+class _LeanCompletions:
+    """`chat.completions` for langchain-openai, without per-request work the SDK does for nothing here.
+
+    openai's `create()` walks each request through its TypedDict transformer (about a sixth of a turn's
+    CPU in the benchmark) and builds a pydantic object for every streamed chunk, which langchain-openai
+    turns straight back into a dict. The requests langchain-openai builds are plain JSON already, so
+    they are posted as they are and streamed chunks stay dicts; everything else (raw responses, other
+    endpoints) is the SDK's own.
+    """
+
+    def __init__(self, completions: Any) -> None:
+        from openai import AsyncStream
+        from openai._base_client import make_request_options
+        from openai.types.chat import ChatCompletion
+
+        self._completions = completions
+        self._options = make_request_options
+        self._stream_cls = AsyncStream[object]
+        self._cast_to = ChatCompletion
+
+    async def create(
+        self,
+        *,
+        extra_headers: Any = None,
+        extra_query: Any = None,
+        extra_body: Any = None,
+        timeout: Any = None,
+        **params: Any,
+    ) -> Any:
+        options = self._options(
+            extra_headers=extra_headers,
+            extra_query=extra_query,
+            extra_body=extra_body,
+            **({"timeout": timeout} if timeout is not None else {}),
+            security={"bearer_auth": True},
+        )
+        return await self._completions._post(
+            "/chat/completions",
+            body=params,
+            options=options,
+            cast_to=self._cast_to,
+            stream=bool(params.get("stream")),
+            stream_cls=self._stream_cls,
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._completions, name)
+
+
+def _lean_openai_requests(chat_model: Any) -> None:
+    """Swap in `_LeanCompletions` where langchain-openai's Chat Completions client is in use."""
+    completions = getattr(chat_model, "async_client", None)
+    if type(completions).__name__ != "AsyncCompletions" or getattr(chat_model, "use_responses_api", False):
+        return
+    try:
+        chat_model.async_client = _LeanCompletions(completions)
+    except Exception:  # an SDK without these internals: keep its own path
+        return
 
 
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
