@@ -28,5 +28,7 @@ async def bench(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(repo))
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))
     module = importlib.import_module(BENCHMARKS[args.name])
-    await module.main(args.chats, args.turns, args.warmup)
+    from antler.pool import process_count
+
+    await module.main(args.chats, args.turns, args.warmup, process_count(args.runners))
     return 0

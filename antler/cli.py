@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chats", type=int, default=50, help="chats at once for the throughput part (default 50)")
     p.add_argument("--turns", type=int, default=300, help="turns in the throughput part (default 300)")
     p.add_argument("--warmup", type=int, default=5, help="turns before measuring (default 5)")
+    p.add_argument(
+        "--runners", type=int, default=0, help="runner processes (default 0: as many as antler up starts)"
+    )
     p.add_argument("--repo", default=".", help="the repository checkout (default: this directory)")
 
     p = sub.add_parser(

@@ -10,6 +10,7 @@ from typing import Any
 
 from antler._common import CliError, load, nats_url, setup_logging, status
 from antler.components import COMPONENTS, resolve_component
+from antler.pool import process_count, runner_pool
 from bus import Bus, ComponentEntry, ComponentFailed, EmbeddedServer, ServerError, serve, stop_on_signals
 from config import AppConfig
 
@@ -75,10 +76,16 @@ async def up(args: argparse.Namespace) -> int:
             name: own_connection(url, config, name, entry)
             for name, entry in enabled_components(config).items()
         }
+        runners = process_count(config.runner.processes)
+        if runners > 1 and "runner" in components:
+            components["runner"] = runner_pool(args, url, runners)
         print(f"NATS: {url}", flush=True)
         announcer = asyncio.create_task(announce_gateway(config)) if "gateway" in components else None
         if components:
-            status(f"components: {', '.join(components)}")
+            names = [
+                f"runner (x{runners} processes)" if n == "runner" and runners > 1 else n for n in components
+            ]
+            status(f"components: {', '.join(names)}")
         else:
             status("components: none yet (only the bus runs)")
         status(f"Antler is up ({time.monotonic() - started:.2f}s). Press Ctrl-C to stop.")

@@ -50,6 +50,12 @@ class BusConfig(Section):
 
 class RunnerConfig(Section):
     concurrency: int = Field(64, ge=1, description="Runs one runner process works on at once.")
+    processes: int = Field(
+        0,
+        ge=0,
+        description="Runner processes `antler up` starts (they share the work); 1 = inside `antler up` "
+        "itself; 0 = one per CPU core, at most 4.",
+    )
     run_timeout_seconds: float = Field(
         3600.0, gt=0, description="A run longer than this is stopped (timeout)."
     )

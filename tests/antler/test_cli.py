@@ -41,7 +41,7 @@ async def read_url(proc: asyncio.subprocess.Process) -> str:
 
 
 async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
-    (tmp_path / "config.yaml").write_text("gateway:\n  port: 0\n", encoding="utf-8")
+    (tmp_path / "config.yaml").write_text("gateway:\n  port: 0\nrunner:\n  processes: 2\n", encoding="utf-8")
     proc = await run_antler("up", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
     try:
         url = await read_url(proc)
@@ -57,10 +57,10 @@ async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Pa
         async with httpx.AsyncClient() as http:
             for _ in range(100):  # components come up in any order; health says who answers now
                 health = (await http.get(f"{gateway_url}/health")).json()
-                if health["status"] == "ok":
+                if health["status"] == "ok" and health["components"].get("runner") == 2:
                     break
                 await asyncio.sleep(0.1)
-        assert health["components"] == {"gateway": 1, "runner": 1, "sandbox": 1}
+        assert health["components"] == {"gateway": 1, "runner": 2, "sandbox": 1}, "two runner processes"
         lock_holder = int((tmp_path / "data" / "antler.lock").read_text().split()[1].rstrip(","))
         assert (tmp_path / "data" / "nats.url").read_text().strip() == url
 
@@ -71,7 +71,10 @@ async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Pa
         if proc.returncode is None:
             proc.kill()
     assert code == 0, err
-    assert "components: runner, sandbox, router, gateway" in err
+    assert "components: runner (x2 processes), sandbox, router, gateway" in err
+    runner_pids = [int(pid) for pid in re.findall(r"runner process \d started \(pid (\d+)\)", err)]
+    assert len(runner_pids) == 2
+    assert not any(pid_alive(pid) for pid in runner_pids), "the runner processes stopped with antler up"
     assert "stopped" in err
     assert "Traceback" not in err
     assert not (tmp_path / "data" / "nats.url").exists()
@@ -80,7 +83,7 @@ async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Pa
 
 
 async def test_a_second_antler_up_on_the_same_data_dir_refuses_clearly(tmp_path: Path) -> None:
-    (tmp_path / "config.yaml").write_text("gateway:\n  port: 0\n", encoding="utf-8")
+    (tmp_path / "config.yaml").write_text("gateway:\n  port: 0\nrunner:\n  processes: 2\n", encoding="utf-8")
     first = await run_antler("up", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
     try:
         await read_url(first)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from antler.pool import process_count
 from bus import Bus, EmbeddedServer
 from bus.messages import RunRequest
 from bus.runs import collect_run, submit_run
@@ -43,7 +44,7 @@ async def one_turn(bus: Bus, thread_id: str, text: str) -> float:
     return time.perf_counter() - started
 
 
-async def main(chats: int, turns: int, warmup: int) -> None:
+async def main(chats: int, turns: int, warmup: int, runners: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         async with EmbeddedServer(Path(tmp) / "nats") as server, FakeOpenAI() as fake:
             prefix = f"bench{uuid.uuid4().hex[:6]}"
@@ -55,20 +56,25 @@ async def main(chats: int, turns: int, warmup: int) -> None:
             }
             path = Path(tmp) / "config.yaml"
             path.write_text(yaml.safe_dump(config))
-            runner = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "antler",
-                "run",
-                "runner",
-                "-c",
-                str(path),
-                "--nats-url",
-                server.url,
-                cwd=REPO,
-                env={**os.environ, "PYTHONPATH": str(REPO)},
-                stderr=asyncio.subprocess.DEVNULL,
-            )
+            started_runners = [
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "antler",
+                    "run",
+                    "runner",
+                    "-c",
+                    str(path),
+                    "--nats-url",
+                    server.url,
+                    cwd=REPO,
+                    env={**os.environ, "PYTHONPATH": str(REPO)},
+                    stderr=asyncio.subprocess.DEVNULL,
+                )
+                for _ in range(runners)
+            ]
+            runner = started_runners[0]
+            print(f"{runners} runner process(es), as `antler up` starts them here (runner.processes)")
             bus = await Bus.connect(server.url, BusConfig(prefix=prefix), provision=True)
             if os.environ.get("ANTLER_BENCH_PYSPY"):  # sample the runner while the benchmark runs
                 await asyncio.create_subprocess_exec(  # ends by itself when the runner exits
@@ -112,8 +118,9 @@ async def main(chats: int, turns: int, warmup: int) -> None:
                     f"(median turn {statistics.median(done) * 1000:.0f} ms, {len(done)} turns)"
                 )
             finally:
-                runner.terminate()
-                await runner.wait()
+                for child in started_runners:
+                    child.terminate()
+                    await child.wait()
                 await bus.close()
 
 
@@ -122,5 +129,6 @@ if __name__ == "__main__":
     parser.add_argument("--chats", type=int, default=50)
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--runners", type=int, default=0, help="runner processes (0: as antler up starts)")
     args = parser.parse_args()
-    asyncio.run(main(args.chats, args.turns, args.warmup))
+    asyncio.run(main(args.chats, args.turns, args.warmup, process_count(args.runners)))

@@ -1,0 +1,101 @@
+"""Runner processes for `antler up`: Python runs one core per process, agent runs are CPU-bound.
+
+With `runner.processes` above 1 (or 0: one per core), `antler up` starts that many
+`antler run runner` children instead of running the runner in its own process. They
+share the runner's durable consumer, so JetStream spreads RunRequests over them, and
+one run per thread holds across processes through the thread records. A child that
+dies is started again; one that keeps dying within seconds of starting fails `antler up`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from bus import Bus, ComponentEntry
+
+log = logging.getLogger("antler.up")
+
+QUICK_DEATH = 10.0  # a child that dies sooner than this after starting counts toward giving up
+MAX_QUICK_DEATHS = 3
+
+
+def process_count(configured: int) -> int:
+    return configured if configured > 0 else max(1, min(4, os.cpu_count() or 1))
+
+
+def runner_pool(args: argparse.Namespace, url: str, count: int) -> ComponentEntry:
+    """A component entry that keeps `count` runner processes alive until cancelled."""
+    command = [sys.executable, "-m", "antler", "run", "runner", "--nats-url", url]
+    for flag, value in (("--config", args.config), ("--data-dir", args.data_dir), ("--prefix", args.prefix)):
+        if value:
+            command += [flag, str(value)]
+    if args.verbose:
+        command.append("--verbose")
+
+    async def run(_bus: Bus, _config: Any) -> None:
+        children = [asyncio.create_task(_keep_alive(command, n), name=f"runner-{n}") for n in range(count)]
+        try:
+            done, _ = await asyncio.wait(children, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()  # a child that could not be kept alive
+        finally:
+            for task in children:
+                task.cancel()
+            await asyncio.gather(*children, return_exceptions=True)
+
+    return run
+
+
+async def _keep_alive(command: list[str], number: int) -> None:
+    quick_deaths = 0
+    while True:
+        started = time.monotonic()
+        # Its own session: a Ctrl-C reaches only `antler up`, which then stops each child exactly once
+        # (a second signal would make a runner abort instead of draining).
+        child = await asyncio.create_subprocess_exec(
+            *command, start_new_session=True, preexec_fn=_die_with_parent
+        )
+        log.info("runner process %d started (pid %d)", number + 1, child.pid)
+        try:
+            code = await child.wait()
+        except asyncio.CancelledError:
+            await asyncio.shield(_stop(child))
+            raise
+        quick_deaths = quick_deaths + 1 if time.monotonic() - started < QUICK_DEATH else 0
+        if quick_deaths >= MAX_QUICK_DEATHS:
+            raise RuntimeError(f"runner process {number + 1} keeps exiting (code {code}); see its log above")
+        log.warning("runner process %d exited with code %s; starting it again", number + 1, code)
+        await asyncio.sleep(min(quick_deaths, 3))
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it if `antler up` dies without stopping it (Linux)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+async def _stop(child: asyncio.subprocess.Process, grace: float = 60.0) -> None:
+    """SIGTERM (the runner drains its runs), then SIGKILL if it does not end within `grace`."""
+    if child.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        child.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(child.wait(), grace)
+    except TimeoutError:
+        log.warning("runner process %d did not stop within %.0fs; killing it", child.pid, grace)
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
+        await child.wait()
