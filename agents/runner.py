@@ -133,6 +133,9 @@ class Runner:
         self._released: set[str] = set()  # runs that gave their thread back already
         self._cancel_actions: dict[str, str] = {}  # run id -> cancel | interrupt | rollback
         self._thread_freed: dict[str, asyncio.Event] = {}
+        # Runs of one thread delivered here at once claim it in stream order (see `_in_stream_order`).
+        self._arriving: dict[str, dict[str, int]] = {}
+        self._arrived: dict[str, asyncio.Event] = {}
         self._skills_prompt_cache: list[Any] | None = None
 
     def warm_up(self) -> None:
@@ -527,6 +530,43 @@ class Runner:
 
     async def _take_thread(self, request: RunRequest, events: EventLog, delivery: Delivery) -> bool:
         """Make this run the thread's active run, following its multitask strategy."""
+        thread_id = request.thread_id
+        arriving = self._arriving.setdefault(thread_id, {})
+        arriving[request.run_id] = delivery.stream_seq
+        try:
+            await self._in_stream_order(thread_id, request.run_id)
+            return await self._claim_thread(request, events, delivery)
+        finally:
+            self._left(thread_id, request.run_id)
+
+    async def _in_stream_order(self, thread_id: str, run_id: str) -> None:
+        """Wait while a run of the same thread submitted earlier, delivered here too, has not claimed it yet.
+
+        Deliveries are handled concurrently, so a later run could otherwise find the thread idle and
+        take it before the earlier one gets to the thread record.
+        """
+        arriving = self._arriving[thread_id]
+        mine = arriving[run_id]
+        while any(seq < mine for other, seq in arriving.items() if other != run_id):
+            event = self._arrived.setdefault(thread_id, asyncio.Event())
+            try:
+                await asyncio.wait_for(event.wait(), _WAIT_POLL)
+            except TimeoutError:
+                pass
+            event.clear()
+
+    def _left(self, thread_id: str, run_id: str) -> None:
+        """This run made its first claim (or gave up): runs behind it may claim now."""
+        arriving = self._arriving.get(thread_id)
+        if arriving is not None:
+            arriving.pop(run_id, None)
+            if not arriving:
+                self._arriving.pop(thread_id, None)
+        event = self._arrived.pop(thread_id, None) if not arriving else self._arrived.get(thread_id)
+        if event is not None:
+            event.set()
+
+    async def _claim_thread(self, request: RunRequest, events: EventLog, delivery: Delivery) -> bool:
         assert self.threads is not None
         strategy = request.multitask_strategy
         signalled = False
@@ -572,6 +612,7 @@ class Runner:
                 await self._interrupted(request, events)
                 return False
             taken = await self.threads.update_with_revision(request.thread_id, claim)
+            self._left(request.thread_id, request.run_id)  # in the thread record now: later runs may claim
             if outcome.get("taken"):
                 self._thread_revisions[request.run_id] = taken
                 return True
