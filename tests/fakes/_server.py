@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Self
 
 import uvicorn
@@ -24,6 +25,17 @@ class LocalServer:
     def record(self, method: str, params: dict[str, Any]) -> None:
         self.calls.append((method, params))
         self._new_call.set()
+
+    def changed(self) -> None:
+        """Something a test may be waiting for happened (an ack, a connection, a reply)."""
+        self._new_call.set()
+
+    async def wait(self, condition: Callable[[], bool], timeout: float = 20.0) -> None:
+        """Until `condition()` holds, re-checked whenever a call is recorded or `changed()` is called."""
+        async with asyncio.timeout(timeout):
+            while not condition():
+                self._new_call.clear()
+                await self._new_call.wait()
 
     async def wait_for(self, method: str, count: int = 1, timeout: float = 20.0) -> list[dict[str, Any]]:
         """The parameters of the first `count` calls of `method`, once that many have arrived."""

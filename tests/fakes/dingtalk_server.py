@@ -29,7 +29,6 @@ class FakeDingTalk(LocalServer):
         self.replies: list[tuple[str, dict[str, Any]]] = []
         self.connections = 0
         self._frames: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self._changed = asyncio.Event()
         self.app = FastAPI()
         self.app.post("/v1.0/gateway/connections/open")(self._open)
         self.app.websocket("/stream")(self._socket)
@@ -104,12 +103,6 @@ class FakeDingTalk(LocalServer):
     def drop_connection(self) -> None:
         self._frames.put_nowait(None)
 
-    async def wait(self, condition: Any, timeout: float = 20.0) -> None:
-        async with asyncio.timeout(timeout):
-            while not condition():
-                self._changed.clear()
-                await self._changed.wait()
-
     async def _open(self, request: Request) -> Any:
         body = await request.json()
         if body.get("clientId") != "ding-id" or body.get("clientSecret") != "ding-secret":
@@ -119,7 +112,7 @@ class FakeDingTalk(LocalServer):
     async def _socket(self, websocket: WebSocket) -> None:
         await websocket.accept()
         self.connections += 1
-        self._changed.set()
+        self.changed()
 
         async def pump() -> None:
             while (frame := await self._frames.get()) is not None:
@@ -130,7 +123,7 @@ class FakeDingTalk(LocalServer):
         try:
             while True:
                 self.acks.append(json.loads(await websocket.receive_text()))
-                self._changed.set()
+                self.changed()
         except (WebSocketDisconnect, RuntimeError):
             pass
         finally:
@@ -138,7 +131,7 @@ class FakeDingTalk(LocalServer):
 
     async def _webhook(self, conversation: str, request: Request) -> Any:
         self.replies.append((conversation, await request.json()))
-        self._changed.set()
+        self.changed()
         return {"errcode": 0, "errmsg": "ok"}
 
     def add_file(self, code: str, data: bytes, content_type: str) -> None:
@@ -158,7 +151,7 @@ class FakeDingTalk(LocalServer):
             return JSONResponse({"code": "InvalidAuthentication", "message": "token"}, status_code=401)
         body = await request.json()
         self.record(request.url.path, body)
-        self._changed.set()
+        self.changed()
         if self.refuse_cards and request.url.path.startswith("/v1.0/card/"):
             return JSONResponse({"code": "param.invalid", "message": "no such template"}, status_code=400)
         return {"success": True, "result": {"outTrackId": body.get("outTrackId")}}

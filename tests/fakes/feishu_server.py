@@ -42,7 +42,6 @@ class FakeFeishu(LocalServer):
         self.resources: dict[str, tuple[bytes, str, str]] = {}  # key -> (bytes, content type, name)
         self.refuse_credentials = False
         self._frames: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self._changed = asyncio.Event()
         self._messages = 0
         self.app = FastAPI()
         self.app.post("/callback/ws/endpoint")(self._endpoint)
@@ -140,12 +139,6 @@ class FakeFeishu(LocalServer):
     def drop_connection(self) -> None:
         self._frames.put_nowait(None)
 
-    async def wait(self, condition: Any, timeout: float = 20.0) -> None:
-        async with asyncio.timeout(timeout):
-            while not condition():
-                self._changed.clear()
-                await self._changed.wait()
-
     def cards(self) -> list[tuple[str, str]]:
         """(call, markdown) of every card sent, replied or patched, in order."""
         found = []
@@ -178,7 +171,7 @@ class FakeFeishu(LocalServer):
     async def _socket(self, websocket: WebSocket) -> None:
         await websocket.accept()
         self.connections += 1
-        self._changed.set()
+        self.changed()
 
         async def pump() -> None:
             while (frame := await self._frames.get()) is not None:
@@ -200,7 +193,7 @@ class FakeFeishu(LocalServer):
                 elif frame.method == 1:
                     answer = json.loads(frame.payload or b"{}")
                     self.acks.append({"message_id": headers.get("message_id"), "code": answer.get("code")})
-                self._changed.set()
+                self.changed()
         except (WebSocketDisconnect, RuntimeError):
             pass
         finally:
@@ -215,7 +208,7 @@ class FakeFeishu(LocalServer):
         self._messages += 1
         message_id = f"om_bot{self._messages}"
         self.record(call, {**params, "message_id": message_id})
-        self._changed.set()
+        self.changed()
         return {
             "code": 0,
             "msg": "success",
@@ -248,7 +241,7 @@ class FakeFeishu(LocalServer):
         if not self._authorized(request):
             return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
         self.record("patch", {**await request.json(), "message_id": message_id})
-        self._changed.set()
+        self.changed()
         return {"code": 0, "msg": "success", "data": {}}
 
     async def _resource(self, message_id: str, key: str, request: Request) -> Any:
