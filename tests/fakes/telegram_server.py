@@ -41,25 +41,10 @@ class FakeTelegram(LocalServer):
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def send_user_message(
-        self,
-        text: str,
-        *,
-        chat_id: int = 42,
-        user_id: int = 7,
-        chat_type: str = "private",
-        entities: list[dict[str, Any]] | None = None,
-        update_id: int | None = None,
-    ) -> dict[str, Any]:
-        """Queue an update as if a user wrote to the bot; returns it (resend it to simulate a retry)."""
-        update = self.make_update(
-            text,
-            chat_id=chat_id,
-            user_id=user_id,
-            chat_type=chat_type,
-            entities=entities,
-            update_id=update_id,
-        )
+    def send_user_message(self, text: str, **fields: Any) -> dict[str, Any]:
+        """Queue an update as if a user wrote to the bot (fields as for `make_update`); returns it
+        (resend it to simulate a retry)."""
+        update = self.make_update(text, **fields)
         self.updates.append(update)
         self._new_update.set()
         return update
