@@ -35,10 +35,10 @@ import websockets
 from dingtalk_stream.chatbot import ChatbotMessage
 from dingtalk_stream.frames import AckMessage, CallbackMessage, SystemMessage
 
-from bus import Bus, Consumer, Delivery, Retry, run_consumers
+from bus import Bus, Delivery, Retry, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
-from channels.live import LiveReplies
+from channels.live import LiveReplies, reply_consumer
 from config import AppConfig, DingTalkConfig
 
 log = logging.getLogger(__name__)
@@ -399,17 +399,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     if not settings.resolved("client_id") or not settings.resolved("client_secret"):
         raise ValueError("channels.dingtalk.client_id and client_secret must be set")
     adapter = DingTalkAdapter(bus, settings)
-    s = bus.subjects
-    outbound = Consumer(
-        bus,
-        stream=s.chat_out_stream,
-        durable="dingtalk",
-        filter_subjects=[s.chat_out("dingtalk")],
-        model=OutboundMessage,
-        handler=adapter.on_outbound,
-        concurrency=1,
-        max_ack_pending=1,
-    )
+    outbound = reply_consumer(bus, "dingtalk", adapter.on_outbound)
     stream = asyncio.create_task(adapter.stream_forever(), name="dingtalk-stream")
     try:
         await run_consumers(outbound)

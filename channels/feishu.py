@@ -49,10 +49,10 @@ from lark_oapi.api.im.v1 import (
     ReplyMessageRequestBody,
 )
 
-from bus import Bus, Consumer, Delivery, Retry, run_consumers
+from bus import Bus, Delivery, Retry, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
-from channels.live import LiveReplies
+from channels.live import LiveReplies, reply_consumer
 from config import AppConfig, FeishuConfig
 
 log = logging.getLogger(__name__)
@@ -239,7 +239,9 @@ class FeishuAdapter:
         for mention in message.get("mentions") or []:
             open_id = (mention.get("id") or {}).get("open_id")
             is_bot = open_id is not None and open_id == self.bot_open_id
-            mentioned = mentioned or is_bot or (self.bot_open_id is None and not mention.get("tenant_key"))
+            # Without the bot's id (Feishu unreachable at start), any mention counts: groups deliver
+            # only messages that mention the bot unless the app may read all of them.
+            mentioned = mentioned or is_bot or self.bot_open_id is None
             mentions[str(mention.get("key"))] = "" if is_bot else "@" + str(mention.get("name") or "")
         text = message_text(message_type, content, mentions)
         files = await self._files_in(message_id, chat_id, message_type, content)
@@ -476,17 +478,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         log.warning("feishu: could not look up the bot (%s); carrying on", exc)
     connection = LongConnection(settings, adapter.domain, _Events(adapter, asyncio.get_running_loop()))
     connection.start()
-    s = bus.subjects
-    outbound = Consumer(
-        bus,
-        stream=s.chat_out_stream,
-        durable="feishu",
-        filter_subjects=[s.chat_out("feishu")],
-        model=OutboundMessage,
-        handler=adapter.on_outbound,
-        concurrency=1,
-        max_ack_pending=1,
-    )
+    outbound = reply_consumer(bus, "feishu", adapter.on_outbound)
     replies = asyncio.create_task(run_consumers(outbound), name="feishu-replies")
     try:
         done, _ = await asyncio.wait({replies, connection.failed}, return_when=asyncio.FIRST_COMPLETED)

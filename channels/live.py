@@ -1,4 +1,4 @@
-"""Which platform message shows a run's streaming answer, kept on the bus.
+"""What every adapter's reply side shares: its consumer, and the message it is editing.
 
 Adapters edit one message (Telegram, Slack), patch one card (Feishu) or stream
 into one AI card (DingTalk) per run. Keeping that message's id only in memory
@@ -10,11 +10,30 @@ the restarted adapter finish the message it started.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nats.js.errors import KeyNotFoundError
 
-from bus import Bus
+from bus import Bus, Consumer, Delivery
+from bus.messages import OutboundMessage
+
+
+def reply_consumer(
+    bus: Bus, channel: str, handler: Callable[[OutboundMessage, Delivery], Awaitable[None]]
+) -> Consumer[OutboundMessage]:
+    """The durable consumer of `<prefix>.chat.out.<channel>`, one reply at a time so they stay in order."""
+    s = bus.subjects
+    return Consumer(
+        bus,
+        stream=s.chat_out_stream,
+        durable=channel,
+        filter_subjects=[s.chat_out(channel)],
+        model=OutboundMessage,
+        handler=handler,
+        concurrency=1,
+        max_ack_pending=1,
+    )
 
 
 class LiveReplies:

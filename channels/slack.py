@@ -23,10 +23,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bus import Bus, Consumer, Delivery, Retry, run_consumers
+from bus import Bus, Delivery, Retry, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
-from channels.live import LiveReplies
+from channels.live import LiveReplies, reply_consumer
 from config import AppConfig, SlackConfig
 
 log = logging.getLogger(__name__)
@@ -191,17 +191,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         await adapter.on_event(event)
 
     handler = AsyncSocketModeHandler(app, app_token=settings.resolved("app_token"), web_client=app.client)
-    s = bus.subjects
-    outbound = Consumer(
-        bus,
-        stream=s.chat_out_stream,
-        durable="slack",
-        filter_subjects=[s.chat_out("slack")],
-        model=OutboundMessage,
-        handler=adapter.on_outbound,
-        concurrency=1,
-        max_ack_pending=1,
-    )
+    outbound = reply_consumer(bus, "slack", adapter.on_outbound)
     await handler.connect_async()
     log.info("slack adapter connected in Socket Mode")
     try:

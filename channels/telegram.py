@@ -25,10 +25,10 @@ from telegram import InputFile, Message, Update
 from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
-from bus import Bus, Consumer, Delivery, Retry, run_consumers
+from bus import Bus, Delivery, Retry, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
-from channels.live import LiveReplies
+from channels.live import LiveReplies, reply_consumer
 from config import AppConfig, TelegramConfig
 
 log = logging.getLogger(__name__)
@@ -243,17 +243,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     app = build_application(settings)
     adapter = TelegramAdapter(bus, app, settings)
     app.add_handler(MessageHandler(filters.ALL, adapter.on_message))
-    s = bus.subjects
-    outbound = Consumer(
-        bus,
-        stream=s.chat_out_stream,
-        durable="telegram",
-        filter_subjects=[s.chat_out("telegram")],
-        model=OutboundMessage,
-        handler=adapter.on_outbound,
-        concurrency=1,  # replies in order
-        max_ack_pending=1,
-    )
+    outbound = reply_consumer(bus, "telegram", adapter.on_outbound)
     updates = ["message", "edited_message"]
     async with app:
         await app.start()
