@@ -11,8 +11,11 @@ Two durable consumers:
 - projection (`<prefix>.runs.ev.>`, in order): for runs started from a chat,
   throttled partial replies while the answer streams, then one final reply
   (text, presented files, a clarification question, or a readable error) on
-  `<prefix>.chat.out.<channel>`. The final reply is deduplicated by run id, so
-  a router restarted mid-run delivers it once.
+  `<prefix>.chat.out.<channel>`. A reply is built only from its own run's
+  events: by the time a run's `end` is handled, the chat's next run may
+  already have changed the thread. The final reply is deduplicated by run id;
+  a router restarted mid-run reads the run's earlier events back from the log
+  and delivers it once.
 """
 
 from __future__ import annotations
@@ -39,17 +42,16 @@ from bus.messages import (
     RunRecord,
     RunRequest,
     ThreadRecord,
-    ThreadStateReply,
-    ThreadStateRequest,
     utcnow,
 )
 from bus.records import RecordStore
-from bus.runs import submit_run
+from bus.runs import follow_run, submit_run
 from bus.subjects import safe_token
 from config import AppConfig, ChannelConfig
 
 log = logging.getLogger(__name__)
 
+OUTPUTS = "/mnt/user-data/outputs/"
 RUN_NAMESPACE = uuid.UUID("5f0c0e55-4b0a-4c57-9d3e-7a1c2b3d4e5f")
 HELP = (
     "I am an AI agent. Send me a message and I will work on it.\n"
@@ -82,17 +84,71 @@ def text_of(content: Any) -> str:
 
 @dataclass
 class _Projection:
+    """One chat run's reply, built only from that run's own events (never from the thread's state,
+    which may already hold the chat's next run)."""
+
     origin: ChatOrigin
     thread_id: str
     texts: dict[str, str] = field(default_factory=dict)  # AI message id -> text so far
     order: list[str] = field(default_factory=list)
+    attempts: dict[str, int] = field(default_factory=dict)  # AI message id -> attempt that streamed it
+    tool_calls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # call id -> name, args
+    files: list[str] = field(default_factory=list)  # presented outputs, in order
+    clarification: str | None = None
     seq: int = 0
     last_sent: float = 0.0
     sent_text: str = ""
     error: str | None = None
 
     def answer(self) -> str:
-        return self.texts[self.order[-1]] if self.order else ""
+        return next((self.texts[m] for m in reversed(self.order) if self.texts[m]), "")
+
+    def collect(self, data: Any, attempt: int) -> None:
+        """Take one `messages` event: assistant text, the tool calls it makes, their results."""
+        if not isinstance(data, list) or not data or not isinstance(data[0], dict):
+            return
+        chunk = data[0]
+        kind = chunk.get("type")
+        if kind in ("AIMessageChunk", "ai"):
+            self._tool_calls(chunk)
+            self._text(chunk, attempt)
+        elif kind == "tool":
+            self._tool_result(chunk)
+
+    def _text(self, chunk: dict[str, Any], attempt: int) -> None:
+        text = text_of(chunk.get("content"))
+        message_id = chunk.get("id")
+        if not text or not message_id:
+            return  # only the assistant's own words reach a chat, never tool results or context
+        if self.attempts.get(message_id) != attempt:  # new, or streamed again by a resumed attempt
+            if message_id in self.texts:
+                self.order.remove(message_id)
+            self.order.append(message_id)
+            self.texts[message_id] = ""
+            self.attempts[message_id] = attempt
+            self.clarification = None  # the agent went on talking after its question
+        if chunk.get("type") == "ai":
+            self.texts[message_id] = text
+        else:
+            self.texts[message_id] += text
+
+    def _tool_calls(self, chunk: dict[str, Any]) -> None:
+        for call in chunk.get("tool_calls") or []:
+            if isinstance(call, dict) and call.get("id") and call.get("name"):
+                args = call.get("args")
+                self.tool_calls[call["id"]] = (call["name"], args if isinstance(args, dict) else {})
+
+    def _tool_result(self, chunk: dict[str, Any]) -> None:
+        name = chunk.get("name")
+        if chunk.get("status") == "error":
+            return
+        if name == "ask_clarification":
+            self.clarification = text_of(chunk.get("content"))
+        elif name == "present_files":
+            _, args = self.tool_calls.get(chunk.get("tool_call_id") or "", ("", {}))
+            for path in args.get("filepaths") or []:
+                if isinstance(path, str) and path.startswith(OUTPUTS) and path not in self.files:
+                    self.files.append(path.rstrip("/"))
 
 
 class Router:
@@ -304,7 +360,27 @@ class Router:
         origin = (record.metadata.get("origin") if record else None) or None
         projection = _Projection(ChatOrigin.model_validate(origin), event.thread_id) if origin else None
         self._projections[event.run_id] = projection
+        if projection is not None and event.seq > 1:
+            await self._replay(event, projection)
         return projection
+
+    async def _replay(self, event: RunEvent, projection: _Projection) -> None:
+        """Catch up on the run's events before `event` (this router started while the run went on)."""
+        try:
+            async for earlier in follow_run(self.bus, event.run_id, timeout=10):
+                if earlier.seq >= event.seq:
+                    break
+                self._apply(projection, earlier)
+        except TimeoutError:
+            log.warning("run %s: could not read its earlier events; the reply may be partial", event.run_id)
+
+    @staticmethod
+    def _apply(projection: _Projection, event: RunEvent) -> None:
+        if event.event == "messages":
+            projection.collect(event.data, event.attempt)
+        elif event.event == "error":
+            data = event.data if isinstance(event.data, dict) else {}
+            projection.error = str(data.get("message") or data.get("error") or "unknown error")
 
     async def on_event(self, event: RunEvent, delivery: Delivery) -> None:
         projection = await self._projection(event)
@@ -312,33 +388,11 @@ class Router:
             self._projections.pop(event.run_id, None)
         if projection is None:
             return  # not a chat's run (the gateway's, say)
+        self._apply(projection, event)
         if event.event == "messages":
-            self._collect(projection, event.data)
             await self._partial(event.run_id, projection)
-        elif event.event == "error":
-            data = event.data if isinstance(event.data, dict) else {}
-            projection.error = str(data.get("message") or data.get("error") or "unknown error")
         elif event.event == "end":
             await self._final(event, projection)
-
-    @staticmethod
-    def _collect(projection: _Projection, data: Any) -> None:
-        if not isinstance(data, list) or not data or not isinstance(data[0], dict):
-            return
-        chunk = data[0]
-        if chunk.get("type") not in ("AIMessageChunk", "ai") or not chunk.get("id"):
-            return  # only the assistant's own words reach a chat, never tool results or context
-        text = text_of(chunk.get("content"))
-        if not text:
-            return
-        message_id = chunk["id"]
-        if message_id not in projection.texts:
-            projection.order.append(message_id)
-            projection.texts[message_id] = ""
-        if chunk.get("type") == "ai":
-            projection.texts[message_id] = text
-        else:
-            projection.texts[message_id] += text
 
     async def _partial(self, run_id: str, projection: _Projection) -> None:
         now = time.monotonic()
@@ -364,42 +418,21 @@ class Router:
             text = (
                 "I stopped before finishing." if status == "interrupted" else "That took too long; I stopped."
             )
+        elif projection.clarification is not None:
+            kind, text = "clarification", projection.clarification
         else:
-            text, kind, files = await self._outcome(event, projection)
+            text = projection.answer() or "(no answer)"
+            user_id = f"{projection.origin.channel}:{projection.origin.user_id}"
+            files = [
+                FileRef(
+                    name=path.rsplit("/", 1)[-1],
+                    path=path,
+                    object_name=output_key(user_id, projection.thread_id, path[len(OUTPUTS) :]),
+                )
+                for path in projection.files
+            ]
         projection.seq += 1
         await self._send(event.run_id, projection, kind, text, msg_id=f"reply:{event.run_id}", files=files)
-
-    async def _outcome(self, event: RunEvent, projection: _Projection) -> tuple[str, str, list[FileRef]]:
-        """The run's answer from the thread's final state (complete even after a router restart)."""
-        user_id = f"{projection.origin.channel}:{projection.origin.user_id}"
-        request = ThreadStateRequest(thread_id=projection.thread_id, user_id=user_id)
-        try:
-            reply = await self.bus.request(
-                self.bus.subjects.threads("state"), request, ThreadStateReply, timeout=15
-            )
-            values = reply.state.values if reply.state else {}
-        except Exception as exc:  # the runner is gone: what streamed is what we have
-            log.warning("could not read the final state of run %s: %s", event.run_id, exc)
-            values = {}
-        messages = values.get("messages") or []
-        last = messages[-1] if messages else {}
-        if last.get("type") == "tool" and last.get("name") == "ask_clarification":
-            return text_of(last.get("content")), "clarification", []
-        answer = next(
-            (m for m in reversed(messages) if m.get("type") == "ai" and text_of(m.get("content"))), None
-        )
-        text = text_of(answer.get("content")) if answer else projection.answer()
-        outputs = "/mnt/user-data/outputs/"
-        files = [
-            FileRef(
-                name=path.rsplit("/", 1)[-1],
-                path=path,
-                object_name=output_key(user_id, projection.thread_id, path[len(outputs) :]),
-            )
-            for path in values.get("artifacts") or []
-            if path.startswith(outputs)
-        ]
-        return text or "(no answer)", "final", files
 
     async def _send(
         self,

@@ -238,3 +238,23 @@ async def test_a_router_restarted_mid_run_still_delivers_the_reply_once(
     assert reply.text == "worth the wait"
     store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
     assert len(await store.keys()) == 1
+
+
+async def test_every_reply_answers_its_own_message_when_chats_send_fast(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    chats, per_chat = 6, 4
+    sent: dict[str, str] = {}
+    async with Chat(bus) as chat:
+        for turn in range(per_chat):
+            for c in range(chats):
+                text = f"chat {c} message {turn}"
+                message = await chat.say(text, chat_id=f"flood-{c}", message_id=f"m-{c}-{turn}")
+                sent[message.message_id or ""] = text
+        answers: dict[str, str] = {}
+        while len(answers) < len(sent):
+            reply = await chat.final(timeout=60)
+            assert reply.reply_to not in answers, f"a second final reply to {reply.reply_to}"
+            answers[reply.reply_to or ""] = reply.text
+    wrong = {m: (sent[m], a) for m, a in answers.items() if a != f"You said: {sent[m]}"}
+    assert wrong == {}, "each reply answers the message it replies to"
