@@ -29,7 +29,7 @@ from agents.lead import AgentCache
 from agents.middleware._util import text_of
 from agents.prompt import build_system_prompt
 from agents.state import thread_data
-from bus import Bus, Consumer, Delivery, decode, run_consumers
+from bus import Bus, Consumer, Delivery, NotStored, decode, run_consumers
 from bus.messages import (
     ChatTurn,
     ErrorInfo,
@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 
 DURABLE = "runner"
 _WAIT_POLL = 0.5  # seconds between checks of a busy thread held by another process
+CONFIRM_TIMEOUT = 10.0  # seconds to wait for JetStream to confirm published events
 
 
 class EventLog:
@@ -66,7 +67,8 @@ class EventLog:
         self.attempt = attempt
         self.seq = start_seq
         self.subject = bus.subjects.run_events(run_id)
-        self._unconfirmed: list[asyncio.Future[Any]] = []
+        self._unconfirmed: list[tuple[RunEvent, asyncio.Future[Any]]] = []
+        self.confirm_timeout = CONFIRM_TIMEOUT
 
     @classmethod
     async def resume(cls, bus: Bus, run_id: str, thread_id: str, attempt: int) -> EventLog:
@@ -85,6 +87,8 @@ class EventLog:
     async def emit(self, event: str, data: Any = None) -> None:
         """Publish the next event. Stores are confirmed in bulk (`confirm`), not one by one:
         a streamed answer does not wait a round trip per token."""
+        if event == "end":
+            await self.confirm()  # everything before `end` is stored (and in order) before it
         self.seq += 1
         message = RunEvent(
             run_id=self.run_id,
@@ -94,15 +98,47 @@ class EventLog:
             data=data,
             attempt=self.attempt,
         )
-        self._unconfirmed.append(await self.bus.publish_pipelined(self.subject, message))
+        future = await self.bus.publish_pipelined(self.subject, message, msg_id=self._msg_id(message.seq))
+        self._unconfirmed.append((message, future))
         if event == "end" or len(self._unconfirmed) >= 256:
             await self.confirm()
 
+    def _msg_id(self, seq: int) -> str:
+        return f"ev:{self.run_id}:{seq}"
+
     async def confirm(self) -> None:
-        """Wait until every event so far is stored (raises if one was refused)."""
+        """Wait until every event so far is stored.
+
+        An event whose store is not confirmed in time (the server went away with it,
+        or with its acknowledgement) is published again, deduplicated by its id.
+
+        Raises:
+            NotStored: the events could still not be stored; the request is retried later.
+        """
         pending, self._unconfirmed = self._unconfirmed, []
-        if pending:
-            await asyncio.gather(*pending)
+        if not pending:
+            return
+        futures = [future for _, future in pending]
+        await asyncio.wait(futures, timeout=self.confirm_timeout)
+        lost = [
+            message
+            for message, future in pending
+            if not future.done() or future.cancelled() or future.exception() is not None
+        ]
+        for future in futures:
+            future.cancel()  # frees the client's slot for a reply that may never come
+        if not lost:
+            return
+        log.warning(
+            "run %s: %d event(s) not confirmed as stored; publishing them again", self.run_id, len(lost)
+        )
+        for message in lost:
+            try:
+                await self.bus.publish(
+                    self.subject, message, msg_id=self._msg_id(message.seq), timeout=self.confirm_timeout
+                )
+            except Exception as exc:
+                raise NotStored(self.subject, len(lost), f"{type(exc).__name__}: {exc}") from exc
 
     async def error(self, error: str, message: str) -> None:
         await self.emit("error", {"error": error, "message": message})
@@ -359,6 +395,8 @@ class Runner:
                 raise  # the process is stopping: leave the request to the next runner
             await self._interrupted(request, events)
             return
+        except NotStored:
+            raise  # the bus, not the run, failed: the request is delivered again and the run resumes
         except Exception as exc:
             log.warning("run %s failed: %s: %s", request.run_id, type(exc).__name__, exc, exc_info=True)
             await self._fail(

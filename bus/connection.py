@@ -120,14 +120,20 @@ class Bus:
             hdrs[MSG_ID] = msg_id
         return await self.js.publish(subject, data, timeout=timeout, headers=hdrs or None)
 
-    async def publish_pipelined(self, subject: str, message: BaseModel | bytes) -> asyncio.Future[PubAck]:
+    async def publish_pipelined(
+        self, subject: str, message: BaseModel | bytes, *, msg_id: str | None = None
+    ) -> asyncio.Future[PubAck]:
         """Publish to JetStream without waiting for the store's ack; await the returned future later.
 
         Messages published this way keep their order (one connection); awaiting the
         futures (all of them, before anything depends on them) confirms storage.
+        A future can stay unresolved for good when the server went away with the
+        message: wait for it with a timeout and publish again (with `msg_id`, a
+        message that did arrive is not stored twice).
         """
         data = message if isinstance(message, bytes) else encode(message)
-        return await self.js.publish_async(subject, data)
+        headers = {MSG_ID: msg_id} if msg_id is not None else None
+        return await self.js.publish_async(subject, data, headers=headers)
 
     async def publish_core(self, subject: str, message: BaseModel | bytes) -> None:
         """Fire-and-forget core NATS publish (control messages, not stored)."""

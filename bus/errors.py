@@ -6,6 +6,7 @@
     │   ├── DataDirLocked               another Antler already uses this data dir
     │   └── ServerStartError            nats-server exited or never became ready
     ├── BusConnectError (ConnectionError)  cannot reach NATS
+    ├── NotStored (ConnectionError)     JetStream did not confirm storing a message in time
     ├── RequestError
     │   ├── RequestTimeout (TimeoutError)  no reply in time (no service, or it is busy)
     │   └── NoResponders                nobody serves that subject
@@ -56,6 +57,13 @@ class BusConnectError(BusError, ConnectionError):
     def __init__(self, url: str, detail: str) -> None:
         self.url = url
         super().__init__(f"cannot connect to NATS at {url}: {detail}")
+
+
+class NotStored(BusError, ConnectionError):
+    def __init__(self, subject: str, count: int, detail: str) -> None:
+        self.subject = subject
+        self.count = count
+        super().__init__(f"{count} message(s) on {subject} were not confirmed as stored: {detail}")
 
 
 class RequestError(BusError):

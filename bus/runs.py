@@ -16,12 +16,18 @@ from bus.connection import Bus
 from bus.messages import RunEvent, RunRecord, RunRequest, decode
 
 END = "end"
+GAP_WAIT = 2.0  # seconds an out-of-order event is held back for a missing earlier one
 
 
 async def follow_run(
     bus: Bus, run_id: str, *, after_seq: int = 0, timeout: float | None = None
 ) -> AsyncIterator[RunEvent]:
-    """Yield the run's events in order, from `after_seq + 1`, ending after the `end` event.
+    """Yield the run's events in order of their `seq`, from `after_seq + 1`, ending after `end`.
+
+    Events are normally stored in order. After a server restart, an event the
+    runner had to publish again can be stored after later ones: it is held back
+    and put in its place; a gap that stays open for `GAP_WAIT` seconds (or at
+    `end`) is skipped. A run whose `end` is at or before `after_seq` yields nothing.
 
     Raises:
         TimeoutError: `timeout` seconds passed without the next event.
@@ -37,14 +43,43 @@ async def follow_run(
         deliver_policy=DeliverPolicy.ALL,
         cb=on_msg,
     )
+    loop = asyncio.get_running_loop()
+    expected = after_seq + 1
+    held: dict[int, RunEvent] = {}
+    gap_since = 0.0
     try:
         while True:
-            event = await asyncio.wait_for(queue.get(), timeout)
-            if event.seq <= after_seq:
+            wait = timeout
+            if held:
+                left = max(gap_since + GAP_WAIT - loop.time(), 0.0)
+                wait = left if wait is None else min(wait, left)
+            try:
+                event = await asyncio.wait_for(queue.get(), wait)
+            except TimeoutError:
+                if not held:
+                    raise
+                for seq in sorted(held):  # the gap did not fill: go on without it
+                    yield held[seq]
+                    if held[seq].event == END:
+                        return
+                expected, held = max(held) + 1, {}
                 continue
-            yield event
-            if event.event == END:
-                return
+            if event.seq < expected:
+                if event.event == END:
+                    return  # over before the reader's position
+                continue  # already yielded, or skipped with its gap
+            held[event.seq] = event
+            if len(held) == 1:
+                gap_since = loop.time()
+            ended = event.event == END
+            while expected in held or (ended and held):
+                seq = expected if expected in held else min(held)
+                current = held.pop(seq)
+                expected = seq + 1
+                gap_since = loop.time()
+                yield current
+                if current.event == END:
+                    return
     finally:
         await sub.unsubscribe()
 

@@ -20,6 +20,7 @@ Two durable consumers:
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 import uuid
@@ -92,6 +93,7 @@ class _Projection:
     texts: dict[str, str] = field(default_factory=dict)  # AI message id -> text so far
     order: list[str] = field(default_factory=list)
     attempts: dict[str, int] = field(default_factory=dict)  # AI message id -> attempt that streamed it
+    pieces: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # AI message id -> (seq, delta)
     tool_calls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # call id -> name, args
     files: list[str] = field(default_factory=list)  # presented outputs, in order
     clarification: str | None = None
@@ -103,7 +105,7 @@ class _Projection:
     def answer(self) -> str:
         return next((self.texts[m] for m in reversed(self.order) if self.texts[m]), "")
 
-    def collect(self, data: Any, attempt: int) -> None:
+    def collect(self, data: Any, seq: int, attempt: int) -> None:
         """Take one `messages` event: assistant text, the tool calls it makes, their results."""
         if not isinstance(data, list) or not data or not isinstance(data[0], dict):
             return
@@ -111,11 +113,11 @@ class _Projection:
         kind = chunk.get("type")
         if kind in ("AIMessageChunk", "ai"):
             self._tool_calls(chunk)
-            self._text(chunk, attempt)
+            self._text(chunk, seq, attempt)
         elif kind == "tool":
             self._tool_result(chunk)
 
-    def _text(self, chunk: dict[str, Any], attempt: int) -> None:
+    def _text(self, chunk: dict[str, Any], seq: int, attempt: int) -> None:
         text = text_of(chunk.get("content"))
         message_id = chunk.get("id")
         if not text or not message_id:
@@ -124,13 +126,20 @@ class _Projection:
             if message_id in self.texts:
                 self.order.remove(message_id)
             self.order.append(message_id)
-            self.texts[message_id] = ""
+            self.pieces[message_id] = []
             self.attempts[message_id] = attempt
             self.clarification = None  # the agent went on talking after its question
         if chunk.get("type") == "ai":
+            self.pieces[message_id] = [(seq, text)]
             self.texts[message_id] = text
-        else:
-            self.texts[message_id] += text
+            return
+        pieces = self.pieces[message_id]
+        if not pieces or seq > pieces[-1][0]:
+            pieces.append((seq, text))
+            self.texts[message_id] = self.texts.get(message_id, "") + text
+        elif all(s != seq for s, _ in pieces):  # stored late, after a server restart: put it in its place
+            bisect.insort(pieces, (seq, text))
+            self.texts[message_id] = "".join(t for _, t in pieces)
 
     def _tool_calls(self, chunk: dict[str, Any]) -> None:
         for call in chunk.get("tool_calls") or []:
@@ -377,7 +386,7 @@ class Router:
     @staticmethod
     def _apply(projection: _Projection, event: RunEvent) -> None:
         if event.event == "messages":
-            projection.collect(event.data, event.attempt)
+            projection.collect(event.data, event.seq, event.attempt)
         elif event.event == "error":
             data = event.data if isinstance(event.data, dict) else {}
             projection.error = str(data.get("message") or data.get("error") or "unknown error")
