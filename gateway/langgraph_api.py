@@ -14,9 +14,9 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,7 +39,7 @@ from bus.messages import (
 )
 from bus.runs import cancel_run, follow_run, submit_run
 from gateway.deps import GW, Gateway, Me
-from gateway.sse import HEARTBEAT_SECONDS, seq_of, stream_events
+from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of, stream_events
 
 router = APIRouter()
 
@@ -522,30 +522,34 @@ async def join_run(gw: GW, me: Me, thread_id: str, run_id: str) -> Any:
     return wait_response(gw, record, me)
 
 
+def resume_after(last_event_id: Annotated[str | None, Header()] = None) -> int:
+    """The sequence number to resume after, from `Last-Event-ID`; 400 for one that is not ours."""
+    try:
+        return seq_of(last_event_id)
+    except InvalidLastEventId as exc:
+        raise HTTPException(400, str(exc)) from None
+
+
+ResumeAfter = Annotated[int, Depends(resume_after)]
+
+
 @router.get("/threads/{thread_id}/runs/{run_id}/stream")
 async def join_stream(
     gw: GW,
     me: Me,
     thread_id: str,
     run_id: str,
+    after_seq: ResumeAfter,
     cancel_on_disconnect: bool = False,
-    last_event_id: str | None = Header(None),
 ) -> StreamingResponse:
     record = await gw.own_run(thread_id, run_id, me)
-    return sse_response(
-        gw, record, after_seq=seq_of(last_event_id), cancel_on_disconnect=cancel_on_disconnect
-    )
+    return sse_response(gw, record, after_seq=after_seq, cancel_on_disconnect=cancel_on_disconnect)
 
 
 @router.get("/runs/{run_id}/stream")
-async def join_stream_stateless(
-    gw: GW,
-    me: Me,
-    run_id: str,
-    last_event_id: str | None = Header(None),
-) -> StreamingResponse:
+async def join_stream_stateless(gw: GW, me: Me, run_id: str, after_seq: ResumeAfter) -> StreamingResponse:
     record = await gw.own_run(None, run_id, me)
-    return sse_response(gw, record, after_seq=seq_of(last_event_id), stateless=True)
+    return sse_response(gw, record, after_seq=after_seq, stateless=True)
 
 
 @router.get("/runs/{run_id}/join")

@@ -1,0 +1,133 @@
+"""Joining a run's SSE stream with `Last-Event-ID`: resume, close at the end, refuse ids that are not ours."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+HI = {"messages": [{"role": "user", "content": "Hello there"}]}
+
+
+@pytest_asyncio.fixture
+async def http(api_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        base_url=f"{api_url}/api", headers={"x-api-key": "tok-ana"}, timeout=30
+    ) as client:
+        yield client
+
+
+async def read_events(response: httpx.Response) -> list[tuple[str, str]]:
+    """(id, event name) of every event with an id, in order."""
+    events: list[tuple[str, str]] = []
+    event_id = event = None
+    async for line in response.aiter_lines():
+        if line.startswith("id: "):
+            event_id = line[4:]
+        elif line.startswith("event: "):
+            event = line[7:]
+        elif line == "":
+            if event_id:
+                events.append((event_id, event or ""))
+            event_id = event = None
+    return events
+
+
+async def finished_run(
+    http: httpx.AsyncClient, *, stateless: bool = False
+) -> tuple[str, list[tuple[str, str]]]:
+    """Stream a run to its end: the join-stream URL (`Location`) and every event it sent."""
+    body = {"assistant_id": "lead_agent", "input": HI, "stream_mode": ["values"]}
+    path = (
+        "/runs/stream"
+        if stateless
+        else f"/threads/{(await http.post('/threads', json={})).json()['thread_id']}/runs/stream"
+    )
+    async with http.stream("POST", path, json=body) as response:
+        assert response.status_code == 200
+        location = response.headers["location"]
+        events = await read_events(response)
+    assert events[-1][1] == "end"
+    return location.removeprefix("/api"), events
+
+
+async def join(
+    http: httpx.AsyncClient, location: str, last_event_id: str
+) -> tuple[int, list[tuple[str, str]]]:
+    """Join a stream; it must finish well before the first heartbeat would be due."""
+
+    async def read() -> tuple[int, list[tuple[str, str]]]:
+        async with http.stream("GET", location, headers={"Last-Event-ID": last_event_id}) as response:
+            if response.status_code != 200:
+                await response.aread()
+                return response.status_code, []
+            return 200, await read_events(response)
+
+    return await asyncio.wait_for(read(), HEARTBEAT_SECONDS - 1)
+
+
+@pytest.mark.parametrize(
+    ("value", "seq"),
+    [
+        pytest.param(None, 0, id="no-header"),
+        pytest.param("", 0, id="empty"),
+        pytest.param("-1", 0, id="minus-one-means-all"),
+        pytest.param("1767225600000-7", 7, id="ms-seq"),
+        pytest.param(" 1767225600000-7 ", 7, id="surrounding-space"),
+    ],
+)
+def test_last_event_ids_name_the_sequence_number_to_resume_after(value: str | None, seq: int) -> None:
+    assert seq_of(value) == seq
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("abc", id="word"),
+        pytest.param("12-x", id="seq-not-a-number"),
+        pytest.param("7", id="bare-number"),
+        pytest.param("1-2-3", id="three-parts"),
+        pytest.param("-5", id="negative"),
+        pytest.param("1767225600000-7.5", id="fraction"),
+    ],
+)
+def test_other_last_event_ids_are_refused(value: str) -> None:
+    with pytest.raises(InvalidLastEventId, match="Last-Event-ID"):
+        seq_of(value)
+
+
+@pytest.mark.parametrize("stateless", [pytest.param(False, id="thread"), pytest.param(True, id="stateless")])
+async def test_joining_a_finished_run_at_its_end_closes_at_once(
+    http: httpx.AsyncClient, fake_model: FakeOpenAI, stateless: bool
+) -> None:
+    fake_model.script(Reply(text="done"))
+    location, events = await finished_run(http, stateless=stateless)
+    end_id = events[-1][0]
+    ms = end_id.split("-")[0]
+    assert await join(http, location, end_id) == (200, [])
+    assert await join(http, location, f"{ms}-{len(events) + 50}") == (200, []), "past the end"
+
+
+async def test_joining_a_finished_run_replays_what_came_after_the_id(
+    http: httpx.AsyncClient, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(Reply(text="done"))
+    location, events = await finished_run(http)
+    assert await join(http, location, events[1][0]) == (200, events[2:])
+    assert await join(http, location, "-1") == (200, events)
+
+
+async def test_a_garbage_last_event_id_is_a_400_that_says_what_to_send(
+    http: httpx.AsyncClient, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(Reply(text="done"))
+    location, _ = await finished_run(http)
+    response = await http.get(location, headers={"Last-Event-ID": "not-an-id"})
+    assert response.status_code == 400
+    assert "Last-Event-ID 'not-an-id' is not an event id" in response.json()["detail"]
