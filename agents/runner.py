@@ -790,7 +790,9 @@ async def run(bus: Bus, config: AppConfig) -> None:
                 model=RunRequest,
                 handler=runner.handle,
                 concurrency=config.runner.concurrency,
-                drain_timeout=60.0,
+                # Runs that cannot finish by then go back to the bus and resume elsewhere (or after a
+                # restart) from their checkpoints; within `antler up`'s grace for its runner children.
+                drain_timeout=15.0,
             )
             await run_consumers(consumer)
         finally:

@@ -23,8 +23,12 @@ from bus import Bus, ComponentEntry
 
 log = logging.getLogger("antler.up")
 
+STOP_GRACE = 20.0  # seconds a runner child gets to drain after SIGTERM before it is killed
 QUICK_DEATH = 10.0  # a child that dies sooner than this after starting counts toward giving up
 MAX_QUICK_DEATHS = 3
+
+
+_children: set[asyncio.subprocess.Process] = set()
 
 
 def process_count(configured: int) -> int:
@@ -63,12 +67,16 @@ async def _keep_alive(command: list[str], number: int) -> None:
         child = await asyncio.create_subprocess_exec(
             *command, start_new_session=True, preexec_fn=_die_with_parent
         )
+        _children.add(child)
         log.info("runner process %d started (pid %d)", number + 1, child.pid)
         try:
             code = await child.wait()
         except asyncio.CancelledError:
             await asyncio.shield(_stop(child))
             raise
+        finally:
+            if child.returncode is not None:
+                _children.discard(child)
         quick_deaths = quick_deaths + 1 if time.monotonic() - started < QUICK_DEATH else 0
         if quick_deaths >= MAX_QUICK_DEATHS:
             raise RuntimeError(f"runner process {number + 1} keeps exiting (code {code}); see its log above")
@@ -86,8 +94,22 @@ def _die_with_parent() -> None:
         pass
 
 
-async def _stop(child: asyncio.subprocess.Process, grace: float = 60.0) -> None:
-    """SIGTERM (the runner drains its runs), then SIGKILL if it does not end within `grace`."""
+def kill_children() -> None:
+    """Last resort when `antler up` exits: SIGKILL any runner child still alive (none, normally)."""
+    for child in list(_children):
+        if child.returncode is None:
+            log.warning("runner process %d is still running; killing it", child.pid)
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()
+    _children.clear()
+
+
+async def _stop(child: asyncio.subprocess.Process, grace: float = STOP_GRACE) -> None:
+    """SIGTERM (the runner drains its runs), then SIGKILL if it does not end within `grace`.
+
+    A killed runner loses nothing: its un-acked runs are delivered again and resume from
+    their checkpoints. `grace` stays below `antler up`'s own drain timeout, so a child is
+    always stopped before `antler up` exits."""
     if child.returncode is not None:
         return
     with contextlib.suppress(ProcessLookupError):

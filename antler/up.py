@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
 from antler._common import CliError, load, nats_url, setup_logging, status
 from antler.components import COMPONENTS, resolve_component
-from antler.pool import process_count, runner_pool
+from antler.pool import kill_children, process_count, runner_pool
 from bus import Bus, ComponentEntry, ComponentFailed, EmbeddedServer, ServerError, serve, stop_on_signals
 from config import AppConfig
+
+log = logging.getLogger("antler.up")
+# Longer than a runner child's stop grace (antler.pool.STOP_GRACE): every child is stopped before we exit.
+DRAIN_TIMEOUT = 30.0
 
 
 def own_connection(url: str, config: AppConfig, name: str, entry: ComponentEntry) -> ComponentEntry:
@@ -48,12 +53,23 @@ async def announce_gateway(config: AppConfig) -> None:
         await asyncio.sleep(0.05)
 
 
+async def supervise(server: EmbeddedServer, stop: asyncio.Event) -> None:
+    """Restart the embedded nats-server when it dies; stop everything if it cannot be kept up."""
+    try:
+        await server.supervise()
+    except ServerError as exc:
+        log.error("the embedded nats-server cannot be kept running: %s", exc)
+        stop.set()
+        raise
+
+
 async def up(args: argparse.Namespace) -> int:
     config = load(args)
     setup_logging(config, args.verbose)
     stop = asyncio.Event()
     undo_signals = stop_on_signals(stop)
     server: EmbeddedServer | None = None
+    supervisor: asyncio.Task[None] | None = None
     try:
         if config.bus.url or args.nats_url:
             url = nats_url(args, config)
@@ -69,6 +85,7 @@ async def up(args: argparse.Namespace) -> int:
             except ServerError as exc:
                 raise CliError(str(exc)) from None
             status(f"nats-server running (pid {server.pid}; log: {server.log_path})")
+            supervisor = asyncio.create_task(supervise(server, stop))
         started = time.monotonic()
         bus = await Bus.connect(url, config.bus, name="antler-up", provision=True)
         status(f"bus ready: streams, KV buckets and object store under prefix '{config.bus.prefix}'")
@@ -90,7 +107,7 @@ async def up(args: argparse.Namespace) -> int:
             status("components: none yet (only the bus runs)")
         status(f"Antler is up ({time.monotonic() - started:.2f}s). Press Ctrl-C to stop.")
         try:
-            await serve(bus, config, components, stop)
+            await serve(bus, config, components, stop, drain_timeout=DRAIN_TIMEOUT)
         except ComponentFailed as exc:
             raise CliError(str(exc)) from None
         finally:
@@ -98,9 +115,14 @@ async def up(args: argparse.Namespace) -> int:
                 announcer.cancel()
             status("stopping ...")
             await bus.close()
+            kill_children()
+        if supervisor is not None and supervisor.done() and supervisor.exception() is not None:
+            raise CliError(f"the embedded nats-server is gone: {supervisor.exception()}")
     finally:
         undo_signals()
         if server is not None:
             await server.stop()
+        if supervisor is not None:
+            await asyncio.gather(supervisor, return_exceptions=True)
     status("stopped")
     return 0

@@ -118,6 +118,7 @@ class EmbeddedServer:
         self._lock = DataDirLock(self.data_dir)
         self._proc: asyncio.subprocess.Process | None = None
         self._url: str | None = None
+        self._stopping = False
 
     @property
     def url(self) -> str:
@@ -138,11 +139,21 @@ class EmbeddedServer:
         """
         binary = find_nats_server()
         self._lock.acquire()
+        self._stopping = False
         try:
-            conf = self._write_config()
-            if self.log_path.exists():
-                self.log_path.replace(self.log_path.with_suffix(".log.1"))
-            started = time.monotonic()
+            await self._spawn(binary, timeout)
+        except BaseException:
+            self._lock.release()
+            raise
+        assert self._url is not None
+        return self._url
+
+    async def _spawn(self, binary: str, timeout: float) -> None:
+        conf = self._write_config()
+        if self.log_path.exists():
+            self.log_path.replace(self.log_path.with_suffix(".log.1"))
+        started = time.monotonic()
+        try:
             self._proc = await asyncio.create_subprocess_exec(
                 binary,
                 "-c",
@@ -157,21 +168,51 @@ class EmbeddedServer:
             host, port = await asyncio.wait_for(self._wait_ready(), timeout)
         except TimeoutError:
             await self._kill()
-            self._lock.release()
             raise ServerStartError(
                 f"nats-server was not ready within {timeout:g}s", self._log_tail()
             ) from None
         except BaseException:
             await self._kill()
-            self._lock.release()
             raise
+        # A restart listens where clients already reconnect to.
+        self.host, self.port = host, port
         self._url = f"nats://{host}:{port}"
         self.url_path.write_text(self._url + "\n", encoding="utf-8")
         log.info("nats-server ready at %s (pid %s, %.2fs)", self._url, self.pid, time.monotonic() - started)
-        return self._url
+
+    async def supervise(self, *, max_restarts: int = 5, window: float = 60.0, timeout: float = 15.0) -> None:
+        """Keep the server up: when it dies, start it again on the same store and address.
+
+        Returns when `stop()` is called. Clients reconnect by themselves, and JetStream
+        recovers its store at start-up, so nothing stored is lost.
+
+        Raises:
+            ServerStartError: it died `max_restarts` times within `window` seconds, or
+                could not be started again.
+        """
+        binary = find_nats_server()
+        deaths: list[float] = []
+        while True:
+            proc = self._proc
+            if proc is None or self._stopping:
+                return
+            code = await proc.wait()
+            if self._stopping or self._proc is not proc:
+                return
+            now = time.monotonic()
+            deaths = [t for t in deaths if now - t < window] + [now]
+            tail = self._log_tail()
+            if len(deaths) > max_restarts:
+                raise ServerStartError(
+                    f"nats-server keeps exiting ({len(deaths)} times within {window:g}s, last code {code})",
+                    tail,
+                )
+            log.error("nats-server exited unexpectedly (code %s); starting it again on the same store", code)
+            await self._spawn(binary, timeout)
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop gracefully (SIGTERM lets JetStream flush), then kill if it lingers."""
+        self._stopping = True
         proc, self._proc = self._proc, None
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
