@@ -1,10 +1,11 @@
-"""LLMErrorHandlingMiddleware: a model outage becomes an answer the user can read.
+"""LLMErrorHandlingMiddleware: a model that cannot be reached ends the run as an error that reads well.
 
 Rate limits, timeouts, 5xx and dropped connections (after the client's own
-retries) turn into an assistant message saying the model could not be reached,
-so the run ends cleanly and the conversation stays valid. Mistakes of setup —
-a wrong key, an unknown model, a request the provider refuses — are raised,
-so the run ends with an error event that says what to fix.
+retries) raise `ModelUnavailable`, whose message says which model could not be
+reached and why, so the run ends with status `error` and an `error` event a
+chat can show as is; it is never passed off as the model's answer. Mistakes of
+setup — a wrong key, an unknown model, a request the provider refuses — are
+raised unchanged, so the error names what to fix.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
-from langchain_core.messages import AIMessage
 from langgraph.errors import GraphBubbleUp
+
+from agents.errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,11 @@ def _is_setup_error(exc: Exception) -> bool:
     )
 
 
+def _model_name(request: ModelRequest[Any]) -> str:
+    model = request.model
+    return str(getattr(model, "model_name", None) or getattr(model, "model", None) or "the model")
+
+
 class LLMErrorHandlingMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
@@ -43,12 +50,7 @@ class LLMErrorHandlingMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         except GraphBubbleUp:
             raise
         except Exception as exc:
-            if _is_setup_error(exc):
+            if _is_setup_error(exc) or isinstance(exc, ModelUnavailable):
                 raise
             log.warning("model call failed: %s: %s", type(exc).__name__, exc)
-            detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-            return AIMessage(
-                content="I could not get an answer from the model just now "
-                f"({type(exc).__name__}: {detail}). "
-                "Please try again in a moment."
-            )
+            raise ModelUnavailable(_model_name(request), exc) from exc

@@ -285,14 +285,39 @@ async def test_a_wrong_api_key_is_an_error_event_not_a_hang(
     assert "Incorrect API key" in error["message"]
 
 
-async def test_a_model_outage_becomes_a_readable_answer(
+async def test_a_model_outage_is_an_error_run_with_a_readable_message(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:
     fake_model.script(Reply(text="upstream overloaded", status=503))
     events = await submit_and_collect(bus, ask("t-503", "hello"))
-    final = [e for e in events if e.event == "values"][-1].data
-    assert "could not get an answer from the model" in final["messages"][-1]["content"]
-    assert (await run_record(bus, events[0].run_id)).status == RunStatus.SUCCESS
+    error = next(e.data for e in events if e.event == "error")
+    assert error["error"] == "ModelUnavailable"
+    assert error["message"].startswith("the model 'fake-1' could not be reached (")
+    assert "503 - upstream overloaded" in error["message"]
+    assert events[-1].data["status"] == "error"
+    assert (await run_record(bus, events[0].run_id)).status == RunStatus.ERROR
+
+
+async def test_an_unreachable_model_is_an_error_run_not_an_answer(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+    nats_url: str,
+) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    config_data["models"][0]["base_url"] = f"http://127.0.0.1:{closed}/v1"
+    async with running_runner(nats_url, app_config()):
+        events = await submit_and_collect(bus, ask("t-down", "hello"))
+    error = next(e.data for e in events if e.event == "error")
+    assert "could not be reached (" in error["message"]
+    assert "Connection error" in error["message"]
+    assert not [e for e in events if e.event == "messages"], "no made-up answer is streamed"
+    assert (await run_record(bus, events[0].run_id)).status == RunStatus.ERROR
 
 
 async def test_a_malformed_run_request_goes_to_the_dlq_and_the_runner_keeps_running(
