@@ -12,6 +12,7 @@ redelivered and the next runner resumes from the last checkpoint.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -44,6 +45,7 @@ from bus.messages import (
     RunStatus,
     ThreadRecord,
     Usage,
+    is_valid_id,
     utcnow,
 )
 from bus.records import RecordStore
@@ -216,6 +218,35 @@ class Runner:
             await self.bus.nc.publish(msg.reply, b'{"ok": true}')
 
     # ------------------------------------------------------------------ handling
+
+    async def on_invalid(self, msg: Any, error: Exception) -> None:
+        """A request that is not a valid RunRequest still ends its run, if it names a usable run id:
+        whoever follows `runs.ev.<run_id>` gets an `error` and `end` instead of waiting forever."""
+        assert self.runs is not None
+        try:
+            raw = json.loads(msg.data)
+        except ValueError:
+            return
+        run_id = raw.get("run_id") if isinstance(raw, dict) else None
+        if not isinstance(run_id, str) or not is_valid_id(run_id):
+            return
+        thread_id = raw.get("thread_id")
+        thread_id = thread_id if isinstance(thread_id, str) and is_valid_id(thread_id) else ""
+        message = f"the run request was refused: {error}"
+        now = utcnow()
+
+        def failed(rec: RunRecord | None) -> RunRecord | None:
+            if rec is None or rec.status.finished:
+                return None  # only a run its submitter recorded (as pending) has a record to end
+            info = ErrorInfo(code="InvalidRunRequest", message=message)
+            update = {"status": RunStatus.ERROR, "ended_at": now, "updated_at": now, "error": info}
+            return rec.model_copy(update=update)
+
+        await self.runs.update(run_id, failed)
+        events = await EventLog.resume(self.bus, run_id, thread_id, attempt=2)
+        await events.emit("metadata", {"run_id": run_id, "thread_id": thread_id})
+        await events.error("InvalidRunRequest", message)
+        await events.emit("end", {"status": RunStatus.ERROR.value, "usage": {}})
 
     async def handle(self, request: RunRequest, delivery: Delivery) -> None:
         assert self.runs is not None
@@ -789,6 +820,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
                 filter_subjects=[s.runs_submit],
                 model=RunRequest,
                 handler=runner.handle,
+                on_invalid=runner.on_invalid,
                 concurrency=config.runner.concurrency,
                 # Runs that cannot finish by then go back to the bus and resume elsewhere (or after a
                 # restart) from their checkpoints; within `antler up`'s grace for its runner children.

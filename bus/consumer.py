@@ -121,6 +121,8 @@ class Consumer(Generic[M]):
         drain_timeout: how long `stop()` lets in-flight handlers finish.
         deliver_policy: where a new durable starts (ALL for work queues; NEW for projections).
         max_ack_pending: messages out at once across all processes of the durable (1: strict order).
+        on_invalid: `async (msg, error) -> None`, told about a payload that is not a valid `model`
+            before it is dead-lettered (to answer whoever waits for it); its failures are logged.
     """
 
     def __init__(
@@ -139,6 +141,7 @@ class Consumer(Generic[M]):
         drain_timeout: float = 30.0,
         deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
         max_ack_pending: int | None = None,
+        on_invalid: Callable[[Msg, EnvelopeError], Awaitable[None]] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -155,6 +158,7 @@ class Consumer(Generic[M]):
         self.drain_timeout = drain_timeout
         self.deliver_policy = deliver_policy
         self.max_ack_pending = max_ack_pending or max(concurrency * 4, 64)
+        self.on_invalid = on_invalid
         self.stats = ConsumerStats()
         self._psub: Any = None
         self._fetch_task: asyncio.Task[None] | None = None
@@ -277,6 +281,11 @@ class Consumer(Generic[M]):
             try:
                 payload = decode(self.model, msg.data)
             except EnvelopeError as exc:
+                if self.on_invalid is not None:
+                    try:
+                        await self.on_invalid(msg, exc)
+                    except Exception:
+                        log.exception("consumer %s: on_invalid failed for seq %d", self.name, seq)
                 await self._dead_letter(msg, f"bad input: {exc}", delivered, seq)
                 return
             delivery = Delivery(msg, msg.subject, dict(msg.headers or {}), delivered, seq, self._yield_slot)

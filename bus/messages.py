@@ -8,10 +8,11 @@ a newer producer does not break an older consumer; a different `v` is refused.
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -24,6 +25,23 @@ def utcnow() -> datetime:
 
 def new_id() -> str:
     return str(uuid.uuid4())
+
+
+# Run and thread ids become subject tokens, KV keys and directory names: one safe token each.
+ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_=-]{0,127}$"
+Id = Annotated[
+    str,
+    Field(
+        pattern=ID_PATTERN,
+        description="Letters, digits, '_', '-' and '=' (at most 128; not starting with '-' or '='), "
+        "e.g. a UUID.",
+    ),
+]
+
+
+def is_valid_id(value: str) -> bool:
+    """Whether `value` may be a run or thread id (see `ID_PATTERN`)."""
+    return _ID.fullmatch(value) is not None
 
 
 class Envelope(BaseModel):
@@ -57,6 +75,9 @@ def decode(model: type[E], data: bytes | str) -> E:
         if exc.errors() and exc.errors()[0]["type"] == "json_invalid":
             raise EnvelopeError(model.__name__, f"not valid JSON ({exc.errors()[0]['msg']})") from None
         raise EnvelopeError(model.__name__, "; ".join(problems)) from None
+
+
+_ID = re.compile(ID_PATTERN[1:-1])
 
 
 # --------------------------------------------------------------------- shared parts
@@ -191,8 +212,8 @@ class RunStatus(StrEnum):
 class RunRequest(Envelope):
     """Start (or resume) an agent run, on `<prefix>.runs.submit`; `Nats-Msg-Id` is the run id."""
 
-    run_id: str = Field(default_factory=new_id)
-    thread_id: str
+    run_id: Id = Field(default_factory=new_id)
+    thread_id: Id
     assistant_id: str = "lead_agent"
     user_id: str = "default"
     input: dict[str, Any] | None = Field(None, description='LangGraph input, e.g. {"messages": [...]}')

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -333,6 +335,29 @@ async def test_a_malformed_run_request_goes_to_the_dlq_and_the_runner_keeps_runn
     await asyncio.wait_for(dead.wait(), 10)
     events = await submit_and_collect(bus, ask("t-after", "still there?"))
     assert streamed_text(events) == "You said: still there?"
+
+
+@pytest.mark.parametrize(
+    "thread_id", ["../../etc", "a.b", "", "x" * 200], ids=["dots", "dot", "empty", "long"]
+)
+async def test_a_run_with_an_unusable_thread_id_ends_at_once_and_is_dead_lettered(
+    bus: Bus, fake_model: FakeOpenAI, runner: None, thread_id: str
+) -> None:
+    dead: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def on_dlq(msg: Any) -> None:
+        dead.put_nowait(msg)
+
+    await bus.nc.subscribe(bus.subjects.dlq_all, cb=on_dlq)
+    run_id = str(uuid.uuid4())
+    payload = {"run_id": run_id, "thread_id": thread_id, "input": {"messages": []}}
+    await bus.publish(bus.subjects.runs_submit, json.dumps(payload).encode(), msg_id=run_id)
+    events = await collect_run(bus, run_id, timeout=10)
+    assert [e.event for e in events] == ["metadata", "error", "end"]
+    assert "thread_id" in events[1].data["message"]
+    letter = await asyncio.wait_for(dead.get(), 10)
+    assert letter.headers.get("Antler-Dlq-Deliveries") == "1", "refused at once, never retried"
+    assert fake_model.agent_requests == []
 
 
 async def test_a_finished_run_delivered_again_is_not_run_twice(
