@@ -12,6 +12,7 @@ from bus.messages import Reply, RunRecord, ThreadRecord
 from bus.records import RecordStore
 from config import AppConfig
 from gateway.auth import Auth
+from gateway.ids import is_valid_id
 
 
 @dataclass
@@ -35,13 +36,14 @@ class Gateway:
 
     async def own_thread(self, thread_id: str, user_id: str) -> ThreadRecord:
         """The caller's thread, or 404 (also for other users' threads: their existence is not told)."""
-        record = await self.threads.get(thread_id)
+        record = await self.threads.get(thread_id) if is_valid_id(thread_id) else None
         if record is None or record.user_id != user_id:
             raise HTTPException(404, f"thread {thread_id} not found")
         return record
 
     async def own_run(self, thread_id: str | None, run_id: str, user_id: str) -> RunRecord:
-        record = await self.runs.get(run_id)
+        """The caller's run (of `thread_id`, when given), or 404."""
+        record = await self.runs.get(run_id) if is_valid_id(run_id) else None
         if (
             record is None
             or record.user_id != user_id

@@ -39,7 +39,9 @@ from bus.messages import (
 )
 from bus.runs import cancel_run, follow_run, submit_run
 from gateway.deps import GW, Gateway, Me
+from gateway.ids import ID_PATTERN, is_valid_id, unusable_thread_id
 from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of, stream_events
+from gateway.state_update import check_state_update
 
 router = APIRouter()
 
@@ -112,7 +114,9 @@ def thread_json(record: ThreadRecord, values: dict[str, Any] | None = None) -> d
 
 
 class ThreadCreate(Body):
-    thread_id: str | None = None
+    thread_id: str | None = Field(
+        None, description="Omit (or leave empty) for a new UUID.", json_schema_extra={"pattern": ID_PATTERN}
+    )
     metadata: dict[str, Any] | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
 
@@ -120,6 +124,8 @@ class ThreadCreate(Body):
 @router.post("/threads")
 async def create_thread(gw: GW, me: Me, body: ThreadCreate) -> Any:
     thread_id = body.thread_id or str(uuid.uuid4())
+    if not is_valid_id(thread_id):
+        raise unusable_thread_id(thread_id)
     now = utcnow()
     record = ThreadRecord(
         thread_id=thread_id, user_id=me, metadata=body.metadata or {}, created_at=now, updated_at=now
@@ -151,7 +157,8 @@ class ThreadSearch(Body):
 
 @router.post("/threads/search")
 async def search_threads(gw: GW, me: Me, body: ThreadSearch) -> Any:
-    keys = body.ids if body.ids is not None else await gw.threads.keys()
+    # An id that breaks the rule in gateway/ids.py names no thread, like an unknown one.
+    keys = [i for i in body.ids if is_valid_id(i)] if body.ids is not None else await gw.threads.keys()
     found = []
     for key in keys:
         record = await gw.threads.get(key)
@@ -248,6 +255,7 @@ class StateUpdate(Body):
 @router.post("/threads/{thread_id}/state")
 async def update_thread_state(gw: GW, me: Me, thread_id: str, body: StateUpdate) -> Any:
     await gw.own_thread(thread_id, me)
+    check_state_update(body.values, body.as_node)
     checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
     request = ThreadUpdateStateRequest(
         thread_id=thread_id, user_id=me, values=body.values, as_node=body.as_node, checkpoint_id=checkpoint_id
@@ -331,10 +339,12 @@ async def start_run(
     gw: Gateway, me: str, thread_id: str, body: RunCreate, modes: list[str] | None = None
 ) -> RunRecord:
     """Check the thread and the strategy, record the run and hand it to the runners."""
-    record = await gw.threads.get(thread_id)
+    record = await gw.threads.get(thread_id) if is_valid_id(thread_id) else None
     if record is None:
         if body.if_not_exists != "create":
             raise HTTPException(404, f"thread {thread_id} not found")
+        if not is_valid_id(thread_id):
+            raise unusable_thread_id(thread_id)
         now = utcnow()
         await gw.threads.create(
             thread_id, ThreadRecord(thread_id=thread_id, user_id=me, created_at=now, updated_at=now)
