@@ -114,8 +114,8 @@ class Broker:
 
     async def write_file(self, req: WriteFileRequest) -> WriteFileReply:
         fs = self.fs(req)
-        host = fs.resolve(req.path, write=True)
-        async with self.locks.hold(str(host)):
+        key = fs.locate(req.path, write=True).key
+        async with self.locks.hold(key):
             written = await asyncio.to_thread(
                 files.write_file, fs, req.path, req.content, req.append, self.config, self.provider.owner
             )
@@ -131,8 +131,8 @@ class Broker:
 
     async def str_replace(self, req: StrReplaceRequest) -> StrReplaceReply:
         fs = self.fs(req)
-        host = fs.resolve(req.path, write=True)
-        async with self.locks.hold(str(host)):
+        key = fs.locate(req.path, write=True).key
+        async with self.locks.hold(key):
             count = await asyncio.to_thread(
                 files.str_replace,
                 fs,

@@ -1,20 +1,27 @@
 """File operations on a thread's virtual paths: read, write, list, str_replace, glob, grep.
 
-They run in a worker thread (disk I/O stays off the event loop). Writers of one
-path are serialized by the broker (`PathLocks`), so two concurrent edits never
-interleave.
+They run in a worker thread (disk I/O stays off the event loop). Every one opens
+its files through `sandbox.fdpath` (beneath the mount's root descriptor, never
+through a symlink), so a command changing names under them cannot point them at
+the host. Writers of one path are serialized by the broker (`PathLocks`), so two
+concurrent edits never interleave.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import fnmatch
+import mimetypes
 import os
 import re
+import stat
 from collections import defaultdict
-from pathlib import Path
+from pathlib import PurePosixPath
 
 from config import SandboxConfig
+from sandbox import fdpath
 from sandbox.errors import Conflict, InvalidRequest, NotFound, TooLarge
 from sandbox.hygiene import truncate
 from sandbox.paths import ThreadFS
@@ -52,21 +59,14 @@ class _Held:
             del self.owner._locks[self.key]
 
 
-def _chown(path: Path, owner: tuple[int, int] | None) -> None:
-    if owner is not None:
-        os.chown(path, *owner)
-
-
 def read_file(
     fs: ThreadFS, path: str, start: int | None, end: int | None, config: SandboxConfig
 ) -> tuple[str, int, int]:
     """`(content, total_lines, truncated_chars)`; lines are 1-based and inclusive."""
-    host = fs.resolve(path)
-    if host.is_dir():
-        raise InvalidRequest(f"{path} is a directory; list it with ls")
-    if not host.is_file():
-        raise NotFound(f"{path} does not exist")
-    text = host.read_text(encoding="utf-8", errors="replace")
+    location = fs.locate(path)
+    with fdpath.opened(location) as (fd, info):
+        fdpath.require_file(location, info)
+        text = fdpath.read_all(fd).decode("utf-8", errors="replace")
     lines = text.splitlines(keepends=True)
     if start is not None or end is not None:
         first = (start or 1) - 1
@@ -83,70 +83,60 @@ MAX_BINARY_BYTES = 8 * 1024 * 1024
 
 def read_binary(fs: ThreadFS, path: str) -> tuple[str, str]:
     """`(base64 content, content type)` of a whole file (images for vision models)."""
-    import base64
-    import mimetypes
-
-    host = fs.resolve(path)
-    if not host.is_file():
-        raise NotFound(f"{path} does not exist")
-    size = host.stat().st_size
-    if size > MAX_BINARY_BYTES:
-        raise TooLarge(f"{path} is {size} bytes; at most {MAX_BINARY_BYTES} can be read whole")
-    content_type = mimetypes.guess_type(host.name)[0] or "application/octet-stream"
-    return base64.b64encode(host.read_bytes()).decode("ascii"), content_type
+    location = fs.locate(path)
+    with fdpath.opened(location) as (fd, info):
+        fdpath.require_file(location, info)
+        if info.st_size > MAX_BINARY_BYTES:
+            raise TooLarge(f"{path} is {info.st_size} bytes; at most {MAX_BINARY_BYTES} can be read whole")
+        data = fdpath.read_all(fd)
+    content_type = mimetypes.guess_type(location.name)[0] or "application/octet-stream"
+    return base64.b64encode(data).decode("ascii"), content_type
 
 
 def write_file(
     fs: ThreadFS, path: str, content: str, append: bool, config: SandboxConfig, owner: tuple[int, int] | None
 ) -> int:
+    """Write (or append to) a file, creating its folders; returns the bytes written."""
     data = content.encode("utf-8")
-    host = fs.resolve(path, write=True)
-    existing = host.stat().st_size if append and host.is_file() else 0
-    if len(data) + existing > config.max_write_bytes:
-        raise TooLarge(
-            f"{len(data) + existing} bytes is over the {config.max_write_bytes}-byte limit for one file"
-        )
-    if host.is_dir():
-        raise InvalidRequest(f"{path} is a directory")
-    created = []
-    parent = host.parent
-    while not parent.exists():
-        created.append(parent)
-        parent = parent.parent
-    host.parent.mkdir(parents=True, exist_ok=True)
-    for directory in created:
-        _chown(directory, owner)
-    with host.open("ab" if append else "wb") as handle:
-        handle.write(data)
-    _chown(host, owner)
+    location = fs.locate(path, write=True)
+    if len(data) > config.max_write_bytes:
+        raise TooLarge(f"{len(data)} bytes is over the {config.max_write_bytes}-byte limit for one file")
+    with fdpath.parent_of(location, create=True, owner=owner) as parent:
+        if not append:
+            fdpath.replace_file(parent, location, data, owner)
+            return len(data)
+        fd = fdpath.open_at(parent, location, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            info = os.fstat(fd)
+            fdpath.require_file(location, info)
+            if len(data) + info.st_size > config.max_write_bytes:
+                raise TooLarge(
+                    f"{len(data) + info.st_size} bytes is over the "
+                    f"{config.max_write_bytes}-byte limit for one file"
+                )
+            fdpath.write_all(fd, data)
+            if owner is not None:
+                os.fchown(fd, *owner)
+        finally:
+            os.close(fd)
     return len(data)
 
 
 def list_dir(fs: ThreadFS, path: str, max_depth: int) -> tuple[str, list[str]]:
     """A tree (2 levels by default), hidden files left out, like `ls` for the model."""
-    host = fs.resolve(path)
-    if not host.exists():
-        raise NotFound(f"{path} does not exist")
-    if not host.is_dir():
-        raise InvalidRequest(f"{path} is a file; read it with read_file")
+    location = fs.locate(path)
     lines = [path.rstrip("/") + "/"]
     entries: list[str] = []
-
-    def walk(directory: Path, depth: int, indent: str) -> None:
-        try:
-            children = sorted(p for p in directory.iterdir() if not p.name.startswith("."))
-        except OSError:
-            return
-        for child in children:
-            if len(entries) >= MAX_LIST_ENTRIES:
-                return
-            is_dir = child.is_dir() and not child.is_symlink()
-            entries.append(fs.to_virtual(child) + ("/" if is_dir else ""))
-            lines.append(f"{indent}{child.name}{'/' if is_dir else ''}")
-            if is_dir and depth < max_depth:
-                walk(child, depth + 1, indent + "  ")
-
-    walk(host, 1, "  ")
+    with fdpath.opened(location) as (fd, info):
+        if not stat.S_ISDIR(info.st_mode):
+            raise InvalidRequest(f"{path} is a file; read it with read_file")
+        with contextlib.closing(fdpath.walk(fd, max_depth)) as walk:
+            for entry in walk:
+                if len(entries) >= MAX_LIST_ENTRIES:
+                    break
+                slash = "/" if entry.is_dir else ""
+                entries.append(location.child(*entry.parts).virtual + slash)
+                lines.append(f"{'  ' * len(entry.parts)}{entry.name}{slash}")
     if len(entries) >= MAX_LIST_ENTRIES:
         lines.append(f"  [... more than {MAX_LIST_ENTRIES} entries; list a subdirectory ...]")
     return "\n".join(lines), entries
@@ -163,39 +153,85 @@ def str_replace(
 ) -> int:
     if not old:
         raise InvalidRequest("old_str must not be empty")
-    host = fs.resolve(path, write=True)
-    if not host.is_file():
-        raise NotFound(f"{path} does not exist")
-    text = host.read_text(encoding="utf-8")
-    count = text.count(old)
-    if count == 0:
-        raise Conflict(f"old_str was not found in {path}; read the file and copy the text exactly")
-    if count > 1 and not replace_all:
-        raise Conflict(
-            f"old_str appears {count} times in {path}; add context to make it unique, or set replace_all"
-        )
-    updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-    if len(updated.encode("utf-8")) > config.max_write_bytes:
-        raise TooLarge(f"the result would be over the {config.max_write_bytes}-byte limit")
-    host.write_text(updated, encoding="utf-8")
-    _chown(host, owner)
+    location = fs.locate(path, write=True)
+    with fdpath.parent_of(location) as parent:
+        fd = fdpath.open_at(parent, location, os.O_RDONLY)
+        try:
+            info = os.fstat(fd)
+            fdpath.require_file(location, info)
+            raw = fdpath.read_all(fd)
+        finally:
+            os.close(fd)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRequest(f"{path} is not UTF-8 text; edit it with bash") from None
+        count = text.count(old)
+        if count == 0:
+            raise Conflict(f"old_str was not found in {path}; read the file and copy the text exactly")
+        if count > 1 and not replace_all:
+            raise Conflict(
+                f"old_str appears {count} times in {path}; add context to make it unique, or set replace_all"
+            )
+        updated = (text.replace(old, new) if replace_all else text.replace(old, new, 1)).encode("utf-8")
+        if len(updated) > config.max_write_bytes:
+            raise TooLarge(f"the result would be over the {config.max_write_bytes}-byte limit")
+        fdpath.replace_file(parent, location, updated, owner, mode=stat.S_IMODE(info.st_mode))
     return count if replace_all else 1
 
 
+def _glob_matches(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
+    """`**` is any number of directories, other segments match one name each (fnmatch, case-sensitive)."""
+    if not pattern:
+        return not parts
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return any(_glob_matches(rest, parts[i:]) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and _glob_matches(rest, parts[1:])
+
+
 def glob(fs: ThreadFS, pattern: str, path: str) -> tuple[list[str], bool]:
-    if not pattern or pattern.startswith("/") or ".." in Path(pattern).parts:
+    if not pattern or pattern.startswith("/") or ".." in PurePosixPath(pattern).parts:
         raise InvalidRequest("the pattern must be relative to the path, e.g. **/*.py")
-    base = fs.resolve(path)
-    if not base.is_dir():
-        raise NotFound(f"{path} is not a directory")
+    segments = PurePosixPath(pattern).parts
+    location = fs.locate(path)
+    # Like pathlib: a pattern ending in ** names directories only (the start included).
+    dirs_only = segments[-1] == "**"
+    depth = fdpath.MAX_DEPTH if "**" in segments else len(segments)
     found: list[str] = []
-    for match in sorted(base.glob(pattern)):
-        if any(part.startswith(".") for part in match.relative_to(base).parts):
-            continue
-        found.append(fs.to_virtual(match))
-        if len(found) >= MAX_GLOB_RESULTS:
-            return found, True
+    try:
+        with fdpath.opened(location) as (fd, info):
+            if not stat.S_ISDIR(info.st_mode):
+                raise NotFound(f"{path} is not a directory")
+            if dirs_only and _glob_matches(segments, ()):
+                found.append(location.virtual)
+            with contextlib.closing(fdpath.walk(fd, depth)) as walk:
+                for entry in walk:
+                    if dirs_only and not entry.is_dir:
+                        continue
+                    if _glob_matches(segments, entry.parts):
+                        found.append(location.child(*entry.parts).virtual)
+                        if len(found) >= MAX_GLOB_RESULTS:
+                            return found, True
+    except NotFound:
+        raise NotFound(f"{path} is not a directory") from None
     return found, False
+
+
+def _grep_file(
+    fd: int, virtual: str, regex: re.Pattern[str], matches: list[tuple[str, int, str]], max_matches: int
+) -> bool:
+    """Adds the file's matching lines; True when `max_matches` is reached."""
+    try:
+        with open(fd, encoding="utf-8", errors="strict", closefd=False) as handle:
+            for number, line in enumerate(handle, 1):
+                if regex.search(line):
+                    matches.append((virtual, number, line.rstrip("\n")[:500]))
+                    if len(matches) >= max_matches:
+                        return True
+    except (UnicodeDecodeError, OSError):
+        pass  # binary or unreadable: not what grep is for
+    return False
 
 
 def grep(
@@ -205,25 +241,23 @@ def grep(
         regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
     except re.error as exc:
         raise InvalidRequest(f"not a valid regular expression: {exc}") from None
-    base = fs.resolve(path)
-    if not base.exists():
-        raise NotFound(f"{path} does not exist")
-    files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+    location = fs.locate(path)
     matches: list[tuple[str, int, str]] = []
-    for file in files:
-        if any(
-            part.startswith(".") for part in file.relative_to(base.parent if base.is_file() else base).parts
-        ):
-            continue
-        if file_glob and not fnmatch.fnmatch(file.name, file_glob):
-            continue
-        try:
-            with file.open(encoding="utf-8", errors="strict") as handle:
-                for number, line in enumerate(handle, 1):
-                    if regex.search(line):
-                        matches.append((fs.to_virtual(file), number, line.rstrip("\n")[:500]))
-                        if len(matches) >= max_matches:
-                            return matches, True
-        except (UnicodeDecodeError, OSError):
-            continue  # binary or unreadable: not what grep is for
+    with fdpath.opened(location) as (fd, info):
+        if stat.S_ISREG(info.st_mode):
+            if file_glob and not fnmatch.fnmatch(location.name, file_glob):
+                return matches, False
+            return matches, _grep_file(fd, location.virtual, regex, matches, max_matches)
+        if not stat.S_ISDIR(info.st_mode):
+            raise InvalidRequest(f"{path} is not a regular file")
+        with contextlib.closing(fdpath.walk(fd)) as walk:
+            for entry in walk:
+                if not entry.is_file or (file_glob and not fnmatch.fnmatch(entry.name, file_glob)):
+                    continue
+                with fdpath.open_entry(entry) as opened:
+                    if opened is None:
+                        continue
+                    virtual = location.child(*entry.parts).virtual
+                    if _grep_file(opened[0], virtual, regex, matches, max_matches):
+                        return matches, True
     return matches, False

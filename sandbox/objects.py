@@ -5,21 +5,27 @@ or a read, the broker copies new or changed ones into the thread's uploads
 directory. After a command or a write, files under outputs that are new or
 changed go to `outputs/<user>/<thread>/<path>` with their content type and size,
 so the gateway can serve them without sharing a disk with anyone.
+
+Both go through `sandbox.fdpath` like every other file operation: commands can
+put symlinks in outputs (and, with the local provider, in uploads), and neither
+a copy in nor a publication out may follow one to the host.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import mimetypes
-import os
-from pathlib import Path
+import stat
 
 from nats.js.api import ObjectMeta
 from nats.js.object_store import ObjectStore
 
 from bus.files import OUTPUTS, UPLOADS, list_objects, output_key, thread_prefix
-from sandbox.paths import ThreadFS
+from sandbox import fdpath
+from sandbox.errors import SandboxError
+from sandbox.paths import USER_DATA, Location, ThreadFS
 
 log = logging.getLogger(__name__)
 
@@ -39,32 +45,34 @@ class FileSync:
             name = info.name[len(prefix) :]
             if not name or "/" in name or name.startswith("."):
                 continue
-            target = fs.uploads / name
-            if target.is_file() and target.stat().st_size == (info.size or 0):
+            try:
+                target = fs.locate(f"{USER_DATA}/{UPLOADS}/{name}")
+                if await asyncio.to_thread(_has_size, target, info.size or 0):
+                    continue
+                result = await self.store.get(info.name)
+                await asyncio.to_thread(self._write, target, result.data or b"")
+            except SandboxError as exc:
+                log.warning("upload %r of thread %s not copied: %s", name, fs.thread_id, exc.message)
                 continue
-            result = await self.store.get(info.name)
-            await asyncio.to_thread(self._write, target, result.data or b"")
             copied += 1
         return copied
 
-    def _write(self, target: Path, data: bytes) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        if self.owner is not None:
-            os.chown(target, *self.owner)
+    def _write(self, target: Location, data: bytes) -> None:
+        with fdpath.parent_of(target) as parent:
+            fdpath.replace_file(parent, target, data, self.owner)
 
     async def push_outputs(self, fs: ThreadFS) -> list[str]:
         """Publish new or changed files under outputs; returns their virtual paths."""
         key = (fs.user_id, fs.thread_id)
         seen = self._published.setdefault(key, {})
-        changed = await asyncio.to_thread(_changed_files, fs.outputs, seen)
+        outputs = fs.locate(f"{USER_DATA}/{OUTPUTS}")
+        changed = await asyncio.to_thread(_changed_files, outputs, seen)
         pushed = []
-        for relative, stamp in changed:
-            host = fs.outputs / relative
-            try:
-                data = await asyncio.to_thread(host.read_bytes)
-            except OSError:
+        for relative in changed:
+            read = await asyncio.to_thread(_read_output, outputs.child(*relative.split("/")))
+            if read is None:
                 continue
+            data, stamp = read
             content_type = mimetypes.guess_type(relative)[0] or "application/octet-stream"
             meta = ObjectMeta(
                 name=output_key(fs.user_id, fs.thread_id, relative),
@@ -72,24 +80,47 @@ class FileSync:
             )
             await self.store.put(meta.name or "", data, meta=meta)
             seen[relative] = stamp
-            pushed.append(f"/mnt/user-data/{OUTPUTS}/{relative}")
+            pushed.append(f"{USER_DATA}/{OUTPUTS}/{relative}")
         if pushed:
             log.info("published %d output file(s) of thread %s", len(pushed), fs.thread_id)
         return pushed
 
 
-def _changed_files(root: Path, seen: dict[str, tuple[int, int]]) -> list[tuple[str, tuple[int, int]]]:
-    changed = []
-    if not root.is_dir():
-        return changed
-    for path in root.rglob("*"):
-        if not path.is_file() or path.is_symlink():
-            continue
-        relative = path.relative_to(root).as_posix()
-        if any(part.startswith(".") for part in relative.split("/")):
-            continue
-        stat = path.stat()
-        stamp = (stat.st_size, stat.st_mtime_ns)
-        if seen.get(relative) != stamp:
-            changed.append((relative, stamp))
+def _has_size(location: Location, size: int) -> bool:
+    """The file is there, a regular file, of that size."""
+    try:
+        with fdpath.opened(location) as (_, info):
+            return stat.S_ISREG(info.st_mode) and info.st_size == size
+    except SandboxError:
+        return False
+
+
+def _changed_files(outputs: Location, seen: dict[str, tuple[int, int]]) -> list[str]:
+    """Relative paths of the regular files under outputs whose (size, mtime) is not the published one."""
+    changed: list[str] = []
+    try:
+        with fdpath.opened(outputs) as (fd, _), contextlib.closing(fdpath.walk(fd)) as walk:
+            for entry in walk:
+                if not entry.is_file:
+                    continue
+                with fdpath.open_entry(entry) as opened:
+                    if opened is None:
+                        continue
+                    info = opened[1]
+                    relative = "/".join(entry.parts)
+                    if seen.get(relative) != (info.st_size, info.st_mtime_ns):
+                        changed.append(relative)
+    except SandboxError:
+        return []
     return changed
+
+
+def _read_output(location: Location) -> tuple[bytes, tuple[int, int]] | None:
+    """The content of one output file and the (size, mtime) it was read at; None if it is gone."""
+    try:
+        with fdpath.opened(location) as (fd, info):
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            return fdpath.read_all(fd), (info.st_size, info.st_mtime_ns)
+    except SandboxError:
+        return None

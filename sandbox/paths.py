@@ -5,8 +5,10 @@
     /mnt/user-data/uploads    -> .../uploads                                              (read-only)
     /mnt/skills               -> the skills directory                                     (read-only)
 
-Everything else is refused, and so is anything that would leave its root:
-`..` segments and symlinks resolving outside.
+Everything else is refused, and so is `..`. This module only maps names: it
+never looks at the disk, because a sandboxed command can change what a name is
+between a look and a use. Opening what a `Location` names, safely, is the job of
+`sandbox.fdpath`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,30 @@ class Mount:
     virtual: str
     host: Path
     writable: bool
+
+
+@dataclass(frozen=True)
+class Location:
+    """A virtual path split into its mount and the names below the mount's root."""
+
+    mount: Mount
+    parts: tuple[str, ...]
+
+    @property
+    def virtual(self) -> str:
+        return str(PurePosixPath(self.mount.virtual, *self.parts))
+
+    @property
+    def name(self) -> str:
+        return self.parts[-1] if self.parts else PurePosixPath(self.mount.virtual).name
+
+    @property
+    def key(self) -> str:
+        """Names the file for locks; nothing may open it (that would follow symlinks)."""
+        return str(self.mount.host.joinpath(*self.parts))
+
+    def child(self, *names: str) -> Location:
+        return Location(self.mount, (*self.parts, *names))
 
 
 class ThreadFS:
@@ -70,11 +96,11 @@ class ThreadFS:
     def uploads(self) -> Path:
         return self.mounts[2].host
 
-    def resolve(self, virtual: str, *, write: bool = False) -> Path:
-        """The host path for a virtual path.
+    def locate(self, virtual: str, *, write: bool = False) -> Location:
+        """Which mount a virtual path is under, and the names below that mount's root.
 
         Raises:
-            NotAllowed: outside the mounts, `..`, a symlink out, or a write to a read-only mount.
+            NotAllowed: outside the mounts, `..`, or a write to a read-only mount.
             InvalidRequest: not an absolute path, or contains NUL.
         """
         if not virtual or "\x00" in virtual:
@@ -93,26 +119,11 @@ class ThreadFS:
                         f"{mount.virtual} is read-only; "
                         f"write under {USER_DATA}/workspace or {USER_DATA}/outputs"
                     )
-                relative = pure.relative_to(mount.virtual)
-                host = mount.host / relative
-                real = Path(os.path.realpath(host))
-                root = Path(os.path.realpath(mount.host))
-                if real != root and root not in real.parents:
-                    raise NotAllowed(f"{virtual} leads outside {mount.virtual} (through a symlink)")
-                return host
+                return Location(mount, pure.relative_to(mount.virtual).parts)
         raise NotAllowed(
             f"{virtual} is outside the sandbox; "
             f"only {USER_DATA}/{{workspace,uploads,outputs}} and {SKILLS} exist"
         )
-
-    def to_virtual(self, host: Path) -> str:
-        for mount in self.mounts:
-            try:
-                relative = host.relative_to(mount.host)
-            except ValueError:
-                continue
-            return str(PurePosixPath(mount.virtual) / relative) if str(relative) != "." else mount.virtual
-        return str(host)
 
     def translate_command(self, command: str) -> str:
         """Virtual paths in a shell command replaced by host paths (the unisolated local provider)."""
