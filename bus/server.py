@@ -196,19 +196,25 @@ class EmbeddedServer:
             proc = self._proc
             if proc is None or self._stopping:
                 return
-            code = await proc.wait()
+            code = f"exit code {await proc.wait()}"
             if self._stopping or self._proc is not proc:
                 return
-            now = time.monotonic()
-            deaths = [t for t in deaths if now - t < window] + [now]
-            tail = self._log_tail()
-            if len(deaths) > max_restarts:
-                raise ServerStartError(
-                    f"nats-server keeps exiting ({len(deaths)} times within {window:g}s, last code {code})",
-                    tail,
-                )
-            log.error("nats-server exited unexpectedly (code %s); starting it again on the same store", code)
-            await self._spawn(binary, timeout)
+            while True:  # until it is up again: a death during start-up counts as one more
+                now = time.monotonic()
+                deaths = [t for t in deaths if now - t < window] + [now]
+                if len(deaths) > max_restarts:
+                    raise ServerStartError(
+                        f"nats-server keeps exiting ({len(deaths)} times within {window:g}s, last: {code})",
+                        self._log_tail(),
+                    )
+                log.error("nats-server exited unexpectedly (%s); starting it again on the same store", code)
+                try:
+                    await self._spawn(binary, timeout)
+                    break
+                except ServerStartError as exc:
+                    code = str(exc).splitlines()[0]
+                    if self._stopping:
+                        return
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop gracefully (SIGTERM lets JetStream flush), then kill if it lingers."""
