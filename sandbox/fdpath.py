@@ -18,6 +18,12 @@ symlink after the listing is skipped, never entered.
 Files are opened O_NONBLOCK and must be regular files (a FIFO cannot hang the
 broker); writes replace the file atomically through a new temporary file in the
 same directory descriptor, so a reader never sees half a write.
+
+Why a walk of openat() calls and not openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS):
+the walk has the same guarantee on every kernel and Python (openat2 needs Linux
+5.6 and a raw syscall through ctypes), one code path is the one the race tests
+exercise, and it can say which component was a symlink. It costs one open per
+path component.
 """
 
 from __future__ import annotations

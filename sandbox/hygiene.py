@@ -49,8 +49,37 @@ def check_command(command: str) -> tuple[str | None, list[str]]:
     return None, warnings
 
 
+# The only variables a sandboxed command gets from the broker's environment: locale,
+# time zone and terminal settings, and only with plain values. Everything else it
+# sees is set by the provider (PATH, HOME, TMPDIR, ...).
+PASSED_TO_COMMANDS = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_TIME", "TZ", "TERM")
+_PLAIN_VALUE = re.compile(r"^[A-Za-z0-9_.,:@/+-]{0,64}$")
+
+
+def command_env(fixed: dict[str, str], base: dict[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of a sandboxed command: an allowlist, never the broker's other variables.
+
+    Args:
+        fixed: what the provider sets itself (PATH, HOME, ...); wins over `base`.
+        base: the broker's environment (`os.environ` by default), read for `PASSED_TO_COMMANDS` only.
+    """
+    source = os.environ if base is None else base
+    env = {
+        name: source[name]
+        for name in PASSED_TO_COMMANDS
+        if name in source and _PLAIN_VALUE.match(source[name])
+    }
+    env.setdefault("LANG", "C.UTF-8")  # Python and friends default to UTF-8 only with a UTF-8 locale
+    env.update(fixed)
+    return env
+
+
 def scrubbed_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment without anything that looks like a secret or a connection string."""
+    """The environment without anything that looks like a secret or a connection string.
+
+    Not for sandboxed commands (they get `command_env`): for processes of our own that
+    need the broker's ordinary settings.
+    """
     env = dict(os.environ if base is None else base)
     return {
         name: value

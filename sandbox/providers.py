@@ -1,16 +1,21 @@
 """Where commands run: `bwrap` (isolated) or `local` (a plain subprocess, for development).
 
 bwrap gives each command fresh namespaces (no network unless allowed, its own
-PID namespace), a read-only view of the system, the thread's directories at
-their virtual paths, and resource limits (set by `prlimit`, under an
-unprivileged uid when the broker runs as root, so the process limit holds).
-Both kill the whole process group at the wall-clock timeout.
+PID namespace), a read-only view of the system's programs and libraries (`/usr`,
+`/bin`, `/lib*`, `/sbin`; not `/opt`, `/home`, `/var` or the rest of the host),
+of the few `/etc` files programs read at start-up (users and groups are made up
+for the sandbox), the thread's directories at their virtual paths, and resource
+limits (set by `prlimit`, under an unprivileged uid when the broker runs as
+root, so the process limit holds). Both providers give commands an allowlisted
+environment (`hygiene.command_env`), never the broker's, and kill the whole
+process group at the wall-clock timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import glob
 import logging
 import os
 import shutil
@@ -19,13 +24,43 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config import SandboxConfig
-from sandbox.hygiene import scrubbed_env
+from sandbox.hygiene import command_env
 from sandbox.paths import USER_DATA, ThreadFS
 
 log = logging.getLogger(__name__)
 
 SANDBOX_UID = 65534  # nobody: commands never run as root
-_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+# Programs and libraries, read-only. Not /opt: what is installed there is the host's, not the sandbox's.
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# Of /etc only what programs read to start and behave: the dynamic linker's cache, Debian's
+# alternatives (awk, editor, ...), name service and locale settings, the time zone, interpreter
+# configuration, MIME and magic databases. Not the rest, which holds the host's own configuration
+# and credentials (pip.conf, gitconfig, ssh, the application's files, ...).
+_ETC = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "nsswitch.conf",
+    "hosts",
+    "protocols",
+    "services",
+    "localtime",
+    "timezone",
+    "locale.alias",
+    "os-release",
+    "debian_version",
+    "mime.types",
+    "magic",
+    "magic.mime",
+    "fonts",
+    "perl",
+    "python3",
+    "python3.*",
+)
+# Only with network access: resolver configuration and TLS trust roots.
+_ETC_NETWORK = ("resolv.conf", "host.conf", "gai.conf", "ssl/certs", "ssl/openssl.cnf", "ca-certificates")
 
 
 @dataclass
@@ -133,8 +168,7 @@ class LocalProvider(Provider):
     name = "local"
 
     async def run(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
-        env = scrubbed_env()
-        env["HOME"] = str(fs.workspace)
+        env = command_env({"HOME": str(fs.workspace), "PATH": os.environ.get("PATH", SANDBOX_PATH)})
         outcome = await self._spawn(
             ["/bin/bash", "-c", fs.translate_command(command)],
             cwd=fs.workspace,
@@ -160,7 +194,49 @@ class BwrapProvider(Provider):
     def owner(self) -> tuple[int, int] | None:
         return (SANDBOX_UID, SANDBOX_UID) if os.geteuid() == 0 and shutil.which("setpriv") else None
 
-    def argv(self, fs: ThreadFS, command: str) -> list[str]:
+    @property
+    def _identity(self) -> tuple[int, int]:
+        return self.owner if self.owner is not None else (os.getuid(), os.getgid())
+
+    def identity_files(self) -> dict[str, bytes]:
+        """/etc/passwd and /etc/group made up for the sandbox: its own user, root and nobody."""
+        uid, gid = self._identity
+        users = ["root:x:0:0:root:/root:/usr/sbin/nologin"]
+        groups = ["root:x:0:"]
+        users.append(f"sandbox:x:{uid}:{gid}:sandbox:{USER_DATA}/workspace:/bin/bash")
+        groups.append(f"sandbox:x:{gid}:")
+        if uid != 65534:
+            users.append("nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin")
+        if gid != 65534:
+            groups.append("nogroup:x:65534:")
+        return {
+            "/etc/passwd": ("\n".join(users) + "\n").encode(),
+            "/etc/group": ("\n".join(groups) + "\n").encode(),
+        }
+
+    def etc_args(self, files: dict[str, int]) -> list[str]:
+        """A read-only /etc holding only `_ETC` (and `_ETC_NETWORK`) plus `files` (path -> readable fd)."""
+        args = ["--tmpfs", "/etc"]
+        names = [*_ETC, *(_ETC_NETWORK if self.config.allow_network else ())]
+        made = {"/etc"}
+        for path in sorted({found for name in names for found in glob.glob(os.path.join("/etc", name))}):
+            parent = os.path.dirname(path)
+            if parent not in made:  # bwrap would make it root-only
+                args += ["--perms", "0755", "--dir", parent]
+                made.add(parent)
+            target = os.path.realpath(path)
+            if os.path.islink(path) and any(
+                target == d or target.startswith(d + "/") for d in _SYSTEM_DIRS if os.path.isdir(d)
+            ):
+                args += ["--symlink", os.readlink(path), path]  # kept a link: some read where it points
+            elif os.path.exists(path):
+                args += ["--ro-bind", path, path]
+        for path, fd in files.items():
+            args += ["--file", str(fd), path]
+        return [*args, "--remount-ro", "/etc"]
+
+    def argv(self, fs: ThreadFS, command: str, files: dict[str, int] | None = None) -> list[str]:
+        """The bwrap command line; `files` are extra /etc files (path -> fd to read them from)."""
         c = self.config
         args = [self.bwrap, "--die-with-parent", "--new-session"]
         if self.owner is not None:
@@ -177,6 +253,7 @@ class BwrapProvider(Provider):
                 args += ["--symlink", os.readlink(path), path]
             elif os.path.isdir(path):
                 args += ["--ro-bind", path, path]
+        args += self.etc_args(files or {})
         args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
         # Mount points reachable by the unprivileged user (bwrap would make them root-only).
         args += ["--perms", "0755", "--dir", "/mnt", "--perms", "0755", "--dir", USER_DATA]
@@ -209,13 +286,37 @@ class BwrapProvider(Provider):
         return [*args, "/bin/bash", "-c", command]
 
     async def run(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
-        env = scrubbed_env()
-        env.update(
-            {"HOME": f"{USER_DATA}/workspace", "TMPDIR": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+        env = command_env(
+            {
+                "HOME": f"{USER_DATA}/workspace",
+                "TMPDIR": "/tmp",
+                "PATH": SANDBOX_PATH,
+                "SHELL": "/bin/bash",
+                "USER": "sandbox",
+                "LOGNAME": "sandbox",
+            }
         )
-        return await self._spawn(
-            self.argv(fs, command), cwd=Path("/"), env=env, timeout=timeout, as_user=None
-        )
+        files: dict[str, int] = {}
+        try:
+            for path, content in self.identity_files().items():
+                # bwrap copies them from pipes; a few hundred bytes fit in a pipe's buffer.
+                read_end, write_end = os.pipe()
+                files[path] = read_end
+                try:
+                    os.write(write_end, content)
+                finally:
+                    os.close(write_end)
+            return await self._spawn(
+                self.argv(fs, command, files),
+                cwd=Path("/"),
+                env=env,
+                timeout=timeout,
+                as_user=None,
+                pass_fds=tuple(files.values()),
+            )
+        finally:
+            for fd in files.values():
+                os.close(fd)
 
 
 def bwrap_works() -> bool:

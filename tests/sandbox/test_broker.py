@@ -13,6 +13,7 @@ from bus import Bus
 from bus.files import output_key, upload_key
 from config import AppConfig
 from sandbox import Conflict, InvalidRequest, NotAllowed, NotFound, SandboxClient, TooLarge
+from sandbox.hygiene import PASSED_TO_COMMANDS
 from tests.sandbox.conftest import needs_bwrap, running_broker
 
 pytestmark = pytest.mark.asyncio
@@ -88,6 +89,64 @@ async def test_a_symlink_out_of_the_sandbox_is_refused(client: SandboxClient, br
         await client.write_file(f"{WS}/etc_link/evil", "x")
 
 
+async def test_file_tools_refuse_symlinks_even_inside_but_commands_can_follow_them(
+    client: SandboxClient, broker: AppConfig
+) -> None:
+    await client.write_file(f"{WS}/data/real.csv", "a,b\n")
+    await client.exec("ln -s real.csv data/latest.csv && ln -s data shortcut")
+    for path in (f"{WS}/data/latest.csv", f"{WS}/shortcut/real.csv"):
+        with pytest.raises(NotAllowed, match=r"symlink.*Use the path it points to, or bash"):
+            await client.read_file(path)
+    with pytest.raises(NotAllowed, match="symlink"):
+        await client.write_file(f"{WS}/data/latest.csv", "replaced through a link")
+    with pytest.raises(NotAllowed, match="symlink"):
+        await client.str_replace(f"{WS}/shortcut/real.csv", "a", "A")
+    assert (await client.read_file(f"{WS}/data/real.csv")).content == "a,b\n"
+    assert (await client.exec("cat data/latest.csv shortcut/real.csv")).output == "a,b\na,b\n"
+    # Listed by name, never entered or searched through.
+    assert f"{WS}/shortcut" in (await client.list_dir(WS, max_depth=3)).entries
+    assert (await client.glob("shortcut/*", WS)).paths == []
+    assert [m.path for m in (await client.grep("a,b", WS)).matches] == [f"{WS}/data/real.csv"]
+
+
+async def test_a_fifo_is_refused_without_hanging_the_broker(client: SandboxClient, broker: AppConfig) -> None:
+    await client.exec("mkfifo pipe && echo findme > note.txt")
+    with pytest.raises(InvalidRequest, match="not a regular file"):
+        await client.read_file(f"{WS}/pipe")
+    with pytest.raises(InvalidRequest, match="not a regular file"):
+        await client.write_file(f"{WS}/pipe", "x")
+    assert [m.path for m in (await client.grep("findme", WS)).matches] == [f"{WS}/note.txt"]
+
+
+async def test_an_edited_script_stays_executable(client: SandboxClient, broker: AppConfig) -> None:
+    await client.write_file(f"{WS}/run.sh", "#!/bin/sh\necho one\n")
+    await client.exec("chmod 755 run.sh")
+    await client.str_replace(f"{WS}/run.sh", "one", "two")
+    await client.write_file(f"{WS}/run.sh", "#!/bin/sh\necho three\n")
+    assert (await client.exec("./run.sh")).output == "three\n"
+    listing = await client.exec("ls -A")
+    assert ".antler" not in listing.output, "no temporary file is left behind"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "found"),
+    [
+        pytest.param("*.md", ["top.md"], id="one-level"),
+        pytest.param("**/*.md", ["a/b/deep.md", "a/mid.md", "top.md"], id="any-depth"),
+        pytest.param("a/*", ["a/b", "a/mid.md"], id="in-a-folder"),
+        pytest.param("**", ["", "a", "a/b"], id="folders-only"),
+        pytest.param("a/**/deep.?d", ["a/b/deep.md"], id="question-mark"),
+    ],
+)
+async def test_glob_patterns(
+    client: SandboxClient, broker: AppConfig, pattern: str, found: list[str]
+) -> None:
+    for name in ("top.md", "a/mid.md", "a/b/deep.md", ".hidden/x.md", "a/.h.md"):
+        await client.write_file(f"{WS}/g/{name}", "x")
+    expected = [f"{WS}/g/{name}".rstrip("/") for name in found]
+    assert (await client.glob(pattern, f"{WS}/g")).paths == expected
+
+
 async def test_another_threads_and_another_users_files_are_invisible(
     bus: Bus, client: SandboxClient, broker: AppConfig
 ) -> None:
@@ -126,16 +185,22 @@ async def test_commands_are_screened(client: SandboxClient, broker: AppConfig) -
     assert risky.warnings == ["warning: this command makes files writable by everyone (chmod 777)"]
 
 
-async def test_secrets_are_not_inherited_by_commands(
+async def test_commands_get_an_allowlisted_environment_not_the_brokers(
     client: SandboxClient, broker: AppConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SOME_API_KEY", "sk-secret")
     monkeypatch.setenv("DB_URL", "postgres://admin:hunter2@db:5432/app")
-    monkeypatch.setenv("HARMLESS_SETTING", "visible")
+    monkeypatch.setenv("ANTLER_TEST_CANARY", "canary-from-the-broker")
+    monkeypatch.setenv("HARMLESS_SETTING", "not-a-secret-but-not-allowlisted")
+    monkeypatch.setenv("LANG", "C.UTF-8")
     result = await client.exec("env")
-    assert "sk-secret" not in result.output
-    assert "hunter2" not in result.output
-    assert "HARMLESS_SETTING=visible" in result.output
+    for value in ("sk-secret", "hunter2", "canary-from-the-broker", "not-a-secret-but-not-allowlisted"):
+        assert value not in result.output
+    names = {line.split("=", 1)[0] for line in result.output.splitlines() if "=" in line}
+    allowed = {*PASSED_TO_COMMANDS, "HOME", "PATH", "TMPDIR", "SHELL", "USER", "LOGNAME", "PWD", "SHLVL", "_"}
+    assert names <= allowed
+    assert "LANG=C.UTF-8" in result.output.splitlines()
+    assert f"HOME={WS}" in result.output.splitlines()
 
 
 async def test_output_over_the_cap_is_truncated_with_a_marker(
@@ -266,6 +331,37 @@ async def test_bwrap_stops_a_fork_bomb_and_a_memory_hog(client: SandboxClient, b
     assert hog.exit_code != 0
     assert "MemoryError" in hog.output
     assert (await client.exec("echo still fine")).output == "still fine\n"
+
+
+@needs_bwrap
+@pytest.mark.parametrize("provider", ["bwrap"], indirect=True)
+async def test_bwrap_binds_only_what_commands_need(client: SandboxClient, broker: AppConfig) -> None:
+    probe = await client.exec(
+        "ls /opt 2>&1; ls /home /root /var 2>&1; "
+        "test -e /etc/shadow || echo no-shadow; test -e /etc/pip.conf || echo no-pip-conf; ls /etc"
+    )
+    assert "/opt': No such file or directory" in probe.output
+    for hidden in ("/home", "/root", "/var"):
+        assert f"{hidden}': No such file or directory" in probe.output
+    assert "no-shadow" in probe.output
+    assert "no-pip-conf" in probe.output
+    assert "passwd" in probe.output.split()
+    users = (await client.exec("cut -d: -f1 /etc/passwd; whoami")).output.split()
+    assert set(users) <= {"root", "sandbox", "nobody"}, "made-up users, not the host's"
+    assert users[-1] == "sandbox"
+
+
+@needs_bwrap
+@pytest.mark.parametrize("provider", ["bwrap"], indirect=True)
+async def test_bwrap_commands_still_have_their_tools(client: SandboxClient, broker: AppConfig) -> None:
+    script = (
+        "python3 -c 'import json, sqlite3, ssl, getpass; print(getpass.getuser())' && "
+        "echo 3 4 | awk '{print $1 + $2}' && printf 'b\\na\\n' | sort | head -1 && "
+        "date +%Y >/dev/null && echo ok"
+    )
+    result = await client.exec(script)
+    assert result.exit_code == 0, result.output
+    assert result.output.split() == ["sandbox", "7", "a", "ok"]
 
 
 async def test_the_local_provider_warns_that_it_is_not_isolated(
