@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
@@ -17,8 +18,10 @@ from fastapi.responses import JSONResponse
 
 from gateway.deps import Gateway
 from gateway.langgraph_api import router as langgraph_router
+from gateway.limits import MB, BodyLimit, BodyLimitMiddleware
 from gateway.rest.conversation import router as conversation_router
 from gateway.rest.files import router as files_router
+from gateway.rest.settings import MAX_SKILL_ARCHIVE
 from gateway.rest.settings import router as settings_router
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,36 @@ async def discover(gw: Gateway, wait: float = 0.25) -> dict[str, int]:
     return counts
 
 
+MULTIPART_OVERHEAD = 64 * 1024  # part headers and boundaries around the files
+
+
+def body_limits(gw: Gateway) -> dict[str, Any]:
+    """Uploads may carry `gateway.max_upload_mb` (all files together), skill archives their limit, and
+    any other body what one message on our NATS server can (it becomes one)."""
+    upload_mb = gw.config.gateway.max_upload_mb
+    payload = gw.bus.nc.max_payload
+    return {
+        "limits": [
+            BodyLimit(
+                "POST",
+                re.compile(r"/api/threads/[^/]+/uploads"),
+                upload_mb * MB + MULTIPART_OVERHEAD,
+                f"an upload may carry at most {upload_mb} MB in all (gateway.max_upload_mb)",
+            ),
+            BodyLimit(
+                "POST",
+                re.compile(r"/api/skills/install"),
+                MAX_SKILL_ARCHIVE + MULTIPART_OVERHEAD,
+                f"a .skill archive may be at most {MAX_SKILL_ARCHIVE // MB} MB",
+            ),
+        ],
+        "default_bytes": payload,
+        "default_message": (
+            f"a request body may be at most {payload / MB:g} MB (the NATS server's max_payload)"
+        ),
+    }
+
+
 def create_app(gw: Gateway) -> FastAPI:
     docs = gw.config.gateway.docs_enabled
     app = FastAPI(
@@ -63,6 +96,7 @@ def create_app(gw: Gateway) -> FastAPI:
         openapi_url="/openapi.json" if docs else None,
     )
     app.state.gateway = gw
+    app.add_middleware(BodyLimitMiddleware, **body_limits(gw))
     if gw.config.gateway.cors_origins:
         app.add_middleware(
             CORSMiddleware,

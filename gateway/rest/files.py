@@ -2,8 +2,10 @@
 
 Uploads: `POST /api/threads/{id}/uploads` (multipart `files`), `GET .../uploads/list`,
 `DELETE .../uploads/{filename}`. PDF, Word, PowerPoint and Excel files get a
-Markdown sibling (markitdown). Artifacts: `GET /api/threads/{id}/artifacts/{path}`,
-where path is the virtual path (`mnt/user-data/outputs/report.md`).
+Markdown sibling (markitdown). `gateway.max_upload_mb` bounds each file and
+the whole request, which `gateway.limits` stops reading once it passes that.
+Artifacts: `GET /api/threads/{id}/artifacts/{path}`, where path is the virtual
+path (`mnt/user-data/outputs/report.md`).
 """
 
 from __future__ import annotations
