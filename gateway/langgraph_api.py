@@ -123,6 +123,9 @@ class ThreadCreate(Body):
 
 @router.post("/threads")
 async def create_thread(gw: GW, me: Me, body: ThreadCreate) -> Any:
+    """Create a thread; with `thread_id`, the caller's own thread of that id is a 409 (`if_exists:
+    raise`) or returned (`do_nothing`). An id another user's thread has is answered exactly as an id
+    that breaks the id rule (422 "cannot be used"), so creating tells nobody that thread exists."""
     thread_id = body.thread_id or str(uuid.uuid4())
     if not is_valid_id(thread_id):
         raise unusable_thread_id(thread_id)
@@ -132,7 +135,9 @@ async def create_thread(gw: GW, me: Me, body: ThreadCreate) -> Any:
     )
     if not await gw.threads.create(thread_id, record):
         existing = await gw.threads.get(thread_id)
-        if existing is None or existing.user_id != me or body.if_exists == "raise":
+        if existing is None or existing.user_id != me:
+            raise unusable_thread_id(thread_id)  # someone else's: told apart from nothing else
+        if body.if_exists == "raise":
             raise HTTPException(409, f"thread {thread_id} already exists")
         return thread_json(existing)
     return thread_json(record)
@@ -340,18 +345,18 @@ async def start_run(
 ) -> RunRecord:
     """Check the thread and the strategy, record the run and hand it to the runners."""
     record = await gw.threads.get(thread_id) if is_valid_id(thread_id) else None
-    if record is None:
-        if body.if_not_exists != "create":
-            raise HTTPException(404, f"thread {thread_id} not found")
-        if not is_valid_id(thread_id):
-            raise unusable_thread_id(thread_id)
+    creates = body.if_not_exists == "create"
+    if record is None and creates and is_valid_id(thread_id):
         now = utcnow()
-        await gw.threads.create(
-            thread_id, ThreadRecord(thread_id=thread_id, user_id=me, created_at=now, updated_at=now)
-        )
-    elif record.user_id != me:
+        fresh = ThreadRecord(thread_id=thread_id, user_id=me, created_at=now, updated_at=now)
+        # Another caller may create it at this very moment: only the one whose create wins owns it.
+        record = fresh if await gw.threads.create(thread_id, fresh) else await gw.threads.get(thread_id)
+    if record is None or record.user_id != me:
+        # As if the thread did not exist: not found, or (to create it) an id that cannot be used.
+        if creates:
+            raise unusable_thread_id(thread_id)
         raise HTTPException(404, f"thread {thread_id} not found")
-    elif body.multitask_strategy == MultitaskStrategy.REJECT and record.active_run_id:
+    if body.multitask_strategy == MultitaskStrategy.REJECT and record.active_run_id:
         active = await gw.runs.get(record.active_run_id)
         if active is not None and not active.status.finished:
             raise HTTPException(409, f"thread {thread_id} is busy with run {record.active_run_id}")

@@ -249,3 +249,33 @@ async def test_disconnecting_with_on_disconnect_cancel_cancels_the_run(
             break
         await asyncio.sleep(0.1)
     assert status == "interrupted"
+
+
+async def test_taking_another_users_thread_id_is_answered_like_an_unusable_id(api_url: str) -> None:
+    """Nothing tells ana that bob has a thread `bobs-diary`: she gets what any id she cannot use gets."""
+    async with (
+        httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-ana"}) as ana,
+        httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}) as bob,
+    ):
+        assert (await bob.post("/threads", json={"thread_id": "bobs-diary", "metadata": {"x": 1}})).is_success
+
+        def shape(response: httpx.Response, thread_id: str) -> tuple[int, str]:
+            return response.status_code, response.json()["detail"].replace(repr(thread_id), "<id>")
+
+        unusable = shape(await ana.post("/threads", json={"thread_id": "no.dots"}), "no.dots")
+        assert unusable[0] == 422
+        for attempt in (
+            ana.post("/threads", json={"thread_id": "bobs-diary"}),
+            ana.post("/threads", json={"thread_id": "bobs-diary", "if_exists": "do_nothing"}),
+            ana.post("/threads/bobs-diary/runs", json={"input": HI, "if_not_exists": "create"}),
+        ):
+            assert shape(await attempt, "bobs-diary") == unusable
+        missing = await ana.post("/threads/bobs-diary/runs", json={"input": HI})
+        assert (missing.status_code, missing.json()) == (404, {"detail": "thread bobs-diary not found"})
+
+        mine = await ana.post("/threads", json={"thread_id": "anas-diary"})
+        again = await ana.post("/threads", json={"thread_id": "anas-diary"})
+        assert (mine.status_code, again.status_code) == (200, 409), "her own thread is a plain conflict"
+        bobs = (await bob.get("/threads/bobs-diary")).json()
+        assert bobs["metadata"] == {"x": 1}
+        assert (await bob.get("/threads/bobs-diary/runs")).json() == []
