@@ -120,7 +120,11 @@ def _descend(
     except OSError as exc:
         raise _failure(exc, location, at, dir_fd, writing=create) from None
     if made and owner is not None:
-        os.fchown(child, *owner)
+        try:
+            os.fchown(child, *owner)
+        except BaseException:
+            os.close(child)
+            raise
     return child
 
 
