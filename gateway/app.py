@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
+from gateway.auth import RequireToken
 from gateway.deps import Gateway
 from gateway.langgraph_api import router as langgraph_router
 from gateway.limits import MB, BodyLimit, BodyLimitMiddleware
@@ -96,7 +97,9 @@ def create_app(gw: Gateway) -> FastAPI:
         openapi_url="/openapi.json" if docs else None,
     )
     app.state.gateway = gw
+    # Outermost last: CORS (preflights need no token), then the token check, then body limits.
     app.add_middleware(BodyLimitMiddleware, **body_limits(gw))
+    app.add_middleware(RequireToken, auth=gw.auth)
     if gw.config.gateway.cors_origins:
         app.add_middleware(
             CORSMiddleware,
