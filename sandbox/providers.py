@@ -235,8 +235,11 @@ class BwrapProvider(Provider):
             args += ["--file", str(fd), path]
         return [*args, "--remount-ro", "/etc"]
 
-    def argv(self, fs: ThreadFS, command: str, files: dict[str, int] | None = None) -> list[str]:
-        """The bwrap command line; `files` are extra /etc files (path -> fd to read them from)."""
+    def argv(
+        self, fs: ThreadFS, command: str, files: dict[str, int] | None = None
+    ) -> tuple[list[str], list[str]]:
+        """bwrap's options and the command it runs; `files` are extra /etc files (path -> fd to read
+        them from)."""
         c = self.config
         args = [self.bwrap, "--die-with-parent", "--new-session"]
         if self.owner is not None:
@@ -261,6 +264,7 @@ class BwrapProvider(Provider):
             if mount.virtual != USER_DATA and mount.host.is_dir():
                 args += ["--bind" if mount.writable else "--ro-bind", str(mount.host), mount.virtual]
         args += ["--chdir", f"{USER_DATA}/workspace"]
+        options, args = args[1:], []
         if self.owner is not None:
             # bwrap runs as root to reach any host path; the command itself never does: it becomes
             # an unprivileged user with no capabilities, so the process limit below holds.
@@ -283,7 +287,7 @@ class BwrapProvider(Provider):
                 f"--fsize={c.max_file_size_mb * 1024 * 1024}",
                 "--",
             ]
-        return [*args, "/bin/bash", "-c", command]
+        return options, [*args, "/bin/bash", "-c", command]
 
     async def run(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
         env = command_env(
@@ -306,8 +310,17 @@ class BwrapProvider(Provider):
                     os.write(write_end, content)
                 finally:
                     os.close(write_end)
+            options, argv = self.argv(fs, command, files)
+            # The options name host paths; bwrap reads them from a pipe, so they are not on the
+            # command line, which every process in the sandbox can read (/proc/1/cmdline).
+            read_end, write_end = os.pipe()
+            files["--args"] = read_end
+            try:
+                os.write(write_end, b"".join(o.encode() + b"\0" for o in options))
+            finally:
+                os.close(write_end)
             return await self._spawn(
-                self.argv(fs, command, files),
+                [self.bwrap, "--args", str(read_end), *argv],
                 cwd=Path("/"),
                 env=env,
                 timeout=timeout,

@@ -353,6 +353,17 @@ async def test_bwrap_binds_only_what_commands_need(client: SandboxClient, broker
 
 @needs_bwrap
 @pytest.mark.parametrize("provider", ["bwrap"], indirect=True)
+async def test_bwrap_commands_cannot_read_host_paths_off_process_command_lines(
+    client: SandboxClient, broker: AppConfig
+) -> None:
+    probe = await client.exec("for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done")
+    assert "bwrap" in probe.output, "the probe saw the sandbox's own processes"
+    assert str(broker.bus.data_dir) not in probe.output
+    assert "--bind" not in probe.output
+
+
+@needs_bwrap
+@pytest.mark.parametrize("provider", ["bwrap"], indirect=True)
 async def test_bwrap_commands_still_have_their_tools(client: SandboxClient, broker: AppConfig) -> None:
     script = (
         "python3 -c 'import json, sqlite3, ssl, getpass; print(getpass.getuser())' && "
