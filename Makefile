@@ -32,7 +32,7 @@ up: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup   # two workers (CI has 2 cores), each with its own nats-server
 
 lint: install
 	$(BIN)/ruff check .

@@ -210,7 +210,15 @@ async def test_dlq_list_show_and_replay(bus: Bus, bus_config: BusConfig, nats_ur
 
 async def test_tail_prints_matching_traffic_readably(bus: Bus, bus_config: BusConfig, nats_url: str) -> None:
     proc = await run_antler(
-        "tail", "chat.in.>", "-n", "1", "--nats-url", nats_url, "--prefix", bus_config.prefix
+        "tail",
+        "chat.in.>",
+        "-n",
+        "1",
+        "--nats-url",
+        nats_url,
+        "--prefix",
+        bus_config.prefix,
+        env={"COLUMNS": "200"},  # lines are cut to the terminal's width (pytest-xdist workers say 80)
     )
     assert proc.stderr is not None
     banner = await asyncio.wait_for(proc.stderr.readline(), 30)
