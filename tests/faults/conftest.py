@@ -1,0 +1,147 @@
+"""Fixtures of the fault tests: a slow echoing model, config.yaml, `antler up` children, the counts report."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from bus import Bus
+from config import BusConfig
+from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.faults.budget import ACK_WAIT, CHUNK_DELAY, PREFIX, SIZE
+from tests.faults.harness import AntlerUp, OpenLoad, UpFactory, Verdict, write_config
+from tests.faults.load import ChatLoad
+
+COUNTS = "fault counts"  # the user property carrying a scenario's counts line
+_report: list[str] = []  # the lines of this session, for the terminal summary
+
+
+class SlowEcho(FakeOpenAI):
+    """The scripted fake model whose unscripted echo streams word by word with a delay.
+
+    (The fake has no default delay for its echo; its reply chooser is the one place to add it.)
+    """
+
+    def _choose(self, body: dict[str, Any]) -> Reply:
+        reply = super()._choose(body)
+        reply.chunk_delay = reply.chunk_delay or CHUNK_DELAY
+        return reply
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect the counts lines; through the report they also come back from pytest-xdist workers."""
+    if report.when == "call":
+        _report.extend(str(value) for name, value in report.user_properties if name == COUNTS)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The counts of every scenario that ran, shown whether or not output was captured."""
+    if _report:
+        terminalreporter.section("fault injection counts")
+        for line in _report:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def verdict(record_property: Callable[[str, object], None]) -> Verdict:
+    """Count, report the counts (terminal summary and stdout), then assert the scenario went perfectly.
+
+    `problems` are the scenario's own findings besides the counts (a server not restarted,
+    a process left behind, a slow stop); they fail the test too, after the counts are reported.
+    """
+
+    def judge(
+        load: ChatLoad,
+        scenario: str,
+        started: float,
+        up: AntlerUp,
+        problems: list[str],
+        **extra: object,
+    ) -> None:
+        counts = load.counts()
+        line = counts.line(scenario, time.monotonic() - started, **extra)
+        print(line, flush=True)
+        record_property(COUNTS, line)
+        findings = ([] if counts.perfect else [load.problems()]) + [f"  {p}" for p in problems]
+        assert not findings, "\n".join([line, *findings, up.tail()])
+
+    return judge
+
+
+@pytest_asyncio.fixture
+async def echo_model() -> AsyncIterator[SlowEcho]:
+    async with SlowEcho(api_key="sk-test") as model:
+        yield model
+
+
+@pytest.fixture
+def fault_config(tmp_path: Path, echo_model: SlowEcho) -> Callable[..., Path]:
+    """Write config.yaml: the slow echo model, 2 runner processes, quick redelivery; `bus` keys override."""
+
+    def write(**bus: Any) -> Path:
+        data = {
+            "bus": {
+                "prefix": PREFIX,
+                "data_dir": str(tmp_path / "data"),
+                "ack_wait_seconds": ACK_WAIT,
+                **bus,
+            },
+            "runner": {"processes": 2},
+            "models": [
+                {
+                    "name": "fake",
+                    "model": "fake-1",
+                    "api_key": "sk-test",
+                    "base_url": echo_model.base_url,
+                    "max_retries": 0,
+                }
+            ],
+            "gateway": {"port": 0},
+            "sandbox": {"provider": "local"},
+        }
+        return write_config(tmp_path / "config.yaml", data)
+
+    return write
+
+
+@pytest_asyncio.fixture
+async def antler_up(tmp_path: Path) -> AsyncIterator[UpFactory]:
+    """`antler_up(config)`: an `AntlerUp` (not started yet); whatever is left of it is killed at the end."""
+    started: list[AntlerUp] = []
+
+    def make(config: Path) -> AntlerUp:
+        up = AntlerUp(tmp_path, config)
+        started.append(up)
+        return up
+
+    try:
+        yield make
+    finally:
+        for up in started:
+            await up.kill_all()
+
+
+@pytest.fixture
+def chat_load() -> OpenLoad:
+    """`async with chat_load(nats_url) as load`: the test's own connection, collecting replies meanwhile."""
+
+    @contextlib.asynccontextmanager
+    async def open_load(url: str) -> AsyncIterator[ChatLoad]:
+        bus = await Bus.connect(url, BusConfig(prefix=PREFIX), name="faults-test")
+        load = ChatLoad(bus, SIZE.chats, SIZE.per_chat)
+        await load.start_collecting()
+        try:
+            yield load
+        finally:
+            await load.stop_collecting()
+            # Not drained: nothing of the test's is worth waiting for, and its server may be gone.
+            with contextlib.suppress(Exception):
+                await bus.nc.close()
+
+    return open_load

@@ -1,0 +1,276 @@
+"""Chat traffic for the fault tests: publish messages, collect the replies, count what happened to each.
+
+Every message is `chat C message K` with its own message id; the fake model
+answers `You said: <the last user text>`, so each message's final reply must be
+exactly `You said: chat C message K` — a reply built from another run's answer
+shows up as wrong.
+
+Replies are read from the CHAT_OUT stream through a durable pull consumer of the
+test's own (as a chat adapter reads them), so a reply published while the test's
+connection was down is still seen, and a duplicate means a second reply really
+stored in the stream (told apart by stream sequence, not by redelivery).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from bus import Bus, EnvelopeError, decode
+from bus.messages import InboundMessage, OutboundMessage, RunEvent
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "script"
+COLLECTOR = "faults-collector"
+
+
+@dataclass(frozen=True)
+class Sent:
+    chat_id: str
+    message_id: str
+    text: str
+
+    @property
+    def expected_reply(self) -> str:
+        return f"You said: {self.text}"
+
+
+@dataclass
+class Counts:
+    """What happened to the messages of one scenario."""
+
+    sent: int = 0
+    accepted: int = 0  # stored by JetStream (the publish was acked)
+    answered: int = 0  # exactly one final reply
+    duplicated: int = 0  # more than one final reply
+    wrong: int = 0  # a final reply that is not the answer to this message
+    lost: int = 0  # accepted, and no final reply by the deadline
+    stray: int = 0  # final replies to no message of ours
+
+    def line(self, scenario: str, seconds: float, **extra: object) -> str:
+        """One line for the report: the counts, then anything the scenario adds (`name=value`)."""
+        more = "".join(f" {name}={value}" for name, value in extra.items())
+        return (
+            f"faults[{scenario}]: sent={self.sent} accepted={self.accepted} answered={self.answered} "
+            f"duplicated={self.duplicated} wrong={self.wrong} lost={self.lost} stray={self.stray}"
+            f"{more} ({seconds:.1f}s)"
+        )
+
+    @property
+    def perfect(self) -> bool:
+        """Every message stored, and answered exactly once with its own answer."""
+        return (
+            self.accepted == self.sent
+            and self.answered == self.accepted
+            and not (self.duplicated or self.wrong or self.lost or self.stray)
+        )
+
+
+@dataclass
+class ChatLoad:
+    """`chats` chats of `per_chat` messages each on channel `script`, with their replies."""
+
+    bus: Bus
+    chats: int
+    per_chat: int
+    messages: list[Sent] = field(init=False)
+    accepted: set[str] = field(default_factory=set)
+    finals: dict[str, list[OutboundMessage]] = field(default_factory=lambda: defaultdict(list))
+    publish_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    _seen: set[int] = field(default_factory=set)
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _collector: asyncio.Task[None] | None = None
+
+    def __post_init__(self) -> None:
+        self.messages = [
+            Sent(chat_id=f"chat-{c}", message_id=f"m-{c}-{k}", text=f"chat {c} message {k}")
+            for k in range(self.per_chat)
+            for c in range(self.chats)
+        ]
+
+    # ------------------------------------------------------------------ publishing
+
+    def part(self, first: float, last: float) -> list[Sent]:
+        """The messages from fraction `first` to `last` of each chat's sequence (in chat order)."""
+        lo, hi = round(first * self.per_chat), round(last * self.per_chat)
+        return [m for m in self.messages if lo <= int(m.message_id.rsplit("-", 1)[1]) < hi]
+
+    async def publish(self, messages: list[Sent], deadline: float) -> None:
+        """Publish each chat's messages in order (chats side by side), retrying each until stored.
+
+        A message still not stored at `deadline` (time.monotonic) is given up: not accepted.
+        """
+        by_chat: dict[str, list[Sent]] = defaultdict(list)
+        for message in messages:
+            by_chat[message.chat_id].append(message)
+        await asyncio.gather(*(self._publish_chat(chat, deadline) for chat in by_chat.values()))
+
+    async def _publish_chat(self, messages: list[Sent], deadline: float) -> None:
+        for sent in messages:
+            inbound = InboundMessage(
+                channel=CHANNEL, chat_id=sent.chat_id, message_id=sent.message_id, text=sent.text
+            )
+            while time.monotonic() < deadline:
+                try:
+                    await self.bus.publish(
+                        self.bus.subjects.chat_in(CHANNEL), inbound, msg_id=inbound.dedupe_id(), timeout=2.0
+                    )
+                except Exception as exc:  # NATS down or restarting: the same msg id again is safe
+                    self.publish_errors[type(exc).__name__] += 1
+                    await asyncio.sleep(0.2)
+                    continue
+                self.accepted.add(sent.message_id)
+                break
+
+    # ------------------------------------------------------------------ collecting
+
+    async def start_collecting(self) -> None:
+        """Read CHAT_OUT from its start (call once antler up has created the streams)."""
+        self._collector = asyncio.create_task(self._collect(), name="faults-collector")
+
+    async def stop_collecting(self) -> None:
+        if self._collector is not None:
+            self._collector.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._collector
+            self._collector = None
+
+    async def _collect(self) -> None:
+        subject, stream = self.bus.subjects.chat_out(CHANNEL), self.bus.subjects.chat_out_stream
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.EXPLICIT, ack_wait=2.0, max_deliver=-1
+        )
+        sub = None
+        try:
+            while True:
+                try:
+                    if sub is None:
+                        sub = await self.bus.js.pull_subscribe(
+                            subject, durable=COLLECTOR, stream=stream, config=config
+                        )
+                    batch = await sub.fetch(256, timeout=0.5)
+                except (TimeoutError, NatsTimeoutError):
+                    continue
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # the server is away (or lost the consumer): subscribe again
+                    log.debug("collector: %r", exc)
+                    if sub is not None:
+                        with contextlib.suppress(Exception):
+                            await sub.unsubscribe()
+                    sub = None
+                    await asyncio.sleep(0.2)
+                    continue
+                for msg in batch:
+                    self._take(msg.metadata.sequence.stream, msg.data)
+                    with contextlib.suppress(Exception):
+                        await msg.ack()
+        finally:
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
+
+    def _take(self, stream_seq: int, data: bytes) -> None:
+        if stream_seq in self._seen:
+            return  # a redelivery to the collector, not a second reply
+        self._seen.add(stream_seq)
+        try:
+            reply = decode(OutboundMessage, data)
+        except EnvelopeError:
+            return
+        if reply.is_final:
+            self.finals[reply.reply_to or ""].append(reply)
+            self._changed.set()
+
+    def answered_count(self) -> int:
+        return sum(1 for m in self.messages if self.finals.get(m.message_id))
+
+    async def wait_answered(self, count: int, deadline: float) -> bool:
+        """Until `count` messages have a final reply, or `deadline` (time.monotonic) passes."""
+        while self.answered_count() < count:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
+        return True
+
+    async def wait_all_accepted_answered(self, deadline: float) -> bool:
+        """Until every accepted message has a final reply, or `deadline` passes."""
+        while any(not self.finals.get(m) for m in self.accepted):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
+        return True
+
+    # ------------------------------------------------------------------ counting
+
+    def counts(self) -> Counts:
+        counts = Counts(sent=len(self.messages), accepted=len(self.accepted))
+        ours = {m.message_id for m in self.messages}
+        counts.stray = sum(len(replies) for reply_to, replies in self.finals.items() if reply_to not in ours)
+        for message in self.messages:
+            replies = self.finals.get(message.message_id, [])
+            if len(replies) == 1:
+                counts.answered += 1
+            elif len(replies) > 1:
+                counts.duplicated += 1
+            elif message.message_id in self.accepted:
+                counts.lost += 1
+            if any(r.kind != "final" or r.text != message.expected_reply for r in replies):
+                counts.wrong += 1
+        return counts
+
+    async def redelivered_runs(self) -> int:
+        """Runs with events from a second delivery of their request (a runner died holding it)."""
+        s = self.bus.subjects
+        sub = await self.bus.js.pull_subscribe(
+            s.run_events_all,
+            stream=s.run_events_stream,
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE),
+        )
+        resumed: set[str] = set()
+        try:
+            while True:
+                try:
+                    batch = await sub.fetch(512, timeout=1.0)
+                except (TimeoutError, NatsTimeoutError):
+                    return len(resumed)
+                for msg in batch:
+                    with contextlib.suppress(EnvelopeError):
+                        event = decode(RunEvent, msg.data)
+                        if event.attempt > 1:
+                            resumed.add(event.run_id)
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    def problems(self, limit: int = 8) -> str:
+        """A few examples of what went wrong, for the assertion message."""
+        lines = []
+        for message in self.messages:
+            replies = self.finals.get(message.message_id, [])
+            if message.message_id in self.accepted and not replies:
+                lines.append(f"  lost: {message.message_id} ({message.text!r})")
+            elif len(replies) > 1:
+                runs = [r.run_id for r in replies]
+                lines.append(f"  duplicated x{len(replies)}: {message.message_id} (runs {runs})")
+            for reply in replies:
+                if reply.kind != "final" or reply.text != message.expected_reply:
+                    lines.append(f"  wrong: {message.message_id} got {reply.kind} {reply.text[:80]!r}")
+        not_accepted = len(self.messages) - len(self.accepted)
+        if not_accepted:
+            lines.append(f"  not accepted: {not_accepted} (publish errors: {dict(self.publish_errors)})")
+        return "\n".join(lines[:limit] + ([f"  ... {len(lines) - limit} more"] if len(lines) > limit else []))

@@ -1,0 +1,143 @@
+"""NATS going away under load: an external server restarted, the embedded one killed.
+
+Either way every message published is stored (the publisher retries while NATS is
+down) and answered exactly once with its own answer; `antler up` still stops
+cleanly afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.faults.budget import ONE_AT_A_TIME, QUIET, SIZE, STOP_TIMEOUT, TIMEOUT
+from tests.faults.harness import AntlerUp, ExternalNats, OpenLoad, Proc, UpFactory, Verdict
+
+pytestmark = [pytest.mark.asyncio, TIMEOUT, ONE_AT_A_TIME]
+
+OUTAGE = 3.0  # seconds the external server stays down: longer than a redelivery (ack wait)
+DRAIN = 30.0  # antler up's own drain timeout: a clean stop takes less
+
+
+async def stopped_cleanly(up: AntlerUp) -> list[str]:
+    """SIGINT; what went wrong (nothing: it exited 0 within its drain time, no component stuck)."""
+    began = time.monotonic()
+    code = await up.stop(STOP_TIMEOUT)
+    took = time.monotonic() - began
+    problems = []
+    if code != 0:
+        problems.append(f"antler up exited with {code} after SIGINT (None: still running after {took:.0f}s)")
+    elif took > DRAIN:
+        problems.append(f"antler up took {took:.1f}s to stop, more than its drain time ({DRAIN:g}s)")
+    problems += [f"at stop: {line.strip()}" for line in up.log().splitlines() if "did not drain" in line]
+    return problems
+
+
+@pytest.mark.parametrize(
+    "signum", [pytest.param(signal.SIGTERM, id="sigterm"), pytest.param(signal.SIGKILL, id="sigkill")]
+)
+async def test_external_nats_restarted_mid_load_loses_and_repeats_no_answer(
+    tmp_path: Path,
+    signum: int,
+    fault_config: Callable[..., Path],
+    antler_up: UpFactory,
+    chat_load: OpenLoad,
+    verdict: Verdict,
+) -> None:
+    nats = ExternalNats(tmp_path / "external-nats")
+    await nats.start()
+    try:
+        up = antler_up(fault_config(url=nats.url))
+        await up.start()
+        started = time.monotonic()
+        deadline = started + SIZE.budget
+        async with chat_load(nats.url) as load:
+            await load.publish(load.part(0, 0.5), deadline)
+            assert await load.wait_answered(SIZE.messages // 4, deadline), up.tail()
+            await nats.stop(signum)
+            # The rest is published while the server is down: the publisher retries until it is back.
+            publishing = asyncio.create_task(load.publish(load.part(0.5, 1), deadline))
+            await asyncio.sleep(OUTAGE)  # the outage itself
+            await nats.start()
+            await publishing
+            await load.wait_all_accepted_answered(deadline)
+            await asyncio.sleep(QUIET)  # a late second reply would land in this window
+            redelivered = await load.redelivered_runs()
+            problems = await stopped_cleanly(up)
+            name = f"external-nats-{signal.Signals(signum).name.lower()}"
+            verdict(load, name, started, up, problems, redelivered_runs=redelivered)
+    finally:
+        await nats.close()
+
+
+async def watch_health(gateway: str, seen: list[tuple[int, bool | None]]) -> None:
+    """Poll the gateway's /health until cancelled: (status code, its `nats` field) per answer."""
+    async with httpx.AsyncClient(base_url=gateway, timeout=1.0) as http:
+        while True:
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                response = await http.get("/health")
+                body = response.json()
+                seen.append((response.status_code, body.get("nats") if isinstance(body, dict) else None))
+            await asyncio.sleep(0.05)
+
+
+async def replacement(up: AntlerUp, old: Proc, timeout: float) -> Proc | None:
+    """The nats-server child that took `old`'s place, once there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        servers = [p for p in up.nats_servers() if p.pid != old.pid]
+        if servers:
+            return servers[0]
+        await asyncio.sleep(0.05)
+    return None
+
+
+async def test_embedded_nats_killed_mid_load_is_restarted_and_nothing_is_lost(
+    tmp_path: Path,
+    fault_config: Callable[..., Path],
+    antler_up: UpFactory,
+    chat_load: OpenLoad,
+    verdict: Verdict,
+) -> None:
+    up = antler_up(fault_config())
+    await up.start()
+    gateway, url = await up.gateway_url(), await up.nats_url()
+    started = time.monotonic()
+    deadline = started + SIZE.budget
+    health: list[tuple[int, bool | None]] = []
+    async with chat_load(url) as load:
+        await load.publish(load.part(0, 0.5), deadline)
+        assert await load.wait_answered(SIZE.messages // 4, deadline), up.tail()
+        [server] = up.nats_servers()
+        watching = asyncio.create_task(watch_health(gateway, health))
+        os.kill(server.pid, signal.SIGKILL)
+        publishing = asyncio.create_task(load.publish(load.part(0.5, 1), deadline))
+        restarted = await replacement(up, server, timeout=20.0)
+        await publishing
+        await load.wait_all_accepted_answered(deadline)
+        await asyncio.sleep(QUIET)  # a late second reply would land in this window
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
+        problems = []
+        if restarted is None:
+            problems.append("antler up did not start the embedded nats-server again within 20s")
+        now_url = (tmp_path / "data" / "nats.url").read_text().strip() if restarted else url
+        if now_url != url:
+            problems.append(f"the restarted server is at {now_url}, not {url} where clients reconnect")
+        down = [code for code, nats in health if nats is False or code == 503]
+        if any(code != 503 for code in down):
+            problems.append(f"GET /health answered {sorted(set(down))} while NATS was down (expected 503)")
+        redelivered = await load.redelivered_runs()
+        problems += await stopped_cleanly(up)
+        health_seen = f"{len(down)}-down-answers" if down else "bus-down-not-observed"
+        extra = {"redelivered_runs": redelivered, "health": health_seen}
+        verdict(load, "embedded-nats-sigkill", started, up, problems, **extra)
