@@ -104,6 +104,15 @@ class ConsumerStats:
     errors: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _KeyTurn:
+    """Handlers of one key take turns; forgotten when none holds or waits for it."""
+
+    name: str
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
 class Consumer(Generic[M]):
     """A durable pull consumer with bounded concurrency, retries, DLQ and graceful drain.
 
@@ -123,6 +132,9 @@ class Consumer(Generic[M]):
         max_ack_pending: messages out at once across all processes of the durable (1: strict order).
         on_invalid: `async (msg, error) -> None`, told about a payload that is not a valid `model`
             before it is dead-lettered (to answer whoever waits for it); its failures are logged.
+        key: `(message) -> str`; messages with the same key are handled one at a time, in the
+            order this process received them (a run's events, a chat's messages), while messages
+            with other keys go on concurrently. A message retried after a failure comes back later.
     """
 
     def __init__(
@@ -142,6 +154,7 @@ class Consumer(Generic[M]):
         deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
         max_ack_pending: int | None = None,
         on_invalid: Callable[[Msg, EnvelopeError], Awaitable[None]] | None = None,
+        key: Callable[[M], str] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -159,6 +172,8 @@ class Consumer(Generic[M]):
         self.deliver_policy = deliver_policy
         self.max_ack_pending = max_ack_pending or max(concurrency * 4, 64)
         self.on_invalid = on_invalid
+        self.key = key
+        self._keys: dict[str, _KeyTurn] = {}
         self.stats = ConsumerStats()
         self._psub: Any = None
         self._fetch_task: asyncio.Task[None] | None = None
@@ -290,7 +305,14 @@ class Consumer(Generic[M]):
                 return
             delivery = Delivery(msg, msg.subject, dict(msg.headers or {}), delivered, seq, self._yield_slot)
             heartbeat = asyncio.create_task(self._heartbeat(msg))
+            turn = self._turn(payload)
+            has_turn = False
             try:
+                if turn is not None:
+                    # No await before this point: tasks reach it in the order messages arrived,
+                    # and the lock hands turns out first come, first served.
+                    await turn.lock.acquire()
+                    has_turn = True
                 await self.handler(payload, delivery)
             except Reject as exc:
                 await self._dead_letter(msg, f"rejected: {exc.reason}", delivered, seq)
@@ -304,12 +326,31 @@ class Consumer(Generic[M]):
                 self.stats.acked += 1
             finally:
                 heartbeat.cancel()
+                if turn is not None:
+                    self._end_turn(turn, has_turn)
         except asyncio.CancelledError:
             raise
         except Exception:  # settling itself failed (connection lost): the server will redeliver
             log.exception("consumer %s: could not settle message seq %d", self.name, seq)
         finally:
             self.stats.in_flight -= 1
+
+    def _turn(self, payload: M) -> _KeyTurn | None:
+        if self.key is None:
+            return None
+        name = self.key(payload)
+        turn = self._keys.get(name)
+        if turn is None:
+            turn = self._keys[name] = _KeyTurn(name)
+        turn.users += 1
+        return turn
+
+    def _end_turn(self, turn: _KeyTurn, has_turn: bool) -> None:
+        if has_turn:
+            turn.lock.release()
+        turn.users -= 1
+        if turn.users == 0:
+            self._keys.pop(turn.name, None)
 
     async def _failed(self, msg: Msg, exc: Exception, delivered: int, seq: int) -> None:
         what = exc.reason if isinstance(exc, Retry) else f"{type(exc).__name__}: {exc}"

@@ -2,20 +2,24 @@
 
 Two durable consumers:
 
-- inbound (`<prefix>.chat.in.>`): policy (allowlists, mentions in groups),
+- inbound (`<prefix>.chat.in.>`, each chat's messages in order, chats side
+  by side): policy (allowlists, mentions in groups),
   chat -> thread (KV `<prefix>_chats`), commands answered here (/new /status
   /models /memory /help), everything else becomes a RunRequest with the chat
   as origin. Runs of one chat queue behind each other (multitask enqueue).
   The run id is derived from the platform message, so a platform's retry —
   even after the dedupe window — never starts a second run.
-- projection (`<prefix>.runs.ev.>`, in order): for runs started from a chat,
+- projection (`<prefix>.runs.ev.>`, each run's events in order, runs side by
+  side): for runs started from a chat,
   throttled partial replies while the answer streams, then one final reply
   (text, presented files, a clarification question, or a readable error) on
   `<prefix>.chat.out.<channel>`. A reply is built only from its own run's
   events: by the time a run's `end` is handled, the chat's next run may
   already have changed the thread. The final reply is deduplicated by run id;
-  a router restarted mid-run reads the run's earlier events back from the log
-  and delivers it once.
+  a router that missed some of a run's events (restarted mid-run, or another
+  router process took them) reads them back from the log and delivers it once.
+  With several router processes, a chat's messages may become runs out of
+  order; run one router per prefix where that matters.
 """
 
 from __future__ import annotations
@@ -97,6 +101,8 @@ class _Projection:
     tool_calls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # call id -> name, args
     files: list[str] = field(default_factory=list)  # presented outputs, in order
     clarification: str | None = None
+    applied: set[int] = field(default_factory=set)  # seqs of the run's events taken in
+    last_seq: int = 0
     seq: int = 0
     last_sent: float = 0.0
     sent_text: str = ""
@@ -369,14 +375,15 @@ class Router:
         origin = (record.metadata.get("origin") if record else None) or None
         projection = _Projection(ChatOrigin.model_validate(origin), event.thread_id) if origin else None
         self._projections[event.run_id] = projection
-        if projection is not None and event.seq > 1:
-            await self._replay(event, projection)
         return projection
 
-    async def _replay(self, event: RunEvent, projection: _Projection) -> None:
-        """Catch up on the run's events before `event` (this router started while the run went on)."""
+    async def _catch_up(self, event: RunEvent, projection: _Projection) -> None:
+        """Read the run's events this router has not seen before `event` back from the log: it started
+        while the run went on, or another router process handled them."""
         try:
-            async for earlier in follow_run(self.bus, event.run_id, timeout=10):
+            async for earlier in follow_run(
+                self.bus, event.run_id, after_seq=projection.last_seq, timeout=10
+            ):
                 if earlier.seq >= event.seq:
                     break
                 self._apply(projection, earlier)
@@ -385,6 +392,10 @@ class Router:
 
     @staticmethod
     def _apply(projection: _Projection, event: RunEvent) -> None:
+        if event.seq in projection.applied:
+            return
+        projection.applied.add(event.seq)
+        projection.last_seq = max(projection.last_seq, event.seq)
         if event.event == "messages":
             projection.collect(event.data, event.seq, event.attempt)
         elif event.event == "error":
@@ -397,6 +408,8 @@ class Router:
             self._projections.pop(event.run_id, None)
         if projection is None:
             return  # not a chat's run (the gateway's, say)
+        if event.seq > projection.last_seq + 1:
+            await self._catch_up(event, projection)
         self._apply(projection, event)
         if event.event == "messages":
             await self._partial(event.run_id, projection)
@@ -482,9 +495,9 @@ async def run(bus: Bus, config: AppConfig) -> None:
         filter_subjects=[s.chat_in_all],
         model=InboundMessage,
         handler=router.on_inbound,
-        # One at a time, across router processes too: a chat's messages become runs in the order sent.
-        concurrency=1,
-        max_ack_pending=1,
+        # A chat's messages become runs in the order sent; different chats go on at once.
+        key=lambda message: chat_key(message.channel, message.chat_id, message.topic_id),
+        concurrency=32,
     )
     projection = Consumer(
         bus,
@@ -493,8 +506,9 @@ async def run(bus: Bus, config: AppConfig) -> None:
         filter_subjects=[s.run_events_all],
         model=RunEvent,
         handler=router.on_event,
-        concurrency=1,  # a run's events in order
-        max_ack_pending=1,
+        key=lambda event: event.run_id,  # a run's events in order; runs side by side
+        concurrency=64,
+        max_ack_pending=1024,
         deliver_policy=DeliverPolicy.NEW,
     )
     await run_consumers(inbound, projection)

@@ -54,7 +54,7 @@ def chat_consumer(
 
 
 def inbound(text: str = "hi", **kw: Any) -> InboundMessage:
-    return InboundMessage(channel="cli", chat_id="c1", text=text, **kw)
+    return InboundMessage(**{"channel": "cli", "chat_id": "c1", "text": text, **kw})
 
 
 async def test_successful_handler_acks_and_the_work_queue_empties(bus: Bus) -> None:
@@ -247,3 +247,31 @@ async def test_stop_releases_a_message_whose_handler_cannot_finish_in_time(bus: 
     # Released, not lost: the next instance gets it right away, not after ack_wait.
     async with chat_consumer(bus, finishes, ack_wait=30.0):
         await asyncio.wait_for(second.wait(), 5)
+
+
+async def test_messages_with_one_key_are_handled_in_order_while_other_keys_go_on(bus: Bus) -> None:
+    import random
+
+    seen: dict[str, list[int]] = {"a": [], "b": []}
+    running: set[str] = set()
+    overlapped = False
+    done = asyncio.Event()
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        nonlocal overlapped
+        assert msg.chat_id not in running, "two messages of one key at once"
+        running.add(msg.chat_id)
+        overlapped = overlapped or len(running) > 1
+        await asyncio.sleep(random.uniform(0, 0.02))
+        seen[msg.chat_id].append(int(msg.text))
+        running.discard(msg.chat_id)
+        if sum(map(len, seen.values())) == 40:
+            done.set()
+
+    for n in range(20):
+        for chat in ("a", "b"):
+            await bus.publish(bus.subjects.chat_in("cli"), inbound(str(n), chat_id=chat))
+    async with chat_consumer(bus, handle, concurrency=8, key=lambda m: m.chat_id):
+        await asyncio.wait_for(done.wait(), 20)
+    assert seen == {"a": list(range(20)), "b": list(range(20))}
+    assert overlapped, "different keys were handled concurrently"
