@@ -30,7 +30,7 @@ from agents.lead import AgentCache
 from agents.middleware._util import text_of
 from agents.prompt import build_system_prompt
 from agents.state import thread_data
-from bus import Bus, Consumer, Delivery, NotStored, decode, run_consumers
+from bus import Abandon, Bus, Consumer, Delivery, NotStored, Retry, decode, run_consumers
 from bus.messages import (
     ChatTurn,
     ErrorInfo,
@@ -267,6 +267,9 @@ class Runner:
             # the first handler owns the run; this delivery just waits and acks with it.
             log.warning("run %s redelivered while still running here; waiting for it", request.run_id)
             await self._run_done[request.run_id].wait()
+            finished = await self.runs.get(request.run_id)
+            if finished is None or not finished.status.finished:
+                raise Retry("the earlier delivery stopped before the run ended", delay=0.5)
             return
         events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt)
         self._active[request.run_id] = request.thread_id
@@ -276,7 +279,12 @@ class Runner:
                 return
             try:
                 await self._execute(request, events, attempt, known)
-            finally:
+            except BaseException:
+                # A later delivery of this run may hold the thread now (same run id): leave it to it.
+                if not await self._superseded(request.run_id, attempt):
+                    await self._free_thread(request)
+                raise
+            else:
                 await self._free_thread(request)
         finally:
             self._active.pop(request.run_id, None)
@@ -285,6 +293,15 @@ class Runner:
             self._released.discard(request.run_id)
             self._run_revisions.pop(request.run_id, None)
             self._thread_revisions.pop(request.run_id, None)
+
+    async def _superseded(self, run_id: str, attempt: int) -> bool:
+        """Whether a later delivery of the run has started it (after a NATS outage, say)."""
+        assert self.runs is not None
+        try:
+            record = await self.runs.get(run_id)
+        except Exception:  # the bus is away: releasing the thread would fail anyway
+            return False
+        return record is not None and record.attempt > attempt
 
     async def _ensure_end(self, request: RunRequest, record: RunRecord, attempt: int) -> None:
         """A run that ended without reaching a runner (cancelled while pending) still gets its `end`."""
@@ -575,7 +592,12 @@ class Runner:
         assert self.threads is not None
         now = utcnow()
 
+        superseded: list[int] = []
+
         def ended(rec: RunRecord | None) -> RunRecord | None:
+            if rec is not None and rec.attempt > events.attempt:
+                superseded.append(rec.attempt)  # a later delivery runs it now: its outcome counts
+                return None
             base = rec or RunRecord(
                 run_id=request.run_id, thread_id=request.thread_id, user_id=request.user_id
             )
@@ -590,6 +612,8 @@ class Runner:
             )
 
         await self.runs.update(request.run_id, ended, known=self._run_revisions.pop(request.run_id, None))
+        if superseded:
+            raise Abandon(f"run {request.run_id} is attempt {superseded[0]}'s now, not {events.attempt}'s")
         # Free the thread before `end`: whoever sees the end may start the next run at once.
         await self._free_thread(request, status, title)
         await events.emit("end", {"status": status.value, "usage": usage or {}})

@@ -7,7 +7,7 @@ async with await Bus.connect(url, cfg.bus, provision=True) as bus:
 """
 
 from bus.connection import MSG_ID, Bus, error_reply
-from bus.consumer import Consumer, ConsumerStats, Delivery, Reject, Retry
+from bus.consumer import Abandon, Consumer, ConsumerStats, Delivery, Reject, Retry
 from bus.dlq import DeadLetter, dead_letter, get_dead_letter, list_dead_letters, replay
 from bus.errors import (
     BusConnectError,
@@ -31,6 +31,7 @@ from bus.subjects import Subjects, safe_token
 __all__ = [
     "ENVELOPES",
     "MSG_ID",
+    "Abandon",
     "Bus",
     "BusConnectError",
     "BusError",

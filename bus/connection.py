@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import nats
@@ -157,6 +159,19 @@ class Bus:
             raise RequestTimeout(subject, timeout) from None
         return decode(reply_model, reply.data)
 
+    def on_reconnected(self, listener: Callable[[float], None]) -> Callable[[], None]:
+        """Call `listener(outage_seconds)` after each reconnect; returns a function that stops it."""
+        state = self._state
+        if state is None:
+            return lambda: None
+        state.listeners.append(listener)
+
+        def remove() -> None:
+            if listener in state.listeners:
+                state.listeners.remove(listener)
+
+        return remove
+
     async def kv(self, bucket: str) -> KeyValue:
         """A KV bucket by full name (see `Subjects.*_bucket`); handles are cached."""
         handle = self._kv.get(bucket)
@@ -197,13 +212,18 @@ def error_reply(reply_model: type[Reply], code: str, message: str) -> bytes:
 
 
 class _ConnectionState:
-    """Logs connection trouble once per event, and stays quiet while we close on purpose."""
+    """Logs connection trouble once per event, and stays quiet while we close on purpose.
+
+    Tells listeners (`Bus.on_reconnected`) how long each outage lasted.
+    """
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.connected = False
         self.closing = False
         self.last_error: Exception | None = None
+        self.disconnected_at: float | None = None
+        self.listeners: list[Callable[[float], None]] = []
 
     async def on_error(self, exc: Exception) -> None:
         self.last_error = exc
@@ -211,8 +231,17 @@ class _ConnectionState:
             log.warning("NATS error (%s): %s", self.url, exc)
 
     async def on_disconnected(self) -> None:
+        if self.disconnected_at is None:
+            self.disconnected_at = time.monotonic()
         if not self.closing:
             log.warning("disconnected from NATS at %s; reconnecting", self.url)
 
     async def on_reconnected(self) -> None:
-        log.info("reconnected to NATS at %s", self.url)
+        outage = time.monotonic() - self.disconnected_at if self.disconnected_at is not None else 0.0
+        self.disconnected_at = None
+        log.info("reconnected to NATS at %s (after %.1fs)", self.url, outage)
+        for listener in list(self.listeners):
+            try:
+                listener(outage)
+            except Exception:
+                log.exception("a reconnect listener failed")

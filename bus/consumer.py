@@ -17,6 +17,12 @@ itself never gives up on a message (its max_deliver is unlimited), so a
 message whose handlers keep dying is not stranded: the first delivery past
 `max_deliver` is dead-lettered by whichever instance receives it.
 
+A handler whose message the server may have handed to another process — the
+connection was down for long enough that `in_progress` heartbeats missed
+`ack_wait` — is cancelled when the connection comes back, and its message is
+left alone (not acked, not released): that other delivery owns it now. A
+handler may also raise `Abandon` when it finds out itself.
+
 `stop()` drains: no new fetches, in-flight handlers finish (up to a timeout),
 and whatever cannot finish is released (nak) for immediate redelivery.
 """
@@ -51,6 +57,14 @@ _FETCH_WAIT = 1.0  # a lingering pull lives at most this long, so stop() never s
 
 class Reject(Exception):
     """Raise from a handler: the message is bad input; dead-letter it, do not retry."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class Abandon(Exception):
+    """Raise from a handler: another delivery of this message owns the work now; leave it unsettled."""
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
@@ -100,6 +114,7 @@ class ConsumerStats:
     retried: int = 0
     dead_lettered: int = 0
     released: int = 0
+    abandoned: int = 0
     in_flight: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -181,6 +196,8 @@ class Consumer(Generic[M]):
         self._waiting: set[asyncio.Task[None]] = set()  # in flight, but yielded their slot
         self._slot_free = asyncio.Event()
         self._stopping = False
+        self._stale: set[asyncio.Task[None]] = set()  # cancelled after an outage: leave their messages
+        self._unlisten: Callable[[], None] = lambda: None
 
     @property
     def name(self) -> str:
@@ -205,6 +222,7 @@ class Consumer(Generic[M]):
         await js.add_consumer(self.stream, config)
         self._psub = await js.pull_subscribe_bind(self.durable, self.stream)
         self._stopping = False
+        self._unlisten = self.bus.on_reconnected(self._after_outage)
         self._fetch_task = asyncio.create_task(self._fetch_loop(), name=f"fetch:{self.name}")
         log.info("consumer %s started (concurrency %d)", self.name, self.concurrency)
 
@@ -214,6 +232,7 @@ class Consumer(Generic[M]):
             return
         self._stopping = True
         self._slot_free.set()
+        self._unlisten()
         fetch_task, self._fetch_task = self._fetch_task, None
         await fetch_task  # returns within one lingering-pull wait
         if self._inflight:
@@ -316,7 +335,13 @@ class Consumer(Generic[M]):
                 await self.handler(payload, delivery)
             except Reject as exc:
                 await self._dead_letter(msg, f"rejected: {exc.reason}", delivered, seq)
+            except Abandon as exc:
+                log.warning("consumer %s: leaving seq %d to its newer delivery (%s)", self.name, seq, exc)
+                self.stats.abandoned += 1
             except asyncio.CancelledError:
+                if asyncio.current_task() in self._stale:
+                    self.stats.abandoned += 1
+                    raise
                 await self._release(msg)
                 raise
             except Exception as exc:
@@ -334,6 +359,24 @@ class Consumer(Generic[M]):
             log.exception("consumer %s: could not settle message seq %d", self.name, seq)
         finally:
             self.stats.in_flight -= 1
+
+    def _after_outage(self, outage: float) -> None:
+        """Back after `outage` seconds: messages whose heartbeats may have missed `ack_wait` can have
+        been delivered again (to this process or another); stop handling them here."""
+        if outage < self.ack_wait / 2 or not self._inflight:
+            return
+        log.warning(
+            "consumer %s: NATS was away %.1fs (ack_wait %gs); abandoning %d in-flight message(s) "
+            "that may have been delivered again",
+            self.name,
+            outage,
+            self.ack_wait,
+            len(self._inflight),
+        )
+        for task in list(self._inflight):
+            self._stale.add(task)
+            task.add_done_callback(self._stale.discard)
+            task.cancel()
 
     def _turn(self, payload: M) -> _KeyTurn | None:
         if self.key is None:

@@ -275,3 +275,45 @@ async def test_messages_with_one_key_are_handled_in_order_while_other_keys_go_on
         await asyncio.wait_for(done.wait(), 20)
     assert seen == {"a": list(range(20)), "b": list(range(20))}
     assert overlapped, "different keys were handled concurrently"
+
+
+async def test_after_a_long_outage_a_handler_leaves_its_message_to_the_new_delivery(
+    tmp_path: Any, bus_config: Any
+) -> None:
+    from bus import EmbeddedServer
+
+    server = EmbeddedServer(tmp_path / "nats")
+    await server.start()
+    port = server.port
+    conn = await Bus.connect(server.url, bus_config, provision=True)
+    deliveries: list[int] = []
+    started, cancelled, second = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        deliveries.append(delivery.num_delivered)
+        started.set()
+        if delivery.num_delivered > 1:
+            second.set()
+            return
+        try:
+            await asyncio.Event().wait()  # long work, cut off by the outage
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    try:
+        async with chat_consumer(conn, handle, ack_wait=1.0) as consumer:
+            await conn.publish(conn.subjects.chat_in("cli"), inbound("long job"))
+            await asyncio.wait_for(started.wait(), 10)
+            await server.stop()
+            await asyncio.sleep(1.5)  # longer than ack_wait: the server will hand the message out again
+            server = EmbeddedServer(tmp_path / "nats", port=port)
+            await server.start()
+            await asyncio.wait_for(cancelled.wait(), 10)
+            await asyncio.wait_for(second.wait(), 15)
+        assert deliveries == [1, 2]
+        assert consumer.stats.abandoned == 1
+        assert consumer.stats.released == 0, "the abandoned delivery was not settled"
+    finally:
+        await conn.close()
+        await server.stop()
