@@ -24,6 +24,7 @@ from gateway.rest.conversation import router as conversation_router
 from gateway.rest.files import router as files_router
 from gateway.rest.settings import MAX_SKILL_ARCHIVE
 from gateway.rest.settings import router as settings_router
+from gateway.schemas import errors
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +109,15 @@ def create_app(gw: Gateway) -> FastAPI:
             allow_headers=["*"],
             expose_headers=["Content-Location", "Location"],
         )
-    app.include_router(langgraph_router, prefix="/api", tags=["langgraph"])
-    app.include_router(langgraph_router, prefix="/api/langgraph", include_in_schema=False)
-    app.include_router(files_router, prefix="/api", tags=["uploads and artifacts"])
-    app.include_router(settings_router, prefix="/api", tags=["models, MCP, skills, memory"])
-    app.include_router(conversation_router, prefix="/api", tags=["conversation"])
+    # Any API route may refuse the caller (RequireToken), a body it cannot parse (400) or its shape (422).
+    refusals = errors(400, 401, 422)
+    app.include_router(langgraph_router, prefix="/api", tags=["langgraph"], responses=refusals)
+    app.include_router(langgraph_router, prefix="/api/langgraph", include_in_schema=False, responses=refusals)
+    app.include_router(files_router, prefix="/api", tags=["uploads and artifacts"], responses=refusals)
+    app.include_router(
+        settings_router, prefix="/api", tags=["models, MCP, skills, memory"], responses=refusals
+    )
+    app.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
 
     @app.get("/health", tags=["health"])
     async def health() -> dict[str, Any]:

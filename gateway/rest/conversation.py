@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from bus.messages import ThreadStateReply, ThreadStateRequest
 from gateway.deps import GW, Me
+from gateway.schemas import errors
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -57,11 +58,14 @@ def parse_suggestions(text: str, n: int) -> list[str]:
     return [line for line in lines if line][:n]
 
 
-@router.post("/threads/{thread_id}/suggestions", response_model=Suggestions)
+@router.post("/threads/{thread_id}/suggestions", response_model=Suggestions, responses=errors(404, 413, 502))
 async def suggestions(gw: GW, me: Me, thread_id: str, body: SuggestionRequest) -> Suggestions:
     from agents import create_chat_model
 
     await gw.own_thread(thread_id, me)
+    if body.model_name is not None and gw.config.get_model(body.model_name) is None:
+        known = ", ".join(m.name for m in gw.config.models)
+        raise HTTPException(422, f"model_name: no model named {body.model_name!r} (configured: {known})")
     turns = body.messages
     if not turns:
         reply = await gw.ask("state", ThreadStateRequest(thread_id=thread_id, user_id=me), ThreadStateReply)
@@ -82,7 +86,7 @@ async def suggestions(gw: GW, me: Me, thread_id: str, body: SuggestionRequest) -
     return Suggestions(suggestions=parse_suggestions(flatten(answer.content), body.n))
 
 
-@router.get("/threads/{thread_id}/messages")
+@router.get("/threads/{thread_id}/messages", responses=errors(404))
 async def thread_messages(gw: GW, me: Me, thread_id: str) -> dict[str, Any]:
     await gw.own_thread(thread_id, me)
     reply = await gw.ask("state", ThreadStateRequest(thread_id=thread_id, user_id=me), ThreadStateReply)
@@ -90,7 +94,7 @@ async def thread_messages(gw: GW, me: Me, thread_id: str) -> dict[str, Any]:
     return {"data": messages, "has_more": False}
 
 
-@router.get("/threads/{thread_id}/token-usage")
+@router.get("/threads/{thread_id}/token-usage", responses=errors(404))
 async def token_usage(gw: GW, me: Me, thread_id: str) -> dict[str, Any]:
     await gw.own_thread(thread_id, me)
     totals = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "runs": 0}

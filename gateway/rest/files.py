@@ -14,7 +14,6 @@ import asyncio
 import logging
 import mimetypes
 from pathlib import PurePosixPath
-from typing import Any
 
 from fastapi import APIRouter, HTTPException, UploadFile
 from fastapi.responses import Response
@@ -23,6 +22,7 @@ from pydantic import BaseModel
 
 from bus.files import OUTPUTS, UPLOADS, list_objects, output_key, safe_filename, thread_prefix, upload_key
 from gateway.deps import GW, Me
+from gateway.schemas import errors
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -45,6 +45,11 @@ class UploadedFile(BaseModel):
 class UploadResponse(BaseModel):
     success: bool
     files: list[UploadedFile]
+    message: str
+
+
+class UploadDeleted(BaseModel):
+    success: bool
     message: str
 
 
@@ -100,7 +105,7 @@ async def _existing(gw: GW, me: str, thread_id: str) -> dict[str, int]:
     return {i.name[len(prefix) :]: i.size or 0 for i in infos}
 
 
-@router.post("/threads/{thread_id}/uploads", response_model=UploadResponse)
+@router.post("/threads/{thread_id}/uploads", response_model=UploadResponse, responses=errors(404, 413))
 async def upload(gw: GW, me: Me, thread_id: str, files: list[UploadFile]) -> UploadResponse:
     await gw.own_thread(thread_id, me)
     limit = gw.config.gateway.max_upload_mb * 1024 * 1024
@@ -132,7 +137,7 @@ async def upload(gw: GW, me: Me, thread_id: str, files: list[UploadFile]) -> Upl
     return UploadResponse(success=True, files=stored, message=f"uploaded {len(stored)} file(s)")
 
 
-@router.get("/threads/{thread_id}/uploads/list", response_model=UploadList)
+@router.get("/threads/{thread_id}/uploads/list", response_model=UploadList, responses=errors(404))
 async def list_uploads(gw: GW, me: Me, thread_id: str) -> UploadList:
     await gw.own_thread(thread_id, me)
     existing = await _existing(gw, me, thread_id)
@@ -140,18 +145,28 @@ async def list_uploads(gw: GW, me: Me, thread_id: str) -> UploadList:
     return UploadList(files=files, count=len(files))
 
 
-@router.delete("/threads/{thread_id}/uploads/{filename}")
-async def delete_upload(gw: GW, me: Me, thread_id: str, filename: str) -> dict[str, Any]:
+@router.delete("/threads/{thread_id}/uploads/{filename}", responses=errors(400, 404))
+async def delete_upload(gw: GW, me: Me, thread_id: str, filename: str) -> UploadDeleted:
     await gw.own_thread(thread_id, me)
     if safe_filename(filename) != filename:
         raise HTTPException(400, f"{filename!r} is not a plain file name")
     if filename not in await _existing(gw, me, thread_id):
         raise HTTPException(404, f"no upload named {filename}")
     await (await gw.bus.files()).delete(upload_key(me, thread_id, filename))
-    return {"success": True, "message": f"deleted {filename}"}
+    return UploadDeleted(success=True, message=f"deleted {filename}")
 
 
-@router.get("/threads/{thread_id}/artifacts/{path:path}")
+@router.get(
+    "/threads/{thread_id}/artifacts/{path:path}",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The file, with its type (HTML, XHTML and SVG always as attachments)",
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        },
+        **errors(400, 404),
+    },
+)
 async def artifact(gw: GW, me: Me, thread_id: str, path: str, download: bool = False) -> Response:
     await gw.own_thread(thread_id, me)
     virtual = PurePosixPath("/" + path.lstrip("/"))

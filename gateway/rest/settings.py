@@ -17,6 +17,7 @@ from bus.messages import MemoryDocument
 from bus.records import RecordStore
 from config import ExtensionsConfig, extensions_path, read_raw_extensions, write_extensions_config
 from gateway.deps import GW, Me
+from gateway.schemas import errors
 from skills import load_skills, parse_frontmatter
 
 router = APIRouter()
@@ -61,7 +62,7 @@ async def list_models(gw: GW, me: Me) -> ModelsList:
     return ModelsList(models=[_model_info(gw, m.name) for m in gw.config.models])
 
 
-@router.get("/models/{name}", response_model=ModelInfo)
+@router.get("/models/{name}", response_model=ModelInfo, responses=errors(404))
 async def get_model(gw: GW, me: Me, name: str) -> ModelInfo:
     return _model_info(gw, name)
 
@@ -81,7 +82,7 @@ async def get_mcp(gw: GW, me: Me) -> McpConfig:
     return McpConfig(mcp_servers=raw.get("mcpServers", {}))
 
 
-@router.put("/mcp/config", response_model=McpConfig)
+@router.put("/mcp/config", response_model=McpConfig, responses=errors(413))
 async def put_mcp(gw: GW, me: Me, body: McpConfig) -> McpConfig:
     path = extensions_path()
     raw = await asyncio.to_thread(read_raw_extensions, path)
@@ -141,7 +142,7 @@ async def list_skills(gw: GW, me: Me) -> SkillsList:
     return SkillsList(skills=await asyncio.to_thread(_skills, gw))
 
 
-@router.get("/skills/{name}", response_model=SkillInfo)
+@router.get("/skills/{name}", response_model=SkillInfo, responses=errors(404))
 async def get_skill(gw: GW, me: Me, name: str) -> SkillInfo:
     for skill in await asyncio.to_thread(_skills, gw):
         if skill.name == name:
@@ -149,7 +150,7 @@ async def get_skill(gw: GW, me: Me, name: str) -> SkillInfo:
     raise HTTPException(404, f"no skill named {name}")
 
 
-@router.put("/skills/{name}", response_model=SkillInfo)
+@router.put("/skills/{name}", response_model=SkillInfo, responses=errors(404, 413))
 async def update_skill(gw: GW, me: Me, name: str, body: SkillUpdate) -> SkillInfo:
     await get_skill(gw, me, name)
     path = extensions_path()
@@ -195,7 +196,7 @@ def _install(archive: bytes, custom_root: Path) -> str:
     return skill_name
 
 
-@router.post("/skills/install", response_model=SkillInstalled)
+@router.post("/skills/install", response_model=SkillInstalled, responses=errors(400, 413))
 async def install_skill(gw: GW, me: Me, file: UploadFile) -> SkillInstalled:
     data = await file.read(MAX_SKILL_ARCHIVE + 1)
     if len(data) > MAX_SKILL_ARCHIVE:

@@ -279,3 +279,36 @@ async def test_taking_another_users_thread_id_is_answered_like_an_unusable_id(ap
         bobs = (await bob.get("/threads/bobs-diary")).json()
         assert bobs["metadata"] == {"x": 1}
         assert (await bob.get("/threads/bobs-diary/runs")).json() == []
+
+
+async def test_runs_a_runner_could_not_start_are_refused_up_front(api_url: str) -> None:
+    """A runner fails on these before the run starts: the run would never end, /wait would hang."""
+    refused = {
+        "command-key": ({"command": {"resum": 1}}, "command.resum"),
+        "recursion-limit": ({"input": HI, "config": {"recursion_limit": "deep"}}, "config.recursion_limit"),
+        "run-timeout": (
+            {"input": HI, "config": {"configurable": {"run_timeout_seconds": "long"}}},
+            "config.configurable.run_timeout_seconds",
+        ),
+        "stream-mode": ({"input": HI, "stream_mode": "everything"}, "stream_mode"),
+    }
+    async with httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-ana"}) as http:
+        thread = (await http.post("/threads", json={})).json()["thread_id"]
+        for case, (body, field) in refused.items():
+            response = await http.post(f"/threads/{thread}/runs/wait", json=body)
+            assert response.status_code == 422, case
+            assert response.json()["detail"].startswith(field), (case, response.json())
+        assert (await http.get(f"/threads/{thread}/runs")).json() == [], "nothing was submitted"
+
+
+async def test_history_filters_and_suggestion_models_that_cannot_work_are_422s(api_url: str) -> None:
+    async with httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-ana"}) as http:
+        thread = (await http.post("/threads", json={})).json()["thread_id"]
+        history = await http.post(f"/threads/{thread}/history", json={"metadata": {"a'b": 1}})
+        assert history.status_code == 422
+        assert history.json()["detail"].startswith("metadata.a'b")
+        suggested = await http.post(f"/threads/{thread}/suggestions", json={"model_name": "nope"})
+        assert (suggested.status_code, suggested.json()) == (
+            422,
+            {"detail": "model_name: no model named 'nope' (configured: fake)"},
+        )

@@ -1,0 +1,391 @@
+"""The LangGraph-compatible runs API: create, stream (SSE), wait, join, cancel, list.
+
+Part of the router in `gateway.langgraph_api`. A run is recorded and published
+on the bus for the runners; streams and waits read its event log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Response
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from bus.messages import (
+    MultitaskStrategy,
+    RunEvent,
+    RunRecord,
+    RunRequest,
+    RunStatus,
+    ThreadRecord,
+    ThreadStateReply,
+    ThreadStateRequest,
+    utcnow,
+)
+from bus.runs import cancel_run, follow_run, submit_run
+from gateway.deps import GW, Gateway, Me
+from gateway.ids import is_valid_id, unusable_thread_id
+from gateway.schemas import ASSISTANT_ID, Body, Run, errors, iso
+from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of, stream_events
+
+router = APIRouter()
+
+
+# Streams and waits answer as the run goes; OpenAPI says what their bodies are.
+SSE_EVENT = {  # one event (before OpenAPI 3.2's itemSchema, `schema` describes each)
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "description": "`metadata` first, `end` last; `mode|ns` for subgraphs"},
+        "data": {"type": "string", "description": "One line of JSON"},
+        "id": {"type": "string", "pattern": "^[0-9]+-[0-9]+$", "description": "`<ms>-<seq>`"},
+    },
+}
+SSE_BODY: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Server-Sent Events until `end`; `: heartbeat` comments while quiet",
+        "content": {"text/event-stream": {"schema": SSE_EVENT}},
+    }
+}
+WAIT_BODY: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": 'The thread\'s values when the run ends, or `{"__error__": ...}` (newlines before it '
+        "keep the connection alive)",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    }
+}
+
+
+def run_json(record: RunRecord) -> Run:
+    return Run(
+        run_id=record.run_id,
+        thread_id=record.thread_id,
+        assistant_id=record.assistant_id,
+        created_at=iso(record.created_at),
+        updated_at=iso(record.updated_at),
+        status=record.status.value,
+        metadata=record.metadata,
+        multitask_strategy=record.multitask_strategy.value,
+    )
+
+
+StreamMode = Literal[
+    "values", "updates", "messages", "messages-tuple", "custom", "tasks", "checkpoints", "debug", "events"
+]
+
+
+class Configurable(BaseModel):
+    """`config.configurable`: anything goes through, but what the runner reads must have its type."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_timeout_seconds: float | None = Field(None, gt=0)
+
+
+class RunConfig(BaseModel):
+    """LangGraph's run `config` (other keys go through as they are)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    tags: list[str] | None = None
+    recursion_limit: int | None = Field(None, ge=1)
+    configurable: Configurable | None = None
+
+
+class RunCommand(BaseModel):
+    """LangGraph's `Command` for resuming or steering a thread; nothing else is one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    update: dict[str, Any] | list[Any] | None = None
+    resume: Any = None
+    goto: str | dict[str, Any] | list[Any] | None = None
+
+
+class RunCreate(Body):
+    """A run as LangGraph clients ask for it. What a runner cannot start with (a `command` key that
+    is not one, a `recursion_limit` that is no number) is refused here: a runner would fail on it
+    before the run starts, and the run would never end."""
+
+    assistant_id: str = ASSISTANT_ID
+    input: dict[str, Any] | None = None
+    command: RunCommand | None = None
+    config: RunConfig | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    stream_mode: StreamMode | list[StreamMode] = "values"
+    stream_subgraphs: bool = False
+    stream_resumable: bool = False
+    multitask_strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE
+    if_not_exists: Literal["reject", "create"] = "reject"
+    on_disconnect: Literal["cancel", "continue"] = "continue"
+    checkpoint_id: str | None = None
+    checkpoint: dict[str, Any] | None = None
+    interrupt_before: list[str] | Literal["*"] | None = None
+    interrupt_after: list[str] | Literal["*"] | None = None
+
+    def modes(self) -> list[str]:
+        modes = [self.stream_mode] if isinstance(self.stream_mode, str) else list(self.stream_mode)
+        return modes or ["values"]
+
+
+async def start_run(
+    gw: Gateway, me: str, thread_id: str, body: RunCreate, modes: list[str] | None = None
+) -> RunRecord:
+    """Check the thread and the strategy, record the run and hand it to the runners."""
+    record = await gw.threads.get(thread_id) if is_valid_id(thread_id) else None
+    creates = body.if_not_exists == "create"
+    if record is None and creates and is_valid_id(thread_id):
+        now = utcnow()
+        fresh = ThreadRecord(thread_id=thread_id, user_id=me, created_at=now, updated_at=now)
+        # Another caller may create it at this very moment: only the one whose create wins owns it.
+        record = fresh if await gw.threads.create(thread_id, fresh) else await gw.threads.get(thread_id)
+    if record is None or record.user_id != me:
+        # As if the thread did not exist: not found, or (to create it) an id that cannot be used.
+        if creates:
+            raise unusable_thread_id(thread_id)
+        raise HTTPException(404, f"thread {thread_id} not found")
+    if body.multitask_strategy == MultitaskStrategy.REJECT and record.active_run_id:
+        active = await gw.runs.get(record.active_run_id)
+        if active is not None and not active.status.finished:
+            raise HTTPException(409, f"thread {thread_id} is busy with run {record.active_run_id}")
+    config = body.config.model_dump(exclude_none=True) if body.config else {}
+    checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
+    request = RunRequest(
+        thread_id=thread_id,
+        assistant_id=body.assistant_id,
+        user_id=me,
+        input=body.input,
+        command=body.command.model_dump(exclude_unset=True) if body.command else None,
+        config=config,
+        context=body.context or {},
+        metadata=body.metadata or {},
+        stream_mode=modes or body.modes(),
+        stream_subgraphs=body.stream_subgraphs,
+        multitask_strategy=body.multitask_strategy,
+        checkpoint_id=checkpoint_id,
+        interrupt_before=body.interrupt_before,
+        interrupt_after=body.interrupt_after,
+    )
+    return await submit_run(gw.bus, request)
+
+
+def _run_path(record: RunRecord, stateless: bool) -> str:
+    return f"/runs/{record.run_id}" if stateless else f"/threads/{record.thread_id}/runs/{record.run_id}"
+
+
+def sse_response(
+    gw: Gateway,
+    record: RunRecord,
+    *,
+    after_seq: int = 0,
+    cancel_on_disconnect: bool = False,
+    stateless: bool = False,
+) -> StreamingResponse:
+    async def body() -> AsyncIterator[bytes]:
+        ended = False
+        try:
+            async for chunk in stream_events(gw.bus, record.run_id, after_seq):
+                if chunk.startswith(b"event: end\n"):
+                    ended = True
+                yield chunk
+        finally:
+            if cancel_on_disconnect and not ended:
+                await asyncio.shield(cancel_run(gw.bus, record.run_id, reason="the client disconnected"))
+
+    path = _run_path(record, stateless)
+    return StreamingResponse(
+        body(),
+        media_type="text/event-stream",
+        headers={"Content-Location": path, "Location": f"{path}/stream", "Cache-Control": "no-store"},
+    )
+
+
+async def final_output(gw: Gateway, record: RunRecord, me: str) -> dict[str, Any]:
+    """What /wait and /join answer: the thread's values, or `__error__` for a failed run."""
+    done = await gw.runs.get(record.run_id)
+    if done is not None and done.status == RunStatus.ERROR and done.error is not None:
+        return {"__error__": {"error": done.error.code, "message": done.error.message}}
+    reply = await gw.ask(
+        "state", ThreadStateRequest(thread_id=record.thread_id, user_id=me), ThreadStateReply
+    )
+    return reply.state.values if reply.state else {}
+
+
+def wait_response(gw: Gateway, record: RunRecord, me: str, stateless: bool = False) -> StreamingResponse:
+    async def body() -> AsyncIterator[bytes]:
+        events = follow_run(gw.bus, record.run_id)
+        waiter: asyncio.Task[RunEvent | None] | None = None
+        try:
+            while True:
+                waiter = waiter or asyncio.create_task(anext(events, None))
+                done, _ = await asyncio.wait([waiter], timeout=HEARTBEAT_SECONDS)
+                if not done:
+                    yield b"\n"  # keepalive while the run goes on
+                    continue
+                event, waiter = waiter.result(), None
+                if event is None or event.event == "end":
+                    break
+        finally:
+            if waiter is not None:
+                waiter.cancel()
+            await events.aclose()
+        yield json.dumps(await final_output(gw, record, me), default=str).encode()
+
+    path = _run_path(record, stateless)
+    return StreamingResponse(body(), media_type="application/json", headers={"Location": f"{path}/join"})
+
+
+@router.post(
+    "/threads/{thread_id}/runs/stream",
+    response_class=StreamingResponse,
+    responses={**SSE_BODY, **errors(404, 409, 413)},
+)
+async def stream_run(gw: GW, me: Me, thread_id: str, body: RunCreate) -> StreamingResponse:
+    record = await start_run(gw, me, thread_id, body)
+    return sse_response(gw, record, cancel_on_disconnect=body.on_disconnect == "cancel")
+
+
+@router.post(
+    "/threads/{thread_id}/runs/wait",
+    response_class=StreamingResponse,
+    responses={**WAIT_BODY, **errors(404, 409, 413)},
+)
+async def wait_run(gw: GW, me: Me, thread_id: str, body: RunCreate) -> StreamingResponse:
+    record = await start_run(gw, me, thread_id, body, modes=["values"])
+    return wait_response(gw, record, me)
+
+
+@router.post("/threads/{thread_id}/runs", responses=errors(404, 409, 413))
+async def create_run(gw: GW, me: Me, thread_id: str, body: RunCreate) -> Run:
+    record = await start_run(gw, me, thread_id, body)
+    return run_json(record)
+
+
+@router.post("/runs/stream", response_class=StreamingResponse, responses={**SSE_BODY, **errors(413)})
+async def stream_stateless(gw: GW, me: Me, body: RunCreate) -> StreamingResponse:
+    body.if_not_exists = "create"
+    record = await start_run(gw, me, str(uuid.uuid4()), body)
+    return sse_response(gw, record, cancel_on_disconnect=body.on_disconnect == "cancel", stateless=True)
+
+
+@router.post("/runs/wait", response_class=StreamingResponse, responses={**WAIT_BODY, **errors(413)})
+async def wait_stateless(gw: GW, me: Me, body: RunCreate) -> StreamingResponse:
+    body.if_not_exists = "create"
+    record = await start_run(gw, me, str(uuid.uuid4()), body, modes=["values"])
+    return wait_response(gw, record, me, stateless=True)
+
+
+@router.get("/threads/{thread_id}/runs", responses=errors(404))
+async def list_runs(
+    gw: GW,
+    me: Me,
+    thread_id: str,
+    limit: int = Query(10, ge=1, le=1000),
+    offset: int = Query(0, ge=0),
+    status: str | None = None,
+) -> list[Run]:
+    await gw.own_thread(thread_id, me)
+    runs = []
+    for key in await gw.runs.keys():
+        record = await gw.runs.get(key)
+        if record and record.thread_id == thread_id and (status is None or record.status.value == status):
+            runs.append(record)
+    runs.sort(key=lambda r: r.created_at, reverse=True)
+    return [run_json(r) for r in runs[offset : offset + limit]]
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}", responses=errors(404))
+async def get_run(gw: GW, me: Me, thread_id: str, run_id: str) -> Run:
+    return run_json(await gw.own_run(thread_id, run_id, me))
+
+
+@router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204, responses=errors(404, 409))
+async def delete_run(gw: GW, me: Me, thread_id: str, run_id: str) -> Response:
+    record = await gw.own_run(thread_id, run_id, me)
+    if not record.status.finished:
+        raise HTTPException(409, f"run {run_id} is still {record.status.value}; cancel it first")
+    await gw.runs.delete(run_id)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/threads/{thread_id}/runs/{run_id}/cancel",
+    response_model=Run,
+    responses={202: {"description": "Cancellation requested (without `wait`)"}, **errors(404)},
+)
+async def cancel(
+    gw: GW,
+    me: Me,
+    thread_id: str,
+    run_id: str,
+    wait: bool = False,
+    action: Literal["interrupt", "rollback"] = "interrupt",
+) -> Any:
+    record = await gw.own_run(thread_id, run_id, me)
+    await cancel_run(gw.bus, run_id, action=action)
+    if not wait:
+        return Response(status_code=202)
+    with contextlib.suppress(TimeoutError):  # no end within a minute: answer the run as it is now
+        async for _event in follow_run(gw.bus, record.run_id, timeout=60):
+            pass
+    done = await gw.runs.get(run_id)
+    return run_json(done or record)
+
+
+@router.get(
+    "/threads/{thread_id}/runs/{run_id}/join",
+    response_class=StreamingResponse,
+    responses={**WAIT_BODY, **errors(404)},
+)
+async def join_run(gw: GW, me: Me, thread_id: str, run_id: str) -> StreamingResponse:
+    record = await gw.own_run(thread_id, run_id, me)
+    return wait_response(gw, record, me)
+
+
+def resume_after(last_event_id: Annotated[str | None, Header()] = None) -> int:
+    """The sequence number to resume after, from `Last-Event-ID`; 400 for one that is not ours."""
+    try:
+        return seq_of(last_event_id)
+    except InvalidLastEventId as exc:
+        raise HTTPException(400, str(exc)) from None
+
+
+ResumeAfter = Annotated[int, Depends(resume_after)]
+
+
+@router.get(
+    "/threads/{thread_id}/runs/{run_id}/stream",
+    response_class=StreamingResponse,
+    responses={**SSE_BODY, **errors(400, 404)},
+)
+async def join_stream(
+    gw: GW,
+    me: Me,
+    thread_id: str,
+    run_id: str,
+    after_seq: ResumeAfter,
+    cancel_on_disconnect: bool = False,
+) -> StreamingResponse:
+    record = await gw.own_run(thread_id, run_id, me)
+    return sse_response(gw, record, after_seq=after_seq, cancel_on_disconnect=cancel_on_disconnect)
+
+
+@router.get(
+    "/runs/{run_id}/stream", response_class=StreamingResponse, responses={**SSE_BODY, **errors(400, 404)}
+)
+async def join_stream_stateless(gw: GW, me: Me, run_id: str, after_seq: ResumeAfter) -> StreamingResponse:
+    record = await gw.own_run(None, run_id, me)
+    return sse_response(gw, record, after_seq=after_seq, stateless=True)
+
+
+@router.get("/runs/{run_id}/join", response_class=StreamingResponse, responses={**WAIT_BODY, **errors(404)})
+async def join_stateless(gw: GW, me: Me, run_id: str) -> StreamingResponse:
+    record = await gw.own_run(None, run_id, me)
+    return wait_response(gw, record, me, stateless=True)
