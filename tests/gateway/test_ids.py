@@ -54,7 +54,7 @@ async def raw_get(base_url: str, path: str) -> tuple[int, bytes]:
         pytest.param("x" * 129, False, id="too-long"),
     ],
 )
-def test_ids_are_the_characters_subject_tokens_keep(value: str, valid: bool) -> None:
+def test_ids_are_one_safe_token(value: str, valid: bool) -> None:
     assert is_valid_id(value) is valid
 
 
