@@ -19,18 +19,19 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 from nats.js.errors import NotFoundError
 
 from agents.context import RunContext, RunOptions
 from agents.errors import AgentError
-from agents.events import StreamTranslator
+from agents.events import StreamTranslator, jsonable
 from agents.lead import AgentCache
 from agents.middleware._util import text_of
 from agents.prompt import build_system_prompt
 from agents.state import thread_data
 from bus import Abandon, Bus, Consumer, Delivery, NotStored, Retry, decode, run_consumers
+from bus.consumer import cancel_until_done
 from bus.messages import (
     ChatTurn,
     ErrorInfo,
@@ -208,7 +209,7 @@ class Runner:
         self._cancel_actions.setdefault(control.run_id, control.action)
         stream = self._streams.get(control.run_id)
         if stream is not None:
-            stopper = asyncio.create_task(_cancel_until_done(stream))
+            stopper = asyncio.create_task(cancel_until_done(stream))
             self._stoppers.add(stopper)
             stopper.add_done_callback(self._stoppers.discard)
         freed = self._thread_freed.get(thread_id)
@@ -384,6 +385,11 @@ class Runner:
         resumed = known[0].started_at is not None and attempt > 1
         now_running = await self.runs.update_with_revision(request.run_id, running, known=known)
         if now_running is not None and now_running[0].status.finished:
+            if now_running[0].status != RunStatus.INTERRUPTED:
+                # An earlier delivery finished it meanwhile (it went on through a NATS outage).
+                log.info("run %s was finished by an earlier delivery", request.run_id)
+                await self._ensure_end(request, now_running[0], attempt)
+                return
             self._cancel_actions.setdefault(request.run_id, "cancel")  # cancelled while it was pending
         self._run_revisions[request.run_id] = now_running
         metadata: dict[str, Any] = {
@@ -397,13 +403,24 @@ class Runner:
             await events.emit("metadata", metadata)
             await self._fail(request, events, type(exc).__name__, str(exc))
             return
-        config = self._graph_config(request, configurable)
-        graph_input: Any = await self._graph_input(request, agent, config, resumed)
+        try:
+            config = self._graph_config(request, configurable)
+            graph_input, done_so_far = await self._graph_input(request, agent, resumed)
+        except (TypeError, ValueError) as exc:  # a request that can never run: say so, do not retry
+            await events.emit("metadata", metadata)
+            await self._fail(request, events, "InvalidRunRequest", f"the run request cannot run: {exc}")
+            return
         if resumed:
             metadata["resumed"] = graph_input is None
         await events.emit("metadata", metadata)
         if resumed:
             log.info("run %s: attempt %d resumes from the last checkpoint", request.run_id, attempt)
+        translator = StreamTranslator(request.stream_mode)
+        if translator.wants_messages:
+            # What the earlier attempt streamed may not all have been stored before it stopped:
+            # the run's finished messages again, whole, so readers hold the complete text.
+            for message in done_so_far:
+                await events.emit("messages", [jsonable(message), {"resumed": True}])
         context = RunContext(
             run_id=request.run_id,
             thread_id=request.thread_id,
@@ -411,7 +428,6 @@ class Runner:
             agent_name=options.agent_name,
             system_prompt=await self._system_prompt(request, options),
         )
-        translator = StreamTranslator(request.stream_mode)
 
         async def stream() -> None:
             async for part in agent.astream(
@@ -477,20 +493,23 @@ class Runner:
         }
         return config
 
-    async def _graph_input(
-        self, request: RunRequest, agent: Any, config: dict[str, Any], resumed: bool
-    ) -> Any:
+    async def _graph_input(self, request: RunRequest, agent: Any, resumed: bool) -> tuple[Any, list[Any]]:
+        """The graph's input, and for a run resumed mid-way the messages it already finished.
+
+        Raises:
+            TypeError, ValueError: the request's command cannot be a LangGraph Command.
+        """
         if resumed:
             # Continue only if this run's input made it into a checkpoint; else start it afresh.
             snapshot = await agent.aget_state({"configurable": {"thread_id": request.thread_id}})
             if snapshot and (snapshot.metadata or {}).get("run_id") == request.run_id:
-                return None
+                return None, _since_last_input(snapshot.values.get("messages") or [])
         if request.command is not None:
-            return Command(**request.command)
+            return Command(**request.command), []
         graph_input = dict(request.input or {})
         graph_input.setdefault("thread_data", thread_data(request.user_id))
         graph_input.setdefault("sandbox", {"sandbox_id": f"{request.user_id}:{request.thread_id}"})
-        return graph_input
+        return graph_input, []
 
     def _run_timeout(self, configurable: dict[str, Any]) -> float:
         return float(configurable.get("run_timeout_seconds") or self.config.runner.run_timeout_seconds)
@@ -590,13 +609,18 @@ class Runner:
     ) -> None:
         assert self.runs is not None
         assert self.threads is not None
+        # Every event so far is stored before the record says the run ended: a later delivery that
+        # finds it ended only adds a missing `end`, never leaves a hole.
+        await events.confirm()
         now = utcnow()
-
         superseded: list[int] = []
 
         def ended(rec: RunRecord | None) -> RunRecord | None:
             if rec is not None and rec.attempt > events.attempt:
                 superseded.append(rec.attempt)  # a later delivery runs it now: its outcome counts
+                return None
+            if rec is not None and rec.status.finished and rec.status != RunStatus.INTERRUPTED:
+                superseded.append(rec.attempt)  # another delivery finished it already
                 return None
             base = rec or RunRecord(
                 run_id=request.run_id, thread_id=request.thread_id, user_id=request.user_id
@@ -613,7 +637,7 @@ class Runner:
 
         await self.runs.update(request.run_id, ended, known=self._run_revisions.pop(request.run_id, None))
         if superseded:
-            raise Abandon(f"run {request.run_id} is attempt {superseded[0]}'s now, not {events.attempt}'s")
+            raise Abandon(f"run {request.run_id} belongs to delivery {superseded[0]}, not {events.attempt}")
         # Free the thread before `end`: whoever sees the end may start the next run at once.
         await self._free_thread(request, status, title)
         await events.emit("end", {"status": status.value, "usage": usage or {}})
@@ -785,11 +809,14 @@ class Runner:
         await self._free_thread(request)
 
 
-async def _cancel_until_done(task: asyncio.Task[Any]) -> None:
-    """Cancel a task, again if some library swallowed the first cancellation, until it ends."""
-    while not task.done():
-        task.cancel()
-        await asyncio.wait([task], timeout=0.1)
+def _since_last_input(messages: list[Any]) -> list[Any]:
+    """The assistant's and tools' messages after the last user message: what this run produced."""
+    start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1) + 1
+    return [
+        m
+        for m in messages[start:]
+        if isinstance(m, ToolMessage) or (isinstance(m, AIMessage) and (m.content or m.tool_calls))
+    ]
 
 
 async def open_checkpointer(config: AppConfig) -> Any:

@@ -360,6 +360,22 @@ async def test_a_run_with_an_unusable_thread_id_ends_at_once_and_is_dead_lettere
     assert fake_model.agent_requests == []
 
 
+@pytest.mark.parametrize(
+    "change",
+    [{"config": {"recursion_limit": "many"}}, {"command": {"no_such_field": 1}, "input": None}],
+    ids=["recursion-limit", "command"],
+)
+async def test_a_run_request_that_can_never_run_ends_as_an_error_at_once(
+    bus: Bus, fake_model: FakeOpenAI, runner: None, change: dict[str, Any]
+) -> None:
+    request = ask("t-never", "hello").model_copy(update=change)
+    events = await submit_and_collect(bus, request, timeout=15)
+    error = next(e.data for e in events if e.event == "error")
+    assert error["error"] == "InvalidRunRequest"
+    assert events[-1].data["status"] == "error"
+    assert fake_model.agent_requests == []
+
+
 async def test_a_finished_run_delivered_again_is_not_run_twice(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:
