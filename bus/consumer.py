@@ -119,6 +119,17 @@ class ConsumerStats:
     errors: list[str] = field(default_factory=list)
 
 
+async def cancel_until_done(task: asyncio.Task[Any]) -> None:
+    """Cancel a task, again if something it awaits swallowed the first cancellation, until it ends.
+
+    (A task awaiting another task hands a cancellation on to it; if that one catches it and
+    returns normally, the waiting task goes on as if nothing happened.)
+    """
+    while not task.done():
+        task.cancel()
+        await asyncio.wait([task], timeout=0.1)
+
+
 @dataclass
 class _KeyTurn:
     """Handlers of one key take turns; forgotten when none holds or waits for it."""
@@ -197,6 +208,7 @@ class Consumer(Generic[M]):
         self._slot_free = asyncio.Event()
         self._stopping = False
         self._stale: set[asyncio.Task[None]] = set()  # cancelled after an outage: leave their messages
+        self._stoppers: set[asyncio.Task[None]] = set()
         self._unlisten: Callable[[], None] = lambda: None
 
     @property
@@ -376,7 +388,9 @@ class Consumer(Generic[M]):
         for task in list(self._inflight):
             self._stale.add(task)
             task.add_done_callback(self._stale.discard)
-            task.cancel()
+            stopper = asyncio.create_task(cancel_until_done(task))
+            self._stoppers.add(stopper)
+            stopper.add_done_callback(self._stoppers.discard)
 
     def _turn(self, payload: M) -> _KeyTurn | None:
         if self.key is None:
