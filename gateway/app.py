@@ -119,16 +119,22 @@ def create_app(gw: Gateway) -> FastAPI:
     )
     app.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
 
-    @app.get("/health", tags=["health"])
-    async def health() -> dict[str, Any]:
-        """NATS, and which components answer `$SRV` discovery (how many instances of each)."""
-        components = await discover(gw) if gw.bus.nc.is_connected else {}
-        healthy = gw.bus.nc.is_connected and "runner" in components
-        return {
-            "status": "ok" if healthy else "degraded",
-            "nats": gw.bus.nc.is_connected,
-            "components": components,
-        }
+    @app.get(
+        "/health",
+        tags=["health"],
+        responses={503: {"description": "The bus (NATS) is unreachable: nothing can be served."}},
+    )
+    async def health() -> JSONResponse:
+        """NATS, and which components answer `$SRV` discovery (how many instances of each).
+
+        200 `ok` when the bus and a runner answer, 200 `degraded` when the bus does but no
+        runner, 503 `unavailable` when the bus is gone (a load balancer should stop sending).
+        """
+        connected = gw.bus.nc.is_connected
+        components = await discover(gw) if connected else {}
+        status = "unavailable" if not connected else "ok" if "runner" in components else "degraded"
+        body = {"status": status, "nats": connected, "components": components}
+        return JSONResponse(body, status_code=200 if connected else 503)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:

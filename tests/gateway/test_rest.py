@@ -17,6 +17,7 @@ from bus import Bus
 from bus.files import list_objects
 from bus.messages import ChatBinding, MemoryDocument, MemoryFact
 from bus.records import RecordStore
+from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.asyncio
@@ -167,3 +168,23 @@ async def test_health_reports_the_components_that_answer(api_url: str) -> None:
     assert health["status"] == "ok"
     assert health["nats"] is True
     assert health["components"] == {"gateway": 1, "runner": 1, "sandbox": 1}
+
+
+async def test_health_is_503_while_the_bus_is_gone(tmp_path: Path, stack_config: AppConfig) -> None:
+    from bus import EmbeddedServer
+    from tests.gateway.conftest import running_gateway
+
+    server = EmbeddedServer(tmp_path / "own-nats")
+    await server.start()
+    try:
+        async with (
+            running_gateway(server.url, stack_config) as base,
+            httpx.AsyncClient(base_url=base) as http,
+        ):
+            assert (await http.get("/health")).json()["status"] == "degraded", "no runner here"
+            await server.stop()
+            gone = await http.get("/health")
+            assert gone.status_code == 503
+            assert gone.json() == {"status": "unavailable", "nats": False, "components": {}}
+    finally:
+        await server.stop()
