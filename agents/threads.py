@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langgraph.errors import InvalidUpdateError
 from nats.micro import add_service
 from nats.micro.request import Request
 from nats.micro.service import Service
@@ -152,6 +153,10 @@ def _endpoint(
             return
         try:
             answer = await work(message)
+        except (InvalidUpdateError, ValueError, NotImplementedError) as exc:
+            # LangGraph refusing what was asked (an update that does not fit the state, a message
+            # id that is not there): the caller's mistake, said as such.
+            answer = reply(error=ErrorInfo(code="invalid", message=f"{type(exc).__name__}: {exc}"))
         except Exception as exc:  # a reply with the reason, never a silent timeout for the caller
             log.exception("threads service: %s failed", model.__name__)
             answer = reply(error=ErrorInfo(code="internal", message=f"{type(exc).__name__}: {exc}"))

@@ -94,3 +94,18 @@ async def test_the_service_is_discoverable(bus: Bus, runner: None) -> None:
     reply = await bus.nc.request("$SRV.INFO." + bus.subjects.service_name("threads"), b"", timeout=5)
     info = json.loads(reply.data)
     assert {e["name"] for e in info["endpoints"]} == {"state", "history", "update_state", "delete"}
+
+
+async def test_an_update_the_state_refuses_is_the_callers_mistake_not_an_internal_error(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    await submit_and_collect(bus, ask("t-bad-update", "hello", user_id="ana"))
+    bad = {"messages": [{"type": "remove", "id": "no-such-message"}]}
+    reply = await bus.request(
+        bus.subjects.threads("update_state"),
+        ThreadUpdateStateRequest(thread_id="t-bad-update", user_id="ana", values=bad),
+        ThreadUpdateStateReply,
+    )
+    assert reply.error is not None
+    assert reply.error.code == "invalid"
+    assert "no-such-message" in reply.error.message
