@@ -28,13 +28,12 @@ def new_id() -> str:
 
 
 # Run and thread ids become subject tokens, KV keys and directory names: one safe token each.
-ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_=-]{0,127}$"
+ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$"
 Id = Annotated[
     str,
     Field(
         pattern=ID_PATTERN,
-        description="Letters, digits, '_', '-' and '=' (at most 128; not starting with '-' or '='), "
-        "e.g. a UUID.",
+        description="Letters, digits, '_' and '-' (at most 128; not starting with '-'), e.g. a UUID.",
     ),
 ]
 

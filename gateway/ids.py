@@ -19,7 +19,7 @@ from bus.messages import ID_PATTERN, is_valid_id
 
 __all__ = ["ID_PATTERN", "is_valid_id", "unusable_thread_id"]
 
-_RULE = "letters, digits, '_', '-' and '=', at most 128, not starting with '-' or '='"
+_RULE = "letters, digits, '_' and '-', at most 128, not starting with '-'"
 
 
 def unusable_thread_id(thread_id: str) -> HTTPException:
