@@ -28,6 +28,24 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 
 
+FAULT_COUNTS = "fault counts"  # the user property carrying a fault scenario's counts line (tests/faults)
+_fault_counts: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect the fault scenarios' counts; through the reports they also come back from xdist workers."""
+    if report.when == "call":
+        _fault_counts.extend(str(value) for name, value in report.user_properties if name == FAULT_COUNTS)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The counts of every fault scenario that ran, shown whether or not it passed."""
+    if _fault_counts:
+        terminalreporter.section("fault injection counts")
+        for line in _fault_counts:
+            terminalreporter.write_line(line)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     try:
         find_nats_server()

@@ -13,13 +13,11 @@ import pytest_asyncio
 
 from bus import Bus
 from config import BusConfig
+from tests.conftest import FAULT_COUNTS as COUNTS
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.faults.budget import ACK_WAIT, CHUNK_DELAY, PREFIX, SIZE
 from tests.faults.harness import AntlerUp, OpenLoad, UpFactory, Verdict, write_config
 from tests.faults.load import ChatLoad
-
-COUNTS = "fault counts"  # the user property carrying a scenario's counts line
-_report: list[str] = []  # the lines of this session, for the terminal summary
 
 
 class SlowEcho(FakeOpenAI):
@@ -32,20 +30,6 @@ class SlowEcho(FakeOpenAI):
         reply = super()._choose(body)
         reply.chunk_delay = reply.chunk_delay or CHUNK_DELAY
         return reply
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect the counts lines; through the report they also come back from pytest-xdist workers."""
-    if report.when == "call":
-        _report.extend(str(value) for name, value in report.user_properties if name == COUNTS)
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """The counts of every scenario that ran, shown whether or not output was captured."""
-    if _report:
-        terminalreporter.section("fault injection counts")
-        for line in _report:
-            terminalreporter.write_line(line)
 
 
 @pytest.fixture
