@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 from langgraph_sdk import get_client
@@ -74,6 +75,15 @@ async def api_url(nats_url: str, stack_config: AppConfig) -> AsyncIterator[str]:
         running_gateway(nats_url, stack_config) as base,
     ):
         yield base
+
+
+@pytest_asyncio.fixture
+async def http(api_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """ana's HTTP client for the API under `/api`."""
+    async with httpx.AsyncClient(
+        base_url=f"{api_url}/api", headers={"x-api-key": "tok-ana"}, timeout=30
+    ) as client:
+        yield client
 
 
 @pytest_asyncio.fixture

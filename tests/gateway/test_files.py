@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import httpx
 import pytest
-import pytest_asyncio
 
 from bus import Bus
 from bus.files import output_key
@@ -14,14 +11,6 @@ from tests.fakes.documents import docx, pdf
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 
 pytestmark = pytest.mark.asyncio
-
-
-@pytest_asyncio.fixture
-async def http(api_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        base_url=f"{api_url}/api", headers={"x-api-key": "tok-ana"}, timeout=30
-    ) as client:
-        yield client
 
 
 async def new_thread(http: httpx.AsyncClient) -> str:

@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
-import pytest_asyncio
 
 from gateway.ids import is_valid_id
 
 HI = {"messages": [{"role": "user", "content": "Hello there"}]}
-
-
-@pytest_asyncio.fixture
-async def http(api_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        base_url=f"{api_url}/api", headers={"x-api-key": "tok-ana"}, timeout=30
-    ) as client:
-        yield client
 
 
 async def raw_get(base_url: str, path: str) -> tuple[int, bytes]:

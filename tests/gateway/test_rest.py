@@ -6,12 +6,10 @@ import io
 import json
 import os
 import zipfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-import pytest_asyncio
 
 from bus import Bus
 from bus.files import list_objects
@@ -21,14 +19,6 @@ from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.asyncio
-
-
-@pytest_asyncio.fixture
-async def http(api_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        base_url=f"{api_url}/api", headers={"x-api-key": "tok-ana"}, timeout=30
-    ) as client:
-        yield client
 
 
 async def test_models_are_listed_without_secrets(http: httpx.AsyncClient) -> None:

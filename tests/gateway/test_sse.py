@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-import pytest_asyncio
 
 from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 HI = {"messages": [{"role": "user", "content": "Hello there"}]}
-
-
-@pytest_asyncio.fixture
-async def http(api_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        base_url=f"{api_url}/api", headers={"x-api-key": "tok-ana"}, timeout=30
-    ) as client:
-        yield client
 
 
 async def read_events(response: httpx.Response) -> list[tuple[str, str]]:
