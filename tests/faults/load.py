@@ -18,6 +18,7 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -195,18 +196,14 @@ class ChatLoad:
 
     async def wait_answered(self, count: int, deadline: float) -> bool:
         """Until `count` messages have a final reply, or `deadline` (time.monotonic) passes."""
-        while self.answered_count() < count:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining)
-        return True
+        return await self._wait_until(lambda: self.answered_count() >= count, deadline)
 
     async def wait_all_accepted_answered(self, deadline: float) -> bool:
         """Until every accepted message has a final reply, or `deadline` passes."""
-        while any(not self.finals.get(m) for m in self.accepted):
+        return await self._wait_until(lambda: all(self.finals.get(m) for m in self.accepted), deadline)
+
+    async def _wait_until(self, done: Callable[[], bool], deadline: float) -> bool:
+        while not done():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
