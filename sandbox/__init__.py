@@ -1,7 +1,7 @@
 """The sandbox: a broker service running commands and file operations per user and thread.
 
 antler run sandbox        # or: python -m sandbox
-SandboxClient(bus, user_id, thread_id)   # what tools call
+SandboxClient(bus, user_id, thread_id)   # what tools call (the agent's are in agents.sandbox_tools)
 """
 
 from sandbox.broker import Broker, run, serve_broker
@@ -18,7 +18,6 @@ from sandbox.errors import (
 )
 from sandbox.paths import ThreadFS
 from sandbox.providers import BwrapProvider, LocalProvider, Provider, bwrap_works, make_provider
-from sandbox.tools import make_sandbox_tools
 
 __all__ = [
     "Broker",
@@ -37,7 +36,6 @@ __all__ = [
     "Unavailable",
     "bwrap_works",
     "make_provider",
-    "make_sandbox_tools",
     "run",
     "serve_broker",
 ]
