@@ -16,27 +16,25 @@ import json
 import logging
 import os
 import socket
-from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 from nats.js.errors import NotFoundError
 
+from agents.assembly import PromptAssembly
+from agents.checkpoints import open_checkpointer, rollback, since_last_input
 from agents.context import RunContext, RunOptions
 from agents.errors import AgentError
+from agents.event_log import EventLog
 from agents.events import StreamTranslator, jsonable
 from agents.lead import AgentCache
-from agents.middleware._util import text_of
-from agents.prompt import build_system_prompt
+from agents.patches import inline_trace_bookkeeping
 from agents.state import thread_data
 from bus import Abandon, Bus, Consumer, Delivery, NotStored, Retry, decode, run_consumers
 from bus.consumer import cancel_until_done
 from bus.messages import (
-    ChatTurn,
     ErrorInfo,
     MemoryDocument,
-    MemoryUpdate,
     MultitaskStrategy,
     QueuedRun,
     RunControl,
@@ -51,100 +49,11 @@ from bus.messages import (
 )
 from bus.records import RecordStore
 from config import AppConfig, ConfigError, MissingEnvError
-from skills import load_skills
 
 log = logging.getLogger(__name__)
 
 DURABLE = "runner"
 _WAIT_POLL = 0.5  # seconds between checks of a busy thread held by another process
-CONFIRM_TIMEOUT = 10.0  # seconds to wait for JetStream to confirm published events
-
-
-class EventLog:
-    """Publishes one run's events in order, numbering them across attempts."""
-
-    def __init__(self, bus: Bus, run_id: str, thread_id: str, attempt: int, start_seq: int = 0) -> None:
-        self.bus = bus
-        self.run_id = run_id
-        self.thread_id = thread_id
-        self.attempt = attempt
-        self.seq = start_seq
-        self.subject = bus.subjects.run_events(run_id)
-        self._unconfirmed: list[tuple[RunEvent, asyncio.Future[Any]]] = []
-        self.confirm_timeout = CONFIRM_TIMEOUT
-
-    @classmethod
-    async def resume(cls, bus: Bus, run_id: str, thread_id: str, attempt: int) -> EventLog:
-        """Continue numbering after what an earlier attempt already published."""
-        seq = 0
-        if attempt > 1:
-            try:
-                last = await bus.js.get_last_msg(
-                    bus.subjects.run_events_stream, bus.subjects.run_events(run_id)
-                )
-                seq = decode(RunEvent, last.data or b"{}").seq
-            except (NotFoundError, Exception) as exc:  # nothing published yet, or unreadable
-                log.debug("no earlier events for run %s: %s", run_id, exc)
-        return cls(bus, run_id, thread_id, attempt, seq)
-
-    async def emit(self, event: str, data: Any = None) -> None:
-        """Publish the next event. Stores are confirmed in bulk (`confirm`), not one by one:
-        a streamed answer does not wait a round trip per token."""
-        if event == "end":
-            await self.confirm()  # everything before `end` is stored (and in order) before it
-        self.seq += 1
-        message = RunEvent(
-            run_id=self.run_id,
-            thread_id=self.thread_id,
-            seq=self.seq,
-            event=event,
-            data=data,
-            attempt=self.attempt,
-        )
-        future = await self.bus.publish_pipelined(self.subject, message, msg_id=self._msg_id(message.seq))
-        self._unconfirmed.append((message, future))
-        if event == "end" or len(self._unconfirmed) >= 256:
-            await self.confirm()
-
-    def _msg_id(self, seq: int) -> str:
-        return f"ev:{self.run_id}:{seq}"
-
-    async def confirm(self) -> None:
-        """Wait until every event so far is stored.
-
-        An event whose store is not confirmed in time (the server went away with it,
-        or with its acknowledgement) is published again, deduplicated by its id.
-
-        Raises:
-            NotStored: the events could still not be stored; the request is retried later.
-        """
-        pending, self._unconfirmed = self._unconfirmed, []
-        if not pending:
-            return
-        futures = [future for _, future in pending]
-        await asyncio.wait(futures, timeout=self.confirm_timeout)
-        lost = [
-            message
-            for message, future in pending
-            if not future.done() or future.cancelled() or future.exception() is not None
-        ]
-        for future in futures:
-            future.cancel()  # frees the client's slot for a reply that may never come
-        if not lost:
-            return
-        log.warning(
-            "run %s: %d event(s) not confirmed as stored; publishing them again", self.run_id, len(lost)
-        )
-        for message in lost:
-            try:
-                await self.bus.publish(
-                    self.subject, message, msg_id=self._msg_id(message.seq), timeout=self.confirm_timeout
-                )
-            except Exception as exc:
-                raise NotStored(self.subject, len(lost), f"{type(exc).__name__}: {exc}") from exc
-
-    async def error(self, error: str, message: str) -> None:
-        await self.emit("error", {"error": error, "message": message})
 
 
 class Runner:
@@ -160,7 +69,6 @@ class Runner:
         self.agents = AgentCache(config, checkpointer, extra_tools=tools)
         self.runs: RecordStore[RunRecord] | None = None
         self.threads: RecordStore[ThreadRecord] | None = None
-        self.memory: RecordStore[MemoryDocument] | None = None
         self.name = f"{socket.gethostname()}:{os.getpid()}"
         self._active: dict[str, str] = {}  # run id -> thread id, for runs this process handles
         self._streams: dict[str, asyncio.Task[None]] = {}
@@ -175,7 +83,6 @@ class Runner:
         # Runs of one thread delivered here at once claim it in stream order (see `_in_stream_order`).
         self._arriving: dict[str, dict[str, int]] = {}
         self._arrived: dict[str, asyncio.Event] = {}
-        self._skills_prompt_cache: list[Any] | None = None
 
     def warm_up(self) -> None:
         """Import the model provider and compile the default agent now, not on the first run.
@@ -192,7 +99,8 @@ class Runner:
         s = self.bus.subjects
         self.runs = RecordStore(await self.bus.kv(s.runs_bucket), RunRecord)
         self.threads = RecordStore(await self.bus.kv(s.threads_bucket), ThreadRecord)
-        self.memory = RecordStore(await self.bus.kv(s.memory_bucket), MemoryDocument)
+        memory = RecordStore(await self.bus.kv(s.memory_bucket), MemoryDocument)
+        self.memory_and_prompt = PromptAssembly(self.bus, self.config, memory)
 
     # ------------------------------------------------------------------ control
 
@@ -334,33 +242,9 @@ class Runner:
     async def _interrupted(self, request: RunRequest, events: EventLog) -> None:
         action = self._cancel_actions.get(request.run_id, "cancel")
         if action == "rollback":
-            await self._rollback(request)
+            await rollback(self.checkpointer, request.thread_id, request.run_id)
         await self._finish(request, events, RunStatus.INTERRUPTED)
         await self._drop_from_queue(request)
-
-    async def _rollback(self, request: RunRequest) -> None:
-        """Remove what the run wrote to the thread: its checkpoints go, the state before it returns."""
-        conn = getattr(self.checkpointer, "conn", None)
-        if conn is None:
-            log.warning("run %s: this checkpointer cannot roll back; the partial run stays", request.run_id)
-            return
-        async with self.checkpointer.lock:
-            ids = [
-                row[0]
-                async for row in await conn.execute(
-                    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? "
-                    "AND json_extract(CAST(metadata AS TEXT), '$.run_id') = ?",
-                    (request.thread_id, request.run_id),
-                )
-            ]
-            for checkpoint_id in ids:
-                for table in ("writes", "checkpoints"):
-                    await conn.execute(
-                        f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id = ?",
-                        (request.thread_id, checkpoint_id),
-                    )
-            await conn.commit()
-        log.info("run %s rolled back (%d checkpoints removed)", request.run_id, len(ids))
 
     async def _execute(
         self, request: RunRequest, events: EventLog, attempt: int, known: tuple[RunRecord, int]
@@ -426,7 +310,7 @@ class Runner:
             thread_id=request.thread_id,
             user_id=request.user_id,
             agent_name=options.agent_name,
-            system_prompt=await self._system_prompt(request, options),
+            system_prompt=await self.memory_and_prompt.system_prompt(request.user_id, options),
         )
 
         async def stream() -> None:
@@ -473,7 +357,7 @@ class Runner:
         await self._finish(
             request, events, RunStatus.SUCCESS, usage=translator.usage, title=values.get("title")
         )
-        await self._queue_memory(request, options, values)
+        await self.memory_and_prompt.queue_memory_update(request, options, values)
 
     def _graph_config(self, request: RunRequest, configurable: dict[str, Any]) -> dict[str, Any]:
         configurable = {**configurable, "thread_id": request.thread_id}
@@ -503,7 +387,7 @@ class Runner:
             # Continue only if this run's input made it into a checkpoint; else start it afresh.
             snapshot = await agent.aget_state({"configurable": {"thread_id": request.thread_id}})
             if snapshot and (snapshot.metadata or {}).get("run_id") == request.run_id:
-                return None, _since_last_input(snapshot.values.get("messages") or [])
+                return None, since_last_input(snapshot.values.get("messages") or [])
         if request.command is not None:
             return Command(**request.command), []
         graph_input = dict(request.input or {})
@@ -513,74 +397,6 @@ class Runner:
 
     def _run_timeout(self, configurable: dict[str, Any]) -> float:
         return float(configurable.get("run_timeout_seconds") or self.config.runner.run_timeout_seconds)
-
-    async def _system_prompt(self, request: RunRequest, options: RunOptions) -> str:
-        memory_text = await self._memory_text(request.user_id, options.agent_name)
-        skills = self._skills()
-        return build_system_prompt(
-            agent_name=options.agent_name or "Antler",
-            skills=skills,
-            skills_container_path=self.config.skills.container_path,
-            memory=memory_text,
-            files=True,
-            subagents_limit=self.config.subagents.max_concurrent
-            if options.subagent_enabled and self.config.subagents.enabled
-            else None,
-        )
-
-    def _skills(self) -> list[Any]:
-        if self._skills_prompt_cache is None:
-            path = Path(self.config.skills.path)
-            self._skills_prompt_cache = load_skills(path) if path.is_dir() else []
-        return self._skills_prompt_cache
-
-    async def _memory_text(self, user_id: str, agent_name: str | None) -> str | None:
-        memory = self.config.memory
-        if not (memory.enabled and memory.injection_enabled) or self.memory is None:
-            return None
-        doc = await self.memory.get(MemoryDocument.key(user_id, agent_name))
-        if doc is None:
-            return None
-        lines = [
-            f"{label}: {text}"
-            for label, text in (
-                ("Work", doc.work_context),
-                ("Personal", doc.personal_context),
-                ("Top of mind", doc.top_of_mind),
-                ("Recently", doc.recent_months),
-            )
-            if text
-        ]
-        facts = sorted(doc.facts, key=lambda f: f.confidence, reverse=True)[:15]
-        lines += [
-            f"- {fact.content}" for fact in facts if fact.confidence >= memory.fact_confidence_threshold
-        ]
-        text = "\n".join(lines)
-        budget = memory.max_injection_tokens * 4  # about four characters a token
-        return text[:budget] if text else None
-
-    async def _queue_memory(self, request: RunRequest, options: RunOptions, values: dict[str, Any]) -> None:
-        if not self.config.memory.enabled:
-            return
-        messages = values.get("messages") or []
-        user = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
-        answer = next((m for m in reversed(messages) if isinstance(m, AIMessage) and not m.tool_calls), None)
-        if user is None or answer is None or not text_of(answer.content):
-            return
-        update = MemoryUpdate(
-            user_id=request.user_id,
-            agent_name=options.agent_name,
-            thread_id=request.thread_id,
-            run_id=request.run_id,
-            messages=[
-                ChatTurn(role="user", content=text_of(user.content)),
-                ChatTurn(role="assistant", content=text_of(answer.content)),
-            ],
-        )
-        try:
-            await self.bus.publish(self.bus.subjects.memory_update, update, msg_id=f"memory:{request.run_id}")
-        except Exception as exc:  # memory is best effort; the run itself succeeded
-            log.warning("run %s: could not queue memory update: %s", request.run_id, exc)
 
     # ------------------------------------------------------------------ ending
 
@@ -807,44 +623,6 @@ class Runner:
 
         await self.threads.update(request.thread_id, drop)
         await self._free_thread(request)
-
-
-def _since_last_input(messages: list[Any]) -> list[Any]:
-    """The assistant's and tools' messages after the last user message: what this run produced."""
-    start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1) + 1
-    return [
-        m
-        for m in messages[start:]
-        if isinstance(m, ToolMessage) or (isinstance(m, AIMessage) and (m.content or m.tool_calls))
-    ]
-
-
-async def open_checkpointer(config: AppConfig) -> Any:
-    """The default checkpointer: SQLite under the data dir (an async context manager)."""
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-    path = Path(config.runner.checkpoint_db or Path(config.bus.data_dir) / "checkpoints.sqlite")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return AsyncSqliteSaver.from_conn_string(str(path))
-
-
-def inline_trace_bookkeeping() -> None:
-    """Keep langsmith's per-hook bookkeeping on the event loop while tracing is off.
-
-    create_agent wraps every middleware hook in langsmith's `traceable`, whose wrapper hands its setup
-    and teardown to a thread pool, twice per hook and model call, whether or not anything is traced.
-    langsmith's runtime override (made for runtimes without threads) lets that work run inline; with
-    tracing on (LANGSMITH_TRACING) the default thread hop is kept.
-    """
-    import langsmith
-    from langsmith.utils import tracing_is_enabled
-
-    async def inline(default: Any, ctx: Any, func: Any, /, *args: Any, **kwargs: Any) -> Any:
-        if tracing_is_enabled():
-            return await default(ctx, func, *args, **kwargs)
-        return ctx.run(func, *args, **kwargs)
-
-    langsmith.set_runtime_overrides(aio_to_thread=inline)
 
 
 async def run(bus: Bus, config: AppConfig) -> None:
