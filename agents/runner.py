@@ -30,13 +30,12 @@ from agents.events import StreamTranslator, jsonable
 from agents.lead import AgentCache
 from agents.patches import inline_trace_bookkeeping
 from agents.state import thread_data
+from agents.thread_claims import Outcome, ThreadClaims
 from bus import Abandon, Bus, Consumer, Delivery, NotStored, Retry, decode, run_consumers
 from bus.consumer import cancel_until_done
 from bus.messages import (
     ErrorInfo,
     MemoryDocument,
-    MultitaskStrategy,
-    QueuedRun,
     RunControl,
     RunEvent,
     RunRecord,
@@ -53,7 +52,6 @@ from config import AppConfig, ConfigError, MissingEnvError
 log = logging.getLogger(__name__)
 
 DURABLE = "runner"
-_WAIT_POLL = 0.5  # seconds between checks of a busy thread held by another process
 
 
 class Runner:
@@ -76,13 +74,7 @@ class Runner:
         self._run_done: dict[str, asyncio.Event] = {}
         # Last known (record, revision) of records this process just wrote: saves re-reading them.
         self._run_revisions: dict[str, Any] = {}
-        self._thread_revisions: dict[str, Any] = {}
-        self._released: set[str] = set()  # runs that gave their thread back already
         self._cancel_actions: dict[str, str] = {}  # run id -> cancel | interrupt | rollback
-        self._thread_freed: dict[str, asyncio.Event] = {}
-        # Runs of one thread delivered here at once claim it in stream order (see `_in_stream_order`).
-        self._arriving: dict[str, dict[str, int]] = {}
-        self._arrived: dict[str, asyncio.Event] = {}
 
     def warm_up(self) -> None:
         """Import the model provider and compile the default agent now, not on the first run.
@@ -99,6 +91,7 @@ class Runner:
         s = self.bus.subjects
         self.runs = RecordStore(await self.bus.kv(s.runs_bucket), RunRecord)
         self.threads = RecordStore(await self.bus.kv(s.threads_bucket), ThreadRecord)
+        self.claims = ThreadClaims(self.bus, self.threads, self.runs)
         memory = RecordStore(await self.bus.kv(s.memory_bucket), MemoryDocument)
         self.memory_and_prompt = PromptAssembly(self.bus, self.config, memory)
 
@@ -120,9 +113,7 @@ class Runner:
             stopper = asyncio.create_task(cancel_until_done(stream))
             self._stoppers.add(stopper)
             stopper.add_done_callback(self._stoppers.discard)
-        freed = self._thread_freed.get(thread_id)
-        if freed is not None:
-            freed.set()  # a run waiting for its thread notices at once
+        self.claims.wake(thread_id)  # a run waiting for its thread notices at once
         if msg.reply:
             await self.bus.nc.publish(msg.reply, b'{"ok": true}')
 
@@ -184,24 +175,33 @@ class Runner:
         self._active[request.run_id] = request.thread_id
         self._run_done[request.run_id] = asyncio.Event()
         try:
-            if not await self._take_thread(request, events, delivery):
+            claim = await self.claims.take(request, delivery, lambda: self._cancel_requested(request.run_id))
+            if claim.outcome is Outcome.CANCELLED:
+                await self._interrupted(request, events)
+                return
+            if claim.outcome is Outcome.REJECTED:
+                await events.emit("metadata", {"run_id": request.run_id, "thread_id": request.thread_id})
+                message = (
+                    f"thread {request.thread_id} is busy with run {claim.holder}; wait for it, "
+                    "or send the run with multitask_strategy enqueue or interrupt"
+                )
+                await self._fail(request, events, "ThreadBusyError", message)
                 return
             try:
                 await self._execute(request, events, attempt, known)
             except BaseException:
                 # A later delivery of this run may hold the thread now (same run id): leave it to it.
                 if not await self._superseded(request.run_id, attempt):
-                    await self._free_thread(request)
+                    await self.claims.release(request)
                 raise
             else:
-                await self._free_thread(request)
+                await self.claims.release(request)
         finally:
             self._active.pop(request.run_id, None)
             self._cancel_actions.pop(request.run_id, None)
             self._run_done.pop(request.run_id).set()
-            self._released.discard(request.run_id)
             self._run_revisions.pop(request.run_id, None)
-            self._thread_revisions.pop(request.run_id, None)
+            self.claims.forget(request.run_id)
 
     async def _superseded(self, run_id: str, attempt: int) -> bool:
         """Whether a later delivery of the run has started it (after a NATS outage, say)."""
@@ -244,7 +244,7 @@ class Runner:
         if action == "rollback":
             await rollback(self.checkpointer, request.thread_id, request.run_id)
         await self._finish(request, events, RunStatus.INTERRUPTED)
-        await self._drop_from_queue(request)
+        await self.claims.leave_queue(request)
 
     async def _execute(
         self, request: RunRequest, events: EventLog, attempt: int, known: tuple[RunRecord, int]
@@ -455,174 +455,9 @@ class Runner:
         if superseded:
             raise Abandon(f"run {request.run_id} belongs to delivery {superseded[0]}, not {events.attempt}")
         # Free the thread before `end`: whoever sees the end may start the next run at once.
-        await self._free_thread(request, status, title)
+        await self.claims.release(request, status, title)
         await events.emit("end", {"status": status.value, "usage": usage or {}})
         log.info("run %s on thread %s: %s", request.run_id, request.thread_id, status.value)
-
-    # ------------------------------------------------------------------ one run per thread
-
-    async def _take_thread(self, request: RunRequest, events: EventLog, delivery: Delivery) -> bool:
-        """Make this run the thread's active run, following its multitask strategy."""
-        thread_id = request.thread_id
-        arriving = self._arriving.setdefault(thread_id, {})
-        arriving[request.run_id] = delivery.stream_seq
-        try:
-            await self._in_stream_order(thread_id, request.run_id)
-            return await self._claim_thread(request, events, delivery)
-        finally:
-            self._left(thread_id, request.run_id)
-
-    async def _in_stream_order(self, thread_id: str, run_id: str) -> None:
-        """Wait while a run of the same thread submitted earlier, delivered here too, has not claimed it yet.
-
-        Deliveries are handled concurrently, so a later run could otherwise find the thread idle and
-        take it before the earlier one gets to the thread record.
-        """
-        arriving = self._arriving[thread_id]
-        mine = arriving[run_id]
-        while any(seq < mine for other, seq in arriving.items() if other != run_id):
-            event = self._arrived.setdefault(thread_id, asyncio.Event())
-            try:
-                await asyncio.wait_for(event.wait(), _WAIT_POLL)
-            except TimeoutError:
-                pass
-            event.clear()
-
-    def _left(self, thread_id: str, run_id: str) -> None:
-        """This run made its first claim (or gave up): runs behind it may claim now."""
-        arriving = self._arriving.get(thread_id)
-        if arriving is not None:
-            arriving.pop(run_id, None)
-            if not arriving:
-                self._arriving.pop(thread_id, None)
-        event = self._arrived.pop(thread_id, None) if not arriving else self._arrived.get(thread_id)
-        if event is not None:
-            event.set()
-
-    async def _claim_thread(self, request: RunRequest, events: EventLog, delivery: Delivery) -> bool:
-        assert self.threads is not None
-        strategy = request.multitask_strategy
-        signalled = False
-        waiting = False
-        outcome: dict[str, Any] = {}
-        while True:
-
-            async def claim(rec: ThreadRecord | None) -> ThreadRecord | None:
-                outcome.clear()
-                now = utcnow()
-                rec = rec or ThreadRecord(
-                    thread_id=request.thread_id, user_id=request.user_id, created_at=now
-                )
-                me = request.run_id
-                queue = list(rec.queue)
-                # Runs queued ahead whose requests are gone can never come: drop them.
-                while queue and queue[0].run_id != me and await self._run_finished(queue[0].run_id):
-                    queue.pop(0)
-                holder = rec.active_run_id
-                free = holder in (None, me) or await self._run_finished(holder)
-                queued = any(q.run_id == me for q in queue)
-                outcome["holder"] = holder
-                if free and (not queue or queue[0].run_id == me):
-                    outcome["taken"] = True
-                    rest = [q for q in queue if q.run_id != me]
-                    return rec.model_copy(
-                        update={"active_run_id": me, "status": "busy", "queue": rest, "updated_at": now}
-                    )
-                if queued:
-                    return rec.model_copy(update={"queue": queue}) if queue != rec.queue else None
-                if strategy == MultitaskStrategy.REJECT:
-                    outcome["rejected"] = True
-                    return None
-                if strategy == MultitaskStrategy.ENQUEUE:
-                    # In submission order, whichever runner process got to the record first.
-                    entry = QueuedRun(run_id=me, order=delivery.stream_seq)
-                    position = sum(1 for q in queue if q.order <= entry.order)
-                    return rec.model_copy(update={"queue": [*queue[:position], entry, *queue[position:]]})
-                entry = QueuedRun(run_id=me, order=-1)
-                return rec.model_copy(update={"queue": [entry, *queue]})  # interrupt / rollback: next in line
-
-            if await self._cancel_requested(request.run_id):
-                await self._interrupted(request, events)
-                return False
-            taken = await self.threads.update_with_revision(request.thread_id, claim)
-            self._left(request.thread_id, request.run_id)  # in the thread record now: later runs may claim
-            if outcome.get("taken"):
-                self._thread_revisions[request.run_id] = taken
-                return True
-            holder = outcome.get("holder")
-            if outcome.get("rejected"):
-                await events.emit("metadata", {"run_id": request.run_id, "thread_id": request.thread_id})
-                message = (
-                    f"thread {request.thread_id} is busy with run {holder}; wait for it, "
-                    "or send the run with multitask_strategy enqueue or interrupt"
-                )
-                await self._fail(request, events, "ThreadBusyError", message)
-                return False
-            if (
-                strategy in (MultitaskStrategy.INTERRUPT, MultitaskStrategy.ROLLBACK)
-                and not signalled
-                and holder
-            ):
-                await self.bus.publish_core(
-                    self.bus.subjects.run_control(holder),
-                    RunControl(
-                        run_id=holder, action=strategy.value, reason=f"superseded by run {request.run_id}"
-                    ),
-                )
-                signalled = True
-            if not waiting:
-                waiting = True
-                delivery.yield_slot()
-                log.info(
-                    "run %s waits for thread %s (busy with %s)", request.run_id, request.thread_id, holder
-                )
-            freed = self._thread_freed.setdefault(request.thread_id, asyncio.Event())
-            try:
-                await asyncio.wait_for(freed.wait(), _WAIT_POLL)
-            except TimeoutError:
-                pass
-
-    async def _run_finished(self, run_id: str) -> bool:
-        assert self.runs is not None
-        record = await self.runs.get(run_id)
-        return record is None or record.status.finished
-
-    async def _free_thread(
-        self, request: RunRequest, outcome: RunStatus | None = None, title: str | None = None
-    ) -> None:
-        """Release the thread if this run holds it (idempotent), recording title and outcome."""
-        assert self.threads is not None
-        status = "error" if outcome == RunStatus.ERROR else "idle"
-
-        def release(rec: ThreadRecord | None) -> ThreadRecord | None:
-            if rec is None or rec.active_run_id != request.run_id:
-                return None
-            update: dict[str, Any] = {"active_run_id": None, "status": status, "updated_at": utcnow()}
-            if title:
-                update["title"] = title
-            return rec.model_copy(update=update)
-
-        if request.run_id in self._released:
-            return
-        await self.threads.update(
-            request.thread_id, release, known=self._thread_revisions.pop(request.run_id, None)
-        )
-        if request.run_id in self._active:
-            self._released.add(request.run_id)
-        freed = self._thread_freed.pop(request.thread_id, None)
-        if freed is not None:
-            freed.set()
-
-    async def _drop_from_queue(self, request: RunRequest) -> None:
-        assert self.threads is not None
-
-        def drop(rec: ThreadRecord | None) -> ThreadRecord | None:
-            if rec is None or all(q.run_id != request.run_id for q in rec.queue):
-                return None
-            return rec.model_copy(update={"queue": [q for q in rec.queue if q.run_id != request.run_id]})
-
-        await self.threads.update(request.thread_id, drop)
-        await self._free_thread(request)
 
 
 async def run(bus: Bus, config: AppConfig) -> None:

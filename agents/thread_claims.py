@@ -1,0 +1,238 @@
+"""One run per thread, across runner processes: taking a thread, waiting in its queue, giving it back.
+
+The thread's KV record says which run holds it (`active_run_id`) and which wait
+(`queue`, in submission order); every change is a compare-and-set, so two runner
+processes never both take a thread. A run sent to a busy thread follows its
+`multitask_strategy`: `reject`, `enqueue` (wait in order), or `interrupt`/`rollback`
+(ask the holder to stop, then go next).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from bus import Bus, Delivery
+from bus.messages import (
+    MultitaskStrategy,
+    QueuedRun,
+    RunControl,
+    RunRecord,
+    RunRequest,
+    RunStatus,
+    ThreadRecord,
+    utcnow,
+)
+from bus.records import RecordStore
+
+log = logging.getLogger(__name__)
+
+WAIT_POLL = 0.5  # seconds between checks of a busy thread held by another process
+
+
+class Outcome(Enum):
+    TAKEN = "taken"  # the run holds the thread now
+    REJECTED = "rejected"  # busy, and the run's strategy is reject
+    CANCELLED = "cancelled"  # the run was cancelled while it waited
+
+
+@dataclass(frozen=True)
+class Claim:
+    outcome: Outcome
+    holder: str | None = None  # the run holding the thread, when it was not taken
+
+
+class ThreadClaims:
+    """The thread claims of one runner process."""
+
+    def __init__(self, bus: Bus, threads: RecordStore[ThreadRecord], runs: RecordStore[RunRecord]) -> None:
+        self.bus = bus
+        self.threads = threads
+        self.runs = runs
+        # Last known (record, revision) of a thread this process just took: saves re-reading it.
+        self._revisions: dict[str, Any] = {}
+        self._released: set[str] = set()  # runs that gave their thread back already
+        self._freed: dict[str, asyncio.Event] = {}  # thread id -> set when it may be free
+        # Runs of one thread delivered here at once claim it in stream order (see `_in_stream_order`).
+        self._arriving: dict[str, dict[str, int]] = {}
+        self._arrived: dict[str, asyncio.Event] = {}
+
+    async def take(
+        self, request: RunRequest, delivery: Delivery, cancelled: Callable[[], Awaitable[bool]]
+    ) -> Claim:
+        """Make this run the thread's active run, following its multitask strategy.
+
+        Waits (without holding the consumer's slot) while the thread is busy; `cancelled` is
+        asked before each try.
+        """
+        thread_id = request.thread_id
+        self._arriving.setdefault(thread_id, {})[request.run_id] = delivery.stream_seq
+        try:
+            await self._in_stream_order(thread_id, request.run_id)
+            return await self._claim(request, delivery, cancelled)
+        finally:
+            self._left(thread_id, request.run_id)
+
+    def wake(self, thread_id: str) -> None:
+        """A run waiting for this thread looks again at once (it was cancelled, say)."""
+        freed = self._freed.get(thread_id)
+        if freed is not None:
+            freed.set()
+
+    async def release(
+        self, request: RunRequest, outcome: RunStatus | None = None, title: str | None = None
+    ) -> None:
+        """Give the thread back if this run holds it (once per run), recording title and outcome."""
+        if request.run_id in self._released:
+            return
+        status = "error" if outcome == RunStatus.ERROR else "idle"
+
+        def release(rec: ThreadRecord | None) -> ThreadRecord | None:
+            if rec is None or rec.active_run_id != request.run_id:
+                return None
+            update: dict[str, Any] = {"active_run_id": None, "status": status, "updated_at": utcnow()}
+            if title:
+                update["title"] = title
+            return rec.model_copy(update=update)
+
+        await self.threads.update(request.thread_id, release, known=self._revisions.pop(request.run_id, None))
+        self._released.add(request.run_id)
+        freed = self._freed.pop(request.thread_id, None)
+        if freed is not None:
+            freed.set()
+
+    async def leave_queue(self, request: RunRequest) -> None:
+        """Take the run out of the thread's queue (it was cancelled), and give the thread back."""
+
+        def drop(rec: ThreadRecord | None) -> ThreadRecord | None:
+            if rec is None or all(q.run_id != request.run_id for q in rec.queue):
+                return None
+            return rec.model_copy(update={"queue": [q for q in rec.queue if q.run_id != request.run_id]})
+
+        await self.threads.update(request.thread_id, drop)
+        await self.release(request)
+
+    def forget(self, run_id: str) -> None:
+        """The run's handling here is over."""
+        self._released.discard(run_id)
+        self._revisions.pop(run_id, None)
+
+    # ------------------------------------------------------------------ internals
+
+    async def _in_stream_order(self, thread_id: str, run_id: str) -> None:
+        """Wait while a run of the same thread submitted earlier, delivered here too, has not claimed it yet.
+
+        Deliveries are handled concurrently, so a later run could otherwise find the thread idle and
+        take it before the earlier one gets to the thread record.
+        """
+        arriving = self._arriving[thread_id]
+        mine = arriving[run_id]
+        while any(seq < mine for other, seq in arriving.items() if other != run_id):
+            event = self._arrived.setdefault(thread_id, asyncio.Event())
+            try:
+                await asyncio.wait_for(event.wait(), WAIT_POLL)
+            except TimeoutError:
+                pass
+            event.clear()
+
+    def _left(self, thread_id: str, run_id: str) -> None:
+        """This run made its first claim (or gave up): runs behind it may claim now."""
+        arriving = self._arriving.get(thread_id)
+        if arriving is not None:
+            arriving.pop(run_id, None)
+            if not arriving:
+                self._arriving.pop(thread_id, None)
+        event = self._arrived.pop(thread_id, None) if not arriving else self._arrived.get(thread_id)
+        if event is not None:
+            event.set()
+
+    async def _claim(
+        self, request: RunRequest, delivery: Delivery, cancelled: Callable[[], Awaitable[bool]]
+    ) -> Claim:
+        strategy = request.multitask_strategy
+        signalled = False
+        waiting = False
+        while True:
+            if await cancelled():
+                return Claim(Outcome.CANCELLED)
+            result = await self._try(request, delivery)
+            self._left(request.thread_id, request.run_id)  # in the thread record now: later runs may claim
+            if result.outcome is not None:
+                return Claim(result.outcome, result.holder)
+            holder = result.holder
+            if (
+                strategy in (MultitaskStrategy.INTERRUPT, MultitaskStrategy.ROLLBACK)
+                and not signalled
+                and holder
+            ):
+                control = RunControl(
+                    run_id=holder, action=strategy.value, reason=f"superseded by run {request.run_id}"
+                )
+                await self.bus.publish_core(self.bus.subjects.run_control(holder), control)
+                signalled = True
+            if not waiting:
+                waiting = True
+                delivery.yield_slot()
+                log.info(
+                    "run %s waits for thread %s (busy with %s)", request.run_id, request.thread_id, holder
+                )
+            freed = self._freed.setdefault(request.thread_id, asyncio.Event())
+            try:
+                await asyncio.wait_for(freed.wait(), WAIT_POLL)
+            except TimeoutError:
+                pass
+
+    async def _try(self, request: RunRequest, delivery: Delivery) -> _Try:
+        """One compare-and-set on the thread record: taken, refused, or queued (outcome None)."""
+        result = _Try()
+        strategy = request.multitask_strategy
+        me = request.run_id
+
+        async def claim(rec: ThreadRecord | None) -> ThreadRecord | None:
+            result.outcome, result.holder = None, None
+            now = utcnow()
+            rec = rec or ThreadRecord(thread_id=request.thread_id, user_id=request.user_id, created_at=now)
+            queue = list(rec.queue)
+            # Runs queued ahead whose requests are gone can never come: drop them.
+            while queue and queue[0].run_id != me and await self._finished(queue[0].run_id):
+                queue.pop(0)
+            holder = rec.active_run_id
+            free = holder in (None, me) or await self._finished(holder)
+            result.holder = holder
+            if free and (not queue or queue[0].run_id == me):
+                result.outcome = Outcome.TAKEN
+                rest = [q for q in queue if q.run_id != me]
+                return rec.model_copy(
+                    update={"active_run_id": me, "status": "busy", "queue": rest, "updated_at": now}
+                )
+            if any(q.run_id == me for q in queue):
+                return rec.model_copy(update={"queue": queue}) if queue != rec.queue else None
+            if strategy == MultitaskStrategy.REJECT:
+                result.outcome = Outcome.REJECTED
+                return None
+            if strategy == MultitaskStrategy.ENQUEUE:
+                # In submission order, whichever runner process got to the record first.
+                entry = QueuedRun(run_id=me, order=delivery.stream_seq)
+                position = sum(1 for q in queue if q.order <= entry.order)
+                return rec.model_copy(update={"queue": [*queue[:position], entry, *queue[position:]]})
+            entry = QueuedRun(run_id=me, order=-1)
+            return rec.model_copy(update={"queue": [entry, *queue]})  # interrupt / rollback: next in line
+
+        taken = await self.threads.update_with_revision(request.thread_id, claim)
+        if result.outcome == Outcome.TAKEN:
+            self._revisions[me] = taken
+        return result
+
+    async def _finished(self, run_id: str) -> bool:
+        record = await self.runs.get(run_id)
+        return record is None or record.status.finished
+
+
+@dataclass
+class _Try:
+    outcome: Outcome | None = None
+    holder: str | None = None
