@@ -1,4 +1,4 @@
-"""Idempotent creation of the streams, KV buckets and object store of ARCHITECTURE.md.
+"""Idempotent creation of the streams, KV buckets and object store (docs/architecture.md).
 
 Every component provisions on start, so they can start in any order; running it
 twice changes nothing, and a changed setting (a longer max age, say) is applied

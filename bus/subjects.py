@@ -21,7 +21,7 @@ def safe_token(value: str) -> str:
 
 @dataclass(frozen=True)
 class Subjects:
-    """The names of ARCHITECTURE.md, computed for one prefix."""
+    """The names on the bus (docs/architecture.md), computed for one prefix."""
 
     prefix: str = DEFAULT_PREFIX
 
