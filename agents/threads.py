@@ -1,12 +1,14 @@
-"""The threads service (`<prefix>.threads.*`): state, history, update state and delete, from the checkpointer.
+"""The threads service (`<prefix>.threads.*`): state, history, update state, delete and suggestions.
 
-A NATS micro service in the runner process (which owns the checkpointer), so
-the gateway can serve LangGraph's thread endpoints without touching storage.
+A NATS micro service in the runner process (which owns the checkpointer and the
+models), so the gateway can serve LangGraph's thread endpoints and DeerFlow's
+follow-up suggestions without touching storage or calling a model itself.
 Every runner joins the same queue group; `$SRV` discovery lists them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,8 @@ from pydantic import BaseModel
 from agents.context import RunContext
 from agents.events import jsonable
 from agents.state import ThreadState as ThreadStateSchema
+from agents.state_update import InvalidStateUpdate, check_state_update
+from agents.suggestions import SuggestionFailed, suggest, turns_of
 from agents.tools import ask_clarification, present_files
 from bus import Bus, EnvelopeError, decode, encode
 from bus.messages import (
@@ -34,6 +38,8 @@ from bus.messages import (
     ThreadState,
     ThreadStateReply,
     ThreadStateRequest,
+    ThreadSuggestionsReply,
+    ThreadSuggestionsRequest,
     ThreadUpdateStateReply,
     ThreadUpdateStateRequest,
 )
@@ -79,8 +85,9 @@ def to_thread_state(snapshot: Any) -> ThreadState:
 
 
 class ThreadService:
-    def __init__(self, bus: Bus, runner: Runner) -> None:
+    def __init__(self, bus: Bus, config: AppConfig, runner: Runner) -> None:
         self.bus = bus
+        self.config = config
         self.runner = runner
         self.graph = state_graph(runner.checkpointer)
 
@@ -125,6 +132,10 @@ class ThreadService:
             return ThreadUpdateStateReply(
                 error=ErrorInfo(code="not_found", message=f"thread {req.thread_id} not found")
             )
+        try:
+            check_state_update(req.values, req.as_node, self.graph.nodes)
+        except InvalidStateUpdate as exc:
+            return ThreadUpdateStateReply(error=ErrorInfo(code="invalid", message=str(exc)))
         config = await self.graph.aupdate_state(
             self._config(req.thread_id, req.checkpoint_id), req.values, as_node=req.as_node
         )
@@ -140,6 +151,25 @@ class ThreadService:
             )
         await self.runner.checkpointer.adelete_thread(req.thread_id)
         return ThreadDeleteReply(deleted=True)
+
+    async def suggestions(self, req: ThreadSuggestionsRequest) -> ThreadSuggestionsReply:
+        if not await self._owned(req.thread_id, req.user_id):
+            return ThreadSuggestionsReply(
+                error=ErrorInfo(code="not_found", message=f"thread {req.thread_id} not found")
+            )
+        if req.model_name is not None and self.config.get_model(req.model_name) is None:
+            known = ", ".join(m.name for m in self.config.models)
+            message = f"model_name: no model named {req.model_name!r} (configured: {known})"
+            return ThreadSuggestionsReply(error=ErrorInfo(code="invalid", message=message))
+        turns = req.messages
+        if not turns:
+            snapshot = await self.graph.aget_state(self._config(req.thread_id))
+            turns = turns_of((snapshot.values or {}).get("messages", []))
+        try:
+            found = await suggest(self.config, turns, req.n, req.model_name)
+        except SuggestionFailed as exc:
+            return ThreadSuggestionsReply(error=ErrorInfo(code="model_failed", message=str(exc)))
+        return ThreadSuggestionsReply(suggestions=found)
 
 
 def _endpoint(
@@ -165,13 +195,32 @@ def _endpoint(
     return handle
 
 
+def _concurrently(
+    handle: Callable[[Request], Awaitable[None]], tasks: set[asyncio.Task[None]]
+) -> Callable[[Request], Awaitable[None]]:
+    """Handle each request in its own task: an endpoint's requests otherwise wait for one another
+    (one subscription, one callback at a time), and a model call takes seconds."""
+
+    def done(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("threads service: a request failed", exc_info=task.exception())
+
+    async def start(request: Request) -> None:
+        task = asyncio.create_task(handle(request))
+        tasks.add(task)
+        task.add_done_callback(done)
+
+    return start
+
+
 async def serve_threads(bus: Bus, config: AppConfig, runner: Runner) -> Service:
-    threads = ThreadService(bus, runner)
+    threads = ThreadService(bus, config, runner)
     service = await add_service(
         bus.nc,
         name=bus.subjects.service_name("threads"),
         version="0.1.0",
-        description="Thread state, history and deletion from the agent runners' checkpointer",
+        description="Thread state, history, deletion and follow-up suggestions from the agent runners",
         queue_group=bus.subjects.service_name("threads"),
     )
     s = bus.subjects
@@ -183,4 +232,12 @@ async def serve_threads(bus: Bus, config: AppConfig, runner: Runner) -> Service:
     ]
     for name, model, reply, work in endpoints:
         await service.add_endpoint(name=name, subject=s.threads(name), handler=_endpoint(model, reply, work))
+    suggesting: set[asyncio.Task[None]] = set()  # kept referenced until done
+    await service.add_endpoint(
+        name="suggestions",
+        subject=s.threads("suggestions"),
+        handler=_concurrently(
+            _endpoint(ThreadSuggestionsRequest, ThreadSuggestionsReply, threads.suggestions), suggesting
+        ),
+    )
     return service

@@ -571,6 +571,23 @@ class ThreadDeleteReply(Reply):
     deleted: bool = False
 
 
+class ThreadSuggestionsRequest(Envelope):
+    """Follow-up questions the user might ask next, written by a model on the runner side."""
+
+    thread_id: str
+    user_id: str = "default"
+    messages: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Turns as {role, content}; empty: the thread's own human and AI messages.",
+    )
+    n: int = Field(3, ge=1, le=10)
+    model_name: str | None = Field(None, description="A configured model's name; the default one if unset.")
+
+
+class ThreadSuggestionsReply(Reply):
+    suggestions: list[str] = Field(default_factory=list)
+
+
 ENVELOPES: dict[str, type[Envelope]] = {
     cls.__name__: cls
     for cls in (
@@ -607,5 +624,7 @@ ENVELOPES: dict[str, type[Envelope]] = {
         ThreadUpdateStateReply,
         ThreadDeleteRequest,
         ThreadDeleteReply,
+        ThreadSuggestionsRequest,
+        ThreadSuggestionsReply,
     )
 }

@@ -14,6 +14,9 @@ from config import AppConfig
 from gateway.auth import Auth
 from gateway.ids import is_valid_id
 
+# The threads service's error codes as HTTP statuses (anything else is a 500).
+_STATUS_OF_CODE = {"not_found": 404, "invalid": 422, "model_failed": 502, "unavailable": 503}
+
 
 @dataclass
 class Gateway:
@@ -52,18 +55,18 @@ class Gateway:
             raise HTTPException(404, f"run {run_id} not found")
         return record
 
-    async def ask(self, endpoint: str, message: Any, reply_model: type[Reply]) -> Any:
+    async def ask(self, endpoint: str, message: Any, reply_model: type[Reply], timeout: float = 30) -> Any:
         """Request a runner's threads service; its errors become HTTP errors."""
         try:
             reply = await self.bus.request(
-                self.bus.subjects.threads(endpoint), message, reply_model, timeout=30
+                self.bus.subjects.threads(endpoint), message, reply_model, timeout=timeout
             )
         except NoResponders:
             raise HTTPException(503, "no agent runner is running to answer thread requests") from None
         except RequestTimeout:
             raise HTTPException(504, "the agent runner did not answer in time") from None
         if reply.error is not None:
-            status = {"not_found": 404, "invalid": 422}.get(reply.error.code, 500)
+            status = _STATUS_OF_CODE.get(reply.error.code, 500)
             raise HTTPException(status, reply.error.message)
         return reply
 

@@ -41,7 +41,6 @@ from gateway.schemas import (
     errors,
     iso,
 )
-from gateway.state_update import check_state_update
 
 router = APIRouter()
 
@@ -249,7 +248,6 @@ class StateUpdate(Body):
 @router.post("/threads/{thread_id}/state", responses=errors(404, 413))
 async def update_thread_state(gw: GW, me: Me, thread_id: str, body: StateUpdate) -> CheckpointAnswer:
     await gw.own_thread(thread_id, me)
-    check_state_update(body.values, body.as_node)
     checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
     request = ThreadUpdateStateRequest(
         thread_id=thread_id, user_id=me, values=body.values, as_node=body.as_node, checkpoint_id=checkpoint_id
