@@ -1,0 +1,229 @@
+"""Components stay apart: they talk over the bus, never through each other's code.
+
+The component packages (agents, sandbox, channels, gateway, memory) may import
+the shared libraries (bus, config, skills) and their own modules; the agent
+runner may also use the sandbox's client side (`sandbox.client`,
+`sandbox.errors`). The shared libraries import no component. `antler` is the
+launcher that names every component's entry, so it is not checked; neither are
+the tests.
+
+`skills` is a shared library rather than a component: it only reads SKILL.md
+folders (the runner puts them in the prompt, the gateway lists and installs
+them) and runs nowhere on its own.
+
+And the components that need no model do not load LangChain: `antler run
+sandbox` and `antler run router` are started as real processes and asked what
+they imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import os
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bus import Bus, NoResponders
+from bus.messages import ExecReply, ExecRequest, InboundMessage
+from tests.conftest import REPO, finished, run_antler
+
+COMPONENTS = ("agents", "sandbox", "channels", "gateway", "memory")
+SHARED = ("bus", "config", "skills")
+ALLOWED: dict[str, tuple[str, ...]] = {"agents": ("sandbox.client", "sandbox.errors")}
+
+# Known imports across components, each with the issue that removes it. The test fails once one is
+# gone, so this list only ever shrinks.
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
+    # Issue #11: the agent's sandbox tools moved to agents/sandbox_tools.py; sandbox/tools.py re-exports
+    # them until agents/runner.py imports them from there. Then delete the shim and both entries.
+    ("agents/runner.py", "sandbox.tools"): "issue #11",
+    ("sandbox/tools.py", "agents.sandbox_tools"): "issue #11",
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    path: str  # relative to the repository, e.g. "gateway/app.py"
+    line: int
+    target: str  # the module (or module.name for `from module import name`)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(source: str, module: str, is_package: bool, path: str = "<source>") -> Iterator[Import]:
+    """Every import in the source, at any depth (functions, `if TYPE_CHECKING:`), relative ones resolved."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(path, node.lineno, alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{anchor}.{base}" if base else anchor
+            for alias in node.names:
+                yield Import(path, node.lineno, f"{base}.{alias.name}" if alias.name != "*" else base)
+
+
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def checked_files() -> Iterator[tuple[str, Path]]:
+    for package in (*COMPONENTS, *SHARED):
+        for path in sorted((REPO / package).rglob("*.py")):
+            yield package, path
+
+
+def crossings() -> list[Import]:
+    """Imports from one component (or shared library) into a component it may not use."""
+    found = []
+    for package, path in checked_files():
+        source = path.read_text(encoding="utf-8")
+        rel = path.relative_to(REPO).as_posix()
+        for imp in imports_of(source, module_name(path), path.name == "__init__.py", rel):
+            into = next((c for c in COMPONENTS if within(imp.target, c)), None)
+            if into is None or into == package:
+                continue
+            # `from sandbox.client import X` is "sandbox.client.X"; `from sandbox import X` is not allowed.
+            if any(within(imp.target, allowed) for allowed in ALLOWED.get(package, ())):
+                continue
+            found.append(imp)
+    return found
+
+
+def test_the_walk_sees_imports_at_any_depth_and_resolves_relative_ones() -> None:
+    source = (
+        "import bus.subjects\n"
+        "from . import sibling\n"
+        "from ..x import y\n"
+        "def later():\n"
+        "    from agents.models import create_chat_model\n"
+        "if True:\n"
+        "    import gateway\n"
+    )
+    targets = [i.target for i in imports_of(source, "channels.sub.mod", is_package=False)]
+    assert sorted(targets) == sorted(
+        ["bus.subjects", "channels.sub.sibling", "channels.x.y", "agents.models.create_chat_model", "gateway"]
+    )
+
+
+def test_every_package_is_walked() -> None:
+    walked = {package for package, _ in checked_files()}
+    assert walked == {*COMPONENTS, *SHARED}
+
+
+def is_known(imp: Import, path: str, target: str) -> bool:
+    return imp.path == path and within(imp.target, target)
+
+
+def test_no_component_imports_another() -> None:
+    unexpected = [
+        f"{i.path}:{i.line} imports {i.target}"
+        for i in crossings()
+        if not any(is_known(i, path, target) for path, target in KNOWN_EXCEPTIONS)
+    ]
+    assert unexpected == [], (
+        "components talk over the bus, not through each other's code (see docs/architecture.md):\n"
+        + "\n".join(unexpected)
+    )
+
+
+def test_every_known_exception_is_still_needed() -> None:
+    found = crossings()
+    stale = [
+        f"{path} -> {target} ({why})"
+        for (path, target), why in KNOWN_EXCEPTIONS.items()
+        if not any(is_known(i, path, target) for i in found)
+    ]
+    assert stale == [], "these imports are gone; remove them from KNOWN_EXCEPTIONS:\n" + "\n".join(stale)
+
+
+# ------------------------------------------------------------------ components as they run
+
+# Put on the child's PYTHONPATH as sitecustomize.py: it writes the names of every module the process
+# imported, from start-up to its drained exit, to the file the test names.
+_REPORT_MODULES = """
+import atexit, os, sys
+
+def _report():
+    with open(os.environ["ANTLER_TEST_MODULES_FILE"], "w", encoding="utf-8") as out:
+        out.write("\\n".join(sorted(sys.modules)))
+
+atexit.register(_report)
+"""
+HEAVY = ("langchain", "langgraph")
+
+
+async def run_a_command(bus: Bus) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while True:  # until the broker in the child answers
+        try:
+            request = ExecRequest(thread_id="t-light", command="echo hi")
+            reply = await bus.request(bus.subjects.sandbox("exec"), request, ExecReply, timeout=10)
+            break
+        except NoResponders:
+            assert loop.time() < deadline, "the sandbox broker never answered"
+            await asyncio.sleep(0.05)
+    assert (reply.error, reply.output.strip()) == (None, "hi")
+
+
+async def route_a_message(bus: Bus) -> None:
+    submitted = await bus.nc.subscribe(bus.subjects.runs_submit)
+    message = InboundMessage(channel="cli", chat_id="c1", user_id="u1", text="hello")
+    # The chat stream keeps it until the router's durable consumer exists.
+    await bus.publish(bus.subjects.chat_in("cli"), message, msg_id=message.dedupe_id())
+    await submitted.next_msg(timeout=30)
+    await submitted.unsubscribe()
+
+
+@pytest.mark.parametrize(
+    ("component", "package", "exercise"),
+    [
+        pytest.param("sandbox", "sandbox", run_a_command, id="sandbox"),
+        pytest.param("router", "channels", route_a_message, id="router"),
+    ],
+)
+async def test_components_without_a_model_do_not_load_langchain_or_other_components(
+    component: str,
+    package: str,
+    exercise: Callable[[Bus], Awaitable[None]],
+    bus: Bus,
+    nats_url: str,
+    config_data: dict[str, Any],
+    tmp_path: Path,
+) -> None:
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_REPORT_MODULES, encoding="utf-8")
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({**config_data, "sandbox": {"provider": "local"}}), encoding="utf-8")
+    report = tmp_path / "modules.txt"
+    env = {"PYTHONPATH": f"{hook}{os.pathsep}{REPO}", "ANTLER_TEST_MODULES_FILE": str(report)}
+    proc = await run_antler("run", component, "-c", str(config), "--nats-url", nats_url, env=env)
+    try:
+        await exercise(bus)
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        code, _, err = await finished(proc)
+    assert code == 0, err
+
+    imported = report.read_text(encoding="utf-8").split()
+    packages = {name.partition(".")[0] for name in imported}
+    assert package in packages, "the report comes from the component's own process"
+    assert [name for name in imported if name.startswith(HEAVY)] == []
+    assert sorted(packages & set(COMPONENTS) - {package}) == []
