@@ -61,7 +61,7 @@ class Runner:
         self.bus = bus
         self.config = config
         self.checkpointer = checkpointer
-        from sandbox.tools import make_sandbox_tools, make_view_image_tool
+        from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 
         tools = [*make_sandbox_tools(bus), make_view_image_tool(bus)]
         self.agents = AgentCache(config, checkpointer, extra_tools=tools)
