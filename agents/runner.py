@@ -29,6 +29,7 @@ from agents.event_log import EventLog
 from agents.events import StreamTranslator, jsonable
 from agents.lead import AgentCache
 from agents.patches import inline_trace_bookkeeping
+from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 from agents.state import thread_data
 from agents.thread_claims import Outcome, ThreadClaims
 from bus import Abandon, Bus, Consumer, Delivery, NotStored, Retry, decode, run_consumers
@@ -61,8 +62,6 @@ class Runner:
         self.bus = bus
         self.config = config
         self.checkpointer = checkpointer
-        from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
-
         tools = [*make_sandbox_tools(bus), make_view_image_tool(bus)]
         self.agents = AgentCache(config, checkpointer, extra_tools=tools)
         self.runs: RecordStore[RunRecord] | None = None
