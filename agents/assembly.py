@@ -10,9 +10,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 
 from agents.context import RunOptions
-from agents.middleware._util import text_of
 from agents.prompt import build_system_prompt
 from bus import Bus
+from bus.content import text_of
 from bus.messages import ChatTurn, MemoryDocument, MemoryUpdate, RunRequest
 from bus.records import RecordStore
 from config import AppConfig

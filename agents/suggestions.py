@@ -15,8 +15,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from agents.middleware._util import text_of
 from agents.models import create_chat_model
+from bus.content import text_of
 from config import AppConfig
 
 log = logging.getLogger(__name__)

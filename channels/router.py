@@ -34,6 +34,7 @@ from typing import Any
 from nats.js.api import DeliverPolicy, ObjectMeta
 
 from bus import Bus, Consumer, Delivery, run_consumers
+from bus.content import text_of
 from bus.files import output_key, safe_filename, upload_key
 from bus.messages import (
     ChatBinding,
@@ -79,14 +80,6 @@ def chat_user(message: InboundMessage) -> str:
     return f"{message.channel}:{message.user_id}"
 
 
-def text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-    return ""
-
-
 @dataclass
 class _Projection:
     """One chat run's reply, built only from that run's own events (never from the thread's state,
@@ -124,7 +117,7 @@ class _Projection:
             self._tool_result(chunk)
 
     def _text(self, chunk: dict[str, Any], seq: int, attempt: int) -> None:
-        text = text_of(chunk.get("content"))
+        text = text_of(chunk.get("content"), sep="")
         message_id = chunk.get("id")
         if not text or not message_id:
             return  # only the assistant's own words reach a chat, never tool results or context

@@ -54,21 +54,6 @@ def with_update(result: Any, update: dict[str, Any]) -> ExtendedModelResponse[An
     return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
 
-def text_of(content: Any) -> str:
-    """Flatten message content (a string or a list of content blocks) to plain text."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and block.get("type") in ("text", None) and "text" in block:
-                parts.append(str(block["text"]))
-        return "\n".join(p for p in parts if p)
-    return "" if content is None else str(content)
-
-
 def without_tool_calls(message: AIMessage, content: str | None = None) -> AIMessage:
     """An AIMessage with no structured or raw provider tool calls left."""
     extra = {k: v for k, v in message.additional_kwargs.items() if k not in ("tool_calls", "function_call")}

@@ -17,8 +17,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langgraph.constants import TAG_NOSTREAM
 
-from agents.middleware._util import last_ai, text_of, with_update
+from agents.middleware._util import last_ai, with_update
 from agents.state import ThreadState
+from bus.content import text_of
 from config import TitleConfig
 
 log = logging.getLogger(__name__)
