@@ -16,6 +16,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.types import Command
 
 from bus import Bus
+from bus.layout import USER_DATA
 from sandbox.client import SandboxClient
 from sandbox.errors import SandboxError
 
@@ -53,7 +54,7 @@ def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
         return "\n".join(lines) or "(no output)"
 
     @tool
-    async def ls(runtime: ToolRuntime[Any, Any], path: str = "/mnt/user-data") -> str:
+    async def ls(runtime: ToolRuntime[Any, Any], path: str = USER_DATA) -> str:
         """List a directory as a tree, two levels deep. Paths are absolute, e.g. /mnt/user-data/workspace."""
         try:
             return (await _client(bus, runtime).list_dir(path)).tree
@@ -100,7 +101,7 @@ def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
         return f"Replaced {result.replacements} occurrence(s) in {path}"
 
     @tool
-    async def glob(pattern: str, runtime: ToolRuntime[Any, Any], path: str = "/mnt/user-data") -> str:
+    async def glob(pattern: str, runtime: ToolRuntime[Any, Any], path: str = USER_DATA) -> str:
         """Find files by name pattern under a directory, e.g. pattern '**/*.py'."""
         try:
             result = await _client(bus, runtime).glob(pattern, path)
@@ -114,7 +115,7 @@ def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
     async def grep(
         pattern: str,
         runtime: ToolRuntime[Any, Any],
-        path: str = "/mnt/user-data",
+        path: str = USER_DATA,
         glob: str | None = None,
         ignore_case: bool = False,
     ) -> str:

@@ -7,6 +7,8 @@ from typing import Annotated, Any, NotRequired
 from langchain.agents import AgentState
 from typing_extensions import TypedDict
 
+from bus.layout import OUTPUTS, UPLOADS, WORKSPACE
+
 
 class ThreadData(TypedDict, total=False):
     """Where this thread's files are, as the agent sees them (virtual paths)."""
@@ -54,13 +56,10 @@ class ThreadState(AgentState[Any]):
     viewed_images: NotRequired[Annotated[dict[str, ViewedImage], merge_viewed_images]]
 
 
-USER_DATA = "/mnt/user-data"
-
-
 def thread_data(user_id: str) -> ThreadData:
     return {
         "user_id": user_id,
-        "workspace_path": f"{USER_DATA}/workspace",
-        "uploads_path": f"{USER_DATA}/uploads",
-        "outputs_path": f"{USER_DATA}/outputs",
+        "workspace_path": WORKSPACE,
+        "uploads_path": UPLOADS,
+        "outputs_path": OUTPUTS,
     }

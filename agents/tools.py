@@ -10,9 +10,8 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool, t
 from langgraph.types import Command
 
 from agents.errors import ToolConfigError
+from bus.layout import OUTPUTS
 from config import AppConfig
-
-OUTPUTS = "/mnt/user-data/outputs"
 
 
 @tool(return_direct=True)

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bus.errors import EnvelopeError
+from bus.layout import USER_DATA
 
 
 def utcnow() -> datetime:
@@ -463,7 +464,7 @@ class WriteFileReply(Reply):
 
 
 class ListDirRequest(SandboxRequest):
-    path: str = "/mnt/user-data"
+    path: str = USER_DATA
     max_depth: int = Field(2, ge=1, le=5)
 
 
@@ -485,7 +486,7 @@ class StrReplaceReply(Reply):
 
 class GlobRequest(SandboxRequest):
     pattern: str
-    path: str = "/mnt/user-data"
+    path: str = USER_DATA
 
 
 class GlobReply(Reply):
@@ -495,7 +496,7 @@ class GlobReply(Reply):
 
 class GrepRequest(SandboxRequest):
     pattern: str
-    path: str = "/mnt/user-data"
+    path: str = USER_DATA
     glob: str | None = None
     ignore_case: bool = False
     max_matches: int = Field(200, ge=1, le=5000)

@@ -36,6 +36,7 @@ from nats.js.api import DeliverPolicy, ObjectMeta
 from bus import Bus, Consumer, Delivery, run_consumers
 from bus.content import text_of
 from bus.files import output_key, safe_filename, upload_key
+from bus.layout import output_relative, upload_path
 from bus.messages import (
     ChatBinding,
     ChatOrigin,
@@ -57,7 +58,6 @@ from config import AppConfig, ChannelConfig
 
 log = logging.getLogger(__name__)
 
-OUTPUTS = "/mnt/user-data/outputs/"
 RUN_NAMESPACE = uuid.UUID("5f0c0e55-4b0a-4c57-9d3e-7a1c2b3d4e5f")
 HELP = (
     "I am an AI agent. Send me a message and I will work on it.\n"
@@ -155,7 +155,7 @@ class _Projection:
         elif name == "present_files":
             _, args = self.tool_calls.get(chunk.get("tool_call_id") or "", ("", {}))
             for path in args.get("filepaths") or []:
-                if isinstance(path, str) and path.startswith(OUTPUTS) and path not in self.files:
+                if isinstance(path, str) and output_relative(path) and path not in self.files:
                     self.files.append(path.rstrip("/"))
 
 
@@ -252,7 +252,7 @@ class Router:
             headers = {"Content-Type": file.content_type or "application/octet-stream"}
             await store.put(key, staged.data or b"", meta=ObjectMeta(name=key, headers=headers))
             await store.delete(file.object_name)
-            paths.append(f"/mnt/user-data/uploads/{name}")
+            paths.append(upload_path(name))
         return paths
 
     async def binding(self, message: InboundMessage, *, fresh: bool = False) -> ChatBinding:
@@ -442,7 +442,7 @@ class Router:
                 FileRef(
                     name=path.rsplit("/", 1)[-1],
                     path=path,
-                    object_name=output_key(user_id, projection.thread_id, path[len(OUTPUTS) :]),
+                    object_name=output_key(user_id, projection.thread_id, output_relative(path) or ""),
                 )
                 for path in projection.files
             ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from bus import Bus, NoResponders, RequestTimeout
+from bus.layout import USER_DATA
 from bus.messages import (
     ExecReply,
     ExecRequest,
@@ -85,7 +86,7 @@ class SandboxClient:
         request = WriteFileRequest(**self._base(), path=path, content=content, append=append)
         return await self._call("write_file", request, WriteFileReply)
 
-    async def list_dir(self, path: str = "/mnt/user-data", max_depth: int = 2) -> ListDirReply:
+    async def list_dir(self, path: str = USER_DATA, max_depth: int = 2) -> ListDirReply:
         return await self._call(
             "list_dir", ListDirRequest(**self._base(), path=path, max_depth=max_depth), ListDirReply
         )
@@ -98,13 +99,13 @@ class SandboxClient:
         )
         return await self._call("str_replace", request, StrReplaceReply)
 
-    async def glob(self, pattern: str, path: str = "/mnt/user-data") -> GlobReply:
+    async def glob(self, pattern: str, path: str = USER_DATA) -> GlobReply:
         return await self._call("glob", GlobRequest(**self._base(), pattern=pattern, path=path), GlobReply)
 
     async def grep(
         self,
         pattern: str,
-        path: str = "/mnt/user-data",
+        path: str = USER_DATA,
         glob: str | None = None,
         ignore_case: bool = False,
         max_matches: int = 200,

@@ -18,11 +18,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from bus.layout import SKILLS, USER_DATA
 from bus.subjects import safe_token
 from sandbox.errors import InvalidRequest, NotAllowed
 
-USER_DATA = "/mnt/user-data"
-SKILLS = "/mnt/skills"
 WRITABLE = ("workspace", "outputs")
 
 

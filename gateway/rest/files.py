@@ -20,6 +20,7 @@ from fastapi.responses import Response
 from nats.js.api import ObjectMeta
 from pydantic import BaseModel
 
+from bus import layout
 from bus.files import OUTPUTS, UPLOADS, list_objects, output_key, safe_filename, thread_prefix, upload_key
 from gateway.deps import GW, Me
 from gateway.schemas import errors
@@ -29,7 +30,6 @@ router = APIRouter()
 
 CONVERTIBLE = {".pdf", ".doc", ".docx", ".ppt", ".pptx", ".xls", ".xlsx"}
 ACTIVE_TYPES = {"text/html", "application/xhtml+xml", "image/svg+xml"}
-UPLOADS_DIR = "/mnt/user-data/uploads"
 
 
 class UploadedFile(BaseModel):
@@ -87,7 +87,7 @@ def _convert(data: bytes, filename: str) -> str | None:
 
 
 def _described(thread_id: str, name: str, size: int, markdown: str | None = None) -> UploadedFile:
-    virtual = f"{UPLOADS_DIR}/{name}"
+    virtual = layout.upload_path(name)
     return UploadedFile(
         filename=name,
         size=size,
@@ -95,7 +95,7 @@ def _described(thread_id: str, name: str, size: int, markdown: str | None = None
         virtual_path=virtual,
         artifact_url=f"/api/threads/{thread_id}/artifacts{virtual}",
         markdown_file=markdown,
-        markdown_path=f"{UPLOADS_DIR}/{markdown}" if markdown else None,
+        markdown_path=layout.upload_path(markdown) if markdown else None,
     )
 
 
@@ -174,7 +174,7 @@ async def artifact(gw: GW, me: Me, thread_id: str, path: str, download: bool = F
         raise HTTPException(400, "'..' is not allowed in artifact paths")
     parts = virtual.parts
     if len(parts) < 5 or parts[1:3] != ("mnt", "user-data") or parts[3] not in (OUTPUTS, UPLOADS):
-        raise HTTPException(404, f"no artifact at {virtual}; artifacts live under /mnt/user-data/outputs")
+        raise HTTPException(404, f"no artifact at {virtual}; artifacts live under {layout.OUTPUTS}")
     relative = "/".join(parts[4:])
     key = output_key(me, thread_id, relative) if parts[3] == OUTPUTS else upload_key(me, thread_id, relative)
     store = await gw.bus.files()
