@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date
 
+from bus.layout import OUTPUTS, UPLOADS, WORKSPACE
 from skills import Skill
 
 _BASE = """You are {agent_name}, an AI agent that gets things done for the user. Today is {today}.
@@ -12,9 +13,9 @@ Think about what the user actually needs, use your tools when they help, and ans
 If the request is ambiguous or lacks information you cannot find yourself, call ask_clarification
 instead of guessing."""
 
-_FILES = """<files>
-Uploaded files: /mnt/user-data/uploads. Work in /mnt/user-data/workspace.
-Save deliverables to /mnt/user-data/outputs and call present_files so the user gets them.
+_FILES = f"""<files>
+Uploaded files: {UPLOADS}. Work in {WORKSPACE}.
+Save deliverables to {OUTPUTS} and call present_files so the user gets them.
 </files>"""
 
 _SKILLS = """<skills>
