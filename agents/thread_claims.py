@@ -56,6 +56,7 @@ class ThreadClaims:
         # Last known (record, revision) of a thread this process just took: saves re-reading it.
         self._revisions: dict[str, Any] = {}
         self._released: set[str] = set()  # runs that gave their thread back already
+        self._attempts: dict[str, int] = {}  # run id -> the delivery of it handled here
         self._freed: dict[str, asyncio.Event] = {}  # thread id -> set when it may be free
         # Runs of one thread delivered here at once claim it in stream order (see `_in_stream_order`).
         self._arriving: dict[str, dict[str, int]] = {}
@@ -70,6 +71,7 @@ class ThreadClaims:
         asked before each try.
         """
         thread_id = request.thread_id
+        self._attempts[request.run_id] = delivery.num_delivered
         self._arriving.setdefault(thread_id, {})[request.run_id] = delivery.stream_seq
         try:
             await self._in_stream_order(thread_id, request.run_id)
@@ -90,11 +92,19 @@ class ThreadClaims:
         if request.run_id in self._released:
             return
         status = "error" if outcome == RunStatus.ERROR else "idle"
+        mine = self._attempts.get(request.run_id)
 
         def release(rec: ThreadRecord | None) -> ThreadRecord | None:
             if rec is None or rec.active_run_id != request.run_id:
                 return None
-            update: dict[str, Any] = {"active_run_id": None, "status": status, "updated_at": utcnow()}
+            if mine is not None and rec.active_attempt not in (None, mine):
+                return None  # a later delivery of the run took the thread over (after a NATS outage)
+            update: dict[str, Any] = {
+                "active_run_id": None,
+                "active_attempt": None,
+                "status": status,
+                "updated_at": utcnow(),
+            }
             if title:
                 update["title"] = title
             return rec.model_copy(update=update)
@@ -120,6 +130,7 @@ class ThreadClaims:
         """The run's handling here is over."""
         self._released.discard(run_id)
         self._revisions.pop(run_id, None)
+        self._attempts.pop(run_id, None)
 
     # ------------------------------------------------------------------ internals
 
@@ -206,9 +217,14 @@ class ThreadClaims:
             if free and (not queue or queue[0].run_id == me):
                 result.outcome = Outcome.TAKEN
                 rest = [q for q in queue if q.run_id != me]
-                return rec.model_copy(
-                    update={"active_run_id": me, "status": "busy", "queue": rest, "updated_at": now}
-                )
+                update = {
+                    "active_run_id": me,
+                    "active_attempt": delivery.num_delivered,
+                    "status": "busy",
+                    "queue": rest,
+                    "updated_at": now,
+                }
+                return rec.model_copy(update=update)
             if any(q.run_id == me for q in queue):
                 return rec.model_copy(update={"queue": queue}) if queue != rec.queue else None
             if strategy == MultitaskStrategy.REJECT:

@@ -318,6 +318,9 @@ class ThreadRecord(Envelope):
     title: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     active_run_id: str | None = None
+    active_attempt: int | None = Field(
+        None, description="Which delivery of the active run holds the thread (only it may release it)."
+    )
     queue: list[QueuedRun] = Field(
         default_factory=list, description="Runs waiting for this thread, in order."
     )
