@@ -3,7 +3,7 @@ attempts, stored for sure before anything depends on them.
 
 Events are pipelined (a streamed answer does not wait a round trip per token) and
 confirmed in bulk; an event whose store is not confirmed in time — the server went
-away with it — is published again, deduplicated by its id (`ev:<run_id>:<seq>`).
+away with it — is published again, deduplicated by its id (`ev:<run_id>:<attempt>:<seq>`).
 """
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ class EventLog:
             await self.confirm()
 
     def _msg_id(self, seq: int) -> str:
-        return f"ev:{self.run_id}:{seq}"
+        # Per attempt: publishing again within an attempt is deduplicated, but a later attempt's
+        # events are never taken for an earlier one's (whose last ones the server may have lost).
+        return f"ev:{self.run_id}:{self.attempt}:{seq}"
 
     async def confirm(self) -> None:
         """Wait until every event so far is stored.
