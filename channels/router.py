@@ -94,7 +94,7 @@ class _Projection:
     tool_calls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # call id -> name, args
     files: list[str] = field(default_factory=list)  # presented outputs, in order
     clarification: str | None = None
-    applied: set[int] = field(default_factory=set)  # seqs of the run's events taken in
+    applied: set[tuple[int, int]] = field(default_factory=set)  # (attempt, seq) of events taken in
     last_seq: int = 0
     seq: int = 0
     last_sent: float = 0.0
@@ -121,6 +121,8 @@ class _Projection:
         message_id = chunk.get("id")
         if not text or not message_id:
             return  # only the assistant's own words reach a chat, never tool results or context
+        if attempt < self.attempts.get(message_id, attempt):
+            return  # an earlier delivery's late piece: the later attempt's text stands
         if self.attempts.get(message_id) != attempt:  # new, or streamed again by a resumed attempt
             if message_id in self.texts:
                 self.order.remove(message_id)
@@ -385,9 +387,11 @@ class Router:
 
     @staticmethod
     def _apply(projection: _Projection, event: RunEvent) -> None:
-        if event.seq in projection.applied:
+        # By attempt too: a resumed run may number from where it found the log while its earlier
+        # delivery's last events were still arriving; both are taken (the later attempt's win).
+        if (event.attempt, event.seq) in projection.applied:
             return
-        projection.applied.add(event.seq)
+        projection.applied.add((event.attempt, event.seq))
         projection.last_seq = max(projection.last_seq, event.seq)
         if event.event == "messages":
             projection.collect(event.data, event.seq, event.attempt)
