@@ -13,11 +13,11 @@ caller's user id goes into the request state for the routes' `Me`.
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Mapping
 
 from fastapi import HTTPException
 from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from config import GatewayConfig
@@ -66,19 +66,10 @@ class RequireToken:
             return
         user_id = self.auth.user_of(Headers(scope=scope))
         if user_id is None:
-            body = json.dumps({"detail": UNAUTHORIZED}).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 401,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                        (b"www-authenticate", b"Bearer"),
-                    ],
-                }
+            refusal = JSONResponse(
+                {"detail": UNAUTHORIZED}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
             )
-            await send({"type": "http.response.body", "body": body})
+            await refusal(scope, receive, send)
             return
         scope.setdefault("state", {})["user_id"] = user_id
         await self.app(scope, receive, send)

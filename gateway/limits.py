@@ -13,11 +13,11 @@ the connection at once, so a client that sends its whole body before reading
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
 from fastapi import HTTPException
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 MB = 1024 * 1024
@@ -58,7 +58,8 @@ class BodyLimitMiddleware:
         limit = next((lim for lim in self.limits if lim.applies_to(scope)), self.default)
         declared = _content_length(scope)
         if declared is not None and declared > limit.max_bytes:
-            await _refuse(send, limit.message)  # before a byte of the body is read
+            # Before a byte of the body is read.
+            await JSONResponse({"detail": limit.message}, status_code=413)(scope, receive, send)
             return
         received = 0
 
@@ -83,18 +84,3 @@ def _content_length(scope: Scope) -> int | None:
             except ValueError:
                 return None  # the server refuses such a request before it gets here
     return None
-
-
-async def _refuse(send: Send, message: str) -> None:
-    body = json.dumps({"detail": message}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
