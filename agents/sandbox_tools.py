@@ -46,8 +46,9 @@ def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
         except SandboxError as exc:
             return _error(exc)
         lines = [result.output.rstrip("\n")] if result.output else []
-        if result.timed_out and result.error is not None:
-            lines.append(f"[{result.error.message}]")
+        if result.timed_out:
+            limit = f" than {result.timeout_seconds:g}s" if result.timeout_seconds else ""
+            lines.append(f"[the command ran longer{limit} and was killed with all its processes]")
         elif result.exit_code not in (0, None):
             lines.append(f"[exit code {result.exit_code}]")
         lines += [f"[{w}]" for w in result.warnings]

@@ -8,18 +8,12 @@ Every runner joins the same queue group; `$SRV` discovery lists them.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langgraph.errors import InvalidUpdateError
-from nats.micro import add_service
-from nats.micro.request import Request
-from nats.micro.service import Service
-from pydantic import BaseModel
 
 from agents.context import RunContext
 from agents.events import jsonable
@@ -27,10 +21,8 @@ from agents.state import ThreadState as ThreadStateSchema
 from agents.state_update import InvalidStateUpdate, check_state_update
 from agents.suggestions import SuggestionFailed, suggest, turns_of
 from agents.tools import ask_clarification, present_files
-from bus import Bus, EnvelopeError, decode, encode
+from bus import Bus
 from bus.messages import (
-    ErrorInfo,
-    Reply,
     ThreadDeleteReply,
     ThreadDeleteRequest,
     ThreadHistoryReply,
@@ -43,6 +35,7 @@ from bus.messages import (
     ThreadUpdateStateReply,
     ThreadUpdateStateRequest,
 )
+from bus.service import Endpoint, Running, ServiceError, start_service
 from config import AppConfig
 
 if TYPE_CHECKING:
@@ -91,10 +84,12 @@ class ThreadService:
         self.runner = runner
         self.graph = state_graph(runner.checkpointer)
 
-    async def _owned(self, thread_id: str, user_id: str) -> bool:
+    async def _own(self, thread_id: str, user_id: str) -> None:
+        """Refuse another user's thread as if it did not exist (a thread with no record yet is anyone's)."""
         assert self.runner.threads is not None
         record = await self.runner.threads.get(thread_id)
-        return record is None or record.user_id == user_id
+        if record is not None and record.user_id != user_id:
+            raise ServiceError(f"thread {thread_id} not found", "not_found")
 
     @staticmethod
     def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -104,20 +99,14 @@ class ThreadService:
         return {"configurable": configurable}
 
     async def state(self, req: ThreadStateRequest) -> ThreadStateReply:
-        if not await self._owned(req.thread_id, req.user_id):
-            return ThreadStateReply(
-                error=ErrorInfo(code="not_found", message=f"thread {req.thread_id} not found")
-            )
+        await self._own(req.thread_id, req.user_id)
         snapshot = await self.graph.aget_state(
             self._config(req.thread_id, req.checkpoint_id), subgraphs=req.subgraphs
         )
         return ThreadStateReply(state=to_thread_state(snapshot))
 
     async def history(self, req: ThreadHistoryRequest) -> ThreadHistoryReply:
-        if not await self._owned(req.thread_id, req.user_id):
-            return ThreadHistoryReply(
-                error=ErrorInfo(code="not_found", message=f"thread {req.thread_id} not found")
-            )
+        await self._own(req.thread_id, req.user_id)
         before = self._config(req.thread_id, req.before) if req.before else None
         states = [
             to_thread_state(s)
@@ -128,14 +117,11 @@ class ThreadService:
         return ThreadHistoryReply(states=states)
 
     async def update_state(self, req: ThreadUpdateStateRequest) -> ThreadUpdateStateReply:
-        if not await self._owned(req.thread_id, req.user_id):
-            return ThreadUpdateStateReply(
-                error=ErrorInfo(code="not_found", message=f"thread {req.thread_id} not found")
-            )
+        await self._own(req.thread_id, req.user_id)
         try:
             check_state_update(req.values, req.as_node, self.graph.nodes)
         except InvalidStateUpdate as exc:
-            return ThreadUpdateStateReply(error=ErrorInfo(code="invalid", message=str(exc)))
+            raise ServiceError(str(exc), "invalid") from None
         config = await self.graph.aupdate_state(
             self._config(req.thread_id, req.checkpoint_id), req.values, as_node=req.as_node
         )
@@ -145,22 +131,16 @@ class ThreadService:
         )
 
     async def delete(self, req: ThreadDeleteRequest) -> ThreadDeleteReply:
-        if not await self._owned(req.thread_id, req.user_id):
-            return ThreadDeleteReply(
-                error=ErrorInfo(code="not_found", message=f"thread {req.thread_id} not found")
-            )
+        await self._own(req.thread_id, req.user_id)
         await self.runner.checkpointer.adelete_thread(req.thread_id)
         return ThreadDeleteReply(deleted=True)
 
     async def suggestions(self, req: ThreadSuggestionsRequest) -> ThreadSuggestionsReply:
-        if not await self._owned(req.thread_id, req.user_id):
-            return ThreadSuggestionsReply(
-                error=ErrorInfo(code="not_found", message=f"thread {req.thread_id} not found")
-            )
+        await self._own(req.thread_id, req.user_id)
         if req.model_name is not None and self.config.get_model(req.model_name) is None:
             known = ", ".join(m.name for m in self.config.models)
             message = f"model_name: no model named {req.model_name!r} (configured: {known})"
-            return ThreadSuggestionsReply(error=ErrorInfo(code="invalid", message=message))
+            raise ServiceError(message, "invalid")
         turns = req.messages
         if not turns:
             snapshot = await self.graph.aget_state(self._config(req.thread_id))
@@ -168,76 +148,25 @@ class ThreadService:
         try:
             found = await suggest(self.config, turns, req.n, req.model_name)
         except SuggestionFailed as exc:
-            return ThreadSuggestionsReply(error=ErrorInfo(code="model_failed", message=str(exc)))
+            raise ServiceError(str(exc), "model_failed") from None
         return ThreadSuggestionsReply(suggestions=found)
 
 
-def _endpoint(
-    model: type[BaseModel], reply: type[Reply], work: Callable[[Any], Awaitable[Reply]]
-) -> Callable[[Request], Awaitable[None]]:
-    async def handle(request: Request) -> None:
-        try:
-            message = decode(model, request.data)
-        except EnvelopeError as exc:
-            await request.respond(encode(reply(error=ErrorInfo(code="invalid", message=str(exc)))))
-            return
-        try:
-            answer = await work(message)
-        except (InvalidUpdateError, ValueError, NotImplementedError) as exc:
-            # LangGraph refusing what was asked (an update that does not fit the state, a message
-            # id that is not there): the caller's mistake, said as such.
-            answer = reply(error=ErrorInfo(code="invalid", message=f"{type(exc).__name__}: {exc}"))
-        except Exception as exc:  # a reply with the reason, never a silent timeout for the caller
-            log.exception("threads service: %s failed", model.__name__)
-            answer = reply(error=ErrorInfo(code="internal", message=f"{type(exc).__name__}: {exc}"))
-        await request.respond(encode(answer))
-
-    return handle
-
-
-def _concurrently(
-    handle: Callable[[Request], Awaitable[None]], tasks: set[asyncio.Task[None]]
-) -> Callable[[Request], Awaitable[None]]:
-    """Handle each request in its own task: an endpoint's requests otherwise wait for one another
-    (one subscription, one callback at a time), and a model call takes seconds."""
-
-    def done(task: asyncio.Task[None]) -> None:
-        tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("threads service: a request failed", exc_info=task.exception())
-
-    async def start(request: Request) -> None:
-        task = asyncio.create_task(handle(request))
-        tasks.add(task)
-        task.add_done_callback(done)
-
-    return start
-
-
-async def serve_threads(bus: Bus, config: AppConfig, runner: Runner) -> Service:
+async def serve_threads(bus: Bus, config: AppConfig, runner: Runner) -> Running:
     threads = ThreadService(bus, config, runner)
-    service = await add_service(
-        bus.nc,
-        name=bus.subjects.service_name("threads"),
-        version="0.1.0",
-        description="Thread state, history, deletion and follow-up suggestions from the agent runners",
-        queue_group=bus.subjects.service_name("threads"),
-    )
-    s = bus.subjects
-    endpoints = [
-        ("state", ThreadStateRequest, ThreadStateReply, threads.state),
-        ("history", ThreadHistoryRequest, ThreadHistoryReply, threads.history),
-        ("update_state", ThreadUpdateStateRequest, ThreadUpdateStateReply, threads.update_state),
-        ("delete", ThreadDeleteRequest, ThreadDeleteReply, threads.delete),
+    endpoints: list[Endpoint[Any, Any]] = [
+        Endpoint("state", ThreadStateRequest, ThreadStateReply, threads.state),
+        Endpoint("history", ThreadHistoryRequest, ThreadHistoryReply, threads.history),
+        Endpoint("update_state", ThreadUpdateStateRequest, ThreadUpdateStateReply, threads.update_state),
+        Endpoint("delete", ThreadDeleteRequest, ThreadDeleteReply, threads.delete),
+        Endpoint("suggestions", ThreadSuggestionsRequest, ThreadSuggestionsReply, threads.suggestions),
     ]
-    for name, model, reply, work in endpoints:
-        await service.add_endpoint(name=name, subject=s.threads(name), handler=_endpoint(model, reply, work))
-    suggesting: set[asyncio.Task[None]] = set()  # kept referenced until done
-    await service.add_endpoint(
-        name="suggestions",
-        subject=s.threads("suggestions"),
-        handler=_concurrently(
-            _endpoint(ThreadSuggestionsRequest, ThreadSuggestionsReply, threads.suggestions), suggesting
-        ),
+    # LangGraph refusing what was asked (an update that does not fit the state, a message id
+    # that is not there) is the caller's mistake, said as such.
+    return await start_service(
+        bus,
+        "threads",
+        endpoints,
+        description="Thread state, history, deletion and follow-up suggestions from the agent runners",
+        invalid=(InvalidUpdateError, ValueError, NotImplementedError),
     )
-    return service

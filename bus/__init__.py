@@ -6,7 +6,7 @@ async with await Bus.connect(url, cfg.bus, provision=True) as bus:
                                  model=RunRequest, handler=handle))
 """
 
-from bus.connection import MSG_ID, Bus, error_reply
+from bus.connection import MSG_ID, Bus
 from bus.consumer import Abandon, Consumer, ConsumerStats, Delivery, Reject, Retry
 from bus.dlq import DeadLetter, dead_letter, get_dead_letter, list_dead_letters, replay
 from bus.errors import (
@@ -59,7 +59,6 @@ __all__ = [
     "dead_letter",
     "decode",
     "encode",
-    "error_reply",
     "find_nats_server",
     "get_dead_letter",
     "list_dead_letters",

@@ -23,7 +23,7 @@ from nats.js.object_store import ObjectStore
 from pydantic import BaseModel
 
 from bus.errors import BusConnectError, NoResponders, RequestTimeout
-from bus.messages import Reply, decode, encode
+from bus.messages import decode, encode
 from bus.subjects import Subjects
 from config import BusConfig
 
@@ -202,13 +202,6 @@ class Bus:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-def error_reply(reply_model: type[Reply], code: str, message: str) -> bytes:
-    """Encode a service's error reply."""
-    from bus.messages import ErrorInfo
-
-    return encode(reply_model(error=ErrorInfo(code=code, message=message)))
 
 
 class _ConnectionState:

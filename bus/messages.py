@@ -436,7 +436,8 @@ class ExecRequest(SandboxRequest):
 class ExecReply(Reply):
     exit_code: int | None = None
     output: str = ""
-    timed_out: bool = False
+    timed_out: bool = Field(False, description="The command outlived timeout_seconds and was killed.")
+    timeout_seconds: float | None = Field(None, description="The time limit the command ran under.")
     truncated_chars: int = 0
     warnings: list[str] = Field(default_factory=list)
 

@@ -66,11 +66,15 @@ class Subjects:
     def memory_update(self) -> str:
         return f"{self.prefix}.memory.update"
 
+    def service_subject(self, service: str, endpoint: str) -> str:
+        """A request/reply service's endpoint: `<prefix>.<service>.<endpoint>`."""
+        return f"{self.prefix}.{service}.{endpoint}"
+
     def sandbox(self, endpoint: str) -> str:
-        return f"{self.prefix}.sandbox.{endpoint}"
+        return self.service_subject("sandbox", endpoint)
 
     def threads(self, endpoint: str) -> str:
-        return f"{self.prefix}.threads.{endpoint}"
+        return self.service_subject("threads", endpoint)
 
     def dlq(self, stream: str) -> str:
         return f"{self.prefix}.dlq.{stream}"

@@ -7,15 +7,30 @@ from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
 
-from bus import Bus, NoResponders, RequestTimeout
+from bus import Bus
 from bus.messages import Reply, RunRecord, ThreadRecord
 from bus.records import RecordStore
+from bus.service import call
 from config import AppConfig
 from gateway.auth import Auth
 from gateway.ids import is_valid_id
 
-# The threads service's error codes as HTTP statuses (anything else is a 500).
-_STATUS_OF_CODE = {"not_found": 404, "invalid": 422, "model_failed": 502, "unavailable": 503}
+# A service's error codes as HTTP statuses (anything else is a 500).
+_STATUS_OF_CODE = {
+    "not_found": 404,
+    "not_allowed": 403,
+    "conflict": 409,
+    "too_large": 413,
+    "invalid": 422,
+    "model_failed": 502,
+    "unavailable": 503,
+    "timeout": 504,
+}
+
+
+def http_error(code: str, message: str) -> HTTPException:
+    """A service's refusal as the HTTP error a client of the gateway gets."""
+    return HTTPException(_STATUS_OF_CODE.get(code, 500), message)
 
 
 @dataclass
@@ -57,18 +72,16 @@ class Gateway:
 
     async def ask(self, endpoint: str, message: Any, reply_model: type[Reply], timeout: float = 30) -> Any:
         """Request a runner's threads service; its errors become HTTP errors."""
-        try:
-            reply = await self.bus.request(
-                self.bus.subjects.threads(endpoint), message, reply_model, timeout=timeout
-            )
-        except NoResponders:
-            raise HTTPException(503, "no agent runner is running to answer thread requests") from None
-        except RequestTimeout:
-            raise HTTPException(504, "the agent runner did not answer in time") from None
-        if reply.error is not None:
-            status = _STATUS_OF_CODE.get(reply.error.code, 500)
-            raise HTTPException(status, reply.error.message)
-        return reply
+        return await call(
+            self.bus,
+            "threads",
+            endpoint,
+            message,
+            reply_model,
+            timeout=timeout,
+            errors=http_error,
+            unavailable="no agent runner is running to answer thread requests",
+        )
 
 
 def gateway(request: Request) -> Gateway:

@@ -12,17 +12,11 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from nats.micro import add_service
-from nats.micro.request import Request
-from nats.micro.service import Service
-
-from bus import Bus, EnvelopeError, decode, encode
+from bus import Bus
 from bus.messages import (
-    ErrorInfo,
     ExecReply,
     ExecRequest,
     GlobReply,
@@ -34,16 +28,16 @@ from bus.messages import (
     ListDirRequest,
     ReadFileReply,
     ReadFileRequest,
-    Reply,
     SandboxRequest,
     StrReplaceReply,
     StrReplaceRequest,
     WriteFileReply,
     WriteFileRequest,
 )
+from bus.service import Endpoint, Running, start_service
 from config import AppConfig
 from sandbox import files
-from sandbox.errors import InvalidRequest, NotAllowed, SandboxError
+from sandbox.errors import InvalidRequest, NotAllowed
 from sandbox.hygiene import check_command
 from sandbox.objects import FileSync
 from sandbox.paths import USER_DATA, ThreadFS
@@ -86,19 +80,14 @@ class Broker:
         outcome = await self.provider.run(fs, req.command, timeout)
         await self.sync.push_outputs(fs)
         self._audit(req, exit_code=outcome.exit_code, started=started, timed_out=outcome.timed_out)
-        reply = ExecReply(
+        return ExecReply(
             exit_code=outcome.exit_code,
             output=outcome.output,
             timed_out=outcome.timed_out,
+            timeout_seconds=timeout,
             truncated_chars=outcome.truncated_chars,
             warnings=warnings,
         )
-        if outcome.timed_out:
-            reply.error = ErrorInfo(
-                code="timeout",
-                message=f"the command ran longer than {timeout:g}s and was killed with all its processes",
-            )
-        return reply
 
     async def read_file(self, req: ReadFileRequest) -> ReadFileReply:
         fs = self.fs(req)
@@ -190,55 +179,27 @@ class Broker:
         )
 
 
-ENDPOINTS: list[tuple[str, type[SandboxRequest], type[Reply]]] = [
-    ("exec", ExecRequest, ExecReply),
-    ("read_file", ReadFileRequest, ReadFileReply),
-    ("write_file", WriteFileRequest, WriteFileReply),
-    ("list_dir", ListDirRequest, ListDirReply),
-    ("str_replace", StrReplaceRequest, StrReplaceReply),
-    ("glob", GlobRequest, GlobReply),
-    ("grep", GrepRequest, GrepReply),
-]
-
-
-def _endpoint(
-    name: str, model: type[SandboxRequest], reply: type[Reply], work: Callable[[Any], Awaitable[Reply]]
-) -> Callable[[Request], Awaitable[None]]:
-    async def handle(request: Request) -> None:
-        try:
-            message = decode(model, request.data)
-            answer = await work(message)
-        except EnvelopeError as exc:
-            answer = reply(error=ErrorInfo(code="invalid", message=str(exc)))
-        except SandboxError as exc:
-            answer = reply(error=ErrorInfo(code=exc.code, message=exc.message))
-        except Exception as exc:  # never leave the caller waiting for a timeout
-            log.exception("sandbox %s failed", name)
-            answer = reply(error=ErrorInfo(code="internal", message=f"{type(exc).__name__}: {exc}"))
-        await request.respond(encode(answer))
-
-    return handle
-
-
-async def serve_broker(bus: Bus, config: AppConfig) -> Service:
+async def serve_broker(bus: Bus, config: AppConfig) -> Running:
     provider = await asyncio.to_thread(make_provider, config.sandbox)
     broker = Broker(bus, config, provider, FileSync(await bus.files(), provider.owner))
-    service = await add_service(
-        bus.nc,
-        name=bus.subjects.service_name("sandbox"),
-        version="0.1.0",
+    endpoints: list[Endpoint[Any, Any]] = [
+        Endpoint("exec", ExecRequest, ExecReply, broker.exec),
+        Endpoint("read_file", ReadFileRequest, ReadFileReply, broker.read_file),
+        Endpoint("write_file", WriteFileRequest, WriteFileReply, broker.write_file),
+        Endpoint("list_dir", ListDirRequest, ListDirReply, broker.list_dir),
+        Endpoint("str_replace", StrReplaceRequest, StrReplaceReply, broker.str_replace),
+        Endpoint("glob", GlobRequest, GlobReply, broker.glob),
+        Endpoint("grep", GrepRequest, GrepReply, broker.grep),
+    ]
+    running = await start_service(
+        bus,
+        "sandbox",
+        endpoints,
         description=f"Sandboxed commands and files per thread ({provider.name} provider)",
-        queue_group=bus.subjects.service_name("sandbox"),
         metadata={"provider": provider.name, "isolated": str(provider.isolated).lower()},
     )
-    for name, model, reply in ENDPOINTS:
-        await service.add_endpoint(
-            name=name,
-            subject=bus.subjects.sandbox(name),
-            handler=_endpoint(name, model, reply, getattr(broker, name)),
-        )
     log.info("sandbox broker serving with the %s provider (files under %s)", provider.name, broker.root)
-    return service
+    return running
 
 
 async def run(bus: Bus, config: AppConfig) -> None:

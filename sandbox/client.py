@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from bus import Bus, NoResponders, RequestTimeout
+from bus import Bus
 from bus.layout import USER_DATA
 from bus.messages import (
     ExecReply,
@@ -28,7 +28,8 @@ from bus.messages import (
     WriteFileReply,
     WriteFileRequest,
 )
-from sandbox.errors import Timeout, Unavailable, from_code
+from bus.service import call
+from sandbox.errors import from_code
 
 R = TypeVar("R", bound=Reply)
 
@@ -48,19 +49,16 @@ class SandboxClient:
     async def _call(
         self, endpoint: str, request: SandboxRequest, reply: type[R], timeout: float | None = None
     ) -> R:
-        try:
-            answer = await self.bus.request(
-                self.bus.subjects.sandbox(endpoint), request, reply, timeout=timeout or self.timeout
-            )
-        except NoResponders:
-            raise Unavailable(
-                "no sandbox broker is running; start it (antler up / antler run sandbox)"
-            ) from None
-        except RequestTimeout as exc:
-            raise Timeout(f"the sandbox did not answer within {exc.timeout:g}s") from None
-        if answer.error is not None and not (endpoint == "exec" and answer.error.code == "timeout"):
-            raise from_code(answer.error.code, answer.error.message)
-        return answer
+        return await call(
+            self.bus,
+            "sandbox",
+            endpoint,
+            request,
+            reply,
+            timeout=timeout or self.timeout,
+            errors=from_code,
+            unavailable="no sandbox broker is running; start it (antler up / antler run sandbox)",
+        )
 
     def _base(self) -> dict[str, str]:
         return {"user_id": self.user_id, "thread_id": self.thread_id}

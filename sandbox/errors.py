@@ -12,12 +12,15 @@ SandboxError (code)
 
 from __future__ import annotations
 
+from bus.service import ServiceError
 
-class SandboxError(Exception):
+
+class SandboxError(ServiceError):
+    """The broker answers a raised one with its code and message; the client raises it again."""
+
     code = "internal"
 
     def __init__(self, message: str) -> None:
-        self.message = message
         super().__init__(message)
 
 
@@ -55,4 +58,7 @@ BY_CODE: dict[str, type[SandboxError]] = {
 
 
 def from_code(code: str, message: str) -> SandboxError:
-    return BY_CODE.get(code, SandboxError)(message)
+    """The error a reply's code names (the client side of `bus.service.call`)."""
+    error = BY_CODE.get(code, SandboxError)(message)
+    error.code = code
+    return error

@@ -223,8 +223,7 @@ async def test_a_command_past_its_time_is_killed_with_its_children(
 ) -> None:
     result = await client.exec("echo started; sleep 101.25 & sleep 101.25; echo never", timeout=1)
     assert result.timed_out
-    assert result.error is not None
-    assert result.error.code == "timeout"
+    assert result.timeout_seconds == 1
     assert "started" in result.output
     assert "never" not in result.output
     ps = await asyncio.create_subprocess_exec("ps", "-eo", "args", stdout=asyncio.subprocess.PIPE)
@@ -325,7 +324,6 @@ async def test_bwrap_sees_a_read_only_system_and_only_its_own_thread(
 async def test_bwrap_stops_a_fork_bomb_and_a_memory_hog(client: SandboxClient, broker: AppConfig) -> None:
     bomb = "import os\nwhile True:\n    os.fork()"
     result = await client.exec(f"python3 -c '{bomb}'", timeout=15)
-    assert not result.timed_out or result.error is not None
     assert "Resource temporarily unavailable" in result.output or result.timed_out
     hog = await client.exec("python3 -c 'x = bytearray(2 * 1024 ** 3); print(len(x))'", timeout=15)
     assert hog.exit_code != 0
