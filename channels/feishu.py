@@ -49,10 +49,10 @@ from lark_oapi.api.im.v1 import (
     ReplyMessageRequestBody,
 )
 
-from bus import Bus, Delivery, Retry, run_consumers
+from bus import Bus, Retry, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
-from channels.live import LiveReplies, reply_consumer
+from channels.live import RateLimited, ReplyStream, chunks, reply_consumer
 from config import AppConfig, FeishuConfig
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ class FeishuAdapter:
             .build()
         )
         self.bot_open_id: str | None = None
-        self.cards = LiveReplies(bus, "feishu")  # run id -> the card being patched
+        self.replies = ReplyStream(bus, "feishu", self)  # one card per answer, patched as it streams
         self.sent: OrderedDict[str, None] = OrderedDict()  # our recent message ids, to spot replies to us
         self._token: tuple[str, float] | None = None
 
@@ -186,7 +186,7 @@ class FeishuAdapter:
         if response.success():
             return response
         if response.code in RATE_LIMITED or (response.raw and response.raw.status_code == 429):
-            raise Retry(f"Feishu rate limit while {action}", delay=1.0)
+            raise RateLimited(1.0, f"Feishu rate limit while {action}")
         if response.code in (99991663, 99991661, 99991668):  # the token expired or was revoked
             self._token = None
             raise Retry(f"Feishu token refused while {action}", delay=0.5)
@@ -289,30 +289,22 @@ class FeishuAdapter:
             )
         return staged
 
-    # ------------------------------------------------------------------ outbound
+    # ------------------------------------------------------------------ outbound (a Surface)
 
-    async def on_outbound(self, out: OutboundMessage, delivery: Delivery) -> None:
-        if out.kind == "partial":
-            if not out.run_id:
-                return
-            live = await self.cards.get(out.run_id)
-            if live is None:
-                sent = await self._send(out, "interactive", card(out.text[:LIMIT]))
-                await self.cards.put(out.run_id, message_id=sent)
-            else:
-                await self._patch(live["message_id"], out.text[:LIMIT])
-            return
-        text = out.text or "(empty reply)"
-        pieces = [text[i : i + LIMIT] for i in range(0, len(text), LIMIT)]
-        live = await self.cards.get(out.run_id) if out.run_id else None
-        if live is not None:
-            await self._patch(live["message_id"], pieces.pop(0))
-        for piece in pieces:
-            await self._send(out, "interactive", card(piece))
-        for file in out.files:
-            await self._send_file(out, file)
-        if live is not None and out.run_id:
-            await self.cards.drop(out.run_id)
+    def split(self, text: str) -> list[str]:
+        return chunks(text, LIMIT)
+
+    async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
+        return {"message_id": await self._send(out, "interactive", card(text))}
+
+    async def edit(self, ref: dict[str, Any], text: str) -> None:
+        request = (
+            PatchMessageRequest.builder()
+            .message_id(ref["message_id"])
+            .request_body(PatchMessageRequestBody.builder().content(card(text)).build())
+            .build()
+        )
+        self._check("a card update", await self.client.im.v1.message.apatch(request, await self._option()))
 
     async def _send(self, out: OutboundMessage, msg_type: str, content: str) -> str:
         """Reply to the user's message (in its topic, if it had one), or post into the chat."""
@@ -341,16 +333,7 @@ class FeishuAdapter:
             self.sent.popitem(last=False)
         return message_id
 
-    async def _patch(self, message_id: str, text: str) -> None:
-        request = (
-            PatchMessageRequest.builder()
-            .message_id(message_id)
-            .request_body(PatchMessageRequestBody.builder().content(card(text)).build())
-            .build()
-        )
-        self._check("a card update", await self.client.im.v1.message.apatch(request, await self._option()))
-
-    async def _send_file(self, out: OutboundMessage, file: FileRef) -> None:
+    async def send_file(self, out: OutboundMessage, file: FileRef) -> None:
         if not file.object_name:
             return
         try:
@@ -478,7 +461,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         log.warning("feishu: could not look up the bot (%s); carrying on", exc)
     connection = LongConnection(settings, adapter.domain, _Events(adapter, asyncio.get_running_loop()))
     connection.start()
-    outbound = reply_consumer(bus, "feishu", adapter.on_outbound)
+    outbound = reply_consumer(bus, "feishu", adapter.replies.deliver)
     replies = asyncio.create_task(run_consumers(outbound), name="feishu-replies")
     try:
         done, _ = await asyncio.wait({replies, connection.failed}, return_when=asyncio.FIRST_COMPLETED)

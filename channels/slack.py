@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import httpx
 from slack_bolt.adapter.socket_mode.websockets import AsyncSocketModeHandler
@@ -23,13 +24,15 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bus import Bus, Delivery, Retry, run_consumers
+from bus import Bus, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
-from channels.live import LiveReplies, reply_consumer
+from channels.live import RateLimited, ReplyStream, chunks, reply_consumer
 from config import AppConfig, SlackConfig
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 LIMIT = 39_000  # Slack's message text limit is 40,000 characters
 MAX_FILE_BYTES = 50 * 1024 * 1024
@@ -57,7 +60,7 @@ class SlackAdapter:
         self.app = app
         self.config = config
         self.bot_user: str | None = None
-        self.live = LiveReplies(bus, "slack")  # run id -> the reply being updated
+        self.replies = ReplyStream(bus, "slack", self)
 
     # ------------------------------------------------------------------ inbound
 
@@ -115,56 +118,46 @@ class SlackAdapter:
             )
         return staged
 
-    # ------------------------------------------------------------------ outbound
+    # ------------------------------------------------------------------ outbound (a Surface)
 
-    async def on_outbound(self, out: OutboundMessage, delivery: Delivery) -> None:
-        try:
-            await self._outbound(out)
-        except SlackApiError as exc:
-            if exc.response.status_code == 429:
-                raise Retry(
-                    "Slack rate limit", delay=float(exc.response.headers.get("Retry-After", 1))
-                ) from None
-            raise
+    def split(self, text: str) -> list[str]:
+        return chunks(text, LIMIT)
 
-    async def _outbound(self, out: OutboundMessage) -> None:
-        client = self.app.client
-        thread_ts = out.topic_id or out.reply_to
-        if out.kind == "partial":
-            if not out.run_id:
-                return
-            live = await self.live.get(out.run_id)
-            if live is None:
-                posted = await client.chat_postMessage(
-                    channel=out.chat_id, thread_ts=thread_ts, text=mrkdwn(out.text[:LIMIT])
-                )
-                await self.live.put(out.run_id, channel=out.chat_id, ts=str(posted["ts"]))
-            else:
-                await client.chat_update(
-                    channel=live["channel"], ts=live["ts"], text=mrkdwn(out.text[:LIMIT])
-                )
+    async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
+        posted = await _patiently(
+            self.app.client.chat_postMessage(
+                channel=out.chat_id, thread_ts=out.topic_id or out.reply_to, text=mrkdwn(text)
+            )
+        )
+        return {"channel": out.chat_id, "ts": str(posted["ts"])}
+
+    async def edit(self, ref: dict[str, Any], text: str) -> None:
+        await _patiently(self.app.client.chat_update(channel=ref["channel"], ts=ref["ts"], text=mrkdwn(text)))
+
+    async def send_file(self, out: OutboundMessage, file: FileRef) -> None:
+        if not file.object_name:
             return
-        text = out.text or "(empty reply)"
-        pieces = [text[i : i + LIMIT] for i in range(0, len(text), LIMIT)]
-        live = await self.live.get(out.run_id) if out.run_id else None
-        if live is not None:
-            await client.chat_update(channel=live["channel"], ts=live["ts"], text=mrkdwn(pieces[0]))
-            pieces = pieces[1:]
-        for piece in pieces:
-            await client.chat_postMessage(channel=out.chat_id, thread_ts=thread_ts, text=mrkdwn(piece))
-        for file in out.files:
-            if not file.object_name:
-                continue
-            result = await (await self.bus.files()).get(file.object_name)
-            await client.files_upload_v2(
+        result = await (await self.bus.files()).get(file.object_name)
+        await _patiently(
+            self.app.client.files_upload_v2(
                 channel=out.chat_id,
-                thread_ts=thread_ts,
+                thread_ts=out.topic_id or out.reply_to,
                 file=result.data or b"",
                 filename=file.name,
                 title=file.name,
             )
-        if live is not None and out.run_id:
-            await self.live.drop(out.run_id)
+        )
+
+
+async def _patiently(call: Awaitable[T]) -> T:
+    """A Web API call whose rate limit (after the SDK's own retries) is `RateLimited`."""
+    try:
+        return await call
+    except SlackApiError as exc:
+        if exc.response.status_code != 429:
+            raise
+        delay = float(exc.response.headers.get("Retry-After", 1))
+        raise RateLimited(delay, "Slack rate limit") from None
 
 
 def build_app(config: SlackConfig) -> AsyncApp:
@@ -191,7 +184,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         await adapter.on_event(event)
 
     handler = AsyncSocketModeHandler(app, app_token=settings.resolved("app_token"), web_client=app.client)
-    outbound = reply_consumer(bus, "slack", adapter.on_outbound)
+    outbound = reply_consumer(bus, "slack", adapter.replies.deliver)
     await handler.connect_async()
     log.info("slack adapter connected in Socket Mode")
     try:

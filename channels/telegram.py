@@ -17,21 +17,24 @@ import html
 import logging
 import re
 import secrets
+from collections.abc import Awaitable
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from telegram import InputFile, Message, Update
 from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
-from bus import Bus, Delivery, Retry, run_consumers
+from bus import Bus, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
-from channels.live import LiveReplies, reply_consumer
+from channels.live import RateLimited, ReplyStream, reply_consumer
 from config import AppConfig, TelegramConfig
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 LIMIT = 4096
 MAX_FILE_BYTES = 20 * 1024 * 1024  # what the Bot API lets a bot download
@@ -87,7 +90,7 @@ class TelegramAdapter:
         self.bus = bus
         self.app = app
         self.config = config
-        self.live = LiveReplies(bus, "telegram")  # run id -> the message being edited
+        self.replies = ReplyStream(bus, "telegram", self)
 
     # ------------------------------------------------------------------ inbound
 
@@ -148,78 +151,68 @@ class TelegramAdapter:
         chat, number = str(message.chat.id), str(message.message_id)
         return [await stage_chat_file(store, "telegram", chat, number, name, data, content_type)]
 
-    # ------------------------------------------------------------------ outbound
+    # ------------------------------------------------------------------ outbound (a Surface)
 
-    async def on_outbound(self, out: OutboundMessage, delivery: Delivery) -> None:
-        try:
-            await self._outbound(out)
-        except RetryAfter as exc:
-            raise Retry(
-                f"Telegram asks to wait {exc.retry_after}s", delay=float(_seconds(exc.retry_after))
-            ) from None
+    def split(self, text: str) -> list[str]:
+        return split_message(text)
 
-    async def _outbound(self, out: OutboundMessage) -> None:
-        chat_id = int(out.chat_id)
-        topic = {"message_thread_id": int(out.topic_id)} if out.topic_id else {}
-        if out.kind == "partial":
-            if not out.run_id:
-                return
-            live = await self.live.get(out.run_id)
-            if live is None:
-                sent = await self._send(chat_id, out.text[:LIMIT], topic)
-                await self.live.put(out.run_id, chat=chat_id, message=sent.message_id)
-            else:
-                await self._edit(live["chat"], live["message"], out.text[:LIMIT])
-            return
-        pieces = split_message(out.text or "(empty reply)")
-        live = await self.live.get(out.run_id) if out.run_id else None
-        if live is not None:
-            await self._edit(live["chat"], live["message"], pieces[0])
-            pieces = pieces[1:]
-        for piece in pieces:
-            await self._send(chat_id, piece, topic)
-        for file in out.files:
-            await self._send_file(chat_id, file.object_name, file.name, topic)
-        if live is not None and out.run_id:
-            await self.live.drop(out.run_id)
+    async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
+        sent = await self._send(int(out.chat_id), text, _topic(out))
+        return {"chat": sent.chat_id, "message": sent.message_id}
 
-    async def _send(self, chat_id: int, text: str, topic: dict[str, Any]) -> Message:
-        try:
-            return await self.app.bot.send_message(chat_id, render_html(text), parse_mode="HTML", **topic)
-        except BadRequest as exc:
-            if "parse entities" not in str(exc).lower():
-                raise
-            return await self.app.bot.send_message(chat_id, text, **topic)
-
-    async def _edit(self, chat_id: int, message_id: int, text: str) -> None:
+    async def edit(self, ref: dict[str, Any], text: str) -> None:
+        chat_id, message_id = ref["chat"], ref["message"]
         try:
             await self.app.bot.edit_message_text(render_html(text), chat_id, message_id, parse_mode="HTML")
         except BadRequest as exc:
             reason = str(exc).lower()
             if "not modified" in reason:
                 return
-            if "parse entities" in reason:
-                await self.app.bot.edit_message_text(text, chat_id, message_id)
-                return
-            raise
+            if "parse entities" not in reason:
+                raise
+            await _patiently(self.app.bot.edit_message_text(text, chat_id, message_id))
+        except RetryAfter as exc:
+            raise RateLimited(_seconds(exc.retry_after), "Telegram asks to wait") from None
 
-    async def _send_file(
-        self, chat_id: int, object_name: str | None, name: str, topic: dict[str, Any]
-    ) -> None:
-        if not object_name:
+    async def send_file(self, out: OutboundMessage, file: FileRef) -> None:
+        if not file.object_name:
             return
+        chat_id, topic = int(out.chat_id), _topic(out)
         store = await self.bus.files()
         try:
-            result = await store.get(object_name)
+            result = await store.get(file.object_name)
         except Exception as exc:
-            log.warning("telegram: file %s is not in the object store: %s", object_name, exc)
-            await self._send(chat_id, f"(I made {name}, but could not attach it.)", topic)
+            log.warning("telegram: file %s is not in the object store: %s", file.object_name, exc)
+            await self._send(chat_id, f"(I made {file.name}, but could not attach it.)", topic)
             return
         data = result.data or b""
-        if PurePosixPath(name).suffix.lower() in PHOTO_SUFFIXES and len(data) <= 10 * 1024 * 1024:
-            await self.app.bot.send_photo(chat_id, InputFile(data, filename=name), **topic)
+        upload = InputFile(data, filename=file.name)
+        if PurePosixPath(file.name).suffix.lower() in PHOTO_SUFFIXES and len(data) <= 10 * 1024 * 1024:
+            await _patiently(self.app.bot.send_photo(chat_id, upload, **topic))
         else:
-            await self.app.bot.send_document(chat_id, InputFile(data, filename=name), **topic)
+            await _patiently(self.app.bot.send_document(chat_id, upload, **topic))
+
+    async def _send(self, chat_id: int, text: str, topic: dict[str, Any]) -> Message:
+        try:
+            return await _patiently(
+                self.app.bot.send_message(chat_id, render_html(text), parse_mode="HTML", **topic)
+            )
+        except BadRequest as exc:
+            if "parse entities" not in str(exc).lower():
+                raise
+            return await _patiently(self.app.bot.send_message(chat_id, text, **topic))
+
+
+def _topic(out: OutboundMessage) -> dict[str, Any]:
+    return {"message_thread_id": int(out.topic_id)} if out.topic_id else {}
+
+
+async def _patiently(call: Awaitable[T]) -> T:
+    """A Bot API call whose rate limit is `RateLimited`, the reply stream's word for it."""
+    try:
+        return await call
+    except RetryAfter as exc:
+        raise RateLimited(_seconds(exc.retry_after), "Telegram asks to wait") from None
 
 
 def _seconds(value: Any) -> float:
@@ -243,7 +236,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     app = build_application(settings)
     adapter = TelegramAdapter(bus, app, settings)
     app.add_handler(MessageHandler(filters.ALL, adapter.on_message))
-    outbound = reply_consumer(bus, "telegram", adapter.on_outbound)
+    outbound = reply_consumer(bus, "telegram", adapter.replies.deliver)
     updates = ["message", "edited_message"]
     async with app:
         await app.start()

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
+from bus import Bus, list_dead_letters
 from channels.telegram import render_html, split_message
 from channels.telegram import run as run_telegram
 from config import AppConfig
@@ -221,3 +222,16 @@ async def test_an_adapter_restarted_mid_answer_finishes_the_message_it_started(
     assert len(sent) == 1, "the restarted adapter edits the message instead of sending a new one"
     assert edits[-1]["text"] == "one two three four five six seven"
     assert {int(e["message_id"]) for e in edits} == {sent[0]["sent_message_id"]}
+
+
+async def test_a_rate_limited_final_answer_waits_as_told_and_arrives(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig, nats_url: str
+) -> None:
+    fake_model.script(Reply(text="Paris."))  # one partial (sent), then the final text (an edit)
+    telegram.rate_limit("editMessageText", times=5)  # more 429s than a reply is delivered times
+    telegram.send_user_message("capital of France?")
+    await telegram.wait_for("editMessageText", timeout=30)
+    assert [m for m, _ in telegram.calls].count("editMessageText:429") == 5
+    assert [p["text"] for m, p in telegram.calls if m == "editMessageText"] == ["Paris."]
+    async with await Bus.connect(nats_url, stack.bus) as bus:
+        assert await list_dead_letters(bus) == [], "a rate limit is no reason to give an answer up"

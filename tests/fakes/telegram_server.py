@@ -36,6 +36,8 @@ class FakeTelegram(LocalServer):
         self.files: dict[str, bytes] = {}
         self.outage = False
         self.polls = 0
+        self.rate_limits: dict[str, int] = {}  # method -> how many more calls answer 429
+        self.retry_after = 1
 
     @property
     def base_url(self) -> str:
@@ -100,6 +102,11 @@ class FakeTelegram(LocalServer):
 
         return Response(self.files.get(path.rsplit("/", 1)[-1], b""), media_type="application/octet-stream")
 
+    def rate_limit(self, method: str, times: int, retry_after: int = 1) -> None:
+        """The next `times` calls of `method` answer 429 with `retry_after` (Telegram's flood control)."""
+        self.rate_limits[method] = times
+        self.retry_after = retry_after
+
     def resend(self, update: dict[str, Any]) -> None:
         """The same user message delivered again in a new update (a retry the adapter must absorb)."""
         self.updates.append({**update, "update_id": next(self._update_ids)})
@@ -124,6 +131,19 @@ class FakeTelegram(LocalServer):
             if self.outage:  # the network between bot and Telegram is down
                 return JSONResponse({"ok": False, "error_code": 502, "description": "Bad Gateway"}, 502)
             return {"ok": True, "result": await self._get_updates(params)}
+        if self.rate_limits.get(method, 0) > 0:
+            self.rate_limits[method] -= 1
+            self.record(f"{method}:429", params)
+            wait = self.retry_after
+            return JSONResponse(
+                {
+                    "ok": False,
+                    "error_code": 429,
+                    "description": f"Too Many Requests: retry after {wait}",
+                    "parameters": {"retry_after": wait},
+                },
+                429,
+            )
         self.record(method, params)
         if method == "getFile":
             file_id = str(params.get("file_id"))
