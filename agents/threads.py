@@ -1,9 +1,13 @@
-"""The threads service (`<prefix>.threads.*`): state, history, update state, delete and suggestions.
+"""The threads service (`<prefix>.threads.*`): create, patch, delete, state, history, suggestions.
 
-A NATS micro service in the runner process (which owns the checkpointer and the
-models), so the gateway can serve LangGraph's thread endpoints and DeerFlow's
-follow-up suggestions without touching storage or calling a model itself.
-Every runner joins the same queue group; `$SRV` discovery lists them.
+The runners own threads: their records (KV `<prefix>_threads`, which the
+runner's thread claims also write) and their checkpoints. Everyone else reads
+records from KV and changes them only through this service. A NATS micro
+service in the runner process (which also has the models), so the gateway can
+serve LangGraph's thread endpoints and DeerFlow's follow-up suggestions without
+touching storage or calling a model itself. A deleted thread is announced on
+`<prefix>.events.thread.deleted` (the router unbinds chats from it). Every
+runner joins the same queue group; `$SRV` discovery lists them.
 """
 
 from __future__ import annotations
@@ -23,10 +27,17 @@ from agents.suggestions import SuggestionFailed, suggest, turns_of
 from agents.tools import ask_clarification, present_files
 from bus import Bus
 from bus.messages import (
+    ID_RULE,
+    ThreadCreateReply,
+    ThreadCreateRequest,
+    ThreadDeleted,
     ThreadDeleteReply,
     ThreadDeleteRequest,
     ThreadHistoryReply,
     ThreadHistoryRequest,
+    ThreadPatchReply,
+    ThreadPatchRequest,
+    ThreadRecord,
     ThreadState,
     ThreadStateReply,
     ThreadStateRequest,
@@ -34,6 +45,8 @@ from bus.messages import (
     ThreadSuggestionsRequest,
     ThreadUpdateStateReply,
     ThreadUpdateStateRequest,
+    is_valid_id,
+    utcnow,
 )
 from bus.service import Endpoint, Running, ServiceError, start_service
 from config import AppConfig
@@ -130,9 +143,42 @@ class ThreadService:
             checkpoint={k: conf.get(k) for k in ("thread_id", "checkpoint_ns", "checkpoint_id")}
         )
 
+    async def create(self, req: ThreadCreateRequest) -> ThreadCreateReply:
+        assert self.runner.threads is not None
+        if not is_valid_id(req.thread_id):
+            raise ServiceError(f"thread_id {req.thread_id!r} cannot be used: {ID_RULE}", "invalid")
+        now = utcnow()
+        fresh = ThreadRecord(
+            thread_id=req.thread_id,
+            user_id=req.user_id,
+            metadata=req.metadata,
+            created_at=now,
+            updated_at=now,
+        )
+        if await self.runner.threads.create(req.thread_id, fresh):
+            return ThreadCreateReply(thread=fresh, created=True)
+        return ThreadCreateReply(thread=await self.runner.threads.get(req.thread_id))
+
+    async def patch(self, req: ThreadPatchRequest) -> ThreadPatchReply:
+        assert self.runner.threads is not None
+
+        def merge(record: ThreadRecord | None) -> ThreadRecord | None:
+            if record is None or record.user_id != req.user_id:
+                raise ServiceError(f"thread {req.thread_id} not found", "not_found")
+            return record.model_copy(
+                update={"metadata": {**record.metadata, **req.metadata}, "updated_at": utcnow()}
+            )
+
+        return ThreadPatchReply(thread=await self.runner.threads.update(req.thread_id, merge))
+
     async def delete(self, req: ThreadDeleteRequest) -> ThreadDeleteReply:
+        """Checkpoints, then the record, then the announcement: a failure part way is retried whole."""
+        assert self.runner.threads is not None
         await self._own(req.thread_id, req.user_id)
         await self.runner.checkpointer.adelete_thread(req.thread_id)
+        await self.runner.threads.delete(req.thread_id)
+        announcement = ThreadDeleted(thread_id=req.thread_id, user_id=req.user_id)
+        await self.bus.publish(self.bus.subjects.event("thread.deleted"), announcement)
         return ThreadDeleteReply(deleted=True)
 
     async def suggestions(self, req: ThreadSuggestionsRequest) -> ThreadSuggestionsReply:
@@ -158,6 +204,8 @@ async def serve_threads(bus: Bus, config: AppConfig, runner: Runner) -> Running:
         Endpoint("state", ThreadStateRequest, ThreadStateReply, threads.state),
         Endpoint("history", ThreadHistoryRequest, ThreadHistoryReply, threads.history),
         Endpoint("update_state", ThreadUpdateStateRequest, ThreadUpdateStateReply, threads.update_state),
+        Endpoint("create", ThreadCreateRequest, ThreadCreateReply, threads.create),
+        Endpoint("patch", ThreadPatchRequest, ThreadPatchReply, threads.patch),
         Endpoint("delete", ThreadDeleteRequest, ThreadDeleteReply, threads.delete),
         Endpoint("suggestions", ThreadSuggestionsRequest, ThreadSuggestionsReply, threads.suggestions),
     ]

@@ -30,13 +30,8 @@ def new_id() -> str:
 
 # Run and thread ids become subject tokens, KV keys and directory names: one safe token each.
 ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$"
-Id = Annotated[
-    str,
-    Field(
-        pattern=ID_PATTERN,
-        description="Letters, digits, '_' and '-' (at most 128; not starting with '-'), e.g. a UUID.",
-    ),
-]
+ID_RULE = "letters, digits, '_' and '-', at most 128, not starting with '-'"
+Id = Annotated[str, Field(pattern=ID_PATTERN, description=f"{ID_RULE}; a UUID, say.")]
 
 
 def is_valid_id(value: str) -> bool:
@@ -567,13 +562,50 @@ class ThreadUpdateStateReply(Reply):
     checkpoint: dict[str, Any] = Field(default_factory=dict)
 
 
+class ThreadCreateRequest(Envelope):
+    """Create a thread record (the runners own them); an existing one is returned as it is."""
+
+    thread_id: str
+    user_id: str = "default"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ThreadCreateReply(Reply):
+    thread: ThreadRecord | None = Field(
+        None, description="The record: new, or the one that was there (whoever's it is)."
+    )
+    created: bool = False
+
+
+class ThreadPatchRequest(Envelope):
+    """Merge `metadata` into the caller's thread."""
+
+    thread_id: str
+    user_id: str = "default"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ThreadPatchReply(Reply):
+    thread: ThreadRecord | None = None
+
+
 class ThreadDeleteRequest(Envelope):
+    """Delete the caller's thread: its record and checkpoints; `ThreadDeleted` tells the rest."""
+
     thread_id: str
     user_id: str = "default"
 
 
 class ThreadDeleteReply(Reply):
     deleted: bool = False
+
+
+class ThreadDeleted(Envelope):
+    """On `<prefix>.events.thread.deleted`: a thread is gone (chats bound to it start afresh)."""
+
+    thread_id: str
+    user_id: str = "default"
+    deleted_at: datetime = Field(default_factory=utcnow)
 
 
 class ThreadSuggestionsRequest(Envelope):
@@ -627,8 +659,13 @@ ENVELOPES: dict[str, type[Envelope]] = {
         ThreadHistoryReply,
         ThreadUpdateStateRequest,
         ThreadUpdateStateReply,
+        ThreadCreateRequest,
+        ThreadCreateReply,
+        ThreadPatchRequest,
+        ThreadPatchReply,
         ThreadDeleteRequest,
         ThreadDeleteReply,
+        ThreadDeleted,
         ThreadSuggestionsRequest,
         ThreadSuggestionsReply,
     )

@@ -72,6 +72,13 @@ def stream_configs(bus: Bus) -> list[StreamConfig]:
         stream(s.subagents_stream, [s.subagents_submit], "Subagent tasks", **work),
         stream(s.memory_stream, [s.memory_update], "Conversations to learn memory from", **work),
         stream(
+            s.events_stream,
+            [s.events_all],
+            "Announcements (a thread deleted, ...): each interested component has its own durable",
+            retention=RetentionPolicy.LIMITS,
+            max_age=7 * DAY,
+        ),
+        stream(
             s.dlq_stream,
             [s.dlq_all],
             "Dead letters: original messages plus the reason they failed",

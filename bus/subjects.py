@@ -76,6 +76,14 @@ class Subjects:
     def threads(self, endpoint: str) -> str:
         return self.service_subject("threads", endpoint)
 
+    def event(self, kind: str) -> str:
+        """An announcement others react to: `thread.deleted`; (later) configuration changes."""
+        return f"{self.prefix}.events.{kind}"
+
+    @property
+    def events_all(self) -> str:
+        return f"{self.prefix}.events.>"
+
     def dlq(self, stream: str) -> str:
         return f"{self.prefix}.dlq.{stream}"
 
@@ -85,7 +93,7 @@ class Subjects:
 
     # -- streams ----------------------------------------------------------
     def stream(self, kind: str) -> str:
-        """Stream name for a kind: CHAT_IN, CHAT_OUT, RUNS, RUN_EVENTS, SUBAGENTS, MEMORY, DLQ."""
+        """Stream name for a kind: CHAT_IN, CHAT_OUT, RUNS, RUN_EVENTS, SUBAGENTS, MEMORY, EVENTS, DLQ."""
         return f"{safe_token(self.prefix).upper()}_{kind}"
 
     @property
@@ -111,6 +119,10 @@ class Subjects:
     @property
     def memory_stream(self) -> str:
         return self.stream("MEMORY")
+
+    @property
+    def events_stream(self) -> str:
+        return self.stream("EVENTS")
 
     @property
     def dlq_stream(self) -> str:

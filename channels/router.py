@@ -1,6 +1,6 @@
 """The chat router: chat messages in, agent runs out, run events back as chat replies.
 
-Two durable consumers:
+Three durable consumers:
 
 - inbound (`<prefix>.chat.in.>`, each chat's messages in order, chats side
   by side): policy (allowlists, mentions in groups),
@@ -9,51 +9,46 @@ Two durable consumers:
   as origin. Runs of one chat queue behind each other (multitask enqueue).
   The run id is derived from the platform message, so a platform's retry —
   even after the dedupe window — never starts a second run.
-- projection (`<prefix>.runs.ev.>`, each run's events in order, runs side by
-  side): for runs started from a chat,
-  throttled partial replies while the answer streams, then one final reply
-  (text, presented files, a clarification question, or a readable error) on
-  `<prefix>.chat.out.<channel>`. A reply is built only from its own run's
-  events: by the time a run's `end` is handled, the chat's next run may
-  already have changed the thread. The final reply is deduplicated by run id;
-  a router that missed some of a run's events (restarted mid-run, or another
-  router process took them) reads them back from the log and delivers it once.
-  With several router processes, a chat's messages may become runs out of
-  order; run one router per prefix where that matters.
+- unbind (`<prefix>.events.thread.deleted`): the router owns chat bindings;
+  a chat whose thread was deleted starts a fresh one.
+- projection (`<prefix>.runs.ev.>`): run events back as chat replies
+  (`channels.replies`).
+
+With several router processes, a chat's messages may become runs out of
+order; run one router per prefix where that matters.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 from nats.js.api import DeliverPolicy, ObjectMeta
 
 from bus import Bus, Consumer, Delivery, run_consumers
-from bus.content import text_of
-from bus.files import output_key, safe_filename, upload_key
-from bus.layout import output_relative, upload_path
+from bus.files import safe_filename, upload_key
+from bus.layout import upload_path
 from bus.messages import (
     ChatBinding,
     ChatOrigin,
-    FileRef,
     InboundMessage,
     MemoryDocument,
     MultitaskStrategy,
     OutboundMessage,
-    RunEvent,
     RunRecord,
     RunRequest,
+    ThreadCreateReply,
+    ThreadCreateRequest,
+    ThreadDeleted,
     ThreadRecord,
     utcnow,
 )
 from bus.records import RecordStore
-from bus.runs import follow_run, submit_run
+from bus.runs import submit_run
+from bus.service import ServiceError, call
 from bus.subjects import safe_token
+from channels.replies import ReplyProjection, projection_consumer
 from config import AppConfig, ChannelConfig
 
 log = logging.getLogger(__name__)
@@ -80,87 +75,6 @@ def chat_user(message: InboundMessage) -> str:
     return f"{message.channel}:{message.user_id}"
 
 
-@dataclass
-class _Projection:
-    """One chat run's reply, built only from that run's own events (never from the thread's state,
-    which may already hold the chat's next run)."""
-
-    origin: ChatOrigin
-    thread_id: str
-    texts: dict[str, str] = field(default_factory=dict)  # AI message id -> text so far
-    order: list[str] = field(default_factory=list)
-    attempts: dict[str, int] = field(default_factory=dict)  # AI message id -> attempt that streamed it
-    pieces: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # AI message id -> (seq, delta)
-    tool_calls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # call id -> name, args
-    files: list[str] = field(default_factory=list)  # presented outputs, in order
-    clarification: str | None = None
-    applied: set[tuple[int, int]] = field(default_factory=set)  # (attempt, seq) of events taken in
-    last_seq: int = 0
-    seq: int = 0
-    last_sent: float = 0.0
-    sent_text: str = ""
-    error: str | None = None
-
-    def answer(self) -> str:
-        return next((self.texts[m] for m in reversed(self.order) if self.texts[m]), "")
-
-    def collect(self, data: Any, seq: int, attempt: int) -> None:
-        """Take one `messages` event: assistant text, the tool calls it makes, their results."""
-        if not isinstance(data, list) or not data or not isinstance(data[0], dict):
-            return
-        chunk = data[0]
-        kind = chunk.get("type")
-        if kind in ("AIMessageChunk", "ai"):
-            self._tool_calls(chunk)
-            self._text(chunk, seq, attempt)
-        elif kind == "tool":
-            self._tool_result(chunk)
-
-    def _text(self, chunk: dict[str, Any], seq: int, attempt: int) -> None:
-        text = text_of(chunk.get("content"), sep="")
-        message_id = chunk.get("id")
-        if not text or not message_id:
-            return  # only the assistant's own words reach a chat, never tool results or context
-        if attempt < self.attempts.get(message_id, attempt):
-            return  # an earlier delivery's late piece: the later attempt's text stands
-        if self.attempts.get(message_id) != attempt:  # new, or streamed again by a resumed attempt
-            if message_id in self.texts:
-                self.order.remove(message_id)
-            self.order.append(message_id)
-            self.pieces[message_id] = []
-            self.attempts[message_id] = attempt
-            self.clarification = None  # the agent went on talking after its question
-        if chunk.get("type") == "ai":
-            self.pieces[message_id] = [(seq, text)]
-            self.texts[message_id] = text
-            return
-        pieces = self.pieces[message_id]
-        if not pieces or seq > pieces[-1][0]:
-            pieces.append((seq, text))
-            self.texts[message_id] = self.texts.get(message_id, "") + text
-        elif all(s != seq for s, _ in pieces):  # stored late, after a server restart: put it in its place
-            bisect.insort(pieces, (seq, text))
-            self.texts[message_id] = "".join(t for _, t in pieces)
-
-    def _tool_calls(self, chunk: dict[str, Any]) -> None:
-        for call in chunk.get("tool_calls") or []:
-            if isinstance(call, dict) and call.get("id") and call.get("name"):
-                args = call.get("args")
-                self.tool_calls[call["id"]] = (call["name"], args if isinstance(args, dict) else {})
-
-    def _tool_result(self, chunk: dict[str, Any]) -> None:
-        name = chunk.get("name")
-        if chunk.get("status") == "error":
-            return
-        if name == "ask_clarification":
-            self.clarification = text_of(chunk.get("content"))
-        elif name == "present_files":
-            _, args = self.tool_calls.get(chunk.get("tool_call_id") or "", ("", {}))
-            for path in args.get("filepaths") or []:
-                if isinstance(path, str) and output_relative(path) and path not in self.files:
-                    self.files.append(path.rstrip("/"))
-
-
 class Router:
     def __init__(self, bus: Bus, config: AppConfig) -> None:
         self.bus = bus
@@ -169,7 +83,6 @@ class Router:
         self.threads: RecordStore[ThreadRecord] | None = None
         self.runs: RecordStore[RunRecord] | None = None
         self.memory: RecordStore[MemoryDocument] | None = None
-        self._projections: dict[str, _Projection | None] = {}
 
     async def open(self) -> None:
         s = self.bus.subjects
@@ -283,14 +196,23 @@ class Router:
 
         binding = await self.chats.update(key, bind)
         assert binding is not None
-        if binding.thread_id == thread_id:
-            now = utcnow()
+        if binding.thread_id == thread_id:  # the runners own thread records: ask them for this one
             metadata = {"channel": message.channel, "chat_id": message.chat_id}
-            thread = ThreadRecord(
-                thread_id=thread_id, user_id=user_id, metadata=metadata, created_at=now, updated_at=now
-            )
-            await self.threads.create(thread_id, thread)
+            request = ThreadCreateRequest(thread_id=thread_id, user_id=user_id, metadata=metadata)
+            try:
+                await call(self.bus, "threads", "create", request, ThreadCreateReply, timeout=10)
+            except ServiceError as exc:  # its first run creates it (without the chat's metadata)
+                log.warning("thread %s of chat %s not recorded yet: %s", thread_id, key, exc.message)
         return binding
+
+    async def on_thread_deleted(self, event: ThreadDeleted, delivery: Delivery) -> None:
+        """Chats bound to a deleted thread start a fresh one with their next message."""
+        assert self.chats is not None
+        for key in await self.chats.keys():
+            binding = await self.chats.get(key)
+            if binding is not None and binding.thread_id == event.thread_id:
+                await self.chats.delete(key)
+                log.info("chat %s is unbound from deleted thread %s", key, event.thread_id)
 
     async def command(self, message: InboundMessage, text: str) -> None:
         name, _, argument = text[1:].partition(" ")
@@ -360,130 +282,12 @@ class Router:
             self.bus.subjects.chat_out(message.channel), out, msg_id=f"command:{message.dedupe_id()}"
         )
 
-    # ------------------------------------------------------------------ projection
-
-    async def _projection(self, event: RunEvent) -> _Projection | None:
-        if event.run_id in self._projections:
-            return self._projections[event.run_id]
-        assert self.runs is not None
-        record = await self.runs.get(event.run_id)
-        origin = (record.metadata.get("origin") if record else None) or None
-        projection = _Projection(ChatOrigin.model_validate(origin), event.thread_id) if origin else None
-        self._projections[event.run_id] = projection
-        return projection
-
-    async def _catch_up(self, event: RunEvent, projection: _Projection) -> None:
-        """Read the run's events this router has not seen before `event` back from the log: it started
-        while the run went on, or another router process handled them."""
-        try:
-            async for earlier in follow_run(
-                self.bus, event.run_id, after_seq=projection.last_seq, timeout=10
-            ):
-                if earlier.seq >= event.seq:
-                    break
-                self._apply(projection, earlier)
-        except TimeoutError:
-            log.warning("run %s: could not read its earlier events; the reply may be partial", event.run_id)
-
-    @staticmethod
-    def _apply(projection: _Projection, event: RunEvent) -> None:
-        # By attempt too: a resumed run may number from where it found the log while its earlier
-        # delivery's last events were still arriving; both are taken (the later attempt's win).
-        if (event.attempt, event.seq) in projection.applied:
-            return
-        projection.applied.add((event.attempt, event.seq))
-        projection.last_seq = max(projection.last_seq, event.seq)
-        if event.event == "messages":
-            projection.collect(event.data, event.seq, event.attempt)
-        elif event.event == "error":
-            data = event.data if isinstance(event.data, dict) else {}
-            projection.error = str(data.get("message") or data.get("error") or "unknown error")
-
-    async def on_event(self, event: RunEvent, delivery: Delivery) -> None:
-        projection = await self._projection(event)
-        if event.event == "end":
-            self._projections.pop(event.run_id, None)
-        if projection is None:
-            return  # not a chat's run (the gateway's, say)
-        if event.seq > projection.last_seq + 1:
-            await self._catch_up(event, projection)
-        self._apply(projection, event)
-        if event.event == "messages":
-            await self._partial(event.run_id, projection)
-        elif event.event == "end":
-            await self._final(event, projection)
-
-    async def _partial(self, run_id: str, projection: _Projection) -> None:
-        now = time.monotonic()
-        text = projection.answer()
-        if not text or text == projection.sent_text:
-            return
-        if now - projection.last_sent < self.config.channels.stream_update_seconds:
-            return
-        projection.last_sent = now
-        projection.sent_text = text
-        projection.seq += 1
-        await self._send(run_id, projection, "partial", text, msg_id=None)
-
-    async def _final(self, event: RunEvent, projection: _Projection) -> None:
-        status = (event.data or {}).get("status") if isinstance(event.data, dict) else None
-        kind: str = "final"
-        files: list[FileRef] = []
-        if projection.error is not None or status == "error":
-            kind = "error"
-            text = f"Sorry, I could not finish that: {projection.error or 'the run failed'}"
-        elif status in ("interrupted", "timeout"):
-            kind = "error"
-            text = (
-                "I stopped before finishing." if status == "interrupted" else "That took too long; I stopped."
-            )
-        elif projection.clarification is not None:
-            kind, text = "clarification", projection.clarification
-        else:
-            text = projection.answer() or "(no answer)"
-            user_id = f"{projection.origin.channel}:{projection.origin.user_id}"
-            files = [
-                FileRef(
-                    name=path.rsplit("/", 1)[-1],
-                    path=path,
-                    object_name=output_key(user_id, projection.thread_id, output_relative(path) or ""),
-                )
-                for path in projection.files
-            ]
-        projection.seq += 1
-        await self._send(event.run_id, projection, kind, text, msg_id=f"reply:{event.run_id}", files=files)
-
-    async def _send(
-        self,
-        run_id: str,
-        projection: _Projection,
-        kind: str,
-        text: str,
-        *,
-        msg_id: str | None,
-        files: list[FileRef] | None = None,
-    ) -> None:
-        origin = projection.origin
-        out = OutboundMessage(
-            channel=origin.channel,
-            chat_id=origin.chat_id,
-            topic_id=origin.topic_id,
-            reply_to=origin.message_id,
-            thread_id=projection.thread_id,
-            run_id=run_id,
-            kind=kind,  # type: ignore[arg-type]
-            text=text,
-            seq=projection.seq,
-            files=files or [],
-            metadata=origin.platform,
-        )
-        await self.bus.publish(self.bus.subjects.chat_out(origin.channel), out, msg_id=msg_id)
-
 
 async def run(bus: Bus, config: AppConfig) -> None:
-    """The router component: both consumers until cancelled, then drain."""
+    """The router component: its consumers until cancelled, then drain."""
     router = Router(bus, config)
     await router.open()
+    assert router.runs is not None
     s = bus.subjects
     inbound = Consumer(
         bus,
@@ -496,16 +300,14 @@ async def run(bus: Bus, config: AppConfig) -> None:
         key=lambda message: chat_key(message.channel, message.chat_id, message.topic_id),
         concurrency=32,
     )
-    projection = Consumer(
+    projection = projection_consumer(bus, ReplyProjection(bus, config, router.runs))
+    unbind = Consumer(
         bus,
-        stream=s.run_events_stream,
-        durable="router-projection",
-        filter_subjects=[s.run_events_all],
-        model=RunEvent,
-        handler=router.on_event,
-        key=lambda event: event.run_id,  # a run's events in order; runs side by side
-        concurrency=64,
-        max_ack_pending=1024,
+        stream=s.events_stream,
+        durable="router-thread-deleted",
+        filter_subjects=[s.event("thread.deleted")],
+        model=ThreadDeleted,
+        handler=router.on_thread_deleted,
         deliver_policy=DeliverPolicy.NEW,
     )
-    await run_consumers(inbound, projection)
+    await run_consumers(inbound, projection, unbind)

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 from fastapi import HTTPException
 
-from bus.messages import ID_PATTERN, is_valid_id
+from bus.messages import ID_PATTERN, ID_RULE, is_valid_id
 
 __all__ = ["ID_PATTERN", "is_valid_id", "unusable_thread_id"]
-
-_RULE = "letters, digits, '_' and '-', at most 128, not starting with '-'"
 
 
 def unusable_thread_id(thread_id: str) -> HTTPException:
@@ -31,6 +29,6 @@ def unusable_thread_id(thread_id: str) -> HTTPException:
     """
     return HTTPException(
         422,
-        f"thread_id {thread_id[:136]!r} cannot be used for a new thread: choose another ({_RULE}), "
+        f"thread_id {thread_id[:136]!r} cannot be used for a new thread: choose another ({ID_RULE}), "
         "or leave thread_id out to get a new one",
     )

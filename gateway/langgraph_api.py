@@ -16,16 +16,19 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import Field, StringConstraints
 
 from bus.messages import (
+    ThreadCreateReply,
+    ThreadCreateRequest,
     ThreadDeleteReply,
     ThreadDeleteRequest,
     ThreadHistoryReply,
     ThreadHistoryRequest,
+    ThreadPatchReply,
+    ThreadPatchRequest,
     ThreadRecord,
     ThreadStateReply,
     ThreadStateRequest,
     ThreadUpdateStateReply,
     ThreadUpdateStateRequest,
-    utcnow,
 )
 from bus.runs import cancel_run
 from gateway.deps import GW, Gateway, Me
@@ -117,17 +120,13 @@ async def create_thread(gw: GW, me: Me, body: ThreadCreate) -> Thread:
     thread_id = body.thread_id or str(uuid.uuid4())
     if not is_valid_id(thread_id):
         raise unusable_thread_id(thread_id)
-    now = utcnow()
-    record = ThreadRecord(
-        thread_id=thread_id, user_id=me, metadata=body.metadata or {}, created_at=now, updated_at=now
-    )
-    if not await gw.threads.create(thread_id, record):
-        existing = await gw.threads.get(thread_id)
-        if existing is None or existing.user_id != me:
-            raise unusable_thread_id(thread_id)  # someone else's: told apart from nothing else
-        if body.if_exists == "raise":
-            raise HTTPException(409, f"thread {thread_id} already exists")
-        return thread_json(existing)
+    request = ThreadCreateRequest(thread_id=thread_id, user_id=me, metadata=body.metadata or {})
+    reply = await gw.ask("create", request, ThreadCreateReply)
+    record = reply.thread
+    if record is None or record.user_id != me:
+        raise unusable_thread_id(thread_id)  # someone else's: told apart from nothing else
+    if not reply.created and body.if_exists == "raise":
+        raise HTTPException(409, f"thread {thread_id} already exists")
     return thread_json(record)
 
 
@@ -173,17 +172,10 @@ class ThreadPatch(Body):
 @router.patch("/threads/{thread_id}", responses=errors(404, 413))
 async def patch_thread(gw: GW, me: Me, thread_id: str, body: ThreadPatch) -> Thread:
     await gw.own_thread(thread_id, me)
-
-    def merge(record: ThreadRecord | None) -> ThreadRecord | None:
-        if record is None:
-            return None
-        return record.model_copy(
-            update={"metadata": {**record.metadata, **body.metadata}, "updated_at": utcnow()}
-        )
-
-    updated = await gw.threads.update(thread_id, merge)
-    assert updated is not None
-    return thread_json(updated)
+    request = ThreadPatchRequest(thread_id=thread_id, user_id=me, metadata=body.metadata)
+    reply = await gw.ask("patch", request, ThreadPatchReply)
+    assert reply.thread is not None
+    return thread_json(reply.thread)
 
 
 @router.delete("/threads/{thread_id}", status_code=204, responses=errors(404))
@@ -191,24 +183,11 @@ async def delete_thread(gw: GW, me: Me, thread_id: str) -> Response:
     record = await gw.own_thread(thread_id, me)
     if record.active_run_id:
         await cancel_run(gw.bus, record.active_run_id, reason="thread deleted")
-    with contextlib.suppress(HTTPException):  # no runner up: the checkpoints stay, the thread still goes
-        await gw.ask("delete", ThreadDeleteRequest(thread_id=thread_id, user_id=me), ThreadDeleteReply)
-    await gw.threads.delete(thread_id)
+    # The runners own the thread (record, checkpoints) and announce its end: chats bound to it
+    # start afresh (the router's part). The files in the object store are the gateway's.
+    await gw.ask("delete", ThreadDeleteRequest(thread_id=thread_id, user_id=me), ThreadDeleteReply)
     await delete_thread_files(gw, me, thread_id)
-    await delete_chat_mappings(gw, thread_id)
     return Response(status_code=204)
-
-
-async def delete_chat_mappings(gw: Gateway, thread_id: str) -> None:
-    """Chats bound to a deleted thread start a fresh one with their next message."""
-    from bus.messages import ChatBinding
-    from bus.records import RecordStore
-
-    chats = RecordStore(await gw.bus.kv(gw.bus.subjects.chats_bucket), ChatBinding)
-    for key in await chats.keys():
-        binding = await chats.get(key)
-        if binding is not None and binding.thread_id == thread_id:
-            await chats.delete(key)
 
 
 async def delete_thread_files(gw: Gateway, user_id: str, thread_id: str) -> None:

@@ -23,10 +23,10 @@ from bus.messages import (
     RunRecord,
     RunRequest,
     RunStatus,
-    ThreadRecord,
+    ThreadCreateReply,
+    ThreadCreateRequest,
     ThreadStateReply,
     ThreadStateRequest,
-    utcnow,
 )
 from bus.runs import cancel_run, follow_run, submit_run
 from gateway.deps import GW, Gateway, Me
@@ -142,10 +142,11 @@ async def start_run(
     record = await gw.threads.get(thread_id) if is_valid_id(thread_id) else None
     creates = body.if_not_exists == "create"
     if record is None and creates and is_valid_id(thread_id):
-        now = utcnow()
-        fresh = ThreadRecord(thread_id=thread_id, user_id=me, created_at=now, updated_at=now)
         # Another caller may create it at this very moment: only the one whose create wins owns it.
-        record = fresh if await gw.threads.create(thread_id, fresh) else await gw.threads.get(thread_id)
+        created = await gw.ask(
+            "create", ThreadCreateRequest(thread_id=thread_id, user_id=me), ThreadCreateReply
+        )
+        record = created.thread
     if record is None or record.user_id != me:
         # As if the thread did not exist: not found, or (to create it) an id that cannot be used.
         if creates:

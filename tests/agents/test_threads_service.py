@@ -98,6 +98,8 @@ async def test_the_service_is_discoverable(bus: Bus, runner: None) -> None:
     reply = await bus.nc.request("$SRV.INFO." + bus.subjects.service_name("threads"), b"", timeout=5)
     info = json.loads(reply.data)
     assert {e["name"] for e in info["endpoints"]} == {
+        "create",
+        "patch",
         "state",
         "history",
         "update_state",

@@ -13,8 +13,17 @@ import pytest
 import pytest_asyncio
 
 from bus import Bus, decode
-from bus.messages import InboundMessage, OutboundMessage, RunRecord
+from bus.messages import (
+    ChatBinding,
+    InboundMessage,
+    OutboundMessage,
+    RunRecord,
+    ThreadDeleteReply,
+    ThreadDeleteRequest,
+    ThreadRecord,
+)
 from bus.records import RecordStore
+from bus.service import call
 from channels.router import run as run_router
 from config import AppConfig
 from tests.agents.conftest import running_runner
@@ -159,6 +168,33 @@ async def test_new_starts_a_fresh_thread(bus: Bus, fake_model: FakeOpenAI, stack
         await chat.say("what number?")
         second = await chat.final()
     assert first.thread_id != second.thread_id
+    assert [m["content"] for m in fake_model.agent_requests[-1]["messages"] if m["role"] == "user"] == [
+        "what number?"
+    ]
+
+
+async def test_a_chat_whose_thread_was_deleted_starts_a_fresh_one(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    async with Chat(bus) as chat:
+        await chat.say("remember the number 7")
+        first = await chat.final()
+        assert first.thread_id is not None
+        threads = RecordStore(await bus.kv(bus.subjects.threads_bucket), ThreadRecord)
+        thread = await threads.get(first.thread_id)
+        assert thread is not None, "the chat's thread is listed like any other"
+        assert thread.metadata == {"channel": "cli", "chat_id": "c1"}
+        # As the gateway does for DELETE /threads/{id}: the runners delete, the router unbinds.
+        request = ThreadDeleteRequest(thread_id=first.thread_id, user_id=thread.user_id)
+        await call(bus, "threads", "delete", request, ThreadDeleteReply, timeout=10)
+        chats = RecordStore(await bus.kv(bus.subjects.chats_bucket), ChatBinding)
+        for _ in range(100):
+            if not await chats.keys():
+                break
+            await asyncio.sleep(0.05)
+        await chat.say("what number?")
+        second = await chat.final()
+    assert second.thread_id != first.thread_id
     assert [m["content"] for m in fake_model.agent_requests[-1]["messages"] if m["role"] == "user"] == [
         "what number?"
     ]

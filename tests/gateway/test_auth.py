@@ -83,10 +83,17 @@ async def test_a_known_token_is_let_through_either_way(http: httpx.AsyncClient) 
         assert response.json()[0]["assistant_id"] == "lead_agent"
 
 
-async def test_without_tokens_configured_everyone_is_the_default_user(gw: Gateway) -> None:
+async def test_without_tokens_configured_everyone_is_the_default_user(
+    gw: Gateway, nats_url: str, stack_config: AppConfig
+) -> None:
+    from tests.agents.conftest import running_runner
+
     open_gw = dataclasses.replace(gw, auth=Auth(GatewayConfig()))
     transport = httpx.ASGITransport(app=create_app(open_gw))
-    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+    async with (
+        running_runner(nats_url, stack_config),  # it keeps the thread records
+        httpx.AsyncClient(transport=transport, base_url="http://gateway") as http,
+    ):
         assert (await http.post("/api/assistants/search", json={})).status_code == 200
         created = await http.post("/api/threads", json={})
         assert created.status_code == 200

@@ -13,7 +13,7 @@ import pytest
 
 from bus import Bus
 from bus.files import list_objects
-from bus.messages import ChatBinding, MemoryDocument, MemoryFact
+from bus.messages import MemoryDocument, MemoryFact
 from bus.records import RecordStore
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -139,15 +139,11 @@ async def test_thread_messages_and_token_usage(http: httpx.AsyncClient, fake_mod
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"] > 0
 
 
-async def test_deleting_a_thread_removes_its_files_and_chat_mapping(
-    http: httpx.AsyncClient, bus: Bus
-) -> None:
+async def test_deleting_a_thread_removes_its_files(http: httpx.AsyncClient, bus: Bus) -> None:
     thread = (await http.post("/threads", json={})).json()["thread_id"]
     await http.post(f"/threads/{thread}/uploads", files=[("files", ("a.txt", b"x", "text/plain"))])
-    chats = RecordStore(await bus.kv(bus.subjects.chats_bucket), ChatBinding)
-    await chats.put("telegram.42", ChatBinding(channel="telegram", chat_id="42", thread_id=thread))
     assert (await http.delete(f"/threads/{thread}")).status_code == 204
-    assert await chats.get("telegram.42") is None
+    assert (await http.get(f"/threads/{thread}/uploads/list")).status_code == 404
     names = [i.name for i in await list_objects(await bus.files())]
     assert not [n for n in names if f"/{thread}/" in n]
 
