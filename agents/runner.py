@@ -454,7 +454,7 @@ class Runner:
         if superseded:
             raise Abandon(f"run {request.run_id} belongs to delivery {superseded[0]}, not {events.attempt}")
         # Free the thread before `end`: whoever sees the end may start the next run at once.
-        await self.claims.release(request, status, title)
+        await self.claims.release(request, status, title, Usage(**usage) if usage else None)
         await events.emit("end", {"status": status.value, "usage": usage or {}})
         log.info("run %s on thread %s: %s", request.run_id, request.thread_id, status.value)
 

@@ -25,6 +25,7 @@ from bus.messages import (
     RunRequest,
     RunStatus,
     ThreadRecord,
+    Usage,
     utcnow,
 )
 from bus.records import RecordStore
@@ -86,9 +87,14 @@ class ThreadClaims:
             freed.set()
 
     async def release(
-        self, request: RunRequest, outcome: RunStatus | None = None, title: str | None = None
+        self,
+        request: RunRequest,
+        outcome: RunStatus | None = None,
+        title: str | None = None,
+        usage: Usage | None = None,
     ) -> None:
-        """Give the thread back if this run holds it (once per run), recording title and outcome."""
+        """Give the thread back if this run holds it (once per run), recording title, outcome and the
+        tokens the run used."""
         if request.run_id in self._released:
             return
         status = "error" if outcome == RunStatus.ERROR else "idle"
@@ -107,6 +113,14 @@ class ThreadClaims:
             }
             if title:
                 update["title"] = title
+            if outcome is not None:
+                used = usage or Usage()
+                update["finished_runs"] = rec.finished_runs + 1
+                update["usage"] = Usage(
+                    input_tokens=rec.usage.input_tokens + used.input_tokens,
+                    output_tokens=rec.usage.output_tokens + used.output_tokens,
+                    total_tokens=rec.usage.total_tokens + used.total_tokens,
+                )
             return rec.model_copy(update=update)
 
         await self.threads.update(request.thread_id, release, known=self._revisions.pop(request.run_id, None))

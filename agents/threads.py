@@ -48,6 +48,7 @@ from bus.messages import (
     is_valid_id,
     utcnow,
 )
+from bus.records import keys_matching
 from bus.service import Endpoint, Running, ServiceError, start_service
 from config import AppConfig
 
@@ -172,10 +173,15 @@ class ThreadService:
         return ThreadPatchReply(thread=await self.runner.threads.update(req.thread_id, merge))
 
     async def delete(self, req: ThreadDeleteRequest) -> ThreadDeleteReply:
-        """Checkpoints, then the record, then the announcement: a failure part way is retried whole."""
+        """Checkpoints, runs, then the record, then the announcement: a failure part way is retried whole."""
         assert self.runner.threads is not None
         await self._own(req.thread_id, req.user_id)
         await self.runner.checkpointer.adelete_thread(req.thread_id)
+        index = await self.bus.kv(self.bus.subjects.thread_runs_bucket)
+        runs = await self.bus.kv(self.bus.subjects.runs_bucket)
+        for key in await keys_matching(index, f"{req.thread_id}.*"):
+            await runs.delete(key.split(".", 1)[1])
+            await index.delete(key)
         await self.runner.threads.delete(req.thread_id)
         announcement = ThreadDeleted(thread_id=req.thread_id, user_id=req.user_id)
         await self.bus.publish(self.bus.subjects.event("thread.deleted"), announcement)

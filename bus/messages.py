@@ -319,6 +319,8 @@ class ThreadRecord(Envelope):
     queue: list[QueuedRun] = Field(
         default_factory=list, description="Runs waiting for this thread, in order."
     )
+    usage: Usage = Field(default_factory=Usage, description="Tokens used by the thread's finished runs.")
+    finished_runs: int = 0
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 

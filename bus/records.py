@@ -106,9 +106,22 @@ class RecordStore(Generic[T]):
         raise RuntimeError(f"could not update {key!r}: too many concurrent writers")
 
     async def keys(self) -> list[str]:
-        try:
-            return list(await self.kv.keys())
-        except Exception as exc:  # nats-py raises NoKeysError on an empty bucket
-            if type(exc).__name__ == "NoKeysError":
-                return []
-            raise
+        """Every key (reads the whole bucket's index: for rare work, never per request)."""
+        return await keys_matching(self.kv, ">")
+
+
+async def keys_matching(kv: KeyValue, pattern: str) -> list[str]:
+    """The keys matching a subject pattern (`thread1.*`), oldest write first, filtered by the server:
+    the cost follows the number of matches, not the size of the bucket."""
+    watcher = await kv.watch(pattern, meta_only=True, ignore_deletes=True)
+    found: list[str] = []
+    try:
+        async for entry in watcher:
+            if entry is None:  # the end of what is stored now
+                break
+            found.append(entry.key)
+            if entry.delta == 0:
+                break
+    finally:
+        await watcher.stop()
+    return found

@@ -122,6 +122,15 @@ async def submit_run(bus: Bus, request: RunRequest) -> RunRecord:
 
     record = RunRecord.pending(request)
     store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
-    await store.create(request.run_id, record)
+    index = await bus.kv(bus.subjects.thread_runs_bucket)
+    await asyncio.gather(
+        store.create(request.run_id, record),
+        index.put(thread_run_key(request.thread_id, request.run_id), b""),
+    )
     await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
     return record
+
+
+def thread_run_key(thread_id: str, run_id: str) -> str:
+    """A run's key in the per-thread index (`Subjects.thread_runs_bucket`)."""
+    return f"{thread_id}.{run_id}"

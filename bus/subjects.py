@@ -141,6 +141,11 @@ class Subjects:
         return self.bucket("chats")
 
     @property
+    def thread_runs_bucket(self) -> str:
+        """The runs of each thread, in order: keys `<thread_id>.<run_id>` (values empty)."""
+        return self.bucket("thread_runs")
+
+    @property
     def runs_bucket(self) -> str:
         return self.bucket("runs")
 

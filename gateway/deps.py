@@ -14,6 +14,7 @@ from bus.service import call
 from config import AppConfig
 from gateway.auth import Auth
 from gateway.ids import is_valid_id
+from gateway.thread_view import ThreadView
 
 # A service's error codes as HTTP statuses (anything else is a 500).
 _STATUS_OF_CODE = {
@@ -40,6 +41,7 @@ class Gateway:
     auth: Auth
     threads: RecordStore[ThreadRecord]
     runs: RecordStore[RunRecord]
+    view: ThreadView
 
     @classmethod
     async def open(cls, bus: Bus, config: AppConfig) -> Gateway:
@@ -50,6 +52,7 @@ class Gateway:
             auth=Auth(config.gateway),
             threads=RecordStore(await bus.kv(s.threads_bucket), ThreadRecord),
             runs=RecordStore(await bus.kv(s.runs_bucket), RunRecord),
+            view=ThreadView(await bus.kv(s.threads_bucket)),
         )
 
     async def own_thread(self, thread_id: str, user_id: str) -> ThreadRecord:

@@ -127,6 +127,7 @@ async def create_thread(gw: GW, me: Me, body: ThreadCreate) -> Thread:
         raise unusable_thread_id(thread_id)  # someone else's: told apart from nothing else
     if not reply.created and body.if_exists == "raise":
         raise HTTPException(409, f"thread {thread_id} already exists")
+    gw.view.put(record)
     return thread_json(record)
 
 
@@ -149,20 +150,24 @@ class ThreadSearch(Body):
 
 @router.post("/threads/search", responses=errors(413))
 async def search_threads(gw: GW, me: Me, body: ThreadSearch) -> list[Thread]:
-    # An id that breaks the rule in gateway/ids.py names no thread, like an unknown one.
-    keys = [i for i in body.ids if is_valid_id(i)] if body.ids is not None else await gw.threads.keys()
-    found = []
-    for key in keys:
-        record = await gw.threads.get(key)
-        if record is None or record.user_id != me:
-            continue
-        if body.status and record.status != body.status:
-            continue
-        if body.metadata and any(record.metadata.get(k) != v for k, v in body.metadata.items()):
-            continue
-        found.append(record)
-    found.sort(key=lambda r: getattr(r, body.sort_by), reverse=body.sort_order == "desc")
-    return [thread_json(r) for r in found[body.offset : body.offset + body.limit]]
+    ids = set(body.ids) if body.ids is not None else None
+
+    def keep(record: ThreadRecord) -> bool:
+        return (
+            (ids is None or record.thread_id in ids)
+            and (not body.status or record.status == body.status)
+            and not (body.metadata and any(record.metadata.get(k) != v for k, v in body.metadata.items()))
+        )
+
+    found = await gw.view.search(
+        me,
+        keep=keep,
+        sort_by=body.sort_by,
+        descending=body.sort_order == "desc",
+        offset=body.offset,
+        limit=body.limit,
+    )
+    return [thread_json(r, {"title": r.title} if r.title else None) for r in found]
 
 
 class ThreadPatch(Body):
@@ -175,6 +180,7 @@ async def patch_thread(gw: GW, me: Me, thread_id: str, body: ThreadPatch) -> Thr
     request = ThreadPatchRequest(thread_id=thread_id, user_id=me, metadata=body.metadata)
     reply = await gw.ask("patch", request, ThreadPatchReply)
     assert reply.thread is not None
+    gw.view.put(reply.thread)
     return thread_json(reply.thread)
 
 
@@ -186,6 +192,7 @@ async def delete_thread(gw: GW, me: Me, thread_id: str) -> Response:
     # The runners own the thread (record, checkpoints) and announce its end: chats bound to it
     # start afresh (the router's part). The files in the object store are the gateway's.
     await gw.ask("delete", ThreadDeleteRequest(thread_id=thread_id, user_id=me), ThreadDeleteReply)
+    gw.view.deleted(thread_id)
     await delete_thread_files(gw, me, thread_id)
     return Response(status_code=204)
 

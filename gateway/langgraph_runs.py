@@ -28,7 +28,8 @@ from bus.messages import (
     ThreadStateReply,
     ThreadStateRequest,
 )
-from bus.runs import cancel_run, follow_run, submit_run
+from bus.records import keys_matching
+from bus.runs import cancel_run, follow_run, submit_run, thread_run_key
 from gateway.deps import GW, Gateway, Me
 from gateway.ids import is_valid_id, unusable_thread_id
 from gateway.schemas import ASSISTANT_ID, Body, Run, errors, iso
@@ -293,13 +294,21 @@ async def list_runs(
     status: str | None = None,
 ) -> list[Run]:
     await gw.own_thread(thread_id, me)
-    runs = []
-    for key in await gw.runs.keys():
-        record = await gw.runs.get(key)
-        if record and record.thread_id == thread_id and (status is None or record.status.value == status):
+    index = await gw.bus.kv(gw.bus.subjects.thread_runs_bucket)
+    newest_first = [key.split(".", 1)[1] for key in reversed(await keys_matching(index, f"{thread_id}.*"))]
+    if status is None:  # only the page is read
+        page = await asyncio.gather(
+            *(gw.runs.get(run_id) for run_id in newest_first[offset : offset + limit])
+        )
+        return [run_json(r) for r in page if r is not None]
+    runs: list[RunRecord] = []
+    for run_id in newest_first:  # read until the page is full
+        record = await gw.runs.get(run_id)
+        if record is not None and record.status.value == status:
             runs.append(record)
-    runs.sort(key=lambda r: r.created_at, reverse=True)
-    return [run_json(r) for r in runs[offset : offset + limit]]
+            if len(runs) == offset + limit:
+                break
+    return [run_json(r) for r in runs[offset:]]
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}", responses=errors(404))
@@ -313,6 +322,7 @@ async def delete_run(gw: GW, me: Me, thread_id: str, run_id: str) -> Response:
     if not record.status.finished:
         raise HTTPException(409, f"run {run_id} is still {record.status.value}; cancel it first")
     await gw.runs.delete(run_id)
+    await (await gw.bus.kv(gw.bus.subjects.thread_runs_bucket)).delete(thread_run_key(thread_id, run_id))
     return Response(status_code=204)
 
 

@@ -72,4 +72,5 @@ async def run(bus: Bus, config: AppConfig) -> None:
     finally:
         server.should_exit = True
         await task
+        await gw.view.close()
         url_file.unlink(missing_ok=True)

@@ -52,14 +52,5 @@ async def thread_messages(gw: GW, me: Me, thread_id: str) -> dict[str, Any]:
 
 @router.get("/threads/{thread_id}/token-usage", responses=errors(404))
 async def token_usage(gw: GW, me: Me, thread_id: str) -> dict[str, Any]:
-    await gw.own_thread(thread_id, me)
-    totals = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "runs": 0}
-    for key in await gw.runs.keys():
-        record = await gw.runs.get(key)
-        if record is None or record.thread_id != thread_id or record.user_id != me:
-            continue
-        totals["runs"] += 1
-        totals["input_tokens"] += record.usage.input_tokens
-        totals["output_tokens"] += record.usage.output_tokens
-        totals["total_tokens"] += record.usage.total_tokens
-    return totals
+    record = await gw.own_thread(thread_id, me)
+    return {**record.usage.model_dump(), "runs": record.finished_runs}

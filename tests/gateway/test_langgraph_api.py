@@ -120,6 +120,31 @@ async def test_threads_search_filters_by_metadata_and_status(ana: LangGraphClien
     assert (await ana.threads.get(a["thread_id"]))["metadata"] == {"project": "x", "starred": True}
 
 
+async def test_search_shows_what_runs_did_to_a_thread_and_runs_list_newest_first(
+    ana: LangGraphClient, fake_model: FakeOpenAI
+) -> None:
+    older = await ana.threads.create()
+    thread = await ana.threads.create()
+    first = await ana.runs.wait(thread["thread_id"], "lead_agent", input=HI)
+    assert first["title"]
+    runs = [await ana.runs.create(thread["thread_id"], "lead_agent", input=HI) for _ in range(2)]
+    for run in runs:
+        await ana.runs.join(thread["thread_id"], run["run_id"])
+    listed = await ana.runs.list(thread["thread_id"], limit=2)
+    assert [r["run_id"] for r in listed] == [runs[1]["run_id"], runs[0]["run_id"]]
+    assert len(await ana.runs.list(thread["thread_id"], offset=2)) == 1
+    assert len(await ana.runs.list(thread["thread_id"], status="success")) == 3
+    for _ in range(100):  # the runner's last write reaches the gateway's view of the threads
+        found = await ana.threads.search(sort_by="updated_at", sort_order="desc")
+        if found[0]["status"] == "idle" and found[0]["values"].get("title"):
+            break
+        await asyncio.sleep(0.05)
+    assert [t["thread_id"] for t in found] == [thread["thread_id"], older["thread_id"]]
+    assert found[0]["values"]["title"] == first["title"]
+    await ana.threads.delete(older["thread_id"])
+    assert [t["thread_id"] for t in await ana.threads.search()] == [thread["thread_id"]]
+
+
 async def test_update_state_and_delete(ana: LangGraphClient, fake_model: FakeOpenAI) -> None:
     thread = await ana.threads.create()
     await ana.runs.wait(thread["thread_id"], "lead_agent", input=HI)
