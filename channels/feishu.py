@@ -1,11 +1,9 @@
 """The Feishu/Lark adapter: lark-oapi's long connection in, one card per answer out.
 
-Inbound: lark-oapi's WebSocket client (`lark_oapi.ws.Client`) delivers
-`im.message.receive_v1` events. That client is written for a process of its
-own: it takes an event loop when imported, drives it with
-`run_until_complete`, calls handlers synchronously and has no `stop()`. So it
-runs in a thread with a loop of its own; each event is handed to our loop,
-published as an InboundMessage, and only then acknowledged (a failed publish
+Inbound: lark-oapi's WebSocket client (`lark_oapi.ws.Client`, run on a
+thread of its own by `channels.feishu_ws`) delivers `im.message.receive_v1`
+events; each is handed to our loop, published as an InboundMessage, and only
+then acknowledged (a failed publish
 answers 500 and Feishu delivers the event again). Events of other types are
 logged and acknowledged. Images and files in a message are downloaded
 (`GET /open-apis/im/v1/messages/:id/resources/:key`) into the object store.
@@ -27,14 +25,12 @@ import json
 import logging
 import mimetypes
 import re
-import threading
 import time
 from collections import OrderedDict
 from pathlib import PurePosixPath
 from typing import Any
 
 import lark_oapi as lark
-import lark_oapi.ws.client as lark_ws
 from lark_oapi.api.im.v1 import (
     CreateFileRequest,
     CreateFileRequestBody,
@@ -52,6 +48,7 @@ from lark_oapi.api.im.v1 import (
 from bus import Bus, Retry, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from channels.feishu_ws import LongConnection
 from channels.live import RateLimited, ReplyStream, chunks, reply_consumer
 from config import AppConfig, FeishuConfig
 
@@ -365,88 +362,6 @@ class FeishuAdapter:
         await self._send(out, "file", json.dumps({"file_key": uploaded.data.file_key}))
 
 
-class _Events(lark.EventDispatcherHandler):
-    """What lark-oapi's ws client calls for each event frame: hand the payload to our loop, wait."""
-
-    def __init__(self, adapter: FeishuAdapter, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__()
-        self._adapter = adapter
-        self._loop = loop
-
-    def _do_without_validation(self, payload: bytes) -> None:
-        asyncio.run_coroutine_threadsafe(self._adapter.on_event(payload), self._loop).result(timeout=60)
-
-
-class LongConnection:
-    """lark-oapi's ws client on a thread of its own; `failed` is set if it gives up for good."""
-
-    def __init__(self, config: FeishuConfig, domain: str, events: _Events) -> None:
-        self._config = config
-        self._domain = domain
-        self._events = events
-        self._owner = asyncio.get_running_loop()
-        self.failed: asyncio.Future[BaseException] = self._owner.create_future()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: Any = None
-        self._thread = threading.Thread(target=self._main, name="feishu-ws", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _main(self) -> None:
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        lark_ws.loop = loop  # the module-level loop its client runs on (see the module docstring)
-        self._loop = loop
-        try:
-            self._client = lark.ws.Client(
-                self._config.resolved("app_id"),
-                self._config.resolved("app_secret"),
-                event_handler=self._events,
-                domain=self._domain,
-                log_level=lark.LogLevel.WARNING,
-            )
-            self._client.start()
-        except RuntimeError as exc:
-            if "stopped" not in str(exc):  # loop.stop() from stop() ends start() this way
-                self._report(exc)
-        except BaseException as exc:  # bad credentials, or the server said never to reconnect
-            self._report(exc)
-        finally:
-            self._shut(loop)
-
-    def _shut(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Cancel the client's tasks (receive loop, pings, handlers), then close its socket and the loop."""
-        tasks = asyncio.all_tasks(loop)
-        for task in tasks:
-            task.cancel()
-        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-        connection = getattr(self._client, "_conn", None)
-        if connection is not None:
-            try:
-                loop.run_until_complete(asyncio.wait_for(connection.close(), 5))
-            except Exception as exc:
-                log.debug("feishu: closing the long connection: %s", exc)
-        loop.close()
-
-    def _report(self, exc: BaseException) -> None:
-        def settle() -> None:
-            if not self.failed.done():
-                self.failed.set_result(exc)
-
-        self._owner.call_soon_threadsafe(settle)
-
-    async def stop(self) -> None:
-        loop, client = self._loop, self._client
-        if loop is not None and client is not None:
-            client._auto_reconnect = False  # it has no public stop(): stop its loop, `_main` cleans up
-            try:
-                loop.call_soon_threadsafe(loop.stop)
-            except RuntimeError:
-                pass  # the loop closed meanwhile
-        await asyncio.to_thread(self._thread.join, 10)
-
-
 async def run(bus: Bus, config: AppConfig) -> None:
     """The Feishu/Lark adapter component: the long connection in, cards out, until cancelled."""
     settings = config.channels.feishu
@@ -459,7 +374,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         raise
     except Exception as exc:  # Feishu unreachable now: mentions are told apart without the bot's id
         log.warning("feishu: could not look up the bot (%s); carrying on", exc)
-    connection = LongConnection(settings, adapter.domain, _Events(adapter, asyncio.get_running_loop()))
+    connection = LongConnection(settings, adapter.domain, adapter.on_event)
     connection.start()
     outbound = reply_consumer(bus, "feishu", adapter.replies.deliver)
     replies = asyncio.create_task(run_consumers(outbound), name="feishu-replies")
