@@ -6,7 +6,9 @@ whole thread, not one run's checkpoints); it needs the SQLite saver.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,16 @@ async def open_checkpointer(config: AppConfig) -> Any:
     path = Path(config.runner.checkpoint_db or Path(config.bus.data_dir) / "checkpoints.sqlite")
     path.parent.mkdir(parents=True, exist_ok=True)
     return AsyncSqliteSaver.from_conn_string(str(path))
+
+
+@contextlib.asynccontextmanager
+async def checkpointer_ready(config: AppConfig) -> AsyncIterator[Any]:
+    """The checkpointer, its tables created, for one component process (runner, subagent executor)."""
+    async with await open_checkpointer(config) as checkpointer:
+        await checkpointer.setup()
+        # WAL + NORMAL: commits survive a crashed process (our failure model) without an fsync each.
+        await checkpointer.conn.execute("PRAGMA synchronous=NORMAL")
+        yield checkpointer
 
 
 async def rollback(checkpointer: Any, thread_id: str, run_id: str) -> None:

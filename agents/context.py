@@ -42,3 +42,4 @@ class RunContext:
     user_id: str = "default"
     agent_name: str | None = None
     system_prompt: str = ""
+    model_name: str | None = None

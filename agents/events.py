@@ -33,6 +33,8 @@ _META_KEYS = (
     "run_id",
     "tags",
 )
+# The custom events that end a subagent task (its `usage` counts toward the parent run).
+FINAL_TASK_EVENTS = frozenset({"task_completed", "task_failed", "task_cancelled", "task_timed_out"})
 # Client stream modes and the LangGraph mode that serves each.
 STREAM_MODES = {
     "values": "values",
@@ -106,7 +108,7 @@ class StreamTranslator:
     def graph_modes(self) -> list[str]:
         """LangGraph modes to run with: what was asked, plus what the runner needs itself."""
         modes = {STREAM_MODES[m] for m in self.requested if m in STREAM_MODES}
-        modes |= {"values", "updates"}
+        modes |= {"values", "updates", "custom"}  # custom: subagents report their tokens there
         return sorted(modes)
 
     def translate(self, mode: str, chunk: Any, ns: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
@@ -125,8 +127,11 @@ class StreamTranslator:
         elif mode == "messages":
             message, metadata = chunk
             yield from self._message(message, metadata, suffix)
-        elif mode in self.requested:
-            yield mode + suffix, jsonable(chunk)
+        else:
+            if mode == "custom":
+                self._count_task_usage(chunk)
+            if mode in self.requested:
+                yield mode + suffix, jsonable(chunk)
 
     def _message(
         self, message: BaseMessage, metadata: dict[str, Any], suffix: str
@@ -163,6 +168,15 @@ class StreamTranslator:
                 ):
                     self._emitted_tool_calls.add(message.id)
                     yield "messages" + suffix, [_tool_call_chunk(message), {"langgraph_node": node}]
+
+    def _count_task_usage(self, chunk: Any) -> None:
+        """A subagent's tokens count toward its parent run (its final task event carries them)."""
+        if not isinstance(chunk, dict) or chunk.get("type") not in FINAL_TASK_EVENTS:
+            return
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            for key in self.usage:
+                self.usage[key] += int(usage.get(key, 0) or 0)
 
     def _count_usage(self, update: Any) -> None:
         if not isinstance(update, dict):

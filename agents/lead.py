@@ -13,7 +13,8 @@ DeerFlow's chain and where each link lives here:
  9. title                                -> TitleMiddleware (inside the model call)
 10. memory                               -> the runner publishes MemoryUpdate when a run succeeds
 11. view image                           -> ViewImageMiddleware + the view_image tool (vision models)
-12. subagent limit                       -> SubagentLimitMiddleware (`subagent_enabled`)
+12. subagents and their limit            -> the task tool (`subagent_enabled`): at most
+                                            `subagents.max_concurrent` calls of a turn run
 13. loop detection                       -> LoopDetectionMiddleware
 14. clarification                        -> `ask_clarification` is a return-direct tool: the run ends
                                             with the question as its last message
@@ -42,7 +43,6 @@ from agents.middleware import (
     LLMErrorHandlingMiddleware,
     LoopDetectionMiddleware,
     RunPromptMiddleware,
-    SubagentLimitMiddleware,
     TitleMiddleware,
     ViewImageMiddleware,
 )
@@ -54,7 +54,7 @@ from config import AppConfig, ContextSize
 log = logging.getLogger(__name__)
 
 
-async def _tool_error(exc: Exception, request: Any) -> str:
+async def tool_error(exc: Exception, request: Any) -> str:
     name = request.tool_call.get("name", "tool") if hasattr(request, "tool_call") else "tool"
     return f"Error: {name} failed with {type(exc).__name__}: {exc}"
 
@@ -69,7 +69,7 @@ def build_middlewares(config: AppConfig, options: RunOptions, model: Any) -> lis
         RunPromptMiddleware(),
         DanglingToolCallMiddleware(),
         LLMErrorHandlingMiddleware(),
-        ToolErrorMiddleware(aon_error=_tool_error),
+        ToolErrorMiddleware(aon_error=tool_error),
     ]
     summary = config.summarization
     if summary.enabled:
@@ -91,16 +91,19 @@ def build_middlewares(config: AppConfig, options: RunOptions, model: Any) -> lis
     model_config = config.get_model(options.model_name)
     if model_config is not None and model_config.supports_vision:
         middlewares.append(ViewImageMiddleware())
-    if options.subagent_enabled and config.subagents.enabled:
-        middlewares.append(SubagentLimitMiddleware(config.subagents.max_concurrent))
     middlewares.append(LoopDetectionMiddleware())
     return middlewares
 
 
 def build_tools(
-    config: AppConfig, options: RunOptions, extra: list[BaseTool] | None = None
+    config: AppConfig,
+    options: RunOptions,
+    extra: list[BaseTool] | None = None,
+    task_tool: BaseTool | None = None,
 ) -> list[BaseTool]:
     tools = [ask_clarification, present_files, *config_tools(config), *(extra or [])]
+    if task_tool is not None and options.subagent_enabled and config.subagents.enabled:
+        tools.append(task_tool)
     model = config.get_model(options.model_name)
     if model is None or not model.supports_vision:
         tools = [t for t in tools if t.name != "view_image"]  # only models that can see get it
@@ -112,6 +115,7 @@ def build_lead_agent(
     options: RunOptions,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     extra_tools: list[BaseTool] | None = None,
+    task_tool: BaseTool | None = None,
 ) -> Any:
     """Compile the lead agent for one set of options.
 
@@ -121,7 +125,7 @@ def build_lead_agent(
     model = create_chat_model(config, options.model_name, thinking_enabled=options.thinking_enabled)
     return create_agent(
         model,
-        build_tools(config, options, extra_tools),
+        build_tools(config, options, extra_tools, task_tool),
         middleware=build_middlewares(config, options, model),
         state_schema=ThreadState,
         context_schema=RunContext,
@@ -138,16 +142,20 @@ class AgentCache:
         config: AppConfig,
         checkpointer: BaseCheckpointSaver[Any] | None,
         extra_tools: list[BaseTool] | None = None,
+        task_tool: BaseTool | None = None,
     ) -> None:
         self.config = config
         self.checkpointer = checkpointer
         self.extra_tools = extra_tools or []
+        self.task_tool = task_tool
         self._agents: dict[RunOptions, Any] = {}
 
     def get(self, options: RunOptions) -> Any:
         agent = self._agents.get(options)
         if agent is None:
-            agent = build_lead_agent(self.config, options, self.checkpointer, self.extra_tools)
+            agent = build_lead_agent(
+                self.config, options, self.checkpointer, self.extra_tools, self.task_tool
+            )
             self._agents[options] = agent  # only after success: a fixed config is retried next run
             log.info("compiled lead agent for %s", options)
         return agent

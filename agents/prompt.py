@@ -29,6 +29,12 @@ starts fresh, so give it everything it needs in the prompt. Combine their result
 </subagents>"""
 
 
+def skills_section(skills: Sequence[Skill], container_path: str) -> str:
+    """The prompt's list of skills, each with where its SKILL.md is."""
+    items = "\n".join(f"- {s.name}: {s.description} ({s.container_file(container_path)})" for s in skills)
+    return _SKILLS.format(items=items)
+
+
 def build_system_prompt(
     *,
     agent_name: str = "Antler",
@@ -46,10 +52,7 @@ def build_system_prompt(
     if files:
         parts.append(_FILES)
     if skills:
-        items = "\n".join(
-            f"- {s.name}: {s.description} ({s.container_file(skills_container_path)})" for s in skills
-        )
-        parts.append(_SKILLS.format(items=items))
+        parts.append(skills_section(skills, skills_container_path))
     if memory:
         parts.append(
             f"<memory>\nWhat you know about the user from earlier conversations:\n{memory.strip()}\n</memory>"

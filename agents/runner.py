@@ -22,7 +22,7 @@ from langgraph.types import Command
 from nats.js.errors import NotFoundError
 
 from agents.assembly import PromptAssembly
-from agents.checkpoints import open_checkpointer, rollback, since_last_input
+from agents.checkpoints import checkpointer_ready, rollback, since_last_input
 from agents.context import RunContext, RunOptions
 from agents.errors import AgentError
 from agents.event_log import EventLog
@@ -31,6 +31,7 @@ from agents.lead import AgentCache
 from agents.patches import inline_trace_bookkeeping
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 from agents.state import thread_data
+from agents.task_tool import make_task_tool
 from agents.thread_claims import Outcome, ThreadClaims
 from bus import Abandon, Bus, Consumer, Delivery, NotStored, Retry, decode, run_consumers
 from bus.consumer import cancel_until_done
@@ -63,7 +64,9 @@ class Runner:
         self.config = config
         self.checkpointer = checkpointer
         tools = [*make_sandbox_tools(bus), make_view_image_tool(bus)]
-        self.agents = AgentCache(config, checkpointer, extra_tools=tools)
+        self.agents = AgentCache(
+            config, checkpointer, extra_tools=tools, task_tool=make_task_tool(bus, config)
+        )
         self.runs: RecordStore[RunRecord] | None = None
         self.threads: RecordStore[ThreadRecord] | None = None
         self.name = f"{socket.gethostname()}:{os.getpid()}"
@@ -310,6 +313,7 @@ class Runner:
             user_id=request.user_id,
             agent_name=options.agent_name,
             system_prompt=await self.memory_and_prompt.system_prompt(request.user_id, options),
+            model_name=options.model_name or (default.name if (default := self.config.get_model()) else None),
         )
 
         async def stream() -> None:
@@ -464,10 +468,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     from agents.threads import serve_threads
 
     inline_trace_bookkeeping()
-    async with await open_checkpointer(config) as checkpointer:
-        await checkpointer.setup()
-        # WAL + NORMAL: commits survive a crashed process (our failure model) without an fsync each.
-        await checkpointer.conn.execute("PRAGMA synchronous=NORMAL")
+    async with checkpointer_ready(config) as checkpointer:
         runner = Runner(bus, config, checkpointer)
         await runner.open()
         service = await serve_threads(bus, config, runner)

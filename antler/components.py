@@ -27,6 +27,12 @@ COMPONENTS: dict[str, ComponentSpec] = {
     spec.name: spec
     for spec in (
         ComponentSpec("runner", "agents.runner:run", "the lead agent: RunRequests in, run events out"),
+        ComponentSpec(
+            "subagents",
+            "agents.subagent_executor:run",
+            "subagent tasks (the task tool) in agents of their own",
+            lambda c: c.subagents.enabled,
+        ),
         ComponentSpec("sandbox", "sandbox.broker:run", "commands and files per thread, isolated with bwrap"),
         ComponentSpec("router", "channels.router:run", "chats to threads, commands, run events to replies"),
         ComponentSpec(

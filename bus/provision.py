@@ -47,8 +47,7 @@ def stream_configs(bus: Bus) -> list[StreamConfig]:
             subjects=subjects,
             description=description,
             storage=StorageType.FILE,
-            duplicate_window=dedupe,
-            **kw,  # type: ignore[arg-type]
+            **{"duplicate_window": dedupe, **kw},  # type: ignore[arg-type]
         )
 
     work = {"retention": RetentionPolicy.WORK_QUEUE}
@@ -69,7 +68,14 @@ def stream_configs(bus: Bus) -> list[StreamConfig]:
             retention=RetentionPolicy.LIMITS,
             max_age=c.run_events_max_age_hours * HOUR,
         ),
-        stream(s.subagents_stream, [s.subagents_submit], "Subagent tasks", **work),
+        stream(
+            s.subagents_stream,
+            [s.subagents_submit],
+            "Subagent tasks",
+            # A parent run resumed hours later submits its task again: still the same task.
+            duplicate_window=c.subagent_results_ttl_hours * HOUR,
+            **work,
+        ),
         stream(s.memory_stream, [s.memory_update], "Conversations to learn memory from", **work),
         stream(
             s.events_stream,
@@ -103,7 +109,8 @@ async def provision(bus: Bus) -> Provisioned:
     for bucket in buckets:
         await _ensure_kv(bus, bucket)
     await _ensure_kv(bus, s.replies_bucket, ttl=REPLIES_TTL)
-    buckets.append(s.replies_bucket)
+    await _ensure_kv(bus, s.subagent_results_bucket, ttl=bus.config.subagent_results_ttl_hours * HOUR)
+    buckets += [s.replies_bucket, s.subagent_results_bucket]
     await _ensure_object_store(bus, s.files_store)
     log.debug("provisioned %d streams, %d buckets, 1 object store", len(streams), len(buckets))
     return Provisioned(streams=streams, buckets=buckets, object_stores=[s.files_store])

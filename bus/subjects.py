@@ -62,6 +62,9 @@ class Subjects:
     def subagents_submit(self) -> str:
         return f"{self.prefix}.subagents.submit"
 
+    def subagent_progress(self, parent_run_id: str) -> str:
+        return f"{self.prefix}.subagents.progress.{safe_token(parent_run_id)}"
+
     @property
     def memory_update(self) -> str:
         return f"{self.prefix}.memory.update"
@@ -148,6 +151,11 @@ class Subjects:
     @property
     def runs_bucket(self) -> str:
         return self.bucket("runs")
+
+    @property
+    def subagent_results_bucket(self) -> str:
+        """Finished subagent tasks by `<parent run>.<task>` (entries expire)."""
+        return self.bucket("subagent_results")
 
     @property
     def memory_bucket(self) -> str:

@@ -39,6 +39,9 @@ class BusConfig(Section):
     run_events_max_age_hours: float = Field(24.0, gt=0, description="How long run event logs are kept.")
     chat_out_max_age_hours: float = Field(24.0, gt=0)
     dlq_max_age_days: float = Field(30.0, gt=0)
+    subagent_results_ttl_hours: float = Field(
+        24.0, gt=0, description="How long finished subagent results are kept for a parent run that resumes."
+    )
 
     @field_validator("prefix")
     @classmethod
@@ -170,11 +173,32 @@ class SummarizationConfig(Section):
     summary_prompt: str | None = None
 
 
+class SubagentTypeConfig(Section):
+    """A subagent type of your own, besides the built-in `general-purpose` and `bash`."""
+
+    description: str = Field(description="When the lead agent should pick it (shown in the task tool).")
+    system_prompt: str = Field("", description="Its instructions; the task's prompt follows as the request.")
+    tools: list[str] | None = Field(
+        None, description="Tool names it may use; null = every lead tool except task, ask_clarification."
+    )
+    skills: list[str] | None = Field(None, description="Skills listed in its prompt; null = none.")
+    model_name: str | None = Field(None, description="null = subagents.model_name, else the parent's model.")
+    max_turns: int | None = Field(None, gt=0, description="null = subagents.max_turns.")
+    timeout_seconds: float | None = Field(None, gt=0, description="null = subagents.timeout_seconds.")
+
+
 class SubagentsConfig(Section):
     enabled: bool = True
-    max_concurrent: int = Field(3, gt=0)
-    timeout_seconds: float = Field(900.0, gt=0)
-    model_name: str | None = None
+    max_concurrent: int = Field(3, gt=0, description="task calls run per model turn; more get an error.")
+    timeout_seconds: float = Field(900.0, gt=0, description="A task running longer is stopped (timed_out).")
+    max_turns: int = Field(30, gt=0, description="Model turns a subagent gets before it must stop.")
+    model_name: str | None = Field(None, description="null = the parent run's model.")
+    executor_concurrency: int = Field(
+        16, gt=0, description="Tasks one executor process runs at once (more wait on the bus)."
+    )
+    agents: dict[str, SubagentTypeConfig] = Field(
+        default_factory=dict, description="Your own subagent types by name."
+    )
 
 
 class SkillsConfig(Section):

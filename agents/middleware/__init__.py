@@ -1,7 +1,7 @@
 """The lead agent's middlewares, in DeerFlow's order (see agents.lead.build_middlewares)."""
 
 from agents.middleware.dangling import DanglingToolCallMiddleware
-from agents.middleware.limits import LoopDetectionMiddleware, SubagentLimitMiddleware
+from agents.middleware.limits import LoopDetectionMiddleware
 from agents.middleware.model_errors import LLMErrorHandlingMiddleware
 from agents.middleware.prompt import RunPromptMiddleware
 from agents.middleware.title import TitleMiddleware
@@ -12,7 +12,6 @@ __all__ = [
     "LLMErrorHandlingMiddleware",
     "LoopDetectionMiddleware",
     "RunPromptMiddleware",
-    "SubagentLimitMiddleware",
     "TitleMiddleware",
     "ViewImageMiddleware",
 ]

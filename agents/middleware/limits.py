@@ -1,6 +1,6 @@
-"""SubagentLimitMiddleware and LoopDetectionMiddleware: keep the tool loop sane.
+"""LoopDetectionMiddleware: keep the tool loop sane.
 
-Both act on the model's response inside the model call, so they add no graph
+It acts on the model's response inside the model call, so they add no graph
 nodes and the stored message is already the corrected one.
 """
 
@@ -17,34 +17,6 @@ from langchain_core.messages import AIMessage, HumanMessage
 from agents.middleware._util import last_ai, replace_ai, without_tool_calls
 
 log = logging.getLogger(__name__)
-
-
-class SubagentLimitMiddleware(AgentMiddleware):  # type: ignore[type-arg]
-    """Drop `task` calls beyond `max_concurrent` in one model turn."""
-
-    def __init__(self, max_concurrent: int = 3, tool_name: str = "task") -> None:
-        super().__init__()
-        self.max_concurrent = max_concurrent
-        self.tool_name = tool_name
-
-    async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
-    ) -> Any:
-        result = await handler(request)
-        ai = last_ai(result)
-        if ai is None:
-            return result
-        tasks = [c for c in ai.tool_calls if c["name"] == self.tool_name]
-        if len(tasks) <= self.max_concurrent:
-            return result
-        dropped = {c["id"] for c in tasks[self.max_concurrent :]}
-        kept = [c for c in ai.tool_calls if c["id"] not in dropped]
-        raw = [c for c in ai.additional_kwargs.get("tool_calls", []) if c.get("id") not in dropped]
-        log.info("dropping %d task call(s) beyond the limit of %d", len(dropped), self.max_concurrent)
-        fixed = ai.model_copy(
-            update={"tool_calls": kept, "additional_kwargs": {**ai.additional_kwargs, "tool_calls": raw}}
-        )
-        return replace_ai(result, fixed)
 
 
 def _signature(call: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from agents.middleware import DanglingToolCallMiddleware, LoopDetectionMiddleware, SubagentLimitMiddleware
+from agents.middleware import DanglingToolCallMiddleware, LoopDetectionMiddleware
 from agents.middleware.dangling import PLACEHOLDER
 from agents.middleware.title import clean_title
 from config import TitleConfig
@@ -48,19 +48,6 @@ async def test_dangling_tool_calls_get_placeholder_results_right_after_their_cal
         ("HumanMessage", None),
     ]
     assert seen[2].content == PLACEHOLDER
-
-
-async def test_task_calls_beyond_the_limit_are_dropped() -> None:
-    calls = [call("task", str(i), prompt=f"p{i}") for i in range(5)] + [call("bash", "b")]
-
-    async def handler(req: ModelRequest[Any]) -> ModelResponse[Any]:
-        return ModelResponse(result=[AIMessage("", tool_calls=calls)])
-
-    result = await SubagentLimitMiddleware(max_concurrent=3).awrap_model_call(
-        request([HumanMessage("go")]), handler
-    )
-    kept = [c["id"] for c in result.result[-1].tool_calls]
-    assert kept == ["0", "1", "2", "b"]
 
 
 async def test_a_repeated_tool_call_loop_is_broken_with_a_final_answer() -> None:

@@ -242,8 +242,9 @@ def _field_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
         paths.append(path)
         inner = _section_type(field.annotation)
         if inner is not None:
-            list_like = typing.get_origin(field.annotation) is list
-            paths += _field_paths(inner, f"{path}[0]" if list_like else path)
+            origin = typing.get_origin(field.annotation)
+            shape = {list: "[0]", dict: ".*"}.get(origin, "")  # a list's first item, a mapping's first value
+            paths += _field_paths(inner, f"{path}{shape}")
     return paths
 
 
@@ -260,7 +261,11 @@ def _section_type(annotation: Any) -> type[BaseModel] | None:
 def _lookup(data: Any, path: str) -> bool:
     node = data
     for part in path.replace("[0]", ".0").split("."):
-        if isinstance(node, list):
+        if part == "*":
+            if not isinstance(node, dict) or not node:
+                return False
+            node = next(iter(node.values()))
+        elif isinstance(node, list):
             if not node:
                 return False
             node = node[int(part)]
@@ -283,14 +288,6 @@ def test_config_example_documents_every_field_and_loads() -> None:
 def test_extensions_example_documents_every_field_and_loads() -> None:
     example = REPO / "extensions_config.example.json"
     data = json.loads(example.read_text(encoding="utf-8"))
-    first = {
-        "mcpServers": [next(iter(data["mcpServers"].values()))],
-        "skills": [next(iter(data["skills"].values()))],
-    }
-    paths = [
-        p.replace("mcpServers", "mcpServers[0]", 1).replace("skills", "skills[0]", 1)
-        for p in _field_paths(ExtensionsConfig)
-    ]
-    missing = [p for p in paths if "." in p and not _lookup(first, p)]
+    missing = [p for p in _field_paths(ExtensionsConfig) if not _lookup(data, p)]
     assert missing == [], f"extensions_config.example.json does not document: {missing}"
     assert load_extensions(example).mcp_servers

@@ -43,6 +43,7 @@ class Reply:
     delay: float = 0.0  # seconds before answering (slow or hanging models)
     chunk_delay: float = 0.0  # seconds between streamed chunks
     status: int = 200  # non-200: an OpenAI-style error body with `text` as the message
+    hold: asyncio.Event | None = None  # the answer waits until the test sets it
 
 
 def _last_text(messages: list[dict[str, Any]], roles: tuple[str, ...] = ("user", "tool")) -> str:
@@ -110,6 +111,8 @@ class FakeOpenAI(LocalServer):
         reply = self._choose(body)
         if reply.delay:
             await asyncio.sleep(reply.delay)
+        if reply.hold is not None:
+            await reply.hold.wait()
         if reply.status != 200:
             return JSONResponse({"error": {"message": reply.text, "type": "server_error"}}, reply.status)
         model = body.get("model", "fake")

@@ -1,0 +1,318 @@
+"""The subagent executor: SubagentTasks in, results out (`antler run subagents`).
+
+One durable consumer on `<prefix>.subagents.submit`, shared by every executor
+process. Each task runs as an agent of its type on a child thread of its own
+(`<parent run>:<task>`, checkpointed, so an executor killed mid-task is
+resumed by the next delivery), in the parent's sandbox directories, as the
+parent's user. Each finished model turn is published on
+`<prefix>.subagents.progress.<parent run>` for the parent's `task` tool to
+relay; the outcome (completed, failed, cancelled, timed_out, with a stop
+reason when the turn cap ended it) goes to KV `<prefix>_subagent_results`,
+where the tool waits for it, and where a parent that resumes finds it without
+running the task again.
+
+A parent run's cancel, interrupt or rollback (`<prefix>.runs.ctl.<run>`)
+cancels its subagents here at once; a task whose parent has already ended is
+not started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, ToolErrorMiddleware
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import BaseTool
+from langgraph.errors import GraphRecursionError
+from nats.js.errors import KeyWrongLastSequenceError
+
+from agents.checkpoints import checkpointer_ready
+from agents.context import RunContext
+from agents.events import jsonable
+from agents.lead import tool_error
+from agents.middleware import (
+    DanglingToolCallMiddleware,
+    LLMErrorHandlingMiddleware,
+    LoopDetectionMiddleware,
+    RunPromptMiddleware,
+    ViewImageMiddleware,
+)
+from agents.models import create_chat_model
+from agents.prompt import skills_section
+from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
+from agents.state import ThreadState, thread_data
+from agents.subagent_types import SubagentType, subagent_types
+from agents.task_tool import EXECUTOR_DURABLE
+from agents.tools import config_tools
+from bus import Bus, Consumer, Delivery, decode, encode, run_consumers
+from bus.content import text_of
+from bus.messages import (
+    RunControl,
+    RunRecord,
+    SubagentProgress,
+    SubagentResult,
+    SubagentTask,
+    Usage,
+    utcnow,
+)
+from bus.records import RecordStore
+from config import AppConfig
+from skills import load_skills
+
+log = logging.getLogger(__name__)
+
+
+class SubagentExecutor:
+    def __init__(self, bus: Bus, config: AppConfig, checkpointer: Any) -> None:
+        self.bus = bus
+        self.config = config
+        self.checkpointer = checkpointer
+        self.types = subagent_types(config)
+        tools = [*make_sandbox_tools(bus), make_view_image_tool(bus), *config_tools(config)]
+        self.tools: dict[str, BaseTool] = {t.name: t for t in tools}
+        self._agents: dict[tuple[str, str | None], Any] = {}
+        self._jobs: dict[str, dict[str, asyncio.Task[SubagentResult]]] = {}  # parent run -> task -> job
+        self._cancelled: set[tuple[str, str]] = set()  # (parent run, task) cancelled by the parent
+        self.runs: RecordStore[RunRecord] | None = None
+        self.results: Any = None
+
+    async def open(self) -> None:
+        s = self.bus.subjects
+        self.runs = RecordStore(await self.bus.kv(s.runs_bucket), RunRecord)
+        self.results = await self.bus.kv(s.subagent_results_bucket)
+
+    # ------------------------------------------------------------------ the agent of a type
+
+    def agent(self, kind: SubagentType, model_name: str | None) -> Any:
+        """The compiled agent for a type and model (cached).
+
+        Raises:
+            agents.errors.ModelConfigError, ProviderNotInstalled, config.MissingEnvError
+        """
+        found = self._agents.get((kind.name, model_name))
+        if found is not None:
+            return found
+        model = create_chat_model(self.config, model_name)
+        model_config = self.config.get_model(model_name)
+        sees = model_config is not None and model_config.supports_vision
+        tools = [t for name, t in self.tools.items() if kind.allows(name) and (sees or name != "view_image")]
+        middleware: list[AgentMiddleware[Any, Any]] = [
+            RunPromptMiddleware(),
+            DanglingToolCallMiddleware(),
+            LLMErrorHandlingMiddleware(),
+            ToolErrorMiddleware(aon_error=tool_error),
+            *([ViewImageMiddleware()] if sees else []),
+            LoopDetectionMiddleware(),
+        ]
+        agent = create_agent(
+            model,
+            tools,
+            middleware=middleware,
+            state_schema=ThreadState,
+            context_schema=RunContext,
+            checkpointer=self.checkpointer,
+            name=f"subagent_{kind.name}",
+        )
+        self._agents[(kind.name, model_name)] = agent
+        return agent
+
+    def system_prompt(self, kind: SubagentType) -> str:
+        if not kind.skills:
+            return kind.system_prompt
+        skills = [s for s in load_skills(self.config.skills.path) if s.name in kind.skills]
+        return kind.system_prompt + "\n\n" + skills_section(skills, self.config.skills.container_path)
+
+    # ------------------------------------------------------------------ control
+
+    async def on_control(self, msg: Any) -> None:
+        try:
+            control = decode(RunControl, msg.data)
+        except Exception:
+            return
+        for task_id, job in list(self._jobs.get(control.run_id, {}).items()):
+            log.info("subagent %s: its parent run %s was %sed", task_id, control.run_id, control.action)
+            self._cancelled.add((control.run_id, task_id))
+            job.cancel()
+
+    # ------------------------------------------------------------------ a task
+
+    async def handle(self, task: SubagentTask, delivery: Delivery) -> None:
+        assert self.runs is not None
+        key = SubagentResult.key(task.parent_run_id, task.task_id)
+        if await self._stored(key):
+            return  # finished by an earlier delivery
+        parent = await self.runs.get(task.parent_run_id)
+        if parent is not None and parent.status.finished:
+            await self._store(key, self._ended(task, "cancelled", f"the parent run is {parent.status.value}"))
+            return
+        job = asyncio.create_task(self._run(task), name=f"subagent:{task.task_id}")
+        self._jobs.setdefault(task.parent_run_id, {})[task.task_id] = job
+        try:
+            result = await job
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if (task.parent_run_id, task.task_id) not in self._cancelled or (me and me.cancelling()):
+                raise  # this process is stopping: the next delivery resumes the task
+            result = self._ended(task, "cancelled", "the parent run was cancelled")
+        finally:
+            jobs = self._jobs.get(task.parent_run_id, {})
+            jobs.pop(task.task_id, None)
+            if not jobs:
+                self._jobs.pop(task.parent_run_id, None)
+            self._cancelled.discard((task.parent_run_id, task.task_id))
+        await self._store(key, result)
+        log.info("subagent %s of run %s: %s", task.task_id, task.parent_run_id, result.status)
+
+    async def _run(self, task: SubagentTask) -> SubagentResult:
+        kind = self.types.get(task.subagent_type)
+        if kind is None:
+            return self._ended(task, "failed", f"no subagent type {task.subagent_type!r}")
+        model_name = kind.model_name or task.model_name
+        try:
+            agent = self.agent(kind, model_name)
+        except Exception as exc:  # a model that cannot be built: the task fails, saying why
+            return self._ended(task, "failed", f"{type(exc).__name__}: {exc}")
+        max_turns = task.max_turns or kind.max_turns or self.config.subagents.max_turns
+        config = {
+            "configurable": {"thread_id": f"{task.parent_run_id}:{task.task_id}"},
+            "metadata": {"parent_run_id": task.parent_run_id, "task_id": task.task_id},
+            "recursion_limit": 2 * max_turns + 1,  # a turn is a model step and a tools step
+        }
+        context = RunContext(
+            run_id=task.task_id,
+            thread_id=task.thread_id,  # the parent's: its sandbox directories, its uploads
+            user_id=task.user_id,
+            system_prompt=self.system_prompt(kind),
+            model_name=model_name,
+        )
+        snapshot = await agent.aget_state(config)
+        if snapshot.values.get("messages") and not snapshot.next:
+            return self._from_state(task, snapshot.values, started=None)  # done before the process died
+        graph_input = None if snapshot.values.get("messages") else self._input(task)
+        turns = sum(isinstance(m, AIMessage) for m in snapshot.values.get("messages", []))
+        started = utcnow()
+        timeout = task.timeout_seconds or kind.timeout_seconds or self.config.subagents.timeout_seconds
+        stop_reason = error = None
+        status = "completed"
+        try:
+            async with asyncio.timeout(timeout):
+                async for update in agent.astream(
+                    graph_input, config, context=context, stream_mode="updates", durability="sync"
+                ):
+                    turns = await self._progress(task, update, turns)
+        except TimeoutError:
+            status, error = "timed_out", f"the subagent ran longer than {timeout:g}s and was stopped"
+        except GraphRecursionError:
+            stop_reason = "turn_capped"
+        except Exception as exc:
+            log.warning("subagent %s failed: %s: %s", task.task_id, type(exc).__name__, exc)
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+        state = (await agent.aget_state(config)).values
+        return self._from_state(task, state, started, status, error, stop_reason)
+
+    @staticmethod
+    def _input(task: SubagentTask) -> dict[str, Any]:
+        return {
+            "messages": [HumanMessage(task.prompt)],
+            "thread_data": thread_data(task.user_id),
+            "sandbox": {"sandbox_id": f"{task.user_id}:{task.thread_id}"},
+        }
+
+    async def _progress(self, task: SubagentTask, update: Any, turns: int) -> int:
+        """Each finished model turn, for the parent's task tool to relay; the turns so far."""
+        for value in update.values() if isinstance(update, dict) else ():
+            messages = value.get("messages", []) if isinstance(value, dict) else []
+            for message in messages if isinstance(messages, list) else []:
+                if isinstance(message, AIMessage):
+                    turns += 1
+                    progress = SubagentProgress(
+                        task_id=task.task_id,
+                        parent_run_id=task.parent_run_id,
+                        turn=turns,
+                        message=jsonable(message),
+                    )
+                    subject = self.bus.subjects.subagent_progress(task.parent_run_id)
+                    await self.bus.publish_core(subject, progress)
+        return turns
+
+    def _from_state(
+        self,
+        task: SubagentTask,
+        state: dict[str, Any],
+        started: Any,
+        status: str = "completed",
+        error: str | None = None,
+        stop_reason: str | None = None,
+    ) -> SubagentResult:
+        """The outcome, from the child thread's messages: the last answer, the turns, the tokens."""
+        answers = [m for m in state.get("messages", []) if isinstance(m, AIMessage)]
+        usage = Usage()
+        for message in answers:
+            used = message.usage_metadata or {}
+            usage.input_tokens += int(used.get("input_tokens", 0) or 0)
+            usage.output_tokens += int(used.get("output_tokens", 0) or 0)
+            usage.total_tokens += int(used.get("total_tokens", 0) or 0)
+        text = next((text_of(m.content, sep="") for m in reversed(answers) if m.content), "")
+        if status == "completed" and stop_reason and not text:
+            status, error = "failed", f"it used all {len(answers)} of its turns without an answer"
+        return SubagentResult(
+            task_id=task.task_id,
+            parent_run_id=task.parent_run_id,
+            status=status,  # type: ignore[arg-type]
+            result=text,
+            error=error,
+            stop_reason=stop_reason,
+            turns=len(answers),
+            usage=usage,
+            started_at=started,
+        )
+
+    @staticmethod
+    def _ended(task: SubagentTask, status: str, error: str) -> SubagentResult:
+        return SubagentResult(
+            task_id=task.task_id,
+            parent_run_id=task.parent_run_id,
+            status=status,  # type: ignore[arg-type]
+            error=error,
+        )
+
+    async def _stored(self, key: str) -> bool:
+        try:
+            entry = await self.results.get(key)
+        except Exception:  # not there
+            return False
+        return bool(entry.value)
+
+    async def _store(self, key: str, result: SubagentResult) -> None:
+        """The first outcome stands (another delivery may have finished the task meanwhile)."""
+        try:
+            await self.results.create(key, encode(result))
+        except KeyWrongLastSequenceError:
+            log.info("subagent %s: an outcome was stored already; keeping it", result.task_id)
+
+
+async def run(bus: Bus, config: AppConfig) -> None:
+    """The subagent executor component: consume SubagentTasks until cancelled, then drain."""
+    async with checkpointer_ready(config) as checkpointer:
+        executor = SubagentExecutor(bus, config, checkpointer)
+        await executor.open()
+        control = await bus.nc.subscribe(bus.subjects.run_control_all, cb=executor.on_control)
+        s = bus.subjects
+        try:
+            await run_consumers(
+                Consumer(
+                    bus,
+                    stream=s.subagents_stream,
+                    durable=EXECUTOR_DURABLE,
+                    filter_subjects=[s.subagents_submit],
+                    model=SubagentTask,
+                    handler=executor.handle,
+                    concurrency=config.subagents.executor_concurrency,
+                    drain_timeout=15.0,
+                )
+            )
+        finally:
+            await control.unsubscribe()

@@ -1,0 +1,197 @@
+"""Subagents: the lead agent's task tool, and the subagent executor as a consumer of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from agents.subagent_executor import run as run_executor
+from agents.task_tool import EXECUTOR_DURABLE
+from bus import Bus, list_dead_letters
+from bus.messages import RunEvent, RunRequest, RunStatus, SubagentResult
+from bus.runs import cancel_run, collect_run, submit_run
+from config import AppConfig
+from tests.agents.conftest import running_runner
+from tests.conftest import running_component
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+
+pytestmark = pytest.mark.asyncio
+
+
+def running_executor(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
+    async def ready(bus: Bus, task: asyncio.Task[None]) -> None:
+        for _ in range(400):  # its durable consumer exists: the task tool can submit to it
+            if task.done():
+                task.result()
+            with contextlib.suppress(Exception):
+                await bus.js.consumer_info(bus.subjects.subagents_stream, EXECUTOR_DURABLE)
+                return
+            await asyncio.sleep(0.025)
+        raise TimeoutError("the subagent executor did not start")
+
+    return running_component(nats_url, config, run_executor, "subagents", ready)
+
+
+@pytest_asyncio.fixture
+async def stack(
+    nats_url: str, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> AsyncIterator[AppConfig]:
+    config_data["subagents"] = {"timeout_seconds": 60}
+    config = app_config()
+    async with running_runner(nats_url, config), running_executor(nats_url, config):
+        yield config
+
+
+def delegate(thread_id: str, text: str) -> RunRequest:
+    return RunRequest(
+        thread_id=thread_id,
+        input={"messages": [{"role": "user", "content": text}]},
+        stream_mode=["messages-tuple", "values", "custom"],
+        context={"subagent_enabled": True},
+    )
+
+
+def task_call(call_id: str, prompt: str, **args: Any) -> ToolCall:
+    return ToolCall("task", {"description": f"do {call_id}", "prompt": prompt, **args}, id=call_id)
+
+
+def task_events(events: list[RunEvent], task_id: str) -> list[str]:
+    return [
+        e.data["type"]
+        for e in events
+        if e.event == "custom" and isinstance(e.data, dict) and e.data.get("task_id") == task_id
+    ]
+
+
+def tool_results(events: list[RunEvent]) -> dict[str, dict[str, Any]]:
+    """The task tool messages of the run's final state, by tool call id."""
+    values = next(e.data for e in reversed(events) if e.event == "values")
+    return {m["tool_call_id"]: m for m in values["messages"] if m["type"] == "tool"}
+
+
+async def test_two_tasks_run_side_by_side_and_the_lead_combines_their_results(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    both_asked = asyncio.Event()
+    fake_model.script(
+        Reply(tool_calls=[task_call("call_a", "Find fact A"), task_call("call_b", "Find fact B")]),
+        Reply(text="A is 1", when="Find fact A", hold=both_asked),
+        Reply(text="B is 2", when="Find fact B", hold=both_asked),
+        Reply(text="Together: A is 1 and B is 2.", when="B is 2"),
+    )
+    request = delegate("t-two", "Compare A and B")
+    await submit_run(bus, request)
+    await fake_model.wait_for_requests(3)  # the lead, then both subagents, neither answered yet
+    both_asked.set()
+    events = await collect_run(bus, request.run_id)
+
+    final = next(e.data for e in reversed(events) if e.event == "values")["messages"][-1]
+    assert final["content"] == "Together: A is 1 and B is 2."
+    for call_id, answer in (("call_a", "A is 1"), ("call_b", "B is 2")):
+        assert task_events(events, call_id) == ["task_started", "task_running", "task_completed"]
+        result = tool_results(events)[call_id]
+        assert answer in result["content"]
+        assert result["additional_kwargs"]["subagent_status"] == "completed"
+        assert result["additional_kwargs"]["subagent_result_brief"] == answer
+    subagent_prompts = [r["messages"][-1]["content"] for r in fake_model.agent_requests[1:3]]
+    assert sorted(subagent_prompts) == ["Find fact A", "Find fact B"]
+    # The run's tokens are the lead's own plus its subagents'.
+    messages = next(e.data for e in reversed(events) if e.event == "values")["messages"]
+    lead = sum((m.get("usage_metadata") or {}).get("total_tokens", 0) for m in messages if m["type"] == "ai")
+    completed = [e.data for e in events if e.event == "custom" and e.data["type"] == "task_completed"]
+    subagents = sum(c["usage"]["total_tokens"] for c in completed)
+    assert subagents > 0
+    assert events[-1].event == "end"
+    assert events[-1].data["usage"]["total_tokens"] == lead + subagents
+
+
+async def test_only_three_tasks_of_one_turn_run_the_fourth_is_told_why(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    calls = [task_call(f"call_{n}", f"Part {n} of the job") for n in range(4)]
+    fake_model.script(Reply(tool_calls=calls), *[Reply(text=f"done {n}", when=f"Part {n}") for n in range(3)])
+    request = delegate("t-four", "Do four parts")
+    await submit_run(bus, request)
+    events = await collect_run(bus, request.run_id)
+    results = tool_results(events)
+    for n in range(3):
+        assert results[f"call_{n}"]["additional_kwargs"]["subagent_status"] == "completed"
+    refused = results["call_3"]
+    assert refused["status"] == "error"
+    assert "at most 3 subagents run per turn" in refused["content"]
+    asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+    assert "Part 3 of the job" not in asked, "the fourth subagent never started"
+
+
+async def test_a_subagent_past_its_time_limit_is_stopped_and_the_lead_still_answers(
+    bus: Bus, fake_model: FakeOpenAI, nats_url: str, config_data: dict[str, Any], app_config: Any
+) -> None:
+    config_data["subagents"] = {"timeout_seconds": 1}
+    config = app_config()
+    never = asyncio.Event()
+    fake_model.script(
+        Reply(tool_calls=[task_call("call_slow", "A very slow job")]),
+        Reply(text="never", when="A very slow job", hold=never),
+        Reply(text="The helper ran out of time, so here is what I know.", when="timed out"),
+    )
+    async with running_runner(nats_url, config), running_executor(nats_url, config):
+        request = delegate("t-slow", "Do the slow job")
+        await submit_run(bus, request)
+        events = await collect_run(bus, request.run_id)
+    never.set()
+    assert task_events(events, "call_slow") == ["task_started", "task_timed_out"]
+    result = tool_results(events)["call_slow"]
+    assert result["additional_kwargs"]["subagent_status"] == "timed_out"
+    final = next(e.data for e in reversed(events) if e.event == "values")["messages"][-1]
+    assert final["content"] == "The helper ran out of time, so here is what I know."
+
+
+async def test_cancelling_the_parent_cancels_its_subagent(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    never = asyncio.Event()
+    fake_model.script(
+        Reply(tool_calls=[task_call("call_long", "A long job")]),
+        Reply(text="never", when="A long job", hold=never),
+    )
+    request = delegate("t-cancel", "Do the long job")
+    await submit_run(bus, request)
+    await fake_model.wait_for_requests(2)  # the subagent is at work
+    await cancel_run(bus, request.run_id)
+    events = await collect_run(bus, request.run_id)
+    assert events[-1].data["status"] == RunStatus.INTERRUPTED.value
+    results = await bus.kv(bus.subjects.subagent_results_bucket)
+    key = SubagentResult.key(request.run_id, "call_long")
+    for _ in range(200):  # the subagent's outcome is stored as soon as it stops
+        with contextlib.suppress(Exception):
+            entry = await results.get(key)
+            if entry.value:
+                break
+        await asyncio.sleep(0.05)
+    outcome = SubagentResult.model_validate_json(entry.value or b"{}")
+    assert outcome.status == "cancelled"
+    never.set()
+
+
+async def test_a_malformed_task_is_dead_lettered_and_the_executor_keeps_serving(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    await bus.js.publish(bus.subjects.subagents_submit, b'{"prompt": 5}')
+    fake_model.script(
+        Reply(tool_calls=[task_call("call_ok", "A small job")]),
+        Reply(text="small job done", when="A small job"),
+        Reply(text="All done.", when="small job done"),
+    )
+    request = delegate("t-after-bad", "Do the small job")
+    await submit_run(bus, request)
+    events = await collect_run(bus, request.run_id)
+    assert tool_results(events)["call_ok"]["additional_kwargs"]["subagent_status"] == "completed"
+    letters = await list_dead_letters(bus)
+    reasons = [d.reason for d in letters if d.consumer == EXECUTOR_DURABLE]
+    assert len(reasons) == 1
+    assert "invalid SubagentTask" in reasons[0]
