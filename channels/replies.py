@@ -32,6 +32,9 @@ from config import AppConfig
 
 log = logging.getLogger(__name__)
 
+# The custom events that end a subagent task (as the runner's task tool sends them).
+FINAL_TASK_EVENTS = frozenset({"task_completed", "task_failed", "task_cancelled", "task_timed_out"})
+
 
 @dataclass
 class RunReply:
@@ -53,9 +56,27 @@ class RunReply:
     last_sent: float = 0.0
     sent_text: str = ""
     error: str | None = None
+    tasks: dict[str, tuple[str, bool]] = field(default_factory=dict)  # subagent task -> (label, done)
 
     def answer(self) -> str:
         return next((self.texts[m] for m in reversed(self.order) if self.texts[m]), "")
+
+    def task_event(self, data: Any) -> None:
+        """A subagent's `custom` task event: only its label and whether it is over, never its output."""
+        if not isinstance(data, dict) or not str(data.get("type", "")).startswith("task_"):
+            return
+        task_id = str(data.get("task_id") or "")
+        if task_id:
+            label = str(data.get("description") or "a subtask")[:60]
+            self.tasks[task_id] = (label, data["type"] in FINAL_TASK_EVENTS)
+
+    def progress(self) -> str:
+        """The streamed reply's status line while subagents work (empty when none does)."""
+        working = [label for label, done in self.tasks.values() if not done]
+        if not working:
+            return ""
+        done = len(self.tasks) - len(working)
+        return f"[subtasks: {done} of {len(self.tasks)} done; working on: {'; '.join(working)}]"
 
     def collect(self, data: Any, seq: int, attempt: int) -> None:
         """Take one `messages` event: assistant text, the tool calls it makes, their results."""
@@ -156,6 +177,8 @@ class ReplyProjection:
         projection.last_seq = max(projection.last_seq, event.seq)
         if event.event == "messages":
             projection.collect(event.data, event.seq, event.attempt)
+        elif event.event == "custom":
+            projection.task_event(event.data)
         elif event.event == "error":
             data = event.data if isinstance(event.data, dict) else {}
             projection.error = str(data.get("message") or data.get("error") or "unknown error")
@@ -169,14 +192,14 @@ class ReplyProjection:
         if event.seq > projection.last_seq + 1:
             await self._catch_up(event, projection)
         self._apply(projection, event)
-        if event.event == "messages":
+        if event.event in ("messages", "custom"):
             await self._partial(event.run_id, projection)
         elif event.event == "end":
             await self._final(event, projection)
 
     async def _partial(self, run_id: str, projection: RunReply) -> None:
         now = time.monotonic()
-        text = projection.answer()
+        text = "\n\n".join(part for part in (projection.answer(), projection.progress()) if part)
         if not text or text == projection.sent_text:
             return
         if now - projection.last_sent < self.config.channels.stream_update_seconds:

@@ -125,6 +125,8 @@ class Router:
         configurable: dict[str, Any] = {}
         if binding.model_name:
             configurable["model_name"] = binding.model_name
+        if self.config.channels.subagent_enabled:
+            configurable["subagent_enabled"] = True
         origin = ChatOrigin(
             channel=message.channel,
             chat_id=message.chat_id,
@@ -140,7 +142,7 @@ class Router:
             input={"messages": [{"role": "user", "content": text}]},
             config={"configurable": configurable},
             metadata={"origin": origin.model_dump(exclude_none=True)},
-            stream_mode=["messages-tuple"],
+            stream_mode=["messages-tuple", "custom"],  # custom: subagents' progress
             multitask_strategy=MultitaskStrategy.ENQUEUE,
             origin=origin,
         )

@@ -250,6 +250,9 @@ class DingTalkConfig(ChannelConfig):
 
 class ChannelsConfig(Section):
     stream_update_seconds: float = Field(1.0, ge=0, description="Least time between partial reply edits.")
+    subagent_enabled: bool = Field(
+        False, description="Chat runs may delegate to subagents (the task tool); progress shows in the reply."
+    )
     slack: SlackConfig = Field(default_factory=SlackConfig)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     feishu: FeishuConfig = Field(default_factory=FeishuConfig)

@@ -294,3 +294,33 @@ async def test_every_reply_answers_its_own_message_when_chats_send_fast(
             answers[reply.reply_to or ""] = reply.text
     wrong = {m: (sent[m], a) for m, a in answers.items() if a != f"You said: {sent[m]}"}
     assert wrong == {}, "each reply answers the message it replies to"
+
+
+async def test_a_chat_sees_subagent_progress_as_a_status_line_not_their_output(
+    bus: Bus, fake_model: FakeOpenAI, nats_url: str, config_data: dict[str, Any], app_config: Any
+) -> None:
+    from tests.agents.test_subagents import running_executor, task_call
+
+    config_data["channels"] = {"stream_update_seconds": 0, "subagent_enabled": True}
+    config = app_config()
+    release = asyncio.Event()
+    fake_model.script(
+        Reply(text="Let me split this up.", tool_calls=[task_call("call_x", "Check the logs")]),
+        Reply(text="SECRET RAW LOG LINE: 3 errors", when="Check the logs", hold=release),
+        Reply(text="The logs show 3 errors.", when="3 errors"),
+    )
+    async with (
+        running_runner(nats_url, config),
+        running_executor(nats_url, config),
+        running_router(nats_url, config),
+        Chat(bus) as chat,
+    ):
+        await chat.say("what is in the logs?")
+        partials: list[str] = []
+        while not any("working on: do call_x" in p for p in partials):
+            partials.append((await asyncio.wait_for(chat.replies.get(), 30)).text)
+        release.set()
+        final = await chat.final()
+    assert "[subtasks: 0 of 1 done; working on: do call_x]" in partials[-1]
+    assert final.text == "The logs show 3 errors."
+    assert "SECRET" not in final.text

@@ -337,3 +337,33 @@ async def test_history_filters_and_suggestion_models_that_cannot_work_are_422s(a
             422,
             {"detail": "model_name: no model named 'nope' (configured: fake)"},
         )
+
+
+async def test_the_sdk_streams_subagent_task_events_in_custom_mode(
+    ana: LangGraphClient, fake_model: FakeOpenAI, nats_url: str, stack_config: Any
+) -> None:
+    from tests.agents.test_subagents import running_executor, task_call
+
+    fake_model.script(
+        Reply(tool_calls=[task_call("call_s", "List the uploads")]),
+        Reply(text="no uploads yet", when="List the uploads"),
+        Reply(text="There are no uploads yet.", when="no uploads yet"),
+    )
+    async with running_executor(nats_url, stack_config):
+        thread = await ana.threads.create()
+        parts = [
+            part
+            async for part in ana.runs.stream(
+                thread["thread_id"],
+                "lead_agent",
+                input={"messages": [{"role": "user", "content": "What did I upload?"}]},
+                stream_mode=["custom", "values"],
+                context={"subagent_enabled": True},
+            )
+        ]
+    custom = [p.data for p in parts if p.event == "custom"]
+    assert [c["type"] for c in custom] == ["task_started", "task_running", "task_completed"]
+    assert {c["task_id"] for c in custom} == {"call_s"}
+    assert custom[-1]["result"] == "no uploads yet"
+    values = [p.data for p in parts if p.event == "values"]
+    assert values[-1]["messages"][-1]["content"] == "There are no uploads yet."
