@@ -12,25 +12,22 @@ redelivered and the next runner resumes from the last checkpoint.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import socket
 from typing import Any
 
-from langgraph.types import Command
-from nats.js.errors import NotFoundError
-
 from agents.assembly import PromptAssembly
-from agents.checkpoints import checkpointer_ready, rollback, since_last_input
+from agents.checkpoints import checkpointer_ready, rollback
 from agents.context import RunContext, RunOptions
 from agents.errors import AgentError
 from agents.event_log import EventLog
 from agents.events import StreamTranslator, jsonable
 from agents.lead import AgentCache
 from agents.patches import inline_trace_bookkeeping
+from agents.run_endings import end_refused_request, ensure_ended
+from agents.run_input import graph_config, graph_input_of, run_timeout
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
-from agents.state import thread_data
 from agents.task_tool import make_task_tool
 from agents.thread_claims import Outcome, ThreadClaims
 from bus import Abandon, Bus, Consumer, Delivery, NotStored, Retry, decode, run_consumers
@@ -39,13 +36,11 @@ from bus.messages import (
     ErrorInfo,
     MemoryDocument,
     RunControl,
-    RunEvent,
     RunRecord,
     RunRequest,
     RunStatus,
     ThreadRecord,
     Usage,
-    is_valid_id,
     utcnow,
 )
 from bus.records import RecordStore
@@ -122,33 +117,8 @@ class Runner:
     # ------------------------------------------------------------------ handling
 
     async def on_invalid(self, msg: Any, error: Exception) -> None:
-        """A request that is not a valid RunRequest still ends its run, if it names a usable run id:
-        whoever follows `runs.ev.<run_id>` gets an `error` and `end` instead of waiting forever."""
         assert self.runs is not None
-        try:
-            raw = json.loads(msg.data)
-        except ValueError:
-            return
-        run_id = raw.get("run_id") if isinstance(raw, dict) else None
-        if not isinstance(run_id, str) or not is_valid_id(run_id):
-            return
-        thread_id = raw.get("thread_id")
-        thread_id = thread_id if isinstance(thread_id, str) and is_valid_id(thread_id) else ""
-        message = f"the run request was refused: {error}"
-        now = utcnow()
-
-        def failed(rec: RunRecord | None) -> RunRecord | None:
-            if rec is None or rec.status.finished:
-                return None  # only a run its submitter recorded (as pending) has a record to end
-            info = ErrorInfo(code="InvalidRunRequest", message=message)
-            update = {"status": RunStatus.ERROR, "ended_at": now, "updated_at": now, "error": info}
-            return rec.model_copy(update=update)
-
-        await self.runs.update(run_id, failed)
-        events = await EventLog.resume(self.bus, run_id, thread_id, attempt=2)
-        await events.emit("metadata", {"run_id": run_id, "thread_id": thread_id})
-        await events.error("InvalidRunRequest", message)
-        await events.emit("end", {"status": RunStatus.ERROR.value, "usage": {}})
+        await end_refused_request(self.bus, self.runs, msg.data, error)
 
     async def handle(self, request: RunRequest, delivery: Delivery) -> None:
         assert self.runs is not None
@@ -162,7 +132,7 @@ class Runner:
         record = known[0]
         if record.status.finished:
             log.info("run %s already %s; not running it again", request.run_id, record.status.value)
-            await self._ensure_end(request, record, attempt)
+            await ensure_ended(self.bus, request, record, attempt)
             return
         if request.run_id in self._active:
             # Redelivered while this process still runs it (the loop stalled past ack_wait):
@@ -214,22 +184,6 @@ class Runner:
             return False
         return record is not None and record.attempt > attempt
 
-    async def _ensure_end(self, request: RunRequest, record: RunRecord, attempt: int) -> None:
-        """A run that ended without reaching a runner (cancelled while pending) still gets its `end`."""
-        try:
-            last = await self.bus.js.get_last_msg(
-                self.bus.subjects.run_events_stream, self.bus.subjects.run_events(request.run_id)
-            )
-            if decode(RunEvent, last.data or b"{}").event == "end":
-                return
-        except NotFoundError:
-            pass
-        events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt)
-        await events.emit(
-            "metadata", {"run_id": request.run_id, "thread_id": request.thread_id, "attempt": attempt}
-        )
-        await events.emit("end", {"status": record.status.value, "usage": record.usage.model_dump()})
-
     async def _cancel_requested(self, run_id: str) -> bool:
         """Cancelled by a control message to this process, or marked interrupted while pending."""
         if run_id in self._cancel_actions:
@@ -274,7 +228,7 @@ class Runner:
             if now_running[0].status != RunStatus.INTERRUPTED:
                 # An earlier delivery finished it meanwhile (it went on through a NATS outage).
                 log.info("run %s was finished by an earlier delivery", request.run_id)
-                await self._ensure_end(request, now_running[0], attempt)
+                await ensure_ended(self.bus, request, now_running[0], attempt)
                 return
             self._cancel_actions.setdefault(request.run_id, "cancel")  # cancelled while it was pending
         self._run_revisions[request.run_id] = now_running
@@ -290,8 +244,8 @@ class Runner:
             await self._fail(request, events, type(exc).__name__, str(exc))
             return
         try:
-            config = self._graph_config(request, configurable)
-            graph_input, done_so_far = await self._graph_input(request, agent, resumed)
+            config = graph_config(request, configurable, self.config.runner.recursion_limit)
+            graph_input, done_so_far = await graph_input_of(request, agent, resumed)
         except (TypeError, ValueError) as exc:  # a request that can never run: say so, do not retry
             await events.emit("metadata", metadata)
             await self._fail(request, events, "InvalidRunRequest", f"the run request cannot run: {exc}")
@@ -335,7 +289,7 @@ class Runner:
         task = asyncio.create_task(stream(), name=f"run:{request.run_id}")
         self._streams[request.run_id] = task
         try:
-            async with asyncio.timeout(self._run_timeout(configurable)):
+            async with asyncio.timeout(run_timeout(configurable, self.config.runner.run_timeout_seconds)):
                 await task
         except TimeoutError:
             await events.error("TimeoutError", "the run took longer than its time limit and was stopped")
@@ -361,45 +315,6 @@ class Runner:
             request, events, RunStatus.SUCCESS, usage=translator.usage, title=values.get("title")
         )
         await self.memory_and_prompt.queue_memory_update(request, options, values)
-
-    def _graph_config(self, request: RunRequest, configurable: dict[str, Any]) -> dict[str, Any]:
-        configurable = {**configurable, "thread_id": request.thread_id}
-        if request.checkpoint_id:
-            configurable["checkpoint_id"] = request.checkpoint_id
-        config: dict[str, Any] = {
-            "configurable": configurable,
-            "metadata": {
-                **request.metadata,
-                "run_id": request.run_id,
-                "user_id": request.user_id,
-                "assistant_id": request.assistant_id,
-            },
-            "recursion_limit": int(
-                request.config.get("recursion_limit") or self.config.runner.recursion_limit
-            ),
-        }
-        return config
-
-    async def _graph_input(self, request: RunRequest, agent: Any, resumed: bool) -> tuple[Any, list[Any]]:
-        """The graph's input, and for a run resumed mid-way the messages it already finished.
-
-        Raises:
-            TypeError, ValueError: the request's command cannot be a LangGraph Command.
-        """
-        if resumed:
-            # Continue only if this run's input made it into a checkpoint; else start it afresh.
-            snapshot = await agent.aget_state({"configurable": {"thread_id": request.thread_id}})
-            if snapshot and (snapshot.metadata or {}).get("run_id") == request.run_id:
-                return None, since_last_input(snapshot.values.get("messages") or [])
-        if request.command is not None:
-            return Command(**request.command), []
-        graph_input = dict(request.input or {})
-        graph_input.setdefault("thread_data", thread_data(request.user_id))
-        graph_input.setdefault("sandbox", {"sandbox_id": f"{request.user_id}:{request.thread_id}"})
-        return graph_input, []
-
-    def _run_timeout(self, configurable: dict[str, Any]) -> float:
-        return float(configurable.get("run_timeout_seconds") or self.config.runner.run_timeout_seconds)
 
     # ------------------------------------------------------------------ ending
 

@@ -1,0 +1,61 @@
+"""Runs that end without running: a refused request, and a run ended before a runner reached it.
+
+Whoever follows `runs.ev.<run_id>` must always see an `end`, never wait forever.
+"""
+
+from __future__ import annotations
+
+import json
+
+from nats.js.errors import NotFoundError
+
+from agents.event_log import EventLog
+from bus import Bus, decode
+from bus.messages import ErrorInfo, RunEvent, RunRecord, RunRequest, RunStatus, is_valid_id, utcnow
+from bus.records import RecordStore
+
+
+async def end_refused_request(bus: Bus, runs: RecordStore[RunRecord], data: bytes, error: Exception) -> None:
+    """A request that is not a valid RunRequest still ends its run, if it names a usable run id:
+    its record (if its submitter made one) says error, and its log gets `error` and `end`."""
+    try:
+        raw = json.loads(data)
+    except ValueError:
+        return
+    run_id = raw.get("run_id") if isinstance(raw, dict) else None
+    if not isinstance(run_id, str) or not is_valid_id(run_id):
+        return
+    thread_id = raw.get("thread_id")
+    thread_id = thread_id if isinstance(thread_id, str) and is_valid_id(thread_id) else ""
+    message = f"the run request was refused: {error}"
+    now = utcnow()
+
+    def failed(rec: RunRecord | None) -> RunRecord | None:
+        if rec is None or rec.status.finished:
+            return None  # only a run its submitter recorded (as pending) has a record to end
+        info = ErrorInfo(code="InvalidRunRequest", message=message)
+        update = {"status": RunStatus.ERROR, "ended_at": now, "updated_at": now, "error": info}
+        return rec.model_copy(update=update)
+
+    await runs.update(run_id, failed)
+    events = await EventLog.resume(bus, run_id, thread_id, attempt=2)
+    await events.emit("metadata", {"run_id": run_id, "thread_id": thread_id})
+    await events.error("InvalidRunRequest", message)
+    await events.emit("end", {"status": RunStatus.ERROR.value, "usage": {}})
+
+
+async def ensure_ended(bus: Bus, request: RunRequest, record: RunRecord, attempt: int) -> None:
+    """A run that ended without reaching a runner (cancelled while pending) still gets its `end`."""
+    try:
+        last = await bus.js.get_last_msg(
+            bus.subjects.run_events_stream, bus.subjects.run_events(request.run_id)
+        )
+        if decode(RunEvent, last.data or b"{}").event == "end":
+            return
+    except NotFoundError:
+        pass
+    events = await EventLog.resume(bus, request.run_id, request.thread_id, attempt)
+    await events.emit(
+        "metadata", {"run_id": request.run_id, "thread_id": request.thread_id, "attempt": attempt}
+    )
+    await events.emit("end", {"status": record.status.value, "usage": record.usage.model_dump()})

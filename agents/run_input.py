@@ -1,0 +1,52 @@
+"""What a run hands LangGraph: its config, its input (or nothing, to resume), and its time limit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.types import Command
+
+from agents.checkpoints import since_last_input
+from agents.state import thread_data
+from bus.messages import RunRequest
+
+
+def graph_config(request: RunRequest, configurable: dict[str, Any], recursion_limit: int) -> dict[str, Any]:
+    """The RunnableConfig: the thread (and checkpoint) to run on, metadata, the step limit."""
+    configurable = {**configurable, "thread_id": request.thread_id}
+    if request.checkpoint_id:
+        configurable["checkpoint_id"] = request.checkpoint_id
+    return {
+        "configurable": configurable,
+        "metadata": {
+            **request.metadata,
+            "run_id": request.run_id,
+            "user_id": request.user_id,
+            "assistant_id": request.assistant_id,
+        },
+        "recursion_limit": int(request.config.get("recursion_limit") or recursion_limit),
+    }
+
+
+async def graph_input_of(request: RunRequest, agent: Any, resumed: bool) -> tuple[Any, list[Any]]:
+    """The graph's input, and for a run resumed mid-way the messages it already finished.
+
+    Raises:
+        TypeError, ValueError: the request's command cannot be a LangGraph Command.
+    """
+    if resumed:
+        # Continue only if this run's input made it into a checkpoint; else start it afresh.
+        snapshot = await agent.aget_state({"configurable": {"thread_id": request.thread_id}})
+        if snapshot and (snapshot.metadata or {}).get("run_id") == request.run_id:
+            return None, since_last_input(snapshot.values.get("messages") or [])
+    if request.command is not None:
+        return Command(**request.command), []
+    graph_input = dict(request.input or {})
+    graph_input.setdefault("thread_data", thread_data(request.user_id))
+    graph_input.setdefault("sandbox", {"sandbox_id": f"{request.user_id}:{request.thread_id}"})
+    return graph_input, []
+
+
+def run_timeout(configurable: dict[str, Any], default: float) -> float:
+    """Seconds the run may take: its own `run_timeout_seconds`, else the runner's."""
+    return float(configurable.get("run_timeout_seconds") or default)
