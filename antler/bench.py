@@ -16,7 +16,7 @@ from pathlib import Path
 
 from antler._common import CliError
 
-BENCHMARKS = {"turns": "tests.bench.bench_turns"}
+BENCHMARKS = {"turns": "tests.bench.bench_turns", "subagents": "tests.bench.bench_subagents"}
 
 
 async def bench(args: argparse.Namespace) -> int:
@@ -28,7 +28,5 @@ async def bench(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(repo))
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))
     module = importlib.import_module(BENCHMARKS[args.name])
-    from antler.pool import process_count
-
-    await module.main(args.chats, args.turns, args.warmup, process_count(args.runners))
+    await module.run_from_args(args)
     return 0

@@ -86,15 +86,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "bench",
         help="run a performance benchmark (from a source checkout)",
-        description="Measure whole chat turns through the bus: the runner in its own process, a "
-        "zero-latency scripted model over HTTP; prints the latency of one turn and the throughput "
-        "with many chats at once.",
+        description="Measure through the bus against a scripted model over HTTP, the components in "
+        "processes of their own. turns: the latency of one chat turn and the throughput with many "
+        "chats at once. subagents: a lead turn with one subagent against one with three at once.",
     )
     p.add_argument(
-        "name", nargs="?", default="turns", choices=["turns"], help="which benchmark (default: turns)"
+        "name",
+        nargs="?",
+        default="turns",
+        choices=["turns", "subagents"],
+        help="which benchmark (default: turns)",
     )
     p.add_argument("--chats", type=int, default=50, help="chats at once for the throughput part (default 50)")
-    p.add_argument("--turns", type=int, default=300, help="turns in the throughput part (default 300)")
+    p.add_argument(
+        "--turns", type=int, default=None, help="turns measured (default: 300 for turns, 5 for subagents)"
+    )
     p.add_argument("--warmup", type=int, default=5, help="turns before measuring (default 5)")
     p.add_argument(
         "--runners", type=int, default=0, help="runner processes (default 0: as many as antler up starts)"

@@ -124,6 +124,11 @@ async def main(chats: int, turns: int, warmup: int, runners: int) -> None:
                 await bus.close()
 
 
+async def run_from_args(args: argparse.Namespace) -> None:
+    """`antler bench turns`."""
+    await main(args.chats, args.turns or 300, args.warmup, process_count(args.runners))
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--chats", type=int, default=50)
