@@ -59,6 +59,7 @@ from bus.messages import (
     utcnow,
 )
 from bus.records import RecordStore
+from bus.service import start_service
 from config import AppConfig
 from skills import load_skills
 
@@ -300,6 +301,10 @@ async def run(bus: Bus, config: AppConfig) -> None:
         executor = SubagentExecutor(bus, config, checkpointer)
         await executor.open()
         control = await bus.nc.subscribe(bus.subjects.run_control_all, cb=executor.on_control)
+        # No requests to answer; a service so that `$SRV` discovery (and /health) counts executors.
+        presence = await start_service(
+            bus, "subagents", [], description="Subagent executors (the task tool's work)"
+        )
         s = bus.subjects
         try:
             await run_consumers(
@@ -315,4 +320,5 @@ async def run(bus: Bus, config: AppConfig) -> None:
                 )
             )
         finally:
+            await presence.stop()
             await control.unsubscribe()
