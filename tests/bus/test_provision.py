@@ -23,14 +23,17 @@ async def test_everything_of_the_architecture_exists_under_the_prefix(bus: Bus) 
         f"{p}_RUN_EVENTS": (RetentionPolicy.LIMITS, [f"{s.prefix}.runs.ev.>"]),
         f"{p}_SUBAGENTS": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.subagents.submit"]),
         f"{p}_MEMORY": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.memory.update"]),
+        f"{p}_EVENTS": (RetentionPolicy.LIMITS, [f"{s.prefix}.events.>"]),
         f"{p}_DLQ": (RetentionPolicy.LIMITS, [f"{s.prefix}.dlq.>"]),
     }
     for name, (retention, subjects) in expected.items():
         info = await bus.js.stream_info(name)
         assert info.config.retention == retention, name
         assert info.config.subjects == subjects, name
-        assert info.config.duplicate_window == bus.config.dedupe_window_seconds
-    for bucket in ("threads", "chats", "runs", "memory"):
+        # Subagent tasks are one per tool call for as long as their results are kept.
+        window = bus.config.subagent_results_ttl_hours * 3600 if name == f"{p}_SUBAGENTS" else None
+        assert info.config.duplicate_window == (window or bus.config.dedupe_window_seconds), name
+    for bucket in ("threads", "chats", "runs", "thread_runs", "subagent_results", "memory"):
         kv = await bus.js.key_value(f"{s.prefix}_{bucket}")
         await kv.put("probe", b"1")
         assert (await kv.get("probe")).value == b"1"
