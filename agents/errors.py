@@ -1,30 +1,22 @@
 """Errors of the agents package.
 
     AgentError
-    ├── ModelConfigError       no such model / no model configured / bad provider fields
-    │   └── ProviderNotInstalled (also ImportError)  `use:` names a module that is not installed
     ├── ToolConfigError        a `tools[].use` that cannot be imported
     └── ModelUnavailable       the model did not answer (unreachable, timeout, rate limit, 5xx)
 
-Missing `$ENV` values surface as `config.MissingEnvError` (naming field and variable).
+A model that cannot be built from config raises `llm.ModelConfigError` (re-exported here);
+missing `$ENV` values surface as `config.MissingEnvError` (naming field and variable).
 """
 
 from __future__ import annotations
 
+from llm.errors import ModelConfigError, ProviderNotInstalled
+
+__all__ = ["AgentError", "ModelConfigError", "ModelUnavailable", "ProviderNotInstalled", "ToolConfigError"]
+
 
 class AgentError(Exception):
     pass
-
-
-class ModelConfigError(AgentError):
-    pass
-
-
-class ProviderNotInstalled(ModelConfigError, ImportError):
-    def __init__(self, use: str, module: str, package: str) -> None:
-        self.use = use
-        self.package = package
-        super().__init__(f"model provider {use!r} needs the {module!r} module: pip install {package}")
 
 
 class ToolConfigError(AgentError):

@@ -46,10 +46,10 @@ from agents.middleware import (
     TitleMiddleware,
     ViewImageMiddleware,
 )
-from agents.models import create_chat_model
 from agents.state import ThreadState
 from agents.tools import ask_clarification, config_tools, present_files
 from config import AppConfig, ContextSize
+from llm.models import create_chat_model
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def build_lead_agent(
     """Compile the lead agent for one set of options.
 
     Raises:
-        agents.errors.ModelConfigError, ProviderNotInstalled, ToolConfigError, config.MissingEnvError
+        llm.errors.ModelConfigError, ProviderNotInstalled, ToolConfigError, config.MissingEnvError
     """
     model = create_chat_model(config, options.model_name, thinking_enabled=options.thinking_enabled)
     return create_agent(

@@ -20,7 +20,7 @@ from typing import Any
 from agents.assembly import PromptAssembly
 from agents.checkpoints import checkpointer_ready, rollback
 from agents.context import RunContext, RunOptions
-from agents.errors import AgentError
+from agents.errors import AgentError, ModelConfigError
 from agents.event_log import EventLog
 from agents.events import StreamTranslator, jsonable
 from agents.lead import AgentCache
@@ -44,6 +44,7 @@ from bus.messages import (
     utcnow,
 )
 from bus.records import RecordStore
+from bus.runs import thread_run_key
 from config import AppConfig, ConfigError, MissingEnvError
 
 log = logging.getLogger(__name__)
@@ -124,11 +125,19 @@ class Runner:
         assert self.runs is not None
         attempt = delivery.num_delivered
 
+        created: list[bool] = []
+
         def pending_record(current: RunRecord | None) -> RunRecord | None:
-            return None if current is not None else RunRecord.pending(request)  # None: submitter recorded it
+            if current is not None:
+                return None  # its submitter recorded it (and indexed it)
+            created.append(True)
+            return RunRecord.pending(request)
 
         known = await self.runs.update_with_revision(request.run_id, pending_record)
         assert known is not None
+        if created:  # a bare RunRequest from a script: list it with its thread's runs too
+            index = await self.bus.kv(self.bus.subjects.thread_runs_bucket)
+            await index.put(thread_run_key(request.thread_id, request.run_id, request.created_at), b"")
         record = known[0]
         if record.status.finished:
             log.info("run %s already %s; not running it again", request.run_id, record.status.value)
@@ -239,7 +248,7 @@ class Runner:
         }
         try:
             agent = self.agents.get(options)
-        except (MissingEnvError, ConfigError, AgentError) as exc:
+        except (MissingEnvError, ConfigError, AgentError, ModelConfigError) as exc:
             await events.emit("metadata", metadata)
             await self._fail(request, events, type(exc).__name__, str(exc))
             return

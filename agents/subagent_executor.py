@@ -40,7 +40,6 @@ from agents.middleware import (
     RunPromptMiddleware,
     ViewImageMiddleware,
 )
-from agents.models import create_chat_model
 from agents.prompt import skills_section
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 from agents.state import ThreadState, thread_data
@@ -61,6 +60,7 @@ from bus.messages import (
 from bus.records import RecordStore
 from bus.service import start_service
 from config import AppConfig
+from llm.models import create_chat_model
 from skills import load_skills
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ class SubagentExecutor:
         """The compiled agent for a type and model (cached).
 
         Raises:
-            agents.errors.ModelConfigError, ProviderNotInstalled, config.MissingEnvError
+            llm.errors.ModelConfigError, ProviderNotInstalled, config.MissingEnvError
         """
         found = self._agents.get((kind.name, model_name))
         if found is not None:

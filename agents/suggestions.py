@@ -15,9 +15,9 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from agents.models import create_chat_model
 from bus.content import text_of
 from config import AppConfig
+from llm.models import create_chat_model
 
 log = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ from bus.messages import (
     is_valid_id,
     utcnow,
 )
-from bus.records import keys_matching
+from bus.records import drop_keys, keys_matching
 from bus.service import Endpoint, Running, ServiceError, start_service
 from config import AppConfig
 
@@ -177,11 +177,11 @@ class ThreadService:
         assert self.runner.threads is not None
         await self._own(req.thread_id, req.user_id)
         await self.runner.checkpointer.adelete_thread(req.thread_id)
-        index = await self.bus.kv(self.bus.subjects.thread_runs_bucket)
+        index = self.bus.subjects.thread_runs_bucket
         runs = await self.bus.kv(self.bus.subjects.runs_bucket)
-        for key in await keys_matching(index, f"{req.thread_id}.*"):
-            await runs.delete(key.split(".", 1)[1])
-            await index.delete(key)
+        for key in await keys_matching(self.bus.js, index, f"{req.thread_id}.>"):
+            await runs.delete(key.rsplit(".", 1)[1])
+        await drop_keys(self.bus.js, index, f"{req.thread_id}.>")
         await self.runner.threads.delete(req.thread_id)
         announcement = ThreadDeleted(thread_id=req.thread_id, user_id=req.user_id)
         await self.bus.publish(self.bus.subjects.event("thread.deleted"), announcement)

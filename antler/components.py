@@ -33,6 +33,12 @@ COMPONENTS: dict[str, ComponentSpec] = {
             "subagent tasks (the task tool) in agents of their own",
             lambda c: c.subagents.enabled,
         ),
+        ComponentSpec(
+            "memory",
+            "memory.updater:run",
+            "long-term memory: revises each user's memory from their conversations",
+            lambda c: c.memory.enabled,
+        ),
         ComponentSpec("sandbox", "sandbox.broker:run", "commands and files per thread, isolated with bwrap"),
         ComponentSpec("router", "channels.router:run", "chats to threads, commands, run events to replies"),
         ComponentSpec(

@@ -7,7 +7,7 @@ async with await Bus.connect(url, cfg.bus, provision=True) as bus:
 """
 
 from bus.connection import MSG_ID, Bus
-from bus.consumer import Abandon, Consumer, ConsumerStats, Delivery, Reject, Retry
+from bus.consumer import Abandon, Consumer, ConsumerStats, Defer, Delivery, Reject, Retry
 from bus.dlq import DeadLetter, dead_letter, get_dead_letter, list_dead_letters, replay
 from bus.errors import (
     BusConnectError,
@@ -41,6 +41,7 @@ __all__ = [
     "ConsumerStats",
     "DataDirLocked",
     "DeadLetter",
+    "Defer",
     "Delivery",
     "EmbeddedServer",
     "Envelope",

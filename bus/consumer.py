@@ -6,6 +6,7 @@ each message by what its handler did:
 
 - returned normally        -> ack (only now: the effect is done)
 - raised `Reject(reason)`  -> dead-letter now, never retried (bad input)
+- raised `Defer(delay)`    -> not yet: delivered again after `delay` (not a failure)
 - raised anything else     -> nak with backoff, until the last allowed
                               delivery, which is dead-lettered with the error
 - payload not valid JSON / not the envelope -> dead-letter now
@@ -71,6 +72,18 @@ class Abandon(Exception):
         super().__init__(reason)
 
 
+class Defer(Exception):
+    """Raise from a handler: not yet; deliver this message again after `delay` seconds.
+
+    Not a failure (nothing is logged as one), but the redelivery is a delivery:
+    a consumer whose handler defers gives its messages `max_deliver` to spare.
+    """
+
+    def __init__(self, delay: float) -> None:
+        self.delay = max(0.0, delay)
+        super().__init__(f"deferred {self.delay:g}s")
+
+
 class Retry(Exception):
     """Raise from a handler: a transient failure; redeliver after `delay` seconds."""
 
@@ -115,6 +128,7 @@ class ConsumerStats:
     dead_lettered: int = 0
     released: int = 0
     abandoned: int = 0
+    deferred: int = 0
     in_flight: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -350,6 +364,9 @@ class Consumer(Generic[M]):
             except Abandon as exc:
                 log.warning("consumer %s: leaving seq %d to its newer delivery (%s)", self.name, seq, exc)
                 self.stats.abandoned += 1
+            except Defer as exc:
+                await msg.nak(delay=exc.delay)
+                self.stats.deferred += 1
             except asyncio.CancelledError:
                 if asyncio.current_task() in self._stale:
                     self.stats.abandoned += 1

@@ -402,46 +402,79 @@ class ChatTurn(BaseModel):
 
 
 class MemoryUpdate(Envelope):
-    """A finished conversation to learn from, on `<prefix>.memory.update`."""
+    """A conversation to learn from, on `<prefix>.memory.update.<thread>`.
+
+    The stream keeps only the newest per thread: runs in quick succession
+    become one update carrying the whole conversation so far.
+    """
 
     user_id: str = "default"
     agent_name: str | None = None
     thread_id: str
     run_id: str | None = None
-    messages: list[ChatTurn]
+    messages: list[ChatTurn] = Field(description="The user's messages and the final answers, in order.")
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class MemoryFact(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+FactCategory = Literal["preference", "knowledge", "context", "behavior", "goal"]
 
-    id: str = Field(default_factory=new_id)
+
+class _Camel(BaseModel):
+    """Fields named as DeerFlow's memory.json names them (`by_alias`), read in either spelling."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class MemorySection(_Camel):
+    summary: str = ""
+    updated_at: datetime | None = Field(None, alias="updatedAt")
+
+
+class MemoryUser(_Camel):
+    work_context: MemorySection = Field(default_factory=MemorySection, alias="workContext")
+    personal_context: MemorySection = Field(default_factory=MemorySection, alias="personalContext")
+    top_of_mind: MemorySection = Field(default_factory=MemorySection, alias="topOfMind")
+
+
+class MemoryHistory(_Camel):
+    recent_months: MemorySection = Field(default_factory=MemorySection, alias="recentMonths")
+    earlier_context: MemorySection = Field(default_factory=MemorySection, alias="earlierContext")
+    long_term_background: MemorySection = Field(default_factory=MemorySection, alias="longTermBackground")
+
+
+class MemoryFact(_Camel):
+    id: str = Field(default_factory=lambda: f"fact_{uuid.uuid4().hex[:12]}")
     content: str
-    category: Literal["preference", "knowledge", "context", "behavior", "goal"] = "context"
+    category: FactCategory = "context"
     confidence: float = Field(0.8, ge=0, le=1)
-    created_at: datetime = Field(default_factory=utcnow)
-    source: str | None = Field(None, description="Thread the fact was learned in.")
+    created_at: datetime = Field(default_factory=utcnow, alias="createdAt")
+    source: str | None = Field(None, description="The thread it was learned in, or `manual`, `import`.")
 
 
 class MemoryDocument(Envelope):
-    """What the agent remembers about one user (and agent), in KV `<prefix>_memory`."""
+    """What the agent remembers about one user (and custom agent), in KV `<prefix>_memory`.
+
+    DeerFlow's memory.json structure; `model_dump(by_alias=True)` gives its
+    camelCase names (`user.workContext`, `history.recentMonths`, `lastUpdated`).
+    """
 
     user_id: str = "default"
     agent_name: str | None = None
-    work_context: str = ""
-    personal_context: str = ""
-    top_of_mind: str = ""
-    recent_months: str = ""
-    earlier_context: str = ""
-    long_term_background: str = ""
+    version: str = "1.0"
+    last_updated: datetime = Field(default_factory=utcnow, alias="lastUpdated")
+    user: MemoryUser = Field(default_factory=MemoryUser)
+    history: MemoryHistory = Field(default_factory=MemoryHistory)
     facts: list[MemoryFact] = Field(default_factory=list)
-    updated_at: datetime = Field(default_factory=utcnow)
 
     @staticmethod
     def key(user_id: str, agent_name: str | None = None) -> str:
         from bus.subjects import safe_token
 
         return safe_token(user_id) + (f".{safe_token(agent_name)}" if agent_name else "")
+
+    def is_empty(self) -> bool:
+        sections = [*self.user.__dict__.values(), *self.history.__dict__.values()]
+        return not self.facts and not any(section.summary for section in sections)
 
 
 # --------------------------------------------------------------------- request / reply
@@ -664,6 +697,32 @@ class ThreadSuggestionsReply(Reply):
     suggestions: list[str] = Field(default_factory=list)
 
 
+class MemoryRequest(Envelope):
+    """To the memory updater's `memory` service (`get`, `clear`): one user's (and agent's) document."""
+
+    user_id: str = "default"
+    agent_name: str | None = None
+
+
+class MemoryFactRequest(MemoryRequest):
+    """`add_fact` (content required), `update_fact` and `delete_fact` (fact_id required)."""
+
+    fact_id: str | None = None
+    content: str | None = Field(None, max_length=4000)
+    category: FactCategory | None = None
+    confidence: float | None = Field(None, ge=0, le=1)
+
+
+class MemoryImportRequest(MemoryRequest):
+    """`import`: replace the document with an exported one (DeerFlow's memory.json shape)."""
+
+    document: dict[str, Any]
+
+
+class MemoryReply(Reply):
+    document: MemoryDocument | None = None
+
+
 ENVELOPES: dict[str, type[Envelope]] = {
     cls.__name__: cls
     for cls in (
@@ -709,5 +768,9 @@ ENVELOPES: dict[str, type[Envelope]] = {
         ThreadDeleted,
         ThreadSuggestionsRequest,
         ThreadSuggestionsReply,
+        MemoryRequest,
+        MemoryFactRequest,
+        MemoryImportRequest,
+        MemoryReply,
     )
 }

@@ -76,7 +76,16 @@ def stream_configs(bus: Bus) -> list[StreamConfig]:
             duplicate_window=c.subagent_results_ttl_hours * HOUR,
             **work,
         ),
-        stream(s.memory_stream, [s.memory_update], "Conversations to learn memory from", **work),
+        stream(
+            s.memory_stream,
+            [s.memory_update_all],
+            "Conversations to learn memory from: the newest per thread, bounded if no updater runs",
+            max_msgs_per_subject=1,
+            max_age=c.memory_updates_max_age_hours * HOUR,
+            max_bytes=int(c.memory_updates_max_mb * 1024 * 1024),
+            discard=DiscardPolicy.OLD,
+            **work,
+        ),
         stream(
             s.events_stream,
             [s.events_all],

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
+from nats.js.client import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 from pydantic import BaseModel
@@ -106,22 +107,27 @@ class RecordStore(Generic[T]):
         raise RuntimeError(f"could not update {key!r}: too many concurrent writers")
 
     async def keys(self) -> list[str]:
-        """Every key (reads the whole bucket's index: for rare work, never per request)."""
-        return await keys_matching(self.kv, ">")
+        """Every key (reads the whole bucket: for rare work, never per request)."""
+        try:
+            return list(await self.kv.keys())
+        except Exception as exc:  # nats-py raises NoKeysError on an empty bucket
+            if type(exc).__name__ == "NoKeysError":
+                return []
+            raise
 
 
-async def keys_matching(kv: KeyValue, pattern: str) -> list[str]:
-    """The keys matching a subject pattern (`thread1.*`), oldest write first, filtered by the server:
-    the cost follows the number of matches, not the size of the bucket."""
-    watcher = await kv.watch(pattern, meta_only=True, ignore_deletes=True)
-    found: list[str] = []
-    try:
-        async for entry in watcher:
-            if entry is None:  # the end of what is stored now
-                break
-            found.append(entry.key)
-            if entry.delta == 0:
-                break
-    finally:
-        await watcher.stop()
-    return found
+async def keys_matching(js: JetStreamContext, bucket: str, pattern: str) -> list[str]:
+    """The keys of `bucket` matching a subject pattern (`thread1.>`), sorted, found by the server from
+    its subject index: the cost follows the number of matches, not the size of the bucket.
+
+    A key deleted with `drop_keys` is gone; one deleted through the KV API (a delete marker) would
+    still be listed, so index buckets are cleaned with `drop_keys`.
+    """
+    prefix = f"$KV.{bucket}."
+    info = await js.stream_info(f"KV_{bucket}", subjects_filter=prefix + pattern)
+    return sorted(subject[len(prefix) :] for subject in (info.state.subjects or {}))
+
+
+async def drop_keys(js: JetStreamContext, bucket: str, pattern: str) -> None:
+    """Remove the keys matching `pattern` from `bucket` completely (no delete marker is left)."""
+    await js.purge_stream(f"KV_{bucket}", subject=f"$KV.{bucket}.{pattern}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import datetime
 
 from nats.js.api import DeliverPolicy
 
@@ -125,12 +126,13 @@ async def submit_run(bus: Bus, request: RunRequest) -> RunRecord:
     index = await bus.kv(bus.subjects.thread_runs_bucket)
     await asyncio.gather(
         store.create(request.run_id, record),
-        index.put(thread_run_key(request.thread_id, request.run_id), b""),
+        index.put(thread_run_key(request.thread_id, request.run_id, request.created_at), b""),
     )
     await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
     return record
 
 
-def thread_run_key(thread_id: str, run_id: str) -> str:
-    """A run's key in the per-thread index (`Subjects.thread_runs_bucket`)."""
-    return f"{thread_id}.{run_id}"
+def thread_run_key(thread_id: str, run_id: str, created_at: datetime) -> str:
+    """A run's key in the per-thread index (`Subjects.thread_runs_bucket`): sorted keys are in the
+    order the runs were submitted."""
+    return f"{thread_id}.{int(created_at.timestamp() * 1000):013d}.{run_id}"

@@ -65,9 +65,13 @@ class Subjects:
     def subagent_progress(self, parent_run_id: str) -> str:
         return f"{self.prefix}.subagents.progress.{safe_token(parent_run_id)}"
 
+    def memory_update(self, thread_id: str) -> str:
+        """A thread's conversation for the memory updater (the stream keeps the newest per thread)."""
+        return f"{self.prefix}.memory.update.{safe_token(thread_id)}"
+
     @property
-    def memory_update(self) -> str:
-        return f"{self.prefix}.memory.update"
+    def memory_update_all(self) -> str:
+        return f"{self.prefix}.memory.update.>"
 
     def service_subject(self, service: str, endpoint: str) -> str:
         """A request/reply service's endpoint: `<prefix>.<service>.<endpoint>`."""

@@ -264,9 +264,10 @@ class Router:
     async def recall(self, message: InboundMessage) -> str:
         assert self.memory is not None
         doc = await self.memory.get(MemoryDocument.key(chat_user(message)))
-        if doc is None or not (doc.facts or doc.work_context or doc.personal_context or doc.top_of_mind):
+        if doc is None or doc.is_empty():
             return "I do not remember anything about you yet."
-        lines = [text for text in (doc.work_context, doc.personal_context, doc.top_of_mind) if text]
+        user = doc.user
+        lines = [s.summary for s in (user.work_context, user.personal_context, user.top_of_mind) if s.summary]
         lines += [f"- {fact.content}" for fact in sorted(doc.facts, key=lambda f: -f.confidence)[:15]]
         return "What I remember about you:\n" + "\n".join(lines)
 

@@ -39,6 +39,12 @@ class BusConfig(Section):
     run_events_max_age_hours: float = Field(24.0, gt=0, description="How long run event logs are kept.")
     chat_out_max_age_hours: float = Field(24.0, gt=0)
     dlq_max_age_days: float = Field(30.0, gt=0)
+    memory_updates_max_age_hours: float = Field(
+        168.0, gt=0, description="Conversations waiting for the memory updater longer than this are dropped."
+    )
+    memory_updates_max_mb: float = Field(
+        256.0, gt=0, description="Room for conversations waiting for the memory updater (oldest go first)."
+    )
     subagent_results_ttl_hours: float = Field(
         24.0, gt=0, description="How long finished subagent results are kept for a parent run that resumes."
     )

@@ -22,6 +22,7 @@ from gateway.langgraph_api import router as langgraph_router
 from gateway.limits import MB, BodyLimit, BodyLimitMiddleware
 from gateway.rest.conversation import router as conversation_router
 from gateway.rest.files import router as files_router
+from gateway.rest.memory import router as memory_router
 from gateway.rest.settings import MAX_SKILL_ARCHIVE
 from gateway.rest.settings import router as settings_router
 from gateway.schemas import errors
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 async def discover(gw: Gateway, wait: float = 0.25) -> dict[str, int]:
     """Instances per component, from the `$SRV.PING` answers of our micro services."""
     prefix = gw.bus.subjects.service_name("")
-    names = {"threads": "runner", "sandbox": "sandbox"}
+    names = {"threads": "runner", "sandbox": "sandbox", "memory": "memory"}
     counts: dict[str, int] = {"gateway": 1}
     inbox = gw.bus.nc.new_inbox()
     replies: list[bytes] = []
@@ -114,9 +115,8 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(langgraph_router, prefix="/api", tags=["langgraph"], responses=refusals)
     app.include_router(langgraph_router, prefix="/api/langgraph", include_in_schema=False, responses=refusals)
     app.include_router(files_router, prefix="/api", tags=["uploads and artifacts"], responses=refusals)
-    app.include_router(
-        settings_router, prefix="/api", tags=["models, MCP, skills, memory"], responses=refusals
-    )
+    app.include_router(settings_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
+    app.include_router(memory_router, prefix="/api", tags=["memory"], responses=refusals)
     app.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
 
     @app.get(

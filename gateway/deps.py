@@ -52,7 +52,7 @@ class Gateway:
             auth=Auth(config.gateway),
             threads=RecordStore(await bus.kv(s.threads_bucket), ThreadRecord),
             runs=RecordStore(await bus.kv(s.runs_bucket), RunRecord),
-            view=ThreadView(await bus.kv(s.threads_bucket)),
+            view=ThreadView(bus.js, await bus.kv(s.threads_bucket)),
         )
 
     async def own_thread(self, thread_id: str, user_id: str) -> ThreadRecord:

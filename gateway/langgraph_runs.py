@@ -28,7 +28,7 @@ from bus.messages import (
     ThreadStateReply,
     ThreadStateRequest,
 )
-from bus.records import keys_matching
+from bus.records import drop_keys, keys_matching
 from bus.runs import cancel_run, follow_run, submit_run, thread_run_key
 from gateway.deps import GW, Gateway, Me
 from gateway.ids import is_valid_id, unusable_thread_id
@@ -294,8 +294,8 @@ async def list_runs(
     status: str | None = None,
 ) -> list[Run]:
     await gw.own_thread(thread_id, me)
-    index = await gw.bus.kv(gw.bus.subjects.thread_runs_bucket)
-    newest_first = [key.split(".", 1)[1] for key in reversed(await keys_matching(index, f"{thread_id}.*"))]
+    keys = await keys_matching(gw.bus.js, gw.bus.subjects.thread_runs_bucket, f"{thread_id}.>")
+    newest_first = [key.rsplit(".", 1)[1] for key in reversed(keys)]
     if status is None:  # only the page is read
         page = await asyncio.gather(
             *(gw.runs.get(run_id) for run_id in newest_first[offset : offset + limit])
@@ -322,7 +322,8 @@ async def delete_run(gw: GW, me: Me, thread_id: str, run_id: str) -> Response:
     if not record.status.finished:
         raise HTTPException(409, f"run {run_id} is still {record.status.value}; cancel it first")
     await gw.runs.delete(run_id)
-    await (await gw.bus.kv(gw.bus.subjects.thread_runs_bucket)).delete(thread_run_key(thread_id, run_id))
+    index_key = thread_run_key(thread_id, run_id, record.created_at)
+    await drop_keys(gw.bus.js, gw.bus.subjects.thread_runs_bucket, index_key)
     return Response(status_code=204)
 
 

@@ -55,6 +55,7 @@ _ERROR_TEXT = {
     413: "Request body over its limit",
     422: "Invalid request (the message names the field)",
     502: "The model behind the request failed",
+    503: "The component that does this is not running (the message says which)",
 }
 
 

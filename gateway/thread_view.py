@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from nats.js.client import JetStreamContext
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from bus.errors import EnvelopeError
@@ -29,7 +30,8 @@ log = logging.getLogger(__name__)
 
 
 class ThreadView:
-    def __init__(self, kv: KeyValue) -> None:
+    def __init__(self, js: JetStreamContext, kv: KeyValue) -> None:
+        self.js = js
         self.kv = kv
         self._by_user: dict[str, dict[str, ThreadRecord]] = {}
         self._owner: dict[str, str] = {}  # thread id -> user id
@@ -47,6 +49,7 @@ class ThreadView:
     async def _watch(self) -> None:
         while True:
             try:
+                expected = await self._stored_keys()
                 watcher = await self.kv.watchall()
             except Exception as exc:
                 if self._ready is not None and not self._ready.done():
@@ -56,18 +59,33 @@ class ThreadView:
                 log.warning("thread view: watching again failed (%s); retrying", exc)
                 await asyncio.sleep(1.0)
                 continue
+            seen: set[str] = set()
+            if expected == 0:
+                self._settled()
             try:
                 async for entry in watcher:
-                    if entry is not None:
-                        self._apply(entry.key, entry.operation, entry.value)
-                    if (entry is None or entry.delta == 0) and self._ready and not self._ready.done():
-                        self._ready.set_result(None)  # everything stored so far is in
+                    if entry is None:
+                        continue
+                    self._apply(entry.key, entry.operation, entry.value)
+                    seen.add(entry.key)
+                    if len(seen) >= expected:  # every key stored when the watch began is in
+                        self._settled()
             except Exception as exc:  # the watch broke: start it again (records come again, all of them)
                 log.warning("thread view: the watch stopped (%s); starting it again", exc)
                 await asyncio.sleep(1.0)
             finally:
                 with contextlib.suppress(Exception):
                     await watcher.stop()
+
+    async def _stored_keys(self) -> int:
+        """How many keys (deleted ones too: the watch brings their markers) the bucket has now."""
+        bucket = self.kv._name
+        info = await self.js.stream_info(f"KV_{bucket}", subjects_filter=f"$KV.{bucket}.>")
+        return len(info.state.subjects or {})
+
+    def _settled(self) -> None:
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_result(None)
 
     def _apply(self, key: str, operation: Any, value: bytes | None) -> None:
         if operation in (KV_DEL, KV_PURGE):

@@ -35,7 +35,7 @@ from bus.messages import ExecReply, ExecRequest, InboundMessage
 from tests.conftest import REPO, finished, run_antler
 
 COMPONENTS = ("agents", "sandbox", "channels", "gateway", "memory")
-SHARED = ("bus", "config", "skills")
+SHARED = ("bus", "config", "llm", "skills")
 ALLOWED: dict[str, tuple[str, ...]] = {"agents": ("sandbox.client", "sandbox.errors")}
 
 # Known imports across components, each with the issue that removes it. The test fails once one is

@@ -13,8 +13,6 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, UploadFile
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bus.messages import MemoryDocument
-from bus.records import RecordStore
 from config import ExtensionsConfig, extensions_path, read_raw_extensions, write_extensions_config
 from gateway.deps import GW, Me
 from gateway.schemas import errors
@@ -203,32 +201,3 @@ async def install_skill(gw: GW, me: Me, file: UploadFile) -> SkillInstalled:
         raise HTTPException(413, "a .skill archive may be at most 20 MB")
     name = await asyncio.to_thread(_install, data, Path(gw.config.skills.path) / "custom")
     return SkillInstalled(success=True, skill_name=name, message=f"installed skill {name}")
-
-
-# ------------------------------------------------------------------ memory
-
-
-async def _memory(gw: GW, me: str) -> dict[str, Any]:
-    store = RecordStore(await gw.bus.kv(gw.bus.subjects.memory_bucket), MemoryDocument)
-    doc = await store.get(MemoryDocument.key(me)) or MemoryDocument(user_id=me)
-    return doc.model_dump(mode="json", exclude={"v"})
-
-
-@router.get("/memory")
-async def get_memory(gw: GW, me: Me) -> dict[str, Any]:
-    return await _memory(gw, me)
-
-
-@router.post("/memory/reload")
-async def reload_memory(gw: GW, me: Me) -> dict[str, Any]:
-    return await _memory(gw, me)  # memory lives in KV: every read is current
-
-
-@router.get("/memory/config")
-async def memory_config(gw: GW, me: Me) -> dict[str, Any]:
-    return gw.config.memory.model_dump()
-
-
-@router.get("/memory/status")
-async def memory_status(gw: GW, me: Me) -> dict[str, Any]:
-    return {"config": gw.config.memory.model_dump(), "data": await _memory(gw, me)}

@@ -8,9 +8,9 @@ import pytest
 from langchain_openai import ChatOpenAI
 
 from agents.errors import ModelConfigError, ProviderNotInstalled
-from agents.models import create_chat_model, model_kwargs
 from config import AppConfig, MissingEnvError
 from config.loader import _build
+from llm.models import create_chat_model, model_kwargs
 
 
 def config(*models: dict[str, Any]) -> AppConfig:

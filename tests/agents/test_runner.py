@@ -395,16 +395,23 @@ async def test_a_finished_run_queues_a_memory_update(bus: Bus, fake_model: FakeO
     async def on_update(msg: Any) -> None:
         got.put_nowait(msg)
 
-    await bus.nc.subscribe(bus.subjects.memory_update, cb=on_update)
-    request = ask("t-mem", "I live in Lisbon", user_id="ana")
+    await bus.nc.subscribe(bus.subjects.memory_update("t-mem"), cb=on_update)
+    await submit_and_collect(bus, ask("t-mem", "I live in Lisbon", user_id="ana"))
+    request = ask("t-mem", "and I work in a bakery", user_id="ana")
     await submit_and_collect(bus, request)
     from bus import decode
     from bus.messages import MemoryUpdate
 
+    await asyncio.wait_for(got.get(), 10)
     update = decode(MemoryUpdate, (await asyncio.wait_for(got.get(), 10)).data)
     assert update.user_id == "ana"
-    assert [t.role for t in update.messages] == ["user", "assistant"]
-    assert update.messages[0].content == "I live in Lisbon"
+    assert update.run_id == request.run_id
+    # The whole conversation so far: a newer update replaces an older one waiting for the updater.
+    assert [t.role for t in update.messages] == ["user", "assistant", "user", "assistant"]
+    assert [update.messages[0].content, update.messages[2].content] == [
+        "I live in Lisbon",
+        "and I work in a bakery",
+    ]
 
 
 async def test_a_script_publishing_a_bare_run_request_gets_a_run_record_too(

@@ -58,10 +58,10 @@ async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Pa
             for _ in range(100):  # components come up in any order; health says who answers now
                 health = (await http.get(f"{gateway_url}/health")).json()
                 found = health["components"]
-                if health["status"] == "ok" and found.get("runner") == 2 and found.get("subagents") == 1:
+                if health["status"] == "ok" and found.get("runner") == 2 and len(found) == 5:
                     break
                 await asyncio.sleep(0.1)
-        assert health["components"] == {"gateway": 1, "runner": 2, "sandbox": 1, "subagents": 1}
+        assert health["components"] == {"gateway": 1, "runner": 2, "sandbox": 1, "subagents": 1, "memory": 1}
         lock_holder = int((tmp_path / "data" / "antler.lock").read_text().split()[1].rstrip(","))
         assert (tmp_path / "data" / "nats.url").read_text().strip() == url
 
@@ -72,7 +72,7 @@ async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Pa
         if proc.returncode is None:
             proc.kill()
     assert code == 0, err
-    assert "components: runner (x2 processes), subagents, sandbox, router, gateway" in err
+    assert "components: runner (x2 processes), subagents, memory, sandbox, router, gateway" in err
     runner_pids = [int(pid) for pid in re.findall(r"runner process \d started \(pid (\d+)\)", err)]
     assert len(runner_pids) == 2
     assert not any(pid_alive(pid) for pid in runner_pids), "the runner processes stopped with antler up"

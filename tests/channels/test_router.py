@@ -16,6 +16,8 @@ from bus import Bus, decode
 from bus.messages import (
     ChatBinding,
     InboundMessage,
+    MemoryDocument,
+    MemoryFact,
     OutboundMessage,
     RunRecord,
     ThreadDeleteReply,
@@ -154,6 +156,15 @@ async def test_commands_are_answered_without_a_run(
         assert "There is no model 'gpt-9'" in (await chat.final()).text
         await chat.say("/memory")
         assert "do not remember" in (await chat.final()).text
+        store = RecordStore(await bus.kv(bus.subjects.memory_bucket), MemoryDocument)
+        someone_else = MemoryDocument(user_id="cli:u2", facts=[MemoryFact(content="Has a cat")])
+        await store.put(MemoryDocument.key("cli:u2"), someone_else)
+        mine = MemoryDocument(user_id="cli:u1", facts=[MemoryFact(content="Bakes bread")])
+        await store.put(MemoryDocument.key("cli:u1"), mine)
+        await chat.say("/memory")
+        recalled = (await chat.final()).text
+        assert "Bakes bread" in recalled
+        assert "Has a cat" not in recalled
         await chat.say("/dance")
         assert "I do not know /dance" in (await chat.final()).text
     assert fake_model.agent_requests == []

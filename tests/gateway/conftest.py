@@ -20,6 +20,7 @@ from config.loader import _build
 from gateway.server import run as run_gateway
 from tests.agents.conftest import running_runner
 from tests.conftest import running_component
+from tests.memory.conftest import running_updater
 from tests.sandbox.conftest import running_broker
 
 
@@ -72,6 +73,7 @@ async def api_url(nats_url: str, stack_config: AppConfig) -> AsyncIterator[str]:
     async with (
         running_runner(nats_url, stack_config),
         running_broker(nats_url, stack_config),
+        running_updater(nats_url, stack_config),
         running_gateway(nats_url, stack_config) as base,
     ):
         yield base

@@ -96,19 +96,20 @@ async def test_skills_list_toggle_and_install(http: httpx.AsyncClient, stack_con
     assert not_zip.status_code == 400
 
 
-async def test_memory_is_per_user(http: httpx.AsyncClient, api_url: str, bus: Bus) -> None:
+async def test_memory_is_per_user_in_deerflows_shape(http: httpx.AsyncClient, api_url: str, bus: Bus) -> None:
     assert (await http.get("/memory")).json()["facts"] == []
     store = RecordStore(await bus.kv(bus.subjects.memory_bucket), MemoryDocument)
-    await store.put(
-        MemoryDocument.key("ana"),
-        MemoryDocument(user_id="ana", work_context="Builds agents", facts=[MemoryFact(content="Likes tea")]),
-    )
+    doc = MemoryDocument(user_id="ana", facts=[MemoryFact(content="Likes tea")])
+    doc.user.work_context.summary = "Builds agents"
+    await store.put(MemoryDocument.key("ana"), doc)
     status = (await http.get("/memory/status")).json()
-    assert status["data"]["work_context"] == "Builds agents"
+    assert status["data"]["user"]["workContext"]["summary"] == "Builds agents"
     assert [f["content"] for f in status["data"]["facts"]] == ["Likes tea"]
     assert status["config"]["debounce_seconds"] == 30
     async with httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}) as bob:
         assert (await bob.get("/memory")).json()["facts"] == []
+    added = await http.post("/memory/facts", json={"content": "Likes coffee"})
+    assert [f["content"] for f in added.json()["facts"]] == ["Likes tea", "Likes coffee"]
 
 
 async def test_suggestions_come_from_the_model_even_in_rich_content(
@@ -153,7 +154,7 @@ async def test_health_reports_the_components_that_answer(api_url: str) -> None:
         health = (await http.get("/health")).json()
     assert health["status"] == "ok"
     assert health["nats"] is True
-    assert health["components"] == {"gateway": 1, "runner": 1, "sandbox": 1}
+    assert health["components"] == {"gateway": 1, "runner": 1, "sandbox": 1, "memory": 1}
 
 
 async def test_health_is_503_while_the_bus_is_gone(tmp_path: Path, stack_config: AppConfig) -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from agents.errors import ModelConfigError, ProviderNotInstalled
 from config import AppConfig, ModelConfig
+from llm.errors import ModelConfigError, ProviderNotInstalled
 
 # Fields of ours that are not provider arguments.
 _OWN_FIELDS = {
