@@ -39,6 +39,7 @@ from bus.messages import (
     RunRecord,
     RunRequest,
     RunStatus,
+    SubagentCancel,
     ThreadRecord,
     Usage,
     utcnow,
@@ -381,6 +382,11 @@ class Runner:
         await self.runs.update(request.run_id, ended, known=self._run_revisions.pop(request.run_id, None))
         if superseded:
             raise Abandon(f"run {request.run_id} belongs to delivery {superseded[0]}, not {events.attempt}")
+        if status != RunStatus.SUCCESS:  # subagents still at work for it stop (its tool waits no more)
+            stop = SubagentCancel(
+                parent_run_id=request.run_id, reason=f"the parent run ended: {status.value}"
+            )
+            await self.bus.publish_core(self.bus.subjects.subagent_cancel(request.run_id), stop)
         # Free the thread before `end`: whoever sees the end may start the next run at once.
         await self.claims.release(request, status, title, Usage(**usage) if usage else None)
         await events.emit("end", {"status": status.value, "usage": usage or {}})

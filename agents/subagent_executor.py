@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from langchain.agents import create_agent
@@ -51,6 +52,7 @@ from bus.content import text_of
 from bus.messages import (
     RunControl,
     RunRecord,
+    SubagentCancel,
     SubagentProgress,
     SubagentResult,
     SubagentTask,
@@ -65,6 +67,8 @@ from skills import load_skills
 
 log = logging.getLogger(__name__)
 
+REMEMBER_STOPS = 600.0  # seconds a stop is kept for tasks of that parent still to arrive
+
 
 class SubagentExecutor:
     def __init__(self, bus: Bus, config: AppConfig, checkpointer: Any) -> None:
@@ -76,7 +80,9 @@ class SubagentExecutor:
         self.tools: dict[str, BaseTool] = {t.name: t for t in tools}
         self._agents: dict[tuple[str, str | None], Any] = {}
         self._jobs: dict[str, dict[str, asyncio.Task[SubagentResult]]] = {}  # parent run -> task -> job
-        self._cancelled: set[tuple[str, str]] = set()  # (parent run, task) cancelled by the parent
+        self._cancelled: dict[tuple[str, str], str] = {}  # (parent run, task) stopped on purpose -> why
+        # (parent run, task or None for all) -> (when, why): stops that may reach a task just starting
+        self._stopped: dict[tuple[str, str | None], tuple[float, str]] = {}
         self.runs: RecordStore[RunRecord] | None = None
         self.results: Any = None
 
@@ -129,20 +135,50 @@ class SubagentExecutor:
     # ------------------------------------------------------------------ control
 
     async def on_control(self, msg: Any) -> None:
+        """A parent run cancelled, interrupted or rolled back (`runs.ctl.<run>`): its tasks stop."""
         try:
             control = decode(RunControl, msg.data)
         except Exception:
             return
-        for task_id, job in list(self._jobs.get(control.run_id, {}).items()):
-            log.info("subagent %s: its parent run %s was %sed", task_id, control.run_id, control.action)
-            self._cancelled.add((control.run_id, task_id))
-            job.cancel()
+        self._stop(control.run_id, None, f"the parent run was {control.action}led")
+
+    async def on_cancel(self, msg: Any) -> None:
+        """A task given up by its tool, or every task of a parent run that ended (`subagents.cancel`)."""
+        try:
+            cancel = decode(SubagentCancel, msg.data)
+        except Exception:
+            return
+        self._stop(cancel.parent_run_id, cancel.task_id, cancel.reason)
+
+    def _stop(self, parent_run_id: str, task_id: str | None, reason: str) -> None:
+        now = time.monotonic()
+        self._stopped = {k: v for k, v in self._stopped.items() if now - v[0] < REMEMBER_STOPS}
+        # Remembered: a task of this parent that is just starting here is stopped as it registers.
+        self._stopped[(parent_run_id, task_id)] = (now, reason)
+        for running_id, job in list(self._jobs.get(parent_run_id, {}).items()):
+            if task_id in (None, running_id):
+                log.info("subagent %s of run %s stops: %s", running_id, parent_run_id, reason)
+                self._cancelled[(parent_run_id, running_id)] = reason
+                job.cancel()
+
+    def _stop_reason(self, task: SubagentTask) -> str | None:
+        for key in ((task.parent_run_id, None), (task.parent_run_id, task.task_id)):
+            found = self._stopped.get(key)
+            if found is not None and time.monotonic() - found[0] < REMEMBER_STOPS:
+                return found[1]
+        return None
 
     # ------------------------------------------------------------------ a task
 
     async def handle(self, task: SubagentTask, delivery: Delivery) -> None:
         assert self.runs is not None
         key = SubagentResult.key(task.parent_run_id, task.task_id)
+        running = self._jobs.get(task.parent_run_id, {}).get(task.task_id)
+        if running is not None:
+            # Delivered again while this process still runs it (its loop stalled past ack_wait):
+            # the first delivery owns the task; this one ends with it.
+            await asyncio.wait([running])
+            return
         if await self._stored(key):
             return  # finished by an earlier delivery
         parent = await self.runs.get(task.parent_run_id)
@@ -151,21 +187,35 @@ class SubagentExecutor:
             return
         job = asyncio.create_task(self._run(task), name=f"subagent:{task.task_id}")
         self._jobs.setdefault(task.parent_run_id, {})[task.task_id] = job
+        reason = self._stop_reason(task)
+        if reason is not None:  # stopped while this delivery was on its way in
+            self._cancelled[(task.parent_run_id, task.task_id)] = reason
+            job.cancel()
         try:
             result = await job
         except asyncio.CancelledError:
             me = asyncio.current_task()
-            if (task.parent_run_id, task.task_id) not in self._cancelled or (me and me.cancelling()):
+            stopped = self._cancelled.get((task.parent_run_id, task.task_id))
+            if stopped is None or (me and me.cancelling()):
                 raise  # this process is stopping: the next delivery resumes the task
-            result = self._ended(task, "cancelled", "the parent run was cancelled")
+            result = self._ended(task, "cancelled", stopped)
         finally:
             jobs = self._jobs.get(task.parent_run_id, {})
             jobs.pop(task.task_id, None)
             if not jobs:
                 self._jobs.pop(task.parent_run_id, None)
-            self._cancelled.discard((task.parent_run_id, task.task_id))
+            self._cancelled.pop((task.parent_run_id, task.task_id), None)
         await self._store(key, result)
         log.info("subagent %s of run %s: %s", task.task_id, task.parent_run_id, result.status)
+
+    async def on_dead_letter(self, msg: Any, reason: str) -> None:
+        """A task that cannot be run still ends: its parent gets `failed` instead of waiting."""
+        try:
+            task = decode(SubagentTask, msg.data)
+        except Exception:
+            return  # not a task at all: nobody waits for it
+        failed = self._ended(task, "failed", f"the task could not be run: {reason}")
+        await self._store(SubagentResult.key(task.parent_run_id, task.task_id), failed)
 
     async def _run(self, task: SubagentTask) -> SubagentResult:
         kind = self.types.get(task.subagent_type)
@@ -179,8 +229,13 @@ class SubagentExecutor:
         max_turns = task.max_turns or kind.max_turns or self.config.subagents.max_turns
         config = {
             "configurable": {"thread_id": f"{task.parent_run_id}:{task.task_id}"},
-            "metadata": {"parent_run_id": task.parent_run_id, "task_id": task.task_id},
-            "recursion_limit": 2 * max_turns + 1,  # a turn is a model step and a tools step
+            # parent_thread_id: deleting the parent's thread deletes this one too.
+            "metadata": {
+                "parent_run_id": task.parent_run_id,
+                "parent_thread_id": task.thread_id,
+                "task_id": task.task_id,
+            },
+            "recursion_limit": 2 * max_turns,  # a turn is a model step, then a tools step
         }
         context = RunContext(
             run_id=task.task_id,
@@ -195,17 +250,23 @@ class SubagentExecutor:
         graph_input = None if snapshot.values.get("messages") else self._input(task)
         turns = sum(isinstance(m, AIMessage) for m in snapshot.values.get("messages", []))
         started = utcnow()
+        # From when the task was submitted: waiting for an executor and earlier deliveries count.
         timeout = task.timeout_seconds or kind.timeout_seconds or self.config.subagents.timeout_seconds
+        left = timeout - (started - task.created_at).total_seconds()
         stop_reason = error = None
         status = "completed"
+        limit = asyncio.timeout(max(left, 0.0))
         try:
-            async with asyncio.timeout(timeout):
+            async with limit:
                 async for update in agent.astream(
                     graph_input, config, context=context, stream_mode="updates", durability="sync"
                 ):
                     turns = await self._progress(task, update, turns)
-        except TimeoutError:
-            status, error = "timed_out", f"the subagent ran longer than {timeout:g}s and was stopped"
+        except TimeoutError as exc:
+            if not limit.expired():
+                status, error = "failed", f"{type(exc).__name__}: {exc}"
+            else:
+                status, error = "timed_out", f"the subagent ran longer than {timeout:g}s and was stopped"
         except GraphRecursionError:
             stop_reason = "turn_capped"
         except Exception as exc:
@@ -301,6 +362,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         executor = SubagentExecutor(bus, config, checkpointer)
         await executor.open()
         control = await bus.nc.subscribe(bus.subjects.run_control_all, cb=executor.on_control)
+        cancels = await bus.nc.subscribe(bus.subjects.subagent_cancel_all, cb=executor.on_cancel)
         # No requests to answer; a service so that `$SRV` discovery (and /health) counts executors.
         presence = await start_service(
             bus, "subagents", [], description="Subagent executors (the task tool's work)"
@@ -315,6 +377,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
                     filter_subjects=[s.subagents_submit],
                     model=SubagentTask,
                     handler=executor.handle,
+                    on_dead_letter=executor.on_dead_letter,
                     concurrency=config.subagents.executor_concurrency,
                     drain_timeout=15.0,
                 )
@@ -322,3 +385,4 @@ async def run(bus: Bus, config: AppConfig) -> None:
         finally:
             await presence.stop()
             await control.unsubscribe()
+            await cancels.unsubscribe()

@@ -25,12 +25,11 @@ from typing import Any
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
-from nats.js.errors import NotFoundError
 
 from agents.subagent_types import subagent_types
 from bus import Bus, decode
 from bus.errors import EnvelopeError
-from bus.messages import SubagentProgress, SubagentResult, SubagentTask
+from bus.messages import SubagentCancel, SubagentProgress, SubagentResult, SubagentTask
 from config import AppConfig
 
 log = logging.getLogger(__name__)
@@ -78,14 +77,17 @@ def result_text(result: SubagentResult) -> str:
     return f"{label[result.status]}: {result.error or 'no detail'}"
 
 
-def _position(state: Any, call_id: str) -> int:
-    """This call's place among the task calls of the model turn that made it (0-based)."""
+def _placement(state: Any, call_id: str) -> tuple[int, int]:
+    """(the model turn that made this call, counted from 1; its place among that turn's task calls)."""
     messages = state.get("messages", []) if isinstance(state, dict) else getattr(state, "messages", [])
-    for message in reversed(messages or []):
-        if isinstance(message, AIMessage) and any(c.get("id") == call_id for c in message.tool_calls):
+    turn = 0
+    for message in messages or []:
+        if isinstance(message, AIMessage):
+            turn += 1
             ids = [c.get("id") for c in message.tool_calls if c.get("name") == "task"]
-            return ids.index(call_id)
-    return 0
+            if call_id in ids:
+                return turn, ids.index(call_id)
+    return turn, 0
 
 
 def make_task_tool(bus: Bus, config: AppConfig) -> BaseTool:
@@ -119,15 +121,21 @@ def make_task_tool(bus: Bus, config: AppConfig) -> BaseTool:
         kind = types.get(subagent_type)
         if kind is None:
             return error(f"no subagent type {subagent_type!r}; use one of: {', '.join(types)}")
-        if _position(runtime.state, call_id) >= settings.max_concurrent:
+        turn, place = _placement(runtime.state, call_id)
+        if place >= settings.max_concurrent:
             return error(
                 f"at most {settings.max_concurrent} subagents run per turn; this one was not started. "
                 "Use the results of the others, then delegate the rest in a later turn."
             )
+        if not await executor_running(bus):
+            return error("no subagent executor is running (antler up starts one; or antler run subagents)")
         model_name = kind.model_name or settings.model_name or getattr(context, "model_name", None)
         timeout = kind.timeout_seconds or settings.timeout_seconds
+        cap = kind.max_turns or settings.max_turns
         request = SubagentTask(
-            task_id=call_id,
+            # One task per call, however often the parent resumes; per turn too, should a model
+            # reuse call ids from one turn to the next.
+            task_id=f"{call_id}-t{turn}",
             parent_run_id=parent_run_id,
             thread_id=getattr(context, "thread_id", ""),
             user_id=getattr(context, "user_id", "default"),
@@ -135,45 +143,38 @@ def make_task_tool(bus: Bus, config: AppConfig) -> BaseTool:
             description=description,
             prompt=prompt,
             model_name=model_name,
-            max_turns=max_turns or kind.max_turns or settings.max_turns,
+            max_turns=min(max_turns, cap) if max_turns else cap,
             timeout_seconds=timeout,
         )
-        started = {"type": "task_started", "task_id": call_id, "description": description}
-        write({**started, "model_name": model_name})
+        shown = {"task_id": call_id, "description": description, "model_name": model_name}
+        write({"type": "task_started", **shown})
 
         async def relay(msg: Any) -> None:
             try:
                 progress = decode(SubagentProgress, msg.data)
             except EnvelopeError:
                 return
-            if progress.task_id == call_id:
-                write(
-                    {
-                        **started,
-                        "type": "task_running",
-                        "message": progress.message,
-                        "message_index": progress.turn,
-                        "model_name": model_name,
-                    }
-                )
+            if progress.task_id == request.task_id:
+                running = {"message": progress.message, "message_index": progress.turn}
+                write({"type": "task_running", **shown, **running})
 
-        subscription = await bus.nc.subscribe(bus.subjects.subagent_progress(parent_run_id), cb=relay)
         try:
-            result = await _outcome(bus, request, timeout + WAIT_GRACE_SECONDS)
-        finally:
-            await subscription.unsubscribe()
-        if result is None:
-            return error("no subagent executor is running (antler up starts one; or antler run subagents)")
+            subscription = await bus.nc.subscribe(bus.subjects.subagent_progress(parent_run_id), cb=relay)
+            try:
+                result = await _outcome(bus, request, timeout + WAIT_GRACE_SECONDS)
+            finally:
+                await subscription.unsubscribe()
+        except Exception as exc:  # the card the UI shows for this task still gets its end
+            write({"type": "task_failed", **shown, "error": f"{type(exc).__name__}: {exc}"})
+            raise
         event = {"completed": "task_completed", "failed": "task_failed", "cancelled": "task_cancelled"}
         write(
             {
                 "type": event.get(result.status, "task_timed_out"),
-                "task_id": call_id,
-                "description": description,
+                **shown,
                 "result": result.result if result.status == "completed" else None,
                 "error": result.error,
                 "usage": result.usage.model_dump(),
-                "model_name": model_name,
             }
         )
         return ToolMessage(
@@ -187,9 +188,11 @@ def make_task_tool(bus: Bus, config: AppConfig) -> BaseTool:
     return task
 
 
-async def _outcome(bus: Bus, task: SubagentTask, wait: float) -> SubagentResult | None:
+async def _outcome(bus: Bus, task: SubagentTask, wait: float) -> SubagentResult:
     """The task's result: found (it finished before this parent attempt), or submitted and awaited.
-    None when there is no executor to submit it to."""
+
+    Giving up on it (no result within `wait`) also stops it, wherever it runs.
+    """
     results = await bus.kv(bus.subjects.subagent_results_bucket)
     key = SubagentResult.key(task.parent_run_id, task.task_id)
     try:
@@ -198,19 +201,17 @@ async def _outcome(bus: Bus, task: SubagentTask, wait: float) -> SubagentResult 
             return decode(SubagentResult, entry.value)
     except Exception:  # not there (nats-py raises KeyNotFoundError, or KeyDeletedError)
         pass
-    if not await _executor_exists(bus):
-        return None
     msg_id = f"task:{task.parent_run_id}:{task.task_id}"  # a resumed parent never starts a second copy
     await bus.publish(bus.subjects.subagents_submit, task, msg_id=msg_id)
     try:
         async with asyncio.timeout(wait):
             return await _wait_for_result(results, key)
     except TimeoutError:
+        reason = f"no result within {wait:g}s"
+        cancel = SubagentCancel(parent_run_id=task.parent_run_id, task_id=task.task_id, reason=reason)
+        await bus.publish_core(bus.subjects.subagent_cancel(task.parent_run_id), cancel)
         return SubagentResult(
-            task_id=task.task_id,
-            parent_run_id=task.parent_run_id,
-            status="timed_out",
-            error=f"no result within {wait:g}s",
+            task_id=task.task_id, parent_run_id=task.parent_run_id, status="timed_out", error=reason
         )
 
 
@@ -225,10 +226,10 @@ async def _wait_for_result(results: Any, key: str) -> SubagentResult:
     raise RuntimeError("the result watch ended")  # only when stopped, which it is not here
 
 
-async def _executor_exists(bus: Bus) -> bool:
-    """Whether a subagent executor ever started on this bus (its durable consumer is there)."""
+async def executor_running(bus: Bus) -> bool:
+    """Whether a subagent executor answers `$SRV` discovery right now."""
     try:
-        await bus.js.consumer_info(bus.subjects.subagents_stream, EXECUTOR_DURABLE)
-    except NotFoundError:
+        await bus.nc.request(f"$SRV.PING.{bus.subjects.service_name('subagents')}", b"", timeout=2.0)
+    except Exception:  # no responders, or none answered in time
         return False
     return True

@@ -101,8 +101,8 @@ class ThreadService:
     async def _own(self, thread_id: str, user_id: str) -> None:
         """Refuse another user's thread as if it did not exist (a thread with no record yet is anyone's)."""
         assert self.runner.threads is not None
-        record = await self.runner.threads.get(thread_id)
-        if record is not None and record.user_id != user_id:
+        record = await self.runner.threads.get(thread_id) if is_valid_id(thread_id) else None
+        if not is_valid_id(thread_id) or (record is not None and record.user_id != user_id):
             raise ServiceError(f"thread {thread_id} not found", "not_found")
 
     @staticmethod
@@ -177,6 +177,14 @@ class ThreadService:
         assert self.runner.threads is not None
         await self._own(req.thread_id, req.user_id)
         await self.runner.checkpointer.adelete_thread(req.thread_id)
+        children = {
+            checkpoint.config["configurable"]["thread_id"]
+            async for checkpoint in self.runner.checkpointer.alist(
+                None, filter={"parent_thread_id": req.thread_id}
+            )
+        }
+        for child in children:  # its subagents' threads
+            await self.runner.checkpointer.adelete_thread(child)
         index = self.bus.subjects.thread_runs_bucket
         runs = await self.bus.kv(self.bus.subjects.runs_bucket)
         for key in await keys_matching(self.bus.js, index, f"{req.thread_id}.>"):

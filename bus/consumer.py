@@ -172,6 +172,8 @@ class Consumer(Generic[M]):
         max_ack_pending: messages out at once across all processes of the durable (1: strict order).
         on_invalid: `async (msg, error) -> None`, told about a payload that is not a valid `model`
             before it is dead-lettered (to answer whoever waits for it); its failures are logged.
+        on_dead_letter: `async (msg, reason) -> None`, told about every message this consumer has
+            dead-lettered, for whatever reason (to answer whoever waits for it); failures are logged.
         key: `(message) -> str`; messages with the same key are handled one at a time, in the
             order this process received them (a run's events, a chat's messages), while messages
             with other keys go on concurrently. A message retried after a failure comes back later.
@@ -194,6 +196,7 @@ class Consumer(Generic[M]):
         deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
         max_ack_pending: int | None = None,
         on_invalid: Callable[[Msg, EnvelopeError], Awaitable[None]] | None = None,
+        on_dead_letter: Callable[[Msg, str], Awaitable[None]] | None = None,
         key: Callable[[M], str] | None = None,
     ) -> None:
         if concurrency < 1:
@@ -212,6 +215,7 @@ class Consumer(Generic[M]):
         self.deliver_policy = deliver_policy
         self.max_ack_pending = max_ack_pending or max(concurrency * 4, 64)
         self.on_invalid = on_invalid
+        self.on_dead_letter = on_dead_letter
         self.key = key
         self._keys: dict[str, _KeyTurn] = {}
         self.stats = ConsumerStats()
@@ -468,6 +472,11 @@ class Consumer(Generic[M]):
             return
         await msg.term()
         self.stats.dead_lettered += 1
+        if self.on_dead_letter is not None:
+            try:
+                await self.on_dead_letter(msg, reason)
+            except Exception:
+                log.exception("consumer %s: on_dead_letter failed for seq %d", self.name, seq)
 
     async def _release(self, msg: Msg) -> None:
         with contextlib.suppress(Exception):

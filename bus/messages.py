@@ -357,8 +357,19 @@ class SubagentTask(Envelope):
     prompt: str
     model_name: str | None = Field(None, description="The parent run's model; a type may name its own.")
     max_turns: int | None = Field(None, gt=0)
-    timeout_seconds: float | None = Field(None, gt=0)
+    timeout_seconds: float | None = Field(
+        None, gt=0, description="From created_at: time spent waiting for an executor counts too."
+    )
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class SubagentCancel(Envelope):
+    """Stop a parent run's subagent tasks (one, or all when `task_id` is None), on
+    `<prefix>.subagents.cancel.<parent run>` (core NATS): its task tool gave up, or the run ended."""
+
+    parent_run_id: str
+    task_id: str | None = None
+    reason: str = "cancelled"
 
 
 SubagentStatus = Literal["completed", "failed", "cancelled", "timed_out"]
@@ -372,7 +383,7 @@ class SubagentResult(Envelope):
     status: SubagentStatus
     result: str = Field("", description="The subagent's final answer (what it had, if a cap stopped it).")
     error: str | None = None
-    stop_reason: str | None = Field(None, description="max_turns when the turn cap ended it.")
+    stop_reason: str | None = Field(None, description="turn_capped when its turn limit ended it.")
     turns: int = 0
     usage: Usage = Field(default_factory=Usage)
     started_at: datetime | None = None
@@ -737,6 +748,7 @@ ENVELOPES: dict[str, type[Envelope]] = {
         SubagentTask,
         SubagentResult,
         SubagentProgress,
+        SubagentCancel,
         MemoryUpdate,
         MemoryDocument,
         ExecRequest,

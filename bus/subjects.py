@@ -69,6 +69,13 @@ class Subjects:
         """A thread's conversation for the memory updater (the stream keeps the newest per thread)."""
         return f"{self.prefix}.memory.update.{safe_token(thread_id)}"
 
+    def subagent_cancel(self, parent_run_id: str) -> str:
+        return f"{self.prefix}.subagents.cancel.{safe_token(parent_run_id)}"
+
+    @property
+    def subagent_cancel_all(self) -> str:
+        return f"{self.prefix}.subagents.cancel.*"
+
     @property
     def memory_update_all(self) -> str:
         return f"{self.prefix}.memory.update.>"

@@ -130,7 +130,7 @@ async def test_a_resumed_parent_gets_its_finished_subagents_result_without_runni
             await parent.wait()
         finish_task.set()  # the subagent finishes while no runner is there
         results = await bus.kv(bus.subjects.subagent_results_bucket)
-        await until(lambda: _stored(results, SubagentResult.key(request.run_id, "call_r")), "the result")
+        await until(lambda: _stored(results, SubagentResult.key(request.run_id, "call_r-t1")), "the result")
         async with component_process("runner", nats_url, process_config, log):
             events = await collect_run(bus, request.run_id, timeout=90)
     asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]

@@ -166,7 +166,7 @@ async def test_cancelling_the_parent_cancels_its_subagent(
     events = await collect_run(bus, request.run_id)
     assert events[-1].data["status"] == RunStatus.INTERRUPTED.value
     results = await bus.kv(bus.subjects.subagent_results_bucket)
-    key = SubagentResult.key(request.run_id, "call_long")
+    key = SubagentResult.key(request.run_id, "call_long-t1")  # the task of the call of the first turn
     for _ in range(200):  # the subagent's outcome is stored as soon as it stops
         with contextlib.suppress(Exception):
             entry = await results.get(key)
@@ -195,3 +195,75 @@ async def test_a_malformed_task_is_dead_lettered_and_the_executor_keeps_serving(
     reasons = [d.reason for d in letters if d.consumer == EXECUTOR_DURABLE]
     assert len(reasons) == 1
     assert "invalid SubagentTask" in reasons[0]
+
+
+async def test_an_executor_stopping_gracefully_leaves_its_task_to_the_next_one(
+    bus: Bus, fake_model: FakeOpenAI, nats_url: str, config_data: dict[str, Any], app_config: Any
+) -> None:
+    """A stopping process is not a cancel: the task comes back to the next executor and completes."""
+    config_data["subagents"] = {"timeout_seconds": 120}
+    config = app_config()
+    never = asyncio.Event()
+    fake_model.script(
+        Reply(tool_calls=[task_call("call_g", "Tidy the workspace")]),
+        Reply(text="first try", when="Tidy the workspace", hold=never),
+        Reply(text="workspace tidied", when="Tidy the workspace"),
+        Reply(text="Done tidying.", when="workspace tidied"),
+    )
+    async with running_runner(nats_url, config):
+        async with running_executor(nats_url, config):
+            request = delegate("t-graceful", "Tidy up please")
+            await submit_run(bus, request)
+            await fake_model.wait_for_requests(2)
+        async with running_executor(nats_url, config):
+            events = await collect_run(bus, request.run_id, timeout=90)
+    never.set()
+    assert tool_results(events)["call_g"]["additional_kwargs"]["subagent_status"] == "completed"
+    assert task_events(events, "call_g") == ["task_started", "task_running", "task_completed"]
+
+
+async def test_without_an_executor_the_task_tool_says_so_at_once(
+    bus: Bus, fake_model: FakeOpenAI, nats_url: str, config_data: dict[str, Any], app_config: Any
+) -> None:
+    config = app_config()
+    async with running_executor(nats_url, config):
+        pass  # it ran once (its durable consumer stays), and is gone now
+    fake_model.script(
+        Reply(tool_calls=[task_call("call_x", "Count to ten")]),
+        Reply(text="I will count myself: 1 to 10.", when="no subagent executor"),
+    )
+    async with running_runner(nats_url, config):
+        request = delegate("t-noexec", "Count to ten for me")
+        await submit_run(bus, request)
+        events = await collect_run(bus, request.run_id)
+    result = tool_results(events)["call_x"]
+    assert result["status"] == "error"
+    assert "no subagent executor is running" in result["content"]
+    assert task_events(events, "call_x") == [], "no task card that never ends"
+    final = next(e.data for e in reversed(events) if e.event == "values")["messages"][-1]
+    assert final["content"] == "I will count myself: 1 to 10."
+
+
+async def test_deleting_a_thread_deletes_its_subagents_threads_too(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    from agents.checkpoints import open_checkpointer
+    from bus.messages import ThreadDeleteReply, ThreadDeleteRequest
+    from bus.service import call
+
+    fake_model.script(
+        Reply(tool_calls=[task_call("call_d", "Summarize notes.txt")]),
+        Reply(text="the notes say hello", when="Summarize notes.txt"),
+        Reply(text="They say hello."),
+    )
+    request = delegate("t-delete-kids", "Summarize my notes")
+    await submit_run(bus, request)
+    await collect_run(bus, request.run_id)
+    child = {"configurable": {"thread_id": f"{request.run_id}:call_d-t1", "checkpoint_ns": ""}}
+    async with await open_checkpointer(stack) as checkpoints:
+        kept = await checkpoints.aget_tuple(child)
+        assert kept is not None
+        assert [m.content for m in kept.checkpoint["channel_values"]["messages"]][-1] == "the notes say hello"
+        delete = ThreadDeleteRequest(thread_id="t-delete-kids")
+        await call(bus, "threads", "delete", delete, ThreadDeleteReply, timeout=10)
+        assert await checkpoints.aget_tuple(child) is None, "the subagent's thread went with its parent's"
