@@ -22,7 +22,7 @@ async def test_everything_of_the_architecture_exists_under_the_prefix(bus: Bus) 
         f"{p}_RUNS": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.runs.submit"]),
         f"{p}_RUN_EVENTS": (RetentionPolicy.LIMITS, [f"{s.prefix}.runs.ev.>"]),
         f"{p}_SUBAGENTS": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.subagents.submit"]),
-        f"{p}_MEMORY": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.memory.update"]),
+        f"{p}_MEMORY": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.memory.update.>"]),
         f"{p}_EVENTS": (RetentionPolicy.LIMITS, [f"{s.prefix}.events.>"]),
         f"{p}_DLQ": (RetentionPolicy.LIMITS, [f"{s.prefix}.dlq.>"]),
     }
