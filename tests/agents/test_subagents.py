@@ -267,3 +267,36 @@ async def test_deleting_a_thread_deletes_its_subagents_threads_too(
         delete = ThreadDeleteRequest(thread_id="t-delete-kids")
         await call(bus, "threads", "delete", delete, ThreadDeleteReply, timeout=10)
         assert await checkpoints.aget_tuple(child) is None, "the subagent's thread went with its parent's"
+
+
+async def test_a_configured_type_gets_its_own_prompt_tools_and_turn_limit(
+    bus: Bus, fake_model: FakeOpenAI, nats_url: str, config_data: dict[str, Any], app_config: Any
+) -> None:
+    config_data["subagents"] = {
+        "agents": {
+            "auditor": {
+                "description": "Checks files for secrets",
+                "system_prompt": "You audit files for leaked secrets.",
+                "tools": ["read_file", "grep"],
+                "max_turns": 1,
+            }
+        }
+    }
+    config = app_config()
+    fake_model.script(
+        Reply(tool_calls=[task_call("call_a", "Audit the config", subagent_type="auditor")]),
+        Reply(tool_calls=[ToolCall("grep", {"pattern": "password"})], when="Audit the config"),
+        Reply(text="The audit stopped early."),
+    )
+    async with running_runner(nats_url, config), running_executor(nats_url, config):
+        request = delegate("t-audit", "Audit my config")
+        await submit_run(bus, request)
+        events = await collect_run(bus, request.run_id)
+    lead, auditor = fake_model.agent_requests[0], fake_model.agent_requests[1]
+    task_tool = next(t for t in lead["tools"] if t["function"]["name"] == "task")
+    assert "- auditor: Checks files for secrets" in task_tool["function"]["description"]
+    assert auditor["messages"][0] == {"role": "system", "content": "You audit files for leaked secrets."}
+    assert sorted(t["function"]["name"] for t in auditor["tools"]) == ["grep", "read_file"]
+    result = tool_results(events)["call_a"]["additional_kwargs"]
+    assert result["subagent_stop_reason"] == "turn_capped", "one turn, and it wanted a second"
+    assert result["subagent_status"] == "failed", "capped without an answer"

@@ -88,8 +88,8 @@ async def test_what_a_user_says_is_remembered_and_reaches_the_next_prompt(
 
     fake_model.script(Reply(text="Sure."))
     await submit_and_collect(bus, ask("t-mia-2", "What should I read next?", user_id="mia"))
-    system = fake_model.agent_requests[-1]["messages"][0]
-    assert system["role"] == "system"
+    leads = [r for r in fake_model.agent_requests if r["messages"][0]["role"] == "system"]
+    system = leads[1]["messages"][0]  # the second run's (memory requests have no system message)
     assert "Mia maintains a Rust compiler" in system["content"]
     assert "Work: Maintains a Rust compiler" in system["content"]
 
@@ -226,3 +226,32 @@ async def test_users_never_see_each_others_memory_and_export_import_round_trips(
         bad = await ana.post("/memory/import", json={"facts": [{"confidence": 2}]})
         assert bad.status_code == 422
         assert (await bob.delete("/memory")).json()["facts"] == []
+
+
+async def test_a_custom_agent_keeps_its_own_memory_of_the_user(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(text="Noted."), memory_reply("Prefers tabs over spaces"))
+    coder = {"agent_name": "coder"}
+    await submit_and_collect(bus, ask("t-coder", "I prefer tabs", user_id="lin", context=coder))
+    store = RecordStore(await bus.kv(bus.subjects.memory_bucket), MemoryDocument)
+    for _ in range(200):
+        doc = await store.get(MemoryDocument.key("lin", "coder"))
+        if doc is not None and doc.facts:
+            break
+        await asyncio.sleep(0.05)
+    assert doc is not None
+    assert facts(doc) == ["Prefers tabs over spaces"]
+    assert await store.get(MemoryDocument.key("lin")) is None, "the user's own memory is apart"
+
+    def last_system_prompt() -> str:  # of the last lead request (memory requests have none)
+        return next(
+            r["messages"][0]["content"]
+            for r in reversed(fake_model.agent_requests)
+            if r["messages"][0]["role"] == "system"
+        )
+
+    await submit_and_collect(bus, ask("t-coder-2", "hello", user_id="lin", context=coder))
+    assert "Prefers tabs over spaces" in last_system_prompt()
+    await submit_and_collect(bus, ask("t-plain", "hello", user_id="lin"))
+    assert "Prefers tabs over spaces" not in last_system_prompt()
