@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from langchain_core.messages import ToolMessage
@@ -11,7 +12,7 @@ from langgraph.types import Command
 
 from agents.errors import ToolConfigError
 from bus.layout import OUTPUTS
-from config import AppConfig
+from config import AppConfig, ToolConfig
 
 
 @tool(return_direct=True)
@@ -61,11 +62,20 @@ def _is_output(path: str) -> bool:
     return path.startswith(OUTPUTS + "/") and ".." not in parts and len(path) > len(OUTPUTS) + 1
 
 
+def tool_factory(make: Callable[[ToolConfig], BaseTool]) -> Callable[[ToolConfig], BaseTool]:
+    """Mark `make(entry) -> BaseTool` as a factory: `config_tools` calls it with the tool's
+    config.yaml entry (its extra keys, such as `api_key` or `max_results`, in `entry.model_extra`)
+    instead of binding the function itself as a tool."""
+    make.__antler_tool_factory__ = True  # type: ignore[attr-defined]
+    return make
+
+
 def config_tools(config: AppConfig) -> list[BaseTool]:
-    """Tools named in config.yaml `tools[]` (`use: module:variable`).
+    """Tools named in config.yaml `tools[]` (`use: module:variable`): a LangChain tool, a plain
+    function (bound as a tool named `name`), or a `tool_factory` (called with the entry).
 
     Raises:
-        ToolConfigError: a tool cannot be imported or is not a tool.
+        ToolConfigError: a tool cannot be imported, built, or is not a tool.
     """
     found: list[BaseTool] = []
     for index, entry in enumerate(config.tools):
@@ -75,7 +85,15 @@ def config_tools(config: AppConfig) -> list[BaseTool]:
             value = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError) as exc:
             raise ToolConfigError(f"{where}: cannot import {entry.use!r}: {exc}") from None
-        if isinstance(value, BaseTool):
+        if getattr(value, "__antler_tool_factory__", False):
+            try:
+                built = value(entry)
+            except Exception as exc:  # a key missing or wrong: say which tool
+                raise ToolConfigError(f"{where}: {type(exc).__name__}: {exc}") from None
+            if not isinstance(built, BaseTool):
+                raise ToolConfigError(f"{where}: the factory {entry.use!r} did not return a tool")
+            found.append(built)
+        elif isinstance(value, BaseTool):
             found.append(value)
         elif callable(value):
             found.append(StructuredTool.from_function(value, name=entry.name))
