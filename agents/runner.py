@@ -24,6 +24,7 @@ from agents.errors import AgentError, ModelConfigError
 from agents.event_log import EventLog
 from agents.events import StreamTranslator, jsonable
 from agents.lead import AgentCache
+from agents.mcp_tools import McpServers
 from agents.patches import inline_trace_bookkeeping
 from agents.run_endings import end_refused_request, ensure_ended
 from agents.run_input import graph_config, graph_input_of, run_timeout
@@ -60,10 +61,12 @@ class Runner:
         self.bus = bus
         self.config = config
         self.checkpointer = checkpointer
-        tools = [*make_sandbox_tools(bus), make_view_image_tool(bus)]
-        self.agents = AgentCache(
-            config, checkpointer, extra_tools=tools, task_tool=make_task_tool(bus, config)
-        )
+        self._own_tools = [*make_sandbox_tools(bus), make_view_image_tool(bus)]
+        task = make_task_tool(bus, config)
+        self.agents = AgentCache(config, checkpointer, extra_tools=self._own_tools, task_tool=task)
+        reserved = {t.name for t in self._own_tools} | {"task", "ask_clarification", "present_files"}
+        self.mcp = McpServers(bus, reserved=reserved)
+        self._mcp_version = 0
         self.runs: RecordStore[RunRecord] | None = None
         self.threads: RecordStore[ThreadRecord] | None = None
         self.name = f"{socket.gethostname()}:{os.getpid()}"
@@ -93,6 +96,15 @@ class Runner:
         self.claims = ThreadClaims(self.bus, self.threads, self.runs)
         memory = RecordStore(await self.bus.kv(s.memory_bucket), MemoryDocument)
         self.memory_and_prompt = PromptAssembly(self.bus, self.config, memory)
+        await self.mcp.start()
+
+    async def _current_tools(self) -> None:
+        """MCP tools as configured now: a changed set recompiles the agents (once per change)."""
+        version, tools = await self.mcp.current()
+        if version != self._mcp_version:
+            self.agents.extra_tools = [*self._own_tools, *tools]
+            self.agents.clear()
+            self._mcp_version = version
 
     # ------------------------------------------------------------------ control
 
@@ -248,6 +260,7 @@ class Runner:
             "attempt": attempt,
         }
         try:
+            await self._current_tools()
             agent = self.agents.get(options)
         except (MissingEnvError, ConfigError, AgentError, ModelConfigError) as exc:
             await events.emit("metadata", metadata)
@@ -424,3 +437,4 @@ async def run(bus: Bus, config: AppConfig) -> None:
         finally:
             await service.stop()
             await control.unsubscribe()
+            await runner.mcp.close()

@@ -34,6 +34,7 @@ from agents.checkpoints import checkpointer_ready
 from agents.context import RunContext
 from agents.events import jsonable
 from agents.lead import tool_error
+from agents.mcp_tools import McpServers
 from agents.middleware import (
     DanglingToolCallMiddleware,
     LLMErrorHandlingMiddleware,
@@ -76,8 +77,10 @@ class SubagentExecutor:
         self.config = config
         self.checkpointer = checkpointer
         self.types = subagent_types(config)
-        tools = [*make_sandbox_tools(bus), make_view_image_tool(bus), *config_tools(config)]
-        self.tools: dict[str, BaseTool] = {t.name: t for t in tools}
+        self._own_tools = [*make_sandbox_tools(bus), make_view_image_tool(bus), *config_tools(config)]
+        self.tools: dict[str, BaseTool] = {t.name: t for t in self._own_tools}
+        self.mcp = McpServers(bus, reserved=set(self.tools) | {"task", "ask_clarification", "present_files"})
+        self._mcp_version = 0
         self._agents: dict[tuple[str, str | None], Any] = {}
         self._jobs: dict[str, dict[str, asyncio.Task[SubagentResult]]] = {}  # parent run -> task -> job
         self._cancelled: dict[tuple[str, str], str] = {}  # (parent run, task) stopped on purpose -> why
@@ -90,6 +93,7 @@ class SubagentExecutor:
         s = self.bus.subjects
         self.runs = RecordStore(await self.bus.kv(s.runs_bucket), RunRecord)
         self.results = await self.bus.kv(s.subagent_results_bucket)
+        await self.mcp.start()
 
     # ------------------------------------------------------------------ the agent of a type
 
@@ -222,6 +226,11 @@ class SubagentExecutor:
         if kind is None:
             return self._ended(task, "failed", f"no subagent type {task.subagent_type!r}")
         model_name = kind.model_name or task.model_name
+        version, mcp_tools = await self.mcp.current()
+        if version != self._mcp_version:  # MCP tools changed: agents are built again with them
+            self.tools = {t.name: t for t in [*self._own_tools, *mcp_tools]}
+            self._agents.clear()
+            self._mcp_version = version
         try:
             agent = self.agent(kind, model_name)
         except Exception as exc:  # a model that cannot be built: the task fails, saying why
@@ -383,6 +392,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
                 )
             )
         finally:
+            await executor.mcp.close()
             await presence.stop()
             await control.unsubscribe()
             await cancels.unsubscribe()

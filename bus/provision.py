@@ -114,7 +114,14 @@ async def provision(bus: Bus) -> Provisioned:
         await _ensure_stream(bus, config)
         streams.append(config.name or "")
     s = bus.subjects
-    buckets = [s.threads_bucket, s.chats_bucket, s.runs_bucket, s.thread_runs_bucket, s.memory_bucket]
+    buckets = [
+        s.threads_bucket,
+        s.chats_bucket,
+        s.runs_bucket,
+        s.thread_runs_bucket,
+        s.memory_bucket,
+        s.settings_bucket,
+    ]
     for bucket in buckets:
         await _ensure_kv(bus, bucket)
     await _ensure_kv(bus, s.replies_bucket, ttl=REPLIES_TTL)

@@ -169,6 +169,12 @@ class Subjects:
         return self.bucket("subagent_results")
 
     @property
+    def settings_bucket(self) -> str:
+        """Settings every process follows: `extensions` (extensions_config.json as the gateway last
+        saved it), `mcp_status` (how the MCP servers started)."""
+        return self.bucket("settings")
+
+    @property
     def memory_bucket(self) -> str:
         return self.bucket("memory")
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import uvicorn
 
 from bus import Bus
-from config import AppConfig
+from config import AppConfig, extensions_path, read_raw_extensions
 from gateway.app import create_app
 from gateway.deps import Gateway
+from gateway.rest.settings import publish_extensions
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,9 @@ def bind_host(config: AppConfig) -> str:
 
 async def run(bus: Bus, config: AppConfig) -> None:
     gw = await Gateway.open(bus, config)
+    if await asyncio.to_thread(extensions_path().is_file):
+        # The gateway's extensions_config.json is what every runner uses, wherever it runs.
+        await publish_extensions(gw, await asyncio.to_thread(read_raw_extensions, extensions_path()))
     app = create_app(gw)
     host = bind_host(config)
     sock = socket.create_server((host, config.gateway.port), reuse_port=False)

@@ -7,8 +7,6 @@ import re
 
 MAX_COMMAND_CHARS = 10_000
 
-_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASS|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
-_CONNECTION_STRING = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@", re.IGNORECASE)
 
 # Refused outright: destructive or escaping patterns with no legitimate use in a sandbox.
 BLOCKED: list[tuple[re.Pattern[str], str]] = [
@@ -72,22 +70,6 @@ def command_env(fixed: dict[str, str], base: dict[str, str] | None = None) -> di
     env.setdefault("LANG", "C.UTF-8")  # Python and friends default to UTF-8 only with a UTF-8 locale
     env.update(fixed)
     return env
-
-
-def scrubbed_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment without anything that looks like a secret or a connection string.
-
-    Not for sandboxed commands (they get `command_env`): for processes of our own that
-    need the broker's ordinary settings.
-    """
-    env = dict(os.environ if base is None else base)
-    return {
-        name: value
-        for name, value in env.items()
-        if not _SECRET_NAME.search(name)
-        and not _CONNECTION_STRING.search(value)
-        and not name.startswith("ANTLER_")
-    }
 
 
 def truncate(text: str, limit: int, what: str = "output") -> tuple[str, int]:

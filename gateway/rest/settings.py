@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import shutil
 import tempfile
 import zipfile
@@ -11,8 +12,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, UploadFile
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bus.records import keys_matching
 from config import ExtensionsConfig, extensions_path, read_raw_extensions, write_extensions_config
 from gateway.deps import GW, Me
 from gateway.schemas import errors
@@ -74,24 +76,77 @@ class McpConfig(BaseModel):
     mcp_servers: dict[str, dict[str, Any]]
 
 
-@router.get("/mcp/config", response_model=McpConfig)
-async def get_mcp(gw: GW, me: Me) -> McpConfig:
+class McpConfigAnswer(McpConfig):
+    status: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Per server, per runner or executor process: {ok, error, tools}.",
+    )
+
+
+async def publish_extensions(gw: GW, raw: dict[str, Any]) -> None:
+    """Every runner and executor follows this KV key: they load the change before their next run."""
+    settings = await gw.bus.kv(gw.bus.subjects.settings_bucket)
+    await settings.put("extensions", json.dumps(raw).encode())
+
+
+async def _mcp_status(gw: GW) -> dict[str, dict[str, Any]]:
+    """Per server, how it started in each process that reported (runners, subagent executors)."""
+    bucket = gw.bus.subjects.settings_bucket
+    settings = await gw.bus.kv(bucket)
+    found: dict[str, dict[str, Any]] = {}
+    for key in await keys_matching(gw.bus.js, bucket, "mcp_status.*"):
+        try:
+            report = json.loads((await settings.get(key)).value or b"{}")
+        except Exception:  # gone meanwhile
+            continue
+        for server, state in report.get("servers", {}).items():
+            found.setdefault(server, {})[report.get("process", key)] = state
+    return found
+
+
+@router.get("/mcp/config", response_model=McpConfigAnswer)
+async def get_mcp(gw: GW, me: Me) -> McpConfigAnswer:
     raw = await asyncio.to_thread(read_raw_extensions, extensions_path())
-    return McpConfig(mcp_servers=raw.get("mcpServers", {}))
+    return McpConfigAnswer(mcp_servers=raw.get("mcpServers", {}), status=await _mcp_status(gw))
 
 
-@router.put("/mcp/config", response_model=McpConfig, responses=errors(413))
-async def put_mcp(gw: GW, me: Me, body: McpConfig) -> McpConfig:
+async def _save_mcp(gw: GW, servers: dict[str, dict[str, Any]]) -> McpConfigAnswer:
     path = extensions_path()
     raw = await asyncio.to_thread(read_raw_extensions, path)
-    raw["mcpServers"] = body.mcp_servers
+    raw["mcpServers"] = servers
     try:
         await asyncio.to_thread(write_extensions_config, raw, path)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise HTTPException(422, f"invalid MCP config at {where}: {first['msg']}") from None
-    return McpConfig(mcp_servers=body.mcp_servers)
+    await publish_extensions(gw, raw)
+    return McpConfigAnswer(mcp_servers=servers, status=await _mcp_status(gw))
+
+
+@router.put("/mcp/config", response_model=McpConfigAnswer, responses=errors(413))
+async def put_mcp(gw: GW, me: Me, body: McpConfig) -> McpConfigAnswer:
+    """Replace the MCP servers; every runner uses the new set from its next run on."""
+    return await _save_mcp(gw, body.mcp_servers)
+
+
+class McpPatch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    mcp_servers: dict[str, dict[str, Any] | None]
+
+
+@router.patch("/mcp/config", response_model=McpConfigAnswer, responses=errors(413))
+async def patch_mcp(gw: GW, me: Me, body: McpPatch) -> McpConfigAnswer:
+    """Change some servers: each one named replaces that server's settings (null removes it)."""
+    raw = await asyncio.to_thread(read_raw_extensions, extensions_path())
+    servers = dict(raw.get("mcpServers", {}))
+    for name, settings in body.mcp_servers.items():
+        if settings is None:
+            servers.pop(name, None)
+        else:
+            servers[name] = settings
+    return await _save_mcp(gw, servers)
 
 
 # ------------------------------------------------------------------ skills

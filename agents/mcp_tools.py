@@ -1,0 +1,307 @@
+"""Tools from MCP servers, for the agents of one process (runner or subagent executor).
+
+The servers are those enabled in extensions_config.json `mcpServers`, as the
+gateway last published it to KV `<prefix>_settings` (key `extensions`; this
+process's own file when no gateway ever did). Every process watches that key,
+so a change made through the gateway's `/api/mcp/config` reaches every runner
+on every machine before its next run: no restart, no polling of files.
+
+Each server gets one long-lived session (stdio: one process, started with a
+secret-scrubbed environment plus the server's own `env`; http/sse: one
+connection, with OAuth tokens fetched and refreshed when configured), opened
+by `langchain-mcp-adapters`. A server that does not start or answer is
+reported in `status()` (and KV `<prefix>_settings` key `mcp_status.<process>`) and left
+out: the agent runs without its tools, never fails because of it. Tool names
+that collide (between servers, or with the agent's own tools) are prefixed
+with their server's name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from langchain_core.tools import BaseTool
+
+from bus import Bus, safe_token
+from bus.messages import utcnow
+from config import ExtensionsConfig, extensions_path, read_raw_extensions
+from config.environment import scrubbed_env
+from config.loader import _build
+
+log = logging.getLogger(__name__)
+
+_instances = itertools.count(1)
+EXTENSIONS_KEY = "extensions"
+STATUS_KEY = "mcp_status"
+START_TIMEOUT = 30.0  # seconds a server gets to start and list its tools
+
+
+class McpOAuth(httpx.Auth):
+    """OAuth for an HTTP/SSE MCP server: a token from `token_url` (client_credentials or
+    refresh_token), sent as `Authorization`, fetched again shortly before it expires or when
+    the server says 401."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.token_url = str(settings["token_url"])
+        self.grant_type = str(settings.get("grant_type") or "client_credentials")
+        self.settings = settings
+        self.skew = float(settings.get("refresh_skew_seconds") or 60)
+        self.refresh_token: str | None = settings.get("refresh_token")
+        self._token: tuple[str, str, float] | None = None  # (type, token, expires at, monotonic)
+        self._lock = asyncio.Lock()
+
+    async def _fresh(self, force: bool = False) -> tuple[str, str]:
+        async with self._lock:
+            if self._token is not None and not force and time.monotonic() < self._token[2] - self.skew:
+                return self._token[0], self._token[1]
+            form = {"grant_type": self.grant_type}
+            for key in ("client_id", "client_secret", "scope", "audience"):
+                if self.settings.get(key):
+                    form[key] = str(self.settings[key])
+            if self.grant_type == "refresh_token":
+                form["refresh_token"] = self.refresh_token or ""
+            async with httpx.AsyncClient(timeout=30) as client:
+                response = await client.post(self.token_url, data=form)
+            if response.status_code >= 400:
+                raise httpx.HTTPStatusError(
+                    f"the token endpoint refused ({response.status_code}): {response.text[:200]}",
+                    request=response.request,
+                    response=response,
+                )
+            body = response.json()
+            token_type = str(body.get("token_type") or "Bearer")
+            lifetime = float(body.get("expires_in") or 3600)
+            self._token = (token_type, str(body["access_token"]), time.monotonic() + lifetime)
+            if body.get("refresh_token"):
+                self.refresh_token = str(body["refresh_token"])
+            return token_type, str(body["access_token"])
+
+    async def async_auth_flow(self, request: httpx.Request) -> Any:
+        token_type, token = await self._fresh()
+        request.headers["Authorization"] = f"{token_type.capitalize()} {token}"
+        response = yield request
+        if response.status_code == 401:
+            token_type, token = await self._fresh(force=True)
+            request.headers["Authorization"] = f"{token_type.capitalize()} {token}"
+            yield request
+
+
+def connection(name: str, server: Any) -> dict[str, Any]:
+    """The langchain-mcp-adapters connection for one configured server (`$NAME` values resolved).
+
+    Raises:
+        ValueError: the server's settings cannot make a connection.
+        config.MissingEnvError: a `$NAME` it uses is not set.
+    """
+    kind = server.type
+    if kind == "stdio":
+        if not server.command:
+            raise ValueError("a stdio server needs a command")
+        env = {**scrubbed_env(), **{k: str(v) for k, v in (server.resolved("env") or {}).items()}}
+        return {"transport": "stdio", "command": server.command, "args": list(server.args), "env": env}
+    if not server.url:
+        raise ValueError(f"a {kind} server needs a url")
+    found: dict[str, Any] = {
+        "transport": "sse" if kind == "sse" else "streamable_http",
+        "url": server.url,
+        "headers": server.resolved("headers") or {},
+    }
+    oauth = server.resolved("oauth")
+    if oauth and oauth.get("enabled", True):
+        found["auth"] = McpOAuth(oauth)
+    return found
+
+
+@dataclass
+class ServerStatus:
+    ok: bool
+    error: str | None = None
+    tools: list[str] = field(default_factory=list)
+
+
+class _Server:
+    """One server's session, held open by a task of its own (MCP sessions must close in the task
+    that opened them)."""
+
+    def __init__(self, name: str, conn: dict[str, Any]) -> None:
+        self.name = name
+        self.conn = conn
+        self.tools: list[BaseTool] = []
+        self._ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self._hold(), name=f"mcp:{name}")
+
+    async def _hold(self) -> None:
+        from langchain_mcp_adapters.sessions import create_session
+        from langchain_mcp_adapters.tools import load_mcp_tools
+
+        try:
+            async with create_session(self.conn) as session:  # type: ignore[arg-type]
+                await session.initialize()
+                self.tools = await load_mcp_tools(session, server_name=self.name)
+                self._ready.set_result(None)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not self._ready.done():
+                self._ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
+            elif not isinstance(exc, asyncio.CancelledError):
+                log.warning("MCP server %s: the session ended: %s", self.name, exc)
+
+    async def started(self, timeout: float) -> None:
+        async with asyncio.timeout(timeout):
+            await asyncio.shield(self._ready)
+
+    async def close(self) -> None:
+        self._stop.set()
+        try:
+            await asyncio.wait_for(self._task, 10)
+        except (TimeoutError, Exception):
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+
+
+class McpServers:
+    """The MCP tools of this process: `current()` before each run."""
+
+    def __init__(self, bus: Bus, reserved: set[str] | None = None, process: str = "") -> None:
+        self.bus = bus
+        # Which process (and, when a test runs several, which instance in it) reports its status.
+        self.process = process or f"{socket.gethostname()}:{os.getpid()}#{next(_instances)}"
+        self.reserved = reserved or set()  # the agent's own tool names
+        self.version = 0
+        self._raw: dict[str, Any] | None = None
+        self._loaded: dict[str, Any] | None = None
+        self._servers: dict[str, _Server] = {}
+        self._tools: list[BaseTool] = []
+        self._status: dict[str, ServerStatus] = {}
+        self._lock = asyncio.Lock()
+        self._watch: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Read the published configuration (or this process's file) and follow its changes."""
+        settings = await self.bus.kv(self.bus.subjects.settings_bucket)
+        try:
+            entry = await settings.get(EXTENSIONS_KEY)
+            self._raw = json.loads(entry.value or b"{}")
+        except Exception:  # nothing published: this process's own file
+            self._raw = await asyncio.to_thread(read_raw_extensions, extensions_path())
+        self._watch = asyncio.create_task(self._follow(settings), name="mcp-config")
+
+    async def _follow(self, settings: Any) -> None:
+        while True:
+            try:
+                watcher = await settings.watch(EXTENSIONS_KEY)
+                async for entry in watcher:
+                    if entry is not None and entry.value:
+                        self._raw = json.loads(entry.value)
+                        await self.current()  # now, not at the next run: it need not wait for servers
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("MCP config: the watch stopped (%s); starting it again", exc)
+                await asyncio.sleep(1.0)
+
+    async def current(self) -> tuple[int, list[BaseTool]]:
+        """(version, tools): the version changes whenever the tools did."""
+        if self._raw != self._loaded:
+            async with self._lock:
+                if self._raw != self._loaded:
+                    await self._reload(self._raw or {})
+        return self.version, self._tools
+
+    def status(self) -> dict[str, ServerStatus]:
+        return dict(self._status)
+
+    async def _reload(self, raw: dict[str, Any]) -> None:
+        await self._close_servers()
+        self._loaded = raw
+        self._status = {}
+        try:
+            extensions = _build(ExtensionsConfig, raw, "the published extensions config")
+        except Exception as exc:
+            log.warning("MCP config unusable, no MCP tools: %s", exc)
+            extensions = _build(ExtensionsConfig, {}, "defaults")
+        starting: dict[str, _Server] = {}
+        for name, server in extensions.mcp_servers.items():
+            if not server.enabled:
+                continue
+            try:
+                starting[name] = _Server(name, connection(name, server))
+            except Exception as exc:
+                self._status[name] = ServerStatus(ok=False, error=f"{type(exc).__name__}: {exc}")
+        results = await asyncio.gather(
+            *(s.started(START_TIMEOUT) for s in starting.values()), return_exceptions=True
+        )
+        for (name, server), outcome in zip(starting.items(), results, strict=True):
+            if isinstance(outcome, BaseException):
+                error = _describe(outcome)
+                log.warning("MCP server %s is left out: %s", name, error)
+                self._status[name] = ServerStatus(ok=False, error=error)
+                await server.close()
+            else:
+                self._servers[name] = server
+        self._tools = self._named()
+        self.version += 1
+        log.info("MCP tools: %s", ", ".join(t.name for t in self._tools) or "none")
+        await self._publish_status()
+
+    def _named(self) -> list[BaseTool]:
+        """Every server's tools, a name taken twice (or by the agent's own tools) prefixed by server."""
+        counts: dict[str, int] = {}
+        for server in self._servers.values():
+            for tool in server.tools:
+                counts[tool.name] = counts.get(tool.name, 0) + 1
+        named = []
+        for name, server in self._servers.items():
+            mine = []
+            for tool in server.tools:
+                if counts[tool.name] > 1 or tool.name in self.reserved:
+                    tool = tool.model_copy(update={"name": f"{name}_{tool.name}"})
+                mine.append(tool)
+            self._status[name] = ServerStatus(ok=True, tools=[t.name for t in mine])
+            named += mine
+        return named
+
+    async def _publish_status(self) -> None:
+        report = {
+            "process": self.process,
+            "updated_at": utcnow().isoformat(),
+            "servers": {name: s.__dict__ for name, s in self._status.items()},
+        }
+        try:
+            settings = await self.bus.kv(self.bus.subjects.settings_bucket)
+            await settings.put(f"{STATUS_KEY}.{safe_token(self.process)}", json.dumps(report).encode())
+        except Exception as exc:  # reporting is best effort
+            log.debug("MCP status not published: %s", exc)
+
+    async def _close_servers(self) -> None:
+        servers, self._servers = self._servers, {}
+        await asyncio.gather(*(s.close() for s in servers.values()), return_exceptions=True)
+
+    async def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+        await self._close_servers()
+        with contextlib.suppress(Exception):  # a stopped process reports nothing any more
+            settings = await self.bus.kv(self.bus.subjects.settings_bucket)
+            await settings.purge(f"{STATUS_KEY}.{safe_token(self.process)}")
+
+
+def _describe(exc: BaseException) -> str:
+    """The innermost cause of a failed start (anyio wraps them in exception groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -1,0 +1,138 @@
+"""MCP servers' tools in the agent: a real stdio server and a real streamable-HTTP one behind OAuth."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bus import Bus
+from bus.content import text_of
+from config import AppConfig
+from tests.agents.conftest import ask, running_runner, submit_and_collect
+from tests.conftest import REPO
+from tests.fakes.mcp_servers import OAuthMcpServer
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+
+pytestmark = pytest.mark.asyncio
+
+STDIO = {
+    "type": "stdio",
+    "command": sys.executable,
+    "args": ["-m", "tests.fakes.mcp_servers", "stdio"],
+    "env": {"PYTHONPATH": str(REPO), "NOTES_GREETING": "$NOTES_GREETING"},
+}
+
+
+def tool_messages(events: list[Any]) -> dict[str, str]:
+    values = next(e.data for e in reversed(events) if e.event == "values")
+    return {m["name"]: text_of(m["content"], sep="") for m in values["messages"] if m["type"] == "tool"}
+
+
+def offered_tools(request: dict[str, Any]) -> set[str]:
+    return {t["function"]["name"] for t in request.get("tools", [])}
+
+
+@pytest.fixture
+def extensions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, Any]], None]:
+    path = tmp_path / "extensions_config.json"
+    monkeypatch.setenv("ANTLER_EXTENSIONS_CONFIG_PATH", str(path))
+    monkeypatch.setenv("NOTES_GREETING", "hello")
+    monkeypatch.setenv("SOME_API_KEY", "never-for-servers")
+
+    def write(servers: dict[str, Any]) -> None:
+        path.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+
+    return write
+
+
+async def test_tools_of_a_stdio_and_an_oauth_http_server_answer_the_agent(
+    bus: Bus, fake_model: FakeOpenAI, nats_url: str, app_config: Callable[[], AppConfig], extensions: Any
+) -> None:
+    async with OAuthMcpServer(expires_in=30) as weather:
+        oauth = {
+            "token_url": weather.token_url,
+            "grant_type": "client_credentials",
+            "client_id": "antler",
+            "client_secret": "s3cret",
+            "refresh_skew_seconds": 60,  # a token living 30 s is always about to expire: fetched anew
+        }
+        extensions({"notes": STDIO, "weather": {"type": "http", "url": weather.url, "oauth": oauth}})
+        fake_model.script(
+            Reply(
+                tool_calls=[ToolCall("add_numbers", {"a": 2, "b": 3}), ToolCall("forecast", {"city": "Oslo"})]
+            ),
+            Reply(tool_calls=[ToolCall("server_environment", {})], when="sunny in Oslo"),
+            Reply(text="5, and sunny in Oslo."),
+        )
+        async with running_runner(nats_url, app_config()):
+            events = await submit_and_collect(bus, ask("t-mcp", "add 2 and 3, and the weather in Oslo"))
+        assert {"add_numbers", "forecast", "server_environment"} <= offered_tools(
+            fake_model.agent_requests[0]
+        )
+        results = tool_messages(events)
+        assert results["add_numbers"] == "the sum is 5"
+        assert results["forecast"] == "sunny in Oslo"
+        environment = results["server_environment"]
+        assert "NOTES_GREETING" in environment, "the server's own env reaches it"
+        assert "SOME_API_KEY" not in environment, "secrets of the runner do not"
+        assert len(weather.token_requests) >= 2, "a token, then a fresh one before it expired"
+        assert {r["grant_type"] for r in weather.token_requests} == {"client_credentials"}
+
+
+async def test_a_server_that_cannot_start_is_reported_and_the_run_goes_on(
+    bus: Bus, fake_model: FakeOpenAI, nats_url: str, app_config: Callable[[], AppConfig], extensions: Any
+) -> None:
+    extensions({"broken": {"type": "stdio", "command": "/no/such/mcp-server"}, "notes": STDIO})
+    fake_model.script(Reply(tool_calls=[ToolCall("add_numbers", {"a": 1, "b": 1})]), Reply(text="Two."))
+    async with running_runner(nats_url, app_config()):
+        events = await submit_and_collect(bus, ask("t-broken", "1+1?"))
+        settings = await bus.kv(bus.subjects.settings_bucket)
+        keys = [k for k in await settings.keys() if k.startswith("mcp_status.")]
+        report = json.loads((await settings.get(keys[0])).value)
+    assert events[-1].data["status"] == "success"
+    assert tool_messages(events)["add_numbers"] == "the sum is 2"
+    assert report["servers"]["broken"]["ok"] is False
+    assert "/no/such/mcp-server" in report["servers"]["broken"]["error"]
+    assert report["servers"]["notes"]["ok"] is True
+
+
+async def test_a_server_added_through_the_gateway_reaches_every_runner(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    nats_url: str,
+    config_data: dict[str, Any],
+    app_config: Any,
+    extensions: Any,
+) -> None:
+    from tests.gateway.conftest import running_gateway
+
+    extensions({})
+    config_data["gateway"] = {"port": 0}
+    config = app_config()
+    async with (
+        running_runner(nats_url, config),
+        running_runner(nats_url, config),
+        running_gateway(nats_url, config) as base,
+        httpx.AsyncClient(base_url=f"{base}/api") as http,
+    ):
+        added = await http.put("/mcp/config", json={"mcp_servers": {"notes": STDIO}})
+        assert added.status_code == 200, added.text
+        for _ in range(400):  # both runner processes load it as soon as it is published
+            status = (await http.get("/mcp/config")).json()["status"]
+            if len(status.get("notes", {})) == 2 and all(s["ok"] for s in status["notes"].values()):
+                break
+            await asyncio.sleep(0.05)
+        assert len(status["notes"]) == 2, status
+        assert all(s["tools"] == ["add_numbers", "server_environment"] for s in status["notes"].values())
+        fake_model.script(Reply(tool_calls=[ToolCall("add_numbers", {"a": 20, "b": 22})]), Reply(text="42."))
+        events = await submit_and_collect(bus, ask("t-added", "20+22?"))
+        assert tool_messages(events)["add_numbers"] == "the sum is 42"
+        removed = await http.patch("/mcp/config", json={"mcp_servers": {"notes": None}})
+        assert removed.json()["mcp_servers"] == {}
