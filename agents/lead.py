@@ -16,6 +16,7 @@ DeerFlow's chain and where each link lives here:
 12. subagents and their limit            -> the task tool (`subagent_enabled`): at most
                                             `subagents.max_concurrent` calls of a turn run
 13. loop detection                       -> LoopDetectionMiddleware
+    guardrails (DeerFlow's GuardrailMiddleware) -> GuardrailMiddleware (`guardrails.enabled`)
 14. clarification                        -> `ask_clarification` is a return-direct tool: the run ends
                                             with the question as its last message
 Every link acts inside the model or tool call, so a plain turn is two graph
@@ -38,6 +39,7 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.context import RunContext, RunOptions
+from agents.guardrails import GuardrailMiddleware, make_provider
 from agents.middleware import (
     DanglingToolCallMiddleware,
     LLMErrorHandlingMiddleware,
@@ -92,6 +94,8 @@ def build_middlewares(config: AppConfig, options: RunOptions, model: Any) -> lis
     if model_config is not None and model_config.supports_vision:
         middlewares.append(ViewImageMiddleware())
     middlewares.append(LoopDetectionMiddleware())
+    if config.guardrails.enabled:
+        middlewares.append(GuardrailMiddleware(make_provider(config.guardrails)))
     return middlewares
 
 

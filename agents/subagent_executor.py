@@ -33,6 +33,7 @@ from nats.js.errors import KeyWrongLastSequenceError
 from agents.checkpoints import checkpointer_ready
 from agents.context import RunContext
 from agents.events import jsonable
+from agents.guardrails import GuardrailMiddleware, make_provider
 from agents.lead import tool_error
 from agents.mcp_tools import McpServers
 from agents.middleware import (
@@ -117,6 +118,11 @@ class SubagentExecutor:
             ToolErrorMiddleware(aon_error=tool_error),
             *([ViewImageMiddleware()] if sees else []),
             LoopDetectionMiddleware(),
+            *(
+                [GuardrailMiddleware(make_provider(self.config.guardrails))]
+                if self.config.guardrails.enabled
+                else []
+            ),
         ]
         agent = create_agent(
             model,

@@ -179,6 +179,20 @@ class SummarizationConfig(Section):
     summary_prompt: str | None = None
 
 
+class GuardrailsConfig(Section):
+    """A check before each tool call (`agents.guardrails`); extra keys configure your own provider."""
+
+    model_config = ConfigDict(extra="allow")
+
+    enabled: bool = False
+    use: str = Field("agents.guardrails:AllowlistProvider", description="The provider, as module:Class.")
+    allowed_tools: list[str] | None = Field(None, description="Only these may run; null = all not denied.")
+    denied_tools: list[str] = Field(default_factory=list)
+    denied_commands: list[str] = Field(
+        default_factory=list, description="Regular expressions: bash commands matching one are refused."
+    )
+
+
 class SubagentTypeConfig(Section):
     """A subagent type of your own, besides the built-in `general-purpose` and `bash`."""
 
@@ -297,6 +311,7 @@ class AppConfig(Section):
     title: TitleConfig = Field(default_factory=TitleConfig)
     summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
     subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
+    guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
