@@ -49,6 +49,7 @@ from agents.middleware import (
     ViewImageMiddleware,
 )
 from agents.state import ThreadState
+from agents.tool_search import DeferredToolsMiddleware, make_tool_search
 from agents.tools import ask_clarification, config_tools, present_files
 from config import AppConfig, ContextSize
 from llm.models import create_chat_model
@@ -66,9 +67,12 @@ def _context_size(size: ContextSize) -> tuple[str, float]:
     return (size.type, value)
 
 
-def build_middlewares(config: AppConfig, options: RunOptions, model: Any) -> list[AgentMiddleware[Any, Any]]:
+def build_middlewares(
+    config: AppConfig, options: RunOptions, model: Any, deferred: list[BaseTool] | None = None
+) -> list[AgentMiddleware[Any, Any]]:
     middlewares: list[AgentMiddleware[Any, Any]] = [
         RunPromptMiddleware(),
+        *([DeferredToolsMiddleware(deferred)] if deferred else []),
         DanglingToolCallMiddleware(),
         LLMErrorHandlingMiddleware(),
         ToolErrorMiddleware(aon_error=tool_error),
@@ -120,6 +124,7 @@ def build_lead_agent(
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     extra_tools: list[BaseTool] | None = None,
     task_tool: BaseTool | None = None,
+    deferred: list[BaseTool] | None = None,
 ) -> Any:
     """Compile the lead agent for one set of options.
 
@@ -127,10 +132,13 @@ def build_lead_agent(
         llm.errors.ModelConfigError, ProviderNotInstalled, ToolConfigError, config.MissingEnvError
     """
     model = create_chat_model(config, options.model_name, thinking_enabled=options.thinking_enabled)
+    tools = build_tools(config, options, extra_tools, task_tool)
+    if deferred:  # known to the tool node, bound for the model once found (agents.tool_search)
+        tools += [*deferred, make_tool_search(deferred, config.tool_search.max_results)]
     return create_agent(
         model,
-        build_tools(config, options, extra_tools, task_tool),
-        middleware=build_middlewares(config, options, model),
+        tools,
+        middleware=build_middlewares(config, options, model, deferred),
         state_schema=ThreadState,
         context_schema=RunContext,
         checkpointer=checkpointer,
@@ -152,13 +160,14 @@ class AgentCache:
         self.checkpointer = checkpointer
         self.extra_tools = extra_tools or []
         self.task_tool = task_tool
+        self.deferred_tools: list[BaseTool] = []  # found with tool_search (tool_search.enabled)
         self._agents: dict[RunOptions, Any] = {}
 
     def get(self, options: RunOptions) -> Any:
         agent = self._agents.get(options)
         if agent is None:
             agent = build_lead_agent(
-                self.config, options, self.checkpointer, self.extra_tools, self.task_tool
+                self.config, options, self.checkpointer, self.extra_tools, self.task_tool, self.deferred_tools
             )
             self._agents[options] = agent  # only after success: a fixed config is retried next run
             log.info("compiled lead agent for %s", options)

@@ -102,7 +102,9 @@ class Runner:
         """MCP tools as configured now: a changed set recompiles the agents (once per change)."""
         version, tools = await self.mcp.current()
         if version != self._mcp_version:
-            self.agents.extra_tools = [*self._own_tools, *tools]
+            deferred = self.config.tool_search.enabled
+            self.agents.extra_tools = [*self._own_tools, *([] if deferred else tools)]
+            self.agents.deferred_tools = list(tools) if deferred else []
             self.agents.clear()
             self._mcp_version = version
 

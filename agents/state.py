@@ -54,6 +54,7 @@ class ThreadState(AgentState[Any]):
     todos: NotRequired[list[dict[str, Any]] | None]
     uploaded_files: NotRequired[list[dict[str, Any]] | None]
     viewed_images: NotRequired[Annotated[dict[str, ViewedImage], merge_viewed_images]]
+    found_tools: NotRequired[Annotated[list[str], merge_artifacts]]  # deferred tools bound (tool_search)
 
 
 def thread_data(user_id: str) -> ThreadData:

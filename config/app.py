@@ -179,6 +179,11 @@ class SummarizationConfig(Section):
     summary_prompt: str | None = None
 
 
+class ToolSearchConfig(Section):
+    enabled: bool = Field(False, description="MCP tools are found with tool_search instead of bound at once.")
+    max_results: int = Field(5, gt=0, description="Tools one tool_search call returns.")
+
+
 class GuardrailsConfig(Section):
     """A check before each tool call (`agents.guardrails`); extra keys configure your own provider."""
 
@@ -312,6 +317,7 @@ class AppConfig(Section):
     summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
     subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
     guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
+    tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)

@@ -136,3 +136,32 @@ async def test_a_server_added_through_the_gateway_reaches_every_runner(
         assert tool_messages(events)["add_numbers"] == "the sum is 42"
         removed = await http.patch("/mcp/config", json={"mcp_servers": {"notes": None}})
         assert removed.json()["mcp_servers"] == {}
+
+
+async def test_deferred_tools_are_bound_only_after_tool_search_found_them(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    nats_url: str,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+    extensions: Any,
+) -> None:
+    extensions({"notes": STDIO})
+    config_data["tool_search"] = {"enabled": True}
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("tool_search", {"query": "add numbers"})]),
+        Reply(tool_calls=[ToolCall("add_numbers", {"a": 4, "b": 5})], when="Add two numbers"),
+        Reply(text="Nine."),
+    )
+    async with running_runner(nats_url, app_config()):
+        events = await submit_and_collect(bus, ask("t-deferred", "4+5 with your tools"))
+        fake_model.script(Reply(text="Still here."))
+        await submit_and_collect(bus, ask("t-deferred", "and now?"))
+    first, second, *_ = fake_model.agent_requests
+    assert "tool_search" in offered_tools(first)
+    assert "add_numbers" not in offered_tools(first), "only its name, in the instructions"
+    assert "add_numbers" in first["messages"][0]["content"]
+    assert "add_numbers" in offered_tools(second)
+    assert "server_environment" not in offered_tools(second), "what was not found stays unbound"
+    assert tool_messages(events)["add_numbers"] == "the sum is 9"
+    assert "add_numbers" in offered_tools(fake_model.agent_requests[-1]), "the thread remembers its finds"
