@@ -23,7 +23,7 @@ from gateway.limits import MB, BodyLimit, BodyLimitMiddleware
 from gateway.rest.conversation import router as conversation_router
 from gateway.rest.files import router as files_router
 from gateway.rest.memory import router as memory_router
-from gateway.rest.settings import MAX_SKILL_ARCHIVE
+from gateway.rest.settings import MAX_SKILL_ARCHIVE, mcp_status
 from gateway.rest.settings import router as settings_router
 from gateway.schemas import errors
 
@@ -133,7 +133,15 @@ def create_app(gw: Gateway) -> FastAPI:
         connected = gw.bus.nc.is_connected
         components = await discover(gw) if connected else {}
         status = "unavailable" if not connected else "ok" if "runner" in components else "degraded"
-        body = {"status": status, "nats": connected, "components": components}
+        body: dict[str, Any] = {"status": status, "nats": connected, "components": components}
+        if connected:
+            failing = {
+                server: {
+                    process: state.get("error") for process, state in where.items() if not state.get("ok")
+                }
+                for server, where in (await mcp_status(gw)).items()
+            }
+            body["mcp_failures"] = {server: where for server, where in failing.items() if where}
         return JSONResponse(body, status_code=200 if connected else 503)
 
     @app.exception_handler(HTTPException)

@@ -89,7 +89,7 @@ async def publish_extensions(gw: GW, raw: dict[str, Any]) -> None:
     await settings.put("extensions", json.dumps(raw).encode())
 
 
-async def _mcp_status(gw: GW) -> dict[str, dict[str, Any]]:
+async def mcp_status(gw: GW) -> dict[str, dict[str, Any]]:
     """Per server, how it started in each process that reported (runners, subagent executors)."""
     bucket = gw.bus.subjects.settings_bucket
     settings = await gw.bus.kv(bucket)
@@ -107,7 +107,7 @@ async def _mcp_status(gw: GW) -> dict[str, dict[str, Any]]:
 @router.get("/mcp/config", response_model=McpConfigAnswer)
 async def get_mcp(gw: GW, me: Me) -> McpConfigAnswer:
     raw = await asyncio.to_thread(read_raw_extensions, extensions_path())
-    return McpConfigAnswer(mcp_servers=raw.get("mcpServers", {}), status=await _mcp_status(gw))
+    return McpConfigAnswer(mcp_servers=raw.get("mcpServers", {}), status=await mcp_status(gw))
 
 
 async def _save_mcp(gw: GW, servers: dict[str, dict[str, Any]]) -> McpConfigAnswer:
@@ -121,7 +121,7 @@ async def _save_mcp(gw: GW, servers: dict[str, dict[str, Any]]) -> McpConfigAnsw
         where = ".".join(str(p) for p in first["loc"])
         raise HTTPException(422, f"invalid MCP config at {where}: {first['msg']}") from None
     await publish_extensions(gw, raw)
-    return McpConfigAnswer(mcp_servers=servers, status=await _mcp_status(gw))
+    return McpConfigAnswer(mcp_servers=servers, status=await mcp_status(gw))
 
 
 @router.put("/mcp/config", response_model=McpConfigAnswer, responses=errors(413))

@@ -134,7 +134,15 @@ async def test_a_server_added_through_the_gateway_reaches_every_runner(
         fake_model.script(Reply(tool_calls=[ToolCall("add_numbers", {"a": 20, "b": 22})]), Reply(text="42."))
         events = await submit_and_collect(bus, ask("t-added", "20+22?"))
         assert tool_messages(events)["add_numbers"] == "the sum is 42"
-        removed = await http.patch("/mcp/config", json={"mcp_servers": {"notes": None}})
+        broken = {"notes": STDIO, "broken": {"type": "stdio", "command": "/no/such/mcp-server"}}
+        await http.put("/mcp/config", json={"mcp_servers": broken})
+        for _ in range(400):  # reported by both runners as soon as they tried
+            failures = (await http.get(f"{base}/health")).json()["mcp_failures"]
+            if len(failures.get("broken", {})) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert all("/no/such/mcp-server" in error for error in failures["broken"].values())
+        removed = await http.patch("/mcp/config", json={"mcp_servers": {"notes": None, "broken": None}})
         assert removed.json()["mcp_servers"] == {}
 
 
