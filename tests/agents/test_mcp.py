@@ -173,3 +173,20 @@ async def test_deferred_tools_are_bound_only_after_tool_search_found_them(
     assert "server_environment" not in offered_tools(second), "what was not found stays unbound"
     assert tool_messages(events)["add_numbers"] == "the sum is 9"
     assert "add_numbers" in offered_tools(fake_model.agent_requests[-1]), "the thread remembers its finds"
+
+
+async def test_oauth_with_a_refresh_token_keeps_the_newest_one_and_recovers_from_a_revoked_token() -> None:
+    from agents.mcp_tools import McpOAuth
+
+    async with OAuthMcpServer(expires_in=3600) as weather:
+        auth = McpOAuth(
+            {"token_url": weather.token_url, "grant_type": "refresh_token", "refresh_token": "first-refresh"}
+        )
+        probe = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        headers = {"Accept": "application/json, text/event-stream"}
+        async with httpx.AsyncClient(auth=auth) as client:
+            assert (await client.post(weather.url, json=probe, headers=headers)).status_code != 401
+            weather.revoke()  # the server forgets every token it gave out
+            assert (await client.post(weather.url, json=probe, headers=headers)).status_code != 401
+        sent = [r.get("refresh_token") for r in weather.token_requests]
+        assert sent == ["first-refresh", "refresh-tok-1"], "each refresh uses the token the last one returned"
