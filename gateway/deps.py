@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request
 
 from bus import Bus
-from bus.messages import Reply, RunRecord, ThreadRecord
+from bus.messages import Reply, RunRecord, ThreadCreateReply, ThreadCreateRequest, ThreadRecord
 from bus.records import RecordStore
 from bus.service import call
 from config import AppConfig
@@ -58,6 +58,20 @@ class Gateway:
     async def own_thread(self, thread_id: str, user_id: str) -> ThreadRecord:
         """The caller's thread, or 404 (also for other users' threads: their existence is not told)."""
         record = await self.threads.get(thread_id) if is_valid_id(thread_id) else None
+        if record is None or record.user_id != user_id:
+            raise HTTPException(404, f"thread {thread_id} not found")
+        return record
+
+    async def own_or_new_thread(self, thread_id: str, user_id: str) -> ThreadRecord:
+        """The caller's thread, created for them when no thread has that id; 404 if another user's."""
+        record = await self.threads.get(thread_id) if is_valid_id(thread_id) else None
+        if record is None and is_valid_id(thread_id):
+            created = await self.ask(
+                "create", ThreadCreateRequest(thread_id=thread_id, user_id=user_id), ThreadCreateReply
+            )
+            record = created.thread
+            if record is not None and record.user_id == user_id:
+                self.view.put(record)
         if record is None or record.user_id != user_id:
             raise HTTPException(404, f"thread {thread_id} not found")
         return record

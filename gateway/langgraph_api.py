@@ -40,6 +40,8 @@ from gateway.schemas import (
     Body,
     CheckpointAnswer,
     Thread,
+    ThreadField,
+    ThreadPart,
     ThreadState,
     errors,
     iso,
@@ -146,10 +148,17 @@ class ThreadSearch(Body):
     offset: int = Field(0, ge=0)
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] = "updated_at"
     sort_order: Literal["asc", "desc"] = "desc"
+    select: list[ThreadField] | None = Field(None, description="Only these fields of each thread.")
 
 
-@router.post("/threads/search", responses=errors(413))
-async def search_threads(gw: GW, me: Me, body: ThreadSearch) -> list[Thread]:
+@router.post(
+    "/threads/search",
+    responses=errors(413),
+    response_model=list[ThreadPart],
+    response_model_exclude_unset=True,
+)
+async def search_threads(gw: GW, me: Me, body: ThreadSearch) -> list[ThreadPart]:
+    """The caller's threads, each with `values.title` when it has one (what a sidebar shows)."""
     ids = set(body.ids) if body.ids is not None else None
 
     def keep(record: ThreadRecord) -> bool:
@@ -167,7 +176,11 @@ async def search_threads(gw: GW, me: Me, body: ThreadSearch) -> list[Thread]:
         offset=body.offset,
         limit=body.limit,
     )
-    return [thread_json(r, {"title": r.title} if r.title else None) for r in found]
+    fields = set(body.select) if body.select else set(Thread.model_fields)
+    return [
+        ThreadPart(**thread_json(r, {"title": r.title} if r.title else None).model_dump(include=fields))
+        for r in found
+    ]
 
 
 class ThreadPatch(Body):

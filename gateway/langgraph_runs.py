@@ -205,7 +205,13 @@ def sse_response(
     return StreamingResponse(
         body(),
         media_type="text/event-stream",
-        headers={"Content-Location": path, "Location": f"{path}/stream", "Cache-Control": "no-store"},
+        headers={
+            "Content-Location": path,
+            "Location": f"{path}/stream",
+            # Proxies and compressing front ends (Next.js, nginx) stream instead of buffering the run.
+            "Cache-Control": "no-cache, no-transform",
+            "X-Accel-Buffering": "no",
+        },
     )
 
 

@@ -87,6 +87,21 @@ class Thread(BaseModel):
     interrupts: dict[str, Any]
 
 
+ThreadField = Literal["thread_id", "created_at", "updated_at", "metadata", "status", "values", "interrupts"]
+
+
+class ThreadPart(BaseModel):
+    """A thread with only the fields a search selected (`select`); all of them otherwise."""
+
+    thread_id: str | None = None
+    created_at: Timestamp | None = None
+    updated_at: Timestamp | None = None
+    metadata: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    values: dict[str, Any] | None = None
+    interrupts: dict[str, Any] | None = None
+
+
 class CheckpointAnswer(BaseModel):
     """What updating a thread's state answers: the checkpoint it made."""
 

@@ -31,6 +31,34 @@ class Suggestions(BaseModel):
     suggestions: list[str]
 
 
+class SuggestionsConfig(BaseModel):
+    enabled: bool
+    max_suggestions: int
+
+
+@router.get("/suggestions/config", response_model=SuggestionsConfig)
+async def suggestions_config(gw: GW, me: Me) -> SuggestionsConfig:
+    """Whether the UI should ask for follow-up suggestions, and how many it may ask for."""
+    return SuggestionsConfig(enabled=bool(gw.config.models), max_suggestions=10)
+
+
+class Feature(BaseModel):
+    enabled: bool
+
+
+class Features(BaseModel):
+    agents_api: Feature
+    browser_control: Feature
+    mcp_tasks: Feature
+
+
+@router.get("/features", response_model=Features)
+async def features(gw: GW, me: Me) -> Features:
+    """DeerFlow UI features this backend offers (custom agents come with the agents issue)."""
+    off = Feature(enabled=False)
+    return Features(agents_api=off, browser_control=off, mcp_tasks=off)
+
+
 @router.post("/threads/{thread_id}/suggestions", response_model=Suggestions, responses=errors(404, 413, 502))
 async def suggestions(gw: GW, me: Me, thread_id: str, body: SuggestionRequest) -> Suggestions:
     """Follow-up questions, written by a model on the runner side (the threads service)."""

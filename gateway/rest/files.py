@@ -105,9 +105,29 @@ async def _existing(gw: GW, me: str, thread_id: str) -> dict[str, int]:
     return {i.name[len(prefix) :]: i.size or 0 for i in infos}
 
 
+MAX_FILES = 50  # files in one upload request
+
+
+class UploadLimits(BaseModel):
+    max_files: int
+    max_file_size: int
+    max_total_size: int
+
+
+@router.get("/threads/{thread_id}/uploads/limits", response_model=UploadLimits)
+async def upload_limits(gw: GW, me: Me, thread_id: str) -> UploadLimits:
+    """What one upload request may carry (bytes): the UI checks before sending."""
+    limit = gw.config.gateway.max_upload_mb * 1024 * 1024
+    return UploadLimits(max_files=MAX_FILES, max_file_size=limit, max_total_size=limit)
+
+
 @router.post("/threads/{thread_id}/uploads", response_model=UploadResponse, responses=errors(404, 413))
 async def upload(gw: GW, me: Me, thread_id: str, files: list[UploadFile]) -> UploadResponse:
-    await gw.own_thread(thread_id, me)
+    """Store files in the thread's uploads; a thread of that id that does not exist yet is created
+    for the caller (a new chat uploads its attachments before its first run)."""
+    await gw.own_or_new_thread(thread_id, me)
+    if len(files) > MAX_FILES:
+        raise HTTPException(413, f"at most {MAX_FILES} files in one upload; send the rest in another")
     limit = gw.config.gateway.max_upload_mb * 1024 * 1024
     received: list[tuple[str, bytes]] = []
     for item in files:

@@ -122,8 +122,8 @@ async def test_bad_file_requests_get_clear_4xx(http: httpx.AsyncClient, api_url:
         await http.get(f"/threads/{thread}/artifacts/mnt/user-data/outputs/missing.md")
     ).status_code == 404
     assert (
-        await http.post("/threads/nope/uploads", files=[("files", ("a.txt", b"x", "text/plain"))])
-    ).status_code == 404
+        await http.post("/threads/no.pe/uploads", files=[("files", ("a.txt", b"x", "text/plain"))])
+    ).status_code == 404, "an id no thread can have"
     big = b"x" * (1024 * 1024 + 1)  # the test gateway allows 1 MB
     too_big = await http.post(
         f"/threads/{thread}/uploads", files=[("files", ("big.bin", big, "application/zip"))]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -54,13 +55,21 @@ async def test_mcp_config_is_written_atomically_with_secrets_as_references(http:
     }
     put = await http.put("/mcp/config", json={"mcp_servers": servers})
     assert put.status_code == 200, put.text
-    assert (await http.get("/mcp/config")).json() == {"mcp_servers": servers}
+    assert (await http.get("/mcp/config")).json()["mcp_servers"] == servers
+    for _ in range(200):  # the runner tries it at once, and says why it could not start it
+        status = (await http.get("/mcp/config")).json()["status"].get("github", {})
+        if status:
+            break
+        await asyncio.sleep(0.05)
+    [report] = status.values()
+    assert report["ok"] is False
+    assert "GITHUB_TOKEN" in report["error"]
     written = json.loads(Path(os.environ["ANTLER_EXTENSIONS_CONFIG_PATH"]).read_text())  # noqa: ASYNC240
     assert written["mcpServers"]["github"]["env"] == {"GITHUB_TOKEN": "$GITHUB_TOKEN"}
     bad = await http.put("/mcp/config", json={"mcp_servers": {"x": {"type": "smoke-signals"}}})
     assert bad.status_code == 422
     assert "x.type" in bad.json()["detail"]
-    assert (await http.get("/mcp/config")).json() == {"mcp_servers": servers}, "a bad update changes nothing"
+    assert (await http.get("/mcp/config")).json()["mcp_servers"] == servers, "a bad update changes nothing"
 
 
 def skill_archive(name: str, *, unsafe: bool = False) -> bytes:
@@ -175,3 +184,25 @@ async def test_health_is_503_while_the_bus_is_gone(tmp_path: Path, stack_config:
             assert gone.json() == {"status": "unavailable", "nats": False, "components": {}}
     finally:
         await server.stop()
+
+
+async def test_what_deerflows_ui_asks_before_a_new_chat(http: httpx.AsyncClient, api_url: str) -> None:
+    """A new chat with an attachment uploads to its new thread id first; the UI reads limits and
+    features on the way."""
+    limits = (await http.get("/threads/brand-new/uploads/limits")).json()
+    assert limits == {"max_files": 50, "max_file_size": 1024 * 1024, "max_total_size": 1024 * 1024}
+    uploaded = await http.post(
+        "/threads/brand-new/uploads", files=[("files", ("a.txt", b"hi", "text/plain"))]
+    )
+    assert uploaded.status_code == 200, uploaded.text
+    thread = (await http.get("/threads/brand-new")).json()
+    assert thread["thread_id"] == "brand-new"
+    found = (await http.post("/threads/search", json={"select": ["thread_id", "values"]})).json()
+    assert found == [{"thread_id": "brand-new", "values": {}}], "only the selected fields"
+    async with httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}) as bob:
+        theirs = await bob.post(
+            "/threads/brand-new/uploads", files=[("files", ("b.txt", b"x", "text/plain"))]
+        )
+        assert theirs.status_code == 404, "another user's thread is not found, nor taken over"
+    assert (await http.get("/features")).json()["agents_api"] == {"enabled": False}
+    assert (await http.get("/suggestions/config")).json() == {"enabled": True, "max_suggestions": 10}

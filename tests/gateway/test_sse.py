@@ -41,6 +41,9 @@ async def finished_run(
     )
     async with http.stream("POST", path, json=body) as response:
         assert response.status_code == 200
+        # What compressing proxies (Next.js, nginx) need to stream rather than buffer the whole run.
+        assert response.headers["cache-control"] == "no-cache, no-transform"
+        assert response.headers["x-accel-buffering"] == "no"
         location = response.headers["location"]
         events = await read_events(response)
     assert events[-1][1] == "end"

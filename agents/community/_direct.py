@@ -1,0 +1,145 @@
+"""Fetching a page ourselves: public addresses only (unless allowed), redirects checked hop by hop,
+at most `max_bytes` read, and nothing downloaded for a type that cannot be shown as text."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import ipaddress
+import socket
+from dataclasses import dataclass
+
+import httpx
+
+from agents.community._html import Kind, kind_of, media_type, sniff
+from agents.community._http import client
+from agents.community.errors import FetchRefused, ProviderRefused, ProviderTimeout, ProviderUnreachable
+
+MAX_REDIRECTS = 5
+_ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.8"
+
+
+@dataclass(frozen=True)
+class Page:
+    url: str  # after redirects
+    mime: str
+    kind: Kind
+    charset: str | None
+    body: bytes  # empty for kind "binary"
+    size: int | None  # the whole body's size, when known
+    truncated: bool  # only the first max_bytes were read
+    redirected: bool
+
+
+def web_url(url: str) -> httpx.URL:
+    """`url` parsed, if it is an absolute http(s) URL.
+
+    Raises:
+        FetchRefused: it is not.
+    """
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError):
+        raise FetchRefused(url, "it is not a valid URL") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise FetchRefused(url, "only absolute http:// and https:// URLs can be fetched")
+    return parsed
+
+
+async def fetch(url: str, *, timeout_seconds: float, max_bytes: int, allow_private_networks: bool) -> Page:
+    """The page at `url`, following redirects.
+
+    Raises:
+        FetchRefused: not http(s), a private or local address (unless allowed), or too many redirects.
+        ProviderRefused: the site answered with an HTTP error status.
+        ProviderTimeout, ProviderUnreachable: no answer.
+    """
+    target = web_url(url)
+    host = target.host
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            async with await client(timeout_seconds) as http:
+                for hop in range(MAX_REDIRECTS + 1):
+                    host = target.host
+                    if not allow_private_networks:
+                        await _refuse_private(target)
+                    async with http.stream("GET", target, headers={"Accept": _ACCEPT}) as response:
+                        if response.is_redirect:
+                            target = web_url(str(response.url.join(response.headers["location"])))
+                            continue
+                        if response.status_code >= 400:
+                            raise ProviderRefused(
+                                host, response.status_code, "", _page_hint(response.status_code)
+                            )
+                        return await _read(response, max_bytes, redirected=hop > 0)
+    except (TimeoutError, httpx.TimeoutException):
+        raise ProviderTimeout(host, timeout_seconds) from None
+    except httpx.HTTPError as exc:
+        raise ProviderUnreachable(host, host, str(exc) or type(exc).__name__) from None
+    raise FetchRefused(url, f"it redirects more than {MAX_REDIRECTS} times")
+
+
+async def _read(response: httpx.Response, max_bytes: int, *, redirected: bool) -> Page:
+    mime = media_type(response.headers.get("content-type"))
+    length = response.headers.get("content-length")
+    size = int(length) if length and length.isdigit() else None
+    kind = kind_of(mime)
+    if kind == "binary":  # described, never shown: no need to download it
+        return Page(str(response.url), mime, kind, None, b"", size, False, redirected)
+    body = bytearray()
+    truncated = False
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > max_bytes:
+            del body[max_bytes:]
+            truncated = True
+            break
+    if kind is None:
+        kind = sniff(bytes(body))
+    if size is None and not truncated:
+        size = len(body)
+    kept = bytes(body) if kind != "binary" else b""
+    return Page(str(response.url), mime, kind, _charset(response), kept, size, truncated, redirected)
+
+
+def _charset(response: httpx.Response) -> str | None:
+    """The declared charset if Python knows it (a page may name one that does not exist)."""
+    name = response.charset_encoding
+    try:
+        return codecs.lookup(name).name if name else None
+    except LookupError:
+        return None
+
+
+async def _refuse_private(url: httpx.URL) -> None:
+    """Refuse loopback, private, link-local and other non-public addresses (the runner's own network)."""
+    host = url.host
+    try:
+        addresses = {ipaddress.ip_address(host)}
+    except ValueError:
+        port = url.port or (443 if url.scheme == "https" else 80)
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise ProviderUnreachable(host, host, f"cannot resolve the name: {exc.strerror}") from None
+        addresses = {ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos}
+    for address in addresses:
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if not address.is_global:
+            raise FetchRefused(
+                str(url),
+                f"{host} is a private or local address ({address}); only public web pages can be fetched",
+            )
+
+
+def _page_hint(status: int) -> str:
+    if status in (401, 403):
+        return "the page needs a login or refuses automated access: try another source"
+    if status in (404, 410):
+        return "there is no such page: check the URL"
+    if status == 429:
+        return "rate limited: wait before trying again"
+    if status >= 500:
+        return "the site has a problem: try again later or another source"
+    return ""
