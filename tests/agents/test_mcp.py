@@ -14,6 +14,7 @@ import pytest
 
 from bus import Bus
 from bus.content import text_of
+from bus.runs import collect_run, submit_run
 from config import AppConfig
 from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.conftest import REPO
@@ -190,3 +191,38 @@ async def test_oauth_with_a_refresh_token_keeps_the_newest_one_and_recovers_from
             assert (await client.post(weather.url, json=probe, headers=headers)).status_code != 401
         sent = [r.get("refresh_token") for r in weather.token_requests]
         assert sent == ["first-refresh", "refresh-tok-1"], "each refresh uses the token the last one returned"
+
+
+async def test_names_two_servers_share_are_prefixed_and_subagents_get_mcp_tools_too(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    nats_url: str,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+    extensions: Any,
+) -> None:
+    from tests.agents.test_subagents import delegate, running_executor, task_call, tool_results
+
+    extensions({"notes": STDIO, "backup": STDIO})
+    config = app_config()
+    fake_model.script(
+        Reply(tool_calls=[task_call("call_m", "Add 6 and 7 with the notes server")]),
+        Reply(tool_calls=[ToolCall("notes_add_numbers", {"a": 6, "b": 7})], when="Add 6 and 7"),
+        Reply(text="It is 13.", when="the sum is 13"),
+        Reply(text="The subagent says 13."),
+    )
+    async with running_runner(nats_url, config), running_executor(nats_url, config):
+        request = delegate("t-mcp-sub", "What is 6+7? Ask a subagent.")
+        await submit_run(bus, request)
+        events = await collect_run(bus, request.run_id)
+    lead, subagent = fake_model.agent_requests[0], fake_model.agent_requests[1]
+    both = {
+        "notes_add_numbers",
+        "backup_add_numbers",
+        "notes_server_environment",
+        "backup_server_environment",
+    }
+    assert both <= offered_tools(lead)
+    assert "add_numbers" not in offered_tools(lead)
+    assert both <= offered_tools(subagent)
+    assert tool_results(events)["call_m"]["additional_kwargs"]["subagent_result_brief"] == "It is 13."
