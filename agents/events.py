@@ -102,6 +102,7 @@ class StreamTranslator:
         self._emitted_tool_calls: set[str] = set()
         self.final_values: dict[str, Any] | None = None
         self.usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+        self.subagent_tokens = 0  # of usage["total_tokens"]
         self._usage_ids: set[str] = set()
 
     @property
@@ -177,6 +178,7 @@ class StreamTranslator:
         if isinstance(usage, dict):
             for key in self.usage:
                 self.usage[key] += int(usage.get(key, 0) or 0)
+            self.subagent_tokens += int(usage.get("total_tokens", 0) or 0)
 
     def _count_usage(self, update: Any) -> None:
         if not isinstance(update, dict):

@@ -318,7 +318,13 @@ class Runner:
                 await task
         except TimeoutError:
             await events.error("TimeoutError", "the run took longer than its time limit and was stopped")
-            await self._finish(request, events, RunStatus.TIMEOUT, usage=translator.usage)
+            await self._finish(
+                request,
+                events,
+                RunStatus.TIMEOUT,
+                usage=translator.usage,
+                subagent_tokens=translator.subagent_tokens,
+            )
             return
         except asyncio.CancelledError:
             if request.run_id not in self._cancel_actions:
@@ -337,7 +343,12 @@ class Runner:
             self._streams.pop(request.run_id, None)
         values = translator.final_values or {}
         await self._finish(
-            request, events, RunStatus.SUCCESS, usage=translator.usage, title=values.get("title")
+            request,
+            events,
+            RunStatus.SUCCESS,
+            usage=translator.usage,
+            title=values.get("title"),
+            subagent_tokens=translator.subagent_tokens,
         )
         await self.memory_and_prompt.queue_memory_update(request, options, values)
 
@@ -365,6 +376,7 @@ class Runner:
         usage: dict[str, int] | None = None,
         title: str | None = None,
         error: ErrorInfo | None = None,
+        subagent_tokens: int = 0,
     ) -> None:
         assert self.runs is not None
         assert self.threads is not None
@@ -403,7 +415,10 @@ class Runner:
             )
             await self.bus.publish_core(self.bus.subjects.subagent_cancel(request.run_id), stop)
         # Free the thread before `end`: whoever sees the end may start the next run at once.
-        await self.claims.release(request, status, title, Usage(**usage) if usage else None)
+        options = RunOptions.from_run(dict(request.config.get("configurable") or {}), request.context)
+        model = options.model_name or (default.name if (default := self.config.get_model()) else None)
+        used = Usage(**usage) if usage else None
+        await self.claims.release(request, status, title, used, model, subagent_tokens)
         await events.emit("end", {"status": status.value, "usage": usage or {}})
         log.info("run %s on thread %s: %s", request.run_id, request.thread_id, status.value)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from bus import Bus, Delivery
 from bus.messages import (
+    ModelTokens,
     MultitaskStrategy,
     QueuedRun,
     RunControl,
@@ -92,6 +93,8 @@ class ThreadClaims:
         outcome: RunStatus | None = None,
         title: str | None = None,
         usage: Usage | None = None,
+        model_name: str | None = None,
+        subagent_tokens: int = 0,
     ) -> None:
         """Give the thread back if this run holds it (once per run), recording title, outcome and the
         tokens the run used."""
@@ -121,6 +124,11 @@ class ThreadClaims:
                     output_tokens=rec.usage.output_tokens + used.output_tokens,
                     total_tokens=rec.usage.total_tokens + used.total_tokens,
                 )
+                update["subagent_tokens"] = rec.subagent_tokens + subagent_tokens
+                if model_name:
+                    before = rec.tokens_by_model.get(model_name, ModelTokens())
+                    now_used = ModelTokens(tokens=before.tokens + used.total_tokens, runs=before.runs + 1)
+                    update["tokens_by_model"] = {**rec.tokens_by_model, model_name: now_used}
             return rec.model_copy(update=update)
 
         await self.threads.update(request.thread_id, release, known=self._revisions.pop(request.run_id, None))

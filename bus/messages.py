@@ -116,6 +116,13 @@ class Usage(BaseModel):
     total_tokens: int = 0
 
 
+class ModelTokens(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    tokens: int = 0
+    runs: int = 0
+
+
 class ErrorInfo(BaseModel):
     """A failure a caller (or the model) can act on."""
 
@@ -321,6 +328,10 @@ class ThreadRecord(Envelope):
     )
     usage: Usage = Field(default_factory=Usage, description="Tokens used by the thread's finished runs.")
     finished_runs: int = 0
+    tokens_by_model: dict[str, ModelTokens] = Field(
+        default_factory=dict, description="Tokens and runs per model the runs used."
+    )
+    subagent_tokens: int = Field(0, description="Of `usage.total_tokens`, what subagents used.")
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 

@@ -80,5 +80,22 @@ async def thread_messages(gw: GW, me: Me, thread_id: str) -> dict[str, Any]:
 
 @router.get("/threads/{thread_id}/token-usage", responses=errors(404))
 async def token_usage(gw: GW, me: Me, thread_id: str) -> dict[str, Any]:
+    """DeerFlow's shape (`total_*`, `by_model`, `by_caller`), with the plain names too."""
     record = await gw.own_thread(thread_id, me)
-    return {**record.usage.model_dump(), "runs": record.finished_runs}
+    used = record.usage
+    return {
+        "thread_id": thread_id,
+        "total_tokens": used.total_tokens,
+        "total_input_tokens": used.input_tokens,
+        "total_output_tokens": used.output_tokens,
+        "total_runs": record.finished_runs,
+        "by_model": {name: tokens.model_dump() for name, tokens in record.tokens_by_model.items()},
+        "by_caller": {
+            "lead_agent": used.total_tokens - record.subagent_tokens,
+            "subagent": record.subagent_tokens,
+            "middleware": 0,
+        },
+        "context_usage": None,
+        **used.model_dump(),
+        "runs": record.finished_runs,
+    }

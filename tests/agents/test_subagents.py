@@ -13,7 +13,8 @@ import pytest_asyncio
 from agents.subagent_executor import run as run_executor
 from agents.task_tool import EXECUTOR_DURABLE
 from bus import Bus, list_dead_letters
-from bus.messages import RunEvent, RunRequest, RunStatus, SubagentResult
+from bus.messages import RunEvent, RunRequest, RunStatus, SubagentResult, ThreadRecord
+from bus.records import RecordStore
 from bus.runs import cancel_run, collect_run, submit_run
 from config import AppConfig
 from tests.agents.conftest import running_runner
@@ -108,6 +109,9 @@ async def test_two_tasks_run_side_by_side_and_the_lead_combines_their_results(
     assert subagents > 0
     assert events[-1].event == "end"
     assert events[-1].data["usage"]["total_tokens"] == lead + subagents
+    thread = await RecordStore(await bus.kv(bus.subjects.threads_bucket), ThreadRecord).get("t-two")
+    assert thread is not None
+    assert thread.subagent_tokens == subagents, "the thread's token usage tells who used what"
 
 
 async def test_only_three_tasks_of_one_turn_run_the_fourth_is_told_why(

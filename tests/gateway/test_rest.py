@@ -145,8 +145,10 @@ async def test_thread_messages_and_token_usage(http: httpx.AsyncClient, fake_mod
     messages = (await http.get(f"/threads/{thread}/messages")).json()
     assert [m["type"] for m in messages["data"]] == ["human", "ai"]
     usage = (await http.get(f"/threads/{thread}/token-usage")).json()
-    assert usage["runs"] == 1
-    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"] > 0
+    assert usage["runs"] == usage["total_runs"] == 1
+    assert usage["total_tokens"] == usage["total_input_tokens"] + usage["total_output_tokens"] > 0
+    assert usage["by_model"] == {"fake": {"tokens": usage["total_tokens"], "runs": 1}}
+    assert usage["by_caller"] == {"lead_agent": usage["total_tokens"], "subagent": 0, "middleware": 0}
 
 
 async def test_deleting_a_thread_removes_its_files(http: httpx.AsyncClient, bus: Bus) -> None:
