@@ -3,6 +3,12 @@
 The bridge reads the run's event log (not a live feed), so a client that
 reconnects with `Last-Event-ID` gets exactly the events it missed. Event ids
 are `<ms>-<seq>`; a `: heartbeat` comment goes out every few seconds of quiet.
+
+Events the log no longer holds (kept `bus.run_events_max_age_hours`) are
+announced with an id-less `gap` event (DeerFlow's `stream_replay_gap`: reload
+the thread's state) before what is still there; a finished run whose events
+are all gone gets its `gap`, then an `end` from its record: never a stream
+that waits forever.
 """
 
 from __future__ import annotations
@@ -13,8 +19,11 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from bus import Bus
-from bus.messages import RunEvent, RunEventName
+from nats.js.errors import NotFoundError
+
+from bus import Bus, decode
+from bus.messages import RunEvent, RunEventName, RunRecord
+from bus.records import RecordStore
 from bus.runs import follow_run
 
 HEARTBEAT_SECONDS = 5.0
@@ -62,6 +71,34 @@ def frame(event: str, data: Any, id_: str | None = None) -> bytes:
     return ("\n".join(lines) + "\n\n").encode()
 
 
+async def _kept(bus: Bus, run_id: str, newest: bool = False) -> RunEvent | None:
+    """The oldest (or newest) event of the run the log still holds."""
+    s = bus.subjects
+    try:
+        if newest:
+            raw = await bus.js.get_last_msg(s.run_events_stream, s.run_events(run_id))
+        else:
+            raw = await bus.js.get_msg(s.run_events_stream, seq=1, subject=s.run_events(run_id), next=True)
+    except NotFoundError:
+        return None
+    return decode(RunEvent, raw.data or b"{}")
+
+
+async def _gap(bus: Bus, run_id: str, after_seq: int, oldest: RunEvent | None) -> bytes:
+    newest = await _kept(bus, run_id, newest=True) if oldest is not None else None
+    return frame(
+        "gap",
+        {
+            "code": "stream_replay_gap",
+            "run_id": run_id,
+            "requested_after_seq": after_seq,
+            "earliest_available_event_id": event_id(oldest) if oldest else None,
+            "latest_available_event_id": event_id(newest) if newest else None,
+            "recovery": "reload_durable_state",
+        },
+    )
+
+
 async def stream_events(bus: Bus, run_id: str, after_seq: int = 0) -> AsyncIterator[bytes]:
     """SSE frames of a run's events after `after_seq`, heartbeats in between, until `end`.
 
@@ -69,6 +106,15 @@ async def stream_events(bus: Bus, run_id: str, after_seq: int = 0) -> AsyncItera
     (a client that already saw the whole run, or names an id past it) closes the stream at once
     instead of waiting for an event that will never come.
     """
+    oldest = await _kept(bus, run_id)
+    if oldest is None:
+        record = await RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord).get(run_id)
+        if record is not None and record.status.finished and record.started_at is not None:
+            yield await _gap(bus, run_id, after_seq, None)  # it ran, and its events are gone
+            yield frame("end", {"status": record.status.value, "usage": record.usage.model_dump()})
+            return
+    elif oldest.seq > after_seq + 1:
+        yield await _gap(bus, run_id, after_seq, oldest)  # some of what the client asks for is gone
     queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
 
     async def pump() -> None:

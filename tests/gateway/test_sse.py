@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import pytest
 
+from bus import Bus
 from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -124,3 +126,38 @@ async def test_a_garbage_last_event_id_is_a_400_that_says_what_to_send(
     response = await http.get(location, headers={"Last-Event-ID": "not-an-id"})
     assert response.status_code == 400
     assert "Last-Event-ID 'not-an-id' is not an event id" in response.json()["detail"]
+
+
+async def every_event(http: httpx.AsyncClient, location: str, last_event_id: str) -> list[tuple[str, dict]]:
+    """(event name, data) of every event, id-less ones too."""
+    found: list[tuple[str, dict]] = []
+    event = None
+    async with http.stream("GET", location, headers={"Last-Event-ID": last_event_id}) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: ") and event:
+                found.append((event, json.loads(line[6:])))
+                event = None
+    return found
+
+
+async def test_events_the_log_no_longer_holds_are_announced_as_a_gap(
+    http: httpx.AsyncClient, fake_model: FakeOpenAI, bus: Bus
+) -> None:
+    fake_model.script(Reply(text="an answer long enough to stream in a few pieces"))
+    location, events = await finished_run(http)
+    run_id = location.rstrip("/").split("/")[-2]
+    s = bus.subjects
+    await bus.js.purge_stream(s.run_events_stream, subject=s.run_events(run_id), keep=2)  # aged out
+    partly = await asyncio.wait_for(every_event(http, location, events[0][0]), 10)
+    assert partly[0][0] == "gap"
+    assert partly[0][1]["code"] == "stream_replay_gap"
+    assert partly[0][1]["earliest_available_event_id"] == events[-2][0]
+    assert [name for name, _ in partly[1:]] == [events[-2][1], "end"], "then what is still there"
+
+    await bus.js.purge_stream(s.run_events_stream, subject=s.run_events(run_id))  # all gone
+    gone = await asyncio.wait_for(every_event(http, location, "-1"), 10)
+    assert [name for name, _ in gone] == ["gap", "end"], "never a stream that waits forever"
+    assert gone[1][1]["status"] == "success"
