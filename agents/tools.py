@@ -15,15 +15,16 @@ from bus.layout import OUTPUTS
 from config import AppConfig, ToolConfig
 
 
-@tool(return_direct=True)
+@tool(return_direct=True, response_format="content_and_artifact")
 def ask_clarification(
     question: str,
+    tool_call_id: Annotated[str, InjectedToolCallId],
     clarification_type: Literal[
         "missing_info", "ambiguous_requirement", "approach_choice", "risk_confirmation", "suggestion"
     ] = "missing_info",
     context: str | None = None,
     options: list[str] | None = None,
-) -> str:
+) -> tuple[str, dict[str, Any]]:
     """Ask the user a question and stop until they answer.
 
     Use it when the request is missing information you cannot find yourself, is
@@ -32,9 +33,26 @@ def ask_clarification(
     """
     lines = [context.strip()] if context else []
     lines.append(question.strip())
-    for number, option in enumerate(options or [], 1):
+    choices = [o.strip() for o in options or [] if o and o.strip()]
+    for number, option in enumerate(choices, 1):
         lines.append(f"{number}. {option}")
-    return "\n".join(lines)
+    # What a UI shows as a question card with buttons (DeerFlow's human_input request).
+    request: dict[str, Any] = {
+        "version": 1,
+        "kind": "human_input_request",
+        "source": "ask_clarification",
+        "request_id": f"clarify-{tool_call_id}",
+        "tool_call_id": tool_call_id,
+        "clarification_type": clarification_type,
+        "question": question.strip(),
+        "input_mode": "choice_with_other" if choices else "free_text",
+        "context": context,
+    }
+    if choices:
+        request["options"] = [
+            {"id": f"option-{n}", "label": option, "value": option} for n, option in enumerate(choices, 1)
+        ]
+    return "\n".join(lines), {"human_input": request}
 
 
 @tool

@@ -153,6 +153,11 @@ async def test_clarification_ends_the_run_with_the_question(
     assert last["type"] == "tool"
     assert last["name"] == "ask_clarification"
     assert last["content"] == "Which city?\n1. Paris\n2. Rome"
+    asked = last["artifact"]["human_input"]  # what DeerFlow's UI turns into a card with buttons
+    assert asked["kind"] == "human_input_request"
+    assert asked["input_mode"] == "choice_with_other"
+    assert [o["value"] for o in asked["options"]] == ["Paris", "Rome"]
+    assert asked["tool_call_id"] == last["tool_call_id"]
     assert len(fake_model.agent_requests) == 1, "the model is not called again after asking"
 
 
