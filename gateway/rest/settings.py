@@ -11,9 +11,12 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, UploadFile
+from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.datastructures import UploadFile as StarletteUpload
 
+from bus.files import output_key
+from bus.layout import OUTPUTS, output_relative
 from bus.records import keys_matching
 from config import ExtensionsConfig, extensions_path, read_raw_extensions, write_extensions_config
 from gateway.deps import GW, Me
@@ -249,10 +252,64 @@ def _install(archive: bytes, custom_root: Path) -> str:
     return skill_name
 
 
-@router.post("/skills/install", response_model=SkillInstalled, responses=errors(400, 413))
-async def install_skill(gw: GW, me: Me, file: UploadFile) -> SkillInstalled:
-    data = await file.read(MAX_SKILL_ARCHIVE + 1)
+class SkillFromThread(BaseModel):
+    thread_id: str
+    path: str = Field(description="A .skill file under /mnt/user-data/outputs of that thread.")
+
+
+_INSTALL_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {"file": {"type": "string", "format": "binary"}},
+                    "required": ["file"],
+                }
+            },
+            "application/json": {"schema": SkillFromThread.model_json_schema()},
+        },
+    }
+}
+
+
+@router.post(
+    "/skills/install",
+    response_model=SkillInstalled,
+    responses=errors(400, 404, 413),
+    openapi_extra=_INSTALL_BODY,
+)
+async def install_skill(gw: GW, me: Me, request: Request) -> SkillInstalled:
+    """Install a `.skill` archive: uploaded (multipart `file`), or one the agent wrote into a
+    thread's outputs (JSON `{thread_id, path}`, as DeerFlow's UI sends it)."""
+    if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        form = await request.form()
+        upload = form.get("file")
+        if not isinstance(upload, StarletteUpload):
+            raise HTTPException(400, "send the .skill archive as the multipart field `file`")
+        data = await upload.read(MAX_SKILL_ARCHIVE + 1)
+    else:
+        try:
+            source = SkillFromThread.model_validate_json(await request.body())
+        except ValidationError as exc:
+            raise HTTPException(
+                422, f"send {{thread_id, path}} or a multipart file: {exc.errors()[0]['msg']}"
+            ) from None
+        data = await _thread_output(gw, me, source)
     if len(data) > MAX_SKILL_ARCHIVE:
         raise HTTPException(413, "a .skill archive may be at most 20 MB")
     name = await asyncio.to_thread(_install, data, Path(gw.config.skills.path) / "custom")
     return SkillInstalled(success=True, skill_name=name, message=f"installed skill {name}")
+
+
+async def _thread_output(gw: GW, me: str, source: SkillFromThread) -> bytes:
+    await gw.own_thread(source.thread_id, me)
+    relative = output_relative(source.path)
+    if relative is None or ".." in relative.split("/"):
+        raise HTTPException(400, f"{source.path} is not a file under {OUTPUTS}")
+    try:
+        found = await (await gw.bus.files()).get(output_key(me, source.thread_id, relative))
+    except Exception:  # not in the object store
+        raise HTTPException(404, f"no file {source.path} in thread {source.thread_id}") from None
+    return found.data or b""

@@ -105,6 +105,28 @@ async def test_skills_list_toggle_and_install(http: httpx.AsyncClient, stack_con
     assert not_zip.status_code == 400
 
 
+async def test_a_skill_the_agent_wrote_into_a_thread_is_installed_by_its_path(
+    http: httpx.AsyncClient, bus: Bus
+) -> None:
+    """DeerFlow's UI installs a .skill file the agent made: JSON {thread_id, path}."""
+    from bus.files import output_key
+
+    thread = (await http.post("/threads", json={})).json()["thread_id"]
+    store = await bus.files()
+    await store.put(output_key("ana", thread, "charts.skill"), skill_archive("charts"))
+    body = {"thread_id": thread, "path": "/mnt/user-data/outputs/charts.skill"}
+    installed = await http.post("/skills/install", json=body)
+    assert installed.json()["skill_name"] == "charts", installed.text
+    assert "charts" in {s["name"] for s in (await http.get("/skills")).json()["skills"]}
+    missing = await http.post("/skills/install", json={**body, "path": "/mnt/user-data/outputs/none.skill"})
+    assert missing.status_code == 404
+    outside = await http.post("/skills/install", json={**body, "path": "/etc/passwd"})
+    assert outside.status_code == 400
+    assert (
+        await http.post("/skills/install", json={"thread_id": "nope-x", "path": body["path"]})
+    ).status_code == 404
+
+
 async def test_memory_is_per_user_in_deerflows_shape(http: httpx.AsyncClient, api_url: str, bus: Bus) -> None:
     assert (await http.get("/memory")).json()["facts"] == []
     store = RecordStore(await bus.kv(bus.subjects.memory_bucket), MemoryDocument)
