@@ -107,7 +107,7 @@ def memory_lines(doc: MemoryDocument, threshold: float, max_tokens: int) -> str:
     for line in lines:
         cost = count_tokens(line) + 1  # the newline
         if used + cost > max_tokens:
-            break
+            continue  # a long one left out need not keep the shorter ones after it out too
         kept.append(line)
         used += cost
     return "\n".join(kept)

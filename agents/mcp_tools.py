@@ -27,6 +27,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -44,6 +45,10 @@ _instances = itertools.count(1)
 EXTENSIONS_KEY = "extensions"
 STATUS_KEY = "mcp_status"
 START_TIMEOUT = 30.0  # seconds a server gets to start and list its tools
+CALL_TIMEOUT = 300.0  # seconds one tool call may take before it fails
+RETIRE_AFTER = 60.0  # seconds a replaced server stays open for runs still using its tools
+RESTART_AFTER = 10.0  # seconds before a server whose session ended is started again
+PING_EVERY = 15.0  # seconds between checks that a server still answers
 
 
 class McpOAuth(httpx.Auth):
@@ -104,22 +109,40 @@ def connection(name: str, server: Any) -> dict[str, Any]:
         config.MissingEnvError: a `$NAME` it uses is not set.
     """
     kind = server.type
+    session = {"read_timeout_seconds": timedelta(seconds=CALL_TIMEOUT)}  # a stalled server fails the call
     if kind == "stdio":
         if not server.command:
             raise ValueError("a stdio server needs a command")
-        env = {**scrubbed_env(), **{k: str(v) for k, v in (server.resolved("env") or {}).items()}}
-        return {"transport": "stdio", "command": server.command, "args": list(server.args), "env": env}
+        own = {k: str(v) for k, v in (server.resolved("env") or {}).items()}
+        env = {**scrubbed_env(), **_no_braces(own, "env")}
+        return {
+            "transport": "stdio",
+            "command": server.command,
+            "args": list(server.args),
+            "env": env,
+            "session_kwargs": session,
+        }
     if not server.url:
         raise ValueError(f"a {kind} server needs a url")
     found: dict[str, Any] = {
         "transport": "sse" if kind == "sse" else "streamable_http",
         "url": server.url,
-        "headers": server.resolved("headers") or {},
+        "headers": _no_braces({k: str(v) for k, v in (server.resolved("headers") or {}).items()}, "headers"),
+        "session_kwargs": session,
     }
     oauth = server.resolved("oauth")
     if oauth and oauth.get("enabled", True):
         found["auth"] = McpOAuth(oauth)
     return found
+
+
+def _no_braces(values: dict[str, str], where: str) -> dict[str, str]:
+    """langchain-mcp-adapters expands `${NAME}` from this process's environment (its secrets):
+    only `$NAME`, resolved by us for the names the config writes, is allowed."""
+    for key, value in values.items():
+        if "${" in value:
+            raise ValueError(f"{where}.{key}: write $NAME for an environment value, not ${{NAME}}")
+    return values
 
 
 @dataclass
@@ -133,10 +156,13 @@ class _Server:
     """One server's session, held open by a task of its own (MCP sessions must close in the task
     that opened them)."""
 
-    def __init__(self, name: str, conn: dict[str, Any]) -> None:
+    def __init__(self, name: str, conn: dict[str, Any], spec: str, on_end: Any) -> None:
         self.name = name
         self.conn = conn
+        self.spec = spec  # the server's settings as configured: unchanged settings keep the session
+        self.ended = False
         self.tools: list[BaseTool] = []
+        self._on_end = on_end
         self._ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
         self._task = asyncio.create_task(self._hold(), name=f"mcp:{name}")
@@ -150,12 +176,20 @@ class _Server:
                 await session.initialize()
                 self.tools = await load_mcp_tools(session, server_name=self.name)
                 self._ready.set_result(None)
-                await self._stop.wait()
+                while not self._stop.is_set():  # a ping now and then: a server that died is noticed
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), PING_EVERY)
+                    if not self._stop.is_set():
+                        await asyncio.wait_for(session.send_ping(), PING_EVERY)
         except BaseException as exc:
             if not self._ready.done():
                 self._ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
             elif not isinstance(exc, asyncio.CancelledError):
-                log.warning("MCP server %s: the session ended: %s", self.name, exc)
+                log.warning("MCP server %s: the session ended: %s", self.name, _describe(exc))
+        finally:
+            self.ended = True
+            if self._ready.done() and not self._stop.is_set():
+                self._on_end(self.name)  # it went away by itself: report it, start it again
 
     async def started(self, timeout: float) -> None:
         async with asyncio.timeout(timeout):
@@ -185,7 +219,10 @@ class McpServers:
         self._servers: dict[str, _Server] = {}
         self._tools: list[BaseTool] = []
         self._status: dict[str, ServerStatus] = {}
-        self._lock = asyncio.Lock()
+        self._reloading: asyncio.Task[None] | None = None
+        self._ended: dict[str, float] = {}  # servers whose session ended by itself -> when
+        self._last_reload = 0.0
+        self._retiring: set[asyncio.Task[None]] = set()
         self._watch: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -200,6 +237,7 @@ class McpServers:
 
     async def _follow(self, settings: Any) -> None:
         while True:
+            watcher = None
             try:
                 watcher = await settings.watch(EXTENSIONS_KEY)
                 async for entry in watcher:
@@ -211,50 +249,89 @@ class McpServers:
             except Exception as exc:
                 log.warning("MCP config: the watch stopped (%s); starting it again", exc)
                 await asyncio.sleep(1.0)
+            finally:
+                if watcher is not None:
+                    with contextlib.suppress(Exception):
+                        await watcher.stop()
 
     async def current(self) -> tuple[int, list[BaseTool]]:
-        """(version, tools): the version changes whenever the tools did."""
-        if self._raw != self._loaded:
-            async with self._lock:
-                if self._raw != self._loaded:
-                    await self._reload(self._raw or {})
+        """(version, tools): the version changes whenever the tools did.
+
+        One reload at a time, in a task of its own: a caller cancelled meanwhile (a cancelled
+        run) neither cuts it short nor leaves half-started servers behind.
+        """
+        while self._stale():
+            if self._reloading is None or self._reloading.done():
+                self._reloading = asyncio.create_task(self._reload(self._raw or {}), name="mcp-reload")
+            await asyncio.shield(self._reloading)
         return self.version, self._tools
+
+    def _stale(self) -> bool:
+        restart = bool(self._ended) and time.monotonic() - self._last_reload > RESTART_AFTER
+        return self._raw != self._loaded or restart
+
+    def _server_ended(self, name: str) -> None:
+        self._ended[name] = time.monotonic()
+        self._status[name] = ServerStatus(ok=False, error="its session ended; it is started again")
 
     def status(self) -> dict[str, ServerStatus]:
         return dict(self._status)
 
     async def _reload(self, raw: dict[str, Any]) -> None:
-        await self._close_servers()
-        self._loaded = raw
-        self._status = {}
+        """Start what is new or changed (or ended), keep what is not, then swap in one step."""
+        self._last_reload = time.monotonic()
+        ended, self._ended = set(self._ended), {}
         try:
             extensions = _build(ExtensionsConfig, raw, "the published extensions config")
         except Exception as exc:
             log.warning("MCP config unusable, no MCP tools: %s", exc)
             extensions = _build(ExtensionsConfig, {}, "defaults")
+        status: dict[str, ServerStatus] = {}
+        kept: dict[str, _Server] = {}
         starting: dict[str, _Server] = {}
         for name, server in extensions.mcp_servers.items():
             if not server.enabled:
                 continue
+            spec = json.dumps(server.model_dump(mode="json"), sort_keys=True, default=str)
+            old = self._servers.get(name)
+            if old is not None and old.spec == spec and not old.ended and name not in ended:
+                kept[name] = old
+                continue
             try:
-                starting[name] = _Server(name, connection(name, server))
+                starting[name] = _Server(name, connection(name, server), spec, self._server_ended)
             except Exception as exc:
-                self._status[name] = ServerStatus(ok=False, error=f"{type(exc).__name__}: {exc}")
-        results = await asyncio.gather(
-            *(s.started(START_TIMEOUT) for s in starting.values()), return_exceptions=True
-        )
+                status[name] = ServerStatus(ok=False, error=f"{type(exc).__name__}: {exc}")
+        try:
+            results = await asyncio.gather(
+                *(s.started(START_TIMEOUT) for s in starting.values()), return_exceptions=True
+            )
+        except BaseException:
+            await asyncio.gather(*(s.close() for s in starting.values()), return_exceptions=True)
+            raise
         for (name, server), outcome in zip(starting.items(), results, strict=True):
             if isinstance(outcome, BaseException):
                 error = _describe(outcome)
                 log.warning("MCP server %s is left out: %s", name, error)
-                self._status[name] = ServerStatus(ok=False, error=error)
+                status[name] = ServerStatus(ok=False, error=error)
                 await server.close()
             else:
-                self._servers[name] = server
+                kept[name] = server
+        retired = [s for name, s in self._servers.items() if kept.get(name) is not s]
+        self._servers = kept
+        self._status = status
         self._tools = self._named()
         self.version += 1
+        self._loaded = raw
         log.info("MCP tools: %s", ", ".join(t.name for t in self._tools) or "none")
         await self._publish_status()
+        if retired:  # runs that started with their tools may still be using them
+            closing = asyncio.create_task(self._retire(retired))
+            self._retiring.add(closing)
+            closing.add_done_callback(self._retiring.discard)
+
+    async def _retire(self, servers: list[_Server]) -> None:
+        await asyncio.sleep(RETIRE_AFTER)
+        await asyncio.gather(*(s.close() for s in servers), return_exceptions=True)
 
     def _named(self) -> list[BaseTool]:
         """Every server's tools, a name taken twice (or by the agent's own tools) prefixed by server."""
@@ -290,10 +367,11 @@ class McpServers:
         await asyncio.gather(*(s.close() for s in servers.values()), return_exceptions=True)
 
     async def close(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+        for task in [self._watch, self._reloading, *self._retiring]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
         await self._close_servers()
         with contextlib.suppress(Exception):  # a stopped process reports nothing any more
             settings = await self.bus.kv(self.bus.subjects.settings_bucket)

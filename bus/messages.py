@@ -490,9 +490,15 @@ class MemoryDocument(Envelope):
 
     @staticmethod
     def key(user_id: str, agent_name: str | None = None) -> str:
+        """`<user>.<digest>` (`<user>.<agent>.<digest>`): readable, and one key per user and agent
+        however alike their ids look once made key-safe (`a.b@x` and `a_b@x`)."""
+        import hashlib
+
         from bus.subjects import safe_token
 
-        return safe_token(user_id) + (f".{safe_token(agent_name)}" if agent_name else "")
+        digest = hashlib.sha256(f"{user_id}\0{agent_name or ''}".encode()).hexdigest()[:16]
+        readable = safe_token(user_id)[:64] + (f".{safe_token(agent_name)[:64]}" if agent_name else "")
+        return f"{readable}.{digest}"
 
     def is_empty(self) -> bool:
         sections = [*self.user.__dict__.values(), *self.history.__dict__.values()]

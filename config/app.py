@@ -287,6 +287,9 @@ class ChannelsConfig(Section):
 class GatewayToken(Section):
     token: str
     user_id: str
+    admin: bool = Field(
+        False, description="May change what runs on the servers: MCP servers (their commands, env, URLs)."
+    )
 
 
 class GatewayConfig(Section):

@@ -134,14 +134,12 @@ def create_app(gw: Gateway) -> FastAPI:
         components = await discover(gw) if connected else {}
         status = "unavailable" if not connected else "ok" if "runner" in components else "degraded"
         body: dict[str, Any] = {"status": status, "nats": connected, "components": components}
-        if connected:
+        if connected:  # which MCP servers failed, and in how many processes (details: /api/mcp/config)
             failing = {
-                server: {
-                    process: state.get("error") for process, state in where.items() if not state.get("ok")
-                }
+                server: sum(1 for state in where.values() if not state.get("ok"))
                 for server, where in (await mcp_status(gw)).items()
             }
-            body["mcp_failures"] = {server: where for server, where in failing.items() if where}
+            body["mcp_failures"] = {server: count for server, count in failing.items() if count}
         return JSONResponse(body, status_code=200 if connected else 503)
 
     @app.exception_handler(HTTPException)

@@ -30,6 +30,7 @@ UNAUTHORIZED = "missing or unknown token: send Authorization: Bearer <token>"
 class Auth:
     def __init__(self, config: GatewayConfig) -> None:
         self.tokens = [(entry.resolved("token"), entry.user_id) for entry in config.tokens]
+        self.admins = {entry.user_id for entry in config.tokens if entry.admin}
 
     @property
     def enabled(self) -> bool:
@@ -45,6 +46,10 @@ class Auth:
             if token and hmac.compare_digest(token, known):
                 return user_id
         return None
+
+    def is_admin(self, user_id: str) -> bool:
+        """Without tokens (one user, loopback only) that user administers; else `admin: true` tokens."""
+        return not self.tokens or user_id in self.admins
 
     def user_for(self, headers: Mapping[str, str]) -> str:
         user_id = self.user_of(headers)

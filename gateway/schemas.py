@@ -50,6 +50,7 @@ class ErrorBody(BaseModel):
 _ERROR_TEXT = {
     400: "Bad request (the message says what to send instead)",
     401: "Missing or unknown token",
+    403: "The token may not do this (an admin token may)",
     404: "Not found (also for other users' things)",
     409: "Conflict with the current state",
     413: "Request body over its limit",

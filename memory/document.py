@@ -9,6 +9,7 @@ the same change again to a newer document when a compare-and-set loses.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -127,6 +128,8 @@ def fact_fields(raw: Any, dropped: list[str]) -> dict[str, Any] | None:
     try:
         confidence = float(raw.get("confidence", 0.8))
     except (TypeError, ValueError):
+        confidence = math.nan
+    if not math.isfinite(confidence):
         dropped.append(f"a fact with an unreadable confidence: {str(raw)[:80]}")
         return None
     return {

@@ -107,10 +107,34 @@ async def mcp_status(gw: GW) -> dict[str, dict[str, Any]]:
     return found
 
 
+_SECRET_KEYS = {"client_secret", "refresh_token", "token", "password", "api_key"}
+_saving = asyncio.Lock()  # one read-modify-write of extensions_config.json at a time
+
+
+def _redacted(value: Any, key: str = "") -> Any:
+    """Written secrets shown as `***` to those who may not change them; `$NAME` references stay."""
+    if isinstance(value, dict):
+        secret_map = key in ("env", "headers")
+        return {k: _redacted(v, k if not secret_map else "token") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v, key) for v in value]
+    if isinstance(value, str) and key in _SECRET_KEYS and not value.startswith("$"):
+        return "***"
+    return value
+
+
+def _admin(gw: GW, me: str) -> None:
+    if not gw.auth.is_admin(me):
+        raise HTTPException(403, "only an admin token (gateway.tokens[].admin) may change MCP servers")
+
+
 @router.get("/mcp/config", response_model=McpConfigAnswer)
 async def get_mcp(gw: GW, me: Me) -> McpConfigAnswer:
     raw = await asyncio.to_thread(read_raw_extensions, extensions_path())
-    return McpConfigAnswer(mcp_servers=raw.get("mcpServers", {}), status=await mcp_status(gw))
+    servers = raw.get("mcpServers", {})
+    if not gw.auth.is_admin(me):
+        servers = _redacted(servers)
+    return McpConfigAnswer(mcp_servers=servers, status=await mcp_status(gw))
 
 
 async def _save_mcp(gw: GW, servers: dict[str, dict[str, Any]]) -> McpConfigAnswer:
@@ -127,10 +151,12 @@ async def _save_mcp(gw: GW, servers: dict[str, dict[str, Any]]) -> McpConfigAnsw
     return McpConfigAnswer(mcp_servers=servers, status=await mcp_status(gw))
 
 
-@router.put("/mcp/config", response_model=McpConfigAnswer, responses=errors(413))
+@router.put("/mcp/config", response_model=McpConfigAnswer, responses=errors(403, 413))
 async def put_mcp(gw: GW, me: Me, body: McpConfig) -> McpConfigAnswer:
-    """Replace the MCP servers; every runner uses the new set from its next run on."""
-    return await _save_mcp(gw, body.mcp_servers)
+    """Replace the MCP servers (admins only); every runner and executor loads them at once."""
+    _admin(gw, me)
+    async with _saving:
+        return await _save_mcp(gw, body.mcp_servers)
 
 
 class McpPatch(BaseModel):
@@ -139,17 +165,19 @@ class McpPatch(BaseModel):
     mcp_servers: dict[str, dict[str, Any] | None]
 
 
-@router.patch("/mcp/config", response_model=McpConfigAnswer, responses=errors(413))
+@router.patch("/mcp/config", response_model=McpConfigAnswer, responses=errors(403, 413))
 async def patch_mcp(gw: GW, me: Me, body: McpPatch) -> McpConfigAnswer:
-    """Change some servers: each one named replaces that server's settings (null removes it)."""
-    raw = await asyncio.to_thread(read_raw_extensions, extensions_path())
-    servers = dict(raw.get("mcpServers", {}))
-    for name, settings in body.mcp_servers.items():
-        if settings is None:
-            servers.pop(name, None)
-        else:
-            servers[name] = settings
-    return await _save_mcp(gw, servers)
+    """Change some servers (admins only): each one named replaces its settings (null removes it)."""
+    _admin(gw, me)
+    async with _saving:
+        raw = await asyncio.to_thread(read_raw_extensions, extensions_path())
+        servers = dict(raw.get("mcpServers", {}))
+        for name, settings in body.mcp_servers.items():
+            if settings is None:
+                servers.pop(name, None)
+            else:
+                servers[name] = settings
+        return await _save_mcp(gw, servers)
 
 
 # ------------------------------------------------------------------ skills

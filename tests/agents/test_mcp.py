@@ -131,7 +131,10 @@ async def test_a_server_added_through_the_gateway_reaches_every_runner(
                 break
             await asyncio.sleep(0.05)
         assert len(status["notes"]) == 2, status
-        assert all(s["tools"] == ["add_numbers", "server_environment"] for s in status["notes"].values())
+        assert all(
+            s["tools"] == ["add_numbers", "server_pid", "server_environment"]
+            for s in status["notes"].values()
+        )
         fake_model.script(Reply(tool_calls=[ToolCall("add_numbers", {"a": 20, "b": 22})]), Reply(text="42."))
         events = await submit_and_collect(bus, ask("t-added", "20+22?"))
         assert tool_messages(events)["add_numbers"] == "the sum is 42"
@@ -139,10 +142,12 @@ async def test_a_server_added_through_the_gateway_reaches_every_runner(
         await http.put("/mcp/config", json={"mcp_servers": broken})
         for _ in range(400):  # reported by both runners as soon as they tried
             failures = (await http.get(f"{base}/health")).json()["mcp_failures"]
-            if len(failures.get("broken", {})) == 2:
+            if failures.get("broken") == 2:
                 break
             await asyncio.sleep(0.05)
-        assert all("/no/such/mcp-server" in error for error in failures["broken"].values())
+        assert failures == {"broken": 2}, "health names it (and in how many processes)"
+        why = (await http.get("/mcp/config")).json()["status"]["broken"]
+        assert all("/no/such/mcp-server" in state["error"] for state in why.values())
         removed = await http.patch("/mcp/config", json={"mcp_servers": {"notes": None, "broken": None}})
         assert removed.json()["mcp_servers"] == {}
 
@@ -226,3 +231,34 @@ async def test_names_two_servers_share_are_prefixed_and_subagents_get_mcp_tools_
     assert "add_numbers" not in offered_tools(lead)
     assert both <= offered_tools(subagent)
     assert tool_results(events)["call_m"]["additional_kwargs"]["subagent_result_brief"] == "It is 13."
+
+
+async def test_a_server_that_dies_is_started_again_for_the_next_run(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    nats_url: str,
+    app_config: Callable[[], AppConfig],
+    extensions: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+    import signal
+
+    import agents.mcp_tools
+
+    monkeypatch.setattr(agents.mcp_tools, "RESTART_AFTER", 0.0)
+    monkeypatch.setattr(agents.mcp_tools, "PING_EVERY", 0.2)
+    extensions({"notes": STDIO})
+    fake_model.script(Reply(tool_calls=[ToolCall("server_pid", {})]), Reply(text="Got it."))
+    async with running_runner(nats_url, app_config()):
+        first = await submit_and_collect(bus, ask("t-dies", "your pid?"))
+        pid = int(tool_messages(first)["server_pid"])
+        os.kill(pid, signal.SIGKILL)
+        fake_model.script(Reply(tool_calls=[ToolCall("add_numbers", {"a": 1, "b": 2})]), Reply(text="3."))
+        for _ in range(100):  # the runner notices its session ended
+            await asyncio.sleep(0.05)
+            second = await submit_and_collect(bus, ask("t-dies", "1+2?"))
+            if tool_messages(second)["add_numbers"] == "the sum is 3":
+                break
+            fake_model.script(Reply(tool_calls=[ToolCall("add_numbers", {"a": 1, "b": 2})]), Reply(text="3."))
+    assert tool_messages(second)["add_numbers"] == "the sum is 3", "a new server process answers"

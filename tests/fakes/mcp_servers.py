@@ -31,6 +31,11 @@ def notes_server() -> FastMCP:
         return f"the sum is {a + b}"
 
     @mcp.tool()
+    def server_pid() -> str:
+        """This server's process id."""
+        return str(os.getpid())
+
+    @mcp.tool()
     def server_environment() -> str:
         """Which environment variables this server process has (names only)."""
         return ", ".join(sorted(os.environ))

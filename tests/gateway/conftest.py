@@ -60,7 +60,10 @@ async def stack_config(
         "gateway": {
             "port": 0,
             "max_upload_mb": 1,
-            "tokens": [{"token": "tok-ana", "user_id": "ana"}, {"token": "tok-bob", "user_id": "bob"}],
+            "tokens": [
+                {"token": "tok-ana", "user_id": "ana", "admin": True},
+                {"token": "tok-bob", "user_id": "bob"},
+            ],
         },
         "sandbox": {"provider": "local"},
         "skills": {"path": str(skills_dir(tmp_path))},

@@ -66,6 +66,17 @@ async def test_mcp_config_is_written_atomically_with_secrets_as_references(http:
     assert "GITHUB_TOKEN" in report["error"]
     written = json.loads(Path(os.environ["ANTLER_EXTENSIONS_CONFIG_PATH"]).read_text())  # noqa: ASYNC240
     assert written["mcpServers"]["github"]["env"] == {"GITHUB_TOKEN": "$GITHUB_TOKEN"}
+    async with httpx.AsyncClient(base_url=str(http.base_url), headers={"x-api-key": "tok-bob"}) as bob:
+        refused = await bob.put("/mcp/config", json={"mcp_servers": {"evil": {"command": "sh"}}})
+        assert refused.status_code == 403, "commands on the servers are an admin's to choose"
+        oauth = {"token_url": "http://x", "client_secret": "s3cret"}
+        await http.patch(
+            "/mcp/config", json={"mcp_servers": {"api": {"type": "http", "url": "http://x", "oauth": oauth}}}
+        )
+        seen = (await bob.get("/mcp/config")).json()["mcp_servers"]
+        assert seen["api"]["oauth"]["client_secret"] == "***", "written secrets are not shown to others"
+        assert seen["github"]["env"] == {"GITHUB_TOKEN": "$GITHUB_TOKEN"}, "references are not secrets"
+        await http.patch("/mcp/config", json={"mcp_servers": {"api": None}})
     bad = await http.put("/mcp/config", json={"mcp_servers": {"x": {"type": "smoke-signals"}}})
     assert bad.status_code == 422
     assert "x.type" in bad.json()["detail"]

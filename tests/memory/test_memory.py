@@ -255,3 +255,13 @@ async def test_a_custom_agent_keeps_its_own_memory_of_the_user(
     assert "Prefers tabs over spaces" in last_system_prompt()
     await submit_and_collect(bus, ask("t-plain", "hello", user_id="lin"))
     assert "Prefers tabs over spaces" not in last_system_prompt()
+
+
+def test_users_whose_ids_look_alike_keep_apart_and_a_nan_confidence_spoils_nothing() -> None:
+    from memory.extract import parse
+
+    assert MemoryDocument.key("john.smith@corp.com") != MemoryDocument.key("john_smith@corp_com")
+    assert MemoryDocument.key("lin", "coder") != MemoryDocument.key("lin")
+    change = parse('{"newFacts": [{"content": "Odd", "confidence": NaN}, {"content": "Likes jazz"}]}')
+    assert [f["content"] for f in change.new_facts] == ["Likes jazz"]
+    assert change.dropped, "the unreadable one is named in the log"
