@@ -19,10 +19,23 @@ from sandbox.broker import run as run_broker
 from tests.conftest import running_component, until_answering
 
 BWRAP = bwrap_works()
-needs_bwrap = pytest.mark.skipif(
+_WITH_BWRAP = pytest.mark.skipif(
     not BWRAP, reason="bubblewrap is not installed or cannot create namespaces here"
 )
-PROVIDERS = [pytest.param("local", id="local"), pytest.param("bwrap", id="bwrap", marks=needs_bwrap)]
+# bwrap commands share one unprivileged uid and so its process limit: the fork bomb test would
+# starve another worker's bwrap test; they run on one worker, one after another.
+_BWRAP_GROUP = pytest.mark.xdist_group("bwrap")
+
+
+def needs_bwrap(test: Any) -> Any:
+    """For a test of bwrap itself: skipped without it, and never beside another bwrap test."""
+    return _BWRAP_GROUP(_WITH_BWRAP(test))
+
+
+PROVIDERS = [
+    pytest.param("local", id="local"),
+    pytest.param("bwrap", id="bwrap", marks=[_WITH_BWRAP, _BWRAP_GROUP]),
+]
 
 
 @pytest.fixture
