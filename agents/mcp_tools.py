@@ -35,9 +35,8 @@ from langchain_core.tools import BaseTool
 
 from bus import Bus, safe_token
 from bus.messages import utcnow
-from config import ExtensionsConfig, extensions_path, read_raw_extensions
+from config import extensions_from, extensions_path, read_raw_extensions
 from config.environment import scrubbed_env
-from config.loader import _build
 
 log = logging.getLogger(__name__)
 
@@ -282,10 +281,10 @@ class McpServers:
         self._last_reload = time.monotonic()
         ended, self._ended = set(self._ended), {}
         try:
-            extensions = _build(ExtensionsConfig, raw, "the published extensions config")
+            extensions = extensions_from(raw, "the published extensions config")
         except Exception as exc:
             log.warning("MCP config unusable, no MCP tools: %s", exc)
-            extensions = _build(ExtensionsConfig, {}, "defaults")
+            extensions = extensions_from({}, "defaults")
         status: dict[str, ServerStatus] = {}
         kept: dict[str, _Server] = {}
         starting: dict[str, _Server] = {}

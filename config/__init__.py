@@ -48,6 +48,7 @@ from config.extensions import (
 from config.loader import (
     CONFIG_ENV,
     EXTENSIONS_ENV,
+    extensions_from,
     extensions_path,
     find_file,
     load_config,
@@ -90,6 +91,7 @@ __all__ = [
     "ToolConfig",
     "ToolGroupConfig",
     "UnresolvedEnv",
+    "extensions_from",
     "extensions_path",
     "find_file",
     "load_config",

@@ -67,6 +67,16 @@ def load_config(path: str | os.PathLike[str] | None = None) -> AppConfig:
     return _build(AppConfig, raw, str(found))
 
 
+def extensions_from(raw: dict[str, Any], source: str) -> ExtensionsConfig:
+    """An extensions config from its JSON as written (published on the bus, say); `source` names
+    it in errors.
+
+    Raises:
+        ConfigValidationError: `raw` is not a valid extensions config.
+    """
+    return _build(ExtensionsConfig, raw, source)
+
+
 def load_extensions(path: str | os.PathLike[str] | None = None) -> ExtensionsConfig:
     """Load extensions_config.json by the search order; empty when there is no file."""
     found = find_file(path, EXTENSIONS_ENV, EXTENSIONS_FILE)

@@ -262,3 +262,22 @@ async def test_a_server_that_dies_is_started_again_for_the_next_run(
                 break
             fake_model.script(Reply(tool_calls=[ToolCall("add_numbers", {"a": 1, "b": 2})]), Reply(text="3."))
     assert tool_messages(second)["add_numbers"] == "the sum is 3", "a new server process answers"
+
+
+def test_braced_references_are_refused_so_the_runners_secrets_stay_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agents.mcp_tools import connection
+    from config import extensions_from
+
+    monkeypatch.setenv("NOTES_GREETING", "hello")
+    servers = {
+        "plain": {**STDIO},
+        "sneaky": {**STDIO, "env": {"LEAK": "${OPENAI_API_KEY}"}},
+        "headers": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"X": "${SECRET}"}},
+    }
+    found = extensions_from({"mcpServers": servers}, "test").mcp_servers
+    assert connection("plain", found["plain"])["env"]["NOTES_GREETING"] == "hello"
+    for name in ("sneaky", "headers"):
+        with pytest.raises(ValueError, match="write \\$NAME"):
+            connection(name, found[name])

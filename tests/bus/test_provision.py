@@ -33,6 +33,10 @@ async def test_everything_of_the_architecture_exists_under_the_prefix(bus: Bus) 
         # Subagent tasks are one per tool call for as long as their results are kept.
         window = bus.config.subagent_results_ttl_hours * 3600 if name == f"{p}_SUBAGENTS" else None
         assert info.config.duplicate_window == (window or bus.config.dedupe_window_seconds), name
+    memory = (await bus.js.stream_info(f"{p}_MEMORY")).config
+    assert memory.max_msgs_per_subject == 1, "the newest conversation of each thread only"
+    assert memory.max_age == bus.config.memory_updates_max_age_hours * 3600, "bounded, should no updater run"
+    assert memory.max_bytes == int(bus.config.memory_updates_max_mb * 1024 * 1024)
     for bucket in ("threads", "chats", "runs", "thread_runs", "subagent_results", "memory"):
         kv = await bus.js.key_value(f"{s.prefix}_{bucket}")
         await kv.put("probe", b"1")
