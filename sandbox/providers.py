@@ -6,7 +6,9 @@ PID namespace), a read-only view of the system's programs and libraries (`/usr`,
 of the few `/etc` files programs read at start-up (users and groups are made up
 for the sandbox), the thread's directories at their virtual paths, and resource
 limits (set by `prlimit`, under an unprivileged uid when the broker runs as
-root, so the process limit holds). Both providers give commands an allowlisted
+root, so the process limit holds). The process limit is per command: each one
+gets a user namespace of its own, since the kernel counts a uid's processes per
+user namespace, and commands all run as one uid. Both providers give commands an allowlisted
 environment (`hygiene.command_env`), never the broker's, and kill the whole
 process group at the wall-clock timeout.
 """
@@ -189,6 +191,7 @@ class BwrapProvider(Provider):
         self.bwrap = shutil.which("bwrap") or "bwrap"
         self.prlimit = shutil.which("prlimit")
         self.setpriv = shutil.which("setpriv") or "setpriv"
+        self.unshare = _own_process_count() if self.owner is not None else None
 
     @property
     def owner(self) -> tuple[int, int] | None:
@@ -278,6 +281,10 @@ class BwrapProvider(Provider):
                 "--bounding-set=-all",
                 "--no-new-privs",
             ]
+            if self.unshare:
+                # Its own user namespace (mapping only that uid), so the process limit counts this
+                # command's processes, not those of every command running as the sandbox uid.
+                args += [self.unshare, "--user", f"--map-user={uid}", f"--map-group={gid}", "--"]
         if self.prlimit:
             args += [
                 self.prlimit,
@@ -330,6 +337,39 @@ class BwrapProvider(Provider):
         finally:
             for fd in files.values():
                 os.close(fd)
+
+
+def _own_process_count() -> str | None:
+    """`unshare`, when it can give a command run as the sandbox uid a user namespace of its own.
+
+    The process limit (RLIMIT_NPROC) counts a uid's processes per user namespace: without one of
+    its own, every command running as the sandbox uid at the same time shares one count, and one
+    thread's fork bomb would stop every other thread's commands from starting processes.
+    """
+    import subprocess
+
+    unshare = shutil.which("unshare")
+    if unshare is not None:
+        try:
+            result = subprocess.run(
+                [unshare, "--user", f"--map-user={SANDBOX_UID}", f"--map-group={SANDBOX_UID}", "--", "true"],
+                capture_output=True,
+                timeout=10,
+                check=False,
+                user=SANDBOX_UID,
+                group=SANDBOX_UID,
+                extra_groups=[],
+            )
+        except (OSError, subprocess.SubprocessError):
+            result = None
+        if result is not None and result.returncode == 0:
+            return unshare
+    log.warning(
+        "sandbox: no user namespace per command here (unshare from util-linux >= 2.38 and unprivileged "
+        "user namespaces are needed); commands running at the same time share one process limit "
+        "(sandbox.max_processes)"
+    )
+    return None
 
 
 def bwrap_works() -> bool:

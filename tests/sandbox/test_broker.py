@@ -331,17 +331,27 @@ async def test_bwrap_stops_a_fork_bomb_and_a_memory_hog(client: SandboxClient, b
     assert hog.exit_code != 0
     assert "MemoryError" in hog.output
     assert (await client.exec("echo still fine")).output == "still fine\n"
-    # Give the bomb's processes time to go: they share the sandbox uid's process limit with the next
-    # bwrap test. (One can outlive this wait: a known defect, see the closing note of 2026-11-22.)
-    from sandbox.providers import SANDBOX_UID
 
-    for _ in range(600):
-        found = await asyncio.create_subprocess_exec(
-            "pgrep", "-u", str(SANDBOX_UID), stdout=asyncio.subprocess.PIPE
-        )
-        if not (await found.communicate())[0].strip():
-            break
-        await asyncio.sleep(0.05)
+
+@needs_bwrap
+@pytest.mark.parametrize("provider", ["bwrap"], indirect=True)
+async def test_bwrap_a_fork_bomb_does_not_stop_other_threads_commands(
+    client: SandboxClient, broker: AppConfig, bus: Bus
+) -> None:
+    """The process limit is per command: all commands run as one uid, but not on one count."""
+    bomb = client.exec("f(){ f | f & }; f; sleep 60", timeout=8)
+    bombing = asyncio.create_task(bomb)
+    other = SandboxClient(bus, "bea", "t2")
+    await asyncio.sleep(1.5)  # the bomb has reached its limit by now
+    assert not bombing.done()
+    busy = await other.exec(
+        "for i in $(seq 1 20); do sleep 1 & done; echo started $(jobs -p | wc -l); wait; echo done",
+        timeout=20,
+    )
+    assert busy.exit_code == 0, busy.output
+    assert busy.output.split() == ["started", "20", "done"], busy.output
+    result = await bombing
+    assert result.timed_out
 
 
 @needs_bwrap
