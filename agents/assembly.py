@@ -3,25 +3,41 @@ the skills), and what it leaves for the memory updater afterwards."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 
 from agents.context import RunOptions
+from agents.custom_agents import AgentNameInvalid, AgentStore
+from agents.errors import UnknownAgent
 from agents.prompt import build_system_prompt
 from bus import Bus
 from bus.content import text_of
-from bus.messages import ChatTurn, MemoryDocument, MemoryUpdate, RunRequest
+from bus.messages import AgentDefinition, ChatTurn, MemoryDocument, MemoryUpdate, RunRequest
 from bus.records import RecordStore
 from config import AppConfig
-from skills import load_skills
+from skills import SkillsFollower, slash_command
 
 log = logging.getLogger(__name__)
 
 MEMORY_TURNS = 40  # the latest turns of a thread the memory updater learns from
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What a run gets besides its input: options (a custom agent's defaults applied), prompt, tools."""
+
+    options: RunOptions
+    system_prompt: str
+    agent: AgentDefinition | None = None
+    skill: str | None = None  # a skill activated with a slash command
+    is_bootstrap: bool = False
+    allowed_tools: frozenset[str] | None = None
+    tool_groups: frozenset[str] | None = None
 
 
 class PromptAssembly:
@@ -31,26 +47,71 @@ class PromptAssembly:
         self.bus = bus
         self.config = config
         self.memory = memory
-        self._skills: list[Any] | None = None
+        self.skills = SkillsFollower(bus, config)
+        self.agents: AgentStore | None = None
 
-    async def system_prompt(self, user_id: str, options: RunOptions) -> str:
-        return build_system_prompt(
+    async def start(self) -> None:
+        self.agents = await AgentStore.open(self.bus)
+        await self.skills.start()
+
+    async def close(self) -> None:
+        await self.skills.close()
+
+    async def prepare(
+        self, request: RunRequest, options: RunOptions, configurable: dict[str, Any]
+    ) -> RunSetup:
+        """The run's custom agent, skills (one activated by a leading `/name`), prompt and tools.
+
+        Raises:
+            UnknownAgent: `agent_name` is not one of the user's agents (nor being created).
+        """
+        assert self.agents is not None
+        merged = {**configurable, **request.context}
+        bootstrap = str(merged.get("is_bootstrap", "")).lower() in ("1", "true", "yes")
+        agent = None
+        if options.agent_name:
+            try:
+                agent = await self.agents.get(request.user_id, options.agent_name)
+            except AgentNameInvalid as exc:
+                raise UnknownAgent(str(exc)) from None
+            if agent is None and not bootstrap:
+                raise UnknownAgent(
+                    f"there is no agent named {options.agent_name!r} (create it with POST /api/agents)"
+                )
+        if agent is not None:
+            options = options.with_agent(agent, configurable, request.context)
+        skills = await self.skills.enabled(agent.skills if agent is not None else None)
+        activated = None
+        command = slash_command(last_user_text(request.input))
+        if command is not None:
+            activated = next((s for s in skills if s.name.lower() == command[0]), None)
+        instructions = await asyncio.to_thread(activated.instructions) if activated is not None else ""
+        prompt = build_system_prompt(
             agent_name=options.agent_name or "Antler",
-            skills=self.skills(),
+            skills=skills,
             skills_container_path=self.config.skills.container_path,
-            memory=await self.memory_text(user_id, options.agent_name),
+            memory=await self.memory_text(request.user_id, options.agent_name),
             files=True,
             subagents_limit=self.config.subagents.max_concurrent
             if options.subagent_enabled and self.config.subagents.enabled
             else None,
+            soul=agent.soul if agent is not None else None,
+            active_skill=(activated.name, instructions) if activated is not None else None,
+            bootstrap=options.agent_name if bootstrap else None,
         )
-
-    def skills(self) -> list[Any]:
-        """The skills directory, read once per process."""
-        if self._skills is None:
-            path = Path(self.config.skills.path)
-            self._skills = load_skills(path) if path.is_dir() else []
-        return self._skills
+        return RunSetup(
+            options=options,
+            system_prompt=prompt,
+            agent=agent,
+            skill=activated.name if activated is not None else None,
+            is_bootstrap=bootstrap,
+            allowed_tools=frozenset(activated.allowed_tools)
+            if activated is not None and activated.allowed_tools is not None
+            else None,
+            tool_groups=frozenset(agent.tool_groups)
+            if agent is not None and agent.tool_groups is not None
+            else None,
+        )
 
     async def memory_text(self, user_id: str, agent_name: str | None) -> str | None:
         """The user's memory as prompt lines, within the injection budget (None: nothing to inject)."""
@@ -124,3 +185,17 @@ def _encoding() -> Any:
 def count_tokens(text: str) -> int:
     """Tokens as OpenAI's cl100k_base counts them (bundled: nothing is downloaded)."""
     return len(_encoding().encode(text, disallowed_special=()))
+
+
+def last_user_text(graph_input: Any) -> str:
+    """The text of the newest user message in a run's input (empty when there is none)."""
+    messages = graph_input.get("messages") if isinstance(graph_input, dict) else None
+    for message in reversed(messages or []):
+        if isinstance(message, dict):
+            role = message.get("role") or message.get("type")
+            content = message.get("content")
+        else:
+            role, content = getattr(message, "type", None), getattr(message, "content", None)
+        if role in ("user", "human"):
+            return text_of(content)
+    return ""

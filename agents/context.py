@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -15,6 +15,9 @@ class RunOptions:
     is_plan_mode: bool = False
     subagent_enabled: bool = False
     agent_name: str | None = None
+    reasoning_effort: str | None = None
+    # A custom agent's model settings (temperature, max_tokens), as sorted pairs: hashable.
+    model_settings: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
     def from_run(cls, configurable: dict[str, Any], context: dict[str, Any]) -> RunOptions:
@@ -26,13 +29,29 @@ class RunOptions:
 
         model = merged.get("model_name") or merged.get("model")
         agent = merged.get("agent_name")
+        effort = merged.get("reasoning_effort")
         return cls(
             model_name=str(model) if model else None,
             thinking_enabled=flag("thinking_enabled"),
             is_plan_mode=flag("is_plan_mode"),
             subagent_enabled=flag("subagent_enabled"),
             agent_name=str(agent) if agent else None,
+            reasoning_effort=str(effort) if effort else None,
         )
+
+    def with_agent(self, agent: Any, configurable: dict[str, Any], context: dict[str, Any]) -> RunOptions:
+        """A custom agent's defaults where the run itself chose nothing (run > agent > model)."""
+        merged = {**configurable, **context}
+        changes: dict[str, Any] = {}
+        if self.model_name is None and agent.model:
+            changes["model_name"] = agent.model
+        if "thinking_enabled" not in merged and agent.thinking_enabled is not None:
+            changes["thinking_enabled"] = bool(agent.thinking_enabled)
+        if self.reasoning_effort is None and agent.reasoning_effort:
+            changes["reasoning_effort"] = agent.reasoning_effort
+        if agent.model_settings:
+            changes["model_settings"] = tuple(sorted((agent.model_settings or {}).items()))
+        return replace(self, **changes) if changes else self
 
 
 @dataclass(frozen=True)
@@ -43,3 +62,19 @@ class RunContext:
     agent_name: str | None = None
     system_prompt: str = ""
     model_name: str | None = None
+    is_bootstrap: bool = False
+    # Which tools the model gets this run (None: all it was compiled with): names, and groups
+    # (a tool without a group is always kept by the group rule).
+    allowed_tools: frozenset[str] | None = None
+    tool_groups: frozenset[str] | None = None
+    tool_group_of: dict[str, str] = field(default_factory=dict)
+
+    def tool_allowed(self, name: str) -> bool:
+        if name == "setup_agent" and not self.is_bootstrap:
+            return False
+        if name == "update_agent" and (not self.agent_name or self.is_bootstrap):
+            return False
+        if self.allowed_tools is not None and name not in self.allowed_tools:
+            return False
+        group = self.tool_group_of.get(name)
+        return self.tool_groups is None or group is None or group in self.tool_groups

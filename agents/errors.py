@@ -2,6 +2,7 @@
 
     AgentError
     ├── ToolConfigError        a `tools[].use` that cannot be imported
+    ├── UnknownAgent           a run's `agent_name` is not one of the user's custom agents
     └── ModelUnavailable       the model did not answer (unreachable, timeout, rate limit, 5xx)
 
 A model that cannot be built from config raises `llm.ModelConfigError` (re-exported here);
@@ -12,7 +13,14 @@ from __future__ import annotations
 
 from llm.errors import ModelConfigError, ProviderNotInstalled
 
-__all__ = ["AgentError", "ModelConfigError", "ModelUnavailable", "ProviderNotInstalled", "ToolConfigError"]
+__all__ = [
+    "AgentError",
+    "ModelConfigError",
+    "ModelUnavailable",
+    "ProviderNotInstalled",
+    "ToolConfigError",
+    "UnknownAgent",
+]
 
 
 class AgentError(Exception):
@@ -20,6 +28,10 @@ class AgentError(Exception):
 
 
 class ToolConfigError(AgentError):
+    pass
+
+
+class UnknownAgent(AgentError):
     pass
 
 

@@ -56,6 +56,8 @@ from llm.models import create_chat_model
 
 log = logging.getLogger(__name__)
 
+MAX_COMPILED = 64  # compiled agents kept per process (options: model, modes, custom agent settings)
+
 
 async def tool_error(exc: Exception, request: Any) -> str:
     name = request.tool_call.get("name", "tool") if hasattr(request, "tool_call") else "tool"
@@ -131,7 +133,13 @@ def build_lead_agent(
     Raises:
         llm.errors.ModelConfigError, ProviderNotInstalled, ToolConfigError, config.MissingEnvError
     """
-    model = create_chat_model(config, options.model_name, thinking_enabled=options.thinking_enabled)
+    model = create_chat_model(
+        config,
+        options.model_name,
+        thinking_enabled=options.thinking_enabled,
+        reasoning_effort=options.reasoning_effort,
+        settings=dict(options.model_settings),
+    )
     tools = build_tools(config, options, extra_tools, task_tool)
     if deferred:  # known to the tool node, bound for the model once found (agents.tool_search)
         tools += [*deferred, make_tool_search(deferred, config.tool_search.max_results)]
@@ -171,6 +179,10 @@ class AgentCache:
             )
             self._agents[options] = agent  # only after success: a fixed config is retried next run
             log.info("compiled lead agent for %s", options)
+            while len(self._agents) > MAX_COMPILED:  # the least recently used go first
+                self._agents.pop(next(iter(self._agents)))
+        else:
+            self._agents[options] = self._agents.pop(options)
         return agent
 
     def clear(self) -> None:

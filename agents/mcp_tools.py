@@ -35,6 +35,7 @@ from langchain_core.tools import BaseTool
 
 from bus import Bus, safe_token
 from bus.messages import utcnow
+from bus.watch import follow_key
 from config import extensions_from, extensions_path, read_raw_extensions
 from config.environment import scrubbed_env
 
@@ -235,23 +236,11 @@ class McpServers:
         self._watch = asyncio.create_task(self._follow(settings), name="mcp-config")
 
     async def _follow(self, settings: Any) -> None:
-        while True:
-            watcher = None
-            try:
-                watcher = await settings.watch(EXTENSIONS_KEY)
-                async for entry in watcher:
-                    if entry is not None and entry.value:
-                        self._raw = json.loads(entry.value)
-                        await self.current()  # now, not at the next run: it need not wait for servers
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("MCP config: the watch stopped (%s); starting it again", exc)
-                await asyncio.sleep(1.0)
-            finally:
-                if watcher is not None:
-                    with contextlib.suppress(Exception):
-                        await watcher.stop()
+        async def changed(value: bytes) -> None:
+            self._raw = json.loads(value)
+            await self.current()  # now, not at the next run: it need not wait for servers
+
+        await follow_key(settings, EXTENSIONS_KEY, changed, "MCP config")
 
     async def current(self) -> tuple[int, list[BaseTool]]:
         """(version, tools): the version changes whenever the tools did.

@@ -35,6 +35,19 @@ def skills_section(skills: Sequence[Skill], container_path: str) -> str:
     return _SKILLS.format(items=items)
 
 
+_ACTIVE_SKILL = """<active_skill name="{name}">
+The user started this message with /{name}: follow this skill's instructions for it.
+{instructions}
+</active_skill>"""
+
+_BOOTSTRAP = """<new_agent name="{name}">
+The user is creating a new custom agent called {name} with you. Find out, in a few questions,
+what it is for, its personality and tone, what it must and must never do. Then write its SOUL.md
+(a short Markdown document in the second person: "You are ...") and call setup_agent with it and a
+one-line description. Tell the user the agent is ready once the tool confirms it.
+</new_agent>"""
+
+
 def build_system_prompt(
     *,
     agent_name: str = "Antler",
@@ -44,15 +57,23 @@ def build_system_prompt(
     files: bool = False,
     subagents_limit: int | None = None,
     soul: str | None = None,
+    active_skill: tuple[str, str] | None = None,
+    bootstrap: str | None = None,
     today: date | None = None,
 ) -> str:
+    """`active_skill` is (name, SKILL.md instructions) of a skill the user activated with a slash
+    command; `bootstrap` the name of a custom agent being created in this conversation."""
     parts = [_BASE.format(agent_name=agent_name, today=(today or date.today()).isoformat())]
     if soul:
         parts.append(f"<soul>\n{soul.strip()}\n</soul>")
+    if bootstrap:
+        parts.append(_BOOTSTRAP.format(name=bootstrap))
     if files:
         parts.append(_FILES)
     if skills:
         parts.append(skills_section(skills, skills_container_path))
+    if active_skill:
+        parts.append(_ACTIVE_SKILL.format(name=active_skill[0], instructions=active_skill[1].strip()))
     if memory:
         parts.append(
             f"<memory>\nWhat you know about the user from earlier conversations:\n{memory.strip()}\n</memory>"

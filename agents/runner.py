@@ -17,6 +17,7 @@ import os
 import socket
 from typing import Any
 
+from agents.agent_tools import make_agent_tools, tool_group_map
 from agents.assembly import PromptAssembly
 from agents.checkpoints import checkpointer_ready, rollback
 from agents.context import RunContext, RunOptions
@@ -61,12 +62,18 @@ class Runner:
         self.bus = bus
         self.config = config
         self.checkpointer = checkpointer
-        self._own_tools = [*make_sandbox_tools(bus), make_view_image_tool(bus)]
+        self._own_tools = [
+            *make_sandbox_tools(bus),
+            make_view_image_tool(bus),
+            *make_agent_tools(bus, config),
+        ]
         task = make_task_tool(bus, config)
         self.agents = AgentCache(config, checkpointer, extra_tools=self._own_tools, task_tool=task)
         reserved = {t.name for t in self._own_tools} | {"task", "ask_clarification", "present_files"}
         self.mcp = McpServers(bus, reserved=reserved)
         self._mcp_version = 0
+        self._tool_groups = tool_group_map(config, [])
+        self._run_models: dict[str, str | None] = {}  # run id -> the model it runs on
         self.runs: RecordStore[RunRecord] | None = None
         self.threads: RecordStore[ThreadRecord] | None = None
         self.name = f"{socket.gethostname()}:{os.getpid()}"
@@ -96,6 +103,7 @@ class Runner:
         self.claims = ThreadClaims(self.bus, self.threads, self.runs)
         memory = RecordStore(await self.bus.kv(s.memory_bucket), MemoryDocument)
         self.memory_and_prompt = PromptAssembly(self.bus, self.config, memory)
+        await self.memory_and_prompt.start()
         await self.mcp.start()
 
     async def _current_tools(self) -> None:
@@ -106,6 +114,7 @@ class Runner:
             self.agents.extra_tools = [*self._own_tools, *([] if deferred else tools)]
             self.agents.deferred_tools = list(tools) if deferred else []
             self.agents.clear()
+            self._tool_groups = tool_group_map(self.config, list(tools))
             self._mcp_version = version
 
     # ------------------------------------------------------------------ control
@@ -263,6 +272,8 @@ class Runner:
         }
         try:
             await self._current_tools()
+            setup = await self.memory_and_prompt.prepare(request, options, configurable)
+            options = setup.options
             agent = self.agents.get(options)
         except (MissingEnvError, ConfigError, AgentError, ModelConfigError) as exc:
             await events.emit("metadata", metadata)
@@ -286,13 +297,19 @@ class Runner:
             # the run's finished messages again, whole, so readers hold the complete text.
             for message in done_so_far:
                 await events.emit("messages", [jsonable(message), {"resumed": True}])
+        model_name = options.model_name or (default.name if (default := self.config.get_model()) else None)
+        self._run_models[request.run_id] = model_name
         context = RunContext(
             run_id=request.run_id,
             thread_id=request.thread_id,
             user_id=request.user_id,
             agent_name=options.agent_name,
-            system_prompt=await self.memory_and_prompt.system_prompt(request.user_id, options),
-            model_name=options.model_name or (default.name if (default := self.config.get_model()) else None),
+            system_prompt=setup.system_prompt,
+            model_name=model_name,
+            is_bootstrap=setup.is_bootstrap,
+            allowed_tools=setup.allowed_tools,
+            tool_groups=setup.tool_groups,
+            tool_group_of=self._tool_groups,
         )
 
         async def stream() -> None:
@@ -415,8 +432,11 @@ class Runner:
             )
             await self.bus.publish_core(self.bus.subjects.subagent_cancel(request.run_id), stop)
         # Free the thread before `end`: whoever sees the end may start the next run at once.
-        options = RunOptions.from_run(dict(request.config.get("configurable") or {}), request.context)
-        model = options.model_name or (default.name if (default := self.config.get_model()) else None)
+        if request.run_id in self._run_models:
+            model = self._run_models.pop(request.run_id)
+        else:
+            options = RunOptions.from_run(dict(request.config.get("configurable") or {}), request.context)
+            model = options.model_name or (default.name if (default := self.config.get_model()) else None)
         used = Usage(**usage) if usage else None
         await self.claims.release(request, status, title, used, model, subagent_tokens)
         await events.emit("end", {"status": status.value, "usage": usage or {}})
@@ -455,3 +475,4 @@ async def run(bus: Bus, config: AppConfig) -> None:
             await service.stop()
             await control.unsubscribe()
             await runner.mcp.close()
+            await runner.memory_and_prompt.close()

@@ -65,7 +65,7 @@ from bus.records import RecordStore
 from bus.service import start_service
 from config import AppConfig
 from llm.models import create_chat_model
-from skills import load_skills
+from skills import SkillsFollower
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,7 @@ class SubagentExecutor:
         self.config = config
         self.checkpointer = checkpointer
         self.types = subagent_types(config)
+        self.skills = SkillsFollower(bus, config)
         self._own_tools = [*make_sandbox_tools(bus), make_view_image_tool(bus), *config_tools(config)]
         self.tools: dict[str, BaseTool] = {t.name: t for t in self._own_tools}
         self.mcp = McpServers(bus, reserved=set(self.tools) | {"task", "ask_clarification", "present_files"})
@@ -95,6 +96,7 @@ class SubagentExecutor:
         self.runs = RecordStore(await self.bus.kv(s.runs_bucket), RunRecord)
         self.results = await self.bus.kv(s.subagent_results_bucket)
         await self.mcp.start()
+        await self.skills.start()
 
     # ------------------------------------------------------------------ the agent of a type
 
@@ -136,10 +138,10 @@ class SubagentExecutor:
         self._agents[(kind.name, model_name)] = agent
         return agent
 
-    def system_prompt(self, kind: SubagentType) -> str:
+    async def system_prompt(self, kind: SubagentType) -> str:
         if not kind.skills:
             return kind.system_prompt
-        skills = [s for s in load_skills(self.config.skills.path) if s.name in kind.skills]
+        skills = await self.skills.enabled(list(kind.skills))
         return kind.system_prompt + "\n\n" + skills_section(skills, self.config.skills.container_path)
 
     # ------------------------------------------------------------------ control
@@ -256,7 +258,7 @@ class SubagentExecutor:
             run_id=task.task_id,
             thread_id=task.thread_id,  # the parent's: its sandbox directories, its uploads
             user_id=task.user_id,
-            system_prompt=self.system_prompt(kind),
+            system_prompt=await self.system_prompt(kind),
             model_name=model_name,
         )
         snapshot = await agent.aget_state(config)
@@ -399,6 +401,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
             )
         finally:
             await executor.mcp.close()
+            await executor.skills.close()
             await presence.stop()
             await control.unsubscribe()
             await cancels.unsubscribe()

@@ -121,6 +121,7 @@ async def provision(bus: Bus) -> Provisioned:
         s.thread_runs_bucket,
         s.memory_bucket,
         s.settings_bucket,
+        s.agents_bucket,
     ]
     for bucket in buckets:
         await _ensure_kv(bus, bucket)

@@ -175,6 +175,11 @@ class Subjects:
         return self.bucket("settings")
 
     @property
+    def agents_bucket(self) -> str:
+        """Users' custom agents (`AgentDefinition`)."""
+        return self.bucket("agents")
+
+    @property
     def memory_bucket(self) -> str:
         return self.bucket("memory")
 

@@ -95,6 +95,9 @@ class ModelConfig(Section):
         None, description="Provider fields merged in when a run enables thinking."
     )
     thinking: dict[str, Any] | None = Field(None, description="Shortcut for when_thinking_enabled.thinking.")
+    when_thinking_disabled: dict[str, Any] | None = Field(
+        None, description="Provider fields merged in when a run turns thinking off."
+    )
     use_responses_api: bool | None = None
     output_version: str | None = None
 

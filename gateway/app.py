@@ -20,6 +20,7 @@ from gateway.auth import RequireToken
 from gateway.deps import Gateway
 from gateway.langgraph_api import router as langgraph_router
 from gateway.limits import MB, BodyLimit, BodyLimitMiddleware
+from gateway.rest.agents import router as agents_router
 from gateway.rest.conversation import router as conversation_router
 from gateway.rest.files import router as files_router
 from gateway.rest.memory import router as memory_router
@@ -117,6 +118,7 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(files_router, prefix="/api", tags=["uploads and artifacts"], responses=refusals)
     app.include_router(settings_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
     app.include_router(memory_router, prefix="/api", tags=["memory"], responses=refusals)
+    app.include_router(agents_router, prefix="/api", tags=["custom agents"], responses=refusals)
     app.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
 
     @app.get(

@@ -20,6 +20,7 @@ _OWN_FIELDS = {
     "supports_reasoning_effort",
     "supports_vision",
     "when_thinking_enabled",
+    "when_thinking_disabled",
     "thinking",
 }
 _PASS_THROUGH = (
@@ -63,25 +64,47 @@ def resolve_class(use: str) -> type[Any]:
     return cls  # type: ignore[no-any-return]
 
 
-def model_kwargs(model: ModelConfig, thinking_enabled: bool) -> dict[str, Any]:
-    """Provider keyword arguments, `$ENV` values resolved (MissingEnvError names the variable)."""
+def model_kwargs(
+    model: ModelConfig,
+    thinking_enabled: bool,
+    reasoning_effort: str | None = None,
+    settings: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Provider keyword arguments, `$ENV` values resolved (MissingEnvError names the variable).
+
+    `settings` (a custom agent's `model_settings`: temperature, max_tokens) override the model's
+    own; `reasoning_effort` reaches models that support it; thinking on or off merges the model's
+    `when_thinking_enabled` / `when_thinking_disabled` fields.
+    """
     kwargs: dict[str, Any] = {}
     for name in _PASS_THROUGH:
         value = model.resolved(name)
         if value is not None:
             kwargs[name] = value
     kwargs.update(model.resolved_extra())
+    for name, value in (settings or {}).items():
+        if name in ("temperature", "max_tokens", "top_p") and value is not None:
+            kwargs[name] = value
+    if reasoning_effort and model.supports_reasoning_effort:
+        kwargs["reasoning_effort"] = reasoning_effort
     if thinking_enabled and model.supports_thinking:
         overrides = dict(model.resolved("when_thinking_enabled") or {})
         thinking = model.resolved("thinking")
         if thinking is not None:
             overrides.setdefault("thinking", thinking)
         kwargs = _deep_merge(kwargs, overrides)
+    elif not thinking_enabled and model.supports_thinking:
+        kwargs = _deep_merge(kwargs, dict(model.resolved("when_thinking_disabled") or {}))
     return kwargs
 
 
 def create_chat_model(
-    config: AppConfig, name: str | None = None, *, thinking_enabled: bool = False
+    config: AppConfig,
+    name: str | None = None,
+    *,
+    thinking_enabled: bool = False,
+    reasoning_effort: str | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> BaseChatModel:
     """Instantiate the model called `name` (default: the first configured).
 
@@ -95,7 +118,11 @@ def create_chat_model(
         known = ", ".join(m.name for m in config.models)
         raise ModelConfigError(f"unknown model {name!r}; configured models: {known}")
     cls = resolve_class(model.use)
-    kwargs = model_kwargs(model, thinking_enabled)
+    if model.use == "langchain_openai:ChatOpenAI":
+        from llm.reasoning import ChatOpenAIWithReasoning
+
+        cls = ChatOpenAIWithReasoning  # the same client, keeping `reasoning_content`
+    kwargs = model_kwargs(model, thinking_enabled, reasoning_effort, settings)
     if model.use.startswith("langchain_openai:"):
         kwargs.setdefault("stream_usage", True)
     try:

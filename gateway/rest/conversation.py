@@ -54,9 +54,9 @@ class Features(BaseModel):
 
 @router.get("/features", response_model=Features)
 async def features(gw: GW, me: Me) -> Features:
-    """DeerFlow UI features this backend offers (custom agents come with the agents issue)."""
+    """DeerFlow UI features this backend offers: custom agents (`/api/agents`), not the others."""
     off = Feature(enabled=False)
-    return Features(agents_api=off, browser_control=off, mcp_tasks=off)
+    return Features(agents_api=Feature(enabled=True), browser_control=off, mcp_tasks=off)
 
 
 @router.post("/threads/{thread_id}/suggestions", response_model=Suggestions, responses=errors(404, 413, 502))

@@ -239,5 +239,5 @@ async def test_what_deerflows_ui_asks_before_a_new_chat(http: httpx.AsyncClient,
             "/threads/brand-new/uploads", files=[("files", ("b.txt", b"x", "text/plain"))]
         )
         assert theirs.status_code == 404, "another user's thread is not found, nor taken over"
-    assert (await http.get("/features")).json()["agents_api"] == {"enabled": False}
+    assert (await http.get("/features")).json()["agents_api"] == {"enabled": True}
     assert (await http.get("/suggestions/config")).json() == {"enabled": True, "max_suggestions": 10}
