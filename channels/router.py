@@ -50,6 +50,7 @@ from bus.service import ServiceError, call
 from bus.subjects import safe_token
 from channels.replies import ReplyProjection, projection_consumer
 from config import AppConfig, ChannelConfig
+from skills import read_catalog, skills_help, slash_command
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +114,8 @@ class Router:
             log.info("ignoring a message from %s in %s (policy)", message.user_id, message.chat_key())
             return
         text = message.text.strip()
-        if text.startswith("/"):
-            await self.command(message, text)
+        command = slash_command(text)
+        if command is not None and await self.command(message, *command):
             return
         binding = await self.binding(message)
         run_id = str(uuid.uuid5(RUN_NAMESPACE, message.dedupe_id()))
@@ -216,10 +217,8 @@ class Router:
                 await self.chats.delete(key)
                 log.info("chat %s is unbound from deleted thread %s", key, event.thread_id)
 
-    async def command(self, message: InboundMessage, text: str) -> None:
-        name, _, argument = text[1:].partition(" ")
-        name = name.split("@", 1)[0].lower()  # /help@MyBot in Telegram groups
-        argument = argument.strip()
+    async def command(self, message: InboundMessage, name: str, argument: str) -> bool:
+        """Answer a chat command; False for a skill's name: the message goes to the agent."""
         if name == "new":
             binding = await self.binding(message, fresh=True)
             reply = f"Started a new conversation ({binding.thread_id[:8]})."
@@ -229,11 +228,21 @@ class Router:
             reply = await self.models(message, argument)
         elif name == "memory":
             reply = await self.recall(message)
-        elif name in ("help", "start"):
-            reply = HELP
         else:
-            reply = f"I do not know /{name}.\n\n{HELP}"
+            catalog = await read_catalog(self.bus)
+            skill = catalog.get(name) if catalog is not None else None
+            if skill is not None and skill.enabled:
+                return False  # the runner activates it
+            listed = skills_help(catalog)
+            full_help = HELP + (f"\n\n{listed}" if listed else "")
+            if name in ("help", "start"):
+                reply = full_help
+            elif skill is not None:
+                reply = f"The skill /{skill.name} is switched off here; an administrator can enable it."
+            else:
+                reply = f"There is no command or skill called /{name}.\n\n{full_help}"
         await self.reply(message, reply)
+        return True
 
     async def status(self, message: InboundMessage) -> str:
         assert self.threads is not None

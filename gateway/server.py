@@ -16,7 +16,7 @@ from bus import Bus
 from config import AppConfig, extensions_path, read_raw_extensions
 from gateway.app import create_app
 from gateway.deps import Gateway
-from gateway.rest.settings import publish_extensions
+from gateway.rest.settings import publish_extensions, publish_skills
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     if await asyncio.to_thread(extensions_path().is_file):
         # The gateway's extensions_config.json is what every runner uses, wherever it runs.
         await publish_extensions(gw, await asyncio.to_thread(read_raw_extensions, extensions_path()))
+    await publish_skills(gw)  # the skills on this disk, switched as its extensions_config.json says
     app = create_app(gw)
     host = bind_host(config)
     sock = socket.create_server((host, config.gateway.port), reuse_port=False)

@@ -21,7 +21,7 @@ from bus.records import keys_matching
 from config import ExtensionsConfig, extensions_path, read_raw_extensions, write_extensions_config
 from gateway.deps import GW, Me
 from gateway.schemas import errors
-from skills import load_skills, parse_frontmatter
+from skills import SKILL_NAME, load_skills, parse_frontmatter, publish_catalog
 
 router = APIRouter()
 
@@ -241,30 +241,82 @@ async def update_skill(gw: GW, me: Me, name: str, body: SkillUpdate) -> SkillInf
     raw = await asyncio.to_thread(read_raw_extensions, path)
     raw.setdefault("skills", {})[name] = {"enabled": body.enabled}
     await asyncio.to_thread(write_extensions_config, raw, path)
+    await publish_extensions(gw, raw)
+    await publish_skills(gw, raw)
     return await get_skill(gw, me, name)
 
 
-def _install(archive: bytes, custom_root: Path) -> str:
+async def publish_skills(gw: GW, raw: dict[str, Any] | None = None) -> None:
+    """Announce the skills as they are now: runners list them from their next run on."""
+    if raw is None:
+        raw = await asyncio.to_thread(read_raw_extensions, extensions_path())
+    await publish_catalog(gw.bus, gw.config.skills.path, raw)
+
+
+MAX_SKILL_FILES = 500
+MAX_SKILL_UNPACKED = 100 * 1024 * 1024
+# Files a skill keeps as text: they must be UTF-8, without NUL bytes.
+TEXT_SUFFIXES = {
+    ".md", ".txt", ".py", ".sh", ".js", ".ts", ".json", ".yaml", ".yml", ".toml", ".csv",
+    ".html", ".css", ".xml", ".ini", ".cfg", ".sql", ".r", ".rb", ".pl",
+}  # fmt: skip
+
+
+def _refuse(status: int, reason: str) -> HTTPException:
+    return HTTPException(status, f"skill not installed: {reason}")
+
+
+def _install(archive: bytes, skills_root: Path) -> str:
+    """Unpack a `.skill` archive into `<skills_root>/custom/<name>`; every refusal says why."""
     try:
         bundle = zipfile.ZipFile(io.BytesIO(archive))
     except zipfile.BadZipFile:
-        raise HTTPException(400, "a .skill file must be a zip archive") from None
-    names = [n for n in bundle.namelist() if not n.endswith("/")]
-    for name in names:
-        if name.startswith("/") or ".." in PurePosixPath(name).parts:
-            raise HTTPException(400, f"the archive contains an unsafe path: {name}")
-    if sum(i.file_size for i in bundle.infolist()) > 5 * MAX_SKILL_ARCHIVE:
-        raise HTTPException(413, "the archive unpacks to more than 100 MB")
+        raise _refuse(400, "a .skill file must be a zip archive") from None
+    entries = [i for i in bundle.infolist() if not i.is_dir()]
+    if len(entries) > MAX_SKILL_FILES:
+        raise _refuse(413, f"the archive holds {len(entries)} files; at most {MAX_SKILL_FILES}")
+    if sum(i.file_size for i in entries) > MAX_SKILL_UNPACKED:
+        raise _refuse(413, "the archive unpacks to more than 100 MB")
+    for info in entries:
+        name = info.filename
+        parts = PurePosixPath(name).parts
+        if name.startswith(("/", "\\")) or "\\" in name or (len(name) > 1 and name[1] == ":"):
+            raise _refuse(400, f"the archive holds an absolute or Windows path: {name}")
+        if ".." in parts or any(p in ("", ".") for p in name.split("/")):
+            raise _refuse(400, f"the archive holds a path leaving its folder: {name}")
+        if (info.external_attr >> 16) & 0o170000 == 0o120000:
+            raise _refuse(400, f"the archive holds a symbolic link: {name}")
+    names = [i.filename for i in entries]
     manifests = [n for n in names if PurePosixPath(n).name == "SKILL.md" and len(PurePosixPath(n).parts) <= 2]
     if len(manifests) != 1:
-        raise HTTPException(400, "the archive must hold exactly one SKILL.md, at its root or in one folder")
+        raise _refuse(400, "the archive must hold exactly one SKILL.md, at its root or in one folder")
     base = str(PurePosixPath(manifests[0]).parent)
-    meta = parse_frontmatter(bundle.read(manifests[0]).decode("utf-8", errors="replace"))
+    outside = [n for n in names if base != "." and not n.startswith(base + "/")]
+    if outside:
+        raise _refuse(400, f"every file must be in the skill's folder {base}/: {outside[0]} is not")
+    for name in names:
+        if PurePosixPath(name).suffix.lower() in TEXT_SUFFIXES:
+            data = bundle.read(name)
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise _refuse(400, f"{name} should be text but is not UTF-8 (a binary file?)") from None
+            if b"\0" in data:
+                raise _refuse(400, f"{name} should be text but holds NUL bytes (a binary file?)")
+    try:
+        meta = parse_frontmatter(bundle.read(manifests[0]).decode("utf-8"))
+    except Exception as exc:  # YAML errors
+        raise _refuse(400, f"SKILL.md's frontmatter is not valid YAML: {exc}") from None
     skill_name = str(meta.get("name") or (base if base != "." else "")).strip()
-    if not skill_name or not all(c.isalnum() or c in "-_" for c in skill_name):
-        raise HTTPException(400, "SKILL.md needs a `name:` of letters, digits, '-' or '_' in its frontmatter")
+    if not SKILL_NAME.match(skill_name):
+        raise _refuse(400, "SKILL.md needs a `name:` of letters, digits, '-' or '_' (at most 64)")
     if not meta.get("description"):
-        raise HTTPException(400, "SKILL.md needs a `description:` in its frontmatter")
+        raise _refuse(400, "SKILL.md needs a `description:` in its frontmatter")
+    if (skills_root / "public" / skill_name).exists() or any(
+        s.name.lower() == skill_name.lower() and s.category == "public" for s in load_skills(skills_root)
+    ):
+        raise _refuse(409, f"{skill_name} is the name of a built-in skill; choose another name")
+    custom_root = skills_root / "custom"
     target = custom_root / skill_name
     custom_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=custom_root) as tmp:
@@ -327,7 +379,8 @@ async def install_skill(gw: GW, me: Me, request: Request) -> SkillInstalled:
         data = await _thread_output(gw, me, source)
     if len(data) > MAX_SKILL_ARCHIVE:
         raise HTTPException(413, "a .skill archive may be at most 20 MB")
-    name = await asyncio.to_thread(_install, data, Path(gw.config.skills.path) / "custom")
+    name = await asyncio.to_thread(_install, data, Path(gw.config.skills.path))
+    await publish_skills(gw)
     return SkillInstalled(success=True, skill_name=name, message=f"installed skill {name}")
 
 

@@ -166,7 +166,7 @@ async def test_commands_are_answered_without_a_run(
         assert "Bakes bread" in recalled
         assert "Has a cat" not in recalled
         await chat.say("/dance")
-        assert "I do not know /dance" in (await chat.final()).text
+        assert "There is no command or skill called /dance" in (await chat.final()).text
     assert fake_model.agent_requests == []
 
 

@@ -44,6 +44,7 @@ class Reply:
     chunk_delay: float = 0.0  # seconds between streamed chunks
     status: int = 200  # non-200: an OpenAI-style error body with `text` as the message
     hold: asyncio.Event | None = None  # the answer waits until the test sets it
+    reasoning: str = ""  # a reasoning model's thinking, sent as `reasoning_content` before the text
 
 
 def _last_text(messages: list[dict[str, Any]], roles: tuple[str, ...] = ("user", "tool")) -> str:
@@ -124,6 +125,8 @@ class FakeOpenAI(LocalServer):
         if body.get("stream"):
             return StreamingResponse(self._stream(reply, model, usage), media_type="text/event-stream")
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if reply.reasoning:
+            message["reasoning_content"] = reply.reasoning
         if reply.tool_calls:
             message["tool_calls"] = [
                 {
@@ -166,6 +169,9 @@ class FakeOpenAI(LocalServer):
             return f"data: {json.dumps(data)}\n\n".encode()
 
         yield chunk({"role": "assistant", "content": ""})
+        thoughts = reply.reasoning.split(" ") if reply.reasoning else []
+        for i, thought in enumerate(thoughts):
+            yield chunk({"reasoning_content": thought if i == 0 else " " + thought, "content": None})
         words = reply.text.split(" ") if reply.text else []
         for i, word in enumerate(words):
             if reply.chunk_delay:

@@ -1,0 +1,166 @@
+"""Skills end to end: the catalog every runner follows, installs, slash activation, allowed-tools."""
+
+from __future__ import annotations
+
+import io
+import stat
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bus import Bus
+from config import AppConfig
+from tests.agents.conftest import ask, running_runner, submit_and_collect
+from tests.channels.test_router import Chat, running_router
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+
+pytestmark = pytest.mark.asyncio
+
+
+def system_prompt(request: dict[str, Any]) -> str:
+    return next(str(m["content"]) for m in request["messages"] if m["role"] == "system")
+
+
+def tool_names(request: dict[str, Any]) -> set[str]:
+    return {t["function"]["name"] for t in request.get("tools") or []}
+
+
+def archive(files: dict[str, bytes], links: tuple[str, ...] = ()) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as bundle:
+        for name, data in files.items():
+            bundle.writestr(name, data)
+        for name in links:
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            bundle.writestr(info, "/etc/passwd")
+    return buffer.getvalue()
+
+
+GOOD = b"---\nname: slides\ndescription: Make slides\n---\nUse outline first.\n"
+
+
+async def test_switching_a_skill_off_reaches_every_runner_before_its_next_run(
+    bus: Bus, nats_url: str, http: httpx.AsyncClient, stack_config: AppConfig, fake_model: FakeOpenAI
+) -> None:
+    async with running_runner(nats_url, stack_config):  # a second runner process beside the first
+        assert (await submit_and_collect(bus, ask("sk-1", "hello"))).pop().data["status"] == "success"
+        assert "deep-research" in system_prompt(fake_model.agent_requests[-1])
+        assert (await http.put("/skills/deep-research", json={"enabled": False})).status_code == 200
+        seen = len(fake_model.agent_requests)
+        for i in range(4):  # runs land on either runner
+            await submit_and_collect(bus, ask(f"sk-off-{i}", "hello again"))
+        prompts = [system_prompt(r) for r in fake_model.agent_requests[seen:]]
+        assert len(prompts) == 4
+        assert all("deep-research" not in p for p in prompts), "no runner lists a switched-off skill"
+        installed = await http.post(
+            "/skills/install",
+            files={"file": ("s.skill", archive({"slides/SKILL.md": GOOD}), "application/zip")},
+        )
+        assert installed.status_code == 200, installed.text
+        seen = len(fake_model.agent_requests)
+        for i in range(4):
+            await submit_and_collect(bus, ask(f"sk-new-{i}", "and now"))
+        assert all("slides" in system_prompt(r) for r in fake_model.agent_requests[seen:])
+
+
+@pytest.mark.parametrize(
+    ("files", "links", "status", "reason"),
+    [
+        ({"../evil/SKILL.md": GOOD}, (), 400, "leaving its folder"),
+        ({"/abs/SKILL.md": GOOD}, (), 400, "absolute"),
+        ({"slides\\SKILL.md": GOOD}, (), 400, "Windows path"),
+        ({"slides/SKILL.md": GOOD}, ("slides/passwd",), 400, "symbolic link"),
+        ({"slides/SKILL.md": GOOD, **{f"slides/f{i}.txt": b"x" for i in range(501)}}, (), 413, "at most 500"),
+        ({"slides/SKILL.md": GOOD, "slides/notes.md": b"\x89PNG\r\n\x1a\n\x00\x00"}, (), 400, "not UTF-8"),
+        ({"slides/SKILL.md": GOOD, "slides/run.py": b"print(1)\x00"}, (), 400, "NUL bytes"),
+        ({"slides/SKILL.md": b"---\nname: ../x\ndescription: d\n---\n"}, (), 400, "needs a `name:`"),
+        ({"slides/SKILL.md": b"---\nname: deep-research\ndescription: d\n---\n"}, (), 409, "built-in skill"),
+        ({"slides/SKILL.md": GOOD, "other/readme.txt": b"x"}, (), 400, "skill's folder"),
+    ],
+    ids=["zip-slip", "absolute", "backslash", "symlink", "too-many", "binary-md", "nul-py", "bad-name",
+         "shadows-public", "outside-folder"],
+)  # fmt: skip
+async def test_a_malicious_or_broken_skill_archive_is_refused_with_its_reason(
+    http: httpx.AsyncClient, stack_config: AppConfig, files: dict[str, bytes], links: tuple[str, ...],
+    status: int, reason: str,
+) -> None:  # fmt: skip
+    answer = await http.post(
+        "/skills/install", files={"file": ("x.skill", archive(files, links), "application/zip")}
+    )
+    assert answer.status_code == status, answer.text
+    assert reason in answer.json()["detail"]
+    custom = Path(stack_config.skills.path) / "custom"
+    assert not any(custom.glob("*/SKILL.md")), "nothing was unpacked"
+
+
+async def test_a_slash_command_through_the_api_activates_the_skill_and_its_allowed_tools(
+    bus: Bus,
+    nats_url: str,
+    fake_model: FakeOpenAI,
+    app_config: Any,
+    config_data: dict[str, Any],
+    tmp_path: Path,
+) -> None:
+    skill = tmp_path / "skills" / "custom" / "reader"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: reader\ndescription: Reads files aloud\nallowed-tools: [read_file, ls]\n---\n"
+        "Read the file, then summarise it in three bullet points.\n"
+    )
+    config_data["skills"] = {"path": str(tmp_path / "skills")}
+    config_data["sandbox"] = {"provider": "local"}
+    async with running_runner(nats_url, app_config()):
+        await submit_and_collect(bus, ask("sl-1", "/reader notes.txt please"))
+        active = fake_model.agent_requests[-1]
+        assert '<active_skill name="reader">' in system_prompt(active)
+        assert "summarise it in three bullet points" in system_prompt(active)
+        assert tool_names(active) == {"read_file", "ls"}, "only the skill's allowed tools are bound"
+        # A tool outside the list, called anyway, is refused rather than run.
+        fake_model.script(
+            Reply(tool_calls=[ToolCall("bash", {"command": "echo ran > /tmp/x"})]), Reply(text="ok")
+        )
+        events = await submit_and_collect(bus, ask("sl-1", "/reader again"))
+        tool_results = [
+            e.data[0] for e in events if e.event == "messages" and e.data[0].get("type") == "tool"
+        ]
+        assert tool_results
+        assert "not available in this run" in tool_results[0]["content"]
+        await submit_and_collect(bus, ask("sl-2", "/tmp/notes.txt is where my notes are"))
+        plain = fake_model.agent_requests[-1]
+        assert "<active_skill" not in system_prompt(plain), "a path is not a slash command"
+        assert {"bash", "read_file", "write_file"} <= tool_names(plain)
+
+
+async def test_a_skill_slash_command_in_a_chat_reaches_the_agent_and_an_unknown_one_gets_help(
+    bus: Bus,
+    nats_url: str,
+    fake_model: FakeOpenAI,
+    app_config: Any,
+    config_data: dict[str, Any],
+    tmp_path: Path,
+) -> None:
+    skill = tmp_path / "skills" / "public" / "data-analysis"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: data-analysis\ndescription: Analyse data files. Uses Python.\n---\n"
+        "Profile the columns first.\n"
+    )
+    config_data["skills"] = {"path": str(tmp_path / "skills")}
+    config_data["sandbox"] = {"provider": "local"}
+    config = app_config()
+    async with running_runner(nats_url, config), running_router(nats_url, config), Chat(bus) as chat:
+        fake_model.script(Reply(text="Here is the profile."))
+        await chat.say("/data-analysis sales.csv")
+        assert (await chat.final()).text == "Here is the profile."
+        assert "Profile the columns first." in system_prompt(fake_model.agent_requests[-1])
+        await chat.say("/foo bar")
+        unknown = (await chat.final()).text
+        assert "There is no command or skill called /foo" in unknown
+        assert "/data-analysis - Analyse data files" in unknown
+        await chat.say("/help")
+        assert "/data-analysis" in (await chat.final()).text
+        assert len(fake_model.agent_requests) == 1, "commands never reach the model"
