@@ -141,7 +141,7 @@ class StreamTranslator:
         if isinstance(message, AIMessageChunk):
             if message.id:
                 self._streamed_ids.add(message.id)
-            if not message.content:
+            if not message.content and not message.additional_kwargs.get("reasoning_content"):
                 return  # tool-call pieces and empty chunks: the whole calls follow once
             delta = AIMessageChunk(
                 content=message.content,
