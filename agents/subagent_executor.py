@@ -240,7 +240,11 @@ class SubagentExecutor:
             self._agents.clear()
             self._mcp_version = version
         try:
-            agent = self.agent(kind, model_name)
+            # Compiling takes a moment of CPU: in a thread, so the loop keeps every task's delivery
+            # alive (a blocked loop misses the in-progress acks of the tasks it already runs).
+            agent = self._agents.get((kind.name, model_name)) or await asyncio.to_thread(
+                self.agent, kind, model_name
+            )
         except Exception as exc:  # a model that cannot be built: the task fails, saying why
             return self._ended(task, "failed", f"{type(exc).__name__}: {exc}")
         max_turns = task.max_turns or kind.max_turns or self.config.subagents.max_turns

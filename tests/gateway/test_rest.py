@@ -111,7 +111,7 @@ async def test_skills_list_toggle_and_install(http: httpx.AsyncClient, stack_con
         files={"file": ("evil.skill", skill_archive("evil", unsafe=True), "application/zip")},
     )
     assert unsafe.status_code == 400
-    assert "unsafe path" in unsafe.json()["detail"]
+    assert "a path leaving its folder: ../../escape.txt" in unsafe.json()["detail"]
     not_zip = await http.post("/skills/install", files={"file": ("x.skill", b"not a zip", "application/zip")})
     assert not_zip.status_code == 400
 
