@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check a skill folder and pack it as an installable .skill archive.
 
-    python3 package_skill.py SKILL_DIR [--out-dir /mnt/user-data/outputs]
+    python3 package_skill.py SKILL_DIR --out-dir /mnt/user-data/outputs
     python3 package_skill.py SKILL_DIR --check          # only check, write nothing
 
 SKILL_DIR holds SKILL.md (YAML frontmatter with `name` and `description`) and any scripts,
@@ -176,9 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("folder", help="the skill's folder (holding SKILL.md)")
-    parser.add_argument("--out-dir", default="/mnt/user-data/outputs", help="where <name>.skill is written")
+    parser.add_argument("--out-dir", help="where <name>.skill is written, e.g. /mnt/user-data/outputs")
     parser.add_argument("--check", action="store_true", help="only check; write no archive")
     args = parser.parse_args(argv)
+    if not args.check and not args.out_dir:
+        parser.error("say where the archive goes: --out-dir /mnt/user-data/outputs (or --check)")
     folder = Path(args.folder)
     name, files, problems, warnings = check(folder)
     for warning in warnings:
