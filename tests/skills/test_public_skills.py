@@ -342,7 +342,7 @@ async def test_the_agent_sees_the_skill_in_its_prompt_and_reads_its_instructions
         Reply(text="I have read the skill."),
     )
     async with running_broker(nats_url, config), running_runner(nats_url, config):
-        events = await submit_and_collect(bus, ask(f"t-{name}", f"/{name} please", user_id="ana"))
+        events = await submit_and_collect(bus, ask(f"t-{name}", f"use the {name} skill", user_id="ana"))
 
     system = fake_model.agent_requests[0]["messages"][0]
     assert system["role"] == "system"
