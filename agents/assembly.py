@@ -21,6 +21,7 @@ from bus.messages import AgentDefinition, ChatTurn, MemoryDocument, MemoryUpdate
 from bus.records import RecordStore
 from config import AppConfig
 from skills import SkillsFollower, slash_command
+from skills.catalog import command_name
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class PromptAssembly:
         activated = None
         command = slash_command(last_user_text(request.input))
         if command is not None:
-            activated = next((s for s in skills if s.name.lower() == command[0]), None)
+            activated = next((s for s in skills if command_name(s.name) == command_name(command[0])), None)
         instructions = await asyncio.to_thread(activated.instructions) if activated is not None else ""
         prompt = build_system_prompt(
             agent_name=options.agent_name or "Antler",

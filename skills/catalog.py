@@ -40,8 +40,9 @@ class SkillsCatalog(BaseModel):
     skills: list[SkillEntry] = Field(default_factory=list)
 
     def get(self, name: str) -> SkillEntry | None:
-        wanted = name.lower()
-        return next((s for s in self.skills if s.name.lower() == wanted), None)
+        """The skill called `name`: any case, `_` for `-` (Telegram commands cannot hold `-`)."""
+        wanted = command_name(name)
+        return next((s for s in self.skills if command_name(s.name) == wanted), None)
 
     def enabled(self) -> list[SkillEntry]:
         return [s for s in self.skills if s.enabled]
@@ -143,8 +144,12 @@ class SkillsFollower:
         ]
 
     async def find(self, name: str) -> Skill | None:
-        """The enabled skill called `name` (any case), if there is one."""
-        return next((s for s in await self.enabled() if s.name.lower() == name.lower()), None)
+        """The enabled skill called `name` (as `SkillsCatalog.get` matches), if there is one."""
+        return next((s for s in await self.enabled() if command_name(s.name) == command_name(name)), None)
+
+
+def command_name(name: str) -> str:
+    return name.lower().replace("_", "-")
 
 
 def skills_help(catalog: SkillsCatalog | None) -> str:

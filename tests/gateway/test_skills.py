@@ -157,10 +157,14 @@ async def test_a_skill_slash_command_in_a_chat_reaches_the_agent_and_an_unknown_
         await chat.say("/data-analysis sales.csv")
         assert (await chat.final()).text == "Here is the profile."
         assert "Profile the columns first." in system_prompt(fake_model.agent_requests[-1])
+        fake_model.script(Reply(text="Profiled again."))
+        await chat.say("/data_analysis@AntlerBot more.csv")  # as Telegram's command menu sends it
+        assert (await chat.final()).text == "Profiled again."
+        assert "Profile the columns first." in system_prompt(fake_model.agent_requests[-1])
         await chat.say("/foo bar")
         unknown = (await chat.final()).text
         assert "There is no command or skill called /foo" in unknown
         assert "/data-analysis - Analyse data files" in unknown
         await chat.say("/help")
         assert "/data-analysis" in (await chat.final()).text
-        assert len(fake_model.agent_requests) == 1, "commands never reach the model"
+        assert len(fake_model.agent_requests) == 2, "commands never reach the model"
