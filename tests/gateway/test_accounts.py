@@ -60,6 +60,13 @@ async def open_url(nats_url: str, stack_config: AppConfig) -> AsyncIterator[str]
         yield base
 
 
+@pytest_asyncio.fixture
+async def gateway_url(nats_url: str, stack_config: AppConfig) -> AsyncIterator[str]:
+    """The gateway alone (tokens tok-ana and tok-bob configured): signing in needs no runner."""
+    async with running_gateway(nats_url, stack_config) as base:
+        yield base
+
+
 # ------------------------------------------------------------------ single-user mode and the first admin
 
 
@@ -74,7 +81,9 @@ async def test_the_first_admin_takes_over_single_user_mode_and_only_once(open_ur
         assert me["system_role"] == "admin"
         earlier = (await anyone.post("/api/threads", json={})).json()["thread_id"]
 
-        made = await anyone.post(f"{AUTH}/initialize", json={"email": "Boss@Example.com", "password": PASSWORD})
+        made = await anyone.post(
+            f"{AUTH}/initialize", json={"email": "Boss@Example.com", "password": PASSWORD}
+        )
         assert made.status_code == 201, made.text
         assert made.json() == {
             "id": "default",
@@ -101,10 +110,10 @@ async def test_the_first_admin_takes_over_single_user_mode_and_only_once(open_ur
 
 
 async def test_signing_in_sets_an_httponly_session_and_a_readable_csrf_cookie(
-    api_url: str, accounts: AccountStore
+    gateway_url: str, accounts: AccountStore
 ) -> None:
     await accounts.create("carol@example.com", PASSWORD, user_id="carol")
-    async with browser(api_url) as carol:
+    async with browser(gateway_url) as carol:
         assert (await carol.get(f"{AUTH}/me")).status_code == 401
         answer = await login(carol, "CAROL@example.com")
         assert answer.status_code == 200, answer.text
@@ -119,10 +128,10 @@ async def test_signing_in_sets_an_httponly_session_and_a_readable_csrf_cookie(
 
 
 async def test_a_wrong_password_is_refused_and_repeated_failures_lock_the_account(
-    api_url: str, accounts: AccountStore
+    gateway_url: str, accounts: AccountStore
 ) -> None:
     await accounts.create("dave@example.com", PASSWORD)
-    async with browser(api_url) as dave:
+    async with browser(gateway_url) as dave:
         wrong = await login(dave, "dave@example.com", "not the password")
         assert wrong.status_code == 401
         assert wrong.json()["code"] == "invalid_credentials"
@@ -137,9 +146,9 @@ async def test_a_wrong_password_is_refused_and_repeated_failures_lock_the_accoun
         assert "access_token" not in dave.cookies
 
 
-async def test_signing_out_ends_the_browser_session(api_url: str, accounts: AccountStore) -> None:
+async def test_signing_out_ends_the_browser_session(gateway_url: str, accounts: AccountStore) -> None:
     await accounts.create("erin@example.com", PASSWORD)
-    async with browser(api_url) as erin:
+    async with browser(gateway_url) as erin:
         await login(erin, "erin@example.com")
         assert (await erin.get(f"{AUTH}/me")).status_code == 200
         assert (await erin.post(f"{AUTH}/logout")).status_code == 200
@@ -164,19 +173,17 @@ async def test_a_state_changing_request_by_cookie_needs_the_csrf_token(
         assert (await script.post("/api/threads", json={})).status_code == 200, "bearer callers need none"
 
 
-async def test_sign_in_from_another_site_is_refused(api_url: str, accounts: AccountStore) -> None:
+async def test_sign_in_from_another_site_is_refused(gateway_url: str, accounts: AccountStore) -> None:
     await accounts.create("gus@example.com", PASSWORD)
-    async with browser(api_url, Origin="http://evil.example") as evil:
+    async with browser(gateway_url, Origin="http://evil.example") as evil:
         refused = await login(evil, "gus@example.com")
         assert refused.status_code == 403
         assert "access_token" not in evil.cookies
-    async with browser(api_url, Origin=api_url) as same_site:
+    async with browser(gateway_url, Origin=gateway_url) as same_site:
         assert (await login(same_site, "gus@example.com")).status_code == 200
 
 
-async def test_an_expired_or_forged_cookie_is_not_a_session(
-    api_url: str, accounts: AccountStore
-) -> None:
+async def test_an_expired_or_forged_cookie_is_not_a_session(gateway_url: str, accounts: AccountStore) -> None:
     account = await accounts.create("hal@example.com", PASSWORD)
     secret = await accounts.session_secret()
 
@@ -188,7 +195,7 @@ async def test_an_expired_or_forged_cookie_is_not_a_session(
     fresh = URLSafeTimedSerializer(secret, salt="antler-session").dumps(payload)
     expired = URLSafeTimedSerializer(secret, salt="antler-session", signer=EightDaysAgo).dumps(payload)
     forged = URLSafeTimedSerializer("not the secret", salt="antler-session").dumps(payload)
-    async with browser(api_url) as hal:
+    async with browser(gateway_url) as hal:
         hal.cookies.set("access_token", fresh)
         assert (await hal.get(f"{AUTH}/me")).json()["email"] == "hal@example.com", "the control"
         for cookie in (expired, forged):
@@ -197,9 +204,9 @@ async def test_an_expired_or_forged_cookie_is_not_a_session(
             assert (await hal.get("/api/models")).status_code == 401
 
 
-async def test_changing_the_password_ends_other_sessions(api_url: str, accounts: AccountStore) -> None:
+async def test_changing_the_password_ends_other_sessions(gateway_url: str, accounts: AccountStore) -> None:
     await accounts.create("ida@example.com", PASSWORD)
-    async with browser(api_url) as laptop, browser(api_url) as phone:
+    async with browser(gateway_url) as laptop, browser(gateway_url) as phone:
         await login(laptop, "ida@example.com")
         await login(phone, "ida@example.com")
         body = {"current_password": "wrong one", "new_password": "a new passphrase"}
