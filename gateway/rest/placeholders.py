@@ -2,7 +2,7 @@
 
 DeerFlow's web UI asks about scheduled tasks, IM channel connections, the
 Lark integration, MCP background tasks, goal mode, feedback, branches,
-context compaction, input polish and browser control. Reads answer with an
+context compaction, regenerate and edit, input polish and browser control. Reads answer with an
 empty list or a disabled flag, so the UI shows its empty state; actions answer
 501 saying the feature is not part of Antler (input polish answers with the
 text unchanged, which is what "off" means for it). Chat platforms are
@@ -154,6 +154,13 @@ async def remove_feedback(gw: GW, me: Me, thread_id: str, run_id: str) -> Respon
 async def branch(gw: GW, me: Me, thread_id: str) -> None:
     await gw.own_thread(thread_id, me)
     raise not_in_antler("branching a thread")
+
+
+@router.post("/threads/{thread_id}/runs/regenerate/prepare", responses={**errors(404), **NOT_HERE})
+@router.post("/threads/{thread_id}/runs/edit-regenerate/prepare", responses={**errors(404), **NOT_HERE})
+async def regenerate(gw: GW, me: Me, thread_id: str) -> None:
+    await gw.own_thread(thread_id, me)
+    raise not_in_antler("regenerating or editing an answer")
 
 
 @router.post("/threads/{thread_id}/compact", responses={**errors(404), **NOT_HERE})
