@@ -121,7 +121,8 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(memory_router, prefix="/api", tags=["memory"], responses=refusals)
     app.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
     app.include_router(accounts_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
-    app.include_router(placeholders_router, prefix="/api", tags=["not in Antler"], responses=refusals)
+    # Compatibility answers for DeerFlow features Antler lacks: not part of Antler's documented API.
+    app.include_router(placeholders_router, prefix="/api", include_in_schema=False, responses=refusals)
 
     @app.get(
         "/health",

@@ -43,6 +43,7 @@ PUBLIC_PATHS = frozenset(
         "/docs/oauth2-redirect",
         "/openapi.json",
         f"{AUTH_PREFIX}/setup-status",
+        f"{AUTH_PREFIX}/providers",
         f"{AUTH_PREFIX}/initialize",
         f"{AUTH_PREFIX}/login/local",
         f"{AUTH_PREFIX}/register",

@@ -3,7 +3,8 @@
 What DeerFlow's web UI calls, with the shapes it reads: `setup-status`
 (`needs_setup` while no account exists), `initialize` (the first admin),
 `login/local` (a form: `username`, `password`, `remember_me`), `register`
-(when `gateway.auth.allow_registration`), `me`, `logout`, `change-password`.
+(when `gateway.auth.allow_registration`), `me`, `logout`, `change-password`,
+and `providers` (no single sign-on: always empty).
 Signing in sets two cookies: `access_token` (the session: HttpOnly,
 SameSite=Lax) and `csrf_token` (readable by the page, SameSite=Strict), whose
 value state-changing requests send back as `X-CSRF-Token`. Refusals carry

@@ -76,6 +76,7 @@ async def test_the_first_admin_takes_over_single_user_mode_and_only_once(open_ur
             "needs_setup": True,
             "registration_enabled": False,
         }
+        assert (await anyone.get(f"{AUTH}/providers")).json() == {"providers": []}
         me = (await anyone.get(f"{AUTH}/me")).json()
         assert me["id"] == "default"
         assert me["system_role"] == "admin"
@@ -103,6 +104,7 @@ async def test_the_first_admin_takes_over_single_user_mode_and_only_once(open_ur
 
     async with browser(open_url) as stranger:
         assert (await stranger.get(f"{AUTH}/me")).status_code == 401, "sign-in is needed from now on"
+        assert (await stranger.get(f"{AUTH}/providers")).status_code == 200, "the sign-in page asks"
         assert (await stranger.post("/api/threads/search", json={})).status_code == 401
 
 

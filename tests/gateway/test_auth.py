@@ -68,7 +68,8 @@ async def test_every_route_but_health_and_docs_refuses_a_caller_without_a_token(
             assert response.json() == {"detail": REFUSED}
             assert response.headers["www-authenticate"] == "Bearer"
     sign_in = {
-        f"/api/v1/auth/{name}" for name in ("setup-status", "initialize", "login/local", "register", "logout")
+        f"/api/v1/auth/{name}"
+        for name in ("setup-status", "providers", "initialize", "login/local", "register", "logout")
     }
     assert answered == {"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", *sign_in}
     assert answered == PUBLIC_PATHS
