@@ -201,6 +201,16 @@ async def setup_status(gw: GW) -> SetupStatus:
     )
 
 
+class Providers(BaseModel):
+    providers: list[dict[str, str]]
+
+
+@router.get("/providers", response_model=Providers)
+async def providers() -> Providers:
+    """Single sign-on providers for the sign-in page: none (Antler signs in with passwords)."""
+    return Providers(providers=[])
+
+
 @router.post("/initialize", status_code=201, response_model=UserAnswer, responses=_errors(403, 409, 422))
 async def initialize(gw: GW, request: Request, response: Response, body: NewAccount) -> Response | UserAnswer:
     """The first admin account, while no account exists; it is signed in at once. In single-user
