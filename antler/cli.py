@@ -19,6 +19,7 @@ Antler: an AI super agent whose components talk over NATS/JetStream.
   antler send "hello"             chat with the agent from this terminal
   antler tail 'runs.ev.>'         watch run events go by
   antler dlq list                 see messages that could not be processed
+  antler user add me@x.org --admin  an account for DeerFlow's web UI
 """
 
 
@@ -130,6 +131,40 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--all", action="store_true", help="replay every dead letter")
     q.add_argument("--keep", action="store_true", help="keep them in the DLQ after replaying")
     add_common(q)
+
+    p = sub.add_parser(
+        "user",
+        help="add, list, change or remove the accounts people sign in with",
+        description="Accounts for signing in to the gateway (DeerFlow's web UI), kept on the bus. An "
+        "account's user id is whose threads and files it reaches, as with gateway.tokens.",
+    )
+    user_sub = p.add_subparsers(dest="user_command", metavar="ACTION", required=True)
+    q = user_sub.add_parser("add", help="add an account", description="Add an account; asks its password.")
+    q.add_argument("email", help="the e-mail address it signs in with")
+    q.add_argument("--admin", action="store_true", help="may change MCP servers and other settings")
+    q.add_argument(
+        "--user-id",
+        help="whose threads it reaches (default: a new id); name a gateway.tokens user id to share theirs",
+    )
+    q.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    add_common(q)
+    q = user_sub.add_parser("list", help="list accounts", description="List accounts.")
+    add_common(q)
+    q = user_sub.add_parser(
+        "passwd",
+        help="set an account's password",
+        description="Set a new password; the account's sessions end.",
+    )
+    q.add_argument("email")
+    q.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    add_common(q)
+    q = user_sub.add_parser(
+        "remove",
+        help="remove an account",
+        description="Remove an account (its sessions end); its user's threads and files are kept.",
+    )
+    q.add_argument("email")
+    add_common(q)
     return parser
 
 
@@ -150,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from antler.tail import tail as command
         elif args.command == "bench":
             from antler.bench import bench as command
+        elif args.command == "user":
+            from antler.user import user as command
         else:
             from antler.dlq import dlq as command
         return run_main(command(args))

@@ -8,6 +8,7 @@ cfg.get_model().api_key      # `$OPENAI_API_KEY` resolves here, or raises Missin
 from config._env import Section, UnresolvedEnv, resolve_value
 from config.app import (
     AppConfig,
+    AuthConfig,
     BusConfig,
     ChannelConfig,
     ChannelsConfig,
@@ -59,6 +60,7 @@ __all__ = [
     "CONFIG_ENV",
     "EXTENSIONS_ENV",
     "AppConfig",
+    "AuthConfig",
     "BusConfig",
     "ChannelConfig",
     "ChannelsConfig",

@@ -295,6 +295,37 @@ class GatewayToken(Section):
     )
 
 
+class AuthConfig(Section):
+    """Accounts with sign-in for browsers (DeerFlow's web UI); bearer tokens work beside them."""
+
+    allow_registration: bool = Field(
+        False, description="Visitors may create their own (non-admin) account from the sign-in page."
+    )
+    allow_initialize: bool = Field(
+        True,
+        description="While no account exists, the web UI's setup page may create the first admin; "
+        "false = accounts only from `antler user add`.",
+    )
+    session_days: float = Field(7.0, gt=0, description="How long a sign-in lasts.")
+    session_secret: str | None = Field(
+        None,
+        description="Key signing session cookies (e.g. $ANTLER_SESSION_SECRET); unset = one made once "
+        "and kept on the bus, shared by every gateway.",
+    )
+    max_login_failures: int = Field(
+        5, ge=1, description="Failed sign-ins (per account, and per client address) before a lockout."
+    )
+    lockout_minutes: float = Field(5.0, gt=0, description="How long a lockout lasts after the last failure.")
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Addresses or networks of your reverse proxies; only from them is X-Forwarded-For "
+        "believed (for the per-address lockout) and X-Forwarded-Proto (for Secure cookies).",
+    )
+    secure_cookies: bool | None = Field(
+        None, description="Mark cookies Secure; null = when the request came over HTTPS."
+    )
+
+
 class GatewayConfig(Section):
     enabled: bool = True
     host: str = "127.0.0.1"
@@ -305,6 +336,7 @@ class GatewayConfig(Section):
     cors_origins: list[str] = Field(default_factory=list)
     docs_enabled: bool = True
     max_upload_mb: int = Field(50, gt=0)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
 
 
 class AppConfig(Section):

@@ -20,10 +20,12 @@ from gateway.auth import RequireToken
 from gateway.deps import Gateway
 from gateway.langgraph_api import router as langgraph_router
 from gateway.limits import MB, BodyLimit, BodyLimitMiddleware
+from gateway.rest.accounts import router as accounts_router
 from gateway.rest.agents import router as agents_router
 from gateway.rest.conversation import router as conversation_router
 from gateway.rest.files import router as files_router
 from gateway.rest.memory import router as memory_router
+from gateway.rest.placeholders import router as placeholders_router
 from gateway.rest.settings import MAX_SKILL_ARCHIVE, mcp_status
 from gateway.rest.settings import router as settings_router
 from gateway.schemas import errors
@@ -120,6 +122,9 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(memory_router, prefix="/api", tags=["memory"], responses=refusals)
     app.include_router(agents_router, prefix="/api", tags=["custom agents"], responses=refusals)
     app.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
+    app.include_router(accounts_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
+    # Compatibility answers for DeerFlow features Antler lacks: not part of Antler's documented API.
+    app.include_router(placeholders_router, prefix="/api", include_in_schema=False, responses=refusals)
 
     @app.get(
         "/health",

@@ -12,7 +12,8 @@ from bus.messages import Reply, RunRecord, ThreadCreateReply, ThreadCreateReques
 from bus.records import RecordStore
 from bus.service import call
 from config import AppConfig
-from gateway.auth import Auth
+from gateway.accounts import AccountStore, LoginLockout, Sessions
+from gateway.auth import UNAUTHORIZED, Auth, Caller
 from gateway.ids import is_valid_id
 from gateway.thread_view import ThreadView
 
@@ -42,14 +43,20 @@ class Gateway:
     threads: RecordStore[ThreadRecord]
     runs: RecordStore[RunRecord]
     view: ThreadView
+    lockout: LoginLockout | None = None
 
     @classmethod
     async def open(cls, bus: Bus, config: AppConfig) -> Gateway:
         s = bus.subjects
+        settings = config.gateway.auth
+        accounts = await AccountStore.open(bus)
+        secret = settings.resolved("session_secret") or await accounts.session_secret()
+        sessions = Sessions(secret, settings.session_days * 86_400)
         return cls(
             bus=bus,
             config=config,
-            auth=Auth(config.gateway),
+            auth=Auth(config.gateway, accounts, sessions),
+            lockout=await LoginLockout.open(bus, settings.max_login_failures, settings.lockout_minutes * 60),
             threads=RecordStore(await bus.kv(s.threads_bucket), ThreadRecord),
             runs=RecordStore(await bus.kv(s.runs_bucket), RunRecord),
             view=ThreadView(bus.js, await bus.kv(s.threads_bucket)),
@@ -111,5 +118,14 @@ def user(request: Request) -> str:
     return found if isinstance(found, str) else gateway(request).auth.user_for(request.headers)
 
 
+def caller(request: Request) -> Caller:
+    """The caller as `RequireToken` found them (in single-user mode, the one user)."""
+    found = getattr(request.state, "caller", None)
+    if not isinstance(found, Caller):
+        raise HTTPException(401, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
+    return found
+
+
 GW = Annotated[Gateway, Depends(gateway)]
 Me = Annotated[str, Depends(user)]
+CallerOf = Annotated[Caller, Depends(caller)]

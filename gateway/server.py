@@ -38,11 +38,13 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def bind_host(config: AppConfig) -> str:
+def bind_host(config: AppConfig, has_accounts: bool = False) -> str:
+    """The configured host, or loopback in single-user mode (no tokens, no accounts: no sign-in)."""
     host = config.gateway.host
-    if not config.gateway.tokens and not _loopback(host):
+    if not config.gateway.tokens and not has_accounts and not _loopback(host):
         log.warning(
-            "gateway: no tokens configured (gateway.tokens), so it listens on 127.0.0.1 only instead of %s",
+            "gateway: no tokens (gateway.tokens) and no accounts (antler user add), so it listens on "
+            "127.0.0.1 only instead of %s",
             host,
         )
         return "127.0.0.1"
@@ -56,7 +58,8 @@ async def run(bus: Bus, config: AppConfig) -> None:
         await publish_extensions(gw, await asyncio.to_thread(read_raw_extensions, extensions_path()))
     await publish_skills(gw)  # the skills on this disk, switched as its extensions_config.json says
     app = create_app(gw)
-    host = bind_host(config)
+    open_mode = await gw.auth.is_open()
+    host = bind_host(config, has_accounts=await gw.auth.has_accounts())
     sock = socket.create_server((host, config.gateway.port), reuse_port=False)
     port = sock.getsockname()[1]
     server = _Server(
@@ -64,8 +67,8 @@ async def run(bus: Bus, config: AppConfig) -> None:
             app, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=5
         )
     )
-    if not config.gateway.tokens:
-        log.info("gateway: no tokens configured; every caller is user 'default' (loopback only)")
+    if open_mode:
+        log.info("gateway: no tokens and no accounts; every caller is user 'default' (loopback only)")
     url = f"http://{host}:{port}"
     log.info("gateway listening on %s (API at %s/api, docs at %s/docs)", url, url, url)
     url_file = Path(config.bus.data_dir) / "gateway.url"

@@ -1,19 +1,21 @@
-"""Follow-up suggestions, a thread's messages and its token usage."""
+"""Follow-up suggestions, a thread's messages (all, or paged by thread-wide sequence) and its token usage."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
 from bus.messages import (
+    ThreadHistoryReply,
+    ThreadHistoryRequest,
     ThreadStateReply,
     ThreadStateRequest,
     ThreadSuggestionsReply,
     ThreadSuggestionsRequest,
 )
-from gateway.deps import GW, Me
+from gateway.deps import GW, Gateway, Me
 from gateway.schemas import errors
 
 router = APIRouter()
@@ -76,6 +78,77 @@ async def thread_messages(gw: GW, me: Me, thread_id: str) -> dict[str, Any]:
     reply = await gw.ask("state", ThreadStateRequest(thread_id=thread_id, user_id=me), ThreadStateReply)
     messages = reply.state.values.get("messages", []) if reply.state else []
     return {"data": messages, "has_more": False}
+
+
+# Runs told apart in a page: the newest this many (older messages have run_id "").
+MAX_RUNS_ATTRIBUTED = 100
+
+
+class MessageRow(BaseModel):
+    run_id: str = Field(description="The run that added the message; empty when too old to tell.")
+    seq: int = Field(ge=1, description="Its place in the thread: 1 is the first message.")
+    content: dict[str, Any]
+    metadata: dict[str, Any]
+    created_at: str | None
+
+
+class MessagesPage(BaseModel):
+    data: list[MessageRow]
+    has_more: bool
+    next_before_seq: int | None
+
+
+async def run_starts(gw: Gateway, thread_id: str, user_id: str) -> list[tuple[int, str, str | None]]:
+    """Where each run's messages begin: (messages before it, run id, when), oldest first.
+
+    Every run that brought input has an `input` checkpoint (LangGraph's, tagged with our run id)
+    whose messages are the ones before it."""
+    request = ThreadHistoryRequest(
+        thread_id=thread_id, user_id=user_id, limit=MAX_RUNS_ATTRIBUTED, metadata={"source": "input"}
+    )
+    reply = await gw.ask("history", request, ThreadHistoryReply)
+    starts = [
+        (len(state.values.get("messages") or []), str(state.metadata.get("run_id") or ""), state.created_at)
+        for state in reply.states
+    ]
+    return sorted(starts, key=lambda start: start[0])
+
+
+@router.get("/threads/{thread_id}/messages/page", response_model=MessagesPage, responses=errors(404))
+async def thread_messages_page(
+    gw: GW,
+    me: Me,
+    request: Request,
+    thread_id: str,
+    limit: int = Query(50, ge=1, le=200),
+    before_seq: int | None = Query(None, ge=1, description="Only messages before this one."),
+) -> MessagesPage:
+    """The thread's messages, newest page first, numbered through the whole thread (`seq`); the next
+    page is `before_seq=next_before_seq`. `after_seq` is refused: pages only go backwards."""
+    if "after_seq" in request.query_params:
+        raise HTTPException(422, "after_seq is not supported: this endpoint pages backwards (before_seq)")
+    record = await gw.own_thread(thread_id, me)
+    reply = await gw.ask("state", ThreadStateRequest(thread_id=thread_id, user_id=me), ThreadStateReply)
+    messages: list[Any] = (reply.state.values.get("messages") or []) if reply.state else []
+    end = len(messages) if before_seq is None else min(before_seq - 1, len(messages))
+    start = max(0, end - limit)
+    starts = await run_starts(gw, thread_id, me) if end > start else []
+    rows = []
+    for index in range(start, end):
+        owner = next((s for s in reversed(starts) if s[0] <= index), None)
+        rows.append(
+            MessageRow(
+                run_id=owner[1] if owner else "",
+                seq=index + 1,
+                content=messages[index]
+                if isinstance(messages[index], dict)
+                else {"content": messages[index]},
+                metadata={"caller": "lead_agent"},
+                created_at=(owner[2] if owner else None) or record.created_at.isoformat(),
+            )
+        )
+    has_more = start > 0
+    return MessagesPage(data=rows, has_more=has_more, next_before_seq=start + 1 if has_more else None)
 
 
 @router.get("/threads/{thread_id}/token-usage", responses=errors(404))

@@ -34,7 +34,7 @@ async def http(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-REFUSED = "missing or unknown token: send Authorization: Bearer <token>"
+REFUSED = "missing or unknown token: send Authorization: Bearer <token>, or sign in"
 
 
 def every_request(app: FastAPI) -> list[tuple[str, str]]:
@@ -67,7 +67,11 @@ async def test_every_route_but_health_and_docs_refuses_a_caller_without_a_token(
                 continue
             assert response.json() == {"detail": REFUSED}
             assert response.headers["www-authenticate"] == "Bearer"
-    assert answered == {"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json"}
+    sign_in = {
+        f"/api/v1/auth/{name}"
+        for name in ("setup-status", "providers", "initialize", "login/local", "register", "logout")
+    }
+    assert answered == {"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", *sign_in}
     assert answered == PUBLIC_PATHS
 
 

@@ -241,3 +241,30 @@ async def test_what_deerflows_ui_asks_before_a_new_chat(http: httpx.AsyncClient,
         assert theirs.status_code == 404, "another user's thread is not found, nor taken over"
     assert (await http.get("/features")).json()["agents_api"] == {"enabled": True}
     assert (await http.get("/suggestions/config")).json() == {"enabled": True, "max_suggestions": 10}
+
+
+async def test_thread_messages_come_in_pages_numbered_through_the_thread(http: httpx.AsyncClient) -> None:
+    """DeerFlow's UI loads a thread's history newest page first and pages back by `before_seq`."""
+    thread = (await http.post("/threads", json={})).json()["thread_id"]
+    runs = []
+    for text in ("first question", "second question"):
+        body = {"input": {"messages": [{"role": "user", "content": text}]}}
+        waited = await http.post(f"/threads/{thread}/runs/wait", json=body)
+        runs.append(waited.headers["location"].split("/")[-2])
+
+    newest = (await http.get(f"/threads/{thread}/messages/page", params={"limit": 3})).json()
+    assert [row["seq"] for row in newest["data"]] == [2, 3, 4]
+    assert [row["content"]["type"] for row in newest["data"]] == ["ai", "human", "ai"]
+    assert newest["data"][1]["content"]["content"] == "second question"
+    assert [row["run_id"] for row in newest["data"]] == [runs[0], runs[1], runs[1]]
+    assert all(row["metadata"]["caller"] == "lead_agent" and row["created_at"] for row in newest["data"])
+    assert (newest["has_more"], newest["next_before_seq"]) == (True, 2)
+
+    older = (await http.get(f"/threads/{thread}/messages/page", params={"before_seq": 2})).json()
+    assert [(row["seq"], row["run_id"]) for row in older["data"]] == [(1, runs[0])]
+    assert older["data"][0]["content"]["content"] == "first question"
+    assert (older["has_more"], older["next_before_seq"]) == (False, None)
+
+    forwards = await http.get(f"/threads/{thread}/messages/page", params={"after_seq": 1})
+    assert forwards.status_code == 422
+    assert "after_seq" in forwards.json()["detail"]
