@@ -168,7 +168,9 @@ async def test_a_retried_message_gets_one_answer_and_groups_need_a_mention(
     answered = [p["chat_id"] for m, p in telegram.calls if m == "sendMessage"]
     assert answered == [42, -100, 42]
     asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
-    assert asked == ["hello", "@antler_bot help me", "last one"], "the retry and the chatter ran nothing"
+    assert asked == ["hello", "help me", "last one"], (
+        "the retry and the chatter ran nothing; @antler_bot is not part of the question"
+    )
 
 
 async def test_a_document_sent_to_the_bot_reaches_the_agent_as_an_upload(
