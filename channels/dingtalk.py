@@ -64,7 +64,7 @@ FINISHED, FAILED = "3", "5"  # AI card flow states
 LIMIT = 5_000  # characters of Markdown per message
 MAX_PARAM_BYTES = 15_000  # the robot API's limit for a message's msgParam (the webhook's is larger)
 SEND_TOO_FAST = {130101, 130102}  # session webhook errcodes asking to slow down
-TOO_FAST_WAIT = 5.0  # they say no more than that
+TOO_FAST_WAIT = 2.0  # DingTalk says no more than "too fast"
 
 
 class DingTalkError(RuntimeError):

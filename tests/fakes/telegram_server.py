@@ -119,6 +119,11 @@ class FakeTelegram(LocalServer):
         self.rate_limits[method] = times
         self.retry_after = retry_after
 
+    def push(self, update: dict[str, Any]) -> None:
+        """Deliver an update built with `make_update` (and changed as a test needs)."""
+        self.updates.append(update)
+        self._new_update.set()
+
     def resend(self, update: dict[str, Any]) -> None:
         """The same user message delivered again in a new update (a retry the adapter must absorb)."""
         self.updates.append({**update, "update_id": next(self._update_ids)})
