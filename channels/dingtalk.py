@@ -11,17 +11,27 @@ adapter needs to answer (session webhook, conversation type, sender, robot
 code) travels in the message's metadata and comes back with every reply, so
 a restarted adapter can still answer.
 
-Replies: with `card_template_id` set, an AI card is created on the first
-partial answer (`/v1.0/card/instances/createAndDeliver`), streamed into
-(`PUT /v1.0/card/streaming`) and finished with the final text; without one,
-or if the card cannot be created, the final answer is posted to the session
-webhook as Markdown (through the robot API once the webhook has expired).
-Presented files are uploaded (`/media/upload`) and sent with the robot API.
+A frame that is not a JSON object is skipped (the connection stays up); a
+robot message that cannot be read is acknowledged (so DingTalk does not send
+it again) and dead-lettered with the reason; a message the bus could not take
+is answered 500, and DingTalk delivers it again.
+
+Replies go through the shared reply stream (`channels.reply_stream`): with
+`card_template_id` set, an AI card is created on the first partial answer
+(`/v1.0/card/instances/createAndDeliver`), streamed into (`PUT
+/v1.0/card/streaming`) and finished with the final text; without one, or if
+the card cannot be created, the final answer is posted to the session webhook
+as Markdown (through the robot API once the webhook has expired or refuses
+it), in pieces that fit the robot's limit. The session webhook answers
+failures as HTTP 200 with an `errcode`; "send too fast" (130101) and HTTP 429
+(`Retry-After`) are rate limits the reply waits out. Presented files are
+uploaded (`/media/upload`) and sent with the robot API.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -35,10 +45,13 @@ import websockets
 from dingtalk_stream.chatbot import ChatbotMessage
 from dingtalk_stream.frames import AckMessage, CallbackMessage, SystemMessage
 
-from bus import Bus, Delivery, Retry, run_consumers
+from bus import Bus, Retry, run_consumers
+from bus.dlq import dead_letter
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
-from channels.live import LiveReplies, reply_consumer
+from channels.live import RateLimited, Surface, reply_consumer
+from channels.reply_stream import ReplyStream
+from channels.splitting import split_text
 from config import AppConfig, DingTalkConfig
 
 log = logging.getLogger(__name__)
@@ -48,20 +61,65 @@ LEGACY_API = "https://oapi.dingtalk.com"  # media uploads still live on the old 
 BOT_TOPIC = ChatbotMessage.TOPIC
 MAX_FILE_BYTES = 20 * 1024 * 1024  # what a robot may upload as a file
 FINISHED, FAILED = "3", "5"  # AI card flow states
+LIMIT = 5_000  # characters of Markdown per message
+MAX_PARAM_BYTES = 15_000  # the robot API's limit for a message's msgParam (the webhook's is larger)
+SEND_TOO_FAST = {130101, 130102}  # session webhook errcodes asking to slow down
+TOO_FAST_WAIT = 2.0  # DingTalk says no more than "too fast"
 
 
 class DingTalkError(RuntimeError):
     pass
 
 
-class DingTalkAdapter:
+class DingTalkUnavailable(RuntimeError):
+    """DingTalk failed in a way that passes (a 5xx): the reply is tried again later."""
+
+
+class MalformedMessage(ValueError):
+    """A robot message this adapter cannot read; asking for it again would not help."""
+
+
+def _robot_message(raw: Any) -> ChatbotMessage:
+    """The robot message a callback frame carries; `MalformedMessage` if it cannot be read."""
+    try:
+        data = json.loads(raw) if isinstance(raw, str | bytes) else raw
+    except ValueError as exc:
+        raise MalformedMessage(f"its data is not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise MalformedMessage("its data is not a JSON object")
+    if not data.get("conversationId") or not data.get("msgId"):
+        raise MalformedMessage("it has no conversationId or msgId")
+    kind = data.get("msgtype")
+    if kind == "text" and not isinstance(data.get("text"), dict):
+        raise MalformedMessage("a text message without text")
+    if kind in ("picture", "richText") and not isinstance(data.get("content"), dict):
+        raise MalformedMessage(f"a {kind} message without content")
+    try:
+        return ChatbotMessage.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MalformedMessage(f"unreadable ({type(exc).__name__}: {exc})") from None
+
+
+def _param_bytes(text: str) -> int:
+    return len(json.dumps({"title": text[:20], "text": text}, ensure_ascii=False).encode())
+
+
+def _retry_after(response: httpx.Response, default: float) -> float:
+    try:
+        return max(0.0, float(response.headers.get("retry-after", default)))
+    except ValueError:
+        return default
+
+
+class DingTalkAdapter(Surface):
     def __init__(self, bus: Bus, config: DingTalkConfig) -> None:
         self.bus = bus
         self.config = config
         self.base = (config.base_url or OPEN_API).rstrip("/")
         self.legacy = (config.base_url or LEGACY_API).rstrip("/")
         self.webhooks: dict[str, tuple[str, float]] = {}  # conversation -> newest session webhook, expiry
-        self.cards = LiveReplies(bus, "dingtalk")  # run id -> the AI card streamed into
+        self.streams = bool(config.card_template_id)  # only an AI card shows an answer as it streams
+        self.replies = ReplyStream(bus, "dingtalk", self)
         self.http = httpx.AsyncClient(timeout=30)
         self._token: tuple[str, float] | None = None
 
@@ -99,41 +157,74 @@ class DingTalkAdapter:
                 try:
                     frame = json.loads(raw)
                 except ValueError:
-                    log.warning("dingtalk: unreadable frame skipped")
+                    frame = None
+                if not isinstance(frame, dict):
+                    log.warning("dingtalk: a frame that is not a JSON object skipped: %.200r", raw)
                     continue
                 ack = await self._frame(frame)
                 if ack is not None:
                     await socket.send(json.dumps(ack))
+                headers = frame.get("headers")
                 if (
                     frame.get("type") == SystemMessage.TYPE
-                    and frame.get("headers", {}).get("topic") == "disconnect"
+                    and isinstance(headers, dict)
+                    and headers.get("topic") == "disconnect"
                 ):
                     return
 
     async def _frame(self, frame: dict[str, Any]) -> dict[str, Any] | None:
-        headers = frame.get("headers") or {}
+        headers = frame.get("headers") if isinstance(frame.get("headers"), dict) else {}
         ack = AckMessage()
         ack.headers.message_id = headers.get("messageId")
         ack.headers.content_type = "application/json"
         if frame.get("type") == SystemMessage.TYPE:
             if headers.get("topic") == "ping":
-                ack.data = json.loads(frame.get("data") or "{}")
+                try:
+                    ack.data = json.loads(frame.get("data") or "{}")
+                except (TypeError, ValueError):
+                    ack.data = {}
                 return ack.to_dict()
             return None
         if frame.get("type") != CallbackMessage.TYPE or headers.get("topic") != BOT_TOPIC:
             log.info("dingtalk: skipping a %s frame on %s", frame.get("type"), headers.get("topic"))
             return ack.to_dict()
+        ack.data = {"response": "OK"}
+        raw = frame.get("data")
         try:
-            await self._inbound(ChatbotMessage.from_dict(json.loads(frame.get("data") or "{}")))
-            ack.data = {"response": "OK"}
-        except Exception:  # a message we cannot handle is logged and acked, never fatal
+            message = _robot_message(raw)
+        except MalformedMessage as exc:  # acked: sending it again would not make it readable
+            log.warning("dingtalk: malformed robot message %s: %s", headers.get("messageId"), exc)
+            await self._dead_letter(raw, str(exc), str(headers.get("messageId") or ""))
+            return ack.to_dict()
+        try:
+            await self._inbound(message)
+        except Exception:  # the bus could not take it: DingTalk delivers it again
             log.exception("dingtalk: could not handle a robot message")
             ack.code = AckMessage.STATUS_SYSTEM_EXCEPTION
+            ack.data = {"response": "retry"}
         return ack.to_dict()
 
+    async def _dead_letter(self, raw: Any, reason: str, frame_id: str) -> None:
+        data = raw.encode() if isinstance(raw, str) else json.dumps(raw).encode()
+        number = int(
+            hashlib.sha256((frame_id or data.decode(errors="replace")).encode()).hexdigest()[:12], 16
+        )
+        try:
+            await dead_letter(
+                self.bus,
+                stream="dingtalk",
+                stream_seq=number,
+                subject=self.bus.subjects.chat_in("dingtalk"),
+                data=data,
+                headers=None,
+                consumer="dingtalk-stream",
+                reason=f"malformed robot message: {reason}",
+                deliveries=1,
+            )
+        except Exception:
+            log.exception("dingtalk: could not dead-letter a malformed robot message")
+
     async def _inbound(self, message: ChatbotMessage) -> None:
-        if not message.conversation_id or not message.message_id:
-            return
         expires = (message.session_webhook_expired_time or 0) / 1000 or time.time() + 5400
         if message.session_webhook:
             self.webhooks[message.conversation_id] = (message.session_webhook, expires)
@@ -238,8 +329,11 @@ class DingTalkAdapter:
     async def _api(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
         headers = {"x-acs-dingtalk-access-token": await self._access_token()}
         response = await self.http.request(method, f"{self.base}{path}", json=body, headers=headers)
-        if response.status_code == 429 or response.status_code >= 500:
-            raise Retry(f"DingTalk answered {response.status_code} to {path}", delay=2.0)
+        refusal = response.json() if response.content and response.status_code >= 400 else {}
+        if response.status_code == 429 or "QpsLimit" in str(refusal.get("code") or ""):
+            raise RateLimited(_retry_after(response, 2.0), f"DingTalk rate limit on {path}")
+        if response.status_code >= 500:
+            raise DingTalkUnavailable(f"DingTalk answered {response.status_code} to {path}")
         if response.status_code == 401:
             self._token = None
             raise Retry(f"DingTalk refused the access token for {path}", delay=0.5)
@@ -265,132 +359,150 @@ class DingTalkAdapter:
                 "POST", "/v1.0/robot/groupMessages/send", {**body, "openConversationId": out.chat_id}
             )
 
-    # ------------------------------------------------------------------ replies
+    # ------------------------------------------------------------------ replies (a Surface)
 
-    async def on_outbound(self, out: OutboundMessage, delivery: Delivery) -> None:
-        if self.config.card_template_id and out.run_id:
-            if await self._card(out):
-                await self._files_out(out)
-                return
-        if out.kind == "partial":
-            return  # markdown replies are sent once, when final
-        await self._markdown(out, out.text or "(empty reply)")
-        await self._files_out(out)
-        if self.config.card_template_id and out.run_id:
-            await self.cards.drop(out.run_id)  # forget a card that could not be created
+    def split(self, text: str) -> list[str]:
+        return split_text(text, LIMIT, measure=_param_bytes, max_size=MAX_PARAM_BYTES)
 
-    async def _card(self, out: OutboundMessage) -> bool:
-        """Stream the answer into the run's AI card; False when there is no card to use."""
-        assert out.run_id is not None
-        key = self.config.card_content_key
-        live = await self.cards.get(out.run_id)
-        if live is not None and live.get("failed"):
-            return False  # this run's card could not be created: Markdown instead
-        track = live["track"] if live is not None else ""
-        if not track:
-            track = f"antler-{out.run_id}"
-            context = out.metadata
-            group = context.get("conversation_type") != "1"
-            robot = context.get("robot_code") or self.config.resolved("client_id")
-            body: dict[str, Any] = {
-                "cardTemplateId": self.config.card_template_id,
-                "outTrackId": track,
-                "callbackType": "STREAM",
-                "cardData": {"cardParamMap": {key: "", "flowStatus": "1"}},
-                "imGroupOpenSpaceModel": {"supportForward": True},
-                "imRobotOpenSpaceModel": {"supportForward": True},
-            }
-            if group:
-                body["openSpaceId"] = f"dtv1.card//IM_GROUP.{out.chat_id}"
-                body["imGroupOpenDeliverModel"] = {"robotCode": robot}
-            else:
-                body["openSpaceId"] = f"dtv1.card//IM_ROBOT.{context.get('sender_staff_id')}"
-                body["imRobotOpenDeliverModel"] = {"spaceType": "IM_ROBOT"}
-            try:
-                await self._api("POST", "/v1.0/card/instances/createAndDeliver", body)
-            except DingTalkError as exc:
-                log.warning("dingtalk: no AI card for run %s (%s); answering in Markdown", out.run_id, exc)
-                await self.cards.put(out.run_id, failed=True)
-                return False
-            await self.cards.put(out.run_id, track=track)
-        final = out.kind != "partial"
-        failed = out.kind == "error"
-        text = out.text or ("" if not final else "(empty reply)")
+    async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
+        """An AI card showing `text` (card mode), else the text as Markdown; a partial answer whose
+        card cannot be created shows nothing (its final answer comes as Markdown)."""
+        if self.config.card_template_id and out.run_id:
+            track = await self._create_card(out)
+            if track is not None:
+                await self._stream_card(track, text, final=False, failed=False)
+                return {"card": track}
+            if out.kind == "partial":
+                return {"pending": True}
+        await self._markdown(out, text)
+        return {"sent": True}
+
+    async def edit(self, ref: dict[str, Any], text: str) -> None:
+        if ref.get("card"):
+            await self._stream_card(ref["card"], text, final=False, failed=False)
+
+    async def finish(self, ref: dict[str, Any], text: str, out: OutboundMessage, shown: str) -> None:
+        if ref.get("card"):
+            failed = out.kind == "error"
+            await self._stream_card(ref["card"], text, final=True, failed=failed)
+            key = self.config.card_content_key
+            await self._api(
+                "PUT",
+                "/v1.0/card/instances",
+                {
+                    "outTrackId": ref["card"],
+                    "cardData": {"cardParamMap": {key: text, "flowStatus": FAILED if failed else FINISHED}},
+                },
+            )
+        elif ref.get("pending"):
+            await self._markdown(out, text)
+
+    async def post_more(self, out: OutboundMessage, text: str) -> None:
+        await self._markdown(out, text)
+
+    async def send_file(self, out: OutboundMessage, file: FileRef) -> None:
+        await self._file_out(out, file)
+
+    async def _create_card(self, out: OutboundMessage) -> str | None:
+        """A new AI card for the run, or None when DingTalk refuses one (Markdown instead)."""
+        track = f"antler-{out.run_id}"
+        context = out.metadata
+        group = context.get("conversation_type") != "1"
+        robot = context.get("robot_code") or self.config.resolved("client_id")
+        body: dict[str, Any] = {
+            "cardTemplateId": self.config.card_template_id,
+            "outTrackId": track,
+            "callbackType": "STREAM",
+            "cardData": {"cardParamMap": {self.config.card_content_key: "", "flowStatus": "1"}},
+            "imGroupOpenSpaceModel": {"supportForward": True},
+            "imRobotOpenSpaceModel": {"supportForward": True},
+        }
+        if group:
+            body["openSpaceId"] = f"dtv1.card//IM_GROUP.{out.chat_id}"
+            body["imGroupOpenDeliverModel"] = {"robotCode": robot}
+        else:
+            body["openSpaceId"] = f"dtv1.card//IM_ROBOT.{context.get('sender_staff_id')}"
+            body["imRobotOpenDeliverModel"] = {"spaceType": "IM_ROBOT"}
+        try:
+            await self._api("POST", "/v1.0/card/instances/createAndDeliver", body)
+        except DingTalkError as exc:
+            log.warning("dingtalk: no AI card for run %s (%s); answering in Markdown", out.run_id, exc)
+            return None
+        return track
+
+    async def _stream_card(self, track: str, text: str, *, final: bool, failed: bool) -> None:
         await self._api(
             "PUT",
             "/v1.0/card/streaming",
             {
                 "outTrackId": track,
                 "guid": str(uuid.uuid4()),
-                "key": key,
+                "key": self.config.card_content_key,
                 "content": text,
                 "isFull": True,
                 "isFinalize": final,
                 "isError": failed,
             },
         )
-        if final:
-            status = FAILED if failed else FINISHED
-            await self._api(
-                "PUT",
-                "/v1.0/card/instances",
-                {"outTrackId": track, "cardData": {"cardParamMap": {key: text, "flowStatus": status}}},
-            )
-            await self.cards.drop(out.run_id)
-        return True
 
     async def _markdown(self, out: OutboundMessage, text: str) -> None:
+        """`text` as Markdown into the conversation: through its session webhook while that lasts and
+        takes it, else through the robot API."""
         title = text.strip().splitlines()[0][:20] if text.strip() else "Reply"
         webhook, expires = self.webhooks.get(out.chat_id) or (
             out.metadata.get("session_webhook"),
             float(out.metadata.get("session_webhook_expires") or 0),
         )
-        if not webhook or expires < time.time() + 30:
-            await self._robot_send(out, "sampleMarkdown", {"title": title, "text": text})
-            return
-        response = await self.http.post(
-            webhook, json={"msgtype": "markdown", "markdown": {"title": title, "text": text}}
-        )
-        if response.status_code == 429 or response.status_code >= 500:
-            raise Retry(f"DingTalk answered {response.status_code}", delay=2.0)
-        if response.status_code >= 400:
-            log.warning("dingtalk: reply refused (%d): %s", response.status_code, response.text[:200])
-
-    async def _files_out(self, out: OutboundMessage) -> None:
-        if out.kind == "partial":
-            return
-        for file in out.files:
-            if not file.object_name:
-                continue
-            try:
-                data = (await (await self.bus.files()).get(file.object_name)).data or b""
-            except Exception as exc:
-                log.warning("dingtalk: file %s is not in the object store: %s", file.object_name, exc)
-                continue
-            if len(data) > MAX_FILE_BYTES:
-                await self._markdown(out, f"({file.name} is too large to send here.)")
-                continue
-            token = await self._access_token()
+        if webhook and expires > time.time() + 30:
             response = await self.http.post(
-                f"{self.legacy}/media/upload?access_token={quote_plus(token)}",
-                data={"type": "file"},
-                files={"media": (file.name, data, file.content_type or "application/octet-stream")},
+                webhook, json={"msgtype": "markdown", "markdown": {"title": title, "text": text}}
             )
-            body = response.json() if response.content else {}
-            if (
-                response.status_code != 200
-                or body.get("errcode") not in (0, None)
-                or not body.get("media_id")
-            ):
-                log.warning(
-                    "dingtalk: could not upload %s: %s", file.name, body.get("errmsg") or response.status_code
+            if response.status_code == 429:
+                raise RateLimited(_retry_after(response, 2.0), "DingTalk session webhook rate limit")
+            if response.status_code >= 500:
+                raise DingTalkUnavailable(f"DingTalk's session webhook answered {response.status_code}")
+            body = response.json() if response.status_code == 200 and response.content else {}
+            code = body.get("errcode", 0) if isinstance(body, dict) else 0
+            if response.status_code == 200 and code in (0, None):
+                return
+            if code in SEND_TOO_FAST:
+                raise RateLimited(
+                    _retry_after(response, TOO_FAST_WAIT), f"DingTalk says {body.get('errmsg') or code}"
                 )
-                await self._markdown(out, f"(I made {file.name}, but could not attach it.)")
-                continue
-            suffix = PurePosixPath(file.name).suffix.lstrip(".").lower() or "file"
-            await self._robot_send(
-                out, "sampleFile", {"mediaId": body["media_id"], "fileName": file.name, "fileType": suffix}
+            log.warning(
+                "dingtalk: the session webhook refused a reply (%s); sending it with the robot API",
+                f"errcode {code}: {body.get('errmsg')}" if code else response.status_code,
             )
+        await self._robot_send(out, "sampleMarkdown", {"title": title, "text": text})
+
+    async def _file_out(self, out: OutboundMessage, file: FileRef) -> None:
+        if not file.object_name:
+            return
+        try:
+            data = (await (await self.bus.files()).get(file.object_name)).data or b""
+        except Exception as exc:
+            log.warning("dingtalk: file %s is not in the object store: %s", file.object_name, exc)
+            return
+        if len(data) > MAX_FILE_BYTES:
+            await self._markdown(out, f"({file.name} is too large to send here.)")
+            return
+        token = await self._access_token()
+        response = await self.http.post(
+            f"{self.legacy}/media/upload?access_token={quote_plus(token)}",
+            data={"type": "file"},
+            files={"media": (file.name, data, file.content_type or "application/octet-stream")},
+        )
+        body = response.json() if response.content else {}
+        if response.status_code != 200 or body.get("errcode") not in (0, None) or not body.get("media_id"):
+            log.warning(
+                "dingtalk: could not upload %s: %s", file.name, body.get("errmsg") or response.status_code
+            )
+            await self._markdown(out, f"(I made {file.name}, but could not attach it.)")
+            return
+        suffix = PurePosixPath(file.name).suffix.lstrip(".").lower() or "file"
+        await self._robot_send(
+            out, "sampleFile", {"mediaId": body["media_id"], "fileName": file.name, "fileType": suffix}
+        )
 
 
 async def run(bus: Bus, config: AppConfig) -> None:
@@ -399,7 +511,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     if not settings.resolved("client_id") or not settings.resolved("client_secret"):
         raise ValueError("channels.dingtalk.client_id and client_secret must be set")
     adapter = DingTalkAdapter(bus, settings)
-    outbound = reply_consumer(bus, "dingtalk", adapter.on_outbound)
+    outbound = reply_consumer(bus, "dingtalk", adapter.replies.deliver)
     stream = asyncio.create_task(adapter.stream_forever(), name="dingtalk-stream")
     try:
         await run_consumers(outbound)

@@ -11,7 +11,9 @@ logged and acknowledged. Images and files in a message are downloaded
 Outbound: the first partial answer is sent as an interactive card
 (`config.update_multi`) replying to the user's message, patched in place
 (`PATCH /open-apis/im/v1/messages/:id`) as the answer streams and a last time
-with the final text; presented files are uploaded (`/im/v1/images`,
+with the final text if it differs (a long one continues in more cards, cut at
+paragraph or line ends; rate limits wait as `x-ogw-ratelimit-reset` says);
+presented files are uploaded (`/im/v1/images`,
 `/im/v1/files`) and sent as replies. REST calls go through lark-oapi's async
 methods with a tenant token this adapter fetches and caches itself (the SDK's
 own token fetch would block the event loop).
@@ -49,13 +51,16 @@ from bus import Bus, Retry, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from channels.feishu_ws import LongConnection
-from channels.live import RateLimited, ReplyStream, chunks, reply_consumer
+from channels.live import RateLimited, Surface, reply_consumer
+from channels.reply_stream import ReplyStream
+from channels.splitting import split_text
 from config import AppConfig, FeishuConfig
 
 log = logging.getLogger(__name__)
 
 DOMAINS = {"feishu": lark.FEISHU_DOMAIN, "lark": lark.LARK_DOMAIN}
-LIMIT = 8_000  # characters per card; a card's JSON may be 30 KB and CJK text is 3 bytes a character
+LIMIT = 8_000  # characters per card
+MAX_CARD_BYTES = 28_000  # a card's JSON may be 30 KB (CJK text is 3 bytes a character)
 MAX_FILE_BYTES = 30 * 1024 * 1024  # Feishu's limit for files a bot sends; images are 10 MB
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".ico", ".tiff", ".heic"}
 FILE_TYPES = {
@@ -135,7 +140,7 @@ def message_resources(message_type: str, content: dict[str, Any]) -> list[tuple[
     return []
 
 
-class FeishuAdapter:
+class FeishuAdapter(Surface):
     def __init__(self, bus: Bus, config: FeishuConfig) -> None:
         self.bus = bus
         self.config = config
@@ -183,7 +188,7 @@ class FeishuAdapter:
         if response.success():
             return response
         if response.code in RATE_LIMITED or (response.raw and response.raw.status_code == 429):
-            raise RateLimited(1.0, f"Feishu rate limit while {action}")
+            raise RateLimited(_reset_seconds(response.raw), f"Feishu rate limit while {action}")
         if response.code in (99991663, 99991661, 99991668):  # the token expired or was revoked
             self._token = None
             raise Retry(f"Feishu token refused while {action}", delay=0.5)
@@ -289,7 +294,9 @@ class FeishuAdapter:
     # ------------------------------------------------------------------ outbound (a Surface)
 
     def split(self, text: str) -> list[str]:
-        return chunks(text, LIMIT)
+        return split_text(
+            text, LIMIT, measure=lambda piece: len(card(piece).encode()), max_size=MAX_CARD_BYTES
+        )
 
     async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
         return {"message_id": await self._send(out, "interactive", card(text))}
@@ -360,6 +367,15 @@ class FeishuAdapter:
         request = CreateFileRequest.builder().request_body(body).build()
         uploaded = self._check("a file", await self.client.im.v1.file.acreate(request, option))
         await self._send(out, "file", json.dumps({"file_key": uploaded.data.file_key}))
+
+
+def _reset_seconds(raw: Any) -> float:
+    """When Feishu's rate limit lets us call again: its `x-ogw-ratelimit-reset` header (seconds)."""
+    headers = {str(k).lower(): v for k, v in ((raw.headers if raw is not None else None) or {}).items()}
+    try:
+        return max(0.0, float(headers.get("x-ogw-ratelimit-reset", 1.0)))
+    except (TypeError, ValueError):
+        return 1.0
 
 
 async def run(bus: Bus, config: AppConfig) -> None:

@@ -1,34 +1,30 @@
-"""What every adapter's reply side shares: its consumer, the message it is editing, and how it streams.
+"""What every adapter's reply side shares: its consumer, the message it is editing, how a platform
+shows a reply (`Surface`) and how it says "wait" (`RateLimited`).
 
 Adapters edit one message (Telegram, Slack), patch one card (Feishu) or stream
 into one AI card (DingTalk) per run. Keeping that message's id only in memory
 would make an adapter restarted mid-answer post the final text as a second
 message; keeping it in KV `<prefix>_replies` (entries expire after a day) lets
-the restarted adapter finish the message it started.
-
-`ReplyStream` is the edit-in-place algorithm, written once: a platform says
-only how to post, edit and attach (`Surface`).
+the restarted adapter finish the message it started, from the text the user
+last saw. The algorithm itself, written once, is `channels.reply_stream`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 from nats.js.errors import KeyNotFoundError
 
-from bus import Bus, Consumer, Delivery, Retry
+from bus import Bus, Consumer, Delivery
 from bus.messages import FileRef, OutboundMessage
 
 log = logging.getLogger(__name__)
 
-# How long one delivery of a final answer waits out a platform's rate limit before it is
-# handed back to the bus for later (a rate limit is never a reason to lose an answer).
-MAX_RATE_WAIT = 300.0
+_REMEMBERED = 2000  # replies whose entries an adapter keeps in memory besides KV
 
 
 def reply_consumer(
@@ -49,10 +45,13 @@ def reply_consumer(
 
 
 class LiveReplies:
+    """Each run's reply entry: `ref` (what the platform needs to change the message), `shown` (the
+    text the user sees), and, once the final answer goes out, `steps_done` and `done`."""
+
     def __init__(self, bus: Bus, channel: str) -> None:
         self.bus = bus
         self.channel = channel
-        self._known: dict[str, dict[str, Any]] = {}
+        self._known: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     def _key(self, run_id: str) -> str:
         return f"{self.channel}.{run_id}"
@@ -69,11 +68,19 @@ class LiveReplies:
         if not entry.value:
             return None
         ref = json.loads(entry.value)
-        self._known[run_id] = ref
+        if "ref" not in ref and "done" not in ref:
+            ref = {"ref": ref}  # written by an adapter before entries had fields of their own
+        self._remember(run_id, ref)
         return ref
 
-    async def put(self, run_id: str, **ref: Any) -> None:
+    def _remember(self, run_id: str, ref: dict[str, Any]) -> None:
         self._known[run_id] = ref
+        self._known.move_to_end(run_id)
+        while len(self._known) > _REMEMBERED:
+            self._known.popitem(last=False)
+
+    async def put(self, run_id: str, **ref: Any) -> None:
+        self._remember(run_id, ref)
         kv = await self.bus.kv(self.bus.subjects.replies_bucket)
         await kv.put(self._key(run_id), json.dumps(ref).encode())
 
@@ -84,11 +91,6 @@ class LiveReplies:
         await kv.purge(self._key(run_id))
 
 
-def chunks(text: str, limit: int) -> list[str]:
-    """`text` cut every `limit` characters (one piece when it fits, even when empty)."""
-    return [text[i : i + limit] for i in range(0, len(text), limit)] or [text]
-
-
 class RateLimited(Exception):
     """A platform asked to wait `delay` seconds before the next call."""
 
@@ -97,86 +99,33 @@ class RateLimited(Exception):
         super().__init__(f"{detail} (wait {self.delay:g}s)")
 
 
-class Surface(Protocol):
-    """How one platform shows a reply. Each raises `RateLimited` when the platform asks to wait."""
+class Surface:
+    """How one platform shows a reply; adapters subclass it. Calls raise `RateLimited` when the
+    platform asks to wait; any other error is a failed delivery (retried with backoff)."""
+
+    #: Whether partial answers are shown as they stream (otherwise only the final one is posted).
+    streams: bool = True
 
     def split(self, text: str) -> list[str]:
         """The text in pieces that each fit one message (at least one piece)."""
-        ...
+        raise NotImplementedError
 
     async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
         """Send a new message answering `out`; what `edit` needs to change it later (JSON-able)."""
-        ...
+        raise NotImplementedError
 
     async def edit(self, ref: dict[str, Any], text: str) -> None:
         """Replace the text of a message `post` sent (unchanged text is not an error)."""
-        ...
+        raise NotImplementedError
 
-    async def send_file(self, out: OutboundMessage, file: FileRef) -> None: ...
+    async def finish(self, ref: dict[str, Any], text: str, out: OutboundMessage, shown: str) -> None:
+        """Make the message `post` sent show the final `text` (the user sees `shown` now)."""
+        if text != shown:
+            await self.edit(ref, text)
 
+    async def post_more(self, out: OutboundMessage, text: str) -> None:
+        """A further piece of a final answer too long for one message."""
+        await self.post(out, text)
 
-class ReplyStream:
-    """Edit-in-place replies, the same on every platform.
-
-    The first partial of a run posts a message; later partials edit it; the
-    final text (any kind but partial) replaces it, its overflow follows in more
-    messages, then its files. A partial the platform rate-limits is skipped (a
-    newer one, or the final, carries its text); a final one waits as told.
-    After the final, the run's entry says so: a redelivered partial or final
-    does not post the answer twice.
-    """
-
-    def __init__(self, bus: Bus, channel: str, surface: Surface) -> None:
-        self.channel = channel
-        self.live = LiveReplies(bus, channel)
-        self.surface = surface
-
-    async def deliver(self, out: OutboundMessage, delivery: Delivery) -> None:
-        if out.kind == "partial":
-            if out.run_id:
-                await self._partial(out, out.run_id)
-            return
-        deadline = time.monotonic() + MAX_RATE_WAIT
-        while True:
-            try:
-                await self._final(out)
-                return
-            except RateLimited as exc:
-                if time.monotonic() + exc.delay > deadline:
-                    raise Retry(f"{self.channel}: {exc}", delay=exc.delay) from None
-                log.info("%s: %s; the reply waits", self.channel, exc)
-                await asyncio.sleep(exc.delay)
-
-    async def _partial(self, out: OutboundMessage, run_id: str) -> None:
-        ref = await self.live.get(run_id)
-        if ref is not None and ref.get("done"):
-            return  # the final answer is out already
-        text = self.surface.split(out.text)[0]
-        try:
-            if ref is None:
-                await self.live.put(run_id, **await self.surface.post(out, text))
-            else:
-                await self.surface.edit(ref, text)
-        except RateLimited as exc:
-            log.info("%s: partial reply of run %s skipped: %s", self.channel, run_id, exc)
-
-    async def _final(self, out: OutboundMessage) -> None:
-        """Each step once: after a rate-limit wait, a restart or a redelivery it goes on where it stopped."""
-        run_id = out.run_id
-        ref = (await self.live.get(run_id) if run_id else None) or {}
-        if ref.get("done"):
-            return  # delivered before; this is a redelivery
-        pieces = self.surface.split(out.text or "(empty reply)")
-        first = pieces[0]
-        steps: list[Callable[[], Awaitable[Any]]] = [
-            (lambda: self.surface.edit(ref, first)) if ref else (lambda: self.surface.post(out, first))
-        ]
-        steps += [lambda piece=piece: self.surface.post(out, piece) for piece in pieces[1:]]
-        steps += [lambda file=file: self.surface.send_file(out, file) for file in out.files]
-        done = int(ref.get("steps_done", 0))
-        for number, step in enumerate(steps[done:], start=done + 1):
-            await step()
-            if run_id:
-                await self.live.put(run_id, **{**ref, "steps_done": number})
-        if run_id:
-            await self.live.put(run_id, done=True)
+    async def send_file(self, out: OutboundMessage, file: FileRef) -> None:
+        raise NotImplementedError

@@ -4,10 +4,13 @@ Inbound: direct messages and `app_mention`s become InboundMessages on
 `<prefix>.chat.in.slack`; a mention can arrive both as `message` and as
 `app_mention`, and both carry the same `ts`, so the second is dropped as a
 duplicate. A conversation is the DM, or the Slack thread the message is in.
-Outbound: replies go into the message's thread: the first partial is posted,
-then updated (`chat.update`) as the answer streams, and the final text
-replaces it; presented files are uploaded (`files_upload_v2`). Model Markdown
-is rendered as Slack mrkdwn.
+Outbound: a channel mention is answered in its thread, a direct message
+plainly in the DM (in a thread only if the user wrote in one): the first
+partial is posted, then updated (`chat.update`) as the answer streams, and
+the final text replaces it (a long one continues in more messages, cut at
+paragraph or line ends); presented files are uploaded (`files_upload_v2`).
+Model Markdown is rendered as Slack mrkdwn. A 429 is waited out as its
+`Retry-After` says (`channels.reply_stream`).
 """
 
 from __future__ import annotations
@@ -21,20 +24,22 @@ import httpx
 from slack_bolt.adapter.socket_mode.websockets import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bus import Bus, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
-from channels.live import RateLimited, ReplyStream, chunks, reply_consumer
+from channels.live import RateLimited, Surface, reply_consumer
+from channels.reply_stream import ReplyStream
+from channels.splitting import split_text
 from config import AppConfig, SlackConfig
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-LIMIT = 39_000  # Slack's message text limit is 40,000 characters
+LIMIT = 4_000  # characters per message: Slack's advice "for best results" (it truncates past 40,000)
+MAX_TEXT = 40_000  # Slack's limit, counted after mrkdwn escaping
 MAX_FILE_BYTES = 50 * 1024 * 1024
 
 
@@ -54,7 +59,7 @@ def mrkdwn(text: str) -> str:
     return "".join(out)
 
 
-class SlackAdapter:
+class SlackAdapter(Surface):
     def __init__(self, bus: Bus, app: AsyncApp, config: SlackConfig) -> None:
         self.bus = bus
         self.app = app
@@ -121,13 +126,11 @@ class SlackAdapter:
     # ------------------------------------------------------------------ outbound (a Surface)
 
     def split(self, text: str) -> list[str]:
-        return chunks(text, LIMIT)
+        return split_text(text, LIMIT, measure=lambda piece: len(mrkdwn(piece)), max_size=MAX_TEXT)
 
     async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
         posted = await _patiently(
-            self.app.client.chat_postMessage(
-                channel=out.chat_id, thread_ts=out.topic_id or out.reply_to, text=mrkdwn(text)
-            )
+            self.app.client.chat_postMessage(channel=out.chat_id, thread_ts=out.topic_id, text=mrkdwn(text))
         )
         return {"channel": out.chat_id, "ts": str(posted["ts"])}
 
@@ -141,7 +144,7 @@ class SlackAdapter:
         await _patiently(
             self.app.client.files_upload_v2(
                 channel=out.chat_id,
-                thread_ts=out.topic_id or out.reply_to,
+                thread_ts=out.topic_id,
                 file=result.data or b"",
                 filename=file.name,
                 title=file.name,
@@ -150,13 +153,15 @@ class SlackAdapter:
 
 
 async def _patiently(call: Awaitable[T]) -> T:
-    """A Web API call whose rate limit (after the SDK's own retries) is `RateLimited`."""
+    """A Web API call whose rate limit is `RateLimited` (waited out by the reply stream, not the SDK)."""
     try:
         return await call
     except SlackApiError as exc:
         if exc.response.status_code != 429:
             raise
-        delay = float(exc.response.headers.get("Retry-After", 1))
+        headers = {str(k).lower(): v for k, v in (exc.response.headers or {}).items()}
+        retry_after = headers.get("retry-after", 1)
+        delay = float(retry_after[0] if isinstance(retry_after, list) else retry_after)
         raise RateLimited(delay, "Slack rate limit") from None
 
 
@@ -165,7 +170,6 @@ def build_app(config: SlackConfig) -> AsyncApp:
     if not token:
         raise ValueError("channels.slack.bot_token is not set")
     client = AsyncWebClient(token=token, base_url=config.base_url or AsyncWebClient.BASE_URL)
-    client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=2))
     return AsyncApp(client=client, signing_secret="socket-mode")
 
 

@@ -29,7 +29,9 @@ from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageH
 from bus import Bus, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
-from channels.live import RateLimited, ReplyStream, reply_consumer
+from channels.live import RateLimited, Surface, reply_consumer
+from channels.reply_stream import ReplyStream
+from channels.splitting import split_text
 from config import AppConfig, TelegramConfig
 
 log = logging.getLogger(__name__)
@@ -37,12 +39,38 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 LIMIT = 4096
+ANONYMOUS_ADMIN = 1087968824  # @GroupAnonymousBot: whom a group's anonymous admins write as
+UNREADABLE = {  # message contents the agent cannot take, with what to call them
+    "sticker": "a sticker",
+    "voice": "a voice message",
+    "video_note": "a video message",
+    "video": "a video",
+    "audio": "an audio file",
+    "animation": "a GIF",
+    "location": "a location",
+    "venue": "a place",
+    "contact": "a contact",
+    "poll": "a poll",
+    "dice": "a dice roll",
+}
+EDIT_NOTICE = (
+    "I saw your edit, but I only follow new messages: please send the corrected text as a new message."
+)
 MAX_FILE_BYTES = 20 * 1024 * 1024  # what the Bot API lets a bot download
 PHOTO_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp"}  # sent as photos (10 MB at most); the rest as documents
 
 
+_INLINE_CODE = re.compile(r"`([^`\n]+)`")
+_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
+_URL = re.compile(r"https?://[^\s<>\[\]()]+")
+_KEPT = re.compile("\x00(\\d+)\x00")
+
+
 def render_html(text: str) -> str:
-    """Model Markdown as Telegram HTML: code blocks, inline code, bold, italics, links; the rest escaped."""
+    """Model Markdown as Telegram HTML: code blocks, inline code, bold, italics, links; the rest escaped.
+
+    Code, links and bare URLs are set aside before emphasis is applied, so a `*` or `_` inside
+    them never becomes a tag (a URL stays a working URL)."""
     parts = re.split(r"(```[\s\S]*?```)", text)
     out = []
     for part in parts:
@@ -52,38 +80,46 @@ def render_html(text: str) -> str:
             code = rest if first.strip().isidentifier() and rest else body
             out.append(f"<pre>{html.escape(code.strip(chr(10)), quote=False)}</pre>")
             continue
-        escaped = html.escape(part, quote=False)
-        escaped = re.sub(r"`([^`\n]+)`", r"<code>\1</code>", escaped)
-        escaped = re.sub(r"\*\*([^*\n]+)\*\*", r"<b>\1</b>", escaped)
-        escaped = re.sub(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])", r"<i>\1</i>", escaped)
-        escaped = re.sub(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)", r'<a href="\2">\1</a>', escaped)
-        out.append(escaped)
+        out.append(_inline_html(part))
     return "".join(out)
 
 
+def _inline_html(part: str) -> str:
+    kept: list[str] = []
+
+    def keep(markup: str) -> str:
+        kept.append(markup)
+        return f"\x00{len(kept) - 1}\x00"
+
+    part = part.replace("\x00", "")
+    part = _INLINE_CODE.sub(lambda m: keep(f"<code>{html.escape(m.group(1), quote=False)}</code>"), part)
+
+    def link(match: re.Match[str]) -> str:
+        label = _emphasis(html.escape(match.group(1), quote=False))
+        return keep(f'<a href="{html.escape(match.group(2))}">{label}</a>')
+
+    part = _LINK.sub(link, part)
+    part = _URL.sub(lambda m: keep(html.escape(m.group(0), quote=False)), part)
+    escaped = _emphasis(html.escape(part, quote=False))
+    return _KEPT.sub(lambda m: kept[int(m.group(1))], escaped)
+
+
+def _emphasis(escaped: str) -> str:
+    escaped = re.sub(r"\*\*([^*\n]+)\*\*", r"<b>\1</b>", escaped)
+    return re.sub(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])", r"<i>\1</i>", escaped)
+
+
+def _utf16_length(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
 def split_message(text: str, limit: int = LIMIT) -> list[str]:
-    """Pieces of at most `limit` characters, cut at paragraph or line ends, not inside a code block."""
-    if len(text) <= limit:
-        return [text]
-    pieces: list[str] = []
-    rest = text
-    while len(rest) > limit:
-        window = rest[:limit]
-        cut = max(window.rfind("\n\n"), window.rfind("\n"))
-        fences_before = window[: cut if cut > 0 else limit].count("```")
-        if cut <= limit // 4 or fences_before % 2 == 1:
-            block_start = window.rfind("```")
-            cut = block_start if fences_before % 2 == 1 and block_start > limit // 4 else cut
-        if cut <= 0:
-            cut = limit
-        pieces.append(rest[:cut].rstrip("\n"))
-        rest = rest[cut:].lstrip("\n")
-    if rest:
-        pieces.append(rest)
-    return pieces
+    """Pieces of at most `limit` UTF-16 units (Telegram's count), cut at paragraph or line ends; a
+    code block cut in two is closed and opened again."""
+    return split_text(text, limit, measure=_utf16_length)
 
 
-class TelegramAdapter:
+class TelegramAdapter(Surface):
     def __init__(
         self, bus: Bus, app: Application[Any, Any, Any, Any, Any, Any], config: TelegramConfig
     ) -> None:
@@ -102,35 +138,79 @@ class TelegramAdapter:
 
     async def _inbound(self, update: Update) -> None:
         message = update.effective_message
-        if message is None or message.from_user is None or message.from_user.is_bot:
+        if message is None or message.from_user is None:
             return
+        author = message.from_user
+        anonymous_admin = author.id == ANONYMOUS_ADMIN and message.sender_chat is not None
+        if author.is_bot and not anonymous_admin:
+            return  # other bots (ourselves included), and posts a linked channel forwards
         bot = self.app.bot
+        username = (bot.username or "").lower()
         text = message.text or message.caption or ""
+        entities = message.parse_entities() if message.text else message.parse_caption_entities()
         mentioned = False
-        for entity in message.entities or message.caption_entities or []:
-            fragment = text[entity.offset : entity.offset + entity.length]
-            if entity.type == "mention" and fragment.lstrip("@").lower() == (bot.username or "").lower():
+        for entity, fragment in entities.items():
+            if entity.type == "mention" and fragment.lstrip("@").lower() == username:
                 mentioned = True
             if entity.type == "text_mention" and entity.user and entity.user.id == bot.id:
                 mentioned = True
+            if entity.type == "bot_command" and fragment.lower().endswith(f"@{username}"):
+                mentioned = True
+        if username:  # the bot's own name is how it was addressed, not part of the question
+            text = re.sub(rf"(?i)^(/\w+)@{re.escape(username)}\b", r"\1", text)
+            text = re.sub(rf"(?i)(?<![\w@])@{re.escape(username)}\b[,:]?", "", text)
+            text = re.sub(r"[ \t]{2,}", " ", text).strip()
         replied = message.reply_to_message
+        reply_to_bot = bool(replied and replied.from_user and replied.from_user.id == bot.id)
+        private = message.chat.type == "private"
+        if update.edited_message is not None:
+            if private or mentioned or reply_to_bot:
+                await self._notice(message, EDIT_NOTICE)
+            return
         files = await self._files_in(message)
+        if not text and not files:
+            kind = next((name for key, name in UNREADABLE.items() if getattr(message, key, None)), None)
+            if message.document is not None:
+                kind = "a file over 20 MB"
+            if kind and (private or reply_to_bot):
+                await self._notice(
+                    message,
+                    f"I can't read {kind}. Send me text, a photo or a document (up to 20 MB) instead.",
+                )
+            return  # a service message (someone joined, a pin) or nothing to answer
+        if anonymous_admin:
+            assert message.sender_chat is not None
+            user_id, user_name = f"chat{message.sender_chat.id}", f"{message.sender_chat.title} (admin)"
+        else:
+            user_id, user_name = str(author.id), author.full_name
         inbound = InboundMessage(
             channel="telegram",
             chat_id=str(message.chat.id),
-            user_id=str(message.from_user.id),
-            user_name=message.from_user.full_name,
+            user_id=user_id,
+            user_name=user_name,
             message_id=str(message.message_id),
             topic_id=str(message.message_thread_id)
             if message.chat.is_forum and message.message_thread_id
             else None,
-            chat_type="private" if message.chat.type == "private" else "group",
+            chat_type="private" if private else "group",
             mentioned=mentioned,
-            reply_to_bot=bool(replied and replied.from_user and replied.from_user.id == bot.id),
+            reply_to_bot=reply_to_bot,
             text=text,
             files=files,
         )
         await self.bus.publish(self.bus.subjects.chat_in("telegram"), inbound, msg_id=inbound.dedupe_id())
+
+    async def _notice(self, message: Message, text: str) -> None:
+        """A short answer from the adapter itself, to the message it is about."""
+        topic = {"message_thread_id": message.message_thread_id} if message.chat.is_forum else {}
+        try:
+            await _patiently(
+                self.app.bot.send_message(
+                    message.chat.id, text, reply_to_message_id=message.message_id, **topic
+                )
+            )
+        except (TelegramError, RateLimited) as exc:
+            log.warning("telegram: could not tell chat %s: %s", message.chat.id, exc)
 
     async def _files_in(self, message: Message) -> list[FileRef]:
         """A document or photo sent to the bot, staged in the object store for the router."""

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from bus import Bus, list_dead_letters
+from channels.dingtalk import MAX_PARAM_BYTES, DingTalkAdapter
 from channels.dingtalk import run as run_dingtalk
 from config import AppConfig
 from tests.channels.conftest import adapter_stack
@@ -107,6 +109,54 @@ async def test_a_file_in_a_file_out_and_an_expired_webhook(
     assert not dingtalk.replies, "an expired session webhook is not used"
     assert "/mnt/user-data/uploads/todo.txt" in fake_model.agent_requests[0]["messages"][-1]["content"]
     assert fake_model.agent_requests[1]["messages"][-1]["content"] == "- buy milk\n- call mum\n"
+
+
+async def test_send_too_fast_inside_a_200_is_waited_out_and_the_reply_arrives(
+    dingtalk: FakeDingTalk, fake_model: FakeOpenAI, stack: AppConfig, bus: Bus
+) -> None:
+    fake_model.script(Reply(text="Eventually."))
+    dingtalk.webhook_errcodes = [130101]  # HTTP 200, errcode 130101: "send too fast"
+    dingtalk.send_robot_message("hello?")
+    await dingtalk.wait(lambda: len(dingtalk.replies) == 1, timeout=30)
+    assert dingtalk.replies[0][1]["markdown"]["text"] == "Eventually."
+    assert len(dingtalk.webhook_refusals) == 1
+    assert await list_dead_letters(bus) == []
+
+
+async def test_malformed_robot_messages_are_acked_and_dead_lettered_with_a_reason(
+    dingtalk: FakeDingTalk, fake_model: FakeOpenAI, stack: AppConfig, bus: Bus
+) -> None:
+    not_json = dingtalk.send_robot_message("", raw_data="{not json")
+    no_text = dingtalk.send_robot_message(
+        "", raw_data=json.dumps({"conversationId": "cid-1", "msgId": "m-9", "msgtype": "text"})
+    )
+    dingtalk.send_robot_message("a good one")
+    await dingtalk.wait(lambda: len(dingtalk.replies) == 1)
+    codes = {a["headers"]["messageId"]: a["code"] for a in dingtalk.acks}
+    assert codes[not_json["headers"]["messageId"]] == 200, "acked: DingTalk must not send it again"
+    assert codes[no_text["headers"]["messageId"]] == 200
+    reasons = sorted(letter.reason for letter in await list_dead_letters(bus))
+    assert len(reasons) == 2
+    assert "without text" in reasons[0]
+    assert "not JSON" in reasons[1]
+    assert [r["messages"][-1]["content"] for r in fake_model.agent_requests] == ["a good one"]
+
+
+async def test_a_frame_that_is_not_a_json_object_keeps_the_connection(
+    dingtalk: FakeDingTalk, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    dingtalk.send_frame([1, 2, 3])
+    dingtalk.send_frame("42")
+    dingtalk.send_robot_message("still there?")
+    await dingtalk.wait(lambda: len(dingtalk.replies) == 1)
+    assert dingtalk.connections == 1, "the stream was not dropped"
+
+
+def test_pieces_fit_the_robot_apis_byte_limit() -> None:
+    text = "长" * 20_000  # three bytes a character
+    pieces = DingTalkAdapter.split(object.__new__(DingTalkAdapter), text)
+    assert "".join(pieces) == text
+    assert all(len(json.dumps({"text": p}, ensure_ascii=False).encode()) < MAX_PARAM_BYTES for p in pieces)
 
 
 class TestAICards:

@@ -36,14 +36,14 @@ def dm(text: str, ts: str = "1700000000.000100") -> dict[str, Any]:
     return {"type": "message", "channel": "D1", "channel_type": "im", "user": "U1", "text": text, "ts": ts}
 
 
-async def test_a_dm_is_answered_in_its_thread_streamed_by_updates(
+async def test_a_dm_is_answered_plainly_streamed_by_updates(
     slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
 ) -> None:
     fake_model.script(Reply(text="Here is **the** answer.", chunk_delay=0.1))
     envelope = slack.send_event(dm("hello bot"))
     posted = await slack.wait_for("chat.postMessage")
     assert posted[0]["channel"] == "D1"
-    assert posted[0]["thread_ts"] == "1700000000.000100"
+    assert "thread_ts" not in posted[0], "a direct message gets a plain reply, not a thread"
     for _ in range(100):
         updates = [p for m, p in slack.calls if m == "chat.update"]
         if updates and updates[-1]["text"] == "Here is *the* answer.":
@@ -52,6 +52,16 @@ async def test_a_dm_is_answered_in_its_thread_streamed_by_updates(
     assert updates[-1]["text"] == "Here is *the* answer."
     assert len([m for m, _ in slack.calls if m == "chat.postMessage"]) == 1, "one reply, updated in place"
     assert envelope["envelope_id"] in slack.acks
+
+
+async def test_a_dm_written_in_a_thread_is_answered_in_that_thread(
+    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    event = dm("and a follow-up", ts="1700000005.000600")
+    event["thread_ts"] = "1700000004.000500"
+    slack.send_event(event)
+    posted = await slack.wait_for("chat.postMessage")
+    assert posted[0]["thread_ts"] == "1700000004.000500"
 
 
 async def test_a_mention_arriving_twice_gets_one_answer_and_chatter_none(

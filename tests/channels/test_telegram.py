@@ -168,7 +168,9 @@ async def test_a_retried_message_gets_one_answer_and_groups_need_a_mention(
     answered = [p["chat_id"] for m, p in telegram.calls if m == "sendMessage"]
     assert answered == [42, -100, 42]
     asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
-    assert asked == ["hello", "@antler_bot help me", "last one"], "the retry and the chatter ran nothing"
+    assert asked == ["hello", "help me", "last one"], (
+        "the retry and the chatter ran nothing; @antler_bot is not part of the question"
+    )
 
 
 async def test_a_document_sent_to_the_bot_reaches_the_agent_as_an_upload(
@@ -188,13 +190,22 @@ async def test_a_document_sent_to_the_bot_reaches_the_agent_as_an_upload(
     assert tool_result["content"] == "Decision: ship on Friday."
 
 
-def test_markdown_is_rendered_safely_and_long_replies_split_outside_code() -> None:
+def test_markdown_is_rendered_safely_and_urls_stay_intact() -> None:
     assert render_html("a < b & **c**") == "a &lt; b &amp; <b>c</b>"
     assert render_html("```python\nx = '<tag>'\n```") == "<pre>x = '&lt;tag&gt;'</pre>"
-    text = "intro\n\n" + "```\n" + "line\n" * 900 + "```\n\nend"
-    pieces = split_message(text, 4096)
-    assert all(len(p) <= 4096 for p in pieces)
-    assert "".join(pieces).replace("\n", "") == text.replace("\n", "")
+    assert (
+        render_html("[the *docs*](https://x.io/a*b*c) or https://y.io/*p*/q, *yes*")
+        == '<a href="https://x.io/a*b*c">the <i>docs</i></a> or https://y.io/*p*/q, <i>yes</i>'
+    ), "no tags inside a link's address or a bare URL"
+
+
+def test_a_code_block_longer_than_a_message_is_closed_and_reopened() -> None:
+    text = "intro\n\n```python\n" + "x = 1  # 🦊\n" * 900 + "```\n\nend"
+    pieces = split_message(text)
+    assert len(pieces) >= 3
+    assert all(len(p.encode("utf-16-le")) // 2 <= 4096 for p in pieces), "Telegram counts UTF-16 units"
+    assert all(render_html(p).count("<pre>") == render_html(p).count("</pre>") == 1 for p in pieces[1:-1])
+    assert pieces[1].startswith("```python\n"), "the next piece opens the block again"
 
 
 async def test_an_adapter_restarted_mid_answer_finishes_the_message_it_started(
@@ -224,14 +235,64 @@ async def test_an_adapter_restarted_mid_answer_finishes_the_message_it_started(
     assert {int(e["message_id"]) for e in edits} == {sent[0]["sent_message_id"]}
 
 
-async def test_a_rate_limited_final_answer_waits_as_told_and_arrives(
+async def test_a_rate_limited_answer_waits_as_told_and_arrives(
     telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig, nats_url: str
 ) -> None:
-    fake_model.script(Reply(text="Paris."))  # one partial (sent), then the final text (an edit)
-    telegram.rate_limit("editMessageText", times=5)  # more 429s than a reply is delivered times
+    fake_model.script(Reply(text="Paris."))
+    telegram.rate_limit("sendMessage", times=6)  # more 429s than a reply is delivered times
     telegram.send_user_message("capital of France?")
-    await telegram.wait_for("editMessageText", timeout=30)
-    assert [m for m, _ in telegram.calls].count("editMessageText:429") == 5
-    assert [p["text"] for m, p in telegram.calls if m == "editMessageText"] == ["Paris."]
+    await telegram.wait_for("sendMessage", timeout=30)
+    assert [m for m, _ in telegram.calls].count("sendMessage:429") == 6
+    assert [p["text"] for m, p in telegram.calls if m in ("sendMessage", "editMessageText")] == ["Paris."]
     async with await Bus.connect(nats_url, stack.bus) as bus:
         assert await list_dead_letters(bus) == [], "a rate limit is no reason to give an answer up"
+
+
+async def test_a_sticker_gets_a_helpful_answer_and_runs_nothing(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    sticker = {"file_id": "s1", "file_unique_id": "us1", "type": "regular", "width": 512, "height": 512}
+    update = telegram.make_update("", sticker={**sticker, "is_animated": False, "is_video": False})
+    del update["message"]["text"]
+    telegram.push(update)
+    told = await telegram.wait_for("sendMessage")
+    assert "can't read a sticker" in told[0]["text"]
+    telegram.send_user_message("and now in words")
+    await telegram.wait_for("sendMessage", count=2)
+    asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+    assert asked == ["and now in words"], "the sticker was not sent to the agent as an empty prompt"
+
+
+async def test_an_anonymous_group_admin_who_mentions_the_bot_is_answered(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(text="Here is the summary."))
+    anonymous = {"id": 1087968824, "is_bot": True, "first_name": "Group", "username": "GroupAnonymousBot"}
+    text = "@antler_bot summarize the week"
+    telegram.send_user_message(
+        text,
+        chat_id=-100,
+        chat_type="supergroup",
+        entities=[{"type": "mention", "offset": 0, "length": len("@antler_bot")}],
+        sender=anonymous,
+        sender_chat={"id": -100, "type": "supergroup", "title": "Group"},
+    )
+    sent = await telegram.wait_for("sendMessage")
+    assert sent[0]["chat_id"] == -100
+    assert fake_model.agent_requests[0]["messages"][-1]["content"] == "summarize the week"
+
+
+async def test_an_edited_message_is_answered_with_how_to_send_the_change(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(text="Paris."))
+    original = telegram.send_user_message("capital of Frnace?")
+    await telegram.wait_for("sendMessage")
+    edited = telegram.make_update("capital of France?", edited=True)
+    edited["edited_message"]["message_id"] = original["message"]["message_id"]
+    telegram.resend(edited)
+    told = await telegram.wait_for("sendMessage", count=2)
+    assert "only follow new messages" in told[1]["text"]
+    replied_to = told[1].get("reply_parameters", {}).get("message_id") or told[1].get("reply_to_message_id")
+    assert replied_to == original["message"]["message_id"], "the answer is to the edited message"
+    assert len(fake_model.agent_requests) == 1, "the edit started no second run"

@@ -3,11 +3,38 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections.abc import Callable
 from typing import Any, Self
 
 import uvicorn
 from fastapi import FastAPI
+
+
+class Flood:
+    """A platform's rate limit, as they behave: once tripped, every call of that method is refused
+    until the wait it announced is over (a client that comes back early is refused again)."""
+
+    def __init__(self) -> None:
+        self._next: dict[str, float] = {}
+        self._until: dict[str, float] = {}
+
+    def arm(self, method: str, seconds: float) -> None:
+        """The next call of `method` trips the limit: it and every call for `seconds` are refused."""
+        self._next[method] = seconds
+
+    def refusal(self, method: str) -> int | None:
+        """Whole seconds this call of `method` must wait (it is refused), or None (it goes through)."""
+        now = time.monotonic()
+        until = self._until.get(method, 0.0)
+        if until > now:
+            return max(1, math.ceil(until - now))
+        if method in self._next:
+            seconds = self._next.pop(method)
+            self._until[method] = now + seconds
+            return max(1, math.ceil(seconds))
+        return None
 
 
 class LocalServer:
@@ -21,6 +48,19 @@ class LocalServer:
         self.port = 0
         self.calls: list[tuple[str, dict[str, Any]]] = []  # (API method, parameters), in order
         self._new_call = asyncio.Event()
+        self.flood = Flood()
+        self.server_errors: dict[str, int] = {}  # method -> how many more calls fail with a 5xx
+
+    def break_method(self, method: str, times: int) -> None:
+        """The next `times` calls of `method` fail as a platform's server errors do (HTTP 502)."""
+        self.server_errors[method] = times
+
+    def broken(self, method: str) -> bool:
+        """Whether this call of `method` is one of the failures `break_method` asked for (counts it)."""
+        if self.server_errors.get(method, 0) > 0:
+            self.server_errors[method] -= 1
+            return True
+        return False
 
     def record(self, method: str, params: dict[str, Any]) -> None:
         self.calls.append((method, params))

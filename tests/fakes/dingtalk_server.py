@@ -28,7 +28,9 @@ class FakeDingTalk(LocalServer):
         self.acks: list[dict[str, Any]] = []
         self.replies: list[tuple[str, dict[str, Any]]] = []
         self.connections = 0
-        self._frames: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._frames: asyncio.Queue[Any] = asyncio.Queue()
+        self.webhook_errcodes: list[int] = []  # errcodes the next webhook posts answer (HTTP 200)
+        self.webhook_refusals: list[tuple[str, dict[str, Any]]] = []
         self.app = FastAPI()
         self.app.post("/v1.0/gateway/connections/open")(self._open)
         self.app.websocket("/stream")(self._socket)
@@ -61,7 +63,9 @@ class FakeDingTalk(LocalServer):
         msgtype: str = "text",
         content: dict[str, Any] | None = None,
         webhook_expired: bool = False,
+        raw_data: str | None = None,
     ) -> dict[str, Any]:
+        """A robot message down the stream (`raw_data` replaces its data, malformed as you like)."""
         data: dict[str, Any] = {
             "conversationId": conversation,
             "conversationType": "2" if group else "1",
@@ -85,10 +89,14 @@ class FakeDingTalk(LocalServer):
             "specVersion": "1.0",
             "type": "CALLBACK",
             "headers": {"messageId": str(uuid.uuid4()), "topic": TOPIC, "contentType": "application/json"},
-            "data": json.dumps(data),
+            "data": json.dumps(data) if raw_data is None else raw_data,
         }
         self._frames.put_nowait(frame)
         return frame
+
+    def send_frame(self, frame: Any) -> None:
+        """Any JSON value as a frame (a text frame as is, if a str)."""
+        self._frames.put_nowait(frame)
 
     def ping(self) -> str:
         message_id = str(uuid.uuid4())
@@ -116,7 +124,7 @@ class FakeDingTalk(LocalServer):
 
         async def pump() -> None:
             while (frame := await self._frames.get()) is not None:
-                await websocket.send_text(json.dumps(frame))
+                await websocket.send_text(frame if isinstance(frame, str) else json.dumps(frame))
             await websocket.close()
 
         sender = asyncio.create_task(pump())
@@ -130,7 +138,18 @@ class FakeDingTalk(LocalServer):
             sender.cancel()
 
     async def _webhook(self, conversation: str, request: Request) -> Any:
-        self.replies.append((conversation, await request.json()))
+        """A session webhook: failures are HTTP 200 with an errcode, as DingTalk answers them."""
+        body = await request.json()
+        if self.webhook_errcodes:
+            code = self.webhook_errcodes.pop(0)
+            self.webhook_refusals.append((conversation, body))
+            self.changed()
+            return {"errcode": code, "errmsg": "send too fast" if code == 130101 else "refused"}
+        if len(json.dumps(body, ensure_ascii=False).encode()) > 20_000:
+            self.webhook_refusals.append((conversation, body))
+            self.changed()
+            return {"errcode": 460101, "errmsg": "message too long"}
+        self.replies.append((conversation, body))
         self.changed()
         return {"errcode": 0, "errmsg": "ok"}
 
@@ -150,6 +169,20 @@ class FakeDingTalk(LocalServer):
         if not self._authorized(request):
             return JSONResponse({"code": "InvalidAuthentication", "message": "token"}, status_code=401)
         body = await request.json()
+        wait = self.flood.refusal(request.url.path)
+        if wait is not None:
+            self.record(f"{request.url.path}:429", body)
+            return JSONResponse(
+                {"code": "Forbidden.AccessDenied.QpsLimitForApi", "message": "too many requests"},
+                status_code=429,
+                headers={"Retry-After": str(wait)},
+            )
+        if self.broken(request.url.path):
+            self.record(f"{request.url.path}:500", body)
+            return JSONResponse({"code": "ServiceUnavailable", "message": "try again"}, status_code=500)
+        if len(str(body.get("msgParam") or "").encode()) > 15_000:
+            self.record(f"{request.url.path}:too_long", body)
+            return JSONResponse({"code": "param.invalid", "message": "msgParam is too long"}, status_code=400)
         self.record(request.url.path, body)
         self.changed()
         if self.refuse_cards and request.url.path.startswith("/v1.0/card/"):

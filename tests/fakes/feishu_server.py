@@ -204,7 +204,26 @@ class FakeFeishu(LocalServer):
     def _authorized(self, request: Request) -> bool:
         return request.headers.get("authorization") == f"Bearer {TOKEN}"
 
+    def _refused(self, call: str, params: dict[str, Any]) -> Any | None:
+        """Feishu's refusals: its frequency limit (HTTP 429, code 99991400, and how long until the
+        limit resets in `x-ogw-ratelimit-reset`), server errors, and cards over 30 KB."""
+        wait = self.flood.refusal(call)
+        if wait is not None:
+            self.record(f"{call}:429", params)
+            headers = {"x-ogw-ratelimit-limit": "5", "x-ogw-ratelimit-reset": str(wait)}
+            body = {"code": 99991400, "msg": "request trigger frequency limit"}
+            return JSONResponse(body, status_code=429, headers=headers)
+        if self.broken(call):
+            self.record(f"{call}:500", params)
+            return JSONResponse({"code": 1500, "msg": "internal error"}, status_code=500)
+        if len(str(params.get("content") or "").encode()) > 30 * 1024:
+            self.record(f"{call}:too_long", params)
+            return JSONResponse({"code": 230025, "msg": "message content is too long"}, status_code=400)
+        return None
+
     def _message(self, call: str, params: dict[str, Any]) -> Any:
+        if (refusal := self._refused(call, params)) is not None:
+            return refusal
         self._messages += 1
         message_id = f"om_bot{self._messages}"
         self.record(call, {**params, "message_id": message_id})
@@ -240,7 +259,10 @@ class FakeFeishu(LocalServer):
     async def _patch(self, message_id: str, request: Request) -> Any:
         if not self._authorized(request):
             return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
-        self.record("patch", {**await request.json(), "message_id": message_id})
+        params = {**await request.json(), "message_id": message_id}
+        if (refusal := self._refused("patch", params)) is not None:
+            return refusal
+        self.record("patch", params)
         self.changed()
         return {"code": 0, "msg": "success", "data": {}}
 

@@ -14,6 +14,7 @@ import uuid
 from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse
 
 from tests.fakes._server import LocalServer
 
@@ -84,6 +85,17 @@ class FakeSlack(LocalServer):
 
     async def _api(self, method: str, request: Request) -> Any:
         params = await _params(request)
+        wait = self.flood.refusal(method)
+        if wait is not None:  # Web API rate limits: HTTP 429 with Retry-After
+            self.record(f"{method}:429", params)
+            headers = {"Retry-After": str(wait)}
+            return JSONResponse({"ok": False, "error": "ratelimited"}, 429, headers=headers)
+        if self.broken(method):
+            self.record(f"{method}:500", params)
+            return JSONResponse({"ok": False, "error": "internal_error"}, 500)
+        if method in ("chat.postMessage", "chat.update") and len(str(params.get("text") or "")) > 40_000:
+            self.record(f"{method}:msg_too_long", params)
+            return {"ok": False, "error": "msg_too_long"}
         self.record(method, params)
         if method == "apps.connections.open":
             return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/link"}

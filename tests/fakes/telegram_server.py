@@ -9,8 +9,10 @@ from `calls` (method, parameters) in order.
 from __future__ import annotations
 
 import asyncio
+import html
 import itertools
 import json
+import re
 import time
 from typing import Any
 
@@ -60,8 +62,13 @@ class FakeTelegram(LocalServer):
         chat_type: str = "private",
         entities: list[dict[str, Any]] | None = None,
         update_id: int | None = None,
+        sender: dict[str, Any] | None = None,
+        edited: bool = False,
+        **fields: Any,
     ) -> dict[str, Any]:
-        """An update as Telegram would deliver it (by polling or to a webhook)."""
+        """An update as Telegram would deliver it (by polling or to a webhook). `sender` replaces
+        the user in `from`; `fields` are set on the message (a sticker instead of text: `text=None,
+        sticker={...}`); `edited` makes it an `edited_message` update."""
         message = {
             "message_id": next(self._message_ids),
             "date": int(time.time()),
@@ -70,12 +77,17 @@ class FakeTelegram(LocalServer):
                 "type": chat_type,
                 **({"title": "Group"} if chat_type != "private" else {}),
             },
-            "from": {"id": user_id, "is_bot": False, "first_name": "Ana"},
+            "from": sender or {"id": user_id, "is_bot": False, "first_name": "Ana"},
             "text": text,
         }
         if entities:
             message["entities"] = entities
-        return {"update_id": update_id or next(self._update_ids), "message": message}
+        message.update(fields)
+        message = {key: value for key, value in message.items() if value is not None}
+        if edited:
+            message["edit_date"] = int(time.time())
+        kind = "edited_message" if edited else "message"
+        return {"update_id": update_id or next(self._update_ids), kind: message}
 
     def send_user_document(
         self, name: str, data: bytes, caption: str = "", *, chat_id: int = 42
@@ -107,6 +119,11 @@ class FakeTelegram(LocalServer):
         self.rate_limits[method] = times
         self.retry_after = retry_after
 
+    def push(self, update: dict[str, Any]) -> None:
+        """Deliver an update built with `make_update` (and changed as a test needs)."""
+        self.updates.append(update)
+        self._new_update.set()
+
     def resend(self, update: dict[str, Any]) -> None:
         """The same user message delivered again in a new update (a retry the adapter must absorb)."""
         self.updates.append({**update, "update_id": next(self._update_ids)})
@@ -131,10 +148,12 @@ class FakeTelegram(LocalServer):
             if self.outage:  # the network between bot and Telegram is down
                 return JSONResponse({"ok": False, "error_code": 502, "description": "Bad Gateway"}, 502)
             return {"ok": True, "result": await self._get_updates(params)}
-        if self.rate_limits.get(method, 0) > 0:
-            self.rate_limits[method] -= 1
+        flood = self.flood.refusal(method)
+        if self.rate_limits.get(method, 0) > 0 or flood is not None:
+            if flood is None:
+                self.rate_limits[method] -= 1
             self.record(f"{method}:429", params)
-            wait = self.retry_after
+            wait = flood or self.retry_after
             return JSONResponse(
                 {
                     "ok": False,
@@ -144,6 +163,18 @@ class FakeTelegram(LocalServer):
                 },
                 429,
             )
+        if self.broken(method):
+            self.record(f"{method}:502", params)
+            return JSONResponse({"ok": False, "error_code": 502, "description": "Bad Gateway"}, 502)
+        text = params.get("text")
+        if method in ("sendMessage", "editMessageText") and text is not None and len(str(text)) > 4096:
+            # Telegram counts the text after parsing entities; our rendered tags make this stricter.
+            visible = re.sub(r"<[^>]+>", "", str(text)) if params.get("parse_mode") == "HTML" else str(text)
+            if len(html.unescape(visible).encode("utf-16-le")) // 2 > 4096:
+                self.record(f"{method}:400", params)
+                return JSONResponse(
+                    {"ok": False, "error_code": 400, "description": "Bad Request: message is too long"}, 400
+                )
         self.record(method, params)
         if method == "getFile":
             file_id = str(params.get("file_id"))
