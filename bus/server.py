@@ -115,6 +115,7 @@ class EmbeddedServer:
         self.server_name = server_name
         self.log_path = self.data_dir / "nats-server.log"
         self.url_path = self.data_dir / "nats.url"
+        self._owned = False  # this instance holds the data dir's lock (it started the server)
         self._lock = DataDirLock(self.data_dir)
         self._proc: asyncio.subprocess.Process | None = None
         self._url: str | None = None
@@ -139,10 +140,12 @@ class EmbeddedServer:
         """
         binary = find_nats_server()
         self._lock.acquire()
+        self._owned = True
         self._stopping = False
         try:
             await self._spawn(binary, timeout)
         except BaseException:
+            self._owned = False
             self._lock.release()
             raise
         assert self._url is not None
@@ -217,7 +220,13 @@ class EmbeddedServer:
                         return
 
     async def stop(self, timeout: float = 10.0) -> None:
-        """Stop gracefully (SIGTERM lets JetStream flush), then kill if it lingers."""
+        """Stop gracefully (SIGTERM lets JetStream flush), then kill if it lingers.
+
+        A server that never started (its data dir was locked by another Antler) has nothing to
+        stop: the other's URL file and lock stay as they are.
+        """
+        if not self._owned:
+            return
         self._stopping = True
         proc, self._proc = self._proc, None
         if proc is not None and proc.returncode is None:
@@ -232,6 +241,7 @@ class EmbeddedServer:
                 await proc.wait()
         self.url_path.unlink(missing_ok=True)
         self._url = None
+        self._owned = False
         self._lock.release()
 
     async def __aenter__(self) -> EmbeddedServer:

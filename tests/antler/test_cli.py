@@ -87,12 +87,20 @@ async def test_a_second_antler_up_on_the_same_data_dir_refuses_clearly(tmp_path:
     (tmp_path / "config.yaml").write_text("gateway:\n  port: 0\nrunner:\n  processes: 2\n", encoding="utf-8")
     first = await run_antler("up", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
     try:
-        await read_url(first)
+        url = await read_url(first)
         second = await run_antler("up", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
         code, _, err = await finished(second)
         assert code == 1
         assert "in use by another Antler" in err
         assert "Traceback" not in err
+        # The refused one left the running one as it was: found and reachable from that directory.
+        assert (tmp_path / "data" / "nats.url").read_text().strip() == url
+        send = await run_antler(
+            "send", "--data-dir", str(tmp_path / "data"), "--no-wait", "--chat", "c", "ping",
+            cwd=tmp_path,
+        )  # fmt: skip
+        code, _, err = await finished(send)
+        assert code == 0, err
     finally:
         first.send_signal(signal.SIGTERM)
         code, _, err = await finished(first)
