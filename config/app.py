@@ -69,9 +69,26 @@ class RunnerConfig(Section):
         3600.0, gt=0, description="A run longer than this is stopped (timeout)."
     )
     recursion_limit: int = Field(100, ge=1, description="Most graph steps in one run.")
+    checkpointer: Literal["sqlite", "postgres"] = Field(
+        "sqlite",
+        description="Where conversation checkpoints live: sqlite = a file on this machine; postgres = a "
+        "shared database, so runners on several machines resume each other's runs.",
+    )
     checkpoint_db: str | None = Field(
         None, description="SQLite file for checkpoints; default <bus.data_dir>/checkpoints.sqlite."
     )
+    postgres_url: str | None = Field(
+        None, description="postgresql:// URL of the checkpoint database (with checkpointer: postgres)."
+    )
+    postgres_pool_size: int = Field(
+        10, ge=1, description="Most connections one process keeps to the checkpoint database."
+    )
+
+    @model_validator(mode="after")
+    def _postgres_needs_a_url(self) -> RunnerConfig:
+        if self.checkpointer == "postgres" and not self.postgres_url:
+            raise ValueError("checkpointer: postgres needs runner.postgres_url (a postgresql:// URL)")
+        return self
 
 
 class ModelConfig(Section):
