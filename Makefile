@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install bwrap up test lint format clean
+.PHONY: install bwrap postgres up test lint format clean
 
 # The sandbox isolates commands with bubblewrap (Debian package); without it they run unisolated.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-install: $(STAMP) bwrap
+install: $(STAMP) bwrap postgres
 
 bwrap:
 	@command -v bwrap >/dev/null 2>&1 || { \
@@ -25,6 +25,15 @@ bwrap:
 	  $(SUDO) apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q bubblewrap >/dev/null 2>&1; } || \
 	  echo "warning: could not install bubblewrap; sandboxed commands will run WITHOUT isolation"; }
+
+# PostgreSQL (Debian package) for the shared-checkpoint tests: they start their own throwaway server.
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "installing PostgreSQL for the checkpoint tests ..."; \
+	  $(SUDO) apt-get install -y -q --no-install-recommends postgresql >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -q >/dev/null 2>&1 && \
+	    $(SUDO) apt-get install -y -q --no-install-recommends postgresql >/dev/null 2>&1; } || \
+	  echo "warning: could not install PostgreSQL; the postgres checkpoint tests will fail"; }
 
 up: install
 	$(BIN)/antler up

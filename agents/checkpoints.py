@@ -1,7 +1,11 @@
 """The runner's checkpoints: the saver, rolling a run back, and what a run already finished.
 
-Rollback is the one place that goes below the saver's API (LangGraph's savers can delete a
-whole thread, not one run's checkpoints); it needs the SQLite saver.
+`runner.checkpointer` picks LangGraph's saver: `sqlite` (a file under the data
+dir; one machine) or `postgres` (a pooled connection to a shared database, so a
+run resumed by a runner on another machine finds its checkpoints). Past opening
+the saver, everything here and in the runner, the threads service and the
+subagent executor goes through the saver's public API (`aget_tuple`, `alist`,
+`aput`, `adelete_thread`), so both behave the same.
 """
 
 from __future__ import annotations
@@ -9,58 +13,119 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver, copy_checkpoint, empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
 
 from config import AppConfig
 
 log = logging.getLogger(__name__)
 
+# Any constant shared by every process using one database: setup runs under this lock.
+_SETUP_LOCK = 0x616E746C6572  # "antler"
 
-async def open_checkpointer(config: AppConfig) -> Any:
-    """The default checkpointer: SQLite under the data dir (an async context manager)."""
+
+@contextlib.asynccontextmanager
+async def checkpointer_ready(config: AppConfig) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """The configured saver, its tables created, for one component process (runner, subagent executor)."""
+    if config.runner.checkpointer == "postgres":
+        async with _postgres(config) as saver:
+            yield saver
+    else:
+        async with _sqlite(config) as saver:
+            yield saver
+
+
+@contextlib.asynccontextmanager
+async def _sqlite(config: AppConfig) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     path = Path(config.runner.checkpoint_db or Path(config.bus.data_dir) / "checkpoints.sqlite")
     path.parent.mkdir(parents=True, exist_ok=True)
-    return AsyncSqliteSaver.from_conn_string(str(path))
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+        await saver.setup()
+        # WAL + NORMAL: commits survive a crashed process (our failure model) without an fsync each.
+        await saver.conn.execute("PRAGMA synchronous=NORMAL")
+        yield saver
 
 
 @contextlib.asynccontextmanager
-async def checkpointer_ready(config: AppConfig) -> AsyncIterator[Any]:
-    """The checkpointer, its tables created, for one component process (runner, subagent executor)."""
-    async with await open_checkpointer(config) as checkpointer:
-        await checkpointer.setup()
-        # WAL + NORMAL: commits survive a crashed process (our failure model) without an fsync each.
-        await checkpointer.conn.execute("PRAGMA synchronous=NORMAL")
-        yield checkpointer
+async def _postgres(config: AppConfig) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg import AsyncConnection
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    url = config.runner.postgres_url
+    if not url:
+        raise ValueError("runner.checkpointer is postgres, but runner.postgres_url is not set")
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=config.runner.postgres_pool_size,
+        # What AsyncPostgresSaver needs of its connections (its own from_conn_string sets the same).
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        open=False,
+        name="antler-checkpoints",
+    )
+    await pool.open(wait=True, timeout=config.bus.connect_timeout_seconds * 6)
+    try:
+        saver = AsyncPostgresSaver(conn=pool)
+        # Several runners starting at once on a fresh database would race on its migrations.
+        async with await AsyncConnection.connect(url, autocommit=True) as lock:
+            await lock.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
+            try:
+                await saver.setup()
+            finally:
+                await lock.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
+        yield saver
+    finally:
+        await pool.close()
 
 
-async def rollback(checkpointer: Any, thread_id: str, run_id: str) -> None:
-    """Remove what a run wrote to its thread: its checkpoints go, the state before it returns."""
-    conn = getattr(checkpointer, "conn", None)
-    if conn is None:
-        log.warning("run %s: this checkpointer cannot roll back; the partial run stays", run_id)
+async def rollback(checkpointer: BaseCheckpointSaver[Any], thread_id: str, run_id: str) -> None:
+    """Undo what a run wrote to its thread: the thread's state returns to what it was before the run.
+
+    LangGraph's savers cannot delete one run's checkpoints (`adelete_for_runs` is not
+    implemented by the SQLite or Postgres saver), so the state before the run is written
+    again as the thread's newest checkpoint, child of the run's last one. The run's steps
+    stay in the thread's history, followed by the restored state (metadata `source`
+    "rollback", `rolled_back_run_id`); the thread continues from the restored state.
+    """
+    thread = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    head = await checkpointer.aget_tuple(thread)
+    if head is None or head.metadata.get("run_id") != run_id:
+        log.info("run %s: nothing of it is in thread %s; nothing to roll back", run_id, thread_id)
         return
-    async with checkpointer.lock:
-        ids = [
-            row[0]
-            async for row in await conn.execute(
-                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? "
-                "AND json_extract(CAST(metadata AS TEXT), '$.run_id') = ?",
-                (thread_id, run_id),
-            )
-        ]
-        for checkpoint_id in ids:
-            for table in ("writes", "checkpoints"):
-                await conn.execute(
-                    f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id = ?",
-                    (thread_id, checkpoint_id),
-                )
-        await conn.commit()
-    log.info("run %s rolled back (%d checkpoints removed)", run_id, len(ids))
+    before = None
+    written = 0
+    async for found in checkpointer.alist(thread):  # newest first
+        if found.metadata.get("run_id") != run_id:
+            before = found
+            break
+        written += 1
+    if before is None:
+        restored = empty_checkpoint()
+        versions: dict[str, Any] = {}
+    else:
+        restored = copy_checkpoint(before.checkpoint)
+        versions = dict(restored["channel_versions"])
+    restored["id"] = str(uuid6(clock_seq=head.metadata.get("step", -1) + 1))
+    restored["ts"] = datetime.now(UTC).isoformat()
+    metadata: dict[str, Any] = {
+        **(before.metadata if before is not None else {}),
+        "source": "rollback",
+        "step": head.metadata.get("step", -1) + 1,
+        "parents": {},
+        "rolled_back_run_id": run_id,
+    }
+    metadata.pop("run_id", None)
+    await checkpointer.aput(head.config, restored, metadata, versions)  # type: ignore[arg-type]
+    log.info("run %s rolled back (%d checkpoints of it in the thread's history)", run_id, written)
 
 
 def since_last_input(messages: list[Any]) -> list[Any]:

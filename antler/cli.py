@@ -109,6 +109,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repo", default=".", help="the repository checkout (default: this directory)")
 
     p = sub.add_parser(
+        "creds",
+        help="print NATS users and credentials for your own NATS cluster",
+        description="Print a nats-server authorization block with one user per component, each allowed "
+        "only the subjects it needs (plus an admin), and each component's credentials as "
+        "ANTLER_NATS_USER/ANTLER_NATS_PASSWORD lines. With --out, write nats-auth.conf and one "
+        "<component>.env per component to a directory (passwords already there are kept).",
+    )
+    p.add_argument("--out", help="directory to write nats-auth.conf, <component>.env and nats-users.json to")
+    add_common(p, nats=False)
+
+    p = sub.add_parser(
+        "provision",
+        help="create the streams, KV buckets and object store (as the admin), then exit",
+        description="Create or update the streams, KV buckets and object store on the NATS in use. "
+        "Components connecting as their own users (antler creds) leave this to the admin.",
+    )
+    add_common(p)
+
+    p = sub.add_parser(
         "dlq",
         help="list, show or replay dead-lettered messages",
         description="Messages that failed too often, or were malformed, wait in the dead-letter stream "
@@ -175,6 +194,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from antler.schema import schema
 
             return schema(args)
+        if args.command == "creds":
+            from antler.creds import creds
+
+            return creds(args)
         if args.command == "up":
             from antler.up import up as command
         elif args.command == "run":
@@ -183,6 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from antler.send import send as command
         elif args.command == "tail":
             from antler.tail import tail as command
+        elif args.command == "provision":
+            from antler.creds import provision as command
         elif args.command == "bench":
             from antler.bench import bench as command
         elif args.command == "user":

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from antler._common import CliError, load, nats_url, setup_logging
-from bus import Bus, get_dead_letter, list_dead_letters, replay
+from antler._common import CliError, load, login, nats_url, setup_logging
+from bus import get_dead_letter, list_dead_letters, replay
 
 
 async def dlq(args: argparse.Namespace) -> int:
     config = load(args)
     setup_logging(config, args.verbose)
-    bus = await Bus.connect(nats_url(args, config), config.bus, name="antler-dlq", provision=True)
+    bus = await login(config).connect(nats_url(args, config), "antler-dlq")
     try:
         if args.dlq_command == "list":
             letters = await list_dead_letters(bus, limit=args.limit)

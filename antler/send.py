@@ -7,8 +7,8 @@ import asyncio
 import getpass
 import sys
 
-from antler._common import CliError, load, nats_url, setup_logging
-from bus import Bus, EnvelopeError, decode
+from antler._common import CliError, load, login, nats_url, setup_logging
+from bus import EnvelopeError, decode
 from bus.messages import InboundMessage, OutboundMessage
 
 
@@ -19,7 +19,7 @@ async def send(args: argparse.Namespace) -> int:
     if not text.strip():
         raise CliError("nothing to send: give the message as arguments or on stdin", code=2)
     url = nats_url(args, config)
-    bus = await Bus.connect(url, config.bus, name="antler-send")
+    bus = await login(config).connect(url, "antler-send", provision=False)
     try:
         message = InboundMessage(
             channel=args.channel,

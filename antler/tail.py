@@ -10,8 +10,8 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from antler._common import load, nats_url, setup_logging, status
-from bus import Bus, stop_on_signals
+from antler._common import load, login, nats_url, setup_logging, status
+from bus import stop_on_signals
 
 
 def render(subject: str, data: bytes, headers: dict[str, str] | None, *, full: bool, width: int) -> str:
@@ -36,7 +36,7 @@ async def tail(args: argparse.Namespace) -> int:
     config = load(args)
     setup_logging(config, args.verbose)
     url = nats_url(args, config)
-    bus = await Bus.connect(url, config.bus, name="antler-tail")
+    bus = await login(config).connect(url, "antler-tail", provision=False)
     pattern = bus.subjects.full(args.pattern or ">")
     width = shutil.get_terminal_size((160, 20)).columns
     count = 0

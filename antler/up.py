@@ -9,10 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from antler._common import CliError, load, nats_url, setup_logging, status
+from antler._common import CliError, load, login, nats_url, setup_logging, status
 from antler.components import COMPONENTS, resolve_component
 from antler.pool import kill_children, process_count, runner_pool
 from bus import Bus, ComponentEntry, ComponentFailed, EmbeddedServer, ServerError, serve, stop_on_signals
+from bus.permissions import USERS_FILE, save_users, server_block, users_for
+from bus.subjects import Subjects
 from config import AppConfig
 
 log = logging.getLogger("antler.up")
@@ -21,10 +23,10 @@ DRAIN_TIMEOUT = 30.0
 
 
 def own_connection(url: str, config: AppConfig, name: str, entry: ComponentEntry) -> ComponentEntry:
-    """Give a component its own NATS connection, as it would have in its own process."""
+    """Give a component its own NATS connection (as its own user), as it would have in its own process."""
 
     async def run(_bus: Bus, _config: Any) -> None:
-        bus = await Bus.connect(url, config.bus, name=f"antler-{name}")
+        bus = await login(config, name).connect(url, f"antler-{name}", provision=False)
         try:
             await entry(bus, config)
         finally:
@@ -76,8 +78,18 @@ async def up(args: argparse.Namespace) -> int:
             status(f"using NATS at {url}")
         else:
             emb = config.bus.embedded
+            authorization = None
+            if emb.component_users:
+                users_file = Path(config.bus.data_dir) / USERS_FILE
+                users = users_for(Subjects(config.bus.prefix), users_file)
+                save_users(users_file, users)
+                authorization = server_block(users)
             server = EmbeddedServer(
-                config.bus.data_dir, host=emb.host, port=emb.port, max_payload_mb=emb.max_payload_mb
+                config.bus.data_dir,
+                host=emb.host,
+                port=emb.port,
+                max_payload_mb=emb.max_payload_mb,
+                authorization=authorization,
             )
             status(f"starting nats-server (JetStream in {server.data_dir / 'jetstream'}) ...")
             try:
@@ -87,7 +99,7 @@ async def up(args: argparse.Namespace) -> int:
             status(f"nats-server running (pid {server.pid}; log: {server.log_path})")
             supervisor = asyncio.create_task(supervise(server, stop))
         started = time.monotonic()
-        bus = await Bus.connect(url, config.bus, name="antler-up", provision=True)
+        bus = await login(config).connect(url, "antler-up")
         status(f"bus ready: streams, KV buckets and object store under prefix '{config.bus.prefix}'")
         components = {
             name: own_connection(url, config, name, entry)

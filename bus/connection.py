@@ -54,6 +54,7 @@ class Bus:
         *,
         name: str = "antler",
         provision: bool = False,
+        inbox_prefix: str | None = None,
     ) -> Bus:
         """Connect (reconnecting forever after the first success) and optionally provision.
 
@@ -82,6 +83,8 @@ class Bus:
             options["password"] = config.password
         if config.credentials:
             options["user_credentials"] = config.credentials
+        if inbox_prefix:
+            options["inbox_prefix"] = inbox_prefix  # a per-component user may subscribe only to its own
         try:
             nc = await nats.connect(**options)
         except Exception as exc:

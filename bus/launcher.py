@@ -12,14 +12,19 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from bus.connection import Bus
 from bus.errors import BusError
+from bus.permissions import ADMIN, RIGHTS, USERS_FILE, inbox_prefix, load_credentials, user_name
 from bus.runtime import ComponentEntry, ComponentFailed, run_main, serve, stop_on_signals
-from config import AppConfig, ConfigError, load_config
+from bus.subjects import Subjects
+from config import AppConfig, BusConfig, ConfigError, load_config
 
 NATS_URL_ENV = "ANTLER_NATS_URL"
+NATS_USER_ENV = "ANTLER_NATS_USER"
+NATS_PASSWORD_ENV = "ANTLER_NATS_PASSWORD"
 
 
 class LaunchError(Exception):
@@ -85,6 +90,46 @@ def nats_url(args: argparse.Namespace, config: AppConfig) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Login:
+    """How one process connects: the bus settings with its credentials, its inbox, whether it provisions."""
+
+    bus: BusConfig
+    inbox_prefix: str | None = None
+    provision: bool = True
+
+    async def connect(self, url: str, name: str, *, provision: bool = True) -> Bus:
+        """Connect; with `provision`, also create the streams and buckets if this user may."""
+        return await Bus.connect(
+            url, self.bus, name=name, provision=provision and self.provision, inbox_prefix=self.inbox_prefix
+        )
+
+
+def login(config: AppConfig, component: str | None = None) -> Login:
+    """The NATS user `component` (None: a command line tool) connects as.
+
+    By precedence: $ANTLER_NATS_USER and $ANTLER_NATS_PASSWORD; the user in config.yaml
+    (bus.user, token or credentials); the users `antler up` generated for its embedded
+    server (`<data_dir>/nats-users.json`, while it runs); else none. A component's own user
+    (`antler creds`) gets its own inbox and leaves provisioning to the admin.
+    """
+    subjects = Subjects(config.bus.prefix)
+    bus = config.bus
+    if os.environ.get(NATS_USER_ENV):
+        bus = bus.model_copy(
+            update={"user": os.environ[NATS_USER_ENV], "password": os.environ.get(NATS_PASSWORD_ENV)}
+        )
+    elif not (bus.user or bus.token or bus.credentials):
+        data_dir = Path(bus.data_dir)
+        saved = load_credentials(data_dir / USERS_FILE) if (data_dir / "nats.url").is_file() else {}
+        found = saved.get(component or ADMIN) or saved.get(ADMIN)
+        if found is not None:
+            bus = bus.model_copy(update={"user": found[0], "password": found[1]})
+    if component in RIGHTS and bus.user == user_name(subjects, component):
+        return Login(bus, inbox_prefix(subjects, component), provision=False)
+    return Login(bus)
+
+
 def status(message: str) -> None:
     """A progress line for humans (stderr, so stdout stays parseable)."""
     print(message, file=sys.stderr, flush=True)
@@ -97,7 +142,7 @@ async def run_component(name: str, entry: ComponentEntry, args: argparse.Namespa
     stop = asyncio.Event()
     undo = stop_on_signals(stop)
     try:
-        bus = await Bus.connect(url, config.bus, name=f"antler-{name}", provision=True)
+        bus = await login(config, name).connect(url, f"antler-{name}")
         status(f"{name}: running against {url} (prefix '{config.bus.prefix}')")
         try:
             await serve(bus, config, {name: entry}, stop)

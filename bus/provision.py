@@ -47,6 +47,7 @@ def stream_configs(bus: Bus) -> list[StreamConfig]:
             subjects=subjects,
             description=description,
             storage=StorageType.FILE,
+            num_replicas=c.replicas,
             **{"duplicate_window": dedupe, **kw},  # type: ignore[arg-type]
         )
 
@@ -160,7 +161,9 @@ async def _ensure_kv(bus: Bus, bucket: str, ttl: float | None = None) -> None:
         await bus.js.key_value(bucket)
     except BucketNotFoundError:
         await bus.js.create_key_value(
-            KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE, ttl=ttl)
+            KeyValueConfig(
+                bucket=bucket, history=1, storage=StorageType.FILE, ttl=ttl, replicas=bus.config.replicas
+            )
         )
         log.info("created KV bucket %s", bucket)
 
@@ -169,5 +172,7 @@ async def _ensure_object_store(bus: Bus, bucket: str) -> None:
     try:
         await bus.js.object_store(bucket)
     except (BucketNotFoundError, NotFoundError):
-        await bus.js.create_object_store(bucket, ObjectStoreConfig(bucket=bucket, storage=StorageType.FILE))
+        await bus.js.create_object_store(
+            bucket, ObjectStoreConfig(bucket=bucket, storage=StorageType.FILE, replicas=bus.config.replicas)
+        )
         log.info("created object store %s", bucket)

@@ -107,8 +107,12 @@ class EmbeddedServer:
         port: int = 0,
         max_payload_mb: int = 8,
         server_name: str = "antler",
+        authorization: str | None = None,
+        extra_config: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
+        self.authorization = authorization  # a nats-server `authorization` block (bus.permissions)
+        self.extra_config = extra_config  # more nats-server config, e.g. a `cluster` block
         self.host = host
         self.port = port
         self.max_payload_mb = max_payload_mb
@@ -264,9 +268,10 @@ class EmbeddedServer:
             f'log_file: "{self.log_path}"\n'
             "jetstream {\n"
             f'  store_dir: "{store}"\n'
-            "}\n",
+            "}\n" + (self.authorization or "") + (self.extra_config or ""),
             encoding="utf-8",
         )
+        conf.chmod(0o600)  # it may hold passwords
         return conf
 
     async def _wait_ready(self) -> tuple[str, int]:

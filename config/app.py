@@ -21,10 +21,26 @@ class EmbeddedNatsConfig(Section):
     host: str = Field("127.0.0.1", description="Interface the embedded nats-server listens on.")
     port: int = Field(0, ge=0, le=65535, description="Client port; 0 picks a free port.")
     max_payload_mb: int = Field(8, ge=1, le=64, description="Largest message the server accepts, in MiB.")
+    component_users: bool = Field(
+        True,
+        description="Each component connects as its own NATS user, allowed only the subjects it needs "
+        "(credentials in <data_dir>/nats-users.json); false = one user with every right.",
+    )
 
 
 class BusConfig(Section):
-    url: str | None = Field(None, description="nats:// URL(s) of an existing NATS; unset = embedded server.")
+    url: str | None = Field(
+        None,
+        description="nats:// URL of an existing NATS; several (comma-separated) for a cluster, so a client "
+        "reconnects to another server; unset = embedded server.",
+    )
+    replicas: int = Field(
+        1,
+        ge=1,
+        le=5,
+        description="Copies of every stream, KV bucket and the object store: 1 on one server, 3 in a "
+        "3-node cluster (one server may die without losing anything).",
+    )
     prefix: str = Field("antler", description="First token of every subject; names streams and buckets.")
     data_dir: str = Field(".antler", description="Directory for JetStream, checkpoints and sandboxes.")
     embedded: EmbeddedNatsConfig = Field(default_factory=EmbeddedNatsConfig)
@@ -69,9 +85,26 @@ class RunnerConfig(Section):
         3600.0, gt=0, description="A run longer than this is stopped (timeout)."
     )
     recursion_limit: int = Field(100, ge=1, description="Most graph steps in one run.")
+    checkpointer: Literal["sqlite", "postgres"] = Field(
+        "sqlite",
+        description="Where conversation checkpoints live: sqlite = a file on this machine; postgres = a "
+        "shared database, so runners on several machines resume each other's runs.",
+    )
     checkpoint_db: str | None = Field(
         None, description="SQLite file for checkpoints; default <bus.data_dir>/checkpoints.sqlite."
     )
+    postgres_url: str | None = Field(
+        None, description="postgresql:// URL of the checkpoint database (with checkpointer: postgres)."
+    )
+    postgres_pool_size: int = Field(
+        10, ge=1, description="Most connections one process keeps to the checkpoint database."
+    )
+
+    @model_validator(mode="after")
+    def _postgres_needs_a_url(self) -> RunnerConfig:
+        if self.checkpointer == "postgres" and not self.postgres_url:
+            raise ValueError("checkpointer: postgres needs runner.postgres_url (a postgresql:// URL)")
+        return self
 
 
 class ModelConfig(Section):

@@ -23,6 +23,7 @@ import yaml
 from bus import Bus, EmbeddedServer, ServerBinaryNotFound, find_nats_server
 from config import AppConfig, BusConfig
 from tests.fakes.openai_server import FakeOpenAI
+from tests.postgres import PostgresNotInstalled, PostgresServer
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
@@ -79,6 +80,42 @@ def nats_url(nats_server: EmbeddedServer) -> str:
     return nats_server.url
 
 
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One real PostgreSQL per test session (per xdist worker), started only if a test asks for it."""
+    try:
+        server = PostgresServer()
+    except PostgresNotInstalled as exc:
+        pytest.fail(str(exc), pytrace=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """A fresh, empty database of the session's PostgreSQL."""
+    return postgres_server.fresh_database()
+
+
+@pytest.fixture
+def checkpointer(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The runner's checkpoint settings: SQLite unless a test is parametrized (indirect) with "postgres"."""
+    kind = getattr(request, "param", "sqlite")
+    if kind == "sqlite":
+        return {}
+    return {
+        "checkpointer": "postgres",
+        "postgres_url": request.getfixturevalue("postgres_url"),
+        "postgres_pool_size": 4,
+    }
+
+
+both_checkpointers = pytest.mark.parametrize("checkpointer", ["sqlite", "postgres"], indirect=True)
+
+
 @pytest.fixture
 def bus_config() -> BusConfig:
     """Isolated names (prefix) and quick redelivery, so failure paths run in test time."""
@@ -101,10 +138,13 @@ async def fake_model() -> AsyncIterator[FakeOpenAI]:
 
 
 @pytest.fixture
-def config_data(tmp_path: Path, bus_config: BusConfig, fake_model: FakeOpenAI) -> dict[str, Any]:
+def config_data(
+    tmp_path: Path, bus_config: BusConfig, fake_model: FakeOpenAI, checkpointer: dict[str, Any]
+) -> dict[str, Any]:
     """config.yaml content for this test; tests may change it before the runner starts."""
     return {
         "bus": {**bus_config.model_dump(exclude={"url"}), "data_dir": str(tmp_path / "data")},
+        "runner": dict(checkpointer),
         "models": [
             {
                 "name": "fake",

@@ -16,6 +16,7 @@ from bus.records import RecordStore
 from bus.runs import collect_run, follow_run, submit_run
 from config import AppConfig
 from tests.agents.conftest import ask, running_runner, submit_and_collect
+from tests.conftest import both_checkpointers
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 
 pytestmark = pytest.mark.asyncio
@@ -77,6 +78,7 @@ async def test_a_plain_question_streams_deltas_then_values_then_end(
     assert thread.active_run_id is None
 
 
+@both_checkpointers
 async def test_the_model_gets_our_system_prompt_and_the_conversation_continues(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:
@@ -89,6 +91,7 @@ async def test_the_model_gets_our_system_prompt_and_the_conversation_continues(
     assert [m["content"] for m in sent if m["role"] == "user"] == ["first question", "second question"]
 
 
+@both_checkpointers
 async def test_a_tool_call_and_its_result_appear_once_each_then_the_final_answer(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:
@@ -194,6 +197,7 @@ async def test_a_second_run_on_a_busy_thread_is_rejected_with_reject(
     assert streamed_text(first_events) == "slow answer", "the running one is unharmed"
 
 
+@both_checkpointers
 async def test_enqueued_runs_on_a_busy_thread_run_after_it_in_order(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:

@@ -1,4 +1,8 @@
-"""Runs survive their runner: SIGKILL mid-run, resume from the checkpoint; rollback undoes a run."""
+"""Runs survive their runner: SIGKILL mid-run, resume from the checkpoint; rollback undoes a run.
+
+Each runs on both checkpoint savers; on Postgres the resuming runner has a data directory of
+its own, as a runner on another machine would.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +13,24 @@ from typing import Any
 import pytest
 
 from bus import Bus
-from bus.messages import RunControl, RunRecord, RunStatus, ThreadStateReply, ThreadStateRequest
+from bus.messages import (
+    RunControl,
+    RunRecord,
+    RunStatus,
+    ThreadHistoryReply,
+    ThreadHistoryRequest,
+    ThreadStateReply,
+    ThreadStateRequest,
+)
 from bus.records import RecordStore
 from bus.runs import cancel_run, collect_run, submit_run
 from config import AppConfig
 from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.agents.test_runner import streamed_text
-from tests.conftest import finished, run_antler
+from tests.conftest import both_checkpointers, finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, both_checkpointers]
 
 
 async def test_a_runner_killed_mid_run_is_finished_by_another_from_its_checkpoint(
@@ -49,6 +61,8 @@ async def test_a_runner_killed_mid_run_is_finished_by_another_from_its_checkpoin
         doomed.kill()
         await finished(doomed)
 
+    if config_data["runner"].get("checkpointer") == "postgres":
+        config_data["bus"]["data_dir"] = str(tmp_path / "another-machine")  # only the database is shared
     async with running_runner(nats_url, app_config()):
         events = await collect_run(bus, request.run_id, timeout=30)
 
@@ -88,6 +102,20 @@ async def test_rollback_removes_the_interrupted_run_from_the_thread(
     assert reply.state is not None
     contents = [m["content"] for m in reply.state.values["messages"]]
     assert contents == ["first question", "first answer"], "the rolled-back question is gone"
+
+    fake_model.script(Reply(text="third answer"))
+    await submit_and_collect(bus, ask("t-roll", "third question"))
+    history = await bus.request(
+        bus.subjects.threads("history"),
+        ThreadHistoryRequest(thread_id="t-roll"),
+        ThreadHistoryReply,
+        timeout=10,
+    )
+    latest = [m["content"] for m in history.states[0].values["messages"]]
+    assert latest == ["first question", "first answer", "third question", "third answer"]
+    assert len(fake_model.agent_requests) == 3
+    third_call = [m["content"] for m in fake_model.agent_requests[2]["messages"][1:]]
+    assert third_call == ["first question", "first answer", "third question"], "the model never saw it"
 
 
 async def test_waiting_runs_can_be_cancelled_before_they_start(

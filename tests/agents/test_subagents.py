@@ -251,7 +251,7 @@ async def test_without_an_executor_the_task_tool_says_so_at_once(
 async def test_deleting_a_thread_deletes_its_subagents_threads_too(
     bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
 ) -> None:
-    from agents.checkpoints import open_checkpointer
+    from agents.checkpoints import checkpointer_ready
     from bus.messages import ThreadDeleteReply, ThreadDeleteRequest
     from bus.service import call
 
@@ -264,7 +264,7 @@ async def test_deleting_a_thread_deletes_its_subagents_threads_too(
     await submit_run(bus, request)
     await collect_run(bus, request.run_id)
     child = {"configurable": {"thread_id": f"{request.run_id}:call_d-t1", "checkpoint_ns": ""}}
-    async with await open_checkpointer(stack) as checkpoints:
+    async with checkpointer_ready(stack) as checkpoints:
         kept = await checkpoints.aget_tuple(child)
         assert kept is not None
         assert [m.content for m in kept.checkpoint["channel_values"]["messages"]][-1] == "the notes say hello"

@@ -20,6 +20,7 @@ from bus.messages import (
     ThreadUpdateStateRequest,
 )
 from tests.agents.conftest import ask, submit_and_collect
+from tests.conftest import both_checkpointers
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.asyncio
@@ -33,6 +34,7 @@ async def state(bus: Bus, thread_id: str, user_id: str = "default") -> ThreadSta
     )
 
 
+@both_checkpointers
 async def test_state_history_update_and_delete_of_a_thread(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:

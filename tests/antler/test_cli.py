@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 
 from bus import Bus, Consumer, Delivery, Reject
+from bus.launcher import login
 from bus.messages import InboundMessage
 from config import AppConfig, BusConfig
 from tests.conftest import finished, run_antler
@@ -46,7 +47,8 @@ async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Pa
     try:
         url = await read_url(proc)
         assert url.startswith("nats://127.0.0.1:")
-        bus = await Bus.connect(url)
+        as_admin = login(AppConfig(bus=BusConfig(data_dir=str(tmp_path / "data"))))  # the admin it made
+        bus = await as_admin.connect(url, "test", provision=False)
         info = await bus.js.stream_info(bus.subjects.runs_stream)
         assert info.config.name == "ANTLER_RUNS", "the streams are provisioned"
         await bus.close()

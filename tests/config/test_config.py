@@ -161,6 +161,12 @@ def test_duplicate_model_names_are_refused(tmp_path: Path) -> None:
         load_config()
 
 
+def test_postgres_checkpoints_without_a_database_url_are_refused_naming_the_field(tmp_path: Path) -> None:
+    write(tmp_path / "config.yaml", {"runner": {"checkpointer": "postgres"}})
+    with pytest.raises(ConfigValidationError, match=r"runner.*postgres_url"):
+        load_config()
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 
 from bus import Bus
+from bus.permissions import ADMIN, USERS_FILE, load_credentials
 from config import BusConfig
 from tests.conftest import FAULT_COUNTS as COUNTS
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -112,12 +113,16 @@ async def antler_up(tmp_path: Path) -> AsyncIterator[UpFactory]:
 
 
 @pytest.fixture
-def chat_load() -> OpenLoad:
-    """`async with chat_load(nats_url) as load`: the test's own connection, collecting replies meanwhile."""
+def chat_load(tmp_path: Path) -> OpenLoad:
+    """`async with chat_load(nats_url) as load`: the test's own connection, collecting replies meanwhile
+    (as the admin `antler up` generated for its embedded server, if it did)."""
 
     @contextlib.asynccontextmanager
     async def open_load(url: str) -> AsyncIterator[ChatLoad]:
-        bus = await Bus.connect(url, BusConfig(prefix=PREFIX), name="faults-test")
+        admin = load_credentials(tmp_path / "data" / USERS_FILE).get(ADMIN)
+        user, password = admin if admin else (None, None)
+        config = BusConfig(prefix=PREFIX, user=user, password=password)
+        bus = await Bus.connect(url, config, name="faults-test")
         load = ChatLoad(bus, SIZE.chats, SIZE.per_chat)
         await load.start_collecting()
         try:

@@ -1,0 +1,248 @@
+"""Per-component NATS users: each component may touch only the subjects its work needs.
+
+`RIGHTS` says, per component kind, what it does on the bus (streams it consumes
+with which durable, subjects it publishes and subscribes, KV buckets it reads
+or writes, the object store, services it serves or calls). `permissions()`
+turns that into a NATS user's publish/subscribe allow lists, JetStream API
+subjects included, scoped to the installation's prefix: the router cannot
+publish on sandbox subjects, the gateway cannot consume the runs work queue,
+an adapter can neither read nor write another channel's messages.
+
+`generate_users()` makes one user per component (`<prefix>-<component>`, a
+random password) plus `<prefix>-admin` (everything: provisioning, the CLI).
+`server_block()` renders them as a nats-server `authorization` block: the
+embedded server's, or one an operator pastes into their own cluster's config
+(`antler creds`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bus.subjects import Subjects
+
+ADMIN = "admin"
+CHANNELS = ("telegram", "slack", "feishu", "dingtalk")
+USERS_FILE = "nats-users.json"
+
+
+@dataclass(frozen=True)
+class Rights:
+    """What one component does on the bus; subjects are relative to the prefix."""
+
+    consume: tuple[tuple[str, str, str], ...] = ()  # (stream kind, durable, filter) pull consumers
+    read_streams: tuple[str, ...] = ()  # stream kinds read from (ordered consumers, get message)
+    publish: tuple[str, ...] = ()  # subjects published (core or JetStream)
+    subscribe: tuple[str, ...] = ()  # core subjects subscribed to
+    kv_write: tuple[str, ...] = ()  # buckets read and written
+    kv_read: tuple[str, ...] = ()  # buckets only read (and watched)
+    files: bool = False  # the object store (read and write)
+    serve: tuple[str, ...] = ()  # micro services answered
+    call: tuple[str, ...] = ()  # micro services asked
+
+
+def _adapter(channel: str) -> Rights:
+    return Rights(
+        consume=(("CHAT_OUT", channel, f"chat.out.{channel}"),),
+        publish=(f"chat.in.{channel}",),
+        kv_write=("replies",),
+        files=True,
+    )
+
+
+RIGHTS: dict[str, Rights] = {
+    "runner": Rights(
+        consume=(("RUNS", "runner", "runs.submit"),),
+        read_streams=("RUN_EVENTS",),
+        publish=(
+            "runs.ev.>",
+            "runs.ctl.*",
+            "memory.update.>",
+            "events.thread.deleted",
+            "subagents.submit",
+            "subagents.cancel.*",
+        ),
+        subscribe=("runs.ctl.*", "subagents.progress.*"),
+        kv_write=("threads", "runs", "thread_runs", "settings"),
+        kv_read=("memory", "subagent_results"),
+        serve=("threads",),
+        call=("sandbox", "subagents"),
+    ),
+    "subagents": Rights(
+        consume=(("SUBAGENTS", "subagents", "subagents.submit"),),
+        publish=("subagents.progress.*",),
+        subscribe=("subagents.cancel.*", "runs.ctl.*"),
+        kv_write=("subagent_results", "settings"),
+        kv_read=("runs", "memory"),
+        serve=("subagents",),
+        call=("sandbox",),
+    ),
+    "memory": Rights(
+        consume=(("MEMORY", "memory", "memory.update.>"),),
+        read_streams=("MEMORY",),
+        kv_write=("memory",),
+        serve=("memory",),
+    ),
+    "sandbox": Rights(files=True, serve=("sandbox",)),
+    "router": Rights(
+        consume=(
+            ("CHAT_IN", "router", "chat.in.>"),
+            ("RUN_EVENTS", "router-projection", "runs.ev.>"),
+            ("EVENTS", "router-thread-deleted", "events.thread.deleted"),
+        ),
+        read_streams=("RUN_EVENTS",),
+        publish=("runs.submit", "runs.ctl.*", "chat.out.*"),
+        kv_write=("chats", "runs", "thread_runs"),
+        kv_read=("threads", "memory"),
+        files=True,
+        call=("threads",),
+    ),
+    "gateway": Rights(
+        read_streams=("RUN_EVENTS",),
+        publish=("runs.submit", "runs.ctl.*"),
+        kv_write=("runs", "thread_runs", "settings"),
+        kv_read=("threads", "memory"),
+        files=True,
+        call=("threads", "memory", "sandbox", "subagents"),
+    ),
+    **{channel: _adapter(channel) for channel in CHANNELS},
+}
+
+
+@dataclass(frozen=True)
+class NatsUser:
+    component: str
+    user: str
+    password: str
+    permissions: dict[str, object] | None = field(default=None)  # None: everything (the admin)
+
+
+def _stream_reads(js: str, stream: str) -> list[str]:
+    """Reading a stream: its info, single messages, and unnamed (ephemeral, ordered) consumers only:
+    the server refuses a durable name on that subject, so no reader redirects or drains a durable."""
+    return [
+        f"{js}.STREAM.INFO.{stream}",
+        f"{js}.STREAM.MSG.GET.{stream}",
+        f"{js}.DIRECT.GET.{stream}",
+        f"{js}.DIRECT.GET.{stream}.>",
+        f"{js}.CONSUMER.CREATE.{stream}",
+        f"{js}.CONSUMER.INFO.{stream}.*",  # a watcher checking its consumer after a reconnect
+        f"$JS.FC.{stream}.>",  # flow control answers of ordered consumers
+    ]
+
+
+def permissions(component: str, subjects: Subjects) -> dict[str, object]:
+    """The NATS permissions block of `component`'s user.
+
+    Raises:
+        KeyError: not a component kind in `RIGHTS`.
+    """
+    rights = RIGHTS[component]
+    js = "$JS.API"
+    publish: list[str] = [subjects.full(s) for s in rights.publish]
+    subscribe: list[str] = [subjects.full(s) for s in rights.subscribe]
+    subscribe.append(f"{inbox_prefix(subjects, component)}.>")
+    for kind, durable, filter_subject in rights.consume:
+        stream = subjects.stream(kind)
+        publish += [
+            f"{js}.STREAM.INFO.{stream}",
+            # Only this durable, and only with this filter: nobody redirects another's consumer.
+            f"{js}.CONSUMER.CREATE.{stream}.{durable}.{subjects.full(filter_subject)}",
+            f"{js}.CONSUMER.INFO.{stream}.{durable}",
+            f"{js}.CONSUMER.MSG.NEXT.{stream}.{durable}",
+            f"$JS.ACK.{stream}.{durable}.>",
+            subjects.dlq(stream),
+        ]
+    for kind in rights.read_streams:
+        publish += _stream_reads(js, subjects.stream(kind))
+    if rights.read_streams:
+        publish.append(f"{js}.STREAM.NAMES")  # finding a subject's stream (names only)
+    for bucket in rights.kv_write + rights.kv_read:
+        name = subjects.bucket(bucket)
+        publish += _stream_reads(js, f"KV_{name}")
+    for bucket in rights.kv_write:
+        name = subjects.bucket(bucket)
+        publish += [f"$KV.{name}.>", f"{js}.STREAM.PURGE.KV_{name}"]
+    if rights.files:
+        store = subjects.files_store
+        publish += [*_stream_reads(js, f"OBJ_{store}"), f"$O.{store}.>", f"{js}.STREAM.PURGE.OBJ_{store}"]
+    for service in rights.serve:
+        subscribe.append(subjects.full(f"{service}.>"))
+        subscribe += ["$SRV.>"]  # discovery: PING, INFO, STATS
+    for service in rights.call:
+        publish.append(subjects.full(f"{service}.>"))
+    if rights.call:
+        publish.append("$SRV.>")
+    return {
+        "publish": {"allow": sorted(set(publish))},
+        "subscribe": {"allow": sorted(set(subscribe))},
+        # Services answer on the asker's inbox; only the inbox of a message they received.
+        "allow_responses": True,
+    }
+
+
+def inbox_prefix(subjects: Subjects, component: str) -> str:
+    """Each user's own reply subjects, so no component reads another's replies."""
+    return f"_INBOX_{subjects.service_name(component)}"
+
+
+def user_name(subjects: Subjects, component: str) -> str:
+    return subjects.service_name(component)
+
+
+def generate_users(subjects: Subjects, components: tuple[str, ...] = tuple(RIGHTS)) -> list[NatsUser]:
+    """A fresh user with a random password per component, plus the admin."""
+    users = [NatsUser(ADMIN, user_name(subjects, ADMIN), secrets.token_urlsafe(24))]
+    for component in components:
+        users.append(
+            NatsUser(
+                component,
+                user_name(subjects, component),
+                secrets.token_urlsafe(24),
+                permissions(component, subjects),
+            )
+        )
+    return users
+
+
+def server_block(users: list[NatsUser]) -> str:
+    """nats-server's `authorization { users = [...] }` for these users (JSON is valid NATS config)."""
+    entries = []
+    for user in users:
+        entry: dict[str, object] = {"user": user.user, "password": user.password}
+        if user.permissions is not None:
+            entry["permissions"] = user.permissions
+        entries.append(entry)
+    return "authorization: " + json.dumps({"users": entries}, indent=2) + "\n"
+
+
+def save_users(path: Path, users: list[NatsUser]) -> None:
+    """Write the users' credentials, readable by their owner only."""
+    data = {u.component: {"user": u.user, "password": u.password} for u in users}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2)
+
+
+def load_credentials(path: Path) -> dict[str, tuple[str, str]]:
+    """`component -> (user, password)` from a file `save_users` wrote; empty if there is none."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    return {component: (entry["user"], entry["password"]) for component, entry in data.items()}
+
+
+def users_for(subjects: Subjects, path: Path) -> list[NatsUser]:
+    """The users saved at `path` with their permissions (new passwords for components not saved yet)."""
+    saved = load_credentials(path)
+    users = generate_users(subjects)
+    return [
+        NatsUser(u.component, u.user, saved[u.component][1], u.permissions) if u.component in saved else u
+        for u in users
+    ]

@@ -1,0 +1,78 @@
+"""A three-node NATS cluster under load: one node SIGKILLed and brought back.
+
+`bus.url` lists the three servers and `bus.replicas` is 3, so every stream, KV
+bucket and the object store has a copy on each node. The components' connections
+are spread over the servers (each client picks one at random). The node leading
+the runs work queue is killed mid-load and started again on its store: every
+accepted message is answered exactly once, no component is restarted, and runs
+whose runner lost its connection finish (resumed where needed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bus import Bus
+from config import BusConfig
+from tests.faults.budget import ONE_AT_A_TIME, PREFIX, QUIET, SIZE, TIMEOUT
+from tests.faults.harness import NatsCluster, OpenLoad, UpFactory, Verdict
+from tests.faults.test_nats_restart import OUTAGE, stopped_cleanly
+
+pytestmark = [pytest.mark.asyncio, TIMEOUT, ONE_AT_A_TIME]
+
+
+async def runs_leader(url: str) -> int:
+    """The node (0-based) leading the runs work queue's stream."""
+    bus = await Bus.connect(url, BusConfig(prefix=PREFIX), name="faults-probe")
+    try:
+        info = await bus.js.stream_info(bus.subjects.runs_stream)
+    finally:
+        await bus.close()
+    assert info.cluster is not None
+    assert info.cluster.leader, "the runs stream has no leader"
+    assert len(info.cluster.replicas or []) == 2, "three copies: the leader and two replicas"
+    return int(info.cluster.leader.removeprefix("n")) - 1
+
+
+async def test_a_cluster_node_killed_under_load_loses_and_repeats_no_answer(
+    tmp_path: Path,
+    fault_config: Callable[..., Path],
+    antler_up: UpFactory,
+    chat_load: OpenLoad,
+    verdict: Verdict,
+) -> None:
+    cluster = NatsCluster(tmp_path / "cluster")
+    await cluster.start()
+    try:
+        await cluster.wait_jetstream()
+        up = antler_up(fault_config(url=cluster.url, replicas=3))
+        await up.start()
+        started = time.monotonic()
+        deadline = started + SIZE.budget
+        async with chat_load(cluster.url) as load:
+            await load.publish(load.part(0, 0.5), deadline)
+            assert await load.wait_answered(SIZE.messages // 4, deadline), up.tail()
+            victim = await runs_leader(cluster.url)
+            await cluster.kill(victim)
+            # The rest is published with the node down: clients of the dead node reconnect to another.
+            publishing = asyncio.create_task(load.publish(load.part(0.5, 1), deadline))
+            await asyncio.sleep(OUTAGE)  # the outage itself
+            await cluster.start(victim)
+            await publishing
+            await load.wait_all_accepted_answered(deadline)
+            await asyncio.sleep(QUIET)  # a late second reply would land in this window
+            redelivered = await load.redelivered_runs()
+            problems = [
+                line.strip()
+                for line in up.log().splitlines()
+                if "exited with code" in line or "starting it again" in line
+            ]  # no component, no runner process needed a restart
+            problems += await stopped_cleanly(up)
+            verdict(load, "cluster-node-sigkill", started, up, problems, redelivered_runs=redelivered)
+    finally:
+        await cluster.close()
