@@ -127,8 +127,11 @@ async def provision(bus: Bus) -> Provisioned:
     for bucket in buckets:
         await _ensure_kv(bus, bucket)
     await _ensure_kv(bus, s.replies_bucket, ttl=REPLIES_TTL)
+    # Accounts (the gateway's sign-in) and failed sign-ins, which go after a day at the latest.
+    await _ensure_kv(bus, s.bucket("users"))
+    await _ensure_kv(bus, s.bucket("login_failures"), ttl=DAY)
     await _ensure_kv(bus, s.subagent_results_bucket, ttl=bus.config.subagent_results_ttl_hours * HOUR)
-    buckets += [s.replies_bucket, s.subagent_results_bucket]
+    buckets += [s.replies_bucket, s.subagent_results_bucket, s.bucket("users"), s.bucket("login_failures")]
     await _ensure_object_store(bus, s.files_store)
     log.debug("provisioned %d streams, %d buckets, 1 object store", len(streams), len(buckets))
     return Provisioned(streams=streams, buckets=buckets, object_stores=[s.files_store])

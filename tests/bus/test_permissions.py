@@ -174,7 +174,7 @@ async def test_a_component_cannot_take_messages_from_another_components_consumer
     ("component", "attempt"),
     [
         pytest.param("sandbox", lambda js: js.key_value(S.memory_bucket), id="sandbox-reads-no-memory"),
-        pytest.param("router", lambda js: js.key_value(S.settings_bucket), id="router-reads-no-settings"),
+        pytest.param("router", lambda js: js.key_value(S.agents_bucket), id="router-reads-no-agents"),
         pytest.param("memory", lambda js: js.object_store(S.files_store), id="memory-opens-no-files"),
     ],
 )
