@@ -562,11 +562,15 @@ class SandboxRequest(Envelope):
 
 
 class ExecRequest(SandboxRequest):
+    """Run a shell command in a thread's sandbox: `<prefix>.sandbox.exec` (request/reply)."""
+
     command: str
     timeout_seconds: float | None = None
 
 
 class ExecReply(Reply):
+    """A sandbox command's output, exit code, and whether it was stopped at its time limit."""
+
     exit_code: int | None = None
     output: str = ""
     timed_out: bool = Field(False, description="The command outlived timeout_seconds and was killed.")
@@ -576,6 +580,8 @@ class ExecReply(Reply):
 
 
 class ReadFileRequest(SandboxRequest):
+    """Read a file (or a range of lines) of a thread's sandbox: `<prefix>.sandbox.read_file`."""
+
     path: str
     start_line: int | None = Field(None, ge=1)
     end_line: int | None = Field(None, ge=1)
@@ -583,6 +589,8 @@ class ReadFileRequest(SandboxRequest):
 
 
 class ReadFileReply(Reply):
+    """A sandbox file's text (cut at `sandbox.max_read_chars`, saying so)."""
+
     content: str = ""
     total_lines: int = 0
     truncated_chars: int = 0
@@ -590,27 +598,37 @@ class ReadFileReply(Reply):
 
 
 class WriteFileRequest(SandboxRequest):
+    """Write or append to a file in a thread's sandbox: `<prefix>.sandbox.write_file`."""
+
     path: str
     content: str
     append: bool = False
 
 
 class WriteFileReply(Reply):
+    """What a sandbox write did (bytes written)."""
+
     path: str = ""
     bytes_written: int = 0
 
 
 class ListDirRequest(SandboxRequest):
+    """List a sandbox directory as a tree: `<prefix>.sandbox.list_dir`."""
+
     path: str = USER_DATA
     max_depth: int = Field(2, ge=1, le=5)
 
 
 class ListDirReply(Reply):
+    """A sandbox directory tree, as text."""
+
     tree: str = ""
     entries: list[str] = Field(default_factory=list)
 
 
 class StrReplaceRequest(SandboxRequest):
+    """Replace a unique string in a sandbox file: `<prefix>.sandbox.str_replace`."""
+
     path: str
     old_str: str
     new_str: str
@@ -618,20 +636,28 @@ class StrReplaceRequest(SandboxRequest):
 
 
 class StrReplaceReply(Reply):
+    """What a sandbox replacement did."""
+
     replacements: int = 0
 
 
 class GlobRequest(SandboxRequest):
+    """Find sandbox files by glob pattern: `<prefix>.sandbox.glob`."""
+
     pattern: str
     path: str = USER_DATA
 
 
 class GlobReply(Reply):
+    """The sandbox paths a glob found."""
+
     paths: list[str] = Field(default_factory=list)
     truncated: bool = False
 
 
 class GrepRequest(SandboxRequest):
+    """Search sandbox files for a regular expression: `<prefix>.sandbox.grep`."""
+
     pattern: str
     path: str = USER_DATA
     glob: str | None = None
@@ -646,11 +672,15 @@ class GrepMatch(BaseModel):
 
 
 class GrepReply(Reply):
+    """The matching lines a sandbox grep found."""
+
     matches: list[GrepMatch] = Field(default_factory=list)
     truncated: bool = False
 
 
 class ThreadStateRequest(Envelope):
+    """A thread's current state (or at a checkpoint): `<prefix>.threads.state`."""
+
     thread_id: str
     user_id: str = "default"
     checkpoint_id: str | None = None
@@ -673,10 +703,14 @@ class ThreadState(BaseModel):
 
 
 class ThreadStateReply(Reply):
+    """A thread's state: values, next nodes, checkpoint, tasks."""
+
     state: ThreadState | None = None
 
 
 class ThreadHistoryRequest(Envelope):
+    """A thread's earlier states, newest first: `<prefix>.threads.history`."""
+
     thread_id: str
     user_id: str = "default"
     limit: int = Field(10, ge=1, le=1000)
@@ -685,10 +719,14 @@ class ThreadHistoryRequest(Envelope):
 
 
 class ThreadHistoryReply(Reply):
+    """A page of a thread's state history."""
+
     states: list[ThreadState] = Field(default_factory=list)
 
 
 class ThreadUpdateStateRequest(Envelope):
+    """Change a thread's state as a node would: `<prefix>.threads.update_state`."""
+
     thread_id: str
     user_id: str = "default"
     values: dict[str, Any] | list[Any] | None = None
@@ -697,6 +735,8 @@ class ThreadUpdateStateRequest(Envelope):
 
 
 class ThreadUpdateStateReply(Reply):
+    """The checkpoint an update of a thread's state wrote."""
+
     checkpoint: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -709,6 +749,8 @@ class ThreadCreateRequest(Envelope):
 
 
 class ThreadCreateReply(Reply):
+    """The thread record a `threads.create` request made (or found)."""
+
     thread: ThreadRecord | None = Field(
         None, description="The record: new, or the one that was there (whoever's it is)."
     )
@@ -724,6 +766,8 @@ class ThreadPatchRequest(Envelope):
 
 
 class ThreadPatchReply(Reply):
+    """The thread record after a `threads.patch` request."""
+
     thread: ThreadRecord | None = None
 
 
@@ -735,6 +779,8 @@ class ThreadDeleteRequest(Envelope):
 
 
 class ThreadDeleteReply(Reply):
+    """What a `threads.delete` request removed."""
+
     deleted: bool = False
 
 
@@ -760,6 +806,8 @@ class ThreadSuggestionsRequest(Envelope):
 
 
 class ThreadSuggestionsReply(Reply):
+    """Follow-up questions a model suggested for a thread."""
+
     suggestions: list[str] = Field(default_factory=list)
 
 
@@ -786,6 +834,8 @@ class MemoryImportRequest(MemoryRequest):
 
 
 class MemoryReply(Reply):
+    """A memory document after a `<prefix>.memory.*` request."""
+
     document: MemoryDocument | None = None
 
 

@@ -99,6 +99,7 @@ RIGHTS: dict[str, Rights] = {
         kv_write=("chats", "runs", "thread_runs"),
         kv_read=("threads", "memory", "settings"),
         files=True,
+        serve=("router",),
         call=("threads",),
     ),
     "gateway": Rights(

@@ -46,7 +46,7 @@ from bus.messages import (
 )
 from bus.records import RecordStore
 from bus.runs import submit_run
-from bus.service import ServiceError, call
+from bus.service import ServiceError, call, start_service
 from bus.subjects import safe_token
 from channels.replies import ReplyProjection, projection_consumer
 from config import AppConfig, ChannelConfig
@@ -322,4 +322,9 @@ async def run(bus: Bus, config: AppConfig) -> None:
         handler=router.on_thread_deleted,
         deliver_policy=DeliverPolicy.NEW,
     )
-    await run_consumers(inbound, projection, unbind)
+    # No requests to answer; a service so that `$SRV` discovery (and /health) counts routers.
+    presence = await start_service(bus, "router", [], description="Chat router (chats -> runs -> replies)")
+    try:
+        await run_consumers(inbound, projection, unbind)
+    finally:
+        await presence.stop()

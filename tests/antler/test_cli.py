@@ -60,10 +60,17 @@ async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Pa
             for _ in range(100):  # components come up in any order; health says who answers now
                 health = (await http.get(f"{gateway_url}/health")).json()
                 found = health["components"]
-                if health["status"] == "ok" and found.get("runner") == 2 and len(found) == 5:
+                if health["status"] == "ok" and found.get("runner") == 2 and len(found) == 6:
                     break
                 await asyncio.sleep(0.1)
-        assert health["components"] == {"gateway": 1, "runner": 2, "sandbox": 1, "subagents": 1, "memory": 1}
+        assert health["components"] == {
+            "gateway": 1,
+            "runner": 2,
+            "sandbox": 1,
+            "subagents": 1,
+            "memory": 1,
+            "router": 1,
+        }
         lock_holder = int((tmp_path / "data" / "antler.lock").read_text().split()[1].rstrip(","))
         assert (tmp_path / "data" / "nats.url").read_text().strip() == url
 
@@ -241,6 +248,8 @@ async def test_tail_prints_matching_traffic_readably(bus: Bus, bus_config: BusCo
     assert code == 0, err
     assert bus.subjects.chat_in("cli") in out
     assert '"text": "watch me"' in out
+    # What the message is comes first, before its body and ids.
+    assert out.index("channel=cli chat_id=c9") < out.index('"text": "watch me"')
 
 
 async def test_send_prints_the_reply_of_whatever_answers_the_chat(
