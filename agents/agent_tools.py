@@ -13,8 +13,8 @@ from typing import Any
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, tool
 
-from agents.custom_agents import AgentNameInvalid, AgentNotFound, AgentStore, check_fields
 from bus import Bus
+from bus.agent_store import AgentNameInvalid, AgentNotFound, AgentStore, check_fields
 from config import AppConfig
 
 # Tools in these groups exist here; a custom agent's `tool_groups` chooses among them.

@@ -12,10 +12,10 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 
 from agents.context import RunOptions
-from agents.custom_agents import AgentNameInvalid, AgentStore
 from agents.errors import UnknownAgent
 from agents.prompt import build_system_prompt
 from bus import Bus
+from bus.agent_store import AgentNameInvalid, AgentStore
 from bus.content import text_of
 from bus.messages import AgentDefinition, ChatTurn, MemoryDocument, MemoryUpdate, RunRequest
 from bus.records import RecordStore

@@ -8,6 +8,7 @@ a test keeps the two in step.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -262,8 +263,22 @@ class SubagentsConfig(Section):
     )
 
 
+# The skills that ship with Antler (skills/public) sit beside this package.
+BUNDLED_SKILLS = Path(__file__).resolve().parent.parent / "skills"
+
+
 class SkillsConfig(Section):
-    path: str = Field("skills", description="Host directory holding public/ and custom/ skills.")
+    path: str = Field(
+        default_factory=lambda: str(BUNDLED_SKILLS),
+        description="Host directory holding public/ and custom/ skills (null: Antler's own, "
+        "wherever `antler` is started).",
+    )
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _bundled_when_null(cls, value: object) -> object:
+        return str(BUNDLED_SKILLS) if value is None else value
+
     container_path: str = Field("/mnt/skills", description="Where the agent sees them.")
 
 

@@ -1,7 +1,7 @@
 """DeerFlow's custom agents API, for the caller's own agents: `/api/agents`.
 
 GET /api/agents, POST /api/agents (201), GET /api/agents/check?name=, GET/PUT/DELETE
-/api/agents/{name}. Agents live in KV (`agents.custom_agents.AgentStore`), so every runner
+/api/agents/{name}. Agents live in KV (`bus.agent_store.AgentStore`), so every runner
 uses the same definition; a run with `agent_name` set takes its soul, model, tools and skills.
 """
 
@@ -12,7 +12,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException, Response
 from pydantic import BaseModel, Field
 
-from agents.custom_agents import (
+from bus.agent_store import (
     AgentExists,
     AgentNameInvalid,
     AgentNotFound,
