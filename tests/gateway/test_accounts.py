@@ -257,6 +257,9 @@ async def test_a_cookie_user_reaches_only_their_own_things_and_shares_a_token_us
         waited = await token.post(f"/threads/{thread}/runs/wait", json=body)
         run = waited.headers["location"].split("/")[-2]
         await token.post("/memory/facts", json={"content": "Ana likes tea"})
+        assert (
+            await token.post("/agents", json={"name": "tea-sommelier", "soul": "Talk tea."})
+        ).status_code == 201
 
     async with browser(api_url) as carol:
         await login(carol, "carol@example.com")
@@ -271,6 +274,8 @@ async def test_a_cookie_user_reaches_only_their_own_things_and_shares_a_token_us
         ):
             assert (await carol.get(path)).status_code == 404, path
         assert (await carol.get("/api/memory")).json()["facts"] == []
+        assert (await carol.get("/api/agents")).json() == {"agents": []}
+        assert (await carol.get("/api/agents/tea-sommelier")).status_code == 404
 
     async with browser(api_url) as ana:
         await login(ana, "ana@example.com")
@@ -280,3 +285,4 @@ async def test_a_cookie_user_reaches_only_their_own_things_and_shares_a_token_us
         assert file.content == b"ana's"
         assert (await ana.get(f"/api/threads/{thread}/runs/{run}")).json()["status"] == "success"
         assert [f["content"] for f in (await ana.get("/api/memory")).json()["facts"]] == ["Ana likes tea"]
+        assert [a["name"] for a in (await ana.get("/api/agents")).json()["agents"]] == ["tea-sommelier"]

@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 
 from bus import Bus
+from bus.agent_store import AgentStore
 from bus.messages import MemoryDocument
 from bus.records import RecordStore
 from config import AppConfig
@@ -232,6 +233,7 @@ async def test_a_custom_agent_keeps_its_own_memory_of_the_user(
     bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
 ) -> None:
     fake_model.script(Reply(text="Noted."), memory_reply("Prefers tabs over spaces"))
+    await (await AgentStore.open(bus)).create("lin", "coder", {"soul": "You write code."})
     coder = {"agent_name": "coder"}
     await submit_and_collect(bus, ask("t-coder", "I prefer tabs", user_id="lin", context=coder))
     store = RecordStore(await bus.kv(bus.subjects.memory_bucket), MemoryDocument)
