@@ -42,7 +42,7 @@ function redraw() {
     else box.replaceChildren();
     const empty = !conversation || (!conversation.messages().length && !conversation.running);
     $("empty").hidden = !empty;
-    $("chat-title").textContent = titleOf(state.threadId) || conversation?.title || "New chat";
+    $("chat-title").textContent = titleOf(state.threadId) || "New chat";
     const running = Boolean(conversation?.running);
     $("stop").hidden = !running;
     $("send").disabled = running;
@@ -56,8 +56,10 @@ function redraw() {
 // ------------------------------------------------------------------ thread list
 
 function titleOf(threadId) {
+  // A rename (metadata) wins over the agent's title; the open thread's state may know it first.
   const thread = state.threadList.find((t) => t.thread_id === threadId);
-  return thread ? thread.metadata?.title || thread.values?.title || "" : "";
+  const open = threadId === state.threadId ? state.conversation?.title : "";
+  return thread?.metadata?.title || thread?.values?.title || open || "";
 }
 
 async function refreshThreads() {
@@ -73,7 +75,7 @@ async function refreshThreads() {
 function drawThreads() {
   const filter = $("thread-search").value.trim().toLowerCase();
   const items = state.threadList
-    .map((t) => ({ id: t.thread_id, title: t.metadata?.title || t.values?.title || "Untitled", busy: t.status === "busy" }))
+    .map((t) => ({ id: t.thread_id, title: titleOf(t.thread_id) || "Untitled", busy: t.status === "busy" }))
     .filter((t) => !filter || t.title.toLowerCase().includes(filter));
   $("thread-list").replaceChildren(
     ...items.map((t) =>
@@ -83,7 +85,7 @@ function drawThreads() {
         el("a", { href: `#/t/${encodeURIComponent(t.id)}`, class: "thread-title", text: t.title, title: t.title }),
         t.busy ? el("span", { class: "dot", "aria-label": "answering" }) : null,
         el("button", { type: "button", class: "icon small", "aria-label": `Rename ${t.title}`, text: "✎", onclick: () => rename(t) }),
-        el("button", { type: "button", class: "icon small", "aria-label": `Delete ${t.title}`, text: "🗑", onclick: () => remove(t) }),
+        el("button", { type: "button", class: "icon small", "aria-label": `Delete ${t.title}`, text: "✕", onclick: () => remove(t) }),
       ),
     ),
   );
@@ -218,7 +220,11 @@ async function follow(conversation, how) {
     /* the stream's last values stay */
   }
   redraw();
-  refreshThreads();
+  await refreshThreads();
+  // The thread's record takes the new title just after the run ends: look once more if it is not in.
+  if (!state.threadList.find((t) => t.thread_id === conversation.threadId)?.values?.title) {
+    setTimeout(refreshThreads, 1500);
+  }
 }
 
 async function send(text, extraKwargs = {}) {
@@ -298,7 +304,7 @@ function drawAttachments() {
       el(
         "span",
         { class: "chip" },
-        `📎 ${file.name}`,
+        file.name,
         el("button", { type: "button", class: "icon small", "aria-label": `Remove ${file.name}`, text: "✕", onclick: () => { state.pending.splice(i, 1); drawAttachments(); } }),
       ),
     ),

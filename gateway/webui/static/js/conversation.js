@@ -68,6 +68,11 @@ export class Conversation {
   setValues(values) {
     this.values = values || {};
     this.base = Array.isArray(this.values.messages) ? this.values.messages : [];
+    // The message the user just sent is shown at once; the thread's own copy replaces it.
+    const sent = new Set(this.base.filter((m) => kindOf(m) === "human").map((m) => textOf(m.content)));
+    for (const [id, message] of this.live) {
+      if (id.startsWith("local-") && sent.has(textOf(message.content))) this.live.delete(id);
+    }
     for (const message of this.base) {
       if (message.id) this.live.delete(message.id);
       const reasoning = message.additional_kwargs?.reasoning_content;
@@ -188,7 +193,7 @@ function humanBubble(message) {
       { class: "bubble" },
       el("div", { class: "plain", text }), // the user's words, never interpreted as HTML
       files.length
-        ? el("div", { class: "chips" }, files.map((f) => el("span", { class: "chip", text: `📎 ${f.filename}` })))
+        ? el("div", { class: "chips" }, files.map((f) => el("span", { class: "chip", text: f.filename })))
         : null,
     ),
   );

@@ -37,7 +37,7 @@ async function memoryPage(body, toast) {
       el("span", { class: "fact-text", text: fact.content }),
       el("span", { class: "badge", text: fact.category }),
       el("button", { type: "button", class: "icon small", "aria-label": "Edit fact", text: "✎", onclick: () => edit() }),
-      el("button", { type: "button", class: "icon small", "aria-label": "Delete fact", text: "🗑", onclick: () => act(settings.deleteFact(fact.id), "Fact deleted") }),
+      el("button", { type: "button", class: "icon small", "aria-label": "Delete fact", text: "✕", onclick: () => act(settings.deleteFact(fact.id), "Fact deleted") }),
     );
     const edit = () => {
       const input = el("input", { type: "text", value: fact.content, "aria-label": "Fact" });
