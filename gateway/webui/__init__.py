@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from starlette.exceptions import HTTPException
 from starlette.responses import FileResponse, PlainTextResponse
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -71,4 +72,7 @@ class WebUI:
         if path == "/":
             await FileResponse(self.index, media_type="text/html")(scope, receive, with_headers)
             return
-        await self.files({**scope, "path": path[len(UI_PREFIX) - 1 :], "root_path": ""}, receive, with_headers)
+        try:
+            await self.files({**scope, "path": path[len(UI_PREFIX) - 1 :], "root_path": ""}, receive, with_headers)
+        except HTTPException as exc:  # outside the app, nothing else turns StaticFiles' refusals into answers
+            await PlainTextResponse(exc.detail, exc.status_code)(scope, receive, send)

@@ -95,7 +95,8 @@ async def stack(nats_server: Any, tmp_path_factory: pytest.TempPathFactory) -> A
                         "supports_thinking": True,
                     }
                 ],
-                "memory": {"enabled": True},
+                # the updater answers the settings page; it never asks the model (whose script is the tests')
+                "memory": {"enabled": True, "debounce_seconds": 3600},
                 "gateway": {
                     "port": 0,
                     "tokens": [
