@@ -72,7 +72,8 @@ class WebUI:
         if path == "/":
             await FileResponse(self.index, media_type="text/html")(scope, receive, with_headers)
             return
+        inner = {**scope, "path": path[len(UI_PREFIX) - 1 :], "root_path": ""}
         try:
-            await self.files({**scope, "path": path[len(UI_PREFIX) - 1 :], "root_path": ""}, receive, with_headers)
+            await self.files(inner, receive, with_headers)
         except HTTPException as exc:  # outside the app, nothing else turns StaticFiles' refusals into answers
             await PlainTextResponse(exc.detail, exc.status_code)(scope, receive, send)

@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, BrowserContext, Page, async_playwright
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from config import AppConfig, BusConfig
 from config.loader import _build
 from tests.agents.conftest import running_runner
+from tests.agents.test_subagents import running_executor
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import running_gateway, skills_dir
 from tests.memory.conftest import running_updater
@@ -43,6 +44,9 @@ DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 TOKENS = {"ana": "tok-ana", "bob": "tok-bob"}
 
+# A shared machine may be slow: waiting longer costs nothing when the page is quick.
+expect.set_options(timeout=15_000)
+
 # Every test module here starts with this: the session's loop (the browser's), and one xdist group.
 UI_TESTS = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.xdist_group("webui")]
 
@@ -58,7 +62,9 @@ def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def browser() -> AsyncIterator[Browser]:
     if not shutil.which(CHROMIUM):
-        pytest.fail(f"the web UI tests need Chromium at {CHROMIUM}: run `make install` (apt-get install chromium)")
+        pytest.fail(
+            f"the web UI tests need Chromium at {CHROMIUM}: `make install` (apt-get install chromium)"
+        )
     async with async_playwright() as playwright:
         launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         try:
@@ -76,7 +82,7 @@ class Stack:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def stack(nats_server: Any, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
-    """Runner, sandbox broker, memory updater and gateway (tokens for ana and bob), one per module."""
+    """Runner, sandbox broker, memory updater, subagent executor and gateway (tokens for ana and bob)."""
     tmp = tmp_path_factory.mktemp("webui-stack")
     bus = BusConfig(prefix=f"t{uuid.uuid4().hex[:10]}", ack_wait_seconds=2.0, max_deliver=3)
     with pytest.MonkeyPatch.context() as env:
@@ -113,6 +119,7 @@ async def stack(nats_server: Any, tmp_path_factory: pytest.TempPathFactory) -> A
                 running_runner(url, config),
                 running_broker(url, config),
                 running_updater(url, config),
+                running_executor(url, config),
                 running_gateway(url, config) as base,
             ):
                 yield Stack(url=base, model=model, config=config)
@@ -142,4 +149,5 @@ async def open_page(browser: Browser, stack: Stack) -> AsyncIterator[OpenPage]:
     yield make
     for context in contexts:
         await context.close()
+    stack.model._script.clear()  # a failed test's unused replies must not answer the next test
     assert not errors, f"the page threw: {errors}"

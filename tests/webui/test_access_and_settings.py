@@ -38,7 +38,9 @@ async def test_the_page_is_served_at_the_root_without_shadowing_the_api(stack: S
         assert (await http.post("/", content=b"x")).status_code == 405
 
 
-async def test_a_token_is_asked_for_once_and_kept(open_page: OpenPage, stack: Stack, screenshots: Path) -> None:
+async def test_a_token_is_asked_for_once_and_kept(
+    open_page: OpenPage, stack: Stack, screenshots: Path
+) -> None:
     page = await open_page(user=None, size=PHONE)
     form = page.locator(".signin-box")
     await expect(form).to_be_visible()
@@ -105,7 +107,8 @@ async def test_thread_list_search_rename_and_delete(open_page: OpenPage, stack: 
 def skill_archive(name: str) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as bundle:
-        bundle.writestr(f"{name}/SKILL.md", f"---\nname: {name}\ndescription: Track deer herds\n---\nSteps.\n")
+        manifest = f"---\nname: {name}\ndescription: Track deer herds\n---\nSteps.\n"
+        bundle.writestr(f"{name}/SKILL.md", manifest)
     return buffer.getvalue()
 
 
@@ -137,9 +140,12 @@ async def test_settings_pages_edit_memory_switch_skills_and_mcp_servers(
     await expect(switch).to_be_checked()
     await switch.uncheck()
     await expect(page.locator("#toast")).to_have_text("deep-research disabled")
-    await body.locator("input[type=file]").set_input_files(
-        files=[{"name": "herd-tracker.skill", "mimeType": "application/zip", "buffer": skill_archive("herd-tracker")}]
-    )
+    archive = {
+        "name": "herd-tracker.skill",
+        "mimeType": "application/zip",
+        "buffer": skill_archive("herd-tracker"),
+    }
+    await body.locator("input[type=file]").set_input_files(files=[archive])
     await expect(body.locator("[data-skill=herd-tracker]")).to_contain_text("Track deer herds")
     async with api(stack) as http:
         skills = {s["name"]: s["enabled"] for s in (await http.get("/skills")).json()["skills"]}

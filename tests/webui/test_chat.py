@@ -126,7 +126,9 @@ async def test_stop_cancels_the_running_answer(open_page: OpenPage, stack: Stack
         hold.set()
 
 
-async def test_a_reload_mid_answer_reconnects_to_the_running_answer(open_page: OpenPage, stack: Stack) -> None:
+async def test_a_reload_mid_answer_reconnects_to_the_running_answer(
+    open_page: OpenPage, stack: Stack
+) -> None:
     hold = asyncio.Event()
     before = len(stack.model.agent_requests)
     stack.model.script(
@@ -193,7 +195,28 @@ async def test_reasoning_shows_as_a_thinking_block_and_plan_mode_shows_todos(
     assert any(t["function"]["name"] == "write_todos" for t in plan_mode.get("tools", []))
 
 
-async def test_screens_at_desktop_and_phone_width(open_page: OpenPage, stack: Stack, screenshots: Path) -> None:
+async def test_a_subagent_task_shows_as_a_progress_card(open_page: OpenPage, stack: Stack) -> None:
+    prompt = "Count the deer in the north herd"
+    task = {"description": "count the herd", "prompt": prompt, "subagent_type": "bash"}
+    stack.model.script(
+        Reply(tool_calls=[ToolCall("task", task)]),
+        Reply(text="Twelve deer in the north herd.", when=prompt),
+        Reply(text="The subagent counted twelve.", when="Twelve deer in the north herd"),
+    )
+    page = await open_page()
+    await page.locator("label", has_text="Subagents").click()
+    await send(page, "delegate the counting")
+    await expect(page.locator(".msg-ai .md").last).to_have_text("The subagent counted twelve.")
+    card = page.locator(".task")
+    await expect(card.locator(".task-desc")).to_have_text("count the herd")
+    await expect(card.locator(".task-status")).to_have_text("Done")
+    await card.locator("summary").click()
+    await expect(card.locator(".md")).to_have_text("Twelve deer in the north herd.")
+
+
+async def test_screens_at_desktop_and_phone_width(
+    open_page: OpenPage, stack: Stack, screenshots: Path
+) -> None:
     stack.model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "ls /mnt/user-data"})]),
         Reply(text=MARKDOWN_WITH_TRAPS.split("<img")[0] + "The herd is **twelve** strong."),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import zlib
 from pathlib import Path
@@ -22,7 +23,11 @@ def tiny_png() -> bytes:
 
     rows = b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2))
     header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    body = chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    return b"\x89PNG\r\n\x1a\n" + body
+
+
+REPORT = "# Herd report\n\nTwelve deer."
 
 
 async def send(page: Page, text: str) -> None:
@@ -51,11 +56,13 @@ async def test_a_file_picked_in_a_new_chat_is_uploaded_and_the_agent_reads_it(
     await step.locator("summary").click()
     await expect(step.locator(".step-io").last).to_have_text("The herd: twelve deer.")
     await expect(page.locator(".msg-ai .md")).to_have_text("Your notes count twelve deer.")
-    told = stack.model.agent_requests[-2]["messages"]
-    assert any("/mnt/user-data/uploads/notes.txt" in str(m.get("content")) for m in told if m["role"] == "user")
+    told = [m for m in stack.model.agent_requests[-2]["messages"] if m["role"] == "user"]
+    assert any("/mnt/user-data/uploads/notes.txt" in str(m.get("content")) for m in told)
 
 
-async def test_a_file_dropped_on_a_new_chat_is_attached_and_uploaded(open_page: OpenPage, stack: Stack) -> None:
+async def test_a_file_dropped_on_a_new_chat_is_attached_and_uploaded(
+    open_page: OpenPage, stack: Stack
+) -> None:
     stack.model.script(
         Reply(tool_calls=[ToolCall("read_file", {"path": "/mnt/user-data/uploads/dropped.csv"})]),
         Reply(text="Lisbon is at 21."),
@@ -83,7 +90,7 @@ async def test_artifacts_preview_and_download_and_uploaded_images_preview(
 ) -> None:
     report = "/mnt/user-data/outputs/report.md"
     stack.model.script(
-        Reply(tool_calls=[ToolCall("write_file", {"path": report, "content": "# Herd report\n\nTwelve deer."})]),
+        Reply(tool_calls=[ToolCall("write_file", {"path": report, "content": REPORT})]),
         Reply(tool_calls=[ToolCall("present_files", {"filepaths": [report]})]),
         Reply(text="Here is your report."),
     )
@@ -103,9 +110,11 @@ async def test_artifacts_preview_and_download_and_uploaded_images_preview(
         await panel.locator(".preview-head").get_by_role("button", name="Download").click()
     download = await waiting.value
     assert download.suggested_filename == "report.md"
-    assert Path(await download.path()).read_text() == "# Herd report\n\nTwelve deer."
+    saved = await download.path()
+    assert await asyncio.to_thread(Path(saved).read_text) == REPORT
     # the uploaded picture previews as an image the browser decoded
-    await panel.locator(".artifact", has_text="deer.png").get_by_role("button", name="deer.png", exact=True).click()
+    uploaded = panel.locator(".artifact", has_text="deer.png")
+    await uploaded.get_by_role("button", name="deer.png", exact=True).click()
     image = panel.locator(".preview-img")
     await expect(image).to_be_visible()
     assert await image.evaluate("img => img.complete && img.naturalWidth") == 2

@@ -157,7 +157,7 @@ async function openThread(threadId) {
     if (state.conversation !== conversation) return;
     conversation.setValues(threadState?.values || thread.values);
     redraw();
-    if (thread.status === "busy") await rejoin(conversation);
+    if (thread.status === "busy") rejoin(conversation).catch((error) => toast(error.message, "error"));
   } catch (error) {
     if (error.status === 404) {
       toast("That conversation does not exist (or is not yours).", "error");
@@ -435,12 +435,12 @@ async function main() {
     document.body.append(el("p", { class: "fatal", text: `Antler's gateway is not answering: ${error.message}` }));
     return;
   }
-  $("app").hidden = false;
   $("sign-out").hidden = !canSignOut();
   wire();
   await loadModels();
   await refreshThreads();
   await route();
+  $("app").hidden = false; // only now: nothing typed or attached before is lost to the first route
   setInterval(() => document.visibilityState === "visible" && refreshThreads(), 15000);
 }
 
