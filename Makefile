@@ -33,7 +33,7 @@ chromium:
 	  echo "installing chromium for the web UI tests ..."; \
 	  $(SUDO) apt-get install -y -q chromium >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q chromium >/dev/null 2>&1; } || \
-	  echo "warning: could not install chromium; the web UI tests (tests/webui) will be skipped"; }
+	  echo "warning: could not install chromium; the web UI tests (tests/webui) cannot run"; }
 
 up: install
 	$(BIN)/antler up

@@ -158,5 +158,6 @@ async def test_settings_pages_edit_memory_switch_skills_and_mcp_servers(
     await expect(page.locator("#toast")).to_have_text("herds disabled")
     async with api(stack) as http:
         assert (await http.get("/mcp/config")).json()["mcp_servers"]["herds"]["enabled"] is False
+    await expect(body).not_to_contain_text("null")
     await page.emulate_media(color_scheme="dark")
     await page.screenshot(path=screenshots / "settings-mcp-dark.png")

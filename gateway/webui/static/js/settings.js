@@ -13,6 +13,11 @@ const SECTIONS = [
   ["history", "longTermBackground", "Background"],
 ];
 
+/** Replace `body`'s content with the given nodes, skipping the absent ones (null, false). */
+function fill(body, ...children) {
+  body.replaceChildren(...children.filter(Boolean));
+}
+
 function failed(body, error) {
   body.replaceChildren(el("p", { class: "error", role: "alert", text: error.message }));
 }
@@ -51,7 +56,8 @@ async function memoryPage(body, toast) {
     };
     return row;
   };
-  body.replaceChildren(
+  fill(
+    body,
     el("h2", { text: "Memory" }),
     el("p", { class: "muted", text: "What Antler remembers about you across conversations. It updates itself after conversations; you can correct it here." }),
     summaries.length
@@ -86,7 +92,8 @@ async function skillsPage(body, toast) {
       toast(error.message, "error");
     }
   });
-  body.replaceChildren(
+  fill(
+    body,
     el("h2", { text: "Skills" }),
     el("p", { class: "muted", text: "Skills are instructions and scripts the agent can follow. Switched-off skills are not offered to it." }),
     el(
@@ -122,7 +129,8 @@ async function mcpPage(body, toast) {
   const config = await settings.mcp();
   const servers = Object.entries(config.mcp_servers || {});
   const status = config.status || {};
-  body.replaceChildren(
+  fill(
+    body,
     el("h2", { text: "MCP servers" }),
     el("p", { class: "muted", text: "Tool servers from extensions_config.json. Changes reach every runner at once (admins only)." }),
     servers.length ? null : el("p", { class: "muted", text: "No MCP servers configured." }),
