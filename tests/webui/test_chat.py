@@ -232,6 +232,6 @@ async def test_screens_at_desktop_and_phone_width(
     await expect(phone.locator(".msg-ai .md")).to_contain_text("twelve")
     await phone.screenshot(path=screenshots / "chat-phone.png")
     await phone.locator("#open-sidebar").click()
-    await expect(phone.locator("#sidebar")).to_be_in_viewport()
+    await expect(phone.locator("#sidebar")).to_have_css("transform", "none")  # slid all the way in
     await phone.screenshot(path=screenshots / "threads-phone.png")
     print(f"screenshots: {screenshots}")
