@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install bwrap postgres up test lint format clean
+.PHONY: install bwrap postgres chromium up test lint format clean
 
 # The sandbox isolates commands with bubblewrap (Debian package); without it they run unisolated.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-install: $(STAMP) bwrap postgres
+install: $(STAMP) bwrap postgres chromium
 
 bwrap:
 	@command -v bwrap >/dev/null 2>&1 || { \
@@ -34,6 +34,15 @@ postgres:
 	  { $(SUDO) apt-get update -q >/dev/null 2>&1 && \
 	    $(SUDO) apt-get install -y -q --no-install-recommends postgresql >/dev/null 2>&1; } || \
 	  echo "warning: could not install PostgreSQL; the postgres checkpoint tests will fail"; }
+
+# The web UI's end-to-end tests drive Debian's Chromium through Playwright (which cannot download
+# its own browsers here); users of Antler never need it.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium for the web UI tests ..."; \
+	  $(SUDO) apt-get install -y -q chromium >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q chromium >/dev/null 2>&1; } || \
+	  echo "warning: could not install chromium; the web UI tests (tests/webui) cannot run"; }
 
 up: install
 	$(BIN)/antler up

@@ -1,4 +1,5 @@
-"""The FastAPI app: the LangGraph-compatible API (at /api and /api/langgraph) and health.
+"""The FastAPI app: the LangGraph-compatible API (at /api and /api/langgraph), health, and the web UI
+(at /, a client of the API: `gateway.webui`).
 
 Errors are JSON `{"detail": "..."}`: 4xx for the caller's mistakes, never a stack trace.
 """
@@ -29,6 +30,7 @@ from gateway.rest.placeholders import router as placeholders_router
 from gateway.rest.settings import MAX_SKILL_ARCHIVE, mcp_status
 from gateway.rest.settings import router as settings_router
 from gateway.schemas import errors
+from gateway.webui import WebUI
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +104,7 @@ def create_app(gw: Gateway) -> FastAPI:
         openapi_url="/openapi.json" if docs else None,
     )
     app.state.gateway = gw
-    # Outermost last: CORS (preflights need no token), then the token check, then body limits.
+    # Outermost last: the web UI's files, CORS (preflights need no token), the token check, body limits.
     app.add_middleware(BodyLimitMiddleware, **body_limits(gw))
     app.add_middleware(RequireToken, auth=gw.auth)
     if gw.config.gateway.cors_origins:
@@ -113,6 +115,7 @@ def create_app(gw: Gateway) -> FastAPI:
             allow_headers=["*"],
             expose_headers=["Content-Location", "Location"],
         )
+    app.add_middleware(WebUI)  # outermost: answers only GET / and /ui/..., files without data
     # Any API route may refuse the caller (RequireToken), a body it cannot parse (400) or its shape (422).
     refusals = errors(400, 401, 422)
     app.include_router(langgraph_router, prefix="/api", tags=["langgraph"], responses=refusals)

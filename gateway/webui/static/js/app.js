@@ -1,0 +1,447 @@
+// The page: thread list, the conversation with its composer, and the route between chat and settings.
+
+import { STREAM_MODES, settings, streamRun, threads } from "./api.js";
+import { canSignOut, signIn, signOut } from "./auth.js";
+import { Conversation, draw, el } from "./conversation.js";
+import { closeArtifacts, showArtifacts } from "./files.js";
+import { showSettings } from "./settings.js";
+
+const $ = (id) => document.getElementById(id);
+const OPTIONS = { thinking: "opt-thinking", plan: "opt-plan", subagents: "opt-subagents" };
+
+const state = {
+  threadId: null, // the open thread (null: a new chat, not created yet)
+  isNew: true,
+  conversation: null,
+  cache: new Map(), // drawn message nodes of the open thread
+  threadList: [],
+  pending: [], // files chosen for the next message
+  runId: null,
+  abort: null,
+  drawQueued: false,
+};
+
+export function toast(text, kind = "info") {
+  const box = $("toast");
+  box.textContent = text;
+  box.className = `toast toast-${kind}`;
+  box.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => (box.hidden = true), 5000);
+}
+
+function redraw() {
+  if (state.drawQueued) return;
+  state.drawQueued = true;
+  requestAnimationFrame(() => {
+    state.drawQueued = false;
+    const box = $("messages");
+    const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+    const conversation = state.conversation;
+    if (conversation) draw(conversation, box, { answer }, state.cache);
+    else box.replaceChildren();
+    const empty = !conversation || (!conversation.messages().length && !conversation.running);
+    $("empty").hidden = !empty;
+    $("chat-title").textContent = titleOf(state.threadId) || "New chat";
+    const running = Boolean(conversation?.running);
+    $("stop").hidden = !running;
+    $("send").disabled = running;
+    const files = (conversation?.values.artifacts || []).length;
+    $("open-artifacts").hidden = state.isNew;
+    $("artifact-count").textContent = files ? String(files) : "";
+    if (atBottom) box.scrollTop = box.scrollHeight;
+  });
+}
+
+// ------------------------------------------------------------------ thread list
+
+function titleOf(threadId) {
+  // A rename (metadata) wins over the agent's title; the open thread's state may know it first.
+  const thread = state.threadList.find((t) => t.thread_id === threadId);
+  const open = threadId === state.threadId ? state.conversation?.title : "";
+  return thread?.metadata?.title || thread?.values?.title || open || "";
+}
+
+async function refreshThreads() {
+  try {
+    state.threadList = (await threads.search()) || [];
+  } catch (error) {
+    toast(`Could not list conversations: ${error.message}`, "error");
+    return;
+  }
+  drawThreads();
+}
+
+function drawThreads() {
+  const filter = $("thread-search").value.trim().toLowerCase();
+  const items = state.threadList
+    .map((t) => ({ id: t.thread_id, title: titleOf(t.thread_id) || "Untitled", busy: t.status === "busy" }))
+    .filter((t) => !filter || t.title.toLowerCase().includes(filter));
+  $("thread-list").replaceChildren(
+    ...items.map((t) =>
+      el(
+        "li",
+        { class: `thread${t.id === state.threadId ? " active" : ""}`, "data-thread": t.id },
+        el("a", { href: `#/t/${encodeURIComponent(t.id)}`, class: "thread-title", text: t.title, title: t.title }),
+        t.busy ? el("span", { class: "dot", "aria-label": "answering" }) : null,
+        el("button", { type: "button", class: "icon small", "aria-label": `Rename ${t.title}`, text: "✎", onclick: () => rename(t) }),
+        el("button", { type: "button", class: "icon small", "aria-label": `Delete ${t.title}`, text: "✕", onclick: () => remove(t) }),
+      ),
+    ),
+  );
+}
+
+function rename(thread) {
+  const item = document.querySelector(`[data-thread="${CSS.escape(thread.id)}"]`);
+  const input = el("input", { class: "rename", value: thread.title, "aria-label": "New title" });
+  const save = async () => {
+    const title = input.value.trim();
+    if (!title || title === thread.title) return drawThreads();
+    try {
+      await threads.patch(thread.id, { title });
+      // The agent's own state too, so later runs keep the new title.
+      await threads.updateState(thread.id, { title }).catch(() => {});
+    } catch (error) {
+      toast(`Could not rename: ${error.message}`, "error");
+    }
+    await refreshThreads();
+    redraw();
+  };
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") save();
+    if (event.key === "Escape") drawThreads();
+  });
+  input.addEventListener("blur", save, { once: true });
+  item.replaceChildren(input);
+  input.focus();
+  input.select();
+}
+
+async function remove(thread) {
+  if (!confirm(`Delete "${thread.title}"? Its messages and files are removed.`)) return;
+  try {
+    await threads.remove(thread.id);
+  } catch (error) {
+    toast(`Could not delete: ${error.message}`, "error");
+  }
+  if (thread.id === state.threadId) location.hash = "#/";
+  await refreshThreads();
+}
+
+// ------------------------------------------------------------------ opening a thread
+
+function newChat() {
+  state.abort?.abort();
+  Object.assign(state, { threadId: crypto.randomUUID(), isNew: true, conversation: null, runId: null, abort: null });
+  state.cache = new Map();
+  state.pending = [];
+  drawAttachments();
+  closeArtifacts();
+  drawThreads();
+  redraw();
+  $("input").focus();
+}
+
+async function openThread(threadId) {
+  if (threadId === state.threadId && state.conversation) return;
+  state.abort?.abort();
+  Object.assign(state, { threadId, isNew: false, runId: null, abort: null });
+  state.cache = new Map();
+  const conversation = new Conversation(threadId);
+  state.conversation = conversation;
+  closeArtifacts();
+  drawThreads();
+  redraw();
+  try {
+    const [thread, threadState] = await Promise.all([threads.get(threadId), threads.state(threadId)]);
+    if (state.conversation !== conversation) return;
+    conversation.setValues(threadState?.values || thread.values);
+    redraw();
+    if (thread.status === "busy") rejoin(conversation).catch((error) => toast(error.message, "error"));
+  } catch (error) {
+    if (error.status === 404) {
+      toast("That conversation does not exist (or is not yours).", "error");
+      location.hash = "#/";
+    } else toast(`Could not open the conversation: ${error.message}`, "error");
+  }
+}
+
+/** A run is still answering in this thread (after a reload, say): follow it from its start. */
+async function rejoin(conversation) {
+  const [latest] = (await threads.runs(conversation.threadId, 1)) || [];
+  if (!latest || !["pending", "running"].includes(latest.status)) return;
+  await follow(conversation, { join: latest.run_id });
+}
+
+// ------------------------------------------------------------------ sending
+
+function runConfig() {
+  const opt = (name) => $(OPTIONS[name]).checked;
+  const configurable = { thinking_enabled: opt("thinking"), is_plan_mode: opt("plan"), subagent_enabled: opt("subagents") };
+  if ($("model").value) configurable.model_name = $("model").value;
+  return { configurable };
+}
+
+async function follow(conversation, how) {
+  const abort = new AbortController();
+  state.abort = abort;
+  conversation.running = true;
+  conversation.error = null;
+  redraw();
+  try {
+    await streamRun(conversation.threadId, {
+      ...how,
+      signal: abort.signal,
+      onRun: (runId) => {
+        state.runId = runId;
+      },
+      onEvent: (frame) => {
+        const name = frame.event.split("|")[0];
+        if (frame.event === "values") conversation.setValues(frame.data);
+        else if (frame.event === "messages" && Array.isArray(frame.data)) conversation.addMessage(frame.data[0]);
+        else if (name === "custom") conversation.addCustom(frame.data);
+        else if (frame.event === "error") conversation.error = frame.data?.message || "The run failed.";
+        else if (frame.event === "end" && frame.data?.status === "interrupted") conversation.error = "Stopped.";
+        if (state.conversation === conversation) redraw();
+      },
+    });
+  } catch (error) {
+    if (!abort.signal.aborted) conversation.error = error.message;
+  } finally {
+    conversation.running = false;
+    if (state.abort === abort) state.abort = null;
+    state.runId = null;
+  }
+  if (abort.signal.aborted || state.conversation !== conversation) return;
+  try {
+    const threadState = await threads.state(conversation.threadId);
+    conversation.setValues(threadState?.values || {});
+  } catch {
+    /* the stream's last values stay */
+  }
+  redraw();
+  await refreshThreads();
+  // The thread's record takes the new title just after the run ends: look once more if it is not in.
+  if (!state.threadList.find((t) => t.thread_id === conversation.threadId)?.values?.title) {
+    setTimeout(refreshThreads, 1500);
+  }
+}
+
+async function send(text, extraKwargs = {}) {
+  if (state.conversation?.running) return;
+  const files = state.pending;
+  if (!text.trim() && !files.length) return;
+  const threadId = state.threadId || crypto.randomUUID();
+  const wasNew = state.isNew;
+  state.threadId = threadId;
+  let uploaded = [];
+  try {
+    if (files.length) {
+      uploaded = (await threads.upload(threadId, files)).files; // creates the thread if it is new
+    } else if (wasNew) {
+      await threads.create(threadId);
+    }
+  } catch (error) {
+    toast(`Could not send: ${error.message}`, "error");
+    return;
+  }
+  state.pending = [];
+  drawAttachments();
+  let content = text;
+  const kwargs = { ...extraKwargs };
+  if (uploaded.length) {
+    kwargs.files = uploaded.map((f) => ({ filename: f.filename, size: f.size, path: f.virtual_path }));
+    const listing = uploaded.map((f) => `- ${f.virtual_path}`).join("\n");
+    content = `${text}\n\n[Files sent with this message, now in the sandbox:\n${listing}]`.trim();
+  }
+  if (wasNew) {
+    state.isNew = false;
+    state.conversation = new Conversation(threadId);
+    history.replaceState(null, "", `#/t/${encodeURIComponent(threadId)}`);
+    refreshThreads();
+  }
+  const conversation = state.conversation;
+  const message = { type: "human", content, additional_kwargs: kwargs, id: `local-${Date.now()}` };
+  conversation.live.set(message.id, message);
+  const start = {
+    assistant_id: "lead_agent",
+    input: { messages: [{ role: "user", content, additional_kwargs: kwargs }] },
+    stream_mode: STREAM_MODES,
+    stream_resumable: true,
+    on_disconnect: "continue",
+    multitask_strategy: "enqueue",
+    config: runConfig(),
+  };
+  await follow(conversation, { start });
+}
+
+function answer(request, response) {
+  const full = { version: 1, kind: "human_input_response", source: request.source, request_id: request.request_id, ...response };
+  const text = `For your clarification "${request.question}", my answer is: ${response.value}`;
+  send(text, { hide_from_ui: true, human_input_response: full });
+}
+
+async function stop() {
+  const conversation = state.conversation;
+  if (!conversation?.running || !state.runId) return;
+  try {
+    await threads.cancel(conversation.threadId, state.runId);
+  } catch (error) {
+    toast(`Could not stop: ${error.message}`, "error");
+  }
+}
+
+// ------------------------------------------------------------------ attachments
+
+function addFiles(list) {
+  for (const file of list) state.pending.push(file);
+  drawAttachments();
+}
+
+function drawAttachments() {
+  $("attachments").replaceChildren(
+    ...state.pending.map((file, i) =>
+      el(
+        "span",
+        { class: "chip" },
+        file.name,
+        el("button", { type: "button", class: "icon small", "aria-label": `Remove ${file.name}`, text: "✕", onclick: () => { state.pending.splice(i, 1); drawAttachments(); } }),
+      ),
+    ),
+  );
+}
+
+function wireDropZone() {
+  const zone = $("chat-view");
+  let depth = 0;
+  const hasFiles = (event) => [...(event.dataTransfer?.types || [])].includes("Files");
+  zone.addEventListener("dragenter", (event) => {
+    if (!hasFiles(event)) return;
+    event.preventDefault();
+    depth++;
+    $("drop").hidden = false;
+  });
+  zone.addEventListener("dragover", (event) => {
+    if (hasFiles(event)) event.preventDefault();
+  });
+  zone.addEventListener("dragleave", () => {
+    if (--depth <= 0) {
+      depth = 0;
+      $("drop").hidden = true;
+    }
+  });
+  zone.addEventListener("drop", (event) => {
+    event.preventDefault();
+    depth = 0;
+    $("drop").hidden = true;
+    if (event.dataTransfer?.files?.length) addFiles(event.dataTransfer.files);
+  });
+}
+
+// ------------------------------------------------------------------ options, theme, routing
+
+async function loadModels() {
+  const select = $("model");
+  try {
+    const { models } = await settings.models();
+    const chosen = localStorage.getItem("antler.model");
+    select.replaceChildren(
+      ...models.map((m) => el("option", { value: m.name, text: m.display_name || m.name, selected: m.name === chosen })),
+    );
+    select.hidden = models.length === 0;
+  } catch {
+    select.hidden = true;
+  }
+  select.addEventListener("change", () => localStorage.setItem("antler.model", select.value));
+  for (const [name, id] of Object.entries(OPTIONS)) {
+    const box = $(id);
+    box.checked = localStorage.getItem(`antler.${name}`) === "1";
+    box.addEventListener("change", () => localStorage.setItem(`antler.${name}`, box.checked ? "1" : "0"));
+  }
+}
+
+function applyTheme(theme) {
+  if (theme === "light" || theme === "dark") document.documentElement.dataset.theme = theme;
+  else delete document.documentElement.dataset.theme;
+}
+
+function cycleTheme() {
+  const order = ["auto", "light", "dark"];
+  const next = order[(order.indexOf(localStorage.getItem("antler.theme") || "auto") + 1) % 3];
+  localStorage.setItem("antler.theme", next);
+  applyTheme(next);
+  toast(`Theme: ${next}`);
+}
+
+async function route() {
+  const hash = decodeURIComponent(location.hash.replace(/^#\/?/, ""));
+  document.body.classList.remove("sidebar-open");
+  if (hash.startsWith("settings")) {
+    $("chat-view").hidden = true;
+    $("settings-view").hidden = false;
+    $("open-artifacts").hidden = true;
+    $("chat-title").textContent = "Settings";
+    closeArtifacts();
+    await showSettings(hash.split("/")[1] || "memory", $("settings-body"), toast);
+    return;
+  }
+  $("chat-view").hidden = false;
+  $("settings-view").hidden = true;
+  if (hash.startsWith("t/")) await openThread(hash.slice(2));
+  else if (!state.isNew || !state.threadId) newChat();
+  else redraw();
+}
+
+function wire() {
+  $("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = $("input").value;
+    $("input").value = "";
+    send(text);
+  });
+  $("input").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      $("composer").requestSubmit();
+    }
+  });
+  $("stop").addEventListener("click", stop);
+  $("attach").addEventListener("click", () => $("file-input").click());
+  $("file-input").addEventListener("change", (event) => {
+    addFiles(event.target.files);
+    event.target.value = "";
+  });
+  $("new-chat").addEventListener("click", () => {
+    if (location.hash === "#/" || location.hash === "") newChat();
+    location.hash = "#/";
+  });
+  $("thread-search").addEventListener("input", drawThreads);
+  $("open-settings").addEventListener("click", () => (location.hash = "#/settings/memory"));
+  $("theme").addEventListener("click", cycleTheme);
+  $("sign-out").addEventListener("click", signOut);
+  $("open-sidebar").addEventListener("click", () => document.body.classList.add("sidebar-open"));
+  $("close-sidebar").addEventListener("click", () => document.body.classList.remove("sidebar-open"));
+  $("open-artifacts").addEventListener("click", () => showArtifacts(state.threadId, state.conversation?.values || {}, toast));
+  $("close-artifacts").addEventListener("click", closeArtifacts);
+  window.addEventListener("hashchange", route);
+  wireDropZone();
+}
+
+async function main() {
+  applyTheme(localStorage.getItem("antler.theme"));
+  try {
+    await signIn($("signin"));
+  } catch (error) {
+    document.body.append(el("p", { class: "fatal", text: `Antler's gateway is not answering: ${error.message}` }));
+    return;
+  }
+  $("sign-out").hidden = !canSignOut();
+  wire();
+  await loadModels();
+  await refreshThreads();
+  await route();
+  $("app").hidden = false; // only now: nothing typed or attached before is lost to the first route
+  setInterval(() => document.visibilityState === "visible" && refreshThreads(), 15000);
+}
+
+main();

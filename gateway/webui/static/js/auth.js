@@ -1,0 +1,238 @@
+// Who the page is, towards the gateway: all of the UI's sign-in glue lives in this one module.
+//
+// Three ways the gateway may let us in, found out in this order:
+//   1. accounts (DeerFlow's /api/v1/auth/*): an HttpOnly session cookie set by login, and the
+//      `csrf_token` cookie echoed as `X-CSRF-Token` on every state-changing request;
+//   2. bearer tokens (gateway.tokens): a token typed once, kept in localStorage, sent as
+//      `Authorization: Bearer ...` (the gateway also takes `x-api-key`);
+//   3. loopback single user (no tokens): nothing to send.
+// `headers(method)` is what every request adds; `signIn()` shows whichever form is needed and
+// resolves once the gateway answers us.
+
+const TOKEN_KEY = "antler.token";
+const STATE_CHANGING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+export const session = {
+  mode: "unknown", // "accounts" | "token" | "open"
+  user: null, // accounts: {id, email, system_role}; token/open: {id: label}
+};
+
+function storedToken() {
+  try {
+    return localStorage.getItem(TOKEN_KEY) || "";
+  } catch {
+    return "";
+  }
+}
+
+function cookie(name) {
+  for (const part of document.cookie.split(";")) {
+    const [key, ...rest] = part.trim().split("=");
+    if (key === name) return decodeURIComponent(rest.join("="));
+  }
+  return "";
+}
+
+/** The headers that identify us, for a request with this method. */
+export function headers(method = "GET") {
+  const out = {};
+  const token = storedToken();
+  if (token) out.Authorization = `Bearer ${token}`;
+  if (STATE_CHANGING.has(method.toUpperCase())) {
+    const csrf = cookie("csrf_token");
+    if (csrf) out["X-CSRF-Token"] = csrf;
+  }
+  return out;
+}
+
+async function probe(path, init = {}) {
+  try {
+    return await fetch(path, { credentials: "same-origin", cache: "no-store", ...init });
+  } catch {
+    return null;
+  }
+}
+
+async function detail(response, fallback) {
+  try {
+    const body = await response.json();
+    const d = body.detail ?? body;
+    if (typeof d === "string") return d;
+    if (d && typeof d.message === "string") return d.message;
+    if (Array.isArray(d) && d[0]?.msg) return d[0].msg;
+  } catch {
+    /* not JSON */
+  }
+  return fallback;
+}
+
+/** Whether the gateway lets us in as we are: resolves to a mode, or null when we must sign in.
+ * Accounts are there when `setup-status` answers (it needs no sign-in); otherwise the gateway
+ * knows tokens or nobody, and `/api/models` tells which. */
+async function currentAccess() {
+  const setup = await probe("/api/v1/auth/setup-status");
+  if (setup && setup.ok) {
+    session.mode = "accounts";
+    session.setup = await setup.json().catch(() => ({}));
+    const me = await probe("/api/v1/auth/me", { headers: headers() });
+    if (me && me.ok) {
+      session.user = await me.json();
+      if (!session.user.needs_setup) return "accounts";
+    }
+    return null;
+  }
+  const models = await probe("/api/models", { headers: headers() });
+  if (models && models.ok) {
+    session.mode = storedToken() ? "token" : "open";
+    session.user = { id: storedToken() ? "token" : "default" };
+    return session.mode;
+  }
+  if (models && models.status === 401) {
+    session.mode = "token";
+    localStorage.removeItem(TOKEN_KEY); // unknown (or none): ask for one
+    return null;
+  }
+  throw new Error(models ? `the gateway answered ${models.status}` : "the gateway cannot be reached");
+}
+
+function form(root, title, fields, submitLabel, note = "") {
+  root.replaceChildren();
+  const box = document.createElement("form");
+  box.className = "signin-box";
+  const h = document.createElement("h1");
+  h.textContent = title;
+  box.append(h);
+  if (note) {
+    const p = document.createElement("p");
+    p.className = "muted";
+    p.textContent = note;
+    box.append(p);
+  }
+  const inputs = {};
+  for (const f of fields) {
+    const label = document.createElement("label");
+    label.textContent = f.label;
+    const input = document.createElement("input");
+    Object.assign(input, { name: f.name, type: f.type || "text", required: true });
+    input.autocomplete = f.autocomplete || "off";
+    label.append(input);
+    box.append(label);
+    inputs[f.name] = input;
+  }
+  const error = document.createElement("p");
+  error.className = "error";
+  error.setAttribute("role", "alert");
+  const button = document.createElement("button");
+  button.type = "submit";
+  button.className = "primary";
+  button.textContent = submitLabel;
+  box.append(error, button);
+  root.append(box);
+  root.hidden = false;
+  inputs[fields[0].name].focus();
+  return { box, inputs, error };
+}
+
+function tokenForm(root) {
+  return new Promise((resolve) => {
+    const { box, inputs, error } = form(
+      root,
+      "Sign in to Antler",
+      [{ name: "token", label: "Access token", type: "password" }],
+      "Sign in",
+      "This gateway asks for a token (gateway.tokens in config.yaml). It stays in this browser.",
+    );
+    box.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const token = inputs.token.value.trim();
+      const answer = await probe("/api/models", { headers: { Authorization: `Bearer ${token}` } });
+      if (!answer || !answer.ok) {
+        error.textContent = answer?.status === 401 ? "That token is not known here." : "The gateway did not answer.";
+        return;
+      }
+      localStorage.setItem(TOKEN_KEY, token);
+      resolve();
+    });
+  });
+}
+
+function accountForm(root, setup) {
+  return new Promise((resolve) => {
+    let registering = false;
+    const draw = () => {
+      const initializing = setup.needs_setup;
+      const title = initializing ? "Create the admin account" : registering ? "Create an account" : "Sign in to Antler";
+      const fields = [
+        { name: "email", label: "Email", type: "email", autocomplete: "username" },
+        { name: "password", label: "Password", type: "password", autocomplete: initializing || registering ? "new-password" : "current-password" },
+      ];
+      const { box, inputs, error } = form(root, title, fields, initializing || registering ? "Create account" : "Sign in");
+      if (!initializing && setup.registration_enabled !== false) {
+        const swap = document.createElement("button");
+        swap.type = "button";
+        swap.className = "link";
+        swap.textContent = registering ? "I have an account" : "Create an account";
+        swap.addEventListener("click", () => {
+          registering = !registering;
+          draw();
+        });
+        box.append(swap);
+      }
+      box.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        const email = inputs.email.value.trim();
+        const password = inputs.password.value;
+        let answer;
+        if (initializing || registering) {
+          answer = await probe(initializing ? "/api/v1/auth/initialize" : "/api/v1/auth/register", {
+            method: "POST",
+            headers: { "Content-Type": "application/json" },
+            body: JSON.stringify({ email, password, remember_me: true }),
+          });
+        } else {
+          answer = await probe("/api/v1/auth/login/local", {
+            method: "POST",
+            headers: { "Content-Type": "application/x-www-form-urlencoded" },
+            body: new URLSearchParams({ username: email, password, remember_me: "true" }),
+          });
+        }
+        if (!answer || !answer.ok) {
+          error.textContent = answer ? await detail(answer, "Signing in failed.") : "The gateway did not answer.";
+          return;
+        }
+        resolve();
+      });
+    };
+    draw();
+  });
+}
+
+/** Resolves once the gateway lets us in, showing a sign-in form in `root` while it does not. */
+export async function signIn(root) {
+  for (;;) {
+    if (await currentAccess()) {
+      root.hidden = true;
+      root.replaceChildren();
+      return session;
+    }
+    if (session.mode === "accounts") {
+      await accountForm(root, session.setup || {});
+    } else {
+      await tokenForm(root);
+    }
+  }
+}
+
+/** Forget who we are (the token, or the session cookie) and start again. */
+export async function signOut() {
+  if (session.mode === "accounts") {
+    await probe("/api/v1/auth/logout", { method: "POST", headers: headers("POST") });
+  }
+  localStorage.removeItem(TOKEN_KEY);
+  location.reload();
+}
+
+/** Whether signing out means anything here (not on the loopback single-user gateway). */
+export function canSignOut() {
+  return session.mode === "accounts" || session.mode === "token";
+}

@@ -1,0 +1,309 @@
+// One thread's conversation: its messages (from the thread's state and the run's stream), todos,
+// artifacts and subagent tasks, and how they are drawn.
+//
+// The thread's `values` are the truth; `messages` events bring what is not in them yet (the answer
+// being written, deltas per message id). Model output is drawn as sanitized Markdown; the user's
+// own words as plain text.
+
+import { renderMarkdown } from "./markdown.js";
+
+const FILES_NOTE = /\n*\[Files sent with this message, now in the sandbox:[\s\S]*\]\s*$/;
+
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+export function textOf(content) {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) {
+    return content
+      .map((part) => (typeof part === "string" ? part : part?.type === "text" ? part.text : ""))
+      .join("");
+  }
+  return content == null ? "" : String(content);
+}
+
+function kindOf(message) {
+  const type = message.type || message.role;
+  if (type === "human" || type === "user") return "human";
+  if (type === "ai" || type === "assistant" || type === "AIMessageChunk") return "ai";
+  if (type === "tool") return "tool";
+  return type || "other";
+}
+
+function parseArgs(args) {
+  if (typeof args !== "string") return args || {};
+  try {
+    return JSON.parse(args);
+  } catch {
+    return { input: args };
+  }
+}
+
+export class Conversation {
+  constructor(threadId) {
+    this.threadId = threadId;
+    this.base = []; // messages of the thread's values
+    this.live = new Map(); // id -> message built from the stream, not (yet) in values
+    this.reasoning = new Map(); // id -> streamed reasoning text (kept after the message lands)
+    this.values = {};
+    this.tasks = new Map(); // task_id -> {description, status, message, result, error}
+    this.error = null;
+    this.running = false;
+  }
+
+  /** The thread's state values (on load, and each `values` event). */
+  setValues(values) {
+    this.values = values || {};
+    this.base = Array.isArray(this.values.messages) ? this.values.messages : [];
+    // The message the user just sent is shown at once; the thread's own copy replaces it.
+    const sent = new Set(this.base.filter((m) => kindOf(m) === "human").map((m) => textOf(m.content)));
+    for (const [id, message] of this.live) {
+      if (id.startsWith("local-") && sent.has(textOf(message.content))) this.live.delete(id);
+    }
+    for (const message of this.base) {
+      if (message.id) this.live.delete(message.id);
+      const reasoning = message.additional_kwargs?.reasoning_content;
+      if (reasoning && !this.reasoning.has(message.id)) this.reasoning.set(message.id, reasoning);
+    }
+  }
+
+  /** One `messages` event (messages-tuple): a delta of an AI message, or a whole message. */
+  addMessage(message) {
+    const id = message.id || `live-${this.live.size}`;
+    if (this.base.some((m) => m.id === id)) return;
+    if (message.type !== "AIMessageChunk") {
+      this.live.set(id, message);
+      return;
+    }
+    const current = this.live.get(id) || { type: "ai", id, content: "", tool_calls: [], additional_kwargs: {} };
+    current.content = textOf(current.content) + textOf(message.content);
+    const thought = message.additional_kwargs?.reasoning_content;
+    if (thought) this.reasoning.set(id, (this.reasoning.get(id) || "") + thought);
+    for (const chunk of message.tool_call_chunks || []) {
+      if (chunk.name) current.tool_calls.push({ id: chunk.id, name: chunk.name, args: parseArgs(chunk.args) });
+    }
+    for (const call of message.tool_calls || []) {
+      if (call.name && !current.tool_calls.some((c) => c.id === call.id)) current.tool_calls.push(call);
+    }
+    this.live.set(id, current);
+  }
+
+  /** One `custom` event: subagent task progress cards. */
+  addCustom(data) {
+    if (!data || typeof data.type !== "string" || !data.type.startsWith("task_")) return;
+    const task = this.tasks.get(data.task_id) || { description: data.description || "", status: "running" };
+    const status = data.type.slice("task_".length);
+    task.status = status === "started" ? "running" : status;
+    if (data.description) task.description = data.description;
+    if (data.message) task.message = textOf(data.message.content ?? data.message);
+    if (data.result) task.result = data.result;
+    if (data.error) task.error = data.error;
+    this.tasks.set(data.task_id, task);
+  }
+
+  messages() {
+    return [...this.base, ...this.live.values()];
+  }
+
+  get title() {
+    return this.values.title || "";
+  }
+
+  /** The open clarification request (the last message is an ask_clarification answer), if any. */
+  openQuestion() {
+    const all = this.messages();
+    const last = all[all.length - 1];
+    if (!last || kindOf(last) !== "tool" || last.name !== "ask_clarification") return null;
+    return last.artifact?.human_input || { question: textOf(last.content), request_id: last.tool_call_id, source: "ask_clarification" };
+  }
+}
+
+// ------------------------------------------------------------------ drawing
+
+function toolResults(messages) {
+  const results = new Map();
+  for (const m of messages) if (kindOf(m) === "tool" && m.tool_call_id) results.set(m.tool_call_id, m);
+  return results;
+}
+
+function summarize(call) {
+  const args = call.args || {};
+  const first = args.description || args.command || args.path || args.query || args.url || args.prompt;
+  if (first) return String(first).split("\n")[0].slice(0, 120);
+  const text = JSON.stringify(args);
+  return text === "{}" ? "" : text.slice(0, 120);
+}
+
+function toolStep(call, result) {
+  const status = !result ? "running" : result.status === "error" ? "error" : "done";
+  const details = el(
+    "details",
+    { class: `step step-${status}`, "data-tool": call.name },
+    el(
+      "summary",
+      {},
+      el("span", { class: "step-icon", "aria-hidden": "true", text: status === "running" ? "…" : status === "error" ? "!" : "✓" }),
+      el("span", { class: "step-name", text: call.name }),
+      el("span", { class: "step-arg", text: summarize(call) }),
+    ),
+    el("div", { class: "step-label", text: "Input" }),
+    el("pre", { class: "step-io", text: JSON.stringify(call.args ?? {}, null, 2) }),
+  );
+  if (result) {
+    details.append(
+      el("div", { class: "step-label", text: "Result" }),
+      el("pre", { class: "step-io", text: textOf(result.content).slice(0, 20000) }),
+    );
+  }
+  return details;
+}
+
+function thinkingBlock(text, streaming) {
+  return el(
+    "details",
+    { class: "thinking", open: streaming },
+    el("summary", { text: streaming ? "Thinking…" : "Thought" }),
+    el("div", { class: "thinking-text", text }),
+  );
+}
+
+function humanBubble(message) {
+  const response = message.additional_kwargs?.human_input_response;
+  let text = response ? response.value : textOf(message.content);
+  const files = message.additional_kwargs?.files || [];
+  if (files.length) text = text.replace(FILES_NOTE, "");
+  return el(
+    "div",
+    { class: "msg msg-human" },
+    el(
+      "div",
+      { class: "bubble" },
+      el("div", { class: "plain", text }), // the user's words, never interpreted as HTML
+      files.length
+        ? el("div", { class: "chips" }, files.map((f) => el("span", { class: "chip", text: f.filename })))
+        : null,
+    ),
+  );
+}
+
+function todoList(todos) {
+  const mark = { completed: "☑", in_progress: "◐", pending: "☐" };
+  return el(
+    "section",
+    { class: "todos", "aria-label": "Plan" },
+    el("h3", { text: "Plan" }),
+    el(
+      "ul",
+      {},
+      todos.map((t) => el("li", { class: `todo todo-${t.status}` }, el("span", { text: mark[t.status] || "☐" }), " ", el("span", { text: t.content }))),
+    ),
+  );
+}
+
+function taskCard(id, task) {
+  const label = { running: "Working", completed: "Done", failed: "Failed", cancelled: "Cancelled", timed_out: "Timed out" };
+  return el(
+    "div",
+    { class: `task task-${task.status}`, "data-task": id },
+    el("div", { class: "task-head" }, el("span", { class: "task-status", text: label[task.status] || task.status }), el("span", { class: "task-desc", text: task.description })),
+    task.message && task.status === "running" ? el("div", { class: "task-msg", text: task.message.slice(0, 300) }) : null,
+    task.result ? el("details", {}, el("summary", { text: "Result" }), el("div", { class: "md" }, renderMarkdown(task.result))) : null,
+    task.error ? el("div", { class: "task-err", text: task.error }) : null,
+  );
+}
+
+function questionCard(request, answer) {
+  const options = request.options || [];
+  const form = el("form", { class: "question-other" });
+  const input = el("input", { type: "text", placeholder: options.length ? "Or type another answer" : "Your answer", "aria-label": "Your answer" });
+  form.append(input, el("button", { type: "submit", class: "primary", text: "Answer" }));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (input.value.trim()) answer(request, { response_kind: "text", value: input.value.trim() });
+  });
+  return el(
+    "div",
+    { class: "question", role: "group", "aria-label": "Question from the agent" },
+    request.context ? el("div", { class: "muted", text: request.context }) : null,
+    el("div", { class: "question-text", text: request.question }),
+    el(
+      "div",
+      { class: "choices" },
+      options.map((o) =>
+        el("button", { type: "button", class: "choice", text: o.label, onclick: () => answer(request, { response_kind: "option", option_id: o.id, value: o.value }) }),
+      ),
+    ),
+    form,
+  );
+}
+
+/**
+ * Draw the conversation into `root`. `hooks.answer(request, response)` answers a clarification.
+ * Finished messages keep their nodes (so open steps stay open); the one being written is redrawn.
+ */
+export function draw(conversation, root, hooks, cache) {
+  const messages = conversation.messages();
+  const results = toolResults(messages);
+  const nodes = [];
+  const streamingId = conversation.running ? [...conversation.live.keys()].pop() : null;
+  messages.forEach((message, index) => {
+    const kind = kindOf(message);
+    if (kind === "tool" || kind === "system" || kind === "other") return;
+    if (kind === "human" && message.additional_kwargs?.hide_from_ui && !message.additional_kwargs?.human_input_response) return;
+    const calls = message.tool_calls || [];
+    const reasoning = conversation.reasoning.get(message.id) || "";
+    const key = `${message.id || index}`;
+    const signature = [kind, message.id === streamingId, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}`).join(",")].join("|");
+    const hit = cache.get(key);
+    if (hit && hit.signature === signature) {
+      nodes.push(hit.node);
+      return;
+    }
+    let node;
+    if (kind === "human") {
+      node = humanBubble(message);
+    } else {
+      const text = textOf(message.content);
+      const streaming = message.id === streamingId;
+      node = el(
+        "div",
+        { class: `msg msg-ai${streaming ? " streaming" : ""}` },
+        reasoning ? thinkingBlock(reasoning, streaming && !text) : null,
+        text ? el("div", { class: "md" }, renderMarkdown(text)) : null,
+        calls.length ? el("div", { class: "steps" }, calls.map((c) => toolStep(c, results.get(c.id)))) : null,
+      );
+      if (!text && !calls.length && !reasoning) return;
+    }
+    if (hit) {
+      // Keep the reader's open/closed choice of the steps and thinking blocks.
+      const open = [...hit.node.querySelectorAll("details")].map((d) => d.open);
+      node.querySelectorAll("details").forEach((d, i) => {
+        if (i < open.length) d.open = open[i];
+      });
+    }
+    cache.set(key, { signature, node });
+    nodes.push(node);
+  });
+  const extras = [];
+  const todos = conversation.values.todos;
+  if (Array.isArray(todos) && todos.length) extras.push(todoList(todos));
+  if (conversation.tasks.size) extras.push(el("div", { class: "tasks" }, [...conversation.tasks].map(([id, t]) => taskCard(id, t))));
+  const question = !conversation.running && conversation.openQuestion();
+  if (question) extras.push(questionCard(question, hooks.answer));
+  if (conversation.running && !streamingId) extras.push(el("div", { class: "msg msg-ai pending", "aria-label": "Working" }, el("span", { class: "dots" })));
+  if (conversation.error) extras.push(el("div", { class: "run-error", role: "alert", text: conversation.error }));
+  root.replaceChildren(...nodes, ...extras);
+}

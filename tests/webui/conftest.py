@@ -1,0 +1,153 @@
+"""The web UI in real headless Chromium (Playwright) against the whole stack with the scripted model.
+
+One browser per worker and one stack per test module, all on the session's event loop (where the
+session's nats-server lives too); each test gets a fresh browser context (its own localStorage and
+cookies). The tests run in one xdist group, so two browsers never compete for the two cores.
+
+Screenshots go to `$ANTLER_UI_ARTIFACTS` if set, else to a `ui-screenshots` directory under
+pytest's temporary directory (printed at the end of the run).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
+
+from config import AppConfig, BusConfig
+from config.loader import _build
+from tests.agents.conftest import running_runner
+from tests.agents.test_subagents import running_executor
+from tests.fakes.openai_server import FakeOpenAI
+from tests.gateway.conftest import running_gateway, skills_dir
+from tests.memory.conftest import running_updater
+from tests.sandbox.conftest import running_broker
+
+CHROMIUM = os.environ.get("ANTLER_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+TOKENS = {"ana": "tok-ana", "bob": "tok-bob"}
+
+# A shared machine may be slow: waiting longer costs nothing when the page is quick.
+expect.set_options(timeout=15_000)
+
+# Every test module here starts with this: the session's loop (the browser's), and one xdist group.
+UI_TESTS = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.xdist_group("webui")]
+
+
+@pytest.fixture(scope="session")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    configured = os.environ.get("ANTLER_UI_ARTIFACTS")
+    folder = Path(configured) if configured else tmp_path_factory.mktemp("ui-screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def browser() -> AsyncIterator[Browser]:
+    if not shutil.which(CHROMIUM):
+        pytest.fail(
+            f"the web UI tests need Chromium at {CHROMIUM}: `make install` (apt-get install chromium)"
+        )
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+@dataclass
+class Stack:
+    url: str
+    model: FakeOpenAI
+    config: AppConfig
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def stack(nats_server: Any, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+    """Runner, sandbox broker, memory updater, subagent executor and gateway (tokens for ana and bob)."""
+    tmp = tmp_path_factory.mktemp("webui-stack")
+    bus = BusConfig(prefix=f"t{uuid.uuid4().hex[:10]}", ack_wait_seconds=2.0, max_deliver=3)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("ANTLER_EXTENSIONS_CONFIG_PATH", str(tmp / "extensions_config.json"))
+        async with FakeOpenAI(api_key="sk-test") as model:
+            data = {
+                "bus": {**bus.model_dump(exclude={"url"}), "data_dir": str(tmp / "data")},
+                "models": [
+                    {
+                        "name": "fake",
+                        "display_name": "Fake model",
+                        "model": "fake-1",
+                        "api_key": "sk-test",
+                        "base_url": model.base_url,
+                        "max_retries": 0,
+                        "supports_thinking": True,
+                    }
+                ],
+                # the updater answers the settings page; it never asks the model (whose script is the tests')
+                "memory": {"enabled": True, "debounce_seconds": 3600},
+                "gateway": {
+                    "port": 0,
+                    "tokens": [
+                        {"token": TOKENS["ana"], "user_id": "ana", "admin": True},
+                        {"token": TOKENS["bob"], "user_id": "bob"},
+                    ],
+                },
+                "sandbox": {"provider": "local"},
+                "skills": {"path": str(skills_dir(tmp))},
+            }
+            config = _build(AppConfig, data, "test config")
+            url = nats_server.url
+            async with (
+                running_runner(url, config),
+                running_broker(url, config),
+                running_updater(url, config),
+                running_executor(url, config),
+                running_gateway(url, config) as base,
+            ):
+                yield Stack(url=base, model=model, config=config)
+
+
+OpenPage = Callable[..., Awaitable[Page]]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def open_page(browser: Browser, stack: Stack) -> AsyncIterator[OpenPage]:
+    """`await open_page(user="ana", size=DESKTOP)`: a signed-in page in a fresh context, at `/`."""
+    contexts: list[BrowserContext] = []
+    errors: list[str] = []
+
+    async def make(user: str | None = "ana", size: dict[str, int] = DESKTOP, path: str = "/") -> Page:
+        context = await browser.new_context(viewport=size, accept_downloads=True)
+        contexts.append(context)
+        if user is not None:
+            await context.add_init_script(f"localStorage.setItem('antler.token', {TOKENS[user]!r})")
+        page = await context.new_page()
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        await page.goto(stack.url + path)
+        if user is not None:
+            await page.locator("#app").wait_for()
+        return page
+
+    yield make
+    for context in contexts:
+        await context.close()
+    stack.model._script.clear()  # a failed test's unused replies must not answer the next test
+    assert not errors, f"the page threw: {errors}"
