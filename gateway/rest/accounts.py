@@ -45,6 +45,11 @@ class UserAnswer(BaseModel):
     system_role: Literal["admin", "user"]
     needs_setup: bool = False
     oauth_provider: str | None = None
+    via: Literal["session", "token", "open"] = Field(
+        "session",
+        description="How the caller is known: an account's session, a token, or the "
+        "loopback single-user mode (no accounts, no tokens).",
+    )
 
 
 class LoginAnswer(BaseModel):
@@ -289,7 +294,8 @@ async def register(gw: GW, request: Request, response: Response, body: NewAccoun
 @router.get("/me", response_model=UserAnswer)
 async def me(caller: CallerOf) -> UserAnswer:
     """The caller: their account, or for a token or in single-user mode, the user id."""
-    return user_answer(caller.user_id, "admin" if caller.admin else "user", caller.account)
+    answer = user_answer(caller.user_id, "admin" if caller.admin else "user", caller.account)
+    return answer.model_copy(update={"via": caller.via})
 
 
 @router.post("/logout", response_model=Message)

@@ -13,7 +13,7 @@ const TOKEN_KEY = "antler.token";
 const STATE_CHANGING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
 export const session = {
-  mode: "unknown", // "accounts" | "token" | "open"
+  mode: "unknown", // "accounts" | "token" | "open" | "signin" (not in yet)
   user: null, // accounts: {id, email, system_role}; token/open: {id: label}
 };
 
@@ -67,32 +67,35 @@ async function detail(response, fallback) {
 }
 
 /** Whether the gateway lets us in as we are: resolves to a mode, or null when we must sign in.
- * Accounts are there when `setup-status` answers (it needs no sign-in); otherwise the gateway
- * knows tokens or nobody, and `/api/models` tells which. */
+ * `/api/v1/auth/me` answers for a session cookie, a stored token, or the loopback single user
+ * (its `via` says which); a 401 means signing in, and `setup-status` says whether an admin
+ * account must be created first. */
 async function currentAccess() {
-  const setup = await probe("/api/v1/auth/setup-status");
-  if (setup && setup.ok) {
-    session.mode = "accounts";
-    session.setup = await setup.json().catch(() => ({}));
-    const me = await probe("/api/v1/auth/me", { headers: headers() });
-    if (me && me.ok) {
-      session.user = await me.json();
-      if (!session.user.needs_setup) return "accounts";
+  const me = await probe("/api/v1/auth/me", { headers: headers() });
+  if (me && me.ok) {
+    session.user = await me.json();
+    if (!session.user.needs_setup) {
+      session.mode = session.user.via === "token" ? "token" : session.user.via === "open" ? "open" : "accounts";
+      return session.mode;
     }
-    return null;
+  } else if (!me || me.status !== 401) {
+    throw new Error(me ? `the gateway answered ${me.status}` : "the gateway cannot be reached");
   }
-  const models = await probe("/api/models", { headers: headers() });
-  if (models && models.ok) {
-    session.mode = storedToken() ? "token" : "open";
-    session.user = { id: storedToken() ? "token" : "default" };
-    return session.mode;
-  }
-  if (models && models.status === 401) {
-    session.mode = "token";
-    localStorage.removeItem(TOKEN_KEY); // unknown (or none): ask for one
-    return null;
-  }
-  throw new Error(models ? `the gateway answered ${models.status}` : "the gateway cannot be reached");
+  if (storedToken()) localStorage.removeItem(TOKEN_KEY); // unknown here (any more): ask again
+  const setup = await probe("/api/v1/auth/setup-status");
+  session.setup = setup && setup.ok ? await setup.json().catch(() => ({})) : {};
+  session.mode = "signin";
+  return null;
+}
+
+/** A link under a form that switches to the other way of signing in. */
+function switchLink(box, text, onClick) {
+  const swap = document.createElement("button");
+  swap.type = "button";
+  swap.className = "link";
+  swap.textContent = text;
+  swap.addEventListener("click", onClick);
+  box.append(swap);
 }
 
 function form(root, title, fields, submitLabel, note = "") {
@@ -140,7 +143,10 @@ function tokenForm(root) {
       "Sign in to Antler",
       [{ name: "token", label: "Access token", type: "password" }],
       "Sign in",
-      "This gateway asks for a token (gateway.tokens in config.yaml). It stays in this browser.",
+      "An access token from gateway.tokens in config.yaml; it stays in this browser.",
+    );
+    switchLink(box, session.setup?.needs_setup ? "Create the admin account" : "Sign in with email", () =>
+      resolve("accounts"),
     );
     box.addEventListener("submit", async (event) => {
       event.preventDefault();
@@ -167,6 +173,7 @@ function accountForm(root, setup) {
         { name: "password", label: "Password", type: "password", autocomplete: initializing || registering ? "new-password" : "current-password" },
       ];
       const { box, inputs, error } = form(root, title, fields, initializing || registering ? "Create account" : "Sign in");
+      switchLink(box, "Use an access token", () => resolve("token"));
       if (!initializing && setup.registration_enabled !== false) {
         const swap = document.createElement("button");
         swap.type = "button";
@@ -209,17 +216,17 @@ function accountForm(root, setup) {
 
 /** Resolves once the gateway lets us in, showing a sign-in form in `root` while it does not. */
 export async function signIn(root) {
+  // First an admin account to create: tokens may be how this gateway is used meanwhile.
+  let showing = null;
   for (;;) {
     if (await currentAccess()) {
       root.hidden = true;
       root.replaceChildren();
       return session;
     }
-    if (session.mode === "accounts") {
-      await accountForm(root, session.setup || {});
-    } else {
-      await tokenForm(root);
-    }
+    showing = showing || (session.setup?.needs_setup ? "token" : "accounts");
+    const chosen = showing === "accounts" ? await accountForm(root, session.setup || {}) : await tokenForm(root);
+    showing = chosen || showing;
   }
 }
 
