@@ -92,6 +92,7 @@ async def test_the_first_admin_takes_over_single_user_mode_and_only_once(open_ur
             "system_role": "admin",
             "needs_setup": False,
             "oauth_provider": None,
+            "via": "session",
         }
         assert (await anyone.get(f"{AUTH}/me")).json()["email"] == "boss@example.com", "signed in at once"
         found = await anyone.post("/api/threads/search", json={}, headers=csrf(anyone))
