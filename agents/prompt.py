@@ -48,6 +48,15 @@ one-line description. Tell the user the agent is ready once the tool confirms it
 </new_agent>"""
 
 
+def uploads_section(uploads: Sequence[tuple[str, str, int]]) -> str:
+    """The files the user sent with this message (name, path, size in bytes or -1)."""
+    lines = ["<current_uploads>", "The user sent these files with this message; read them before answering:"]
+    for name, path, size in uploads:
+        shown = f", {size / 1024:.1f} KB" if size >= 0 else ""
+        lines.append(f"- {name} ({path}{shown})")
+    return "\n".join([*lines, "</current_uploads>"])
+
+
 def build_system_prompt(
     *,
     agent_name: str = "Antler",
@@ -59,6 +68,7 @@ def build_system_prompt(
     soul: str | None = None,
     active_skill: tuple[str, str] | None = None,
     bootstrap: str | None = None,
+    uploads: Sequence[tuple[str, str, int]] = (),
     today: date | None = None,
 ) -> str:
     """`active_skill` is (name, SKILL.md instructions) of a skill the user activated with a slash
@@ -72,6 +82,8 @@ def build_system_prompt(
         parts.append(_FILES)
     if skills:
         parts.append(skills_section(skills, skills_container_path))
+    if uploads:
+        parts.append(uploads_section(uploads))
     if active_skill:
         parts.append(_ACTIVE_SKILL.format(name=active_skill[0], instructions=active_skill[1].strip()))
     if memory:
