@@ -139,10 +139,25 @@ class ThreadService:
         config = await self.graph.aupdate_state(
             self._config(req.thread_id, req.checkpoint_id), req.values, as_node=req.as_node
         )
+        title = req.values.get("title") if isinstance(req.values, dict) else None
+        if isinstance(title, str) and title.strip():
+            await self._retitle(req.thread_id, req.user_id, title.strip())
         conf = config.get("configurable", {})
         return ThreadUpdateStateReply(
             checkpoint={k: conf.get(k) for k in ("thread_id", "checkpoint_ns", "checkpoint_id")}
         )
+
+    async def _retitle(self, thread_id: str, user_id: str, title: str) -> None:
+        """A title set through the state (DeerFlow's UI renames so) is the record's too: thread lists
+        and search read it there."""
+        assert self.runner.threads is not None
+
+        def retitled(record: ThreadRecord | None) -> ThreadRecord | None:
+            if record is None or record.user_id != user_id or record.title == title:
+                return None
+            return record.model_copy(update={"title": title, "updated_at": utcnow()})
+
+        await self.runner.threads.update(thread_id, retitled)
 
     async def create(self, req: ThreadCreateRequest) -> ThreadCreateReply:
         assert self.runner.threads is not None

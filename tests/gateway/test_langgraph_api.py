@@ -150,6 +150,13 @@ async def test_update_state_and_delete(ana: LangGraphClient, fake_model: FakeOpe
     await ana.runs.wait(thread["thread_id"], "lead_agent", input=HI)
     await ana.threads.update_state(thread["thread_id"], {"title": "Renamed"})
     assert (await ana.threads.get_state(thread["thread_id"]))["values"]["title"] == "Renamed"
+    # The thread list shows the new title at once (DeerFlow's UI renames through the state).
+    for _ in range(100):  # the search view follows the record through a KV watch
+        found = await ana.threads.search(select=["thread_id", "values"])
+        if [t["values"].get("title") for t in found if t["thread_id"] == thread["thread_id"]] == ["Renamed"]:
+            break
+        await asyncio.sleep(0.05)
+    assert [t["values"].get("title") for t in found if t["thread_id"] == thread["thread_id"]] == ["Renamed"]
     await ana.threads.delete(thread["thread_id"])
     with pytest.raises(NotFoundError):
         await ana.threads.get(thread["thread_id"])
