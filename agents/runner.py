@@ -202,6 +202,7 @@ class Runner:
             else:
                 await self.claims.release(request)
         finally:
+            events.close()  # deltas still held belong to a run left to another delivery
             self._active.pop(request.run_id, None)
             self._cancel_actions.pop(request.run_id, None)
             self._run_done.pop(request.run_id).set()
