@@ -132,6 +132,23 @@ async def submit_run(bus: Bus, request: RunRequest) -> RunRecord:
     return record
 
 
+async def submit_new_run(bus: Bus, request: RunRequest) -> bool:
+    """`submit_run` for a request that may have been made before (a chat message delivered again):
+    False, and nothing published, when the run is recorded already.
+
+    The record is created first, so a repeat costs one round trip and no read.
+    """
+    from bus.records import RecordStore
+
+    store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    if not await store.create(request.run_id, RunRecord.pending(request)):
+        return False
+    index = await bus.kv(bus.subjects.thread_runs_bucket)
+    await index.put(thread_run_key(request.thread_id, request.run_id, request.created_at), b"")
+    await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
+    return True
+
+
 def thread_run_key(thread_id: str, run_id: str, created_at: datetime) -> str:
     """A run's key in the per-thread index (`Subjects.thread_runs_bucket`): sorted keys are in the
     order the runs were submitted."""
