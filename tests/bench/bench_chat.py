@@ -14,6 +14,7 @@ chats at once p50/p90/p99 latency, turns/s and the CPU seconds each process used
 `--json out.json` keeps the figures; `--compare old.json` prints them side by side.
 
 Run: `antler bench chat [--levels 10,50,200] [--repeat 3] [--json out.json]`.
+With ANTLER_BENCH_PYSPY=out.txt (and py-spy installed) runner 1 is sampled meanwhile.
 """
 
 from __future__ import annotations
@@ -443,6 +444,21 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 children.append(("router", child, log))
                 for name, child, _ in children:
                     processes.add(name, child.pid)
+                if os.environ.get("ANTLER_BENCH_PYSPY"):  # sample runner 1 meanwhile (ends with it)
+                    await asyncio.create_subprocess_exec(
+                        "py-spy",
+                        "record",
+                        "-p",
+                        str(children[0][1].pid),
+                        "-o",
+                        os.environ["ANTLER_BENCH_PYSPY"],
+                        "--format",
+                        "raw",
+                        "-r",
+                        "200",
+                        stdout=asyncio.subprocess.DEVNULL,
+                        stderr=asyncio.subprocess.DEVNULL,
+                    )
                 await client.start()
                 # Until every runner has compiled its agent: a few chats at once, twice.
                 for round_ in range(2):
