@@ -4,6 +4,13 @@ attempts, stored for sure before anything depends on them.
 Events are pipelined (a streamed answer does not wait a round trip per token) and
 confirmed in bulk; an event whose store is not confirmed in time — the server went
 away with it — is published again, deduplicated by its id (`ev:<run_id>:<attempt>:<seq>`).
+
+Streamed text is coalesced: a delta that follows another within `DELTA_WINDOW`
+waits (at most that long, or until `DELTA_MAX_CHARS` have gathered, or until any
+other event comes) and goes out merged with the deltas after it
+(`agents.events.merge_deltas`). The first delta after a quiet spell goes at once,
+so the first words are not delayed; readers get the same text, in order, in fewer
+events (a bus message per token was the largest single cost of a streamed run).
 """
 
 from __future__ import annotations
@@ -14,12 +21,15 @@ from typing import Any
 
 from nats.js.errors import NotFoundError
 
+from agents.events import delta_size, merge_deltas
 from bus import Bus, NotStored, decode
 from bus.messages import RunEvent
 
 log = logging.getLogger(__name__)
 
 CONFIRM_TIMEOUT = 10.0  # seconds to wait for JetStream to confirm published events
+DELTA_WINDOW = 0.05  # seconds a streamed delta may wait to go out with the ones after it
+DELTA_MAX_CHARS = 2000  # held text that goes out at once, window or not
 
 
 class EventLog:
@@ -34,6 +44,14 @@ class EventLog:
         self.subject = bus.subjects.run_events(run_id)
         self._unconfirmed: list[tuple[RunEvent, asyncio.Future[Any]]] = []
         self.confirm_timeout = CONFIRM_TIMEOUT
+        self.delta_window = DELTA_WINDOW
+        self.published = 0  # events sent, for the curious (benchmarks, tests)
+        self._lock = asyncio.Lock()  # one publisher at a time: the timer's flush and emit()
+        self._held: tuple[str, Any, int] | None = None  # (event, merged deltas, characters)
+        self._last_delta_at = float("-inf")  # loop time a delta last went out
+        self._timer: asyncio.TimerHandle | None = None
+        self._flushes: set[asyncio.Task[None]] = set()
+        self._failure: BaseException | None = None  # a timed flush that could not publish
 
     @classmethod
     async def resume(cls, bus: Bus, run_id: str, thread_id: str, attempt: int) -> EventLog:
@@ -51,9 +69,72 @@ class EventLog:
 
     async def emit(self, event: str, data: Any = None) -> None:
         """Publish the next event. Stores are confirmed in bulk (`confirm`), not one by one:
-        a streamed answer does not wait a round trip per token."""
+        a streamed answer does not wait a round trip per token; streamed deltas may be held
+        back a moment and merged (see the module docstring).
+
+        Raises:
+            NotStored: an earlier held delta could not be published.
+        """
         if event == "end":
             await self.confirm()  # everything before `end` is stored (and in order) before it
+        async with self._lock:
+            self._raise_failure()
+            size = delta_size(data) if self.delta_window > 0 and event.startswith("messages") else None
+            if size is not None and await self._hold(event, data, size):
+                return
+            await self._flush_held()
+            await self._publish(event, data)
+        if event == "end" or len(self._unconfirmed) >= 256:
+            await self.confirm()
+
+    async def _hold(self, event: str, data: Any, size: int) -> bool:
+        """Keep a delta back to merge it with the next ones; False: it goes out now (alone)."""
+        loop = asyncio.get_running_loop()
+        if self._held is not None:
+            held_event, held_data, held_size = self._held
+            merged = merge_deltas(held_data, data) if held_event == event else None
+            if merged is None:
+                await self._flush_held()
+            else:
+                self._held = (event, merged, held_size + size)
+                if held_size + size >= DELTA_MAX_CHARS:
+                    await self._flush_held()
+                return True
+        now = loop.time()
+        if now - self._last_delta_at >= self.delta_window:
+            self._last_delta_at = now  # the first words after a quiet spell: at once
+            return False
+        self._held = (event, data, size)
+        delay = self._last_delta_at + self.delta_window - now
+        self._timer = loop.call_later(delay, self._on_timer)
+        return True
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        task = asyncio.get_running_loop().create_task(self._timed_flush())
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    async def _timed_flush(self) -> None:
+        async with self._lock:
+            try:
+                await self._flush_held()
+            except Exception as exc:  # told to whoever emits or confirms next
+                log.warning("run %s: held deltas not published: %s", self.run_id, exc)
+                self._failure = exc
+
+    async def _flush_held(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._held is None:
+            return
+        event, data, _ = self._held
+        self._held = None
+        self._last_delta_at = asyncio.get_running_loop().time()
+        await self._publish(event, data)
+
+    async def _publish(self, event: str, data: Any) -> None:
         self.seq += 1
         message = RunEvent(
             run_id=self.run_id,
@@ -65,8 +146,21 @@ class EventLog:
         )
         future = await self.bus.publish_pipelined(self.subject, message, msg_id=self._msg_id(message.seq))
         self._unconfirmed.append((message, future))
-        if event == "end" or len(self._unconfirmed) >= 256:
-            await self.confirm()
+        self.published += 1
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise NotStored(self.subject, 1, f"{type(failure).__name__}: {failure}") from failure
+
+    def close(self) -> None:
+        """Drop what is held and stop the timer (the run is left to another delivery)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._held = None
+        for task in self._flushes:
+            task.cancel()
 
     def _msg_id(self, seq: int) -> str:
         # Per attempt: publishing again within an attempt is deduplicated, but a later attempt's
@@ -82,6 +176,9 @@ class EventLog:
         Raises:
             NotStored: the events could still not be stored; the request is retried later.
         """
+        async with self._lock:
+            self._raise_failure()
+            await self._flush_held()
         pending, self._unconfirmed = self._unconfirmed, []
         if not pending:
             return

@@ -180,7 +180,12 @@ class Runner:
         self._active[request.run_id] = request.thread_id
         self._run_done[request.run_id] = asyncio.Event()
         try:
-            claim = await self.claims.take(request, delivery, lambda: self._cancel_requested(request.run_id))
+            just_read = [record]  # the first check before taking the thread needs no second read
+            claim = await self.claims.take(
+                request,
+                delivery,
+                lambda: self._cancel_requested(request.run_id, just_read.pop() if just_read else None),
+            )
             if claim.outcome is Outcome.CANCELLED:
                 await self._interrupted(request, events)
                 return
@@ -202,6 +207,7 @@ class Runner:
             else:
                 await self.claims.release(request)
         finally:
+            events.close()  # deltas still held belong to a run left to another delivery
             self._active.pop(request.run_id, None)
             self._cancel_actions.pop(request.run_id, None)
             self._run_done.pop(request.run_id).set()
@@ -217,12 +223,14 @@ class Runner:
             return False
         return record is not None and record.attempt > attempt
 
-    async def _cancel_requested(self, run_id: str) -> bool:
-        """Cancelled by a control message to this process, or marked interrupted while pending."""
+    async def _cancel_requested(self, run_id: str, record: RunRecord | None = None) -> bool:
+        """Cancelled by a control message to this process, or marked interrupted while pending
+        (`record`: the run's record as just read, if it was)."""
         if run_id in self._cancel_actions:
             return True
         assert self.runs is not None
-        record = await self.runs.get(run_id)
+        if record is None:
+            record = await self.runs.get(run_id)
         if record is not None and record.status == RunStatus.INTERRUPTED:
             self._cancel_actions.setdefault(run_id, "cancel")
             return True
@@ -423,7 +431,19 @@ class Runner:
                 }
             )
 
-        await self.runs.update(request.run_id, ended, known=self._run_revisions.pop(request.run_id, None))
+        if request.run_id in self._run_models:
+            model = self._run_models.pop(request.run_id)
+        else:
+            options = RunOptions.from_run(dict(request.config.get("configurable") or {}), request.context)
+            model = options.model_name or (default.name if (default := self.config.get_model()) else None)
+        used = Usage(**usage) if usage else None
+        # The run's record and the thread's, written side by side (one round trip of waiting, not two);
+        # the thread is free before `end`: whoever sees the end may start the next run at once. A
+        # release by a superseded delivery changes nothing (the thread records the delivery holding it).
+        await asyncio.gather(
+            self.runs.update(request.run_id, ended, known=self._run_revisions.pop(request.run_id, None)),
+            self.claims.release(request, status, title, used, model, subagent_tokens),
+        )
         if superseded:
             raise Abandon(f"run {request.run_id} belongs to delivery {superseded[0]}, not {events.attempt}")
         if status != RunStatus.SUCCESS:  # subagents still at work for it stop (its tool waits no more)
@@ -431,14 +451,6 @@ class Runner:
                 parent_run_id=request.run_id, reason=f"the parent run ended: {status.value}"
             )
             await self.bus.publish_core(self.bus.subjects.subagent_cancel(request.run_id), stop)
-        # Free the thread before `end`: whoever sees the end may start the next run at once.
-        if request.run_id in self._run_models:
-            model = self._run_models.pop(request.run_id)
-        else:
-            options = RunOptions.from_run(dict(request.config.get("configurable") or {}), request.context)
-            model = options.model_name or (default.name if (default := self.config.get_model()) else None)
-        used = Usage(**usage) if usage else None
-        await self.claims.release(request, status, title, used, model, subagent_tokens)
         await events.emit("end", {"status": status.value, "usage": usage or {}})
         log.info("run %s on thread %s: %s", request.run_id, request.thread_id, status.value)
 

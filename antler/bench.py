@@ -16,7 +16,11 @@ from pathlib import Path
 
 from antler._common import CliError
 
-BENCHMARKS = {"turns": "tests.bench.bench_turns", "subagents": "tests.bench.bench_subagents"}
+BENCHMARKS = {
+    "chat": "tests.bench.bench_chat",
+    "turns": "tests.bench.bench_turns",
+    "subagents": "tests.bench.bench_subagents",
+}
 
 
 async def bench(args: argparse.Namespace) -> int:

@@ -88,14 +88,16 @@ def build_parser() -> argparse.ArgumentParser:
         "bench",
         help="run a performance benchmark (from a source checkout)",
         description="Measure through the bus against a scripted model over HTTP, the components in "
-        "processes of their own. turns: the latency of one chat turn and the throughput with many "
-        "chats at once. subagents: a lead turn with one subagent against one with three at once.",
+        "processes of their own. chat: the chat path end to end (chat.in -> router -> runners -> "
+        "chat.out): latency percentiles, turns/s and CPU per process over 10/50/200 chats at once. "
+        "turns: runs only (RunRequest in, run events out). subagents: a lead turn with one subagent "
+        "against one with three at once.",
     )
     p.add_argument(
         "name",
         nargs="?",
         default="turns",
-        choices=["turns", "subagents"],
+        choices=["chat", "turns", "subagents"],
         help="which benchmark (default: turns)",
     )
     p.add_argument("--chats", type=int, default=50, help="chats at once for the throughput part (default 50)")
@@ -107,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--runners", type=int, default=0, help="runner processes (default 0: as many as antler up starts)"
     )
     p.add_argument("--repo", default=".", help="the repository checkout (default: this directory)")
+    p.add_argument("--levels", default="10,50,200", help="chat: chats at once, comma separated")
+    p.add_argument("--single", type=int, default=20, help="chat: chats in the single-turn part")
+    p.add_argument("--words", type=int, default=40, help="chat: words per message (the model echoes them)")
+    p.add_argument("--repeat", type=int, default=1, help="chat: measure every level this many times")
+    p.add_argument("--json", help="chat: write the figures to this JSON file")
+    p.add_argument("--compare", help="chat: an earlier --json file to compare with")
+    p.add_argument("--label", default="", help="chat: a name for this run in the JSON")
 
     p = sub.add_parser(
         "creds",

@@ -17,10 +17,15 @@ from bus import ComponentEntry
 
 @dataclass(frozen=True)
 class ComponentSpec:
+    """A component: its name, its `module:function` entry, and how `antler up` knows it is ready:
+    `consumers` (it says so once its consumers take work: `bus.run_consumers`), `service` (its
+    micro service answers a `$SRV` ping) or `listening` (the gateway wrote the URL it serves)."""
+
     name: str
     entry: str
     description: str
     enabled: Callable[[Any], bool] = lambda config: True
+    ready: str = "consumers"
 
 
 COMPONENTS: dict[str, ComponentSpec] = {
@@ -39,7 +44,12 @@ COMPONENTS: dict[str, ComponentSpec] = {
             "long-term memory: revises each user's memory from their conversations",
             lambda c: c.memory.enabled,
         ),
-        ComponentSpec("sandbox", "sandbox.broker:run", "commands and files per thread, isolated with bwrap"),
+        ComponentSpec(
+            "sandbox",
+            "sandbox.broker:run",
+            "commands and files per thread, isolated with bwrap",
+            ready="service",
+        ),
         ComponentSpec("router", "channels.router:run", "chats to threads, commands, run events to replies"),
         ComponentSpec(
             "telegram",
@@ -63,7 +73,11 @@ COMPONENTS: dict[str, ComponentSpec] = {
             lambda c: c.channels.dingtalk.enabled,
         ),
         ComponentSpec(
-            "gateway", "gateway.server:run", "HTTP: the LangGraph-compatible API", lambda c: c.gateway.enabled
+            "gateway",
+            "gateway.server:run",
+            "HTTP: the LangGraph-compatible API",
+            lambda c: c.gateway.enabled,
+            ready="listening",
         ),
     )
 }

@@ -19,7 +19,8 @@ import sys
 import time
 from typing import Any
 
-from bus import Bus, ComponentEntry
+from bus import Bus, ComponentEntry, EnvelopeError, component_ready, decode
+from bus.messages import ComponentReady
 
 log = logging.getLogger("antler.up")
 
@@ -44,18 +45,45 @@ def runner_pool(args: argparse.Namespace, url: str, count: int) -> ComponentEntr
     if args.verbose:
         command.append("--verbose")
 
-    async def run(_bus: Bus, _config: Any) -> None:
+    async def run(bus: Bus, _config: Any) -> None:
+        # Listening before any child starts: a child announces once, when its consumer takes work.
+        ready_pids: set[int] = set()
+        all_ready = asyncio.Event()
+
+        async def on_ready(msg: Any) -> None:
+            try:
+                announcement = decode(ComponentReady, msg.data)
+            except EnvelopeError:
+                return
+            if announcement.pid in {child.pid for child in _children}:
+                ready_pids.add(announcement.pid)
+                if len(ready_pids) >= count:
+                    all_ready.set()
+
+        sub = await bus.nc.subscribe(bus.subjects.component_ready("runner"), cb=on_ready)
+        announcer = asyncio.create_task(_ready_when(all_ready, sub))
         children = [asyncio.create_task(_keep_alive(command, n), name=f"runner-{n}") for n in range(count)]
         try:
             done, _ = await asyncio.wait(children, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
                 task.result()  # a child that could not be kept alive
         finally:
+            announcer.cancel()
             for task in children:
                 task.cancel()
-            await asyncio.gather(*children, return_exceptions=True)
+            await asyncio.gather(announcer, *children, return_exceptions=True)
 
     return run
+
+
+async def _ready_when(all_ready: asyncio.Event, sub: Any) -> None:
+    """The pool is ready once every runner process is (the first time; a restarted one catches up)."""
+    try:
+        await all_ready.wait()
+        component_ready()
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
 
 
 async def _keep_alive(command: list[str], number: int) -> None:

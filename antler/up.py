@@ -1,4 +1,8 @@
-"""`antler up`: embedded nats-server plus every component, in one process, until Ctrl-C."""
+"""`antler up`: embedded nats-server plus every component, in one process, until Ctrl-C.
+
+"Antler is up" is printed once every component is ready to serve: consumers taking
+work (runner processes included), services answering, the gateway listening.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,23 @@ import argparse
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from antler._common import CliError, load, login, nats_url, setup_logging, status
 from antler.components import COMPONENTS, resolve_component
 from antler.pool import kill_children, process_count, runner_pool
-from bus import Bus, ComponentEntry, ComponentFailed, EmbeddedServer, ServerError, serve, stop_on_signals
+from bus import (
+    Bus,
+    ComponentEntry,
+    ComponentFailed,
+    EmbeddedServer,
+    ServerError,
+    component_ready,
+    serve,
+    stop_on_signals,
+)
 from bus.permissions import USERS_FILE, save_users, server_block, users_for
 from bus.subjects import Subjects
 from config import AppConfig
@@ -20,6 +34,8 @@ from config import AppConfig
 log = logging.getLogger("antler.up")
 # Longer than a runner child's stop grace (antler.pool.STOP_GRACE): every child is stopped before we exit.
 DRAIN_TIMEOUT = 30.0
+STILL_WAITING = 15.0  # seconds between "still getting ready" lines
+PROBE_INTERVAL = 0.05
 
 
 def own_connection(url: str, config: AppConfig, name: str, entry: ComponentEntry) -> ComponentEntry:
@@ -44,15 +60,87 @@ def enabled_components(config: AppConfig) -> dict[str, ComponentEntry]:
     return found
 
 
-async def announce_gateway(config: AppConfig) -> None:
-    """Print the gateway's URL once it listens (it writes the URL it bound to the data dir)."""
-    url_file = Path(config.bus.data_dir) / "gateway.url"
-    for _ in range(600):
+def gateway_url_file(config: AppConfig) -> Path:
+    return Path(config.bus.data_dir) / "gateway.url"
+
+
+async def gateway_listening(config: AppConfig) -> None:
+    """Until the gateway has written the URL it listens on (it removes the file when it stops)."""
+    url_file = gateway_url_file(config)
+    while True:  # a file to poll: nothing to wait on but it appearing
         if await asyncio.to_thread(url_file.is_file):
-            url = (await asyncio.to_thread(url_file.read_text, encoding="utf-8")).strip()
-            print(f"Gateway: {url}  (API: {url}/api, docs: {url}/docs)", flush=True)
             return
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(PROBE_INTERVAL)
+
+
+async def service_answers(bus: Bus, name: str) -> None:
+    """Until an instance of micro service `name` answers a `$SRV` ping."""
+    subject = f"$SRV.PING.{bus.subjects.service_name(name)}"
+    while True:
+        try:
+            await bus.nc.request(subject, b"", timeout=0.5)
+            return
+        except Exception:  # no responders yet, or a timeout: not up yet
+            await asyncio.sleep(PROBE_INTERVAL)
+
+
+def with_readiness(name: str, entry: ComponentEntry, config: AppConfig) -> ComponentEntry:
+    """A component that does not say itself when it is ready (`bus.component_ready`) is probed."""
+    spec = COMPONENTS.get(name)
+    if spec is None or spec.ready == "consumers":
+        return entry
+    if spec.ready == "service":
+        return ready_when(entry, lambda bus: service_answers(bus, name))
+    return ready_when(entry, lambda bus: gateway_listening(config))
+
+
+def ready_when(entry: ComponentEntry, probe: Callable[[Bus], Awaitable[None]]) -> ComponentEntry:
+    """`entry`, saying it is ready once `probe` returns."""
+
+    async def run(bus: Bus, config: Any) -> None:
+        async def watch() -> None:
+            await probe(bus)
+            component_ready()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await entry(bus, config)
+        finally:
+            watcher.cancel()
+
+    return run
+
+
+class Readiness:
+    """Which components have said they are ready to serve."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.waiting = list(names)
+        self.all_ready = asyncio.Event()
+        if not self.waiting:
+            self.all_ready.set()
+
+    def mark(self, name: str) -> None:
+        log.info("%s is ready", name)
+        if name in self.waiting:
+            self.waiting.remove(name)
+        if not self.waiting:
+            self.all_ready.set()
+
+
+async def announce_when_ready(readiness: Readiness, config: AppConfig, started: float) -> None:
+    """Print "Antler is up" (and the gateway's URL) once every component is ready to serve."""
+    while True:
+        try:
+            await asyncio.wait_for(readiness.all_ready.wait(), STILL_WAITING)
+            break
+        except TimeoutError:
+            status(f"still getting ready: {', '.join(readiness.waiting)} ...")
+    url_file = gateway_url_file(config)
+    if await asyncio.to_thread(url_file.is_file):
+        url = (await asyncio.to_thread(url_file.read_text, encoding="utf-8")).strip()
+        print(f"Gateway: {url}  (API: {url}/api, docs: {url}/docs)", flush=True)
+    status(f"Antler is up ({time.monotonic() - started:.2f}s). Press Ctrl-C to stop.")
 
 
 async def supervise(server: EmbeddedServer, stop: asyncio.Event) -> None:
@@ -101,30 +189,31 @@ async def up(args: argparse.Namespace) -> int:
         started = time.monotonic()
         bus = await login(config).connect(url, "antler-up")
         status(f"bus ready: streams, KV buckets and object store under prefix '{config.bus.prefix}'")
+        # A URL file left by a gateway that died would say "listening" before this one is.
+        await asyncio.to_thread(gateway_url_file(config).unlink, missing_ok=True)
         components = {
-            name: own_connection(url, config, name, entry)
+            name: with_readiness(name, own_connection(url, config, name, entry), config)
             for name, entry in enabled_components(config).items()
         }
         runners = process_count(config.runner.processes)
         if runners > 1 and "runner" in components:
             components["runner"] = runner_pool(args, url, runners)
         print(f"NATS: {url}", flush=True)
-        announcer = asyncio.create_task(announce_gateway(config)) if "gateway" in components else None
         if components:
             names = [
                 f"runner (x{runners} processes)" if n == "runner" and runners > 1 else n for n in components
             ]
-            status(f"components: {', '.join(names)}")
+            status(f"components: {', '.join(names)}; getting ready ...")
         else:
             status("components: none yet (only the bus runs)")
-        status(f"Antler is up ({time.monotonic() - started:.2f}s). Press Ctrl-C to stop.")
+        readiness = Readiness(list(components))
+        announcer = asyncio.create_task(announce_when_ready(readiness, config, started))
         try:
-            await serve(bus, config, components, stop, drain_timeout=DRAIN_TIMEOUT)
+            await serve(bus, config, components, stop, drain_timeout=DRAIN_TIMEOUT, on_ready=readiness.mark)
         except ComponentFailed as exc:
             raise CliError(str(exc)) from None
         finally:
-            if announcer is not None:
-                announcer.cancel()
+            announcer.cancel()
             status("stopping ...")
             await bus.close()
             kill_children()

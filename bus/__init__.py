@@ -24,7 +24,14 @@ from bus.errors import (
 )
 from bus.messages import ENVELOPES, Envelope, decode, encode
 from bus.provision import Provisioned, provision, stream_configs
-from bus.runtime import ComponentEntry, ComponentFailed, run_consumers, serve, stop_on_signals
+from bus.runtime import (
+    ComponentEntry,
+    ComponentFailed,
+    component_ready,
+    run_consumers,
+    serve,
+    stop_on_signals,
+)
 from bus.server import EmbeddedServer, find_nats_server
 from bus.subjects import Subjects, safe_token
 
@@ -57,6 +64,7 @@ __all__ = [
     "ServerError",
     "ServerStartError",
     "Subjects",
+    "component_ready",
     "dead_letter",
     "decode",
     "encode",

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bus.connection import Bus
 from bus.errors import BusError
+from bus.messages import ComponentReady
 from bus.permissions import ADMIN, RIGHTS, USERS_FILE, inbox_prefix, load_credentials, user_name
 from bus.runtime import ComponentEntry, ComponentFailed, run_main, serve, stop_on_signals
 from bus.subjects import Subjects
@@ -144,8 +145,18 @@ async def run_component(name: str, entry: ComponentEntry, args: argparse.Namespa
     try:
         bus = await login(config, name).connect(url, f"antler-{name}")
         status(f"{name}: running against {url} (prefix '{config.bus.prefix}')")
+        announcements: set[asyncio.Task[None]] = set()
+
+        def ready(component: str) -> None:
+            status(f"{component}: ready")
+            # Whoever started this process (`antler up`'s runner pool) learns it over the bus.
+            announce = ComponentReady(component=component, pid=os.getpid())
+            task = asyncio.create_task(bus.publish_core(bus.subjects.component_ready(component), announce))
+            announcements.add(task)
+            task.add_done_callback(announcements.discard)
+
         try:
-            await serve(bus, config, {name: entry}, stop)
+            await serve(bus, config, {name: entry}, stop, on_ready=ready)
         except ComponentFailed as exc:
             raise LaunchError(str(exc)) from None
         finally:

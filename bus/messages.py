@@ -383,6 +383,14 @@ class SubagentCancel(Envelope):
     reason: str = "cancelled"
 
 
+class ComponentReady(Envelope):
+    """A component process is ready to serve (its consumers take work, its services answer), on
+    `<prefix>.ready.<component>` (core NATS): how `antler up` knows its runner processes are."""
+
+    component: str
+    pid: int
+
+
 SubagentStatus = Literal["completed", "failed", "cancelled", "timed_out"]
 
 
@@ -854,6 +862,7 @@ ENVELOPES: dict[str, type[Envelope]] = {
         SubagentResult,
         SubagentProgress,
         SubagentCancel,
+        ComponentReady,
         MemoryUpdate,
         MemoryDocument,
         AgentDefinition,

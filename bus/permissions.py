@@ -147,6 +147,7 @@ def permissions(component: str, subjects: Subjects) -> dict[str, object]:
     publish: list[str] = [subjects.full(s) for s in rights.publish]
     subscribe: list[str] = [subjects.full(s) for s in rights.subscribe]
     subscribe.append(f"{inbox_prefix(subjects, component)}.>")
+    publish.append(subjects.component_ready(component))  # "ready to serve", for `antler up`
     for kind, durable, filter_subject in rights.consume:
         stream = subjects.stream(kind)
         publish += [

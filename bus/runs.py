@@ -132,6 +132,35 @@ async def submit_run(bus: Bus, request: RunRequest) -> RunRecord:
     return record
 
 
+async def submit_new_run(bus: Bus, request: RunRequest) -> bool:
+    """`submit_run` for a request that may have been made before (a chat message delivered again):
+    False, and nothing published, when the run was submitted already.
+
+    The record is created first, so a new run costs no read. A run recorded but perhaps never
+    published (its submitter died in between) is published again while the server's dedupe
+    window still drops a second copy of a request that did arrive; later that could start the
+    run twice, so it is left alone.
+    """
+    from bus.messages import RunStatus, utcnow
+    from bus.records import RecordStore
+
+    store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    if not await store.create(request.run_id, RunRecord.pending(request)):
+        existing = await store.get(request.run_id)
+        window = bus.config.dedupe_window_seconds / 2  # to spare: the clocks of two processes
+        if (
+            existing is None
+            or existing.status != RunStatus.PENDING
+            or (utcnow() - existing.created_at).total_seconds() > window
+        ):
+            return False
+        request = request.model_copy(update={"created_at": existing.created_at})
+    index = await bus.kv(bus.subjects.thread_runs_bucket)
+    await index.put(thread_run_key(request.thread_id, request.run_id, request.created_at), b"")
+    await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
+    return True
+
+
 def thread_run_key(thread_id: str, run_id: str, created_at: datetime) -> str:
     """A run's key in the per-thread index (`Subjects.thread_runs_bucket`): sorted keys are in the
     order the runs were submitted."""

@@ -2,13 +2,16 @@
 
 A component is an `async def run(bus, config)` that works until it is
 cancelled and then drains (see `run_consumers`). `serve()` runs several on one
-bus; it returns when asked to stop, or raises when a component fails.
+bus; it returns when asked to stop, or raises when a component fails. A
+component says when it is ready to serve with `component_ready()` (`run_consumers`
+does, once every consumer takes work); `serve(on_ready=...)` hears it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -21,6 +24,22 @@ log = logging.getLogger(__name__)
 
 ComponentEntry = Callable[[Bus, Any], Awaitable[None]]
 T = TypeVar("T")
+
+# Set by `serve()` in each component's task: what `component_ready()` calls.
+_on_ready: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "antler_component_ready", default=None
+)
+
+
+def component_ready() -> None:
+    """Tell whoever runs this component that it is ready to serve (safe to call more than once).
+
+    `run_consumers` calls it once its consumers take work; a component that serves another
+    way (an HTTP server, services only) may call it itself.
+    """
+    callback = _on_ready.get()
+    if callback is not None:
+        callback()
 
 
 def run_main(main: Coroutine[Any, Any, T]) -> T:
@@ -46,6 +65,7 @@ async def run_consumers(*consumers: Consumer[Any]) -> None:
         for consumer in consumers:
             await consumer.start()
             started.append(consumer)
+        component_ready()
         await asyncio.Future()  # until cancelled
     finally:
         await asyncio.gather(*(c.stop() for c in started), return_exceptions=True)
@@ -84,13 +104,21 @@ async def serve(
     stop: asyncio.Event,
     *,
     drain_timeout: float = 30.0,
+    on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Run `components` until `stop` is set, then cancel (drain) them.
+
+    `on_ready(name)` is called once for each component that says it is ready (`component_ready`).
 
     Raises:
         ComponentFailed: a component ended or raised on its own; the others are drained first.
     """
-    tasks = {asyncio.create_task(entry(bus, config), name=name): name for name, entry in components.items()}
+    tasks: dict[asyncio.Task[None], str] = {}
+    for name, entry in components.items():
+        context = contextvars.copy_context()
+        if on_ready is not None:
+            context.run(_on_ready.set, _once(on_ready, name))
+        tasks[asyncio.create_task(_call(entry, bus, config), name=name, context=context)] = name
     stopper = asyncio.create_task(stop.wait(), name="stop")
     failed: ComponentFailed | None = None
     try:
@@ -114,3 +142,22 @@ async def serve(
                 log.error("component %s raised while draining: %r", tasks[task], task.exception())
     if failed is not None:
         raise failed
+
+
+async def _call(entry: ComponentEntry, bus: Bus, config: Any) -> None:
+    await entry(bus, config)
+
+
+def _once(on_ready: Callable[[str], None], name: str) -> Callable[[], None]:
+    called = False
+
+    def ready() -> None:
+        nonlocal called
+        if not called:
+            called = True
+            try:
+                on_ready(name)
+            except Exception:  # a listener's failure is not the component's
+                log.exception("on_ready failed for component %s", name)
+
+    return ready

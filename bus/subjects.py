@@ -69,6 +69,10 @@ class Subjects:
         """A thread's conversation for the memory updater (the stream keeps the newest per thread)."""
         return f"{self.prefix}.memory.update.{safe_token(thread_id)}"
 
+    def component_ready(self, component: str) -> str:
+        """ComponentReady announcements of one component's processes (core NATS)."""
+        return f"{self.prefix}.ready.{safe_token(component)}"
+
     def subagent_cancel(self, parent_run_id: str) -> str:
         return f"{self.prefix}.subagents.cancel.{safe_token(parent_run_id)}"
 

@@ -45,7 +45,7 @@ from bus.messages import (
     utcnow,
 )
 from bus.records import RecordStore
-from bus.runs import submit_run
+from bus.runs import submit_new_run
 from bus.service import ServiceError, call, start_service
 from bus.subjects import safe_token
 from channels.replies import ReplyProjection, projection_consumer
@@ -147,11 +147,8 @@ class Router:
             multitask_strategy=MultitaskStrategy.ENQUEUE,
             origin=origin,
         )
-        assert self.runs is not None
-        if await self.runs.get(run_id) is not None:
+        if not await submit_new_run(self.bus, request):
             log.info("message %s was already turned into run %s", message.dedupe_id(), run_id)
-            return
-        await submit_run(self.bus, request)
 
     async def file_uploads(self, message: InboundMessage, binding: ChatBinding) -> list[str]:
         """Move files an adapter staged for this message into the thread's uploads; their virtual paths."""

@@ -41,7 +41,9 @@ async def read_url(proc: asyncio.subprocess.Process) -> str:
             return line.split(" ", 1)[1].strip()
 
 
-async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+async def test_antler_up_says_it_is_up_once_every_component_serves_and_stops_cleanly_on_ctrl_c(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "config.yaml").write_text("gateway:\n  port: 0\nrunner:\n  processes: 2\n", encoding="utf-8")
     proc = await run_antler("up", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
     try:
@@ -53,16 +55,13 @@ async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Pa
         assert info.config.name == "ANTLER_RUNS", "the streams are provisioned"
         await bus.close()
         assert proc.stdout is not None
-        gateway_line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        # Printed with "Antler is up", once every component is ready: no waiting for anything after it.
+        gateway_line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
         assert gateway_line.startswith("Gateway: http://127.0.0.1:")
         gateway_url = gateway_line.split()[1]
         async with httpx.AsyncClient() as http:
-            for _ in range(100):  # components come up in any order; health says who answers now
-                health = (await http.get(f"{gateway_url}/health")).json()
-                found = health["components"]
-                if health["status"] == "ok" and found.get("runner") == 2 and len(found) == 6:
-                    break
-                await asyncio.sleep(0.1)
+            health = (await http.get(f"{gateway_url}/health")).json()
+        assert health["status"] == "ok"
         assert health["components"] == {
             "gateway": 1,
             "runner": 2,
@@ -84,6 +83,8 @@ async def test_antler_up_starts_the_bus_and_stops_cleanly_on_ctrl_c(tmp_path: Pa
     assert "components: runner (x2 processes), subagents, memory, sandbox, router, gateway" in err
     runner_pids = [int(pid) for pid in re.findall(r"runner process \d started \(pid (\d+)\)", err)]
     assert len(runner_pids) == 2
+    before_up = err[: err.index("Antler is up")]
+    assert before_up.count("runner: ready") == 2, "both runner processes took work before 'Antler is up'"
     assert not any(pid_alive(pid) for pid in runner_pids), "the runner processes stopped with antler up"
     assert "stopped" in err
     assert "Traceback" not in err

@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 
-from bus import Bus
-from bus.messages import RunEvent
-from bus.runs import follow_run
+from bus import Bus, decode
+from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus
+from bus.records import RecordStore, keys_matching
+from bus.runs import follow_run, submit_new_run
 
 pytestmark = pytest.mark.asyncio
 
@@ -43,3 +44,42 @@ async def test_a_reader_past_the_end_of_a_finished_run_gets_nothing_and_returns(
     assert await read(bus, "r3", after_seq=3) == []
     assert await read(bus, "r3", after_seq=7) == []
     assert await read(bus, "r3", after_seq=2) == [3]
+
+
+def chat_run(run_id: str) -> RunRequest:
+    return RunRequest(run_id=run_id, thread_id="t1", input={"messages": [{"role": "user", "content": "hi"}]})
+
+
+async def submitted_requests(bus: Bus) -> list[str]:
+    info = await bus.js.stream_info(bus.subjects.runs_stream)
+    return [
+        decode(RunRequest, (await bus.js.get_msg(bus.subjects.runs_stream, seq)).data or b"").run_id
+        for seq in range(info.state.first_seq, info.state.last_seq + 1)
+        if info.state.messages
+    ]
+
+
+async def test_a_message_turned_into_a_run_twice_submits_it_once(bus: Bus) -> None:
+    assert await submit_new_run(bus, chat_run("run-a")) is True
+    assert await submit_new_run(bus, chat_run("run-a")) is True  # still pending: the server drops the copy
+    assert await submitted_requests(bus) == ["run-a"]
+    index = await keys_matching(bus.js, bus.subjects.thread_runs_bucket, "t1.>")
+    assert len(index) == 1, "listed once with its thread"
+
+
+async def test_a_run_recorded_but_never_published_is_published_when_its_message_comes_again(
+    bus: Bus,
+) -> None:
+    # The submitter died between recording the run and publishing its request.
+    store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    await store.create("run-b", RunRecord.pending(chat_run("run-b")))
+    assert await submit_new_run(bus, chat_run("run-b")) is True
+    assert await submitted_requests(bus) == ["run-b"]
+
+
+async def test_a_run_under_way_is_not_submitted_again(bus: Bus) -> None:
+    store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    running = RunRecord.pending(chat_run("run-c")).model_copy(update={"status": RunStatus.RUNNING})
+    await store.create("run-c", running)
+    assert await submit_new_run(bus, chat_run("run-c")) is False
+    assert await submitted_requests(bus) == []

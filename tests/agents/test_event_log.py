@@ -1,0 +1,135 @@
+"""A run's event log: streamed deltas go out merged, and readers still get every character in order."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+from agents.event_log import EventLog
+from agents.events import jsonable, merge_deltas
+from bus import Bus
+from bus.messages import RunEvent
+from bus.runs import collect_run, follow_run
+
+META = {"langgraph_node": "model", "langgraph_step": 1}
+
+
+def delta(message_id: str, text: str = "", reasoning: str = "") -> list[Any]:
+    from langchain_core.messages import AIMessageChunk
+
+    extra = {"reasoning_content": reasoning} if reasoning else {}
+    chunk = AIMessageChunk(content=text, id=message_id, additional_kwargs=extra)
+    return [jsonable(chunk), dict(META)]
+
+
+def text_by_message(events: list[RunEvent]) -> dict[str, tuple[str, str]]:
+    """(reasoning, answer) per AI message id, as a client concatenating deltas has them."""
+    texts: dict[str, tuple[str, str]] = {}
+    for event in events:
+        if event.event != "messages":
+            continue
+        chunk = event.data[0]
+        reasoning, answer = texts.get(chunk["id"], ("", ""))
+        reasoning += chunk.get("additional_kwargs", {}).get("reasoning_content", "")
+        answer += chunk["content"]
+        texts[chunk["id"]] = (reasoning, answer)
+    return texts
+
+
+def new_log(bus: Bus) -> EventLog:
+    return EventLog(bus, f"run-{uuid.uuid4().hex[:8]}", "thread-1", attempt=1)
+
+
+async def test_streamed_deltas_arrive_whole_and_in_order_in_fewer_events(bus: Bus) -> None:
+    log = new_log(bus)
+    await log.emit("metadata", {"run_id": log.run_id})
+    thoughts = [f"t{i} " for i in range(50)]
+    words = [f"w{i} " for i in range(300)]
+    for piece in thoughts:
+        await log.emit("messages", delta("ai-1", reasoning=piece))
+    for piece in words:
+        await log.emit("messages", delta("ai-1", text=piece))
+    await log.emit("messages", [{"type": "tool", "content": "42", "tool_call_id": "c1", "id": "tool-1"}, {}])
+    for piece in words[:40]:
+        await log.emit("messages", delta("ai-2", text=piece))
+    await log.emit("end", {"status": "success"})
+
+    events = await collect_run(bus, log.run_id, timeout=10)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1)), "numbered without gaps"
+    assert text_by_message(events) == {
+        "ai-1": ("".join(thoughts), "".join(words)),
+        "tool-1": ("", "42"),
+        "ai-2": ("", "".join(words[:40])),
+    }
+    kinds = [(e.data[0]["id"], bool(e.data[0]["content"])) for e in events if e.event == "messages"]
+    first_answer = kinds.index(("ai-1", True))
+    assert all(has_text for _, has_text in kinds[first_answer : kinds.index(("tool-1", True))]), (
+        "all of the reasoning comes before the answer"
+    )
+    assert kinds.index(("tool-1", True)) < kinds.index(("ai-2", True)), "events keep their order"
+    assert len(events) < 50, f"{len(events)} events for 392 deltas: they were not merged"
+    assert log.published == len(events)
+
+
+async def test_a_held_delta_reaches_readers_without_waiting_for_another_event(bus: Bus) -> None:
+    log = new_log(bus)
+    seen: list[str] = []
+    got_both = asyncio.Event()
+
+    async def read() -> None:
+        async for event in follow_run(bus, log.run_id, timeout=10):
+            if event.event == "messages":
+                seen.append(event.data[0]["content"])
+                if "".join(seen) == "Hello, world":
+                    got_both.set()
+
+    reader = asyncio.create_task(read())
+    await log.emit("messages", delta("ai-1", text="Hello"))
+    await log.emit("messages", delta("ai-1", text=", world"))  # within the window: held back
+    await asyncio.wait_for(got_both.wait(), 10)  # nothing else is emitted: the timer sends it
+    await log.emit("end", {"status": "success"})
+    await asyncio.wait_for(reader, 10)
+    assert "".join(seen) == "Hello, world"
+
+
+async def test_a_closed_log_sends_nothing_it_held(bus: Bus) -> None:
+    log = new_log(bus)
+    await log.emit("messages", delta("ai-1", text="kept"))
+    await log.emit("messages", delta("ai-1", text=" dropped"))
+    log.close()  # the run is left to another delivery, which streams its messages again
+    again = EventLog(bus, log.run_id, log.thread_id, attempt=2, start_seq=log.seq)
+    await again.emit("end", {"status": "success"})
+    events = await collect_run(bus, log.run_id, timeout=10)
+    assert [e.data[0]["content"] for e in events if e.event == "messages"] == ["kept"]
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        pytest.param(delta("a", text="x"), delta("b", text="y"), id="other-message"),
+        pytest.param(delta("a", reasoning="x"), delta("a", text="y"), id="reasoning-then-answer"),
+        pytest.param(delta("a", text="x"), [delta("a", text="y")[0], {"langgraph_step": 2}], id="other-meta"),
+        pytest.param(
+            delta("a", text="x"),
+            [
+                {**delta("a")[0], "tool_call_chunks": [{"name": "f", "args": "{}", "id": "c", "index": 0}]},
+                META,
+            ],
+            id="tool-call-piece",
+        ),
+        pytest.param(delta("a", text="x"), [{"type": "ai", "id": "a", "content": "y"}, META], id="whole"),
+    ],
+)
+def test_deltas_that_must_stay_apart_are_not_merged(first: Any, second: Any) -> None:
+    assert merge_deltas(first, second) is None
+
+
+def test_merged_deltas_read_as_the_two_in_a_row() -> None:
+    merged = merge_deltas(delta("a", text="Hel"), delta("a", text="lo"))
+    assert merged is not None
+    assert merged[0]["content"] == "Hello"
+    assert merged[0]["id"] == "a"
+    assert merged[1] == META

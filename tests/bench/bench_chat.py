@@ -1,0 +1,533 @@
+"""The chat path end to end: what a chat user waits for.
+
+A turn = publish an InboundMessage on `<prefix>.chat.in.bench`; the router (its
+own process) binds the chat to a thread and submits the run; a runner (two
+processes, as `antler up` starts them on two cores) runs the lead agent against a
+zero-latency scripted model over HTTP; the router's projection turns the run's
+events into replies; the turn ends when the final OutboundMessage arrives on
+`<prefix>.chat.out.bench`.
+
+Printed: the machine (cores, load), single-turn latency (a chat's first message,
+which also creates its thread and a title, and a follow-up), the bus traffic of one
+turn (KV reads and writes by bucket, run events, acks ...), then for 10/50/200
+chats at once p50/p90/p99 latency, turns/s and the CPU seconds each process used.
+`--json out.json` keeps the figures; `--compare old.json` prints them side by side.
+
+Run: `antler bench chat [--levels 10,50,200] [--repeat 3] [--json out.json]`.
+With ANTLER_BENCH_PYSPY=out.txt (and py-spy installed) runner 1 is sampled meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+
+from antler.pool import process_count
+from bus import Bus, EmbeddedServer, decode
+from bus.messages import InboundMessage, OutboundMessage
+from config import BusConfig
+from tests.fakes.openai_server import FakeOpenAI
+
+REPO = Path(__file__).resolve().parents[2]
+CHANNEL = "bench"
+TURN_TIMEOUT = 120.0
+
+
+# ---------------------------------------------------------------------------- one turn
+
+
+@dataclass
+class Turn:
+    latency: float  # publish -> final reply
+    first_reply: float | None  # publish -> first partial reply (None: the final came first)
+    kind: str
+
+
+@dataclass
+class _Waiting:
+    started: float
+    done: asyncio.Future[str]
+    first_reply: float | None = None
+
+
+class ChatClient:
+    """Sends chat messages as an adapter would and waits for each one's final reply."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self._waiting: dict[str, _Waiting] = {}
+        self._sub: Any = None
+
+    async def start(self) -> None:
+        self._sub = await self.bus.nc.subscribe(self.bus.subjects.chat_out(CHANNEL), cb=self._on_reply)
+
+    async def stop(self) -> None:
+        if self._sub is not None:
+            await self._sub.unsubscribe()
+
+    async def _on_reply(self, msg: Any) -> None:
+        reply = decode(OutboundMessage, msg.data)
+        waiting = self._waiting.get(reply.reply_to or "")
+        if waiting is None or waiting.done.done():
+            return
+        if reply.kind == "partial":
+            if waiting.first_reply is None:
+                waiting.first_reply = time.perf_counter() - waiting.started
+            return
+        waiting.done.set_result(reply.kind if reply.kind != "error" else f"error: {reply.text}")
+
+    async def turn(self, chat_id: str, text: str, timeout: float = TURN_TIMEOUT) -> Turn:
+        message = InboundMessage(channel=CHANNEL, chat_id=chat_id, user_id=chat_id, text=text)
+        waiting = _Waiting(time.perf_counter(), asyncio.get_running_loop().create_future())
+        self._waiting[message.message_id] = waiting
+        try:
+            await self.bus.publish(self.bus.subjects.chat_in(CHANNEL), message, msg_id=message.dedupe_id())
+            kind = await asyncio.wait_for(waiting.done, timeout)
+        finally:
+            self._waiting.pop(message.message_id, None)
+        if kind != "final":
+            raise RuntimeError(f"chat {chat_id}: the turn ended with {kind}")
+        return Turn(time.perf_counter() - waiting.started, waiting.first_reply, kind)
+
+
+# ---------------------------------------------------------------------------- bus traffic
+
+
+class TrafficCounter:
+    """Counts every message on the bus by what it is (a KV read of `runs`, a run event, an ack ...).
+
+    A KV read is a request on `$JS.API.DIRECT.GET.KV_<bucket>`, a KV write a publish on
+    `$KV.<bucket>.<key>`: both are seen by any subscriber of the account.
+    """
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self.counts: collections.Counter[str] = collections.Counter()
+        self._subs: list[Any] = []
+
+    async def start(self) -> None:
+        for pattern in ("$JS.>", "$KV.>", f"{self.bus.subjects.prefix}.>"):
+            self._subs.append(await self.bus.nc.subscribe(pattern, cb=self._on_msg))
+
+    async def stop(self) -> None:
+        for sub in self._subs:
+            await sub.unsubscribe()
+        self._subs = []
+
+    def snapshot(self) -> collections.Counter[str]:
+        return collections.Counter(self.counts)
+
+    async def _on_msg(self, msg: Any) -> None:
+        kind = self.classify(msg.subject, msg.data)
+        if kind:
+            self.counts[kind] += 1
+
+    def classify(self, subject: str, data: bytes) -> str | None:
+        prefix = self.bus.subjects.prefix
+        bucket_prefix = f"KV_{prefix}_"
+        parts = subject.split(".")
+        if parts[0] == "$KV" and len(parts) > 1:
+            return f"kv write {parts[1].removeprefix(prefix + '_')}"
+        if subject.startswith(("$JS.API.DIRECT.GET.", "$JS.API.STREAM.MSG.GET.")):
+            stream = parts[4] if subject.startswith("$JS.API.DIRECT") else parts[5]
+            if stream.startswith(bucket_prefix):
+                return f"kv read {stream.removeprefix(bucket_prefix)}"
+            return f"stream read {stream}"
+        if subject.startswith("$JS.API.CONSUMER.MSG.NEXT."):
+            return f"fetch {parts[-1]}"
+        if subject.startswith("$JS.ACK."):
+            durable = parts[3] if len(parts) > 3 else "?"
+            what = "in-progress" if data.startswith(b"+WPI") else "settle"
+            return f"{what} {durable}"
+        if subject.startswith("$JS.API."):
+            return "js api " + ".".join(p for p in parts[2:4])
+        if subject.startswith("$JS."):
+            return None  # advisories and flow control
+        rest = subject.removeprefix(prefix + ".")
+        if rest.startswith("runs.ev."):
+            return "run event"
+        if rest.startswith("runs.ctl."):
+            return "run control"
+        if rest.startswith(("chat.in.", "chat.out.", "memory.update.")):
+            return ".".join(rest.split(".")[:2])
+        return rest
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+class Processes:
+    """The processes whose CPU time is counted."""
+
+    def __init__(self) -> None:
+        self.procs: dict[str, psutil.Process] = {}
+
+    def add(self, name: str, pid: int) -> None:
+        self.procs[name] = psutil.Process(pid)
+
+    def cpu(self) -> dict[str, float]:
+        seconds = {}
+        for name, proc in self.procs.items():
+            try:
+                times = proc.cpu_times()
+                seconds[name] = times.user + times.system
+            except psutil.Error:
+                seconds[name] = 0.0
+        return seconds
+
+
+def machine_cpu_busy() -> float:
+    """CPU seconds the whole machine has spent busy so far (every core, every process)."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cores": os.cpu_count(),
+        "cpu": model or platform.processor(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+# ---------------------------------------------------------------------------- figures
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
+
+
+@dataclass
+class Level:
+    chats: int
+    turns: int
+    seconds: float
+    turns_per_s: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    first_reply_p50_ms: float | None
+    cpu_s: dict[str, float]
+    cores_used: float  # by the processes above
+    others_cores: float  # by everything else on the machine meanwhile
+    load_average: list[float] = field(default_factory=list)
+
+
+async def run_level(
+    client: ChatClient, processes: Processes, chats: int, turns: int, text: str, tag: str
+) -> Level:
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(turns):
+        queue.put_nowait(i)
+    done: list[Turn] = []
+
+    async def chat(n: int) -> None:
+        while not queue.empty():
+            i = queue.get_nowait()
+            done.append(await client.turn(f"{tag}-{n}", f"{text} ({i})"))
+
+    cpu_before, busy_before = processes.cpu(), machine_cpu_busy()
+    started = time.perf_counter()
+    await asyncio.gather(*(chat(n) for n in range(chats)))
+    elapsed = time.perf_counter() - started
+    cpu_after, busy_after = processes.cpu(), machine_cpu_busy()
+    cpu = {name: round(cpu_after[name] - cpu_before.get(name, 0.0), 2) for name in cpu_after}
+    ours = sum(cpu.values())
+    latencies = [t.latency for t in done]
+    firsts = [t.first_reply for t in done if t.first_reply is not None]
+    return Level(
+        chats=chats,
+        turns=len(done),
+        seconds=round(elapsed, 2),
+        turns_per_s=round(len(done) / elapsed, 1),
+        p50_ms=ms(quantile(latencies, 0.5)),
+        p90_ms=ms(quantile(latencies, 0.9)),
+        p99_ms=ms(quantile(latencies, 0.99)),
+        first_reply_p50_ms=ms(quantile(firsts, 0.5)) if firsts else None,
+        cpu_s=cpu,
+        cores_used=round(ours / elapsed, 2),
+        others_cores=round(max(0.0, (busy_after - busy_before) - ours) / elapsed, 2),
+        load_average=[round(x, 2) for x in os.getloadavg()],
+    )
+
+
+def print_level(level: Level) -> None:
+    first = f", first partial p50 {level.first_reply_p50_ms} ms" if level.first_reply_p50_ms else ""
+    print(
+        f"{level.chats:>4} chats: {level.turns_per_s:6.1f} turns/s  "
+        f"p50 {level.p50_ms:7.1f}  p90 {level.p90_ms:7.1f}  p99 {level.p99_ms:7.1f} ms{first}  "
+        f"({level.turns} turns in {level.seconds:.1f}s)"
+    )
+    cpu = "  ".join(f"{name} {secs:.2f}" for name, secs in level.cpu_s.items())
+    print(
+        f"            CPU s: {cpu}  -> {level.cores_used:.2f} cores used; "
+        f"other programs meanwhile {level.others_cores:.2f} cores; load {level.load_average}"
+    )
+
+
+async def single_turns(client: ChatClient, counter: TrafficCounter, count: int, text: str) -> dict[str, Any]:
+    """Turns one after another: a chat's first message, then a follow-up; and their bus traffic."""
+    await counter.start()
+    first: list[Turn] = []
+    follow: list[Turn] = []
+    traffic_first: collections.Counter[str] = collections.Counter()
+    traffic_follow: collections.Counter[str] = collections.Counter()
+    try:
+        for i in range(count):
+            chat_id = f"single-{uuid.uuid4().hex[:6]}-{i}"
+            before = counter.snapshot()
+            first.append(await client.turn(chat_id, text))
+            await asyncio.sleep(0.05)  # the turn's last acks and writes come in
+            middle = counter.snapshot()
+            follow.append(await client.turn(chat_id, text + " again"))
+            await asyncio.sleep(0.05)
+            traffic_first += middle - before
+            traffic_follow += counter.snapshot() - middle
+    finally:
+        await counter.stop()
+
+    def per_turn(traffic: collections.Counter[str]) -> dict[str, float]:
+        return {k: round(v / count, 1) for k, v in sorted(traffic.items())}
+
+    def figures(turns: list[Turn]) -> dict[str, Any]:
+        firsts = [t.first_reply for t in turns if t.first_reply is not None]
+        return {
+            "p50_ms": ms(quantile([t.latency for t in turns], 0.5)),
+            "p90_ms": ms(quantile([t.latency for t in turns], 0.9)),
+            "first_reply_p50_ms": ms(quantile(firsts, 0.5)) if firsts else None,
+        }
+
+    return {
+        "first_message": {**figures(first), "traffic_per_turn": per_turn(traffic_first)},
+        "follow_up": {**figures(follow), "traffic_per_turn": per_turn(traffic_follow)},
+    }
+
+
+def print_single(single: dict[str, Any]) -> None:
+    for name, label in (("first_message", "a chat's first message"), ("follow_up", "a follow-up")):
+        part = single[name]
+        first = f", first partial {part['first_reply_p50_ms']} ms" if part["first_reply_p50_ms"] else ""
+        print(f"single turn, {label}: median {part['p50_ms']} ms, p90 {part['p90_ms']} ms{first}")
+    traffic = single["follow_up"]["traffic_per_turn"]
+    kv_reads = sum(v for k, v in traffic.items() if k.startswith("kv read"))
+    kv_writes = sum(v for k, v in traffic.items() if k.startswith("kv write"))
+    print(f"bus traffic of a follow-up turn: {kv_reads:g} KV reads, {kv_writes:g} KV writes; in all:")
+    print("  " + ", ".join(f"{k} {v:g}" for k, v in traffic.items()))
+
+
+def print_comparison(old: dict[str, Any], new: dict[str, Any]) -> None:
+    print(f"\ncompared with {old.get('label') or 'the earlier run'}:")
+    for name in ("first_message", "follow_up"):
+        a, b = old["single"][name]["p50_ms"], new["single"][name]["p50_ms"]
+        print(f"  single {name}: median {a} -> {b} ms ({b / a:.2f}x)")
+    older = {}
+    for level in old["levels"]:
+        older.setdefault(level["chats"], []).append(level)
+    for level in new["levels"]:
+        for was in older.get(level["chats"], [])[:1]:
+            print(
+                f"  {level['chats']:>4} chats: {was['turns_per_s']} -> {level['turns_per_s']} turns/s "
+                f"({level['turns_per_s'] / was['turns_per_s']:.2f}x), p99 {was['p99_ms']} -> "
+                f"{level['p99_ms']} ms, cores used {was['cores_used']} -> {level['cores_used']}"
+            )
+
+
+def print_ranges(levels: list[Level]) -> None:
+    by_chats: dict[int, list[Level]] = {}
+    for level in levels:
+        by_chats.setdefault(level.chats, []).append(level)
+    print("\nover the repeats (median [min-max]):")
+    for chats, runs in by_chats.items():
+
+        def span(values: list[float]) -> str:
+            return f"{quantile(values, 0.5):g} [{min(values):g}-{max(values):g}]"
+
+        print(
+            f"{chats:>4} chats: {span([r.turns_per_s for r in runs])} turns/s, "
+            f"p50 {span([r.p50_ms for r in runs])} ms, p99 {span([r.p99_ms for r in runs])} ms"
+        )
+
+
+# ---------------------------------------------------------------------------- main
+
+
+async def start_component(
+    name: str, config_path: Path, url: str, log_dir: Path
+) -> tuple[asyncio.subprocess.Process, Path]:
+    log_path = log_dir / f"{name}-{uuid.uuid4().hex[:4]}.log"
+    with log_path.open("wb") as log_file:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "antler",
+            "run",
+            name,
+            "-c",
+            str(config_path),
+            "--nats-url",
+            url,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=log_file,
+        )
+    return child, log_path
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    levels = [int(x) for x in str(args.levels).split(",") if x.strip()]
+    runners = process_count(args.runners)
+    text = " ".join(f"word{i}" for i in range(args.words))
+    info = machine()
+    print(
+        f"machine: {info['cores']} cores ({info['cpu']}), load average {info['load_average']}; "
+        f"Python {info['python']}"
+    )
+    print(
+        f"chat path: chat.in -> router (1 process) -> runner ({runners} processes) -> chat.out; "
+        f"scripted model, zero latency, {args.words + 2} streamed words per answer"
+    )
+    results: dict[str, Any] = {"label": args.label, "machine": info, "runners": runners, "words": args.words}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        async with EmbeddedServer(tmp_path / "nats") as server, FakeOpenAI() as fake:
+            prefix = f"bench{uuid.uuid4().hex[:6]}"
+            config = {
+                "bus": {"prefix": prefix, "data_dir": str(tmp_path / "data")},
+                "models": [{"name": "fake", "model": "m", "api_key": "k", "base_url": fake.base_url}],
+                "title": {"enabled": True},
+                "memory": {"enabled": True},
+            }
+            path = tmp_path / "config.yaml"
+            path.write_text(yaml.safe_dump(config))
+            bus = await Bus.connect(server.url, BusConfig(prefix=prefix), provision=True)
+            children: list[tuple[str, asyncio.subprocess.Process, Path]] = []
+            processes = Processes()
+            processes.add("bench+model", os.getpid())
+            if server.pid:
+                processes.add("nats-server", server.pid)
+            client = ChatClient(bus)
+            try:
+                for n in range(runners):
+                    child, log = await start_component("runner", path, server.url, tmp_path)
+                    children.append((f"runner-{n + 1}", child, log))
+                child, log = await start_component("router", path, server.url, tmp_path)
+                children.append(("router", child, log))
+                for name, child, _ in children:
+                    processes.add(name, child.pid)
+                if os.environ.get("ANTLER_BENCH_PYSPY"):  # sample runner 1 meanwhile (ends with it)
+                    await asyncio.create_subprocess_exec(
+                        "py-spy",
+                        "record",
+                        "-p",
+                        str(children[0][1].pid),
+                        "-o",
+                        os.environ["ANTLER_BENCH_PYSPY"],
+                        "--format",
+                        "raw",
+                        "-r",
+                        "200",
+                        stdout=asyncio.subprocess.DEVNULL,
+                        stderr=asyncio.subprocess.DEVNULL,
+                    )
+                await client.start()
+                # Until every runner has compiled its agent: a few chats at once, twice.
+                for round_ in range(2):
+                    await asyncio.gather(
+                        *(client.turn(f"warm-{round_}-{i}", "hello") for i in range(max(4, args.warmup)))
+                    )
+                single = await single_turns(client, TrafficCounter(bus), args.single, text)
+                print_single(single)
+                results["single"] = single
+                measured: list[Level] = []
+                for repeat in range(args.repeat):
+                    if args.repeat > 1:
+                        print(f"-- run {repeat + 1} of {args.repeat}")
+                    for chats in levels:
+                        turns = max(args.turns, 2 * chats)
+                        level = await run_level(client, processes, chats, turns, text, f"r{repeat}c{chats}")
+                        print_level(level)
+                        measured.append(level)
+                if args.repeat > 1:
+                    print_ranges(measured)
+                results["levels"] = [asdict(level) for level in measured]
+                results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+            except BaseException:
+                for name, _, log in children:
+                    tail = log.read_text(errors="replace").splitlines()[-15:]
+                    print(f"--- {name} log (last lines):\n" + "\n".join(tail), file=sys.stderr)
+                raise
+            finally:
+                await client.stop()
+                for _, child, _ in children:
+                    if child.returncode is None:
+                        child.terminate()
+                for _, child, _ in children:
+                    await child.wait()
+                await bus.close()
+    if args.json:
+        await asyncio.to_thread(Path(args.json).write_text, json.dumps(results, indent=2))
+        print(f"figures written to {args.json}")
+    if args.compare:
+        earlier = json.loads(await asyncio.to_thread(Path(args.compare).read_text))
+        print_comparison(earlier, results)
+    return results
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--levels", default="10,50,200", help="chats at once, comma separated")
+    parser.add_argument("--turns", type=int, default=300, help="turns per level (at least 2 per chat)")
+    parser.add_argument("--single", type=int, default=20, help="chats in the single-turn part")
+    parser.add_argument("--words", type=int, default=40, help="words the user sends (echoed back)")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=1, help="measure every level this many times")
+    parser.add_argument("--runners", type=int, default=2, help="runner processes (0: as antler up starts)")
+    parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--compare", help="an earlier --json file to compare with")
+    parser.add_argument("--label", default="", help="a name for this run in the JSON")
+
+
+async def run_from_args(args: argparse.Namespace) -> None:
+    """`antler bench chat` (its `--turns` may be None: the default here)."""
+    defaults = argparse.ArgumentParser()
+    add_arguments(defaults)
+    settings = vars(defaults.parse_args([]))
+    settings.update({k: v for k, v in vars(args).items() if v is not None})
+    await main(argparse.Namespace(**settings))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_arguments(parser)
+    asyncio.run(main(parser.parse_args()))
