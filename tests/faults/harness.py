@@ -91,7 +91,7 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
-async def busiest(processes: list[Proc], window: float = 0.5) -> Proc:
+async def busiest(processes: list[Proc], window: float = 1.0) -> Proc:
     """The process that used the most CPU over the next `window` seconds (the one doing the work)."""
     before = {p.pid: cpu_ticks(p.pid) for p in processes}
     await asyncio.sleep(window)
