@@ -146,6 +146,15 @@ class Runner:
         await end_refused_request(self.bus, self.runs, msg.data, error)
 
     async def handle(self, request: RunRequest, delivery: Delivery) -> None:
+        # Before any await: a later run of the same thread, delivered in the same batch, must not
+        # take the thread while this one is still reading its records.
+        self.claims.arrive(request, delivery)
+        try:
+            await self._handle(request, delivery)
+        finally:
+            self.claims.gone(request)
+
+    async def _handle(self, request: RunRequest, delivery: Delivery) -> None:
         assert self.runs is not None
         attempt = delivery.num_delivered
 

@@ -74,12 +74,21 @@ class ThreadClaims:
         """
         thread_id = request.thread_id
         self._attempts[request.run_id] = delivery.num_delivered
-        self._arriving.setdefault(thread_id, {})[request.run_id] = delivery.stream_seq
+        self.arrive(request, delivery)
         try:
             await self._in_stream_order(thread_id, request.run_id)
             return await self._claim(request, delivery, cancelled)
         finally:
             self._left(thread_id, request.run_id)
+
+    def arrive(self, request: RunRequest, delivery: Delivery) -> None:
+        """Note a delivery the moment it arrives, before its handler awaits anything: runs of the
+        same thread delivered later wait for it to claim first (`_in_stream_order`)."""
+        self._arriving.setdefault(request.thread_id, {})[request.run_id] = delivery.stream_seq
+
+    def gone(self, request: RunRequest) -> None:
+        """A delivery noted by `arrive` that will not (or no longer) claim: later runs go on."""
+        self._left(request.thread_id, request.run_id)
 
     def wake(self, thread_id: str) -> None:
         """A run waiting for this thread looks again at once (it was cancelled, say)."""

@@ -87,6 +87,7 @@ def fuzz(spec: dict[str, Any], base_url: str, known: dict[str, str]) -> dict[str
 
 # schemathesis' own strategies use `random`, which this Hypothesis version frowns upon.
 @pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
+@pytest.mark.timeout(300)  # a few hundred generated requests; slow on a busy machine, not wrong
 async def test_the_gateway_answers_whatever_its_schema_allows_as_its_schema_says(
     api_url: str, fake_model: FakeOpenAI
 ) -> None:
