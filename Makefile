@@ -50,7 +50,7 @@ up: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest -n 2 --dist loadgroup   # two workers (CI has 2 cores), each with its own nats-server
+	$(BIN)/pytest -n 4 --dist loadgroup   # four workers on two cores (the tests mostly wait on I/O), each with its own nats-server
 
 lint: install
 	$(BIN)/ruff check .
