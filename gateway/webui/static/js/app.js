@@ -17,6 +17,7 @@ const state = {
   threadList: [],
   pending: [], // files chosen for the next message
   runId: null,
+  stopAsked: false, // Stop pressed before the run had its id
   abort: null,
   drawQueued: false,
 };
@@ -194,6 +195,7 @@ async function follow(conversation, how) {
       signal: abort.signal,
       onRun: (runId) => {
         state.runId = runId;
+        if (state.stopAsked) stop(); // Stop was pressed before the run had its id
       },
       onEvent: (frame) => {
         const name = frame.event.split("|")[0];
@@ -211,6 +213,7 @@ async function follow(conversation, how) {
     conversation.running = false;
     if (state.abort === abort) state.abort = null;
     state.runId = null;
+    state.stopAsked = false;
   }
   if (abort.signal.aborted || state.conversation !== conversation) return;
   try {
@@ -283,7 +286,12 @@ function answer(request, response) {
 
 async function stop() {
   const conversation = state.conversation;
-  if (!conversation?.running || !state.runId) return;
+  if (!conversation?.running) return;
+  if (!state.runId) {
+    state.stopAsked = true; // the run is being created: stop it as soon as it has an id
+    return;
+  }
+  state.stopAsked = false;
   try {
     await threads.cancel(conversation.threadId, state.runId);
   } catch (error) {
