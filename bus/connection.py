@@ -18,6 +18,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
+from nats.js.errors import NoStreamResponseError
 from nats.js.kv import KeyValue
 from nats.js.object_store import ObjectStore
 from pydantic import BaseModel
@@ -32,6 +33,12 @@ log = logging.getLogger(__name__)
 R = TypeVar("R", bound=BaseModel)
 
 MSG_ID = "Nats-Msg-Id"
+
+# In a cluster, a stream electing a new leader (its node died) answers publishes with "no
+# responders" for a moment; nothing was stored, so the publish is tried again (as NATS's Go
+# client does by default), for about a second, before the error reaches the caller.
+NO_STREAM_RETRIES = 4
+NO_STREAM_RETRY_WAIT = 0.25
 
 
 class Bus:
@@ -117,12 +124,22 @@ class Bus:
         """Publish to a JetStream stream and wait for it to be stored.
 
         With `msg_id`, a second publish of the same id inside the dedupe window is
-        dropped by the server (the returned ack says `duplicate`).
+        dropped by the server (the returned ack says `duplicate`). A stream that is
+        electing a leader is given a moment (`NO_STREAM_RETRIES`).
+
+        Raises:
+            nats.js.errors.NoStreamResponseError: no stream took the message (none
+                stores `subject`, or its leader is still being elected).
         """
         data = message if isinstance(message, bytes) else encode(message)
         hdrs = dict(headers or {})
         if msg_id is not None:
             hdrs[MSG_ID] = msg_id
+        for _ in range(NO_STREAM_RETRIES):
+            try:
+                return await self.js.publish(subject, data, timeout=timeout, headers=hdrs or None)
+            except NoStreamResponseError:
+                await asyncio.sleep(NO_STREAM_RETRY_WAIT)
         return await self.js.publish(subject, data, timeout=timeout, headers=hdrs or None)
 
     async def publish_pipelined(

@@ -38,6 +38,7 @@ from bus.messages import (
     OutboundMessage,
     RunRecord,
     RunRequest,
+    RunStatus,
     ThreadCreateReply,
     ThreadCreateRequest,
     ThreadDeleted,
@@ -147,11 +148,11 @@ class Router:
             multitask_strategy=MultitaskStrategy.ENQUEUE,
             origin=origin,
         )
-        assert self.runs is not None
-        if await self.runs.get(run_id) is not None:
+        # Again on a redelivery: the request is published again unless the run has started
+        # (an earlier delivery may have recorded the run and then failed to publish it).
+        record = await submit_run(self.bus, request)
+        if record.status != RunStatus.PENDING:
             log.info("message %s was already turned into run %s", message.dedupe_id(), run_id)
-            return
-        await submit_run(self.bus, request)
 
     async def file_uploads(self, message: InboundMessage, binding: ChatBinding) -> list[str]:
         """Move files an adapter staged for this message into the thread's uploads; their virtual paths."""
