@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import nats
@@ -18,6 +18,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
+from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 from nats.js.kv import KeyValue
 from nats.js.object_store import ObjectStore
 from pydantic import BaseModel
@@ -30,8 +31,26 @@ from config import BusConfig
 log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=BaseModel)
+T = TypeVar("T")
 
 MSG_ID = "Nats-Msg-Id"
+
+# In a cluster, a stream electing a new leader (its node died) answers publishes with "no
+# responders" for a moment; nothing was stored, so the publish is tried again (as NATS's Go
+# client does by default), for about a second, before the error reaches the caller.
+NO_STREAM_RETRIES = 4
+NO_STREAM_RETRY_WAIT = 0.25
+
+# What JetStream's API answers while it cannot serve a request for a moment: a timeout (the
+# stream's or consumer's leader died and no other has taken over yet), 503 / no responders
+# (an election under way, a server still starting).
+UNAVAILABLE: tuple[type[Exception], ...] = (
+    NatsTimeoutError,
+    ServiceUnavailableError,
+    NoRespondersError,
+    NoStreamResponseError,
+)
+UNAVAILABLE_PATIENCE = 60.0  # seconds `Bus.while_unavailable` keeps trying
 
 
 class Bus:
@@ -117,12 +136,22 @@ class Bus:
         """Publish to a JetStream stream and wait for it to be stored.
 
         With `msg_id`, a second publish of the same id inside the dedupe window is
-        dropped by the server (the returned ack says `duplicate`).
+        dropped by the server (the returned ack says `duplicate`). A stream that is
+        electing a leader is given a moment (`NO_STREAM_RETRIES`).
+
+        Raises:
+            nats.js.errors.NoStreamResponseError: no stream took the message (none
+                stores `subject`, or its leader is still being elected).
         """
         data = message if isinstance(message, bytes) else encode(message)
         hdrs = dict(headers or {})
         if msg_id is not None:
             hdrs[MSG_ID] = msg_id
+        for _ in range(NO_STREAM_RETRIES):
+            try:
+                return await self.js.publish(subject, data, timeout=timeout, headers=hdrs or None)
+            except NoStreamResponseError:
+                await asyncio.sleep(NO_STREAM_RETRY_WAIT)
         return await self.js.publish(subject, data, timeout=timeout, headers=hdrs or None)
 
     async def publish_pipelined(
@@ -162,6 +191,32 @@ class Bus:
             raise RequestTimeout(subject, timeout) from None
         return decode(reply_model, reply.data)
 
+    async def while_unavailable(
+        self, what: str, call: Callable[[], Awaitable[T]], patience: float = UNAVAILABLE_PATIENCE
+    ) -> T:
+        """`await call()`, tried again while JetStream is briefly unavailable (`UNAVAILABLE`), for up
+        to `patience` seconds; any other error at once.
+
+        For what a component does once as it starts (create its durable consumer, open a bucket):
+        one started while a cluster node is down waits for the new leader instead of failing. A
+        timeout that came with a permissions violation is no outage: it is raised at once.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + patience
+        wait = 0.25
+        while True:
+            began = time.monotonic()
+            try:
+                return await call()
+            except UNAVAILABLE as exc:
+                denied = self._state is not None and self._state.denied_since(began)
+                if denied or loop.time() + wait > deadline:
+                    raise
+                reason = str(exc) or type(exc).__name__
+                log.warning("%s: JetStream unavailable (%s); trying again", what, reason)
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, 2.0)
+
     def on_reconnected(self, listener: Callable[[float], None]) -> Callable[[], None]:
         """Call `listener(outage_seconds)` after each reconnect; returns a function that stops it."""
         state = self._state
@@ -179,14 +234,17 @@ class Bus:
         """A KV bucket by full name (see `Subjects.*_bucket`); handles are cached."""
         handle = self._kv.get(bucket)
         if handle is None:
-            handle = await self.js.key_value(bucket)
+            handle = await self.while_unavailable(f"KV bucket {bucket}", lambda: self.js.key_value(bucket))
             self._kv[bucket] = handle
         return handle
 
     async def files(self) -> ObjectStore:
         """The `<prefix>_files` object store."""
         if self._files is None:
-            self._files = await self.js.object_store(self.subjects.files_store)
+            name = self.subjects.files_store
+            self._files = await self.while_unavailable(
+                f"object store {name}", lambda: self.js.object_store(name)
+            )
         return self._files
 
     async def close(self) -> None:
@@ -219,10 +277,16 @@ class _ConnectionState:
         self.closing = False
         self.last_error: Exception | None = None
         self.disconnected_at: float | None = None
+        self.denied_at: float | None = None  # the last permissions violation (time.monotonic)
         self.listeners: list[Callable[[float], None]] = []
+
+    def denied_since(self, moment: float) -> bool:
+        return self.denied_at is not None and self.denied_at >= moment
 
     async def on_error(self, exc: Exception) -> None:
         self.last_error = exc
+        if "permissions violation" in str(exc).lower():
+            self.denied_at = time.monotonic()
         if self.connected and not self.closing:
             log.warning("NATS error (%s): %s", self.url, exc)
 

@@ -249,7 +249,10 @@ class Consumer(Generic[M]):
             config.filter_subject = self.filter_subjects[0]
         else:
             config.filter_subjects = self.filter_subjects
-        await js.add_consumer(self.stream, config)
+        # A cluster node down as this starts: wait for the stream's new leader rather than fail.
+        await self.bus.while_unavailable(
+            f"consumer {self.name}", lambda: js.add_consumer(self.stream, config)
+        )
         self._psub = await js.pull_subscribe_bind(self.durable, self.stream)
         self._stopping = False
         self._unlisten = self.bus.on_reconnected(self._after_outage)

@@ -14,7 +14,7 @@ from datetime import datetime
 from nats.js.api import DeliverPolicy
 
 from bus.connection import Bus
-from bus.messages import RunEvent, RunRecord, RunRequest, decode
+from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus, decode
 
 END = "end"
 GAP_WAIT = 2.0  # seconds an out-of-order event is held back for a missing earlier one
@@ -96,7 +96,7 @@ async def cancel_run(bus: Bus, run_id: str, action: str = "cancel", reason: str 
     A run still pending is marked interrupted in its record, so a runner that
     fetches it later ends it at once instead of starting it.
     """
-    from bus.messages import RunControl, RunStatus, utcnow
+    from bus.messages import RunControl, utcnow
     from bus.records import RecordStore
 
     store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
@@ -114,20 +114,32 @@ async def cancel_run(bus: Bus, run_id: str, action: str = "cancel", reason: str 
 
 
 async def submit_run(bus: Bus, request: RunRequest) -> RunRecord:
-    """Record a run as pending, then publish its request (deduplicated by run id).
+    """Record a run as pending, index it under its thread, then publish its request.
 
     With the record in place first, the run can be cancelled, listed and joined
     from the moment this returns, even before a runner has picked it up.
+
+    Safe to call again for the same run id, as a handler retried after a failure
+    part-way must: the record already there is kept, and its request is published
+    again while the run is still pending. (A record alone does not prove the request
+    was stored: in a cluster, the publish fails while the runs stream elects a new
+    leader.) The publish is deduplicated by run id, so a request stored the first
+    time is not stored twice. A run that has started or ended is returned as it is.
     """
     from bus.records import RecordStore
 
     record = RunRecord.pending(request)
     store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    if not await store.create(request.run_id, record):
+        existing = await store.get(request.run_id)
+        if existing is not None:
+            if existing.status != RunStatus.PENDING:
+                return existing  # a runner has it: its request was stored
+            record = existing
+            # The same index key and request as the first time.
+            request = request.model_copy(update={"created_at": existing.created_at})
     index = await bus.kv(bus.subjects.thread_runs_bucket)
-    await asyncio.gather(
-        store.create(request.run_id, record),
-        index.put(thread_run_key(request.thread_id, request.run_id, request.created_at), b""),
-    )
+    await index.put(thread_run_key(request.thread_id, request.run_id, request.created_at), b"")
     await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
     return record
 

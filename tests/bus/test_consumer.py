@@ -317,3 +317,36 @@ async def test_after_a_long_outage_a_handler_leaves_its_message_to_the_new_deliv
     finally:
         await conn.close()
         await server.stop()
+
+
+async def test_a_consumer_started_while_nats_is_away_starts_once_it_is_back(
+    tmp_path: Any, bus_config: Any
+) -> None:
+    """As a component starting while its cluster node is down (or its stream has no leader yet)."""
+    from bus import EmbeddedServer
+
+    server = EmbeddedServer(tmp_path / "nats")
+    await server.start()
+    port = server.port
+    conn = await Bus.connect(server.url, bus_config, provision=True)
+    conn.js = conn.nc.jetstream(timeout=1.0)  # API requests give up sooner than the default 5s
+    handled = asyncio.Event()
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        handled.set()
+
+    consumer = chat_consumer(conn, handle)
+    try:
+        await server.stop()
+        starting = asyncio.create_task(consumer.start())
+        await asyncio.sleep(2.5)  # longer than an API request's timeout: it has timed out by now
+        assert not starting.done(), "the consumer keeps trying while NATS is away"
+        server = EmbeddedServer(tmp_path / "nats", port=port)
+        await server.start()
+        await asyncio.wait_for(starting, 30)
+        await conn.publish(conn.subjects.chat_in("cli"), inbound("after the outage"))
+        await asyncio.wait_for(handled.wait(), 10)
+    finally:
+        await consumer.stop()
+        await conn.close()
+        await server.stop()

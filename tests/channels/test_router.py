@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from bus.messages import (
 )
 from bus.records import RecordStore
 from bus.service import call
+from channels.router import RUN_NAMESPACE
 from channels.router import run as run_router
 from config import AppConfig
 from tests.agents.conftest import running_runner
@@ -285,6 +287,35 @@ async def test_a_router_restarted_mid_run_still_delivers_the_reply_once(
     assert reply.text == "worth the wait"
     store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
     assert len(await store.keys()) == 1
+
+
+async def test_a_message_whose_run_could_not_be_queued_is_answered_once_it_can_be(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    """The runs stream refuses requests for a while (in a cluster: its node died and it elects a new
+    leader) after the router has recorded the run: the message's next delivery queues it."""
+    stream = (await bus.js.stream_info(bus.subjects.runs_stream)).config
+    taken = list(stream.subjects or [])
+    stream.subjects = [f"{bus.config.prefix}.runs.parked"]  # nothing stores run requests now
+    await bus.js.update_stream(stream)
+    records = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    async with Chat(bus) as chat:
+        message = await chat.say("are you there?")
+        run_id = str(uuid.uuid5(RUN_NAMESPACE, message.dedupe_id()))
+        # The run is recorded, its request refused, and the message delivered again.
+        while True:
+            if await records.get(run_id) is not None:  # (the router's consumer exists by now)
+                router = await bus.js.consumer_info(bus.subjects.chat_in_stream, "router")
+                if router.num_redelivered:
+                    break
+            await asyncio.sleep(0.05)
+        stream.subjects = taken
+        await bus.js.update_stream(stream)
+        reply = await chat.final()
+        with pytest.raises(TimeoutError):
+            await chat.final(timeout=2)
+    assert reply.text == "You said: are you there?"
+    assert len(fake_model.agent_requests) == 1
 
 
 async def test_every_reply_answers_its_own_message_when_chats_send_fast(

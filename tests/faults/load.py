@@ -21,8 +21,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import APIError
 
 from bus import Bus, EnvelopeError, decode
 from bus.messages import InboundMessage, OutboundMessage, RunEvent
@@ -230,21 +232,38 @@ class ChatLoad:
                 counts.wrong += 1
         return counts
 
-    async def redelivered_runs(self) -> int:
-        """Runs with events from a second delivery of their request (a runner died holding it)."""
+    async def redelivered_runs(self, attempts: int = 10) -> int:
+        """Runs with events from a second delivery of their request (a runner died holding it).
+
+        In a cluster, a node just restarted can leave the new reading consumer without a
+        leader for a moment (the server answers 503): read again from the start.
+        """
+        resumed: set[str] = set()
+        for attempt in range(1, attempts + 1):
+            try:
+                await self._read_resumed(resumed)
+            except (APIError, NoRespondersError) as exc:
+                if attempt == attempts:
+                    raise
+                log.debug("reading run events: %r; again", exc)
+                await asyncio.sleep(0.5)
+                continue
+            return len(resumed)
+        raise AssertionError("unreachable")
+
+    async def _read_resumed(self, resumed: set[str]) -> None:
         s = self.bus.subjects
         sub = await self.bus.js.pull_subscribe(
             s.run_events_all,
             stream=s.run_events_stream,
             config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE),
         )
-        resumed: set[str] = set()
         try:
             while True:
                 try:
                     batch = await sub.fetch(512, timeout=1.0)
                 except (TimeoutError, NatsTimeoutError):
-                    return len(resumed)
+                    return
                 for msg in batch:
                     with contextlib.suppress(EnvelopeError):
                         event = decode(RunEvent, msg.data)
