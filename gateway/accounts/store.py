@@ -28,7 +28,7 @@ from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict, Field
 
 from bus import Bus
-from bus.records import drop_keys, keys_matching
+from bus.records import RecordStore, drop_keys, keys_matching
 from gateway.accounts.errors import AccountExists, AccountNotFound, InvalidAccount
 from gateway.accounts.passwords import hash_password
 
@@ -92,6 +92,7 @@ class AccountStore:
         self.bus = bus
         self.kv = kv
         self.bucket = bucket
+        self.records = RecordStore(kv, Account)
 
     @classmethod
     async def open(cls, bus: Bus) -> AccountStore:
@@ -107,13 +108,7 @@ class AccountStore:
 
     # -- reading ----------------------------------------------------------
     async def _get(self, key: str) -> tuple[Account, int] | None:
-        try:
-            entry = await self.kv.get(key)
-        except KeyNotFoundError:
-            return None
-        if entry.value is None or entry.revision is None:
-            return None
-        return Account.model_validate_json(entry.value), entry.revision
+        return await self.records.get_with_revision(key)
 
     async def get(self, email: str) -> Account | None:
         try:
