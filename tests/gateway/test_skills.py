@@ -40,6 +40,15 @@ def archive(files: dict[str, bytes], links: tuple[str, ...] = ()) -> bytes:
     return buffer.getvalue()
 
 
+def one_skill(config_data: dict[str, Any], tmp_path: Path, where: str, text: str) -> None:
+    """The runner's skills folder holds just this SKILL.md (at `<category>/<folder>`)."""
+    folder = tmp_path / "skills" / where
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(text)
+    config_data["skills"] = {"path": str(tmp_path / "skills")}
+    config_data["sandbox"] = {"provider": "local"}
+
+
 GOOD = b"---\nname: slides\ndescription: Make slides\n---\nUse outline first.\n"
 
 
@@ -105,14 +114,13 @@ async def test_a_slash_command_through_the_api_activates_the_skill_and_its_allow
     config_data: dict[str, Any],
     tmp_path: Path,
 ) -> None:
-    skill = tmp_path / "skills" / "custom" / "reader"
-    skill.mkdir(parents=True)
-    (skill / "SKILL.md").write_text(
+    one_skill(
+        config_data,
+        tmp_path,
+        "custom/reader",
         "---\nname: reader\ndescription: Reads files aloud\nallowed-tools: [read_file, ls]\n---\n"
-        "Read the file, then summarise it in three bullet points.\n"
+        "Read the file, then summarise it in three bullet points.\n",
     )
-    config_data["skills"] = {"path": str(tmp_path / "skills")}
-    config_data["sandbox"] = {"provider": "local"}
     async with running_runner(nats_url, app_config()):
         await submit_and_collect(bus, ask("sl-1", "/reader notes.txt please"))
         active = fake_model.agent_requests[-1]
@@ -143,14 +151,13 @@ async def test_a_skill_slash_command_in_a_chat_reaches_the_agent_and_an_unknown_
     config_data: dict[str, Any],
     tmp_path: Path,
 ) -> None:
-    skill = tmp_path / "skills" / "public" / "data-analysis"
-    skill.mkdir(parents=True)
-    (skill / "SKILL.md").write_text(
+    one_skill(
+        config_data,
+        tmp_path,
+        "public/data-analysis",
         "---\nname: data-analysis\ndescription: Analyse data files. Uses Python.\n---\n"
-        "Profile the columns first.\n"
+        "Profile the columns first.\n",
     )
-    config_data["skills"] = {"path": str(tmp_path / "skills")}
-    config_data["sandbox"] = {"provider": "local"}
     config = app_config()
     async with running_runner(nats_url, config), running_router(nats_url, config), Chat(bus) as chat:
         fake_model.script(Reply(text="Here is the profile."))
