@@ -144,13 +144,14 @@ class _LeanCompletions:
     """
 
     def __init__(self, completions: Any) -> None:
-        from openai import AsyncStream
         from openai._base_client import make_request_options
         from openai.types.chat import ChatCompletion
 
+        from llm.streaming import CoalescingStream
+
         self._completions = completions
         self._options = make_request_options
-        self._stream_cls = AsyncStream[object]
+        self._stream_cls = CoalescingStream[object]
         self._cast_to = ChatCompletion
 
     async def create(

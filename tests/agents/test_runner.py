@@ -53,7 +53,7 @@ async def thread_record(bus: Bus, thread_id: str) -> ThreadRecord:
 async def test_a_plain_question_streams_deltas_then_values_then_end(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:
-    fake_model.script(Reply(text="Paris is the capital of France."))
+    fake_model.script(Reply(text="Paris is the capital of France.", chunk_delay=0.06))  # streamed over time
     request = ask("t-plain", "What is the capital of France?")
     events = await submit_and_collect(bus, request)
 

@@ -45,6 +45,7 @@ class Reply:
     status: int = 200  # non-200: an OpenAI-style error body with `text` as the message
     hold: asyncio.Event | None = None  # the answer waits until the test sets it
     reasoning: str = ""  # a reasoning model's thinking, sent as `reasoning_content` before the text
+    stream_error: str | None = None  # streamed: after the text, an OpenAI error event with this message
 
 
 def _last_text(messages: list[dict[str, Any]], roles: tuple[str, ...] = ("user", "tool")) -> str:
@@ -177,6 +178,10 @@ class FakeOpenAI(LocalServer):
             if reply.chunk_delay:
                 await asyncio.sleep(reply.chunk_delay)
             yield chunk({"content": word if i == 0 else " " + word})
+        if reply.stream_error is not None:
+            error = {"error": {"message": reply.stream_error, "type": "server_error"}}
+            yield f"data: {json.dumps(error)}\n\n".encode()
+            return
         for index, call in enumerate(reply.tool_calls):
             args = json.dumps(call.args)
             half = len(args) // 2

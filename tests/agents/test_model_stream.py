@@ -1,0 +1,153 @@
+"""A streamed answer arrives whole and in order, in fewer chunks when they come faster than they are read.
+
+Through langchain-openai's ChatOpenAI (as the runner makes it) against the fake model over HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import openai
+import pytest
+from langchain_core.messages import AIMessageChunk
+
+from config import AppConfig
+from config.loader import _build
+from llm.models import create_chat_model
+from llm.streaming import _Lines, merge_chunks
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+
+WORDS = " ".join(f"w{i}" for i in range(60))
+
+
+def model_for(fake: FakeOpenAI) -> Any:
+    cfg = _build(
+        AppConfig,
+        {"models": [{"name": "m", "model": "m", "api_key": "sk-test", "base_url": fake.base_url}]},
+        "config.yaml",
+    )
+    return create_chat_model(cfg)
+
+
+async def chunks_of(model: Any, slow: float = 0.0) -> list[AIMessageChunk]:
+    got: list[AIMessageChunk] = []
+    async for chunk in model.astream("hello"):
+        got.append(chunk)
+        if slow:
+            await asyncio.sleep(slow)  # a busy consumer: the rest of the answer arrives meanwhile
+    return got
+
+
+async def test_a_slow_reader_gets_the_whole_answer_in_fewer_chunks(fake_model: FakeOpenAI) -> None:
+    fake_model.script(Reply(text=WORDS))
+    got = await chunks_of(model_for(fake_model), slow=0.02)
+    assert "".join(str(c.content) for c in got) == WORDS
+    assert len(got) < 20, f"60 words read slowly should come in a few chunks, came in {len(got)}"
+    whole = sum(got[1:], got[0])
+    assert whole.usage_metadata
+    assert whole.usage_metadata["output_tokens"] == 60
+    assert whole.response_metadata.get("finish_reason") == "stop"
+
+
+async def test_the_first_word_is_passed_on_before_the_rest_arrives(fake_model: FakeOpenAI) -> None:
+    fake_model.script(Reply(text="one two three", chunk_delay=0.3))
+    got = await chunks_of(model_for(fake_model))
+    texts = [str(c.content) for c in got if c.content]
+    assert texts == ["one", " two", " three"], "words sent apart are not held back to be merged"
+
+
+async def test_tool_call_arguments_streamed_in_pieces_come_out_whole(fake_model: FakeOpenAI) -> None:
+    long_text = "line\n" * 400
+    fake_model.script(
+        Reply(
+            tool_calls=[
+                ToolCall("write_file", {"path": "/mnt/user-data/outputs/a.txt", "content": long_text}),
+                ToolCall("bash", {"command": "wc -l a.txt"}),
+            ]
+        )
+    )
+    got = await chunks_of(model_for(fake_model), slow=0.02)
+    whole = sum(got[1:], got[0])
+    calls = [(c["name"], c["args"]) for c in whole.tool_calls]
+    assert calls == [
+        ("write_file", {"path": "/mnt/user-data/outputs/a.txt", "content": long_text}),
+        ("bash", {"command": "wc -l a.txt"}),
+    ]
+
+
+async def test_reasoning_and_answer_are_never_merged_into_one_chunk(fake_model: FakeOpenAI) -> None:
+    fake_model.script(Reply(text="The answer is 4.", reasoning="two plus two is four"))
+    got = await chunks_of(model_for(fake_model), slow=0.02)
+    for chunk in got:
+        assert not (chunk.content and chunk.additional_kwargs.get("reasoning_content")), chunk
+    thinking = "".join(c.additional_kwargs.get("reasoning_content", "") for c in got)
+    assert thinking == "two plus two is four"
+    assert "".join(str(c.content) for c in got) == "The answer is 4."
+    first_answer = next(i for i, c in enumerate(got) if c.content)
+    assert all(not c.additional_kwargs.get("reasoning_content") for c in got[first_answer:])
+
+
+async def test_an_error_in_the_stream_is_raised_as_the_providers_error(fake_model: FakeOpenAI) -> None:
+    fake_model.script(Reply(text="partial answer", stream_error="the model overloaded"))
+    with pytest.raises(openai.APIError, match="the model overloaded"):
+        await chunks_of(model_for(fake_model))
+
+
+def test_sse_lines_cut_anywhere_between_reads_parse_the_same() -> None:
+    stream = b'data: {"a": 1}\r\n\r\ndata: {"b":\r\ndata: 2}\r\n\r\n: comment\n\ndata: [DONE]\r\n\r\n'
+    whole = _Lines().feed(stream)
+    for cut in range(1, len(stream)):
+        lines = _Lines()
+        assert lines.feed(stream[:cut]) + lines.feed(stream[cut:]) == whole, f"cut at {cut}"
+    for first, second in ((b"data: x\r", b"\ndata: y\r\n"), (b"data: x\r", b"\r\n")):
+        lines = _Lines()
+        assert lines.feed(first) + lines.feed(second) == (first + second).splitlines()
+
+
+def test_only_deltas_that_concatenate_are_merged() -> None:
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+        return {"id": "c", "choices": choices, **extra}
+
+    merged = list(
+        merge_chunks(
+            [
+                chunk({"role": "assistant", "content": ""}),
+                chunk({"content": "Hel"}),
+                chunk({"content": "lo"}),
+                chunk({"reasoning_content": "hmm"}),  # another kind of text: apart
+                chunk({"content": "!"}),
+                chunk({}, "stop"),
+                chunk({"content": "after the end"}),  # a finished choice takes nothing more
+                chunk(None, usage={"total_tokens": 3}),
+            ]
+        )
+    )
+    deltas = [
+        (c["choices"][0]["delta"], c["choices"][0]["finish_reason"]) if c["choices"] else c for c in merged
+    ]
+    assert deltas == [
+        ({"role": "assistant", "content": "Hello"}, None),
+        ({"reasoning_content": "hmm"}, None),
+        ({"content": "!"}, "stop"),
+        ({"content": "after the end"}, None),
+        {"id": "c", "choices": [], "usage": {"total_tokens": 3}},
+    ]
+    calls = list(
+        merge_chunks(
+            [
+                chunk(
+                    {"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": '{"x"'}}]}
+                ),
+                chunk({"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]}),
+                chunk(
+                    {"tool_calls": [{"index": 1, "id": "b", "function": {"name": "g", "arguments": "{}"}}]}
+                ),
+            ]
+        )
+    )
+    assert [c["choices"][0]["delta"]["tool_calls"][0]["function"] for c in calls] == [
+        {"name": "f", "arguments": '{"x": 1}'},
+        {"name": "g", "arguments": "{}"},
+    ]
