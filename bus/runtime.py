@@ -42,13 +42,34 @@ def component_ready() -> None:
         callback()
 
 
+# Coroutine functions run when `run_main`'s coroutine ends, on its loop (connection pools to close).
+_at_exit: list[Callable[[], Awaitable[None]]] = []
+
+
+def on_main_exit(callback: Callable[[], Awaitable[None]]) -> None:
+    """Have `callback()` awaited when `run_main`'s coroutine ends, on its loop (once per callback)."""
+    if callback not in _at_exit:
+        _at_exit.append(callback)
+
+
 def run_main(main: Coroutine[Any, Any, T]) -> T:
     """`asyncio.run`, on uvloop where it is installed (a faster event loop; same semantics)."""
+
+    async def then_close() -> T:
+        try:
+            return await main
+        finally:
+            for callback in _at_exit:
+                try:
+                    await callback()
+                except Exception as exc:  # the process is ending: note it, go on
+                    log.debug("an exit callback failed: %s", exc)
+
     try:
         import uvloop
     except ImportError:  # pragma: no cover - a platform without uvloop
-        return asyncio.run(main)
-    return uvloop.run(main)
+        return asyncio.run(then_close())
+    return uvloop.run(then_close())
 
 
 class ComponentFailed(Exception):

@@ -125,6 +125,12 @@ def create_chat_model(
     kwargs = model_kwargs(model, thinking_enabled, reasoning_effort, settings)
     if model.use.startswith("langchain_openai:"):
         kwargs.setdefault("stream_usage", True)
+        if not {"http_async_client", "openai_proxy", "http_socket_options"} & kwargs.keys():
+            from llm.http import shared_client
+
+            client = shared_client(kwargs.get("base_url") or kwargs.get("openai_api_base"))
+            if client is not None:
+                kwargs["http_async_client"] = client
     try:
         chat_model = cls(**kwargs)
     except Exception as exc:

@@ -14,8 +14,10 @@ from langchain_core.messages import AIMessageChunk
 
 from config import AppConfig
 from config.loader import _build
+from llm.http import shared_client
 from llm.models import create_chat_model
 from llm.streaming import _Lines, merge_chunks
+from tests.fakes.http_proxy import AnsweringProxy
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 
 WORDS = " ".join(f"w{i}" for i in range(60))
@@ -151,3 +153,41 @@ def test_only_deltas_that_concatenate_are_merged() -> None:
         {"name": "f", "arguments": '{"x": 1}'},
         {"name": "g", "arguments": "{}"},
     ]
+
+
+async def test_a_model_answers_from_one_event_loop_after_another(fake_model: FakeOpenAI) -> None:
+    """Connections belong to the loop that opened them: a model used from a second loop (a
+    component restarted in the same process, a script) still gets its answers."""
+    model = model_for(fake_model)
+
+    async def ask(question: str) -> str:
+        return str((await model.ainvoke(question)).content)
+
+    fake_model.script(Reply(text="first loop"), Reply(text="second loop"), Reply(text="this loop"))
+    # Each in a loop of its own, one after the other, while this test's loop serves the fake.
+    assert await asyncio.to_thread(asyncio.run, ask("one")) == "first loop"
+    assert await asyncio.to_thread(asyncio.run, ask("two")) == "second loop"
+    assert await ask("three") == "this loop"
+
+
+async def test_models_go_through_the_proxy_the_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    async with AnsweringProxy("via the proxy") as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        for name in ("NO_PROXY", "no_proxy", "http_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        shared_client.cache_clear()  # the environment is read when an endpoint's client is made
+        try:
+            cfg = _build(
+                AppConfig,
+                {
+                    "models": [
+                        {"name": "m", "model": "m", "api_key": "k", "base_url": "http://model.invalid/v1"}
+                    ]
+                },
+                "config.yaml",
+            )
+            answer = await create_chat_model(cfg).ainvoke("hello")
+        finally:
+            shared_client.cache_clear()
+    assert answer.content == "via the proxy"
+    assert proxy.targets == ["POST http://model.invalid/v1/chat/completions"]

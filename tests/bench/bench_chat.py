@@ -454,6 +454,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                         os.environ["ANTLER_BENCH_PYSPY"],
                         "--format",
                         "raw",
+                        "--gil",
                         "-r",
                         "200",
                         stdout=asyncio.subprocess.DEVNULL,
