@@ -42,14 +42,11 @@ async def checkpointer_ready(config: AppConfig) -> AsyncIterator[BaseCheckpointS
 
 @contextlib.asynccontextmanager
 async def _sqlite(config: AppConfig) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from agents.sqlite_saver import ThreadedSqliteSaver
 
     path = Path(config.runner.checkpoint_db or Path(config.bus.data_dir) / "checkpoints.sqlite")
     path.parent.mkdir(parents=True, exist_ok=True)
-    async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
-        await saver.setup()
-        # WAL + NORMAL: commits survive a crashed process (our failure model) without an fsync each.
-        await saver.conn.execute("PRAGMA synchronous=NORMAL")
+    async with ThreadedSqliteSaver.open(path) as saver:
         yield saver
 
 
