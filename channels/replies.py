@@ -135,22 +135,49 @@ class RunReply:
                     self.files.append(path.rstrip("/"))
 
 
+class RecentOrigins:
+    """The chats of the runs this router process submitted lately, by run id: its projection finds
+    where to reply without reading the run's record (a bus round trip per run)."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self.size = size
+        self._origins: dict[str, ChatOrigin] = {}
+
+    def remember(self, run_id: str, origin: ChatOrigin) -> None:
+        self._origins[run_id] = origin
+        while len(self._origins) > self.size:  # the oldest go first
+            self._origins.pop(next(iter(self._origins)))
+
+    def pop(self, run_id: str) -> ChatOrigin | None:
+        return self._origins.pop(run_id, None)
+
+
 class ReplyProjection:
     """Keeps one `RunReply` per chat run in flight; sends its partial and final replies."""
 
-    def __init__(self, bus: Bus, config: AppConfig, runs: RecordStore[RunRecord]) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        config: AppConfig,
+        runs: RecordStore[RunRecord],
+        origins: RecentOrigins | None = None,
+    ) -> None:
         self.bus = bus
         self.config = config
         self.runs = runs
+        self.origins = origins or RecentOrigins()
         self._projections: dict[str, RunReply | None] = {}
 
     async def _projection(self, event: RunEvent) -> RunReply | None:
         if event.run_id in self._projections:
             return self._projections[event.run_id]
-        assert self.runs is not None
-        record = await self.runs.get(event.run_id)
-        origin = (record.metadata.get("origin") if record else None) or None
-        projection = RunReply(ChatOrigin.model_validate(origin), event.thread_id) if origin else None
+        origin = self.origins.pop(event.run_id)
+        if origin is None:  # a run this process did not submit (or has forgotten): its record says
+            assert self.runs is not None
+            record = await self.runs.get(event.run_id)
+            found = (record.metadata.get("origin") if record else None) or None
+            origin = ChatOrigin.model_validate(found) if found else None
+        projection = RunReply(origin, event.thread_id) if origin else None
         self._projections[event.run_id] = projection
         return projection
 

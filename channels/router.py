@@ -48,7 +48,7 @@ from bus.records import RecordStore
 from bus.runs import submit_new_run
 from bus.service import ServiceError, call, start_service
 from bus.subjects import safe_token
-from channels.replies import ReplyProjection, projection_consumer
+from channels.replies import RecentOrigins, ReplyProjection, projection_consumer
 from config import AppConfig, ChannelConfig
 from skills import read_catalog, skills_help, slash_command
 
@@ -84,6 +84,7 @@ class Router:
         self.threads: RecordStore[ThreadRecord] | None = None
         self.runs: RecordStore[RunRecord] | None = None
         self.memory: RecordStore[MemoryDocument] | None = None
+        self.origins = RecentOrigins()  # the chats of runs submitted here, for the reply projection
 
     async def open(self) -> None:
         s = self.bus.subjects
@@ -136,6 +137,7 @@ class Router:
             user_id=message.user_id,
             platform=message.metadata,
         )
+        self.origins.remember(run_id, origin)
         request = RunRequest(
             run_id=run_id,
             thread_id=binding.thread_id,
@@ -309,7 +311,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         key=lambda message: chat_key(message.channel, message.chat_id, message.topic_id),
         concurrency=32,
     )
-    projection = projection_consumer(bus, ReplyProjection(bus, config, router.runs))
+    projection = projection_consumer(bus, ReplyProjection(bus, config, router.runs, router.origins))
     unbind = Consumer(
         bus,
         stream=s.events_stream,

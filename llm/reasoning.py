@@ -1,4 +1,5 @@
-"""ChatOpenAI that keeps the reasoning OpenAI-compatible servers send (`reasoning_content`).
+"""ChatOpenAI that keeps the reasoning OpenAI-compatible servers send (`reasoning_content`),
+and formats each bound tool once.
 
 DeepSeek, Qwen, vLLM, SGLang and others put a reasoning model's thinking in a non-standard
 `reasoning_content` field of each streamed delta (and of the final message). langchain-openai's
@@ -9,10 +10,14 @@ concatenate, so the finished message holds the whole reasoning.
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai import ChatOpenAI
 
 REASONING_KEYS = ("reasoning_content", "reasoning")
@@ -28,7 +33,41 @@ def _reasoning_of(part: Any) -> str | None:
     return None
 
 
+# Tools in OpenAI's format by (tool, strict): create_agent binds the tools again for every model
+# call, and converting a tool (its JSON schema built, then dereferenced) was a tenth of a chat turn.
+_FORMATTED: dict[tuple[int, bool | None], tuple[weakref.ref[BaseTool], dict[str, Any]]] = {}
+_FORMATTED_MAX = 2048
+
+
+def _formatted_tool(tool: Any, strict: bool | None) -> Any:
+    if not isinstance(tool, BaseTool):
+        return tool  # dicts and functions: langchain-openai converts them as before
+    key = (id(tool), strict)
+    known = _FORMATTED.get(key)
+    if known is not None and known[0]() is tool:
+        return known[1]
+    formatted = convert_to_openai_tool(tool, strict=strict)
+    extras = getattr(tool, "extras", None)
+    if isinstance(extras, dict):  # what langchain-openai passes on from a tool's extras
+        from langchain_openai.chat_models.base import _TOOL_EXTRAS_PASSTHROUGH
+
+        for name in _TOOL_EXTRAS_PASSTHROUGH:
+            if name in extras:
+                formatted[name] = extras[name]
+    if len(_FORMATTED) >= _FORMATTED_MAX:  # tools that are gone make room
+        for stale in [k for k, (ref, _) in _FORMATTED.items() if ref() is None]:
+            del _FORMATTED[stale]
+        if len(_FORMATTED) >= _FORMATTED_MAX:
+            _FORMATTED.clear()
+    _FORMATTED[key] = (weakref.ref(tool), formatted)
+    return formatted
+
+
 class ChatOpenAIWithReasoning(ChatOpenAI):
+    def bind_tools(self, tools: Sequence[Any], *, strict: bool | None = None, **kwargs: Any) -> Any:
+        """langchain-openai's, with each tool's OpenAI form made once, not on every model call."""
+        return super().bind_tools([_formatted_tool(t, strict) for t in tools], strict=strict, **kwargs)
+
     def _convert_chunk_to_generation_chunk(
         self, chunk: dict[str, Any], default_chunk_class: type, base_generation_info: dict[str, Any] | None
     ) -> ChatGenerationChunk | None:

@@ -191,3 +191,29 @@ async def test_models_go_through_the_proxy_the_environment_names(monkeypatch: py
             shared_client.cache_clear()
     assert answer.content == "via the proxy"
     assert proxy.targets == ["POST http://model.invalid/v1/chat/completions"]
+
+
+async def test_bound_tools_reach_the_model_as_langchain_openai_formats_them(fake_model: FakeOpenAI) -> None:
+    """Each tool's OpenAI form is made once and reused; what the model is sent does not change."""
+    from langchain_core.tools import tool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from agents.tools import ask_clarification, present_files
+
+    @tool(extras={"defer_loading": True})
+    def lookup(city: str, days: int = 3) -> str:
+        """Look up the weather of a city for some days."""
+        return city
+
+    tools = [ask_clarification, present_files, lookup]
+    expected = [convert_to_openai_tool(t) for t in tools]
+    expected[2]["defer_loading"] = True
+    model = model_for(fake_model).bind_tools(tools)
+    fake_model.script(Reply(text="one"), Reply(text="two"))
+    await model.ainvoke("first")
+    await model.ainvoke("second")
+    assert [r["tools"] for r in fake_model.requests[-2:]] == [expected, expected]
+    strict = model_for(fake_model).bind_tools([lookup], strict=True)
+    fake_model.script(Reply(text="three"))
+    await strict.ainvoke("third")
+    assert fake_model.requests[-1]["tools"][0]["function"]["strict"] is True
