@@ -273,11 +273,26 @@ class Runner:
             )
 
         resumed = known[0].started_at is not None and attempt > 1
-        now_running = await self.runs.update_with_revision(request.run_id, running, known=known)
+
+        async def prepare() -> tuple[Any, Exception | None]:
+            try:
+                await self._current_tools()
+                return await self.memory_and_prompt.prepare(request, options, configurable), None
+            except (MissingEnvError, ConfigError, AgentError, ModelConfigError) as exc:
+                return None, exc
+
+        # The prompt (the user's memory, the agent's settings) is read while the record is written.
+        preparing = asyncio.ensure_future(prepare())
+        try:
+            now_running = await self.runs.update_with_revision(request.run_id, running, known=known)
+        except BaseException:
+            preparing.cancel()
+            raise
         if now_running is not None and now_running[0].status.finished:
             if now_running[0].status != RunStatus.INTERRUPTED:
                 # An earlier delivery finished it meanwhile (it went on through a NATS outage).
                 log.info("run %s was finished by an earlier delivery", request.run_id)
+                preparing.cancel()
                 await ensure_ended(self.bus, request, now_running[0], attempt)
                 return
             self._cancel_actions.setdefault(request.run_id, "cancel")  # cancelled while it was pending
@@ -288,8 +303,9 @@ class Runner:
             "attempt": attempt,
         }
         try:
-            await self._current_tools()
-            setup = await self.memory_and_prompt.prepare(request, options, configurable)
+            setup, failure = await preparing
+            if failure is not None:
+                raise failure
             options = setup.options
             agent = self.agents.get(options)
         except (MissingEnvError, ConfigError, AgentError, ModelConfigError) as exc:
