@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import importlib
 from typing import Any
 
@@ -198,6 +200,12 @@ def _lean_openai_requests(chat_model: Any) -> None:
         chat_model.async_client = _LeanCompletions(completions)
     except Exception:  # an SDK without these internals: keep its own path
         return
+    root = getattr(chat_model, "root_async_client", None)
+    prepare_url = getattr(root, "_prepare_url", None)
+    if root is not None and callable(prepare_url):
+        # The endpoint's URL, joined to the base URL and parsed once (httpx's URL parsing is slow),
+        # not on every request; URLs are immutable.
+        root._prepare_url = functools.lru_cache(maxsize=16)(prepare_url)
 
 
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
