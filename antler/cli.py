@@ -116,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="chat: write the figures to this JSON file")
     p.add_argument("--compare", help="chat: an earlier --json file to compare with")
     p.add_argument("--label", default="", help="chat: a name for this run in the JSON")
+    p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="chat: print every bus message of one follow-up turn, with its time since the message was sent",
+    )
 
     p = sub.add_parser(
         "creds",

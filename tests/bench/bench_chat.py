@@ -117,6 +117,8 @@ class TrafficCounter:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
         self.counts: collections.Counter[str] = collections.Counter()
+        self.keep_timeline = False
+        self.timeline: list[tuple[float, str, str, int]] = []  # (when, what, subject, bytes)
         self._subs: list[Any] = []
 
     async def start(self) -> None:
@@ -133,6 +135,8 @@ class TrafficCounter:
 
     async def _on_msg(self, msg: Any) -> None:
         kind = self.classify(msg.subject, msg.data)
+        if self.keep_timeline:
+            self.timeline.append((time.perf_counter(), kind or msg.subject, msg.subject, len(msg.data)))
         if kind:
             self.counts[kind] += 1
 
@@ -294,7 +298,9 @@ def print_level(level: Level) -> None:
     )
 
 
-async def single_turns(client: ChatClient, counter: TrafficCounter, count: int, text: str) -> dict[str, Any]:
+async def single_turns(
+    client: ChatClient, counter: TrafficCounter, count: int, text: str, timeline: bool = False
+) -> dict[str, Any]:
     """Turns one after another: a chat's first message, then a follow-up; and their bus traffic."""
     await counter.start()
     first: list[Turn] = []
@@ -308,8 +314,15 @@ async def single_turns(client: ChatClient, counter: TrafficCounter, count: int, 
             first.append(await client.turn(chat_id, text))
             await asyncio.sleep(0.05)  # the turn's last acks and writes come in
             middle = counter.snapshot()
+            counter.keep_timeline = timeline and i == count - 1
+            sent = time.perf_counter()
             follow.append(await client.turn(chat_id, text + " again"))
             await asyncio.sleep(0.05)
+            if counter.keep_timeline:
+                counter.keep_timeline = False
+                print("a follow-up turn on the bus (ms since the message was sent, what, subject, bytes):")
+                for at, kind, subject, size in counter.timeline:
+                    print(f"  {1000 * (at - sent):7.2f}  {kind:28} {subject} {size}")
             traffic_first += middle - before
             traffic_follow += counter.snapshot() - middle
     finally:
@@ -466,7 +479,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     await asyncio.gather(
                         *(client.turn(f"warm-{round_}-{i}", "hello") for i in range(max(4, args.warmup)))
                     )
-                single = await single_turns(client, TrafficCounter(bus), args.single, text)
+                single = await single_turns(
+                    client, TrafficCounter(bus), args.single, text, getattr(args, "timeline", False)
+                )
                 print_single(single)
                 results["single"] = single
                 measured: list[Level] = []
@@ -515,6 +530,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--compare", help="an earlier --json file to compare with")
     parser.add_argument("--label", default="", help="a name for this run in the JSON")
+    parser.add_argument("--timeline", action="store_true", help="print one follow-up turn's bus messages")
 
 
 async def run_from_args(args: argparse.Namespace) -> None:
