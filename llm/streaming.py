@@ -27,6 +27,7 @@ import orjson
 from openai import APIError, AsyncStream
 
 _T = TypeVar("_T")
+DRAIN_SECONDS = 0.1  # what the rest of a finished body may take to arrive (as the SDK allows)
 
 # Delta fields that are text and concatenate (reasoning: DeepSeek, Qwen, vLLM ...).
 _ANSWER = "content"
@@ -119,12 +120,14 @@ class CoalescingStream(AsyncStream[_T]):
         return parsed
 
     async def _drain(self) -> None:
-        """HTTP/1.1 needs the rest of the body read before the connection is used again."""
-        if self.response.http_version != "HTTP/1.1":
+        """HTTP/1.1 needs the rest of the body (after `[DONE]`: the end of the chunked encoding)
+        read before the connection is used again; a body that does not end soon is left to close."""
+        if self.response.http_version != "HTTP/1.1" or self.response.is_closed:
             return
-        from openai._streaming_cleanup import drain_response_async
-
-        await drain_response_async(self.response)
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(DRAIN_SECONDS):
+                async for _ in self.response.stream:
+                    pass
 
 
 class _Lines:
@@ -149,19 +152,81 @@ class _Lines:
 
 def merge_chunks(chunks: list[Any]) -> Iterator[Any]:
     """The chunks in order, each run of mergeable neighbours as one."""
-    held: Any = None
+    group: _Group | None = None
     for chunk in chunks:
-        if held is None:
-            held = chunk
+        choice = _only_choice(chunk)
+        kind = _kind(choice["delta"]) if choice is not None else None
+        if group is not None and group.take(choice, kind):
             continue
-        merged = _merged(held, chunk)
-        if merged is None:
-            yield held
-            held = chunk
+        if group is not None:
+            yield group.chunk()
+        if choice is None or kind is None:
+            group = None
+            yield chunk
         else:
-            held = merged
-    if held is not None:
-        yield held
+            group = _Group(chunk, choice, kind)
+    if group is not None:
+        yield group.chunk()
+
+
+class _Group:
+    """Neighbouring chunks becoming one: the first, and what the others add to its delta."""
+
+    __slots__ = ("args", "choice", "finish", "first", "kind", "replaced", "size", "texts")
+
+    def __init__(self, first: dict[str, Any], choice: dict[str, Any], kind: str) -> None:
+        self.first = first
+        self.choice = choice
+        self.kind = kind
+        self.finish = choice.get("finish_reason")
+        self.size = 1
+        self.texts: dict[str, list[str]] = {}
+        self.args: list[str] = []  # argument fragments of the tool call being streamed
+        self.replaced: dict[str, Any] = {}
+
+    def take(self, choice: dict[str, Any] | None, kind: str | None) -> bool:
+        if choice is None or kind is None or self.finish or choice.get("index") != self.choice.get("index"):
+            return False
+        delta = choice["delta"]
+        role = delta.get("role")
+        if role and role != self.choice["delta"].get("role"):
+            return False
+        if self.kind and kind and self.kind != kind:
+            return False
+        if kind.startswith("tool:"):
+            call = delta["tool_calls"][0]
+            function = call.get("function") or {}
+            if self.kind:
+                if call.get("id") or function.get("name"):
+                    return False  # a new call begins
+                self.args.append(function.get("arguments", ""))
+            else:
+                self.replaced["tool_calls"] = delta["tool_calls"]
+        elif kind:
+            for key in (_ANSWER, *_REASONING):
+                text = delta.get(key)
+                if text:
+                    self.texts.setdefault(key, []).append(text)
+        if kind:
+            self.kind = kind
+        self.finish = choice.get("finish_reason")
+        self.size += 1
+        return True
+
+    def chunk(self) -> dict[str, Any]:
+        if self.size == 1:
+            return self.first
+        delta = {**self.choice["delta"], **self.replaced}
+        for key, parts in self.texts.items():
+            delta[key] = (delta.get(key) or "") + "".join(parts)
+        if self.args:
+            call = dict(delta["tool_calls"][0])
+            function = dict(call.get("function") or {})
+            function["arguments"] = (function.get("arguments") or "") + "".join(self.args)
+            call["function"] = function
+            delta["tool_calls"] = [call]
+        choice = {**self.choice, "delta": delta, "finish_reason": self.finish}
+        return {**self.first, "choices": [choice]}
 
 
 def _only_choice(chunk: Any) -> dict[str, Any] | None:
@@ -202,37 +267,3 @@ def _kind(delta: dict[str, Any]) -> str | None:
             return None
         kind = this
     return kind
-
-
-def _merged(first: Any, second: Any) -> Any:
-    """`first` and `second` as one chunk, or None when they must stay apart."""
-    a, b = _only_choice(first), _only_choice(second)
-    if a is None or b is None or a.get("finish_reason") or a.get("index") != b.get("index"):
-        return None
-    da, db = a["delta"], b["delta"]
-    if db.get("role") and db.get("role") != da.get("role"):
-        return None
-    kind_a, kind_b = _kind(da), _kind(db)
-    if kind_a is None or kind_b is None or (kind_a and kind_b and kind_a != kind_b):
-        return None
-    delta = dict(da)
-    if kind_b.startswith("tool:"):
-        call_b = db["tool_calls"][0]
-        if kind_a and (call_b.get("id") or (call_b.get("function") or {}).get("name")):
-            return None  # a new call begins
-        if kind_a:
-            call_a = dict(da["tool_calls"][0])
-            function = dict(call_a.get("function") or {})
-            function["arguments"] = (function.get("arguments") or "") + (call_b.get("function") or {}).get(
-                "arguments", ""
-            )
-            call_a["function"] = function
-            delta["tool_calls"] = [call_a]
-        else:
-            delta["tool_calls"] = db["tool_calls"]
-    elif kind_b:
-        for key in (_ANSWER, *_REASONING):
-            if db.get(key):
-                delta[key] = (da.get(key) or "") + db[key]
-    choice = {**a, "delta": delta, "finish_reason": b.get("finish_reason")}
-    return {**first, "choices": [choice]}
