@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import gc
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -37,6 +38,9 @@ def component_ready() -> None:
     `run_consumers` calls it once its consumers take work; a component that serves another
     way (an HTTP server, services only) may call it itself.
     """
+    # What the component built to start (modules, compiled agents, clients) lives as long as the
+    # process: out of the cyclic collector's sight, so its collections scan only what work makes.
+    gc.freeze()
     callback = _on_ready.get()
     if callback is not None:
         callback()
@@ -52,8 +56,18 @@ def on_main_exit(callback: Callable[[], Awaitable[None]]) -> None:
         _at_exit.append(callback)
 
 
+# The cyclic collector's thresholds for a component process: a turn of the agent allocates tens of
+# thousands of objects (messages, chunks, pydantic models) and frees nearly all of them by
+# reference counting; with Python's default (a collection every 700 allocations) the collector took
+# about a fifth of a runner's CPU. Cycles are still collected, in fewer, larger passes.
+GC_THRESHOLDS = (20_000, 20, 20)
+
+
 def run_main(main: Coroutine[Any, Any, T]) -> T:
-    """`asyncio.run`, on uvloop where it is installed (a faster event loop; same semantics)."""
+    """`asyncio.run`, on uvloop where it is installed (a faster event loop; same semantics), with the
+    collector tuned for a long-running service (`GC_THRESHOLDS`; `component_ready` freezes what
+    start-up built)."""
+    gc.set_threshold(*GC_THRESHOLDS)
 
     async def then_close() -> T:
         try:
