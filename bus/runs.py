@@ -133,14 +133,17 @@ async def submit_run(bus: Bus, request: RunRequest) -> RunRecord:
     if not await store.create(request.run_id, record):
         existing = await store.get(request.run_id)
         if existing is not None:
-            if existing.status != RunStatus.PENDING:
-                return existing  # a runner has it: its request was stored
-            record = existing
             # The same index key and request as the first time.
             request = request.model_copy(update={"created_at": existing.created_at})
-    index = await bus.kv(bus.subjects.thread_runs_bucket)
-    await index.put(thread_run_key(request.thread_id, request.run_id, request.created_at), b"")
-    await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
+            if existing.status != RunStatus.PENDING:
+                # A runner has it (its request was stored); listed, in case the first try was not.
+                await _list_with_thread(bus, request)
+                return existing
+            record = existing
+    # Listed with its thread and published side by side (one round trip of waiting, not two).
+    await asyncio.gather(
+        _list_with_thread(bus, request), bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
+    )
     return record
 
 
@@ -159,18 +162,27 @@ async def submit_new_run(bus: Bus, request: RunRequest) -> bool:
     store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
     if not await store.create(request.run_id, RunRecord.pending(request)):
         existing = await store.get(request.run_id)
+        if existing is not None:  # the same index key and request as the first time
+            request = request.model_copy(update={"created_at": existing.created_at})
         window = bus.config.dedupe_window_seconds / 2  # to spare: the clocks of two processes
         if (
             existing is None
             or existing.status != RunStatus.PENDING
             or (utcnow() - existing.created_at).total_seconds() > window
         ):
+            if existing is not None:  # listed, in case the first try stopped before that
+                await _list_with_thread(bus, request)
             return False
-        request = request.model_copy(update={"created_at": existing.created_at})
+    # Listed with its thread and published side by side (one round trip of waiting, not two).
+    await asyncio.gather(
+        _list_with_thread(bus, request), bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
+    )
+    return True
+
+
+async def _list_with_thread(bus: Bus, request: RunRequest) -> None:
     index = await bus.kv(bus.subjects.thread_runs_bucket)
     await index.put(thread_run_key(request.thread_id, request.run_id, request.created_at), b"")
-    await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
-    return True
 
 
 def thread_run_key(thread_id: str, run_id: str, created_at: datetime) -> str:
