@@ -9,7 +9,9 @@ events into replies; the turn ends when the final OutboundMessage arrives on
 
 Printed: the machine (cores, load), single-turn latency (a chat's first message,
 which also creates its thread and a title, and a follow-up), the bus traffic of one
-turn (KV reads and writes by bucket, run events, acks ...), then for 10/50/200
+turn (KV reads and writes by bucket, run events, acks ...; counted on turns of their
+own, since this process also serves the model; `--timeline` prints one turn's
+messages with their times), then for 10/50/200
 chats at once p50/p90/p99 latency, turns/s and the CPU seconds each process used.
 `--json out.json` keeps the figures; `--compare old.json` prints them side by side.
 
@@ -298,25 +300,35 @@ def print_level(level: Level) -> None:
     )
 
 
+TRAFFIC_PAIRS = 3  # first message + follow-up pairs whose bus traffic is counted
+
+
 async def single_turns(
     client: ChatClient, counter: TrafficCounter, count: int, text: str, timeline: bool = False
 ) -> dict[str, Any]:
-    """Turns one after another: a chat's first message, then a follow-up; and their bus traffic."""
-    await counter.start()
+    """Turns one after another: a chat's first message, then a follow-up; then, apart (counting
+    every message on the bus loads this process, which also serves the model), their bus traffic."""
     first: list[Turn] = []
     follow: list[Turn] = []
+    for i in range(count):
+        chat_id = f"single-{uuid.uuid4().hex[:6]}-{i}"
+        first.append(await client.turn(chat_id, text))
+        await asyncio.sleep(0.05)  # the turn's last acks and writes come in
+        follow.append(await client.turn(chat_id, text + " again"))
+        await asyncio.sleep(0.05)
+    await counter.start()
     traffic_first: collections.Counter[str] = collections.Counter()
     traffic_follow: collections.Counter[str] = collections.Counter()
     try:
-        for i in range(count):
-            chat_id = f"single-{uuid.uuid4().hex[:6]}-{i}"
+        for i in range(TRAFFIC_PAIRS):
+            chat_id = f"traffic-{uuid.uuid4().hex[:6]}-{i}"
             before = counter.snapshot()
-            first.append(await client.turn(chat_id, text))
-            await asyncio.sleep(0.05)  # the turn's last acks and writes come in
+            await client.turn(chat_id, text)
+            await asyncio.sleep(0.05)
             middle = counter.snapshot()
-            counter.keep_timeline = timeline and i == count - 1
+            counter.keep_timeline = timeline and i == TRAFFIC_PAIRS - 1
             sent = time.perf_counter()
-            follow.append(await client.turn(chat_id, text + " again"))
+            await client.turn(chat_id, text + " again")
             await asyncio.sleep(0.05)
             if counter.keep_timeline:
                 counter.keep_timeline = False
@@ -329,7 +341,7 @@ async def single_turns(
         await counter.stop()
 
     def per_turn(traffic: collections.Counter[str]) -> dict[str, float]:
-        return {k: round(v / count, 1) for k, v in sorted(traffic.items())}
+        return {k: round(v / TRAFFIC_PAIRS, 1) for k, v in sorted(traffic.items())}
 
     def figures(turns: list[Turn]) -> dict[str, Any]:
         firsts = [t.first_reply for t in turns if t.first_reply is not None]
