@@ -283,6 +283,8 @@ class Runner:
 
         # The prompt (the user's memory, the agent's settings) is read while the record is written.
         preparing = asyncio.ensure_future(prepare())
+        # Left unawaited when the run ends early: its failure, if any, is the run's to report, not the loop's.
+        preparing.add_done_callback(lambda task: task.cancelled() or task.exception())
         try:
             now_running = await self.runs.update_with_revision(request.run_id, running, known=known)
         except BaseException:

@@ -78,8 +78,7 @@ class CoalescingStream(AsyncStream[_T]):
         finally:
             if not reader.done():
                 reader.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reader
+                await asyncio.wait([reader])  # (a cancellation of this task still propagates)
             await self.response.aclose()
 
     async def _reads(self) -> AsyncIterator[list[Any]]:

@@ -133,8 +133,11 @@ async def bus(nats_url: str, bus_config: BusConfig) -> AsyncIterator[Bus]:
 
 @pytest_asyncio.fixture
 async def fake_model() -> AsyncIterator[FakeOpenAI]:
+    from llm.http import close_clients
+
     async with FakeOpenAI(api_key="sk-test") as fake:
         yield fake
+        await close_clients()  # this loop's model connections (a component process closes its own)
 
 
 @pytest.fixture

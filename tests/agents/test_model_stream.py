@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessageChunk
 
 from config import AppConfig
 from config.loader import _build
-from llm.http import shared_client
+from llm.http import close_clients, shared_client
 from llm.models import create_chat_model
 from llm.streaming import _Lines, merge_chunks
 from tests.fakes.http_proxy import AnsweringProxy
@@ -188,6 +188,7 @@ async def test_models_go_through_the_proxy_the_environment_names(monkeypatch: py
             )
             answer = await create_chat_model(cfg).ainvoke("hello")
         finally:
+            await close_clients()
             shared_client.cache_clear()
     assert answer.content == "via the proxy"
     assert proxy.targets == ["POST http://model.invalid/v1/chat/completions"]
