@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -64,6 +65,16 @@ class ThreadedSqliteSaver(BaseCheckpointSaver[str]):
         finally:
             await loop.run_in_executor(executor, saver.conn.close)
             executor.shutdown(wait=False)
+
+    def with_allowlist(self, extra_allowlist: Any) -> ThreadedSqliteSaver:
+        """LangGraph's msgpack allowlist for a graph's state types, on the saver that does the work."""
+        inner = self.saver.with_allowlist(extra_allowlist)
+        if inner is self.saver:
+            return self
+        clone = copy.copy(self)
+        clone.saver = inner
+        clone.serde = inner.serde
+        return clone
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         call = functools.partial(fn, *args, **kwargs) if kwargs else functools.partial(fn, *args)

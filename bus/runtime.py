@@ -32,6 +32,9 @@ _on_ready: contextvars.ContextVar[Callable[[], None] | None] = contextvars.Conte
 )
 
 
+_frozen = False  # whether start-up's objects are frozen (component_ready)
+
+
 def component_ready() -> None:
     """Tell whoever runs this component that it is ready to serve (safe to call more than once).
 
@@ -40,7 +43,12 @@ def component_ready() -> None:
     """
     # What the component built to start (modules, compiled agents, clients) lives as long as the
     # process: out of the cyclic collector's sight, so its collections scan only what work makes.
-    gc.freeze()
+    # Once per process (later, objects of work under way in other components would be frozen too).
+    global _frozen
+    if not _frozen:
+        _frozen = True
+        gc.collect()
+        gc.freeze()
     callback = _on_ready.get()
     if callback is not None:
         callback()

@@ -66,6 +66,8 @@ def _formatted_tool(tool: Any, strict: bool | None) -> Any:
 class ChatOpenAIWithReasoning(ChatOpenAI):
     def bind_tools(self, tools: Sequence[Any], *, strict: bool | None = None, **kwargs: Any) -> Any:
         """langchain-openai's, with each tool's OpenAI form made once, not on every model call."""
+        if kwargs.get("response_format") and strict is not False and not self.use_responses_api:
+            strict = True  # as langchain-openai decides it: Chat Completions wants strict tools then
         return super().bind_tools([_formatted_tool(t, strict) for t in tools], strict=strict, **kwargs)
 
     def _convert_chunk_to_generation_chunk(

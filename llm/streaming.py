@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, TypeVar
 
@@ -58,6 +59,8 @@ class CoalescingStream(AsyncStream[_T]):
             else:
                 ended.append(None)
             finally:
+                if not ended:  # stopped from outside (not by the consumer): the stream cannot go on
+                    ended.append(RuntimeError("the model stream's reader was stopped"))
                 more.set()
 
         reader = asyncio.create_task(read(), name="model-stream-reader")
@@ -76,10 +79,12 @@ class CoalescingStream(AsyncStream[_T]):
                     raise ended[0]
                 return
         finally:
-            if not reader.done():
-                reader.cancel()
-                await asyncio.wait([reader])  # (a cancellation of this task still propagates)
-            await self.response.aclose()
+            try:
+                if not reader.done():
+                    reader.cancel()
+                    await asyncio.wait([reader])  # (a cancellation of this task still propagates)
+            finally:
+                await self.response.aclose()
 
     async def _reads(self) -> AsyncIterator[list[Any]]:
         """The chunks of each read from the response, parsed (the stream ends at `[DONE]`)."""
@@ -100,7 +105,12 @@ class CoalescingStream(AsyncStream[_T]):
                             yield batch
                         await self._drain()
                         return
-                    batch.append(self._parsed(sse.data))
+                    try:
+                        batch.append(self._parsed(sse.data))
+                    except Exception:
+                        if batch:  # what came before the error is passed on first
+                            yield batch
+                        raise
                 if batch:
                     yield batch
         except timeout_exceptions() as err:
@@ -109,7 +119,10 @@ class CoalescingStream(AsyncStream[_T]):
             raise APIConnectionError(request=self.response.request) from err
 
     def _parsed(self, data: str) -> Any:
-        parsed = orjson.loads(data)
+        try:
+            parsed = orjson.loads(data)
+        except orjson.JSONDecodeError:  # what orjson refuses and json takes (NaN, a lone surrogate)
+            parsed = json.loads(data)
         if isinstance(parsed, dict) and parsed.get("error"):
             error = parsed["error"]
             message = error.get("message") if isinstance(error, dict) else None
@@ -139,6 +152,7 @@ class _Lines:
     def feed(self, data: bytes) -> list[bytes]:
         if self._after_cr and data.startswith(b"\n"):
             data = data[1:]  # the LF of a CRLF whose CR ended the last read
+        self._after_cr = False
         data = self._rest + data
         end = max(data.rfind(b"\n"), data.rfind(b"\r"))
         if end < 0:

@@ -90,10 +90,28 @@ async def test_reasoning_and_answer_are_never_merged_into_one_chunk(fake_model: 
     assert all(not c.additional_kwargs.get("reasoning_content") for c in got[first_answer:])
 
 
-async def test_an_error_in_the_stream_is_raised_as_the_providers_error(fake_model: FakeOpenAI) -> None:
+async def test_an_error_in_the_stream_is_raised_after_the_text_before_it(fake_model: FakeOpenAI) -> None:
     fake_model.script(Reply(text="partial answer", stream_error="the model overloaded"))
+    got: list[str] = []
+
+    async def read_slowly() -> None:
+        async for chunk in model_for(fake_model).astream("hello"):
+            got.append(str(chunk.content))
+            await asyncio.sleep(0.02)  # slow: the rest and the error arrive in one read
+
     with pytest.raises(openai.APIError, match="the model overloaded"):
-        await chunks_of(model_for(fake_model))
+        await read_slowly()
+    assert "".join(got) == "partial answer"
+
+
+def test_stream_data_json_refuses_is_still_read() -> None:
+    from types import SimpleNamespace
+
+    from llm.streaming import CoalescingStream
+
+    parsed = CoalescingStream._parsed(SimpleNamespace(response=None), '{"n": NaN, "s": "\\ud83d"}')  # type: ignore[arg-type]
+    assert parsed["s"] == "\ud83d"
+    assert parsed["n"] != parsed["n"]  # NaN
 
 
 def test_sse_lines_cut_anywhere_between_reads_parse_the_same() -> None:
@@ -105,6 +123,8 @@ def test_sse_lines_cut_anywhere_between_reads_parse_the_same() -> None:
     for first, second in ((b"data: x\r", b"\ndata: y\r\n"), (b"data: x\r", b"\r\n")):
         lines = _Lines()
         assert lines.feed(first) + lines.feed(second) == (first + second).splitlines()
+    lines = _Lines()  # a CRLF cut in two, then lines ending in LF only
+    assert lines.feed(b"data: a\r") + lines.feed(b"\nxx") + lines.feed(b"\n\n") == [b"data: a", b"xx", b""]
 
 
 def test_only_deltas_that_concatenate_are_merged() -> None:
