@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -28,27 +26,13 @@ from bus import Bus, EmbeddedServer
 from bus.messages import RunRequest
 from bus.runs import collect_run, submit_run
 from config import BusConfig
+from tests.bench.bench_chat import start_component
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @contextlib.asynccontextmanager
 async def component(name: str, config: Path, url: str) -> AsyncIterator[None]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "antler",
-        "run",
-        name,
-        "-c",
-        str(config),
-        "--nats-url",
-        url,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    proc, _log = await start_component(name, config, url, config.parent)
     try:
         yield
     finally:
