@@ -34,6 +34,8 @@ from bus.records import RecordStore
 log = logging.getLogger(__name__)
 
 WAIT_POLL = 0.5  # seconds between checks of a busy thread held by another process
+AFTER_WAIT = 60.0  # seconds an enqueued run waits for the run sent before it to take its turn
+_GOES_NEXT = (MultitaskStrategy.INTERRUPT, MultitaskStrategy.ROLLBACK)
 
 
 class Outcome(Enum):
@@ -63,6 +65,7 @@ class ThreadClaims:
         # Runs of one thread delivered here at once claim it in stream order (see `_in_stream_order`).
         self._arriving: dict[str, dict[str, int]] = {}
         self._arrived: dict[str, asyncio.Event] = {}
+        self._since: dict[str, float] = {}  # run id -> when it began waiting for the run sent before it
 
     async def take(
         self, request: RunRequest, delivery: Delivery, cancelled: Callable[[], Awaitable[bool]]
@@ -162,6 +165,7 @@ class ThreadClaims:
         self._released.discard(run_id)
         self._revisions.pop(run_id, None)
         self._attempts.pop(run_id, None)
+        self._since.pop(run_id, None)
 
     # ------------------------------------------------------------------ internals
 
@@ -245,11 +249,19 @@ class ThreadClaims:
             holder = rec.active_run_id
             free = holder in (None, me) or await self._finished(holder)
             result.holder = holder
-            if free and (not queue or queue[0].run_id == me):
+            queued = next((q for q in queue if q.run_id == me), None)
+            if queued is None:
+                order = -1 if strategy in _GOES_NEXT else delivery.stream_seq
+                queued = QueuedRun(run_id=me, order=order)
+            # Those queued ahead: submitted earlier (or sent to go next); later ones wait behind this run.
+            ahead = [q for q in queue if q.run_id != me and q.order <= queued.order]
+            if free and not ahead and not await self._after_pending(request, rec, queue):
                 result.outcome = Outcome.TAKEN
+                self._since.pop(me, None)
                 rest = [q for q in queue if q.run_id != me]
                 update = {
                     "active_run_id": me,
+                    "last_run_id": me,
                     "active_attempt": delivery.num_delivered,
                     "status": "busy",
                     "queue": rest,
@@ -258,21 +270,49 @@ class ThreadClaims:
                 return rec.model_copy(update=update)
             if any(q.run_id == me for q in queue):
                 return rec.model_copy(update={"queue": queue}) if queue != rec.queue else None
-            if strategy == MultitaskStrategy.REJECT:
+            if strategy == MultitaskStrategy.REJECT:  # busy, or others wait ahead of it
                 result.outcome = Outcome.REJECTED
                 return None
-            if strategy == MultitaskStrategy.ENQUEUE:
-                # In submission order, whichever runner process got to the record first.
-                entry = QueuedRun(run_id=me, order=delivery.stream_seq)
-                position = sum(1 for q in queue if q.order <= entry.order)
-                return rec.model_copy(update={"queue": [*queue[:position], entry, *queue[position:]]})
-            entry = QueuedRun(run_id=me, order=-1)
-            return rec.model_copy(update={"queue": [entry, *queue]})  # interrupt / rollback: next in line
+            # Enqueue: in submission order, whichever runner process got to the record first;
+            # interrupt / rollback: next in line.
+            position = sum(1 for q in queue if q.order <= queued.order)
+            return rec.model_copy(update={"queue": [*queue[:position], queued, *queue[position:]]})
 
         taken = await self.threads.update_with_revision(request.thread_id, claim)
         if result.outcome == Outcome.TAKEN:
             self._revisions[me] = taken
         return result
+
+    async def _after_pending(self, request: RunRequest, rec: ThreadRecord, queue: list[QueuedRun]) -> bool:
+        """Whether the run sent to this thread just before this one (`request.after`) has yet to take
+        its turn: it is not active, not queued, not the last to have run, and its record says pending.
+
+        Only enqueued runs wait so; and at most `AFTER_WAIT` seconds, in case that run's request was
+        lost with its submitter (a stuck chat is worse than one answer out of order).
+        """
+        after = request.after
+        if (
+            after is None
+            or request.multitask_strategy != MultitaskStrategy.ENQUEUE
+            or after in (rec.active_run_id, rec.last_run_id)
+            or any(q.run_id == after for q in queue)
+        ):
+            return False
+        record = await self.runs.get(after)
+        if record is None or record.status != RunStatus.PENDING:
+            return False
+        loop = asyncio.get_running_loop()
+        since = self._since.setdefault(request.run_id, loop.time())
+        if loop.time() - since > AFTER_WAIT:
+            log.warning(
+                "run %s takes thread %s although run %s, sent before it, has not started in %.0f s",
+                request.run_id,
+                request.thread_id,
+                after,
+                AFTER_WAIT,
+            )
+            return False
+        return True
 
     async def _finished(self, run_id: str) -> bool:
         record = await self.runs.get(run_id)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bus.connection import Bus
-from bus.errors import BusError
+from bus.errors import BusConnectError, BusError
 from bus.messages import ComponentReady
 from bus.permissions import ADMIN, RIGHTS, USERS_FILE, inbox_prefix, load_credentials, user_name
 from bus.runtime import ComponentEntry, ComponentFailed, run_main, serve, stop_on_signals
@@ -98,12 +98,35 @@ class Login:
     bus: BusConfig
     inbox_prefix: str | None = None
     provision: bool = True
+    source: str = "no credentials"  # where the credentials came from, for a refusal's message
 
     async def connect(self, url: str, name: str, *, provision: bool = True) -> Bus:
-        """Connect; with `provision`, also create the streams and buckets if this user may."""
-        return await Bus.connect(
-            url, self.bus, name=name, provision=provision and self.provision, inbox_prefix=self.inbox_prefix
-        )
+        """Connect; with `provision`, also create the streams and buckets if this user may.
+
+        Raises:
+            LaunchError: the server refused these credentials (says which were used and what to do).
+            BusConnectError: the server could not be reached.
+        """
+        try:
+            return await Bus.connect(
+                url,
+                self.bus,
+                name=name,
+                provision=provision and self.provision,
+                inbox_prefix=self.inbox_prefix,
+            )
+        except BusConnectError as exc:
+            if "authorization" not in str(exc).lower():
+                raise
+            who = f"user {self.bus.user!r}" if self.bus.user else "no user"
+            raise LaunchError(
+                f"NATS at {url} refused the login ({who}, {self.source}). "
+                "`antler up`'s embedded server accepts only the users it generated: run this next to that "
+                "`antler up`, or give its config.yaml with -c / $ANTLER_CONFIG_PATH (the data dir beside it "
+                f"holds {USERS_FILE}), or set ${NATS_USER_ENV} and ${NATS_PASSWORD_ENV} "
+                "(`antler creds` prints every user)",
+                code=2,
+            ) from None
 
 
 def login(config: AppConfig, component: str | None = None) -> Login:
@@ -116,19 +139,24 @@ def login(config: AppConfig, component: str | None = None) -> Login:
     """
     subjects = Subjects(config.bus.prefix)
     bus = config.bus
+    source = f"none found: no ${NATS_USER_ENV}, no bus.user in config, no {USERS_FILE} in {bus.data_dir}"
     if os.environ.get(NATS_USER_ENV):
         bus = bus.model_copy(
             update={"user": os.environ[NATS_USER_ENV], "password": os.environ.get(NATS_PASSWORD_ENV)}
         )
-    elif not (bus.user or bus.token or bus.credentials):
+        source = f"from ${NATS_USER_ENV}"
+    elif bus.user or bus.token or bus.credentials:
+        source = "from bus.user / bus.token / bus.credentials in the config"
+    else:
         data_dir = Path(bus.data_dir)
         saved = load_credentials(data_dir / USERS_FILE) if (data_dir / "nats.url").is_file() else {}
         found = saved.get(component or ADMIN) or saved.get(ADMIN)
         if found is not None:
             bus = bus.model_copy(update={"user": found[0], "password": found[1]})
+            source = f"saved by `antler up` in {data_dir / USERS_FILE}"
     if component in RIGHTS and bus.user == user_name(subjects, component):
-        return Login(bus, inbox_prefix(subjects, component), provision=False)
-    return Login(bus)
+        return Login(bus, inbox_prefix(subjects, component), provision=False, source=source)
+    return Login(bus, source=source)
 
 
 def status(message: str) -> None:

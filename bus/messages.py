@@ -226,6 +226,11 @@ class RunRequest(Envelope):
     stream_mode: list[str] = Field(default_factory=lambda: ["values"])
     stream_subgraphs: bool = False
     multitask_strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE
+    after: Id | None = Field(
+        None,
+        description="The run its submitter sent to this thread just before (`bus.runs.SubmissionOrder`): "
+        "an enqueued run does not take an idle thread while that one has not had its turn.",
+    )
     checkpoint_id: str | None = None
     interrupt_before: list[str] | Literal["*"] | None = None
     interrupt_after: list[str] | Literal["*"] | None = None
@@ -320,6 +325,7 @@ class ThreadRecord(Envelope):
     title: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     active_run_id: str | None = None
+    last_run_id: str | None = Field(None, description="The run that took the thread most recently.")
     active_attempt: int | None = Field(
         None, description="Which delivery of the active run holds the thread (only it may release it)."
     )

@@ -161,8 +161,10 @@ def permissions(component: str, subjects: Subjects) -> dict[str, object]:
         ]
     for kind in rights.read_streams:
         publish += _stream_reads(js, subjects.stream(kind))
-    if rights.read_streams:
-        publish.append(f"{js}.STREAM.NAMES")  # finding a subject's stream (names only)
+    if rights.read_streams or rights.files:
+        # Finding a subject's stream (names only): nats-py's subscribe does it when not told the stream,
+        # as ObjectStore.list() / watch() do underneath.
+        publish.append(f"{js}.STREAM.NAMES")
     for bucket in rights.kv_write + rights.kv_read:
         name = subjects.bucket(bucket)
         publish += _stream_reads(js, f"KV_{name}")

@@ -8,6 +8,7 @@ chat replies are built on.
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from datetime import datetime
 
@@ -178,6 +179,32 @@ async def submit_new_run(bus: Bus, request: RunRequest) -> bool:
         _list_with_thread(bus, request), bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
     )
     return True
+
+
+class SubmissionOrder:
+    """The run a submitter last sent to each thread, stamped on the next as `RunRequest.after`.
+
+    Two runner processes may fetch two queued runs of one thread at once; without this, the later
+    one could find the thread idle and take it before the earlier one reached the thread record
+    (a chat's answers would come out of order). A runner does not let an enqueued run take an idle
+    thread while its `after` is still pending (`agents.thread_claims`). Bounded: the threads seen
+    last are kept; a thread forgotten here only loses the stamp, not correctness of anything else.
+    """
+
+    def __init__(self, size: int = 10_000) -> None:
+        self.size = size
+        self._last: OrderedDict[str, str] = OrderedDict()
+
+    def stamp(self, request: RunRequest) -> RunRequest:
+        """`request` with `after` set to the run sent to its thread before it (if any), noted as last."""
+        before = self._last.get(request.thread_id)
+        self._last[request.thread_id] = request.run_id
+        self._last.move_to_end(request.thread_id)
+        while len(self._last) > self.size:
+            self._last.popitem(last=False)
+        if before is None or before == request.run_id or request.after is not None:
+            return request
+        return request.model_copy(update={"after": before})
 
 
 async def _list_with_thread(bus: Bus, request: RunRequest) -> None:

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 _LISTENING = re.compile(r"Listening for client connections on (\S+):(\d+)")
 _READY = "Server is ready"
+_RELOADED = b"Reloaded server configuration"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -247,6 +248,36 @@ class EmbeddedServer:
         self._url = None
         self._owned = False
         self._lock.release()
+
+    def reload(self, authorization: str | None, timeout: float = 10.0) -> None:
+        """Apply a new `authorization` block to the running server (SIGHUP), returning once it has.
+
+        nats-server re-checks connected clients against the new users: a client whose user is
+        gone is disconnected. Blocking on purpose (a few milliseconds): callers are start-up and
+        test fixtures, which may not have a loop at hand.
+
+        Raises:
+            ServerStartError: it did not confirm the reload within `timeout` (its log tail attached).
+        """
+        if self._proc is None or self._proc.returncode is not None:
+            raise RuntimeError("the embedded nats-server is not running")
+        self.authorization = authorization
+        start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._write_config()  # with the port it listens on now: a reload may not move the listener
+        os.kill(self._proc.pid, signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while _RELOADED not in self._log_since(start):
+            if time.monotonic() > deadline:
+                raise ServerStartError(f"nats-server did not reload within {timeout:g}s", self._log_tail())
+            time.sleep(0.002)
+
+    def _log_since(self, offset: int) -> bytes:
+        try:
+            with self.log_path.open("rb") as handle:
+                handle.seek(offset)
+                return handle.read()
+        except FileNotFoundError:
+            return b""
 
     async def __aenter__(self) -> EmbeddedServer:
         await self.start()

@@ -45,7 +45,7 @@ from bus.messages import (
     utcnow,
 )
 from bus.records import RecordStore
-from bus.runs import submit_new_run
+from bus.runs import SubmissionOrder, submit_new_run
 from bus.service import ServiceError, call, start_service
 from bus.subjects import safe_token
 from channels.replies import RecentOrigins, ReplyProjection, projection_consumer
@@ -85,6 +85,7 @@ class Router:
         self.runs: RecordStore[RunRecord] | None = None
         self.memory: RecordStore[MemoryDocument] | None = None
         self.origins = RecentOrigins()  # the chats of runs submitted here, for the reply projection
+        self.order = SubmissionOrder()  # a chat's runs are taken by runners in the order sent
 
     async def open(self) -> None:
         s = self.bus.subjects
@@ -149,6 +150,7 @@ class Router:
             multitask_strategy=MultitaskStrategy.ENQUEUE,
             origin=origin,
         )
+        request = self.order.stamp(request)
         if not await submit_new_run(self.bus, request):
             log.info("message %s was already turned into run %s", message.dedupe_id(), run_id)
 

@@ -2,7 +2,9 @@
 
 Search order for each file: an explicit path, then the environment variable
 (`ANTLER_CONFIG_PATH` / `ANTLER_EXTENSIONS_CONFIG_PATH`), then the file in the
-current directory. No file at all gives the defaults.
+current directory. No file at all gives the defaults. Relative paths in
+config.yaml (data dir, credentials, checkpoint file, sandbox dir, skills) are
+relative to the file's own directory.
 """
 
 from __future__ import annotations
@@ -64,7 +66,28 @@ def load_config(path: str | os.PathLike[str] | None = None) -> AppConfig:
         raise ConfigParseError(
             found, f"the top level must be a mapping of sections, not {type(raw).__name__}"
         )
-    return _build(AppConfig, raw, str(found))
+    config = _build(AppConfig, raw, str(found))
+    _anchor_paths(config, found.resolve().parent)
+    return config
+
+
+def _anchor_paths(config: AppConfig, base: Path) -> None:
+    """Relative paths in a config file are relative to the file, not to where a command runs.
+
+    So `antler send -c ~/antler/config.yaml` from any directory finds the data dir (and with it the
+    URL and credentials) of the `antler up` started next to that file.
+    """
+    if base == Path.cwd().resolve():
+        return
+
+    def anchored(value: str | None) -> str | None:
+        return str(base / value) if value and not Path(value).expanduser().is_absolute() else value
+
+    config.bus.data_dir = anchored(config.bus.data_dir) or config.bus.data_dir
+    config.bus.credentials = anchored(config.bus.credentials)
+    config.runner.checkpoint_db = anchored(config.runner.checkpoint_db)
+    config.sandbox.data_dir = anchored(config.sandbox.data_dir)
+    config.skills.path = anchored(config.skills.path) or config.skills.path
 
 
 def extensions_from(raw: dict[str, Any], source: str) -> ExtensionsConfig:

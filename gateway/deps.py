@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
@@ -10,6 +10,7 @@ from fastapi import Depends, HTTPException, Request
 from bus import Bus
 from bus.messages import Reply, RunRecord, ThreadCreateReply, ThreadCreateRequest, ThreadRecord
 from bus.records import RecordStore
+from bus.runs import SubmissionOrder
 from bus.service import call
 from config import AppConfig
 from gateway.accounts import AccountStore, LoginLockout, Sessions
@@ -44,6 +45,7 @@ class Gateway:
     runs: RecordStore[RunRecord]
     view: ThreadView
     lockout: LoginLockout | None = None
+    order: SubmissionOrder = field(default_factory=SubmissionOrder)  # a thread's runs start in order sent
 
     @classmethod
     async def open(cls, bus: Bus, config: AppConfig) -> Gateway:

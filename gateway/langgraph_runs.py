@@ -175,7 +175,7 @@ async def start_run(
         interrupt_before=body.interrupt_before,
         interrupt_after=body.interrupt_after,
     )
-    return await submit_run(gw.bus, request)
+    return await submit_run(gw.bus, gw.order.stamp(request))
 
 
 def _run_path(record: RunRecord, stateless: bool) -> str:

@@ -21,9 +21,13 @@ import pytest_asyncio
 import yaml
 
 from bus import Bus, EmbeddedServer, ServerBinaryNotFound, find_nats_server
+from bus.launcher import Login
+from bus.permissions import ADMIN, USERS_FILE, inbox_prefix, load_credentials
+from bus.subjects import Subjects
 from config import AppConfig, BusConfig
 from tests.fakes.openai_server import FakeOpenAI
 from tests.postgres import PostgresNotInstalled, PostgresServer
+from tests.support.nats_users import SecuredServer, StackUsers
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
@@ -66,18 +70,46 @@ def fresh_model_http_clients() -> Iterator[None]:
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def nats_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[EmbeddedServer]:
-    server = EmbeddedServer(tmp_path_factory.mktemp("nats"), port=0)
+async def nats_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SecuredServer]:
+    """The worker's nats-server, with authorization on: each stack adds its own users (`stack_users`)."""
+    server = EmbeddedServer(
+        tmp_path_factory.mktemp("nats"), port=0, authorization=SecuredServer.authorization_at_start()
+    )
     await server.start()
     try:
-        yield server
+        yield SecuredServer(server)
     finally:
         await server.stop()
 
 
 @pytest.fixture
-def nats_url(nats_server: EmbeddedServer) -> str:
+def nats_url(nats_server: SecuredServer) -> str:
     return nats_server.url
+
+
+def fail_on_violations(users: StackUsers, node: pytest.Item | None) -> None:
+    """The tripwire: a refusal the server logged for a stack's users fails the test (see tests/support)."""
+    found = users.violations()
+    expected = node is not None and node.get_closest_marker("permission_violations") is not None
+    if found and not expected:
+        pytest.fail(
+            "nats-server refused this stack's components (their rights in bus/permissions.py do not "
+            "cover what their code does, so this fails on `antler up` defaults):\n  " + "\n  ".join(found),
+            pytrace=False,
+        )
+
+
+@pytest.fixture
+def stack_users(
+    nats_server: SecuredServer, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[StackUsers]:
+    """This test's prefix and its per-component users, saved in `<tmp_path>/data` as `antler up` does."""
+    users = nats_server.open_stack(f"t{uuid.uuid4().hex[:10]}", tmp_path / "data")
+    try:
+        yield users
+        fail_on_violations(users, request.node)
+    finally:
+        users.close()
 
 
 @pytest.fixture(scope="session")
@@ -117,9 +149,24 @@ both_checkpointers = pytest.mark.parametrize("checkpointer", ["sqlite", "postgre
 
 
 @pytest.fixture
-def bus_config() -> BusConfig:
-    """Isolated names (prefix) and quick redelivery, so failure paths run in test time."""
-    return BusConfig(prefix=f"t{uuid.uuid4().hex[:10]}", ack_wait_seconds=2.0, max_deliver=3)
+def bus_config(stack_users: StackUsers) -> BusConfig:
+    """Isolated names (prefix) and quick redelivery, so failure paths run in test time.
+
+    It logs in as the stack's admin (the test drives and observes, as the CLI does); config files
+    for components leave the user out (`component_bus`), so each logs in as its own user."""
+    admin = stack_users.admin
+    return BusConfig(
+        prefix=stack_users.prefix,
+        ack_wait_seconds=2.0,
+        max_deliver=3,
+        user=admin.user,
+        password=admin.password,
+    )
+
+
+def component_bus(bus_config: BusConfig, data_dir: Path) -> dict[str, Any]:
+    """The `bus:` section of a test stack's config.yaml: no credentials, the users file in `data_dir`."""
+    return {**bus_config.model_dump(exclude={"url", "user", "password"}), "data_dir": str(data_dir)}
 
 
 @pytest_asyncio.fixture
@@ -146,7 +193,7 @@ def config_data(
 ) -> dict[str, Any]:
     """config.yaml content for this test; tests may change it before the runner starts."""
     return {
-        "bus": {**bus_config.model_dump(exclude={"url"}), "data_dir": str(tmp_path / "data")},
+        "bus": component_bus(bus_config, tmp_path / "data"),
         "runner": dict(checkpointer),
         "models": [
             {
@@ -209,6 +256,30 @@ async def finished(proc: asyncio.subprocess.Process, timeout: float = 30.0) -> t
     return proc.returncode, out.decode(), err.decode()
 
 
+# Components whose test name is not their kind in bus.permissions.RIGHTS.
+_KINDS = {"broker": "sandbox", "executor": "subagents", "updater": "memory"}
+_provisioned: set[str] = set()
+
+
+def component_login(config: AppConfig, component: str) -> Login:
+    """How `component` (a kind in RIGHTS, or ADMIN) logs in to a test stack: the user `antler up`
+    would give it, from `<data_dir>/nats-users.json` (written by the `stack_users` fixture)."""
+    data_dir = Path(config.bus.data_dir)
+    saved = load_credentials(data_dir / USERS_FILE)
+    if component not in saved:
+        raise RuntimeError(
+            f"no NATS user for {component!r} in {data_dir}: start the stack with a data dir whose users "
+            "the test server knows (the `stack_users` fixture, or `nats_server.open_stack`)"
+        )
+    user, password = saved[component]
+    bus = config.bus.model_copy(
+        update={"user": user, "password": password, "token": None, "credentials": None}
+    )
+    if component == ADMIN:
+        return Login(bus)
+    return Login(bus, inbox_prefix(Subjects(config.bus.prefix), component), provision=False)
+
+
 @contextlib.asynccontextmanager
 async def running_component(
     nats_url: str,
@@ -216,13 +287,29 @@ async def running_component(
     entry: Callable[[Bus, AppConfig], Awaitable[None]],
     name: str,
     ready: Callable[[Bus, asyncio.Task[None]], Awaitable[None]] | None = None,
+    *,
+    kind: str | None = None,
 ) -> AsyncIterator[Bus]:
-    """A component in this process on its own connection (as in its own process), drained on exit."""
-    bus = await Bus.connect(nats_url, config.bus, name=f"test-{name}", provision=True)
+    """A component in this process on its own connection as its own NATS user (as `antler up` runs
+    it), drained on exit. `kind` is its entry in bus.permissions.RIGHTS (default: from `name`).
+    `ready` probes it through a connection of the stack's admin (the component may not ask itself)."""
+    admin = await component_login(config, ADMIN).connect(
+        nats_url, "test-probe", provision=config.bus.prefix not in _provisioned
+    )  # provisioning first, as `antler up` does as the admin before any component starts
+    _provisioned.add(config.bus.prefix)
+    component = kind or _KINDS.get(name, name)
+    try:
+        bus = await component_login(config, component).connect(nats_url, f"test-{name}")
+    except BaseException:
+        await admin.close()
+        raise
     task = asyncio.create_task(entry(bus, config))
     try:
-        if ready is not None:
-            await ready(bus, task)
+        try:
+            if ready is not None:
+                await ready(admin, task)
+        finally:
+            await admin.close()
         yield bus
     finally:
         task.cancel()

@@ -57,23 +57,24 @@ class Counts:
     wrong: int = 0  # a final reply that is not the answer to this message
     lost: int = 0  # accepted, and no final reply by the deadline
     stray: int = 0  # final replies to no message of ours
+    out_of_order: int = 0  # answered before a message sent earlier in the same chat
 
     def line(self, scenario: str, seconds: float, **extra: object) -> str:
         """One line for the report: the counts, then anything the scenario adds (`name=value`)."""
         more = "".join(f" {name}={value}" for name, value in extra.items())
         return (
             f"faults[{scenario}]: sent={self.sent} accepted={self.accepted} answered={self.answered} "
-            f"duplicated={self.duplicated} wrong={self.wrong} lost={self.lost} stray={self.stray}"
-            f"{more} ({seconds:.1f}s)"
+            f"duplicated={self.duplicated} wrong={self.wrong} lost={self.lost} stray={self.stray} "
+            f"out_of_order={self.out_of_order}{more} ({seconds:.1f}s)"
         )
 
     @property
     def perfect(self) -> bool:
-        """Every message stored, and answered exactly once with its own answer."""
+        """Every message stored, and answered exactly once with its own answer, in its chat's order."""
         return (
             self.accepted == self.sent
             and self.answered == self.accepted
-            and not (self.duplicated or self.wrong or self.lost or self.stray)
+            and not (self.duplicated or self.wrong or self.lost or self.stray or self.out_of_order)
         )
 
 
@@ -87,6 +88,7 @@ class ChatLoad:
     messages: list[Sent] = field(init=False)
     accepted: set[str] = field(default_factory=set)
     finals: dict[str, list[OutboundMessage]] = field(default_factory=lambda: defaultdict(list))
+    final_seq: dict[str, int] = field(default_factory=dict)  # message id -> CHAT_OUT seq of its 1st final
     publish_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     _seen: set[int] = field(default_factory=set)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -191,6 +193,7 @@ class ChatLoad:
             return
         if reply.is_final:
             self.finals[reply.reply_to or ""].append(reply)
+            self.final_seq.setdefault(reply.reply_to or "", stream_seq)
             self._changed.set()
 
     def answered_count(self) -> int:
@@ -230,7 +233,24 @@ class ChatLoad:
                 counts.lost += 1
             if any(r.kind != "final" or r.text != message.expected_reply for r in replies):
                 counts.wrong += 1
+        counts.out_of_order = len(self.overtaken())
         return counts
+
+    def overtaken(self) -> list[tuple[Sent, Sent]]:
+        """`(message, earlier)` for each message whose final reply was stored before the final reply
+        of a message sent earlier in the same chat (`messages` is in each chat's send order)."""
+        found = []
+        latest: dict[str, Sent] = {}  # per chat: the earlier message answered last so far
+        for message in self.messages:
+            seq = self.final_seq.get(message.message_id)
+            if seq is None:
+                continue
+            earlier = latest.get(message.chat_id)
+            if earlier is not None and seq < self.final_seq[earlier.message_id]:
+                found.append((message, earlier))
+                continue
+            latest[message.chat_id] = message
+        return found
 
     async def redelivered_runs(self, attempts: int = 10) -> int:
         """Runs with events from a second delivery of their request (a runner died holding it).
@@ -286,6 +306,8 @@ class ChatLoad:
             for reply in replies:
                 if reply.kind != "final" or reply.text != message.expected_reply:
                     lines.append(f"  wrong: {message.message_id} got {reply.kind} {reply.text[:80]!r}")
+        for message, earlier in self.overtaken():
+            lines.append(f"  out of order: {message.message_id} answered before {earlier.message_id}")
         not_accepted = len(self.messages) - len(self.accepted)
         if not_accepted:
             lines.append(f"  not accepted: {not_accepted} (publish errors: {dict(self.publish_errors)})")

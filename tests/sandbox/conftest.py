@@ -16,7 +16,7 @@ from config import AppConfig
 from config.loader import _build
 from sandbox import SandboxClient, bwrap_works
 from sandbox.broker import run as run_broker
-from tests.conftest import running_component, until_answering
+from tests.conftest import component_bus, running_component, until_answering
 
 BWRAP = bwrap_works()
 _WITH_BWRAP = pytest.mark.skipif(
@@ -44,7 +44,7 @@ def sandbox_config(tmp_path: Path, bus: Bus) -> dict[str, Any]:
     skills.mkdir(parents=True)
     (skills / "SKILL.md").write_text("---\nname: demo\ndescription: A demo skill\n---\nDo the demo.\n")
     return {
-        "bus": {**bus.config.model_dump(exclude={"url"}), "data_dir": str(tmp_path / "data")},
+        "bus": component_bus(bus.config, tmp_path / "data"),
         "skills": {"path": str(tmp_path / "skills")},
         "sandbox": {
             "provider": "local",

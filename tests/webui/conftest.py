@@ -16,7 +16,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -26,10 +25,12 @@ from config import AppConfig, BusConfig
 from config.loader import _build
 from tests.agents.conftest import running_runner
 from tests.agents.test_subagents import running_executor
+from tests.conftest import component_bus, fail_on_violations
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import running_gateway, skills_dir
 from tests.memory.conftest import running_updater
 from tests.sandbox.conftest import running_broker
+from tests.support.nats_users import SecuredServer
 
 CHROMIUM = os.environ.get("ANTLER_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
@@ -81,15 +82,16 @@ class Stack:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def stack(nats_server: Any, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+async def stack(nats_server: SecuredServer, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
     """Runner, sandbox broker, memory updater, subagent executor and gateway (tokens for ana and bob)."""
     tmp = tmp_path_factory.mktemp("webui-stack")
-    bus = BusConfig(prefix=f"t{uuid.uuid4().hex[:10]}", ack_wait_seconds=2.0, max_deliver=3)
+    users = nats_server.open_stack(f"t{uuid.uuid4().hex[:10]}", tmp / "data")
+    bus = BusConfig(prefix=users.prefix, ack_wait_seconds=2.0, max_deliver=3)
     with pytest.MonkeyPatch.context() as env:
         env.setenv("ANTLER_EXTENSIONS_CONFIG_PATH", str(tmp / "extensions_config.json"))
         async with FakeOpenAI(api_key="sk-test") as model:
             data = {
-                "bus": {**bus.model_dump(exclude={"url"}), "data_dir": str(tmp / "data")},
+                "bus": component_bus(bus, tmp / "data"),
                 "models": [
                     {
                         "name": "fake",
@@ -115,14 +117,18 @@ async def stack(nats_server: Any, tmp_path_factory: pytest.TempPathFactory) -> A
             }
             config = _build(AppConfig, data, "test config")
             url = nats_server.url
-            async with (
-                running_runner(url, config),
-                running_broker(url, config),
-                running_updater(url, config),
-                running_executor(url, config),
-                running_gateway(url, config) as base,
-            ):
-                yield Stack(url=base, model=model, config=config)
+            try:
+                async with (
+                    running_runner(url, config),
+                    running_broker(url, config),
+                    running_updater(url, config),
+                    running_executor(url, config),
+                    running_gateway(url, config) as base,
+                ):
+                    yield Stack(url=base, model=model, config=config)
+                fail_on_violations(users, None)  # the module's stack, judged once at its end
+            finally:
+                users.close()
 
 
 OpenPage = Callable[..., Awaitable[Page]]
