@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import fcntl
 import functools
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -34,6 +35,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 T = TypeVar("T")
 LIST_PAGE = 50  # checkpoints read per hop when listing
+BUSY_TIMEOUT = 30.0  # seconds a statement waits for another process's write to finish
 
 
 class ThreadedSqliteSaver(BaseCheckpointSaver[str]):
@@ -52,11 +54,20 @@ class ThreadedSqliteSaver(BaseCheckpointSaver[str]):
         loop = asyncio.get_running_loop()
 
         def connect() -> SqliteSaver:
-            conn = sqlite3.connect(str(path), check_same_thread=False)
-            saver = SqliteSaver(conn)
-            saver.setup()
-            # WAL + NORMAL: commits survive a crashed process (our failure model) without an fsync each.
-            conn.execute("PRAGMA synchronous=NORMAL")
+            # Runner processes and the subagent executor open one file, often at the same moment on a
+            # fresh data dir: creating the tables and switching to WAL happen one process at a time
+            # (an advisory lock beside the file), and writers wait for each other instead of failing.
+            with open(f"{path}.lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                try:
+                    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=BUSY_TIMEOUT)
+                    saver = SqliteSaver(conn)
+                    saver.setup()
+                    # WAL + NORMAL: commits survive a crashed process (our failure model) without an
+                    # fsync each.
+                    conn.execute("PRAGMA synchronous=NORMAL")
+                finally:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
             return saver
 
         saver = await loop.run_in_executor(executor, connect)

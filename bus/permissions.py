@@ -48,7 +48,8 @@ class Rights:
 def _adapter(channel: str) -> Rights:
     return Rights(
         consume=(("CHAT_OUT", channel, f"chat.out.{channel}"),),
-        publish=(f"chat.in.{channel}",),
+        # Its own messages in; a platform message it cannot read, dead-lettered with the reason.
+        publish=(f"chat.in.{channel}", f"dlq.{channel}"),
         kv_write=("replies",),
         files=True,
     )

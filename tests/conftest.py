@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -146,6 +147,15 @@ def checkpointer(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 both_checkpointers = pytest.mark.parametrize("checkpointer", ["sqlite", "postgres"], indirect=True)
+
+
+def another_machine(data_dir: str | Path, new_dir: Path) -> str:
+    """A second data dir for the same stack (another machine's): its users, as `antler creds` would
+    give them to that machine, copied from the stack's data dir."""
+    new_dir.mkdir(parents=True, exist_ok=True)
+    for name in (USERS_FILE, "nats.url"):
+        shutil.copy2(Path(data_dir) / name, new_dir / name)
+    return str(new_dir)
 
 
 @pytest.fixture

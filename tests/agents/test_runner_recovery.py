@@ -27,7 +27,7 @@ from bus.runs import cancel_run, collect_run, submit_run
 from config import AppConfig
 from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.agents.test_runner import streamed_text
-from tests.conftest import both_checkpointers, finished, run_antler
+from tests.conftest import another_machine, both_checkpointers, finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 
 pytestmark = [pytest.mark.asyncio, both_checkpointers]
@@ -62,7 +62,8 @@ async def test_a_runner_killed_mid_run_is_finished_by_another_from_its_checkpoin
         await finished(doomed)
 
     if config_data["runner"].get("checkpointer") == "postgres":
-        config_data["bus"]["data_dir"] = str(tmp_path / "another-machine")  # only the database is shared
+        # Only the database is shared.
+        config_data["bus"]["data_dir"] = another_machine(config_data["bus"]["data_dir"], tmp_path / "other")
     async with running_runner(nats_url, app_config()):
         events = await collect_run(bus, request.run_id, timeout=30)
 

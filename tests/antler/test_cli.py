@@ -177,7 +177,9 @@ async def test_every_command_has_help(command: str) -> None:
     assert len(out.splitlines()) > 3
 
 
-async def test_dlq_list_show_and_replay(bus: Bus, bus_config: BusConfig, nats_url: str) -> None:
+async def test_dlq_list_show_and_replay(
+    bus: Bus, bus_config: BusConfig, nats_url: str, tmp_path: Path
+) -> None:
     s = bus.subjects
     fail = True
     recovered = asyncio.Event()
@@ -187,7 +189,7 @@ async def test_dlq_list_show_and_replay(bus: Bus, bus_config: BusConfig, nats_ur
             raise Reject("cannot handle this yet")
         recovered.set()
 
-    args = ("--nats-url", nats_url, "--prefix", bus_config.prefix)
+    args = ("--nats-url", nats_url, "--prefix", bus_config.prefix, "--data-dir", str(tmp_path / "data"))
     consumer = Consumer(
         bus,
         stream=s.chat_in_stream,
@@ -227,7 +229,9 @@ async def test_dlq_list_show_and_replay(bus: Bus, bus_config: BusConfig, nats_ur
     assert "empty" in out
 
 
-async def test_tail_prints_matching_traffic_readably(bus: Bus, bus_config: BusConfig, nats_url: str) -> None:
+async def test_tail_prints_matching_traffic_readably(
+    bus: Bus, bus_config: BusConfig, nats_url: str, tmp_path: Path
+) -> None:
     proc = await run_antler(
         "tail",
         "chat.in.>",
@@ -237,6 +241,8 @@ async def test_tail_prints_matching_traffic_readably(bus: Bus, bus_config: BusCo
         nats_url,
         "--prefix",
         bus_config.prefix,
+        "--data-dir",
+        str(tmp_path / "data"),
         env={"COLUMNS": "200"},  # lines are cut to the terminal's width (pytest-xdist workers say 80)
     )
     assert proc.stderr is not None
@@ -254,9 +260,10 @@ async def test_tail_prints_matching_traffic_readably(bus: Bus, bus_config: BusCo
 
 
 async def test_send_prints_the_reply_of_whatever_answers_the_chat(
-    bus: Bus, bus_config: BusConfig, nats_url: str
+    bus: Bus, bus_config: BusConfig, nats_url: str, tmp_path: Path
 ) -> None:
-    args = ("--nats-url", nats_url, "--prefix", bus_config.prefix)
+    # The echo is no component of ours (not in bus.permissions.RIGHTS): it runs as the stack's admin.
+    args = ("--nats-url", nats_url, "--prefix", bus_config.prefix, "--data-dir", str(tmp_path / "data"))
     echo = await run_antler("run", "tests.components.slow_echo:run", *args)
     try:
         proc = await run_antler("send", "0.1", "--chat", "terminal-1", *args)
@@ -269,10 +276,20 @@ async def test_send_prints_the_reply_of_whatever_answers_the_chat(
 
 
 async def test_send_without_anyone_answering_times_out_with_a_hint(
-    bus: Bus, bus_config: BusConfig, nats_url: str
+    bus: Bus, bus_config: BusConfig, nats_url: str, tmp_path: Path
 ) -> None:
+    data_dir = str(tmp_path / "data")
     proc = await run_antler(
-        "send", "hello?", "--timeout", "0.5", "--nats-url", nats_url, "--prefix", bus_config.prefix
+        "send",
+        "hello?",
+        "--timeout",
+        "0.5",
+        "--nats-url",
+        nats_url,
+        "--prefix",
+        bus_config.prefix,
+        "--data-dir",
+        data_dir,
     )
     code, _, err = await finished(proc)
     assert code == 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from pathlib import Path
 
 from bus import Bus
 from config import BusConfig
@@ -12,7 +13,10 @@ from gateway.accounts import AccountStore, verify_password
 from tests.conftest import REPO
 
 
-async def antler_user(nats_url: str, prefix: str, *args: str, stdin: str = "") -> tuple[int, str, str]:
+async def antler_user(
+    nats_url: str, prefix: str, data_dir: Path, *args: str, stdin: str = ""
+) -> tuple[int, str, str]:
+    """`antler user ...` pointed at the stack's data dir: it logs in as the admin `antler up` saved there."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -23,6 +27,8 @@ async def antler_user(nats_url: str, prefix: str, *args: str, stdin: str = "") -
         nats_url,
         "--prefix",
         prefix,
+        "--data-dir",
+        str(data_dir),
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         stdin=asyncio.subprocess.PIPE,
@@ -34,9 +40,13 @@ async def antler_user(nats_url: str, prefix: str, *args: str, stdin: str = "") -
     return proc.returncode, out.decode(), err.decode()
 
 
-async def test_add_list_passwd_and_remove_an_account(bus: Bus, bus_config: BusConfig, nats_url: str) -> None:
+async def test_add_list_passwd_and_remove_an_account(
+    bus: Bus, bus_config: BusConfig, nats_url: str, tmp_path: Path
+) -> None:
     def user(*args: str, stdin: str = "") -> asyncio.Future[tuple[int, str, str]]:
-        return asyncio.ensure_future(antler_user(nats_url, bus_config.prefix, *args, stdin=stdin))
+        return asyncio.ensure_future(
+            antler_user(nats_url, bus_config.prefix, tmp_path / "data", *args, stdin=stdin)
+        )
 
     code, out, err = await user(
         "add",

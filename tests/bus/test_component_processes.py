@@ -43,7 +43,16 @@ async def replies(bus: Bus) -> AsyncIterator[Replies]:
 
 
 def config_file(tmp_path: Path, bus_config: BusConfig, **bus_overrides: Any) -> str:
-    data = {"bus": {"prefix": bus_config.prefix, "ack_wait_seconds": 1.0, **bus_overrides}}
+    """A config beside the stack's data dir: the echo (no component of ours, not in RIGHTS) logs in
+    as the stack's admin saved there."""
+    data = {
+        "bus": {
+            "prefix": bus_config.prefix,
+            "ack_wait_seconds": 1.0,
+            "data_dir": str(tmp_path / "data"),
+            **bus_overrides,
+        }
+    }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return str(path)

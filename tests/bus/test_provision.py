@@ -8,7 +8,6 @@ import pytest
 from nats.js.api import RetentionPolicy
 
 from bus import Bus, provision
-from config import BusConfig
 
 pytestmark = pytest.mark.asyncio
 
@@ -64,7 +63,9 @@ async def test_provisioning_again_keeps_data_and_applies_changed_settings(nats_u
 
 
 async def test_two_prefixes_on_one_server_do_not_see_each_other(nats_url: str, bus: Bus) -> None:
-    other = await Bus.connect(nats_url, BusConfig(prefix=bus.config.prefix + "x"), provision=True)
+    # The same admin user (the admin may do anything) with a second prefix.
+    other_config = bus.config.model_copy(update={"prefix": bus.config.prefix + "x"})
+    other = await Bus.connect(nats_url, other_config, provision=True)
     try:
         await other.publish(other.subjects.runs_submit, b"{}")
         mine = await bus.js.stream_info(bus.subjects.runs_stream)

@@ -7,6 +7,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -87,7 +88,9 @@ async def test_a_script_with_raw_nats_py_gets_its_reply(
 ) -> None:
     fake_model.script(Reply(text="Logs look fine today.", chunk_delay=0.01))
     prefix = bus.config.prefix
-    nc = await nats.connect(nats_url)
+    # As the docs' script does: the admin's credentials from the data dir `antler up` wrote.
+    admin = json.loads((Path(stack.bus.data_dir) / "nats-users.json").read_text())["admin"]
+    nc = await nats.connect(nats_url, user=admin["user"], password=admin["password"])
     replies: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
     async def on_reply(msg: Any) -> None:

@@ -236,7 +236,7 @@ async def test_an_adapter_restarted_mid_answer_finishes_the_message_it_started(
 
 
 async def test_a_rate_limited_answer_waits_as_told_and_arrives(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig, nats_url: str
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig, bus: Bus
 ) -> None:
     fake_model.script(Reply(text="Paris."))
     telegram.rate_limit("sendMessage", times=6)  # more 429s than a reply is delivered times
@@ -244,8 +244,7 @@ async def test_a_rate_limited_answer_waits_as_told_and_arrives(
     await telegram.wait_for("sendMessage", timeout=30)
     assert [m for m, _ in telegram.calls].count("sendMessage:429") == 6
     assert [p["text"] for m, p in telegram.calls if m in ("sendMessage", "editMessageText")] == ["Paris."]
-    async with await Bus.connect(nats_url, stack.bus) as bus:
-        assert await list_dead_letters(bus) == [], "a rate limit is no reason to give an answer up"
+    assert await list_dead_letters(bus) == [], "a rate limit is no reason to give an answer up"
 
 
 async def test_a_sticker_gets_a_helpful_answer_and_runs_nothing(

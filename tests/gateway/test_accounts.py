@@ -21,6 +21,7 @@ from config import AppConfig
 from config.loader import _build
 from gateway.accounts import AccountStore
 from tests.agents.conftest import running_runner
+from tests.conftest import another_machine
 from tests.gateway.conftest import running_gateway
 
 AUTH = "/api/v1/auth"
@@ -232,7 +233,7 @@ async def test_registration_is_open_only_when_config_allows(
         assert closed.status_code == 403
         assert (await visitor.get(f"{AUTH}/setup-status")).json()["registration_enabled"] is False
     config = with_gateway(stack_config, auth={"allow_registration": True})
-    config.bus.data_dir = str(tmp_path / "second-gateway")  # where it says its URL
+    config.bus.data_dir = another_machine(config.bus.data_dir, tmp_path / "second-gateway")  # its URL file
     async with running_gateway(nats_url, config) as base, browser(base) as visitor:
         made = await visitor.post(f"{AUTH}/register", json=body)
         assert made.status_code == 201, made.text
