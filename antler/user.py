@@ -12,8 +12,7 @@ import argparse
 import getpass
 import sys
 
-from antler._common import CliError, load, nats_url, setup_logging
-from bus import Bus
+from antler._common import CliError, load, login, nats_url, setup_logging
 from gateway.accounts import AccountError, AccountStore, check_password
 
 
@@ -35,7 +34,9 @@ async def user(args: argparse.Namespace) -> int:
     setup_logging(config, args.verbose)
     # Ask for the password before connecting: a typo should not wait on the network.
     password = _password(args) if args.user_command in ("add", "passwd") else ""
-    bus = await Bus.connect(nats_url(args, config), config.bus, name="antler-user", provision=True)
+    # As the admin `antler up` made for its embedded server (or the user config.yaml names), like
+    # every other command: with per-component users on, an anonymous connection is refused.
+    bus = await login(config).connect(nats_url(args, config), "antler-user")
     try:
         accounts = await AccountStore.open(bus)
         if args.user_command == "list":
