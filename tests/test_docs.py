@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 import yaml
 
 from tests.fakes.openai_server import FakeOpenAI
@@ -47,9 +46,6 @@ SHELLS = {"sh", "bash", "shell"}
 VENV = Path(sys.prefix)  # the virtualenv running these tests: the reader's `.venv`
 PASSWORD = "correct horse battery staple"
 SNIPPET_TIMEOUT = 90.0
-
-# All on one xdist worker: they share one `antler up`.
-pytestmark = [pytest.mark.xdist_group("docs")]
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)")
 _MARKER = re.compile(r"^<!--\s*(?P<kind>no-test|needs-antler)\s*(?::\s*(?P<reason>.*?))?\s*-->\s*$")
@@ -162,10 +158,14 @@ def run_block(block: Block, cwd: Path, env: dict[str, str]) -> tuple[int, str]:
                 answered_at = len(output)
                 os.write(master, PASSWORD.encode() + b"\n")
     finally:
+        try:
+            code = proc.wait(timeout=0 if time.monotonic() >= deadline else 30)
+        except subprocess.TimeoutExpired:
+            code = -signal.SIGKILL
+        # Whatever the block left running (its own process group, started above) goes with it.
         with contextlib.suppress(ProcessLookupError):
-            if proc.poll() is None and time.monotonic() >= deadline:
-                os.killpg(proc.pid, signal.SIGKILL)
-        code = proc.wait(timeout=30)
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
         os.close(master)
     return code, output.decode(errors="replace").replace("\r\n", "\n")
 
@@ -200,16 +200,9 @@ def test_shell_block_runs_as_written(block: Block, repo_copy: Path, tmp_path: Pa
 # --- blocks that need a running Antler -----------------------------------------------------------
 
 
-@dataclass
-class Stack:
-    directory: Path
-    gateway: str
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def antler_up(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
-    """`antler up` in a directory of its own, on a scripted model, until the module is done."""
-    directory = tmp_path_factory.mktemp("antler")
+@contextlib.asynccontextmanager
+async def antler_up(directory: Path) -> AsyncIterator[None]:
+    """`antler up` in `directory` on a scripted model, until the block is done."""
     (directory / ".venv").symlink_to(VENV)
     async with FakeOpenAI(api_key="sk-test") as model:
         config = {
@@ -221,45 +214,45 @@ async def antler_up(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[S
             "sandbox": {"provider": "local"},
         }
         (directory / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-        log = (directory / "antler-up.log").open("wb")
-        up = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "antler",
-            "up",
-            cwd=directory,
-            env=reader_env(REPO),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=log,
-        )
-        try:
-            assert up.stdout is not None
-            gateway = ""
-            async with asyncio.timeout(120):
-                while not gateway:
-                    line = (await up.stdout.readline()).decode()
-                    if not line:
-                        raise AssertionError(f"antler up ended: {(directory / 'antler-up.log').read_text()}")
-                    if line.startswith("Gateway:"):
-                        gateway = line.split()[1]
-            yield Stack(directory, gateway)
-        finally:
-            if up.returncode is None:
-                up.send_signal(signal.SIGINT)
-                try:
-                    await asyncio.wait_for(up.wait(), 60)
-                except TimeoutError:
-                    up.kill()
-                    await up.wait()
-            log.close()
+        log_path = directory / "antler-up.log"
+        with log_path.open("wb") as log:
+            up = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "antler",
+                "up",
+                cwd=directory,
+                env=reader_env(REPO),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log,
+            )
+            try:
+                assert up.stdout is not None
+                async with asyncio.timeout(120):  # "Gateway: ..." comes once every component is ready
+                    while not (line := (await up.stdout.readline()).decode()).startswith("Gateway:"):
+                        assert line, f"antler up ended:\n{log_path.read_text()}"
+                yield
+            finally:
+                if up.returncode is None:
+                    up.send_signal(signal.SIGINT)
+                    try:
+                        await asyncio.wait_for(up.wait(), 60)
+                    except TimeoutError:
+                        up.kill()
+                        await up.wait()
 
 
-@pytest.mark.asyncio(loop_scope="module")
-@pytest.mark.parametrize("block", _params("needs-antler"))
-async def test_block_runs_against_a_running_antler(block: Block, antler_up: Stack) -> None:
-    # In a thread: the scripted model answers on this loop meanwhile.
-    code, output = await asyncio.to_thread(run_block, block, antler_up.directory, reader_env(REPO))
-    assert code == 0, f"{block.id} exited {code}:\n{block.code}\n--- output ---\n{output}"
+async def test_blocks_that_need_antler_run_against_a_running_antler(tmp_path: Path) -> None:
+    """One `antler up` for all of them (one test, so pytest-xdist never starts two)."""
+    blocks = [b for b in shell_blocks() if b.marker == "needs-antler"]
+    failures = []
+    async with antler_up(tmp_path):
+        for block in blocks:
+            # In a thread: the scripted model answers on this loop meanwhile.
+            code, output = await asyncio.to_thread(run_block, block, tmp_path, reader_env(REPO))
+            if code != 0:
+                failures.append(f"{block.id} exited {code}:\n{block.code}--- output ---\n{output}")
+    assert not failures, "\n\n".join(failures)
 
 
 # --- the convention itself -----------------------------------------------------------------------
