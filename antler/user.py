@@ -34,6 +34,8 @@ async def user(args: argparse.Namespace) -> int:
     setup_logging(config, args.verbose)
     # Ask for the password before connecting: a typo should not wait on the network.
     password = _password(args) if args.user_command in ("add", "passwd") else ""
+    # As the admin `antler up` made for its embedded server (or the user config.yaml names), like
+    # every other command: with per-component users on, an anonymous connection is refused.
     bus = await login(config).connect(nats_url(args, config), "antler-user")
     try:
         accounts = await AccountStore.open(bus)

