@@ -133,8 +133,9 @@ def login(config: AppConfig, component: str | None = None) -> Login:
     """The NATS user `component` (None: a command line tool) connects as.
 
     By precedence: $ANTLER_NATS_USER and $ANTLER_NATS_PASSWORD; the user in config.yaml
-    (bus.user, token or credentials); the users `antler up` generated for its embedded
-    server (`<data_dir>/nats-users.json`, while it runs); else none. A component's own user
+    (bus.user, token or credentials); the users saved in `<data_dir>/nats-users.json` (by `antler
+    up` for its embedded server, or by `antler creds --out <data_dir>` for servers of one's own);
+    else none. A component's own user
     (`antler creds`) gets its own inbox and leaves provisioning to the admin.
     """
     subjects = Subjects(config.bus.prefix)
@@ -149,7 +150,7 @@ def login(config: AppConfig, component: str | None = None) -> Login:
         source = "from bus.user / bus.token / bus.credentials in the config"
     else:
         data_dir = Path(bus.data_dir)
-        saved = load_credentials(data_dir / USERS_FILE) if (data_dir / "nats.url").is_file() else {}
+        saved = load_credentials(data_dir / USERS_FILE)
         found = saved.get(component or ADMIN) or saved.get(ADMIN)
         if found is not None:
             bus = bus.model_copy(update={"user": found[0], "password": found[1]})

@@ -19,6 +19,7 @@ from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.faults.budget import ACK_WAIT, CHUNK_DELAY, PREFIX, SIZE
 from tests.faults.harness import AntlerUp, OpenLoad, UpFactory, Verdict, write_config
 from tests.faults.load import ChatLoad
+from tests.support.nats_users import logged_violations
 
 
 class SlowEcho(FakeOpenAI):
@@ -50,6 +51,8 @@ def verdict(record_property: Callable[[str, object], None]) -> Verdict:
         **extra: object,
     ) -> None:
         counts = load.counts()
+        # The tripwire of every stack: no component refused by its nats-server(s).
+        problems = problems + [f"permissions violation: {v}" for v in logged_violations(up.workdir)]
         line = counts.line(scenario, time.monotonic() - started, **extra)
         print(line, flush=True)
         record_property(COUNTS, line)

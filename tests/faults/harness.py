@@ -23,7 +23,10 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 import yaml
 
 from bus import EmbeddedServer
+from bus.permissions import ADMIN, USERS_FILE, load_credentials, save_users, server_block, users_for
+from bus.subjects import Subjects
 from tests.conftest import REPO
+from tests.faults.budget import PREFIX
 
 if TYPE_CHECKING:
     from tests.faults.load import ChatLoad
@@ -243,11 +246,27 @@ class AntlerUp:
         self._out = self._err = None
 
 
-class ExternalNats:
-    """A nats-server the test owns (`bus.url` points at it), restartable on the same store and port."""
+def operator_users(data_dir: Path) -> str:
+    """What an operator does for their own servers (`antler creds --out <data_dir>`): the per-component
+    users saved in the data dir `antler up` reads them from, and the servers' authorization block."""
+    users = users_for(Subjects(PREFIX), data_dir / USERS_FILE)
+    save_users(data_dir / USERS_FILE, users)
+    return server_block(users)
 
-    def __init__(self, directory: Path) -> None:
+
+def admin_login(data_dir: Path) -> dict[str, str]:
+    """nats-py's connect options for the admin saved in `data_dir` (probes of the test's own)."""
+    user, password = load_credentials(data_dir / USERS_FILE)[ADMIN]
+    return {"user": user, "password": password}
+
+
+class ExternalNats:
+    """A nats-server the test owns (`bus.url` points at it), restartable on the same store and port,
+    with the per-component users of the `antler up` whose data dir is `users_dir`."""
+
+    def __init__(self, directory: Path, users_dir: Path) -> None:
         self.directory = directory
+        self.users_dir = users_dir
         self.port = free_port()
         self._server: EmbeddedServer | None = None
 
@@ -261,7 +280,12 @@ class ExternalNats:
 
     async def start(self) -> None:
         # A fresh EmbeddedServer each time: same store dir, same fixed port.
-        self._server = EmbeddedServer(self.directory, port=self.port, server_name="faults-external")
+        self._server = EmbeddedServer(
+            self.directory,
+            port=self.port,
+            server_name="faults-external",
+            authorization=operator_users(self.users_dir),
+        )
         await self._server.start()
 
     async def stop(self, signum: int = signal.SIGTERM) -> None:
@@ -298,8 +322,9 @@ class Verdict(Protocol):
 class NatsCluster:
     """Three nats-servers clustered on loopback with JetStream; any one can be killed and started again."""
 
-    def __init__(self, directory: Path, size: int = 3) -> None:
+    def __init__(self, directory: Path, users_dir: Path, size: int = 3) -> None:
         self.directory = directory
+        self.users_dir = users_dir  # the `antler up` data dir whose users every node knows
         self.ports = [free_port() for _ in range(size)]
         self.route_ports = [free_port() for _ in range(size)]
         self._servers: list[EmbeddedServer | None] = [None] * size
@@ -334,6 +359,7 @@ class NatsCluster:
             port=self.ports[node],
             server_name=f"n{node + 1}",
             extra_config=self._cluster_block(node),
+            authorization=operator_users(self.users_dir),
         )
         await server.start(timeout=60)
         self._servers[node] = server
@@ -354,7 +380,7 @@ class NatsCluster:
         deadline = time.monotonic() + timeout
         while True:
             with contextlib.suppress(Exception):
-                nc = await nats.connect(self.url.split(","))
+                nc = await nats.connect(self.url.split(","), **admin_login(self.users_dir))
                 try:
                     info = await nc.jetstream().account_info()
                     if info is not None:

@@ -20,15 +20,15 @@ import pytest
 from bus import Bus
 from config import BusConfig
 from tests.faults.budget import ONE_AT_A_TIME, PREFIX, QUIET, SIZE, TIMEOUT
-from tests.faults.harness import NatsCluster, OpenLoad, UpFactory, Verdict
+from tests.faults.harness import NatsCluster, OpenLoad, UpFactory, Verdict, admin_login
 from tests.faults.test_nats_restart import OUTAGE, stopped_cleanly
 
 pytestmark = [pytest.mark.asyncio, TIMEOUT, ONE_AT_A_TIME]
 
 
-async def runs_leader(url: str) -> int:
+async def runs_leader(url: str, data_dir: Path) -> int:
     """The node (0-based) leading the runs work queue's stream."""
-    bus = await Bus.connect(url, BusConfig(prefix=PREFIX), name="faults-probe")
+    bus = await Bus.connect(url, BusConfig(prefix=PREFIX, **admin_login(data_dir)), name="faults-probe")
     try:
         info = await bus.js.stream_info(bus.subjects.runs_stream)
     finally:
@@ -46,7 +46,7 @@ async def test_a_cluster_node_killed_under_load_loses_and_repeats_no_answer(
     chat_load: OpenLoad,
     verdict: Verdict,
 ) -> None:
-    cluster = NatsCluster(tmp_path / "cluster")
+    cluster = NatsCluster(tmp_path / "cluster", users_dir=tmp_path / "data")
     await cluster.start()
     try:
         await cluster.wait_jetstream()
@@ -57,7 +57,7 @@ async def test_a_cluster_node_killed_under_load_loses_and_repeats_no_answer(
         async with chat_load(cluster.url) as load:
             await load.publish(load.part(0, 0.5), deadline)
             assert await load.wait_answered(SIZE.messages // 4, deadline), up.tail()
-            victim = await runs_leader(cluster.url)
+            victim = await runs_leader(cluster.url, tmp_path / "data")
             await cluster.kill(victim)
             # The rest is published with the node down: clients of the dead node reconnect to another.
             publishing = asyncio.create_task(load.publish(load.part(0.5, 1), deadline))

@@ -52,7 +52,7 @@ async def test_external_nats_restarted_mid_load_loses_and_repeats_no_answer(
     chat_load: OpenLoad,
     verdict: Verdict,
 ) -> None:
-    nats = ExternalNats(tmp_path / "external-nats")
+    nats = ExternalNats(tmp_path / "external-nats", users_dir=tmp_path / "data")
     await nats.start()
     try:
         up = antler_up(fault_config(url=nats.url))

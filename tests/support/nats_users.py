@@ -126,3 +126,14 @@ class SecuredServer:
     def remove(self, prefix: str) -> None:
         if self._stacks.pop(prefix, None) is not None:
             self.server.reload(self.authorization())
+
+
+def logged_violations(directory: Path) -> list[str]:
+    """`<user>: <kind> <subject>` for every refusal in the nats-server logs under `directory` (an
+    `antler up` data dir, or an external server's): a stack started as a child process is judged so."""
+    found = []
+    for log in sorted(directory.rglob("nats-server.log*")):
+        for match in VIOLATION.finditer(log.read_bytes()):
+            user, kind, subject = (match.group(g).decode() for g in ("user", "kind", "subject"))
+            found.append(f"{user}: {kind} {subject}")
+    return found
