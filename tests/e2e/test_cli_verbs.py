@@ -1,0 +1,137 @@
+"""Every `antler` verb against a stack on `antler up` defaults, run from another directory.
+
+A user starts `antler up` next to their config.yaml and later runs the other verbs from wherever
+they are, pointing at that config (`-c` or `$ANTLER_CONFIG_PATH`): each must find the data dir
+beside the file, and with it the URL and the admin's credentials of the embedded server (which
+has per-component users on by default). Without them, a verb says which credentials it needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from tests.conftest import REPO, finished, run_antler
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(300)]
+
+
+@pytest_asyncio.fixture
+async def stack(tmp_path: Path, fake_model: FakeOpenAI) -> AsyncIterator[Path]:
+    """`antler up` with the defaults (a model and a free gateway port added) in `<tmp>/home`;
+    yields the config file's path."""
+    home = tmp_path / "home"
+    home.mkdir()
+    config = home / "config.yaml"
+    model = {"name": "fake", "model": "fake-1", "api_key": "sk-test", "base_url": fake_model.base_url}
+    config.write_text(yaml.safe_dump({"models": [model], "gateway": {"port": 0}}), encoding="utf-8")
+    up = await run_antler("up", cwd=home)
+    try:
+        assert up.stdout is not None
+        while True:
+            line = (await asyncio.wait_for(up.stdout.readline(), 120)).decode()
+            assert line, "antler up ended before it was up"
+            if line.startswith("Gateway:"):
+                break
+        yield config
+    finally:
+        up.send_signal(signal.SIGINT)
+        code, _, err = await finished(up, 90)
+        assert code == 0, err
+        log = (home / ".antler" / "nats-server.log").read_text(errors="replace")
+        assert "Violation" not in log, "a verb or component was refused by the server"
+
+
+async def antler(*args: str, cwd: Path, stdin: bytes = b"", env: dict[str, str] | None = None) -> str:
+    """Run a verb to its end; its standard output (it must exit 0)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "antler",
+        *args,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin), 120)
+    assert proc.returncode == 0, f"antler {' '.join(args)} exited {proc.returncode}: {err.decode()}"
+    return out.decode()
+
+
+async def test_every_verb_finds_the_stack_next_to_its_config(
+    stack: Path, tmp_path: Path, fake_model: FakeOpenAI
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    c = ("-c", str(stack))
+
+    fake_model.script(Reply(text="Hello from the other directory."))
+    assert (await antler("send", "hi", "--chat", "verbs", *c, cwd=elsewhere)).strip() == (
+        "Hello from the other directory."
+    )
+    # The same through $ANTLER_CONFIG_PATH.
+    fake_model.script(Reply(text="Found by the environment."))
+    out = await antler(
+        "send", "again", "--chat", "verbs", cwd=elsewhere, env={"ANTLER_CONFIG_PATH": str(stack)}
+    )
+    assert out.strip() == "Found by the environment."
+
+    tail = await run_antler("tail", "chat.in.>", "-n", "1", *c, cwd=elsewhere, env={"COLUMNS": "200"})
+    assert tail.stderr is not None
+    assert b"tailing" in await asyncio.wait_for(tail.stderr.readline(), 60)
+    fake_model.script(Reply(text="Seen by tail."))
+    await antler("send", "watched", "--chat", "verbs", *c, cwd=elsewhere)
+    code, out, err = await finished(tail, 60)
+    assert code == 0, err
+    assert '"text": "watched"' in out
+
+    first, second = b"a long passphrase\n", b"another passphrase\n"
+    await antler(
+        "user", "add", "ops@example.com", "--admin", "--password-stdin", *c, cwd=elsewhere, stdin=first
+    )
+    assert "ops@example.com" in await antler("user", "list", *c, cwd=elsewhere)
+    await antler("user", "passwd", "ops@example.com", "--password-stdin", *c, cwd=elsewhere, stdin=second)
+    await antler("user", "remove", "ops@example.com", *c, cwd=elsewhere)
+    assert "no accounts yet" in await antler("user", "list", *c, cwd=elsewhere)
+
+    assert "empty" in await antler("dlq", "list", *c, cwd=elsewhere)
+    await antler("provision", *c, cwd=elsewhere)
+    creds = await antler("creds", *c, cwd=elsewhere)
+    assert "authorization" in creds
+    schema = json.loads(await antler("schema", "InboundMessage", cwd=elsewhere))
+    assert "chat_id" in schema["properties"]
+
+    # A component of ours joins the running stack as its own user and leaves on SIGTERM.
+    joined = await run_antler("run", "memory", *c, cwd=elsewhere)
+    try:
+        assert joined.stderr is not None
+        while b"memory: ready" not in (line := await asyncio.wait_for(joined.stderr.readline(), 60)):
+            assert line, "antler run memory ended before it was ready"
+    finally:
+        joined.send_signal(signal.SIGTERM)
+    code, _, err = await finished(joined, 60)
+    assert code == 0, err
+
+
+async def test_a_verb_without_credentials_says_which_it_needs(stack: Path, tmp_path: Path) -> None:
+    url = (stack.parent / ".antler" / "nats.url").read_text().strip()
+    nowhere = tmp_path / "nowhere"
+    nowhere.mkdir()
+    code, _, err = await finished(await run_antler("send", "hi", "--nats-url", url, cwd=nowhere), 60)
+    assert code == 2
+    assert "refused the login" in err
+    assert "nats-users.json" in err
+    assert "ANTLER_NATS_USER" in err
+    assert "Traceback" not in err
