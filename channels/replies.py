@@ -58,8 +58,20 @@ class RunReply:
     error: str | None = None
     tasks: dict[str, tuple[str, bool]] = field(default_factory=dict)  # subagent task -> (label, done)
 
-    def answer(self) -> str:
-        return next((self.texts[m] for m in reversed(self.order) if self.texts[m]), "")
+    def answer(self, attempt: int | None = None) -> str:
+        """The latest assistant text; with `attempt`, the latest that delivery of the run streamed.
+
+        A run redelivered while its first delivery still ran (a process stalled past ack_wait) has
+        two attempts streaming at once: the one whose `end` makes the final reply answers with its
+        own words, not with the other's text so far.
+        """
+        texts = [self.texts[m] for m in reversed(self.order) if self.texts[m]]
+        if attempt is not None:
+            own = [
+                self.texts[m] for m in reversed(self.order) if self.texts[m] and self.attempts[m] == attempt
+            ]
+            texts = own or texts
+        return texts[0] if texts else ""
 
     def task_event(self, data: Any) -> None:
         """A subagent's `custom` task event: only its label and whether it is over, never its output."""
@@ -251,7 +263,7 @@ class ReplyProjection:
         elif projection.clarification is not None:
             kind, text = "clarification", projection.clarification
         else:
-            text = projection.answer() or "(no answer)"
+            text = projection.answer(event.attempt) or "(no answer)"
             user_id = f"{projection.origin.channel}:{projection.origin.user_id}"
             files = [
                 FileRef(

@@ -21,6 +21,7 @@ from bus.messages import (
     MemoryDocument,
     MemoryFact,
     OutboundMessage,
+    RunEvent,
     RunRecord,
     ThreadDeleteReply,
     ThreadDeleteRequest,
@@ -369,3 +370,37 @@ async def test_a_chat_sees_subagent_progress_as_a_status_line_not_their_output(
     assert "[subtasks: 0 of 1 done; working on: do call_x]" in partials[-1]
     assert final.text == "The logs show 3 errors."
     assert "SECRET" not in final.text
+
+
+async def test_two_deliveries_of_one_run_at_once_answer_with_the_words_of_the_one_that_ended(
+    bus: Bus, app_config: Callable[[], AppConfig], nats_url: str
+) -> None:
+    """A runner process stalled past ack_wait: the run is delivered again to another process while the
+    first still streams. The first ends first; its final reply is its own whole answer, not the text
+    the second delivery has streamed so far."""
+    config = app_config()
+    origin = {"channel": "cli", "chat_id": "c-two", "message_id": "m-1", "user_id": "u1"}
+    run_id, thread_id = str(uuid.uuid4()), str(uuid.uuid4())
+    record = RunRecord(run_id=run_id, thread_id=thread_id, user_id="cli:u1", metadata={"origin": origin})
+    await RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord).create(run_id, record)
+
+    def delta(text: str, message: str, seq: int, attempt: int) -> RunEvent:
+        chunk = {"type": "AIMessageChunk", "id": message, "content": text}
+        return RunEvent(
+            run_id=run_id, thread_id=thread_id, seq=seq, attempt=attempt, event="messages", data=[chunk, {}]
+        )
+
+    events = [
+        delta("The whole ", "first", 1, 1),
+        delta("answer.", "first", 2, 1),
+        delta("The sec", "second", 3, 2),  # the second delivery starts streaming its own message
+        RunEvent(
+            run_id=run_id, thread_id=thread_id, seq=3, attempt=1, event="end", data={"status": "success"}
+        ),
+    ]
+    async with running_router(nats_url, config), Chat(bus) as chat:
+        for event in events:
+            await bus.publish(bus.subjects.run_events(run_id), event)
+        final = await chat.final()
+    assert final.kind == "final"
+    assert final.text == "The whole answer.", final
