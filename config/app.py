@@ -166,6 +166,9 @@ class SandboxConfig(Section):
     )
     allow_network: bool = False
     command_timeout_seconds: float = Field(120.0, gt=0)
+    grep_timeout_seconds: float = Field(
+        30.0, gt=0, description="The grep tool's deadline: a pattern still matching then is killed."
+    )
     max_output_chars: int = Field(20_000, gt=0)
     max_read_chars: int = Field(50_000, gt=0)
     max_write_bytes: int = Field(10 * 1024 * 1024, gt=0)

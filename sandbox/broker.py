@@ -36,7 +36,7 @@ from bus.messages import (
 )
 from bus.service import Endpoint, Running, start_service
 from config import AppConfig
-from sandbox import files
+from sandbox import files, search
 from sandbox.errors import InvalidRequest, NotAllowed
 from sandbox.hygiene import check_command
 from sandbox.objects import FileSync
@@ -145,8 +145,15 @@ class Broker:
     async def grep(self, req: GrepRequest) -> GrepReply:
         fs = self.fs(req)
         await self.sync.pull_uploads(fs)
-        found, truncated = await asyncio.to_thread(
-            files.grep, fs, req.pattern, req.path, req.glob, req.ignore_case, req.max_matches
+        found, truncated = await search.grep(
+            self.provider,
+            fs,
+            self.config,
+            pattern=req.pattern,
+            path=req.path,
+            file_glob=req.glob,
+            ignore_case=req.ignore_case,
+            max_matches=req.max_matches,
         )
         return GrepReply(
             matches=[GrepMatch(path=p, line=n, text=t) for p, n, t in found], truncated=truncated

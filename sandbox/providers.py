@@ -22,12 +22,13 @@ import logging
 import os
 import shutil
 import signal
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from config import SandboxConfig
 from sandbox.hygiene import command_env
-from sandbox.paths import USER_DATA, ThreadFS
+from sandbox.paths import USER_DATA, Mount, ThreadFS
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,19 @@ class Provider:
         """Who owns the thread's files (the sandbox uid when we are root), or None for 'us'."""
         return None
 
-    async def run(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
+    @property
+    def python(self) -> str | None:
+        """The Python a sandboxed command can run (the grep tool's search), or None if there is none."""
+        return sys.executable
+
+    def root_of(self, mount: Mount) -> str:
+        """Where a command sees `mount`: its virtual path when isolated, its host path otherwise."""
+        return str(mount.host)
+
+    async def run(
+        self, fs: ThreadFS, command: str, timeout: float, *, output_limit: int | None = None
+    ) -> Outcome:
+        """Run `command` in the thread's sandbox; `output_limit` overrides `max_output_chars`."""
         raise NotImplementedError
 
     async def _spawn(
@@ -97,6 +110,7 @@ class Provider:
         timeout: float,
         as_user: tuple[int, int] | None,
         pass_fds: tuple[int, ...] = (),
+        output_limit: int | None = None,
     ) -> Outcome:
         kwargs: dict[str, object] = {"pass_fds": pass_fds}
         if as_user is not None:
@@ -111,7 +125,7 @@ class Provider:
             start_new_session=True,
             **kwargs,  # type: ignore[arg-type]
         )
-        collector = _Collector(self.config.max_output_chars)
+        collector = _Collector(output_limit or self.config.max_output_chars)
         reader = asyncio.create_task(collector.read(proc.stdout))  # type: ignore[arg-type]
         timed_out = False
         try:
@@ -169,7 +183,9 @@ class LocalProvider(Provider):
 
     name = "local"
 
-    async def run(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
+    async def run(
+        self, fs: ThreadFS, command: str, timeout: float, *, output_limit: int | None = None
+    ) -> Outcome:
         env = command_env({"HOME": str(fs.workspace), "PATH": os.environ.get("PATH", SANDBOX_PATH)})
         outcome = await self._spawn(
             ["/bin/bash", "-c", fs.translate_command(command)],
@@ -177,6 +193,7 @@ class LocalProvider(Provider):
             env=env,
             timeout=timeout,
             as_user=None,
+            output_limit=output_limit,
         )
         outcome.output = fs.untranslate(outcome.output)
         return outcome
@@ -296,7 +313,21 @@ class BwrapProvider(Provider):
             ]
         return options, [*args, "/bin/bash", "-c", command]
 
-    async def run(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
+    @property
+    def python(self) -> str | None:
+        found = shutil.which("python3", path=SANDBOX_PATH)
+        if found is None:
+            return None
+        real = os.path.realpath(found)
+        # Only one the sandbox can see: the system's directories are all it has of the host.
+        return found if any(real.startswith(d + "/") for d in _SYSTEM_DIRS) else None
+
+    def root_of(self, mount: Mount) -> str:
+        return mount.virtual
+
+    async def run(
+        self, fs: ThreadFS, command: str, timeout: float, *, output_limit: int | None = None
+    ) -> Outcome:
         env = command_env(
             {
                 "HOME": f"{USER_DATA}/workspace",
@@ -333,6 +364,7 @@ class BwrapProvider(Provider):
                 timeout=timeout,
                 as_user=None,
                 pass_fds=tuple(files.values()),
+                output_limit=output_limit,
             )
         finally:
             for fd in files.values():
