@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bus import Bus
+from bus import Bus, component_ready
 from bus.messages import (
     ExecReply,
     ExecRequest,
@@ -212,6 +212,7 @@ async def serve_broker(bus: Bus, config: AppConfig) -> Running:
 async def run(bus: Bus, config: AppConfig) -> None:
     """The sandbox broker component: serve until cancelled, then stop the service."""
     service = await serve_broker(bus, config)
+    component_ready()
     try:
         await asyncio.Future()
     finally:
