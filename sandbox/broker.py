@@ -1,7 +1,8 @@
 """The sandbox broker: a NATS micro service running commands and file operations per user and thread.
 
 Endpoints (`<prefix>.sandbox.<name>`): exec, read_file, write_file, list_dir,
-str_replace, glob, grep. Every failure is a reply with an error code and a
+str_replace, glob, grep. It also follows `<prefix>.events.thread.deleted`
+(`sandbox.cleanup`): a deleted thread's directories go. Every failure is a reply with an error code and a
 message the model can act on; nothing a caller sends can crash the service.
 Any number of brokers serve one queue group; `$SRV` discovery lists them.
 """
@@ -37,6 +38,7 @@ from bus.messages import (
 from bus.service import Endpoint, Running, start_service
 from config import AppConfig
 from sandbox import files, search
+from sandbox.cleanup import ThreadCleaner
 from sandbox.errors import InvalidRequest, NotAllowed
 from sandbox.hygiene import check_command
 from sandbox.objects import FileSync
@@ -186,9 +188,12 @@ class Broker:
         )
 
 
-async def serve_broker(bus: Bus, config: AppConfig) -> Running:
+async def serve_broker(bus: Bus, config: AppConfig) -> tuple[Running, ThreadCleaner]:
+    """The service, answering; started after this broker caught up on deleted threads."""
     provider = await asyncio.to_thread(make_provider, config.sandbox)
     broker = Broker(bus, config, provider, FileSync(await bus.files(), provider.owner))
+    cleaner = ThreadCleaner(bus, broker.root, broker.sync.forget)
+    await cleaner.start()
     endpoints: list[Endpoint[Any, Any]] = [
         Endpoint("exec", ExecRequest, ExecReply, broker.exec),
         Endpoint("read_file", ReadFileRequest, ReadFileReply, broker.read_file),
@@ -206,14 +211,15 @@ async def serve_broker(bus: Bus, config: AppConfig) -> Running:
         metadata={"provider": provider.name, "isolated": str(provider.isolated).lower()},
     )
     log.info("sandbox broker serving with the %s provider (files under %s)", provider.name, broker.root)
-    return running
+    return running, cleaner
 
 
 async def run(bus: Bus, config: AppConfig) -> None:
     """The sandbox broker component: serve until cancelled, then stop the service."""
-    service = await serve_broker(bus, config)
+    service, cleaner = await serve_broker(bus, config)
     component_ready()
     try:
         await asyncio.Future()
     finally:
         await service.stop()
+        await cleaner.stop()
