@@ -176,6 +176,12 @@ class SandboxConfig(Section):
     memory_mb: int = Field(1024, gt=0)
     max_processes: int = Field(256, gt=0)
     max_file_size_mb: int = Field(100, gt=0)
+    max_commands_per_user: int = Field(
+        8, gt=0, description="Commands (and greps) of one user a broker runs at once; more wait."
+    )
+    max_waiting_per_user: int = Field(
+        8, ge=0, description="Commands of one user waiting for a slot; more are refused (busy)."
+    )
 
 
 class MemoryConfig(Section):

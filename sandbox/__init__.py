@@ -7,6 +7,7 @@ SandboxClient(bus, user_id, thread_id)   # what tools call (the agent's are in a
 from sandbox.broker import Broker, run, serve_broker
 from sandbox.client import SandboxClient
 from sandbox.errors import (
+    Busy,
     Conflict,
     InvalidRequest,
     NotAllowed,
@@ -21,6 +22,7 @@ from sandbox.providers import BwrapProvider, LocalProvider, Provider, bwrap_work
 
 __all__ = [
     "Broker",
+    "Busy",
     "BwrapProvider",
     "Conflict",
     "InvalidRequest",

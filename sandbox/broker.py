@@ -40,6 +40,7 @@ from config import AppConfig
 from sandbox import files, search
 from sandbox.cleanup import ThreadCleaner
 from sandbox.errors import InvalidRequest, NotAllowed
+from sandbox.fairness import UserSlots
 from sandbox.hygiene import check_command
 from sandbox.objects import FileSync
 from sandbox.paths import USER_DATA, ThreadFS
@@ -59,6 +60,7 @@ class Broker:
         self.provider = provider
         self.sync = sync
         self.locks = files.PathLocks()
+        self.slots = UserSlots(config.sandbox.max_commands_per_user, config.sandbox.max_waiting_per_user)
 
     def fs(self, request: SandboxRequest) -> ThreadFS:
         fs = ThreadFS(self.root, request.user_id, request.thread_id, self.skills)
@@ -76,11 +78,12 @@ class Broker:
                 raise NotAllowed(f"{reason}. Use a safer command.")
             raise InvalidRequest(reason)
         fs = self.fs(req)
-        await self.sync.pull_uploads(fs)
-        limit = self.config.command_timeout_seconds
-        timeout = min(req.timeout_seconds, limit) if req.timeout_seconds else limit
-        outcome = await self.provider.run(fs, req.command, timeout)
-        await self.sync.push_outputs(fs)
+        async with self.slots.hold(req.user_id):
+            await self.sync.pull_uploads(fs)
+            limit = self.config.command_timeout_seconds
+            timeout = min(req.timeout_seconds, limit) if req.timeout_seconds else limit
+            outcome = await self.provider.run(fs, req.command, timeout)
+            await self.sync.push_outputs(fs)
         self._audit(req, exit_code=outcome.exit_code, started=started, timed_out=outcome.timed_out)
         return ExecReply(
             exit_code=outcome.exit_code,
@@ -146,17 +149,18 @@ class Broker:
 
     async def grep(self, req: GrepRequest) -> GrepReply:
         fs = self.fs(req)
-        await self.sync.pull_uploads(fs)
-        found, truncated = await search.grep(
-            self.provider,
-            fs,
-            self.config,
-            pattern=req.pattern,
-            path=req.path,
-            file_glob=req.glob,
-            ignore_case=req.ignore_case,
-            max_matches=req.max_matches,
-        )
+        async with self.slots.hold(req.user_id):
+            await self.sync.pull_uploads(fs)
+            found, truncated = await search.grep(
+                self.provider,
+                fs,
+                self.config,
+                pattern=req.pattern,
+                path=req.path,
+                file_glob=req.glob,
+                ignore_case=req.ignore_case,
+                max_matches=req.max_matches,
+            )
         return GrepReply(
             matches=[GrepMatch(path=p, line=n, text=t) for p, n, t in found], truncated=truncated
         )
