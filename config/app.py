@@ -176,6 +176,9 @@ class SandboxConfig(Section):
     memory_mb: int = Field(1024, gt=0)
     max_processes: int = Field(256, gt=0)
     max_file_size_mb: int = Field(100, gt=0)
+    max_thread_mb: float = Field(
+        1024, gt=0, description="Disk one thread's files may take (workspace, outputs, uploads, /tmp)."
+    )
     max_commands_per_user: int = Field(
         8, gt=0, description="Commands (and greps) of one user a broker runs at once; more wait."
     )

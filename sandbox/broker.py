@@ -37,14 +37,14 @@ from bus.messages import (
 )
 from bus.service import Endpoint, Running, start_service
 from config import AppConfig
-from sandbox import files, search
+from sandbox import files, quota, search
 from sandbox.cleanup import ThreadCleaner
-from sandbox.errors import InvalidRequest, NotAllowed
+from sandbox.errors import InvalidRequest, NotAllowed, TooLarge
 from sandbox.fairness import UserSlots
 from sandbox.hygiene import check_command
 from sandbox.objects import FileSync
 from sandbox.paths import USER_DATA, ThreadFS
-from sandbox.providers import Provider, make_provider
+from sandbox.providers import Outcome, Provider, make_provider
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("sandbox.audit")
@@ -82,8 +82,11 @@ class Broker:
             await self.sync.pull_uploads(fs)
             limit = self.config.command_timeout_seconds
             timeout = min(req.timeout_seconds, limit) if req.timeout_seconds else limit
-            outcome = await self.provider.run(fs, req.command, timeout)
+            outcome = await self._run_within_quota(fs, req.command, timeout)
             await self.sync.push_outputs(fs)
+            used = await asyncio.to_thread(quota.usage, fs)
+        if used > self._quota_bytes:
+            warnings = [*warnings, quota.over_quota_message(used, self.config.max_thread_mb)]
         self._audit(req, exit_code=outcome.exit_code, started=started, timed_out=outcome.timed_out)
         return ExecReply(
             exit_code=outcome.exit_code,
@@ -93,6 +96,39 @@ class Broker:
             truncated_chars=outcome.truncated_chars,
             warnings=warnings,
         )
+
+    @property
+    def _quota_bytes(self) -> int:
+        return int(self.config.max_thread_mb * 1e6)
+
+    async def _run_within_quota(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
+        """Run the command, stopping it if it takes the thread over its disk quota (checked every
+        `quota.CHECK_SECONDS`); a thread already over it runs commands that cannot grow files."""
+        at_start = await asyncio.to_thread(quota.usage, fs)
+        run = asyncio.create_task(
+            self.provider.run(fs, command, timeout, grow_files=at_start <= self._quota_bytes)
+        )
+        try:
+            while True:
+                done, _ = await asyncio.wait({run}, timeout=quota.CHECK_SECONDS)
+                if done:
+                    return run.result()
+                used = await asyncio.to_thread(quota.usage, fs)
+                if used > self._quota_bytes and used > at_start:
+                    log.warning(
+                        "thread %s of %s: a command passed the disk quota; stopped", fs.thread_id, fs.user_id
+                    )
+                    message = quota.over_quota_message(used, self.config.max_thread_mb)
+                    raise TooLarge(f"the command was stopped: {message}")
+        finally:
+            if not run.done():
+                run.cancel()
+                await asyncio.gather(run, return_exceptions=True)
+
+    async def _check_quota(self, fs: ThreadFS, adding: int) -> None:
+        used = await asyncio.to_thread(quota.usage, fs)
+        if used + adding > self._quota_bytes:
+            raise TooLarge(quota.over_quota_message(used + adding, self.config.max_thread_mb))
 
     async def read_file(self, req: ReadFileRequest) -> ReadFileReply:
         fs = self.fs(req)
@@ -109,6 +145,7 @@ class Broker:
     async def write_file(self, req: WriteFileRequest) -> WriteFileReply:
         fs = self.fs(req)
         key = fs.locate(req.path, write=True).key
+        await self._check_quota(fs, len(req.content.encode("utf-8")))
         async with self.locks.hold(key):
             written = await asyncio.to_thread(
                 files.write_file, fs, req.path, req.content, req.append, self.config, self.provider.owner
@@ -126,6 +163,7 @@ class Broker:
     async def str_replace(self, req: StrReplaceRequest) -> StrReplaceReply:
         fs = self.fs(req)
         key = fs.locate(req.path, write=True).key
+        await self._check_quota(fs, max(len(req.new_str) - len(req.old_str), 0))
         async with self.locks.hold(key):
             count = await asyncio.to_thread(
                 files.str_replace,

@@ -20,9 +20,11 @@ import contextlib
 import glob
 import logging
 import os
+import secrets
 import shutil
 import signal
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,10 +98,34 @@ class Provider:
         return str(mount.host)
 
     async def run(
-        self, fs: ThreadFS, command: str, timeout: float, *, output_limit: int | None = None
+        self,
+        fs: ThreadFS,
+        command: str,
+        timeout: float,
+        *,
+        output_limit: int | None = None,
+        grow_files: bool = True,
     ) -> Outcome:
-        """Run `command` in the thread's sandbox; `output_limit` overrides `max_output_chars`."""
+        """Run `command` in the thread's sandbox; `output_limit` overrides `max_output_chars`;
+        without `grow_files` (a thread over its disk quota) no file may grow (bwrap only)."""
         raise NotImplementedError
+
+    @contextlib.asynccontextmanager
+    async def command_tmp(self, fs: ThreadFS) -> AsyncIterator[Path]:
+        """A /tmp of the command's own on the thread's disk (counted in its quota, never RAM), removed
+        after the command."""
+        tmp = fs.base.parent / "tmp" / secrets.token_hex(8)
+
+        def make() -> None:
+            tmp.mkdir(parents=True, mode=0o700)
+            if self.owner is not None:
+                os.chown(tmp, *self.owner)
+
+        await asyncio.to_thread(make)
+        try:
+            yield tmp
+        finally:
+            await asyncio.to_thread(shutil.rmtree, tmp, ignore_errors=True)
 
     async def _spawn(
         self,
@@ -184,17 +210,26 @@ class LocalProvider(Provider):
     name = "local"
 
     async def run(
-        self, fs: ThreadFS, command: str, timeout: float, *, output_limit: int | None = None
+        self,
+        fs: ThreadFS,
+        command: str,
+        timeout: float,
+        *,
+        output_limit: int | None = None,
+        grow_files: bool = True,
     ) -> Outcome:
-        env = command_env({"HOME": str(fs.workspace), "PATH": os.environ.get("PATH", SANDBOX_PATH)})
-        outcome = await self._spawn(
-            ["/bin/bash", "-c", fs.translate_command(command)],
-            cwd=fs.workspace,
-            env=env,
-            timeout=timeout,
-            as_user=None,
-            output_limit=output_limit,
-        )
+        async with self.command_tmp(fs) as tmp:
+            env = command_env(
+                {"HOME": str(fs.workspace), "PATH": os.environ.get("PATH", SANDBOX_PATH), "TMPDIR": str(tmp)}
+            )
+            outcome = await self._spawn(
+                ["/bin/bash", "-c", fs.translate_command(command)],
+                cwd=fs.workspace,
+                env=env,
+                timeout=timeout,
+                as_user=None,
+                output_limit=output_limit,
+            )
         outcome.output = fs.untranslate(outcome.output)
         return outcome
 
@@ -256,10 +291,16 @@ class BwrapProvider(Provider):
         return [*args, "--remount-ro", "/etc"]
 
     def argv(
-        self, fs: ThreadFS, command: str, files: dict[str, int] | None = None
+        self,
+        fs: ThreadFS,
+        command: str,
+        files: dict[str, int] | None = None,
+        *,
+        tmp: Path | None = None,
+        grow_files: bool = True,
     ) -> tuple[list[str], list[str]]:
         """bwrap's options and the command it runs; `files` are extra /etc files (path -> fd to read
-        them from)."""
+        them from), `tmp` the host directory the command sees as /tmp (else an unsized tmpfs)."""
         c = self.config
         args = [self.bwrap, "--die-with-parent", "--new-session"]
         if self.owner is not None:
@@ -277,7 +318,8 @@ class BwrapProvider(Provider):
             elif os.path.isdir(path):
                 args += ["--ro-bind", path, path]
         args += self.etc_args(files or {})
-        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--bind", str(tmp), "/tmp"] if tmp is not None else ["--perms", "1777", "--tmpfs", "/tmp"]
         # Mount points reachable by the unprivileged user (bwrap would make them root-only).
         args += ["--perms", "0755", "--dir", "/mnt", "--perms", "0755", "--dir", USER_DATA]
         for mount in fs.mounts:
@@ -308,7 +350,7 @@ class BwrapProvider(Provider):
                 f"--cpu={c.cpu_seconds}",
                 f"--as={c.memory_mb * 1024 * 1024}",
                 f"--nproc={c.max_processes}",
-                f"--fsize={c.max_file_size_mb * 1024 * 1024}",
+                f"--fsize={c.max_file_size_mb * 1024 * 1024 if grow_files else 0}",
                 "--",
             ]
         return options, [*args, "/bin/bash", "-c", command]
@@ -326,7 +368,25 @@ class BwrapProvider(Provider):
         return mount.virtual
 
     async def run(
-        self, fs: ThreadFS, command: str, timeout: float, *, output_limit: int | None = None
+        self,
+        fs: ThreadFS,
+        command: str,
+        timeout: float,
+        *,
+        output_limit: int | None = None,
+        grow_files: bool = True,
+    ) -> Outcome:
+        async with self.command_tmp(fs) as tmp:
+            return await self._run(fs, command, timeout, tmp, output_limit, grow_files)
+
+    async def _run(
+        self,
+        fs: ThreadFS,
+        command: str,
+        timeout: float,
+        tmp: Path,
+        output_limit: int | None,
+        grow_files: bool,
     ) -> Outcome:
         env = command_env(
             {
@@ -348,7 +408,7 @@ class BwrapProvider(Provider):
                     os.write(write_end, content)
                 finally:
                     os.close(write_end)
-            options, argv = self.argv(fs, command, files)
+            options, argv = self.argv(fs, command, files, tmp=tmp, grow_files=grow_files)
             # The options name host paths; bwrap reads them from a pipe, so they are not on the
             # command line, which every process in the sandbox can read (/proc/1/cmdline).
             read_end, write_end = os.pipe()
