@@ -173,6 +173,9 @@ class SandboxConfig(Section):
     max_read_chars: int = Field(50_000, gt=0)
     max_write_bytes: int = Field(10 * 1024 * 1024, gt=0)
     cpu_seconds: int = Field(120, gt=0)
+    cpu_cores: float = Field(
+        1.0, gt=0, description="CPU one command's processes may use together (cgroup v2 hosts only)."
+    )
     memory_mb: int = Field(1024, gt=0)
     max_processes: int = Field(256, gt=0)
     max_file_size_mb: int = Field(100, gt=0)

@@ -17,8 +17,9 @@ from sandbox.errors import (
     TooLarge,
     Unavailable,
 )
+from sandbox.host import bwrap_works
 from sandbox.paths import ThreadFS
-from sandbox.providers import BwrapProvider, LocalProvider, Provider, bwrap_works, make_provider
+from sandbox.providers import BwrapProvider, LocalProvider, Provider, make_provider
 
 __all__ = [
     "Broker",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -85,8 +86,9 @@ class Broker:
             outcome = await self._run_within_quota(fs, req.command, timeout)
             await self.sync.push_outputs(fs)
             used = await asyncio.to_thread(quota.usage, fs)
+        warnings = [*warnings, *self._limit_warnings(outcome)]
         if used > self._quota_bytes:
-            warnings = [*warnings, quota.over_quota_message(used, self.config.max_thread_mb)]
+            warnings.append(quota.over_quota_message(used, self.config.max_thread_mb))
         self._audit(req, exit_code=outcome.exit_code, started=started, timed_out=outcome.timed_out)
         return ExecReply(
             exit_code=outcome.exit_code,
@@ -96,6 +98,28 @@ class Broker:
             truncated_chars=outcome.truncated_chars,
             warnings=warnings,
         )
+
+    def _limit_warnings(self, outcome: Outcome) -> list[str]:
+        """What the model should know when a limit ended the command (and which ones this host lacks)."""
+        c = self.config
+        if outcome.out_of_memory:
+            return [f"killed: the command's processes together passed its memory limit ({c.memory_mb} MB)"]
+        code = outcome.exit_code
+        if code is not None and code < 0:  # the command's own process died of the signal
+            code = 128 - code
+        if code == 128 + signal.SIGXCPU:
+            return [f"killed: a process used up its CPU time limit ({c.cpu_seconds}s)"]
+        if code == 128 + signal.SIGXFSZ:
+            size = c.max_file_size_mb
+            return [f"killed: a file passed the size limit ({size} MB), or the thread is over its quota"]
+        if code == 128 + signal.SIGKILL:
+            note = f"killed (SIGKILL): perhaps over the memory limit ({c.memory_mb} MB per process)"
+            unavailable = self.provider.cgroups.unavailable
+            return [
+                note
+                + (f"; this host cannot limit a command as a whole: {unavailable}" if unavailable else "")
+            ]
+        return []
 
     @property
     def _quota_bytes(self) -> int:
@@ -250,7 +274,11 @@ async def serve_broker(bus: Bus, config: AppConfig) -> tuple[Running, ThreadClea
         "sandbox",
         endpoints,
         description=f"Sandboxed commands and files per thread ({provider.name} provider)",
-        metadata={"provider": provider.name, "isolated": str(provider.isolated).lower()},
+        metadata={
+            "provider": provider.name,
+            "isolated": str(provider.isolated).lower(),
+            "cgroups": provider.cgroups.unavailable or "per command",
+        },
     )
     log.info("sandbox broker serving with the %s provider (files under %s)", provider.name, broker.root)
     return running, cleaner

@@ -29,12 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config import SandboxConfig
+from sandbox.cgroups import Cgroups
+from sandbox.host import SANDBOX_UID, bwrap_works, own_process_count
 from sandbox.hygiene import command_env
+from sandbox.output import Collector
 from sandbox.paths import USER_DATA, Mount, ThreadFS
 
 log = logging.getLogger(__name__)
 
-SANDBOX_UID = 65534  # nobody: commands never run as root
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 # Programs and libraries, read-only. Not /opt: what is installed there is the host's, not the sandbox's.
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -74,6 +76,7 @@ class Outcome:
     output: str
     truncated_chars: int
     timed_out: bool
+    out_of_memory: bool = False  # killed by its cgroup's memory limit
 
 
 class Provider:
@@ -82,6 +85,8 @@ class Provider:
 
     def __init__(self, config: SandboxConfig) -> None:
         self.config = config
+        self.cgroups = Cgroups(config.memory_mb, config.max_processes, config.cpu_cores)
+        self.cgroups.start()
 
     @property
     def owner(self) -> tuple[int, int] | None:
@@ -138,11 +143,30 @@ class Provider:
         pass_fds: tuple[int, ...] = (),
         output_limit: int | None = None,
     ) -> Outcome:
+        group = await asyncio.to_thread(self.cgroups.create)
+        try:
+            outcome = await self._spawn_in(argv, group, cwd, env, timeout, as_user, pass_fds, output_limit)
+            outcome.out_of_memory = Cgroups.out_of_memory(group)
+            return outcome
+        finally:
+            await asyncio.to_thread(Cgroups.remove, group)
+
+    async def _spawn_in(
+        self,
+        argv: list[str],
+        group: Path | None,
+        cwd: Path,
+        env: dict[str, str],
+        timeout: float,
+        as_user: tuple[int, int] | None,
+        pass_fds: tuple[int, ...],
+        output_limit: int | None,
+    ) -> Outcome:
         kwargs: dict[str, object] = {"pass_fds": pass_fds}
         if as_user is not None:
             kwargs.update({"user": as_user[0], "group": as_user[1], "extra_groups": []})
         proc = await asyncio.create_subprocess_exec(
-            *argv,
+            *Cgroups.wrap(group, argv),
             cwd=cwd,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
@@ -151,7 +175,7 @@ class Provider:
             start_new_session=True,
             **kwargs,  # type: ignore[arg-type]
         )
-        collector = _Collector(output_limit or self.config.max_output_chars)
+        collector = Collector(output_limit or self.config.max_output_chars)
         reader = asyncio.create_task(collector.read(proc.stdout))  # type: ignore[arg-type]
         timed_out = False
         try:
@@ -171,37 +195,6 @@ class Provider:
             reader.cancel()
         text, cut = collector.text()
         return Outcome(None if timed_out else proc.returncode, text, cut, timed_out)
-
-
-class _Collector:
-    """Keeps the head and the tail of a stream, counting what falls between."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = max(limit, 2)
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    async def read(self, stream: asyncio.StreamReader) -> None:
-        half = self.limit // 2
-        while chunk := await stream.read(65536):
-            self.total += len(chunk)
-            room = half - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
-                chunk = chunk[room:]
-            if chunk:
-                self.tail += chunk
-                if len(self.tail) > half:
-                    del self.tail[: len(self.tail) - half]
-
-    def text(self) -> tuple[str, int]:
-        cut = self.total - len(self.head) - len(self.tail)
-        head = self.head.decode("utf-8", errors="replace")
-        tail = self.tail.decode("utf-8", errors="replace")
-        if cut <= 0:
-            return head + tail, 0
-        return f"{head}\n[... output truncated: {cut} bytes cut ...]\n{tail}", cut
 
 
 class LocalProvider(Provider):
@@ -243,7 +236,7 @@ class BwrapProvider(Provider):
         self.bwrap = shutil.which("bwrap") or "bwrap"
         self.prlimit = shutil.which("prlimit")
         self.setpriv = shutil.which("setpriv") or "setpriv"
-        self.unshare = _own_process_count() if self.owner is not None else None
+        self.unshare = own_process_count() if self.owner is not None else None
 
     @property
     def owner(self) -> tuple[int, int] | None:
@@ -429,57 +422,6 @@ class BwrapProvider(Provider):
         finally:
             for fd in files.values():
                 os.close(fd)
-
-
-def _own_process_count() -> str | None:
-    """`unshare`, when it can give a command run as the sandbox uid a user namespace of its own.
-
-    The process limit (RLIMIT_NPROC) counts a uid's processes per user namespace: without one of
-    its own, every command running as the sandbox uid at the same time shares one count, and one
-    thread's fork bomb would stop every other thread's commands from starting processes.
-    """
-    import subprocess
-
-    unshare = shutil.which("unshare")
-    if unshare is not None:
-        try:
-            result = subprocess.run(
-                [unshare, "--user", f"--map-user={SANDBOX_UID}", f"--map-group={SANDBOX_UID}", "--", "true"],
-                capture_output=True,
-                timeout=10,
-                check=False,
-                user=SANDBOX_UID,
-                group=SANDBOX_UID,
-                extra_groups=[],
-            )
-        except (OSError, subprocess.SubprocessError):
-            result = None
-        if result is not None and result.returncode == 0:
-            return unshare
-    log.warning(
-        "sandbox: no user namespace per command here (unshare from util-linux >= 2.38 and unprivileged "
-        "user namespaces are needed); commands running at the same time share one process limit "
-        "(sandbox.max_processes)"
-    )
-    return None
-
-
-def bwrap_works() -> bool:
-    """bwrap is installed and can create its namespaces here."""
-    if shutil.which("bwrap") is None:
-        return False
-    import subprocess
-
-    try:
-        result = subprocess.run(
-            ["bwrap", "--ro-bind", "/", "/", "--unshare-all", "--dev", "/dev", "/bin/true"],
-            capture_output=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return result.returncode == 0
 
 
 def make_provider(config: SandboxConfig) -> Provider:
