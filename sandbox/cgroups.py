@@ -76,6 +76,8 @@ class Cgroups:
         if own is None:
             return "this process is in no cgroup v2 group"
         base = self.root / own.lstrip("/")
+        if base.name == "broker":  # this process moved itself into its leaf before (a second provider)
+            base = base.parent
         try:
             available = (base / "cgroup.controllers").read_text(encoding="ascii").split()
         except OSError as exc:
@@ -88,7 +90,7 @@ class Cgroups:
         try:
             leaf = base / "broker"
             leaf.mkdir(exist_ok=True)
-            (leaf / "cgroup.procs").write_text(str(os.getpid()), encoding="ascii")
+            (leaf / "cgroup.procs").write_text(str(os.getpid()), encoding="ascii")  # moves the whole process
             enable = " ".join(f"+{c}" for c in CONTROLLERS)
             (base / "cgroup.subtree_control").write_text(enable, encoding="ascii")
         except OSError as exc:
@@ -124,7 +126,8 @@ class Cgroups:
         """`argv`, joining `group` first (a shell writes its pid to cgroup.procs, then execs it)."""
         if group is None:
             return argv
-        join = 'echo $$ > "$0/cgroup.procs" && exec "$@"'
+        # A failed join leaves the command with its per-process limits only, as on a host without cgroups.
+        join = '{ echo $$ > "$0/cgroup.procs"; } 2>/dev/null; exec "$@"'
         return ["/bin/sh", "-c", join, str(group), *argv]
 
     @staticmethod
