@@ -2,8 +2,11 @@
 
 Endpoints (`<prefix>.sandbox.<name>`): exec, read_file, write_file, list_dir,
 str_replace, glob, grep. It also follows `<prefix>.events.thread.deleted`
-(`sandbox.cleanup`): a deleted thread's directories go. Every failure is a reply with an error code and a
-message the model can act on; nothing a caller sends can crash the service.
+(`sandbox.cleanup`): a deleted thread's directories go. Commands and greps
+share the broker fairly between users (`sandbox.fairness`) and stay within
+the thread's disk quota (`sandbox.quota`). Every failure is a reply with an
+error code and a message the model can act on; nothing a caller sends can
+crash the service.
 Any number of brokers serve one queue group; `$SRV` discovery lists them.
 """
 
@@ -83,7 +86,11 @@ class Broker:
             await self.sync.pull_uploads(fs)
             limit = self.config.command_timeout_seconds
             timeout = min(req.timeout_seconds, limit) if req.timeout_seconds else limit
-            outcome = await self._run_within_quota(fs, req.command, timeout)
+            try:
+                outcome = await self._run_within_quota(fs, req.command, timeout)
+            except TooLarge as exc:
+                self._audit(req, exit_code=None, started=started, refused=exc.message)
+                raise
             await self.sync.push_outputs(fs)
             used = await asyncio.to_thread(quota.usage, fs)
         warnings = [*warnings, *self._limit_warnings(outcome)]
