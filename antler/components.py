@@ -18,7 +18,8 @@ from bus import ComponentEntry
 @dataclass(frozen=True)
 class ComponentSpec:
     """A component: its name, its `module:function` entry, and how `antler up` knows it is ready:
-    `consumers` (it says so once its consumers take work: `bus.run_consumers`), `service` (its
+    `consumers` (it says so itself with `bus.component_ready()`, as `bus.run_consumers` does once
+    its consumers take work, and the sandbox broker once its service is up), `service` (its
     micro service answers a `$SRV` ping) or `listening` (the gateway wrote the URL it serves)."""
 
     name: str
@@ -48,7 +49,6 @@ COMPONENTS: dict[str, ComponentSpec] = {
             "sandbox",
             "sandbox.broker:run",
             "commands and files per thread, isolated with bwrap",
-            ready="service",
         ),
         ComponentSpec("router", "channels.router:run", "chats to threads, commands, run events to replies"),
         ComponentSpec(

@@ -1,10 +1,19 @@
-"""Runner processes for `antler up`: Python runs one core per process, agent runs are CPU-bound.
+"""Component processes for `antler up`: Python runs one core per process, and one stalled
+process must not stall the others.
 
 With `runner.processes` above 1 (or 0: one per core), `antler up` starts that many
 `antler run runner` children instead of running the runner in its own process. They
 share the runner's durable consumer, so JetStream spreads RunRequests over them, and
-one run per thread holds across processes through the thread records. A child that
-dies is started again; one that keeps dying within seconds of starting fails `antler up`.
+one run per thread holds across processes through the thread records. The sandbox
+broker always runs as a child of its own: it handles what users send (commands, file
+operations, patterns), and nothing it does may hold up the gateway or the router.
+A child that dies is started again; one that keeps dying within seconds of starting
+fails `antler up`.
+
+Children run `python -P -m antler run <name>`: `-P` keeps the working directory off
+`sys.path`, so a folder named `skills` or `bus` where `antler up` runs cannot shadow
+Antler's packages; Antler's own location is put on `PYTHONPATH` instead when it is not
+installed in site-packages (a source checkout), so the child imports the parent's code.
 """
 
 from __future__ import annotations
@@ -15,10 +24,13 @@ import contextlib
 import logging
 import os
 import signal
+import site
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+import antler
 from bus import Bus, ComponentEntry, EnvelopeError, component_ready, decode
 from bus.messages import ComponentReady
 
@@ -36,9 +48,27 @@ def process_count(configured: int) -> int:
     return configured if configured > 0 else max(1, min(4, os.cpu_count() or 1))
 
 
+def child_environment() -> dict[str, str]:
+    """The environment of a component child: ours, with Antler's own location first on PYTHONPATH
+    when site-packages does not hold it (run from a source checkout)."""
+    env = dict(os.environ)
+    root = str(Path(antler.__file__).resolve().parent.parent)
+    installed = {str(Path(p).resolve()) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    if root not in installed:
+        paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join([root, *(p for p in paths if p != root)])
+    return env
+
+
 def runner_pool(args: argparse.Namespace, url: str, count: int) -> ComponentEntry:
     """A component entry that keeps `count` runner processes alive until cancelled."""
-    command = [sys.executable, "-m", "antler", "run", "runner", "--nats-url", url]
+    return process_pool("runner", args, url, count)
+
+
+def process_pool(name: str, args: argparse.Namespace, url: str, count: int = 1) -> ComponentEntry:
+    """A component entry that keeps `count` `antler run <name>` processes alive until cancelled;
+    ready once each has announced itself (`ComponentReady` on `<p>.ready.<name>`)."""
+    command = [sys.executable, "-P", "-m", "antler", "run", name, "--nats-url", url]
     for flag, value in (("--config", args.config), ("--data-dir", args.data_dir), ("--prefix", args.prefix)):
         if value:
             command += [flag, str(value)]
@@ -60,9 +90,12 @@ def runner_pool(args: argparse.Namespace, url: str, count: int) -> ComponentEntr
                 if len(ready_pids) >= count:
                     all_ready.set()
 
-        sub = await bus.nc.subscribe(bus.subjects.component_ready("runner"), cb=on_ready)
+        sub = await bus.nc.subscribe(bus.subjects.component_ready(name), cb=on_ready)
         announcer = asyncio.create_task(_ready_when(all_ready, sub))
-        children = [asyncio.create_task(_keep_alive(command, n), name=f"runner-{n}") for n in range(count)]
+        env = child_environment()
+        children = [
+            asyncio.create_task(_keep_alive(name, command, env, n), name=f"{name}-{n}") for n in range(count)
+        ]
         try:
             done, _ = await asyncio.wait(children, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
@@ -77,7 +110,7 @@ def runner_pool(args: argparse.Namespace, url: str, count: int) -> ComponentEntr
 
 
 async def _ready_when(all_ready: asyncio.Event, sub: Any) -> None:
-    """The pool is ready once every runner process is (the first time; a restarted one catches up)."""
+    """The pool is ready once every process is (the first time; a restarted one catches up)."""
     try:
         await all_ready.wait()
         component_ready()
@@ -86,17 +119,17 @@ async def _ready_when(all_ready: asyncio.Event, sub: Any) -> None:
             await sub.unsubscribe()
 
 
-async def _keep_alive(command: list[str], number: int) -> None:
+async def _keep_alive(name: str, command: list[str], env: dict[str, str], number: int) -> None:
     quick_deaths = 0
     while True:
         started = time.monotonic()
         # Its own session: a Ctrl-C reaches only `antler up`, which then stops each child exactly once
         # (a second signal would make a runner abort instead of draining).
         child = await asyncio.create_subprocess_exec(
-            *command, start_new_session=True, preexec_fn=_die_with_parent
+            *command, env=env, start_new_session=True, preexec_fn=_die_with_parent
         )
         _children.add(child)
-        log.info("runner process %d started (pid %d)", number + 1, child.pid)
+        log.info("%s process %d started (pid %d)", name, number + 1, child.pid)
         try:
             code = await child.wait()
         except asyncio.CancelledError:
@@ -107,8 +140,8 @@ async def _keep_alive(command: list[str], number: int) -> None:
                 _children.discard(child)
         quick_deaths = quick_deaths + 1 if time.monotonic() - started < QUICK_DEATH else 0
         if quick_deaths >= MAX_QUICK_DEATHS:
-            raise RuntimeError(f"runner process {number + 1} keeps exiting (code {code}); see its log above")
-        log.warning("runner process %d exited with code %s; starting it again", number + 1, code)
+            raise RuntimeError(f"{name} process {number + 1} keeps exiting (code {code}); see its log above")
+        log.warning("%s process %d exited with code %s; starting it again", name, number + 1, code)
         await asyncio.sleep(min(quick_deaths, 3))
 
 
@@ -123,17 +156,17 @@ def _die_with_parent() -> None:
 
 
 def kill_children() -> None:
-    """Last resort when `antler up` exits: SIGKILL any runner child still alive (none, normally)."""
+    """Last resort when `antler up` exits: SIGKILL any component child still alive (none, normally)."""
     for child in list(_children):
         if child.returncode is None:
-            log.warning("runner process %d is still running; killing it", child.pid)
+            log.warning("component process %d is still running; killing it", child.pid)
             with contextlib.suppress(ProcessLookupError):
                 child.kill()
     _children.clear()
 
 
 async def _stop(child: asyncio.subprocess.Process, grace: float = STOP_GRACE) -> None:
-    """SIGTERM (the runner drains its runs), then SIGKILL if it does not end within `grace`.
+    """SIGTERM (the component drains its work), then SIGKILL if it does not end within `grace`.
 
     A killed runner loses nothing: its un-acked runs are delivered again and resume from
     their checkpoints. `grace` stays below `antler up`'s own drain timeout, so a child is
@@ -145,7 +178,7 @@ async def _stop(child: asyncio.subprocess.Process, grace: float = STOP_GRACE) ->
     try:
         await asyncio.wait_for(child.wait(), grace)
     except TimeoutError:
-        log.warning("runner process %d did not stop within %.0fs; killing it", child.pid, grace)
+        log.warning("component process %d did not stop within %.0fs; killing it", child.pid, grace)
         with contextlib.suppress(ProcessLookupError):
             child.kill()
         await child.wait()

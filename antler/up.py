@@ -1,4 +1,8 @@
-"""`antler up`: embedded nats-server plus every component, in one process, until Ctrl-C.
+"""`antler up`: embedded nats-server plus every component until Ctrl-C.
+
+Components run in this process, each on its own connection, except the sandbox broker
+and (with `runner.processes` above 1) the runners: those run as supervised child
+processes (`antler.pool`).
 
 "Antler is up" is printed once every component is ready to serve: consumers taking
 work (runner processes included), services answering, the gateway listening.
@@ -16,7 +20,7 @@ from typing import Any
 
 from antler._common import CliError, load, login, nats_url, setup_logging, status
 from antler.components import COMPONENTS, resolve_component
-from antler.pool import kill_children, process_count, runner_pool
+from antler.pool import kill_children, process_count, process_pool, runner_pool
 from bus import (
     Bus,
     ComponentEntry,
@@ -198,6 +202,9 @@ async def up(args: argparse.Namespace) -> int:
         runners = process_count(config.runner.processes)
         if runners > 1 and "runner" in components:
             components["runner"] = runner_pool(args, url, runners)
+        if "sandbox" in components:
+            # What users send it (commands, patterns) must never hold up the gateway or the router.
+            components["sandbox"] = process_pool("sandbox", args, url)
         print(f"NATS: {url}", flush=True)
         if components:
             names = [

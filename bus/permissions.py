@@ -88,7 +88,7 @@ RIGHTS: dict[str, Rights] = {
         kv_write=("memory",),
         serve=("memory",),
     ),
-    "sandbox": Rights(files=True, serve=("sandbox",)),
+    "sandbox": Rights(read_streams=("EVENTS",), files=True, serve=("sandbox",)),
     "router": Rights(
         consume=(
             ("CHAT_IN", "router", "chat.in.>"),

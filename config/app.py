@@ -166,13 +166,28 @@ class SandboxConfig(Section):
     )
     allow_network: bool = False
     command_timeout_seconds: float = Field(120.0, gt=0)
+    grep_timeout_seconds: float = Field(
+        30.0, gt=0, description="The grep tool's deadline: a pattern still matching then is killed."
+    )
     max_output_chars: int = Field(20_000, gt=0)
     max_read_chars: int = Field(50_000, gt=0)
     max_write_bytes: int = Field(10 * 1024 * 1024, gt=0)
     cpu_seconds: int = Field(120, gt=0)
+    cpu_cores: float = Field(
+        1.0, gt=0, description="CPU one command's processes may use together (cgroup v2 hosts only)."
+    )
     memory_mb: int = Field(1024, gt=0)
     max_processes: int = Field(256, gt=0)
     max_file_size_mb: int = Field(100, gt=0)
+    max_thread_mb: float = Field(
+        1024, gt=0, description="Disk one thread's files may take (workspace, outputs, uploads, /tmp)."
+    )
+    max_commands_per_user: int = Field(
+        8, gt=0, description="Commands (and greps) of one user a broker runs at once; more wait."
+    )
+    max_waiting_per_user: int = Field(
+        8, ge=0, description="Commands of one user waiting for a slot; more are refused (busy)."
+    )
 
 
 class MemoryConfig(Section):

@@ -7,6 +7,7 @@ SandboxClient(bus, user_id, thread_id)   # what tools call (the agent's are in a
 from sandbox.broker import Broker, run, serve_broker
 from sandbox.client import SandboxClient
 from sandbox.errors import (
+    Busy,
     Conflict,
     InvalidRequest,
     NotAllowed,
@@ -16,11 +17,13 @@ from sandbox.errors import (
     TooLarge,
     Unavailable,
 )
+from sandbox.host import bwrap_works
 from sandbox.paths import ThreadFS
-from sandbox.providers import BwrapProvider, LocalProvider, Provider, bwrap_works, make_provider
+from sandbox.providers import BwrapProvider, LocalProvider, Provider, make_provider
 
 __all__ = [
     "Broker",
+    "Busy",
     "BwrapProvider",
     "Conflict",
     "InvalidRequest",

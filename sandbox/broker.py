@@ -1,8 +1,12 @@
 """The sandbox broker: a NATS micro service running commands and file operations per user and thread.
 
 Endpoints (`<prefix>.sandbox.<name>`): exec, read_file, write_file, list_dir,
-str_replace, glob, grep. Every failure is a reply with an error code and a
-message the model can act on; nothing a caller sends can crash the service.
+str_replace, glob, grep. It also follows `<prefix>.events.thread.deleted`
+(`sandbox.cleanup`): a deleted thread's directories go. Commands and greps
+share the broker fairly between users (`sandbox.fairness`) and stay within
+the thread's disk quota (`sandbox.quota`). Every failure is a reply with an
+error code and a message the model can act on; nothing a caller sends can
+crash the service.
 Any number of brokers serve one queue group; `$SRV` discovery lists them.
 """
 
@@ -11,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal
 import time
 from pathlib import Path
 from typing import Any
 
-from bus import Bus
+from bus import Bus, component_ready
 from bus.messages import (
     ExecReply,
     ExecRequest,
@@ -36,12 +41,14 @@ from bus.messages import (
 )
 from bus.service import Endpoint, Running, start_service
 from config import AppConfig
-from sandbox import files
-from sandbox.errors import InvalidRequest, NotAllowed
+from sandbox import files, quota, search
+from sandbox.cleanup import ThreadCleaner
+from sandbox.errors import InvalidRequest, NotAllowed, TooLarge
+from sandbox.fairness import UserSlots
 from sandbox.hygiene import check_command
 from sandbox.objects import FileSync
 from sandbox.paths import USER_DATA, ThreadFS
-from sandbox.providers import Provider, make_provider
+from sandbox.providers import Outcome, Provider, make_provider
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("sandbox.audit")
@@ -57,6 +64,7 @@ class Broker:
         self.provider = provider
         self.sync = sync
         self.locks = files.PathLocks()
+        self.slots = UserSlots(config.sandbox.max_commands_per_user, config.sandbox.max_waiting_per_user)
 
     def fs(self, request: SandboxRequest) -> ThreadFS:
         fs = ThreadFS(self.root, request.user_id, request.thread_id, self.skills)
@@ -74,11 +82,20 @@ class Broker:
                 raise NotAllowed(f"{reason}. Use a safer command.")
             raise InvalidRequest(reason)
         fs = self.fs(req)
-        await self.sync.pull_uploads(fs)
-        limit = self.config.command_timeout_seconds
-        timeout = min(req.timeout_seconds, limit) if req.timeout_seconds else limit
-        outcome = await self.provider.run(fs, req.command, timeout)
-        await self.sync.push_outputs(fs)
+        async with self.slots.hold(req.user_id):
+            await self.sync.pull_uploads(fs)
+            limit = self.config.command_timeout_seconds
+            timeout = min(req.timeout_seconds, limit) if req.timeout_seconds else limit
+            try:
+                outcome = await self._run_within_quota(fs, req.command, timeout)
+            except TooLarge as exc:
+                self._audit(req, exit_code=None, started=started, refused=exc.message)
+                raise
+            await self.sync.push_outputs(fs)
+            used = await asyncio.to_thread(quota.usage, fs)
+        warnings = [*warnings, *self._limit_warnings(outcome)]
+        if used > self._quota_bytes:
+            warnings.append(quota.over_quota_message(used, self.config.max_thread_mb))
         self._audit(req, exit_code=outcome.exit_code, started=started, timed_out=outcome.timed_out)
         return ExecReply(
             exit_code=outcome.exit_code,
@@ -88,6 +105,61 @@ class Broker:
             truncated_chars=outcome.truncated_chars,
             warnings=warnings,
         )
+
+    def _limit_warnings(self, outcome: Outcome) -> list[str]:
+        """What the model should know when a limit ended the command (and which ones this host lacks)."""
+        c = self.config
+        if outcome.out_of_memory:
+            return [f"killed: the command's processes together passed its memory limit ({c.memory_mb} MB)"]
+        code = outcome.exit_code
+        if code is not None and code < 0:  # the command's own process died of the signal
+            code = 128 - code
+        if code == 128 + signal.SIGXCPU:
+            return [f"killed: a process used up its CPU time limit ({c.cpu_seconds}s)"]
+        if code == 128 + signal.SIGXFSZ:
+            size = c.max_file_size_mb
+            return [f"killed: a file passed the size limit ({size} MB), or the thread is over its quota"]
+        if code == 128 + signal.SIGKILL:
+            note = f"killed (SIGKILL): perhaps over the memory limit ({c.memory_mb} MB per process)"
+            unavailable = self.provider.cgroups.unavailable
+            return [
+                note
+                + (f"; this host cannot limit a command as a whole: {unavailable}" if unavailable else "")
+            ]
+        return []
+
+    @property
+    def _quota_bytes(self) -> int:
+        return int(self.config.max_thread_mb * 1e6)
+
+    async def _run_within_quota(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
+        """Run the command, stopping it if it takes the thread over its disk quota (checked every
+        `quota.CHECK_SECONDS`); a thread already over it runs commands that cannot grow files."""
+        at_start = await asyncio.to_thread(quota.usage, fs)
+        run = asyncio.create_task(
+            self.provider.run(fs, command, timeout, grow_files=at_start <= self._quota_bytes)
+        )
+        try:
+            while True:
+                done, _ = await asyncio.wait({run}, timeout=quota.CHECK_SECONDS)
+                if done:
+                    return run.result()
+                used = await asyncio.to_thread(quota.usage, fs)
+                if used > self._quota_bytes and used > at_start:
+                    log.warning(
+                        "thread %s of %s: a command passed the disk quota; stopped", fs.thread_id, fs.user_id
+                    )
+                    message = quota.over_quota_message(used, self.config.max_thread_mb)
+                    raise TooLarge(f"the command was stopped: {message}")
+        finally:
+            if not run.done():
+                run.cancel()
+                await asyncio.gather(run, return_exceptions=True)
+
+    async def _check_quota(self, fs: ThreadFS, adding: int) -> None:
+        used = await asyncio.to_thread(quota.usage, fs)
+        if used + adding > self._quota_bytes:
+            raise TooLarge(quota.over_quota_message(used + adding, self.config.max_thread_mb))
 
     async def read_file(self, req: ReadFileRequest) -> ReadFileReply:
         fs = self.fs(req)
@@ -104,6 +176,7 @@ class Broker:
     async def write_file(self, req: WriteFileRequest) -> WriteFileReply:
         fs = self.fs(req)
         key = fs.locate(req.path, write=True).key
+        await self._check_quota(fs, len(req.content.encode("utf-8")))
         async with self.locks.hold(key):
             written = await asyncio.to_thread(
                 files.write_file, fs, req.path, req.content, req.append, self.config, self.provider.owner
@@ -121,6 +194,7 @@ class Broker:
     async def str_replace(self, req: StrReplaceRequest) -> StrReplaceReply:
         fs = self.fs(req)
         key = fs.locate(req.path, write=True).key
+        await self._check_quota(fs, max(len(req.new_str) - len(req.old_str), 0))
         async with self.locks.hold(key):
             count = await asyncio.to_thread(
                 files.str_replace,
@@ -144,10 +218,18 @@ class Broker:
 
     async def grep(self, req: GrepRequest) -> GrepReply:
         fs = self.fs(req)
-        await self.sync.pull_uploads(fs)
-        found, truncated = await asyncio.to_thread(
-            files.grep, fs, req.pattern, req.path, req.glob, req.ignore_case, req.max_matches
-        )
+        async with self.slots.hold(req.user_id):
+            await self.sync.pull_uploads(fs)
+            found, truncated = await search.grep(
+                self.provider,
+                fs,
+                self.config,
+                pattern=req.pattern,
+                path=req.path,
+                file_glob=req.glob,
+                ignore_case=req.ignore_case,
+                max_matches=req.max_matches,
+            )
         return GrepReply(
             matches=[GrepMatch(path=p, line=n, text=t) for p, n, t in found], truncated=truncated
         )
@@ -179,9 +261,12 @@ class Broker:
         )
 
 
-async def serve_broker(bus: Bus, config: AppConfig) -> Running:
+async def serve_broker(bus: Bus, config: AppConfig) -> tuple[Running, ThreadCleaner]:
+    """The service, answering; started after this broker caught up on deleted threads."""
     provider = await asyncio.to_thread(make_provider, config.sandbox)
     broker = Broker(bus, config, provider, FileSync(await bus.files(), provider.owner))
+    cleaner = ThreadCleaner(bus, broker.root, broker.sync.forget)
+    await cleaner.start()
     endpoints: list[Endpoint[Any, Any]] = [
         Endpoint("exec", ExecRequest, ExecReply, broker.exec),
         Endpoint("read_file", ReadFileRequest, ReadFileReply, broker.read_file),
@@ -196,16 +281,22 @@ async def serve_broker(bus: Bus, config: AppConfig) -> Running:
         "sandbox",
         endpoints,
         description=f"Sandboxed commands and files per thread ({provider.name} provider)",
-        metadata={"provider": provider.name, "isolated": str(provider.isolated).lower()},
+        metadata={
+            "provider": provider.name,
+            "isolated": str(provider.isolated).lower(),
+            "cgroups": provider.cgroups.unavailable or "per command",
+        },
     )
     log.info("sandbox broker serving with the %s provider (files under %s)", provider.name, broker.root)
-    return running
+    return running, cleaner
 
 
 async def run(bus: Bus, config: AppConfig) -> None:
     """The sandbox broker component: serve until cancelled, then stop the service."""
-    service = await serve_broker(bus, config)
+    service, cleaner = await serve_broker(bus, config)
+    component_ready()
     try:
         await asyncio.Future()
     finally:
         await service.stop()
+        await cleaner.stop()

@@ -7,6 +7,7 @@ SandboxError (code)
 ├── Timeout         timeout      the command ran past its time limit (also TimeoutError)
 ├── TooLarge        too_large    over a size cap
 ├── Conflict        conflict     str_replace found the text zero or several times
+├── Busy            busy         the user has as many commands running and waiting as they may
 └── Unavailable     unavailable  no broker answered (client side)
 """
 
@@ -48,12 +49,17 @@ class Conflict(SandboxError):
     code = "conflict"
 
 
+class Busy(SandboxError):
+    code = "busy"
+
+
 class Unavailable(SandboxError):
     code = "unavailable"
 
 
 BY_CODE: dict[str, type[SandboxError]] = {
-    cls.code: cls for cls in (NotFound, NotAllowed, InvalidRequest, Timeout, TooLarge, Conflict, Unavailable)
+    cls.code: cls
+    for cls in (NotFound, NotAllowed, InvalidRequest, Timeout, TooLarge, Conflict, Busy, Unavailable)
 }
 
 

@@ -1,4 +1,4 @@
-"""File operations on a thread's virtual paths: read, write, list, str_replace, glob, grep.
+"""File operations on a thread's virtual paths: read, write, list, str_replace, glob.
 
 They run in a worker thread (disk I/O stays off the event loop). Every one opens
 its files through `sandbox.fdpath` (beneath the mount's root descriptor, never
@@ -15,7 +15,6 @@ import contextlib
 import fnmatch
 import mimetypes
 import os
-import re
 import stat
 from collections import defaultdict
 from pathlib import PurePosixPath
@@ -216,48 +215,3 @@ def glob(fs: ThreadFS, pattern: str, path: str) -> tuple[list[str], bool]:
     except NotFound:
         raise NotFound(f"{path} is not a directory") from None
     return found, False
-
-
-def _grep_file(
-    fd: int, virtual: str, regex: re.Pattern[str], matches: list[tuple[str, int, str]], max_matches: int
-) -> bool:
-    """Adds the file's matching lines; True when `max_matches` is reached."""
-    try:
-        with open(fd, encoding="utf-8", errors="strict", closefd=False) as handle:
-            for number, line in enumerate(handle, 1):
-                if regex.search(line):
-                    matches.append((virtual, number, line.rstrip("\n")[:500]))
-                    if len(matches) >= max_matches:
-                        return True
-    except (UnicodeDecodeError, OSError):
-        pass  # binary or unreadable: not what grep is for
-    return False
-
-
-def grep(
-    fs: ThreadFS, pattern: str, path: str, file_glob: str | None, ignore_case: bool, max_matches: int
-) -> tuple[list[tuple[str, int, str]], bool]:
-    try:
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise InvalidRequest(f"not a valid regular expression: {exc}") from None
-    location = fs.locate(path)
-    matches: list[tuple[str, int, str]] = []
-    with fdpath.opened(location) as (fd, info):
-        if stat.S_ISREG(info.st_mode):
-            if file_glob and not fnmatch.fnmatch(location.name, file_glob):
-                return matches, False
-            return matches, _grep_file(fd, location.virtual, regex, matches, max_matches)
-        if not stat.S_ISDIR(info.st_mode):
-            raise InvalidRequest(f"{path} is not a regular file")
-        with contextlib.closing(fdpath.walk(fd)) as walk:
-            for entry in walk:
-                if not entry.is_file or (file_glob and not fnmatch.fnmatch(entry.name, file_glob)):
-                    continue
-                with fdpath.open_entry(entry) as opened:
-                    if opened is None:
-                        continue
-                    virtual = location.child(*entry.parts).virtual
-                    if _grep_file(opened[0], virtual, regex, matches, max_matches):
-                        return matches, True
-    return matches, False

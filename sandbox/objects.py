@@ -37,6 +37,10 @@ class FileSync:
         # (user, thread) -> {relative path: (size, mtime_ns)} of outputs already published
         self._published: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
 
+    def forget(self, user_id: str, thread_id: str) -> None:
+        """The thread is gone: what was published of it no longer says anything about a new one."""
+        self._published.pop((user_id, thread_id), None)
+
     async def pull_uploads(self, fs: ThreadFS) -> int:
         """Copy the thread's uploads from the object store where missing or different; returns how many."""
         prefix = thread_prefix(UPLOADS, fs.user_id, fs.thread_id)

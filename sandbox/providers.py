@@ -20,18 +20,23 @@ import contextlib
 import glob
 import logging
 import os
+import secrets
 import shutil
 import signal
+import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from config import SandboxConfig
+from sandbox.cgroups import Cgroups
+from sandbox.host import SANDBOX_UID, bwrap_works, own_process_count
 from sandbox.hygiene import command_env
-from sandbox.paths import USER_DATA, ThreadFS
+from sandbox.output import Collector
+from sandbox.paths import USER_DATA, Mount, ThreadFS
 
 log = logging.getLogger(__name__)
 
-SANDBOX_UID = 65534  # nobody: commands never run as root
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 # Programs and libraries, read-only. Not /opt: what is installed there is the host's, not the sandbox's.
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -71,6 +76,7 @@ class Outcome:
     output: str
     truncated_chars: int
     timed_out: bool
+    out_of_memory: bool = False  # killed by its cgroup's memory limit
 
 
 class Provider:
@@ -79,14 +85,52 @@ class Provider:
 
     def __init__(self, config: SandboxConfig) -> None:
         self.config = config
+        self.cgroups = Cgroups(config.memory_mb, config.max_processes, config.cpu_cores)
+        self.cgroups.start()
 
     @property
     def owner(self) -> tuple[int, int] | None:
         """Who owns the thread's files (the sandbox uid when we are root), or None for 'us'."""
         return None
 
-    async def run(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
+    @property
+    def python(self) -> str | None:
+        """The Python a sandboxed command can run (the grep tool's search), or None if there is none."""
+        return sys.executable
+
+    def root_of(self, mount: Mount) -> str:
+        """Where a command sees `mount`: its virtual path when isolated, its host path otherwise."""
+        return str(mount.host)
+
+    async def run(
+        self,
+        fs: ThreadFS,
+        command: str,
+        timeout: float,
+        *,
+        output_limit: int | None = None,
+        grow_files: bool = True,
+    ) -> Outcome:
+        """Run `command` in the thread's sandbox; `output_limit` overrides `max_output_chars`;
+        without `grow_files` (a thread over its disk quota) no file may grow (bwrap only)."""
         raise NotImplementedError
+
+    @contextlib.asynccontextmanager
+    async def command_tmp(self, fs: ThreadFS) -> AsyncIterator[Path]:
+        """A /tmp of the command's own on the thread's disk (counted in its quota, never RAM), removed
+        after the command."""
+        tmp = fs.base.parent / "tmp" / secrets.token_hex(8)
+
+        def make() -> None:
+            tmp.mkdir(parents=True, mode=0o700)
+            if self.owner is not None:
+                os.chown(tmp, *self.owner)
+
+        await asyncio.to_thread(make)
+        try:
+            yield tmp
+        finally:
+            await asyncio.to_thread(shutil.rmtree, tmp, ignore_errors=True)
 
     async def _spawn(
         self,
@@ -97,12 +141,32 @@ class Provider:
         timeout: float,
         as_user: tuple[int, int] | None,
         pass_fds: tuple[int, ...] = (),
+        output_limit: int | None = None,
+    ) -> Outcome:
+        group = await asyncio.to_thread(self.cgroups.create)
+        try:
+            outcome = await self._spawn_in(argv, group, cwd, env, timeout, as_user, pass_fds, output_limit)
+            outcome.out_of_memory = Cgroups.out_of_memory(group)
+            return outcome
+        finally:
+            await asyncio.to_thread(Cgroups.remove, group)
+
+    async def _spawn_in(
+        self,
+        argv: list[str],
+        group: Path | None,
+        cwd: Path,
+        env: dict[str, str],
+        timeout: float,
+        as_user: tuple[int, int] | None,
+        pass_fds: tuple[int, ...],
+        output_limit: int | None,
     ) -> Outcome:
         kwargs: dict[str, object] = {"pass_fds": pass_fds}
         if as_user is not None:
             kwargs.update({"user": as_user[0], "group": as_user[1], "extra_groups": []})
         proc = await asyncio.create_subprocess_exec(
-            *argv,
+            *Cgroups.wrap(group, argv),
             cwd=cwd,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
@@ -111,7 +175,7 @@ class Provider:
             start_new_session=True,
             **kwargs,  # type: ignore[arg-type]
         )
-        collector = _Collector(self.config.max_output_chars)
+        collector = Collector(output_limit or self.config.max_output_chars)
         reader = asyncio.create_task(collector.read(proc.stdout))  # type: ignore[arg-type]
         timed_out = False
         try:
@@ -133,51 +197,32 @@ class Provider:
         return Outcome(None if timed_out else proc.returncode, text, cut, timed_out)
 
 
-class _Collector:
-    """Keeps the head and the tail of a stream, counting what falls between."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = max(limit, 2)
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    async def read(self, stream: asyncio.StreamReader) -> None:
-        half = self.limit // 2
-        while chunk := await stream.read(65536):
-            self.total += len(chunk)
-            room = half - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
-                chunk = chunk[room:]
-            if chunk:
-                self.tail += chunk
-                if len(self.tail) > half:
-                    del self.tail[: len(self.tail) - half]
-
-    def text(self) -> tuple[str, int]:
-        cut = self.total - len(self.head) - len(self.tail)
-        head = self.head.decode("utf-8", errors="replace")
-        tail = self.tail.decode("utf-8", errors="replace")
-        if cut <= 0:
-            return head + tail, 0
-        return f"{head}\n[... output truncated: {cut} bytes cut ...]\n{tail}", cut
-
-
 class LocalProvider(Provider):
     """No isolation: virtual paths are rewritten to host paths in the command. Development only."""
 
     name = "local"
 
-    async def run(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
-        env = command_env({"HOME": str(fs.workspace), "PATH": os.environ.get("PATH", SANDBOX_PATH)})
-        outcome = await self._spawn(
-            ["/bin/bash", "-c", fs.translate_command(command)],
-            cwd=fs.workspace,
-            env=env,
-            timeout=timeout,
-            as_user=None,
-        )
+    async def run(
+        self,
+        fs: ThreadFS,
+        command: str,
+        timeout: float,
+        *,
+        output_limit: int | None = None,
+        grow_files: bool = True,
+    ) -> Outcome:
+        async with self.command_tmp(fs) as tmp:
+            env = command_env(
+                {"HOME": str(fs.workspace), "PATH": os.environ.get("PATH", SANDBOX_PATH), "TMPDIR": str(tmp)}
+            )
+            outcome = await self._spawn(
+                ["/bin/bash", "-c", fs.translate_command(command)],
+                cwd=fs.workspace,
+                env=env,
+                timeout=timeout,
+                as_user=None,
+                output_limit=output_limit,
+            )
         outcome.output = fs.untranslate(outcome.output)
         return outcome
 
@@ -191,7 +236,7 @@ class BwrapProvider(Provider):
         self.bwrap = shutil.which("bwrap") or "bwrap"
         self.prlimit = shutil.which("prlimit")
         self.setpriv = shutil.which("setpriv") or "setpriv"
-        self.unshare = _own_process_count() if self.owner is not None else None
+        self.unshare = own_process_count() if self.owner is not None else None
 
     @property
     def owner(self) -> tuple[int, int] | None:
@@ -239,10 +284,16 @@ class BwrapProvider(Provider):
         return [*args, "--remount-ro", "/etc"]
 
     def argv(
-        self, fs: ThreadFS, command: str, files: dict[str, int] | None = None
+        self,
+        fs: ThreadFS,
+        command: str,
+        files: dict[str, int] | None = None,
+        *,
+        tmp: Path | None = None,
+        grow_files: bool = True,
     ) -> tuple[list[str], list[str]]:
         """bwrap's options and the command it runs; `files` are extra /etc files (path -> fd to read
-        them from)."""
+        them from), `tmp` the host directory the command sees as /tmp (else an unsized tmpfs)."""
         c = self.config
         args = [self.bwrap, "--die-with-parent", "--new-session"]
         if self.owner is not None:
@@ -260,7 +311,8 @@ class BwrapProvider(Provider):
             elif os.path.isdir(path):
                 args += ["--ro-bind", path, path]
         args += self.etc_args(files or {})
-        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--bind", str(tmp), "/tmp"] if tmp is not None else ["--perms", "1777", "--tmpfs", "/tmp"]
         # Mount points reachable by the unprivileged user (bwrap would make them root-only).
         args += ["--perms", "0755", "--dir", "/mnt", "--perms", "0755", "--dir", USER_DATA]
         for mount in fs.mounts:
@@ -291,12 +343,44 @@ class BwrapProvider(Provider):
                 f"--cpu={c.cpu_seconds}",
                 f"--as={c.memory_mb * 1024 * 1024}",
                 f"--nproc={c.max_processes}",
-                f"--fsize={c.max_file_size_mb * 1024 * 1024}",
+                f"--fsize={c.max_file_size_mb * 1024 * 1024 if grow_files else 0}",
                 "--",
             ]
         return options, [*args, "/bin/bash", "-c", command]
 
-    async def run(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
+    @property
+    def python(self) -> str | None:
+        found = shutil.which("python3", path=SANDBOX_PATH)
+        if found is None:
+            return None
+        real = os.path.realpath(found)
+        # Only one the sandbox can see: the system's directories are all it has of the host.
+        return found if any(real.startswith(d + "/") for d in _SYSTEM_DIRS) else None
+
+    def root_of(self, mount: Mount) -> str:
+        return mount.virtual
+
+    async def run(
+        self,
+        fs: ThreadFS,
+        command: str,
+        timeout: float,
+        *,
+        output_limit: int | None = None,
+        grow_files: bool = True,
+    ) -> Outcome:
+        async with self.command_tmp(fs) as tmp:
+            return await self._run(fs, command, timeout, tmp, output_limit, grow_files)
+
+    async def _run(
+        self,
+        fs: ThreadFS,
+        command: str,
+        timeout: float,
+        tmp: Path,
+        output_limit: int | None,
+        grow_files: bool,
+    ) -> Outcome:
         env = command_env(
             {
                 "HOME": f"{USER_DATA}/workspace",
@@ -317,7 +401,7 @@ class BwrapProvider(Provider):
                     os.write(write_end, content)
                 finally:
                     os.close(write_end)
-            options, argv = self.argv(fs, command, files)
+            options, argv = self.argv(fs, command, files, tmp=tmp, grow_files=grow_files)
             # The options name host paths; bwrap reads them from a pipe, so they are not on the
             # command line, which every process in the sandbox can read (/proc/1/cmdline).
             read_end, write_end = os.pipe()
@@ -333,61 +417,11 @@ class BwrapProvider(Provider):
                 timeout=timeout,
                 as_user=None,
                 pass_fds=tuple(files.values()),
+                output_limit=output_limit,
             )
         finally:
             for fd in files.values():
                 os.close(fd)
-
-
-def _own_process_count() -> str | None:
-    """`unshare`, when it can give a command run as the sandbox uid a user namespace of its own.
-
-    The process limit (RLIMIT_NPROC) counts a uid's processes per user namespace: without one of
-    its own, every command running as the sandbox uid at the same time shares one count, and one
-    thread's fork bomb would stop every other thread's commands from starting processes.
-    """
-    import subprocess
-
-    unshare = shutil.which("unshare")
-    if unshare is not None:
-        try:
-            result = subprocess.run(
-                [unshare, "--user", f"--map-user={SANDBOX_UID}", f"--map-group={SANDBOX_UID}", "--", "true"],
-                capture_output=True,
-                timeout=10,
-                check=False,
-                user=SANDBOX_UID,
-                group=SANDBOX_UID,
-                extra_groups=[],
-            )
-        except (OSError, subprocess.SubprocessError):
-            result = None
-        if result is not None and result.returncode == 0:
-            return unshare
-    log.warning(
-        "sandbox: no user namespace per command here (unshare from util-linux >= 2.38 and unprivileged "
-        "user namespaces are needed); commands running at the same time share one process limit "
-        "(sandbox.max_processes)"
-    )
-    return None
-
-
-def bwrap_works() -> bool:
-    """bwrap is installed and can create its namespaces here."""
-    if shutil.which("bwrap") is None:
-        return False
-    import subprocess
-
-    try:
-        result = subprocess.run(
-            ["bwrap", "--ro-bind", "/", "/", "--unshare-all", "--dev", "/dev", "/bin/true"],
-            capture_output=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return result.returncode == 0
 
 
 def make_provider(config: SandboxConfig) -> Provider:

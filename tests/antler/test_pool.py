@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from tests.antler.test_cli import pid_alive
 async def test_a_child_that_dies_is_started_again(tmp_path: Path) -> None:
     starts = tmp_path / "starts"
     script = f"open({str(starts)!r}, 'a').write('x'); import time; time.sleep(0.2)"
-    keeper = asyncio.create_task(_keep_alive([sys.executable, "-c", script], 0))
+    keeper = asyncio.create_task(_keep_alive("runner", [sys.executable, "-c", script], dict(os.environ), 0))
     for _ in range(200):
         if starts.exists() and len(starts.read_text()) >= 2:
             break
@@ -28,13 +29,13 @@ async def test_a_child_that_dies_is_started_again(tmp_path: Path) -> None:
 
 async def test_a_child_that_keeps_dying_at_once_fails_loudly() -> None:
     with pytest.raises(RuntimeError, match="keeps exiting \\(code 3\\)"):
-        await _keep_alive([sys.executable, "-c", "raise SystemExit(3)"], 0)
+        await _keep_alive("runner", [sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ), 0)
 
 
 async def test_a_running_child_is_stopped_when_the_pool_stops(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     script = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
-    keeper = asyncio.create_task(_keep_alive([sys.executable, "-c", script], 0))
+    keeper = asyncio.create_task(_keep_alive("runner", [sys.executable, "-c", script], dict(os.environ), 0))
     for _ in range(200):
         if pid_file.exists() and pid_file.read_text():
             break

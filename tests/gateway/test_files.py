@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import httpx
 import pytest
 
 from bus import Bus
-from bus.files import output_key
+from bus.files import list_objects, output_key
+from config import AppConfig
 from tests.fakes.documents import docx, pdf
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 
@@ -145,3 +149,48 @@ async def test_other_users_cannot_read_uploads_or_artifacts(api_url: str, http: 
         ).status_code == 404
         up = await bob.post(f"/threads/{thread}/uploads", files=[("files", ("x.txt", b"x", "text/plain"))])
         assert up.status_code == 404
+
+
+async def _until_gone(path: Path) -> None:
+    """The broker removes a deleted thread's directory when it hears of the deletion (an event)."""
+    for _ in range(400):
+        if not await asyncio.to_thread(path.exists):
+            return
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"{path} is still there after its thread was deleted")
+
+
+async def test_a_deleted_threads_files_are_gone_everywhere_and_its_id_starts_empty(
+    http: httpx.AsyncClient, fake_model: FakeOpenAI, bus: Bus, stack_config: AppConfig
+) -> None:
+    thread = "reused-id"  # clients choose ids, so one can come back
+    body = {"assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": "work"}]}}
+    assert (await http.post("/threads", json={"thread_id": thread})).status_code == 200
+    await http.post(f"/threads/{thread}/uploads", files=[("files", ("old.txt", b"old upload", "text/plain"))])
+    fake_model.script(
+        Reply(
+            tool_calls=[
+                ToolCall("bash", {"command": "echo s > secret.txt; cp ../uploads/old.txt ../outputs/"})
+            ]
+        ),
+        Reply(text="Done."),
+    )
+    await http.post(f"/threads/{thread}/runs/wait", json=body)
+    on_disk = Path(stack_config.bus.data_dir) / "sandbox" / "users" / "ana" / "threads" / thread
+    assert (on_disk / "user-data" / "workspace" / "secret.txt").is_file()
+    assert (on_disk / "user-data" / "outputs" / "old.txt").is_file()
+
+    assert (await http.delete(f"/threads/{thread}")).status_code == 204
+    await _until_gone(on_disk)
+    assert (await http.post("/threads", json={"thread_id": thread})).status_code == 200
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("bash", {"command": "find /mnt/user-data -type f | sort; echo end"})]),
+        Reply(text="Nothing here."),
+    )
+    await http.post(f"/threads/{thread}/runs/wait", json=body)
+    assert fake_model.agent_requests[-1]["messages"][-1]["content"].strip() == "end"
+    assert (await http.get(f"/threads/{thread}/uploads/list")).json()["files"] == []
+    names = [i.name for i in await list_objects(await bus.files())]
+    assert not [n for n in names if f"/{thread}/" in n]
+    messages = (await http.get(f"/threads/{thread}/messages")).json()["data"]
+    assert [m["content"] for m in messages if m["type"] == "ai" and m["content"]] == ["Nothing here."]
