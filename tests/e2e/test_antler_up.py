@@ -14,6 +14,7 @@ import yaml
 
 from tests.conftest import REPO, finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.nats_users import logged_violations
 
 pytestmark = pytest.mark.asyncio
 
@@ -55,9 +56,7 @@ async def test_up_then_send_then_the_api_sees_the_same_conversation(
             )
             assert reply.json()["messages"][-1]["content"] == "You said: ping"
     finally:
-        up.send_signal(signal.SIGINT)
-        code, _, err = await finished(up, 60)
-    assert code == 0, err
+        await _stop(up, tmp_path / ".antler")
 
 
 async def _gateway_of(up: asyncio.subprocess.Process) -> str:
@@ -67,10 +66,12 @@ async def _gateway_of(up: asyncio.subprocess.Process) -> str:
     return next(line.split()[1] for line in lines if line.startswith("Gateway:"))
 
 
-async def _stop(up: asyncio.subprocess.Process) -> None:
+async def _stop(up: asyncio.subprocess.Process, data_dir: Path) -> None:
+    """Ctrl-C; it exits cleanly, and its server refused none of its components (the tripwire)."""
     up.send_signal(signal.SIGINT)
     code, _, err = await finished(up, 60)
     assert code == 0, err
+    assert logged_violations(data_dir) == []
 
 
 async def test_a_catastrophic_grep_pattern_never_freezes_antler_up(
@@ -82,9 +83,7 @@ async def test_a_catastrophic_grep_pattern_never_freezes_antler_up(
         ],
         "gateway": {"port": 0},
         "memory": {"enabled": False},
-        "sandbox": {"provider": "local", "grep_timeout_seconds": 5},
-        # The sandbox's own NATS user cannot list the object store yet (issue #26's business).
-        "bus": {"embedded": {"component_users": False}},
+        "sandbox": {"grep_timeout_seconds": 5},  # bwrap where the host has it, as on defaults
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     workspace = "/mnt/user-data/workspace"
@@ -123,7 +122,7 @@ async def test_a_catastrophic_grep_pattern_never_freezes_antler_up(
         assert "grep stopped after 5s: the pattern took too long" in str(tool_result["content"])
         assert reply["messages"][-1]["content"] == "That search was too slow."
     finally:
-        await _stop(up)
+        await _stop(up, tmp_path / ".antler")
 
 
 async def test_folders_named_like_antlers_packages_where_it_starts_do_not_shadow_them(
@@ -171,4 +170,4 @@ async def test_folders_named_like_antlers_packages_where_it_starts_do_not_shadow
             )
         assert reply.json()["messages"][-1]["content"] == "You said: ping"
     finally:
-        await _stop(up)
+        await _stop(up, tmp_path / ".antler")
