@@ -43,6 +43,11 @@ async def list_objects(store: ObjectStore, prefix: str = "") -> list[ObjectInfo]
     return [info for info in infos if info.name.startswith(prefix) and not info.deleted]
 
 
+def inbox_prefix(channel: str, chat_id: str) -> str:
+    """Where an adapter stages the files sent in one chat (`inbox_key`): nothing else is that chat's."""
+    return f"{INBOX}/{safe_token(channel)}/{safe_token(chat_id)}/"
+
+
 def inbox_key(channel: str, chat_id: str, message_id: str, name: str) -> str:
     return (
         f"{INBOX}/{safe_token(channel)}/{safe_token(chat_id)}/{safe_token(message_id)}/{safe_filename(name)}"

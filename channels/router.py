@@ -26,8 +26,8 @@ from typing import Any
 
 from nats.js.api import DeliverPolicy, ObjectMeta
 
-from bus import Bus, Consumer, Delivery, run_consumers
-from bus.files import safe_filename, upload_key
+from bus import Bus, Consumer, Delivery, Reject, run_consumers
+from bus.files import inbox_prefix, safe_filename, upload_key
 from bus.layout import upload_path
 from bus.messages import (
     ChatBinding,
@@ -112,6 +112,7 @@ class Router:
         return True
 
     async def on_inbound(self, message: InboundMessage, delivery: Delivery) -> None:
+        self.check_origin(message, delivery.subject)
         if not self.allowed(message):
             log.info("ignoring a message from %s in %s (policy)", message.user_id, message.chat_key())
             return
@@ -153,6 +154,24 @@ class Router:
         request = self.order.stamp(request)
         if not await submit_new_run(self.bus, request):
             log.info("message %s was already turned into run %s", message.dedupe_id(), run_id)
+
+    def check_origin(self, message: InboundMessage, subject: str) -> None:
+        """Believe a message only what its subject proves: the subject is the publisher's right (each
+        adapter's NATS user may publish only on its own channel), the body is anyone's say.
+
+        Raises:
+            Reject: its `channel` is not its subject's, or it names a file that was not staged for
+                its own chat (another user's upload, say); dead-lettered, nothing moved or deleted.
+        """
+        if subject != self.bus.subjects.chat_in(message.channel):
+            raise Reject(f"channel {message.channel!r} does not match the subject it came on ({subject})")
+        staged = inbox_prefix(message.channel, message.chat_id)
+        for file in message.files:
+            if file.object_name and not file.object_name.startswith(staged):
+                raise Reject(
+                    f"file {file.name!r} names object {file.object_name!r}, which was not staged for "
+                    f"this chat (expected under {staged})"
+                )
 
     async def file_uploads(self, message: InboundMessage, binding: ChatBinding) -> list[str]:
         """Move files an adapter staged for this message into the thread's uploads; their virtual paths."""

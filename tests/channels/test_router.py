@@ -14,9 +14,10 @@ import nats
 import pytest
 import pytest_asyncio
 
-from bus import Bus, decode
+from bus import Bus, decode, list_dead_letters
 from bus.messages import (
     ChatBinding,
+    FileRef,
     InboundMessage,
     MemoryDocument,
     MemoryFact,
@@ -404,3 +405,64 @@ async def test_two_deliveries_of_one_run_at_once_answer_with_the_words_of_the_on
         final = await chat.final()
     assert final.kind == "final"
     assert final.text == "The whole answer.", final
+
+
+async def as_adapter(bus: Bus, config: AppConfig, channel: str) -> nats.NATS:
+    """A connection as the adapter of `channel` logs in (its own NATS user from the data dir)."""
+    from bus.permissions import inbox_prefix as inbox_of
+
+    user = json.loads((Path(config.bus.data_dir) / "nats-users.json").read_text())[channel]
+    return await nats.connect(
+        bus.url, user=user["user"], password=user["password"], inbox_prefix=inbox_of(bus.subjects, channel)
+    )
+
+
+async def dead_letter_reasons(bus: Bus, count: int) -> list[str]:
+    for _ in range(200):
+        letters = await list_dead_letters(bus)
+        if len(letters) >= count:
+            return [letter.reason for letter in letters]
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"fewer than {count} dead letters")
+
+
+async def test_an_adapter_cannot_speak_for_another_channel(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    """The Telegram adapter's user says its message comes from a Slack chat: the router believes the
+    subject (the adapter's right), not the body: dead-lettered, nothing bound, nothing answered."""
+    spoof = InboundMessage(channel="slack", chat_id="C-victim", user_id="U-victim", text="hello")
+    nc = await as_adapter(bus, stack, "telegram")
+    try:
+        await nc.jetstream().publish(bus.subjects.chat_in("telegram"), spoof.model_dump_json().encode())
+    finally:
+        await nc.close()
+    [reason] = await dead_letter_reasons(bus, 1)
+    assert "does not match the subject" in reason
+    chats = RecordStore(await bus.kv(bus.subjects.chats_bucket), ChatBinding)
+    assert await chats.get("slack.C-victim") is None
+    assert fake_model.agent_requests == []
+
+
+async def test_a_message_naming_a_file_it_did_not_stage_moves_and_deletes_nothing(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    store = await bus.files()
+    victims = "uploads/telegram:bob/thread-b/secret.txt"
+    await store.put(victims, b"bob's secret")
+    message = InboundMessage(
+        channel="telegram",
+        chat_id="mallory",
+        user_id="mallory",
+        text="read this",
+        files=[FileRef(name="secret.txt", object_name=victims)],
+    )
+    nc = await as_adapter(bus, stack, "telegram")
+    try:
+        await nc.jetstream().publish(bus.subjects.chat_in("telegram"), message.model_dump_json().encode())
+    finally:
+        await nc.close()
+    [reason] = await dead_letter_reasons(bus, 1)
+    assert "was not staged for this chat" in reason
+    assert (await store.get(victims)).data == b"bob's secret", "the original is where it was"
+    assert fake_model.agent_requests == []
