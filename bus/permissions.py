@@ -115,6 +115,28 @@ RIGHTS: dict[str, Rights] = {
 }
 
 
+def rights_table() -> str:
+    """`RIGHTS` as a Markdown table (docs/operating.md holds this exact text; a test keeps it so)."""
+
+    def cell(items: tuple[str, ...] | list[str]) -> str:
+        return ", ".join(f"`{item}`" for item in items) or "—"
+
+    rows = [
+        "| component | streams (durable: filter; or read) | publishes | subscribes | KV read+write | "
+        "KV read | files | serves | calls |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, r in RIGHTS.items():
+        consumes = [f"{durable}: {filter_subject}" for _, durable, filter_subject in r.consume]
+        reads = [f"{kind} (read)" for kind in r.read_streams]
+        rows.append(
+            f"| {name} | {cell(consumes + reads)} | {cell(r.publish)} | {cell(r.subscribe)} | "
+            f"{cell(r.kv_write)} | {cell(r.kv_read)} | {'yes' if r.files else '—'} | {cell(r.serve)} | "
+            f"{cell(r.call)} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
 @dataclass(frozen=True)
 class NatsUser:
     component: str

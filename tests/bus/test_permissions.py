@@ -203,3 +203,15 @@ async def test_the_users_file_is_private_and_the_server_config_names_every_compo
     block = server_block(users)
     for component in RIGHTS:
         assert f'"user": "{PREFIX}-{component}"' in block
+
+
+def test_the_operators_docs_show_every_components_rights_as_granted() -> None:
+    """docs/operating.md's table is the permissions table itself (regenerate it with
+    `bus.permissions.rights_table()` when RIGHTS changes)."""
+    from bus.permissions import rights_table
+    from tests.conftest import REPO
+
+    text = (REPO / "docs" / "operating.md").read_text(encoding="utf-8")
+    start = text.index("-->\n", text.index("<!-- rights-table")) + len("-->\n")
+    end = text.index("<!-- /rights-table -->")
+    assert text[start:end] == rights_table()
