@@ -27,8 +27,10 @@ from gateway.rest.conversation import router as conversation_router
 from gateway.rest.files import router as files_router
 from gateway.rest.memory import router as memory_router
 from gateway.rest.placeholders import router as placeholders_router
-from gateway.rest.settings import MAX_SKILL_ARCHIVE, mcp_status
+from gateway.rest.settings import mcp_status
 from gateway.rest.settings import router as settings_router
+from gateway.rest.skills import MAX_SKILL_ARCHIVE
+from gateway.rest.skills import router as skills_router
 from gateway.schemas import errors
 from gateway.webui import WebUI
 
@@ -122,6 +124,7 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(langgraph_router, prefix="/api/langgraph", include_in_schema=False, responses=refusals)
     app.include_router(files_router, prefix="/api", tags=["uploads and artifacts"], responses=refusals)
     app.include_router(settings_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
+    app.include_router(skills_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
     app.include_router(memory_router, prefix="/api", tags=["memory"], responses=refusals)
     app.include_router(agents_router, prefix="/api", tags=["custom agents"], responses=refusals)
     app.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
