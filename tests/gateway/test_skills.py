@@ -17,6 +17,7 @@ from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.channels.test_router import Chat, running_router
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.gateway.conftest import running_gateway
+from tests.skills.test_loader import ALIAS_BOMB
 
 pytestmark = pytest.mark.asyncio
 
@@ -51,16 +52,6 @@ def one_skill(config_data: dict[str, Any], tmp_path: Path, where: str, text: str
 
 
 GOOD = b"---\nname: slides\ndescription: Make slides\n---\nUse outline first.\n"
-# Nine levels of nine aliases: a few hundred bytes naming 9**9 strings once flattened.
-ALIAS_BOMB = (
-    '---\nname: bomb\na: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
-    + "".join(
-        f"{level}: &{level} [{','.join(f'*{below}' for _ in range(9))}]\n"
-        for below, level in zip("abcdefgh", "bcdefghi", strict=True)
-    )
-    + "description: *i\n---\nBoom.\n"
-)
-
 # Six levels of eight aliases of a 60-byte string: 16 MB once flattened, more than a bus message.
 CATALOG_BOMB = (
     f"---\nname: big\na: &a [{','.join(['x' * 60] * 8)}]\n"
