@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bus.records import keys_matching
 from config import extensions_path, read_raw_extensions, write_extensions_config
 from gateway.deps import GW, Me
+from gateway.rest.redact import redact, redact_text
 from gateway.schemas import errors
 
 router = APIRouter()
@@ -95,20 +96,20 @@ async def mcp_status(gw: GW) -> dict[str, dict[str, Any]]:
     return found
 
 
-_SECRET_KEYS = {"client_secret", "refresh_token", "token", "password", "api_key"}
 _saving = asyncio.Lock()  # one read-modify-write of extensions_config.json at a time
 
 
-def _redacted(value: Any, key: str = "") -> Any:
-    """Written secrets shown as `***` to those who may not change them; `$NAME` references stay."""
-    if isinstance(value, dict):
-        secret_map = key in ("env", "headers")
-        return {k: _redacted(v, k if not secret_map else "token") for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redacted(v, key) for v in value]
-    if isinstance(value, str) and key in _SECRET_KEYS and not value.startswith("$"):
-        return "***"
-    return value
+def _redacted_status(status: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Start reports as a non-admin sees them: an error quoting a command line or URL is redacted."""
+    return {
+        server: {
+            process: {**state, "error": redact_text(state["error"])}
+            if isinstance(state, dict) and isinstance(state.get("error"), str)
+            else state
+            for process, state in where.items()
+        }
+        for server, where in status.items()
+    }
 
 
 def _admin(gw: GW, me: str) -> None:
@@ -120,9 +121,10 @@ def _admin(gw: GW, me: str) -> None:
 async def get_mcp(gw: GW, me: Me) -> McpConfigAnswer:
     raw = await asyncio.to_thread(read_raw_extensions, extensions_path())
     servers = raw.get("mcpServers", {})
+    status = await mcp_status(gw)
     if not gw.auth.is_admin(me):
-        servers = _redacted(servers)
-    return McpConfigAnswer(mcp_servers=servers, status=await mcp_status(gw))
+        servers, status = redact(servers), _redacted_status(status)
+    return McpConfigAnswer(mcp_servers=servers, status=status)
 
 
 async def _save_mcp(gw: GW, servers: dict[str, dict[str, Any]]) -> McpConfigAnswer:
