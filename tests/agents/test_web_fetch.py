@@ -320,7 +320,7 @@ seen = {"public": [], "loopback": [], "lookups": 0}
 
 class RebindingLoop(asyncio.SelectorEventLoop):
     async def getaddrinfo(self, host, port, *args, **kwargs):
-        if host != "rebind.test":
+        if (host.decode() if isinstance(host, bytes) else host) != "rebind.test":  # anyio sends bytes
             return await super().getaddrinfo(host, port, *args, **kwargs)
         seen["lookups"] += 1
         address = PUBLIC if seen["lookups"] == 1 else "127.0.0.1"
