@@ -18,6 +18,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from gateway.auth import RequireToken
+from gateway.crashes import AnswerCrashes
 from gateway.deps import Gateway
 from gateway.langgraph_api import router as langgraph_router
 from gateway.limits import MB, BodyLimit, BodyLimitMiddleware
@@ -106,7 +107,8 @@ def create_app(gw: Gateway) -> FastAPI:
         openapi_url="/openapi.json" if docs else None,
     )
     app.state.gateway = gw
-    # Outermost last: the web UI's files, CORS (preflights need no token), the token check, body limits.
+    # Outermost last: 500s, the web UI's files, CORS (preflights need no token), the token check,
+    # body limits.
     app.add_middleware(BodyLimitMiddleware, **body_limits(gw))
     app.add_middleware(RequireToken, auth=gw.auth)
     if gw.config.gateway.cors_origins:
@@ -117,7 +119,8 @@ def create_app(gw: Gateway) -> FastAPI:
             allow_headers=["*"],
             expose_headers=["Content-Location", "Location"],
         )
-    app.add_middleware(WebUI)  # outermost: answers only GET / and /ui/..., files without data
+    app.add_middleware(WebUI)  # answers only GET / and /ui/..., files without data
+    app.add_middleware(AnswerCrashes)  # outermost of ours: a 500 that keeps the connection open
     # Any API route may refuse the caller (RequireToken), a body it cannot parse (400) or its shape (422).
     refusals = errors(400, 401, 422)
     app.include_router(langgraph_router, prefix="/api", tags=["langgraph"], responses=refusals)
@@ -166,10 +169,5 @@ def create_app(gw: Gateway) -> FastAPI:
             where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
             problems.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
         return JSONResponse({"detail": "; ".join(problems) or "invalid request"}, status_code=422)
-
-    @app.exception_handler(Exception)
-    async def crashed(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("gateway: %s %s failed", request.method, request.url.path)
-        return JSONResponse({"detail": f"internal error ({type(exc).__name__})"}, status_code=500)
 
     return app
