@@ -17,11 +17,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
+from gateway.allow import MethodsAsDocumented
 from gateway.auth import RequireToken
 from gateway.crashes import AnswerCrashes
 from gateway.deps import Gateway
 from gateway.langgraph_api import router as langgraph_router
 from gateway.limits import MB, BodyLimit, BodyLimitMiddleware
+from gateway.openapi import document_models
 from gateway.rest.accounts import router as accounts_router
 from gateway.rest.agents import router as agents_router
 from gateway.rest.conversation import router as conversation_router
@@ -107,8 +109,10 @@ def create_app(gw: Gateway) -> FastAPI:
         openapi_url="/openapi.json" if docs else None,
     )
     app.state.gateway = gw
+    app.openapi = document_models(app.openapi, [m.name for m in gw.config.models])  # type: ignore[method-assign]
     # Outermost last: 500s, the web UI's files, CORS (preflights need no token), the token check,
     # body limits.
+    app.add_middleware(MethodsAsDocumented)  # innermost: 405 and Allow as the OpenAPI document says
     app.add_middleware(BodyLimitMiddleware, **body_limits(gw))
     app.add_middleware(RequireToken, auth=gw.auth)
     if gw.config.gateway.cors_origins:

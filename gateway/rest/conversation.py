@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 
 from bus.messages import (
     ThreadHistoryReply,
@@ -25,7 +25,7 @@ SUGGESTIONS_TIMEOUT = 60.0
 
 class SuggestionRequest(BaseModel):
     messages: list[dict[str, Any]] = Field(default_factory=list)
-    n: int = Field(3, ge=1, le=10)
+    n: StrictInt = Field(3, ge=1, le=10)
     model_name: str | None = None
 
 
@@ -65,6 +65,9 @@ async def features(gw: GW, me: Me) -> Features:
 async def suggestions(gw: GW, me: Me, thread_id: str, body: SuggestionRequest) -> Suggestions:
     """Follow-up questions, written by a model on the runner side (the threads service)."""
     await gw.own_thread(thread_id, me)
+    if body.model_name is not None and gw.config.get_model(body.model_name) is None:
+        known = ", ".join(m.name for m in gw.config.models)
+        raise HTTPException(404, f"model_name: no model named {body.model_name!r} (configured: {known})")
     request = ThreadSuggestionsRequest(
         thread_id=thread_id, user_id=me, messages=body.messages, n=body.n, model_name=body.model_name
     )

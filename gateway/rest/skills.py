@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, StrictBool, ValidationError
 from starlette.datastructures import UploadFile as StarletteUpload
 
 from bus.files import output_key
@@ -52,7 +52,7 @@ class SkillsList(BaseModel):
 
 
 class SkillUpdate(BaseModel):
-    enabled: bool
+    enabled: StrictBool
 
 
 class SkillInstalled(BaseModel):
