@@ -65,9 +65,6 @@ async def features(gw: GW, me: Me) -> Features:
 async def suggestions(gw: GW, me: Me, thread_id: str, body: SuggestionRequest) -> Suggestions:
     """Follow-up questions, written by a model on the runner side (the threads service)."""
     await gw.own_thread(thread_id, me)
-    if body.model_name is not None and gw.config.get_model(body.model_name) is None:
-        known = ", ".join(m.name for m in gw.config.models)
-        raise HTTPException(404, f"model_name: no model named {body.model_name!r} (configured: {known})")
     request = ThreadSuggestionsRequest(
         thread_id=thread_id, user_id=me, messages=body.messages, n=body.n, model_name=body.model_name
     )
