@@ -4,6 +4,7 @@ readers (Jina Reader, Firecrawl) against local fakes of their APIs."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -358,8 +359,9 @@ loop.run_until_complete(main())
 
 
 def test_a_name_rebinding_to_loopback_after_the_check_cannot_reach_loopback() -> None:
-    if subprocess.run(["unshare", "-rn", "true"], capture_output=True, check=False).returncode != 0:
-        pytest.skip("needs `unshare -rn` (a private network namespace) to keep the test off the network")
+    usable = shutil.which("ip") and shutil.which("unshare")
+    if not usable or subprocess.run(["unshare", "-rn", "true"], capture_output=True, check=False).returncode:
+        pytest.skip("needs `unshare -rn` and `ip` (a private network namespace keeps it off the network)")
     done = subprocess.run(
         ["unshare", "-rn", sys.executable, "-c", REBIND_PROBE],
         cwd=REPO, capture_output=True, text=True, check=False, timeout=60,
