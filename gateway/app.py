@@ -17,18 +17,23 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
+from gateway.allow import MethodsAsDocumented
 from gateway.auth import RequireToken
+from gateway.crashes import AnswerCrashes
 from gateway.deps import Gateway
 from gateway.langgraph_api import router as langgraph_router
 from gateway.limits import MB, BodyLimit, BodyLimitMiddleware
+from gateway.openapi import document_models
 from gateway.rest.accounts import router as accounts_router
 from gateway.rest.agents import router as agents_router
 from gateway.rest.conversation import router as conversation_router
 from gateway.rest.files import router as files_router
 from gateway.rest.memory import router as memory_router
 from gateway.rest.placeholders import router as placeholders_router
-from gateway.rest.settings import MAX_SKILL_ARCHIVE, mcp_status
+from gateway.rest.settings import mcp_status
 from gateway.rest.settings import router as settings_router
+from gateway.rest.skills import MAX_SKILL_ARCHIVE
+from gateway.rest.skills import router as skills_router
 from gateway.schemas import errors
 from gateway.webui import WebUI
 
@@ -104,7 +109,10 @@ def create_app(gw: Gateway) -> FastAPI:
         openapi_url="/openapi.json" if docs else None,
     )
     app.state.gateway = gw
-    # Outermost last: the web UI's files, CORS (preflights need no token), the token check, body limits.
+    app.openapi = document_models(app.openapi, [m.name for m in gw.config.models])  # type: ignore[method-assign]
+    # Outermost last: 500s, the web UI's files, CORS (preflights need no token), the token check,
+    # body limits.
+    app.add_middleware(MethodsAsDocumented)  # innermost: 405 and Allow as the OpenAPI document says
     app.add_middleware(BodyLimitMiddleware, **body_limits(gw))
     app.add_middleware(RequireToken, auth=gw.auth)
     if gw.config.gateway.cors_origins:
@@ -115,13 +123,15 @@ def create_app(gw: Gateway) -> FastAPI:
             allow_headers=["*"],
             expose_headers=["Content-Location", "Location"],
         )
-    app.add_middleware(WebUI)  # outermost: answers only GET / and /ui/..., files without data
+    app.add_middleware(WebUI)  # answers only GET / and /ui/..., files without data
+    app.add_middleware(AnswerCrashes)  # outermost of ours: a 500 that keeps the connection open
     # Any API route may refuse the caller (RequireToken), a body it cannot parse (400) or its shape (422).
     refusals = errors(400, 401, 422)
     app.include_router(langgraph_router, prefix="/api", tags=["langgraph"], responses=refusals)
     app.include_router(langgraph_router, prefix="/api/langgraph", include_in_schema=False, responses=refusals)
     app.include_router(files_router, prefix="/api", tags=["uploads and artifacts"], responses=refusals)
     app.include_router(settings_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
+    app.include_router(skills_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
     app.include_router(memory_router, prefix="/api", tags=["memory"], responses=refusals)
     app.include_router(agents_router, prefix="/api", tags=["custom agents"], responses=refusals)
     app.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
@@ -163,10 +173,5 @@ def create_app(gw: Gateway) -> FastAPI:
             where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
             problems.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
         return JSONResponse({"detail": "; ".join(problems) or "invalid request"}, status_code=422)
-
-    @app.exception_handler(Exception)
-    async def crashed(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("gateway: %s %s failed", request.method, request.url.path)
-        return JSONResponse({"detail": f"internal error ({type(exc).__name__})"}, status_code=500)
 
     return app

@@ -13,7 +13,7 @@ import uuid
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Response
-from pydantic import Field, StringConstraints
+from pydantic import Field, StrictInt, StringConstraints
 
 from bus.messages import (
     ThreadCreateReply,
@@ -72,8 +72,8 @@ def assistant(assistant_id: str = ASSISTANT_ID) -> Assistant:
 class AssistantSearch(Body):
     metadata: dict[str, Any] | None = None
     graph_id: str | None = None
-    limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    limit: StrictInt = Field(10, ge=1, le=1000)
+    offset: StrictInt = Field(0, ge=0)
 
 
 @router.post("/assistants/search", responses=errors(413))
@@ -108,7 +108,9 @@ def thread_json(record: ThreadRecord, values: dict[str, Any] | None = None) -> T
 
 class ThreadCreate(Body):
     thread_id: str | None = Field(
-        None, description="Omit (or leave empty) for a new UUID.", json_schema_extra={"pattern": ID_PATTERN}
+        None,
+        description="Omit (or leave empty) for a new UUID.",
+        json_schema_extra={"pattern": f"^$|{ID_PATTERN}"},
     )
     metadata: dict[str, Any] | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
@@ -144,8 +146,8 @@ class ThreadSearch(Body):
     metadata: dict[str, Any] | None = None
     ids: list[str] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
-    limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    limit: StrictInt = Field(10, ge=1, le=1000)
+    offset: StrictInt = Field(0, ge=0)
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] = "updated_at"
     sort_order: Literal["asc", "desc"] = "desc"
     select: list[ThreadField] | None = Field(None, description="Only these fields of each thread.")
@@ -260,7 +262,7 @@ FilterKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+$")]
 
 
 class HistoryQuery(Body):
-    limit: int = Field(10, ge=1, le=1000)
+    limit: StrictInt = Field(10, ge=1, le=1000)
     before: str | dict[str, Any] | None = None
     metadata: dict[FilterKey, Any] | None = None
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Response
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from bus.messages import (
     MultitaskStrategy,
@@ -86,7 +86,7 @@ class Configurable(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    run_timeout_seconds: float | None = Field(None, gt=0)
+    run_timeout_seconds: float | None = Field(None, gt=0, strict=True)
 
 
 class RunConfig(BaseModel):
@@ -95,7 +95,7 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     tags: list[str] | None = None
-    recursion_limit: int | None = Field(None, ge=1)
+    recursion_limit: StrictInt | None = Field(None, ge=1)
     configurable: Configurable | None = None
 
 
@@ -121,8 +121,8 @@ class RunCreate(Body):
     context: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     stream_mode: StreamMode | list[StreamMode] = "values"
-    stream_subgraphs: bool = False
-    stream_resumable: bool = False
+    stream_subgraphs: StrictBool = False
+    stream_resumable: StrictBool = False
     multitask_strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE
     if_not_exists: Literal["reject", "create"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
@@ -367,7 +367,11 @@ async def join_run(gw: GW, me: Me, thread_id: str, run_id: str) -> StreamingResp
     return wait_response(gw, record, me)
 
 
-def resume_after(last_event_id: Annotated[str | None, Header()] = None) -> int:
+def resume_after(
+    last_event_id: Annotated[
+        str, Header(json_schema_extra={"pattern": r"^\s*(-1|[0-9]{1,20}-[0-9]{1,20})?\s*$"})
+    ] = "",
+) -> int:
     """The sequence number to resume after, from `Last-Event-ID`; 400 for one that is not ours."""
     try:
         return seq_of(last_event_id)

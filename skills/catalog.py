@@ -68,11 +68,34 @@ def scan(root: str | Path, raw_extensions: dict[str, Any]) -> SkillsCatalog:
     )
 
 
+def encoded(bus: Any, catalog: SkillsCatalog) -> bytes:
+    """The catalog as the KV value, fitting in one bus message.
+
+    Each entry is bounded (see `skills.loader`), but a folder of thousands of skills is not: the
+    skills that do not fit are left out with a warning, so the catalog is still published (a value
+    over the server's max_payload would fail the gateway's start with MaxPayloadError).
+    """
+    limit = int(getattr(bus.nc, "max_payload", 0) or 1024 * 1024) - 4096  # headers and KV framing
+    data = catalog.model_dump_json().encode()
+    if len(data) <= limit:
+        return data
+    kept = list(catalog.skills)
+    while kept and len(data) > limit:
+        kept = kept[: len(kept) * 3 // 4]
+        data = catalog.model_copy(update={"skills": kept}).model_dump_json().encode()
+    log.warning(
+        "the skills catalog is over the bus' message size: %d of %d skills are listed",
+        len(kept),
+        len(catalog.skills),
+    )
+    return data
+
+
 async def publish_catalog(bus: Any, root: str | Path, raw_extensions: dict[str, Any]) -> SkillsCatalog:
     """Scan the disk and announce the result: every follower uses it from its next run on."""
     catalog = await asyncio.to_thread(scan, root, raw_extensions)
     settings = await bus.kv(bus.subjects.settings_bucket)
-    await settings.put(CATALOG_KEY, catalog.model_dump_json().encode())
+    await settings.put(CATALOG_KEY, encoded(bus, catalog))
     return catalog
 
 
@@ -112,7 +135,7 @@ class SkillsFollower:
             raw = await asyncio.to_thread(read_raw_extensions, extensions_path())
             catalog = await asyncio.to_thread(scan, self.root, raw)
             try:
-                await settings.create(CATALOG_KEY, catalog.model_dump_json().encode())
+                await settings.create(CATALOG_KEY, encoded(self.bus, catalog))
                 self.catalog = catalog
             except Exception:  # another process published first: take theirs
                 self.catalog = await read_catalog(self.bus) or catalog

@@ -1,5 +1,9 @@
 """Fetching a page ourselves: public addresses only (unless allowed), redirects checked hop by hop,
-at most `max_bytes` read, and nothing downloaded for a type that cannot be shown as text."""
+at most `max_bytes` read, and nothing downloaded for a type that cannot be shown as text.
+
+The address check and the connection use one resolution (`_pinned`): a name that answers a public
+address first and 127.0.0.1 next (DNS rebinding) cannot lead the connection to the second.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,13 @@ import codecs
 import ipaddress
 import socket
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
 from agents.community._html import Kind, kind_of, media_type, sniff
-from agents.community._http import client
+from agents.community._http import client, ssl_context
+from agents.community._pinned import CheckedTransport
 from agents.community.errors import FetchRefused, ProviderRefused, ProviderTimeout, ProviderUnreachable
 
 MAX_REDIRECTS = 5
@@ -56,13 +62,18 @@ async def fetch(url: str, *, timeout_seconds: float, max_bytes: int, allow_priva
     """
     target = web_url(url)
     host = target.host
+
+    async def public_addresses(name: str, port: int) -> list[str]:
+        return await _public_addresses(str(target), name, port)
+
+    options: dict[str, Any] = {}
+    if not allow_private_networks:  # every connection goes to an address checked on the way
+        options["transport"] = CheckedTransport(await ssl_context(), public_addresses)
     try:
         async with asyncio.timeout(timeout_seconds):
-            async with await client(timeout_seconds) as http:
+            async with await client(timeout_seconds, **options) as http:
                 for hop in range(MAX_REDIRECTS + 1):
                     host = target.host
-                    if not allow_private_networks:
-                        await _refuse_private(target)
                     async with http.stream("GET", target, headers={"Accept": _ACCEPT}) as response:
                         if response.is_redirect:
                             target = web_url(str(response.url.join(response.headers["location"])))
@@ -111,26 +122,32 @@ def _charset(response: httpx.Response) -> str | None:
         return None
 
 
-async def _refuse_private(url: httpx.URL) -> None:
-    """Refuse loopback, private, link-local and other non-public addresses (the runner's own network)."""
-    host = url.host
+async def _public_addresses(url: str, host: str, port: int) -> list[str]:
+    """`host`'s addresses, resolved once, if every one is public (a connection then uses them).
+
+    Raises:
+        FetchRefused: one is loopback, private, link-local or otherwise not public (the runner's
+            own network); a name answering with a mix is refused whole.
+        ProviderUnreachable: the name does not resolve.
+    """
     try:
-        addresses = {ipaddress.ip_address(host)}
+        found = [ipaddress.ip_address(host.strip("[]"))]
     except ValueError:
-        port = url.port or (443 if url.scheme == "https" else 80)
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:
             raise ProviderUnreachable(host, host, f"cannot resolve the name: {exc.strerror}") from None
-        addresses = {ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos}
-    for address in addresses:
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        if not address.is_global:
+        found = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+    for address in found:
+        checked = address
+        if isinstance(checked, ipaddress.IPv6Address) and checked.ipv4_mapped is not None:
+            checked = checked.ipv4_mapped
+        if not checked.is_global:
             raise FetchRefused(
-                str(url),
-                f"{host} is a private or local address ({address}); only public web pages can be fetched",
+                url,
+                f"{host} is a private or local address ({checked}); only public web pages can be fetched",
             )
+    return list(dict.fromkeys(str(a) for a in found))
 
 
 def _page_hint(status: int) -> str:

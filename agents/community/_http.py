@@ -22,13 +22,18 @@ _DETAIL_CHARS = 300
 _ssl_context: ssl.SSLContext | None = None
 
 
-async def client(timeout_seconds: float, **options: Any) -> httpx.AsyncClient:
-    """A client for one tool call. The certificate store is loaded once, off the event loop."""
+async def ssl_context() -> ssl.SSLContext:
+    """The certificate store, loaded once, off the event loop."""
     global _ssl_context
     if _ssl_context is None:
         _ssl_context = await asyncio.to_thread(httpx.create_ssl_context)
+    return _ssl_context
+
+
+async def client(timeout_seconds: float, **options: Any) -> httpx.AsyncClient:
+    """A client for one tool call (`options` for httpx.AsyncClient, e.g. a `transport`)."""
     return httpx.AsyncClient(
-        timeout=timeout_seconds, verify=_ssl_context, headers={"User-Agent": USER_AGENT}, **options
+        timeout=timeout_seconds, verify=await ssl_context(), headers={"User-Agent": USER_AGENT}, **options
     )
 
 

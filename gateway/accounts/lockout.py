@@ -1,6 +1,7 @@
 """Login rate limiting: failed sign-ins counted on the bus, so every gateway process sees them.
 
-Failures are counted per account (e-mail address) and per client address in
+Failures are counted per account (e-mail address, normalised as the account store keys it, so
+`carol@ｅxample.com` with a fullwidth letter counts against carol@example.com) and per client address in
 KV `<prefix>_login_failures`. After `max_failures` of either, sign-ins for it
 are refused (429) until `lockout_seconds` have passed since the last failure;
 a successful sign-in clears the account's count and the address's.
@@ -17,6 +18,8 @@ from pydantic import BaseModel
 
 from bus import Bus
 from bus.records import RecordStore, drop_keys
+from gateway.accounts.errors import InvalidAccount
+from gateway.accounts.store import normalize_email
 
 DAY = 86_400.0
 
@@ -55,7 +58,13 @@ class LoginLockout:
 
     @staticmethod
     def keys(email: str, address: str) -> list[str]:
-        return [_key("acct", email.strip().lower()), _key("addr", address)]
+        """The counters a sign-in as `email` from `address` adds to: the account's is keyed on the
+        address as `AccountStore` normalises it (every spelling of one account shares a count)."""
+        try:
+            account = normalize_email(email)
+        except InvalidAccount:  # no account can have it; still counted, so guesses cost the same
+            account = email.strip().lower()
+        return [_key("acct", account), _key("addr", address)]
 
     def _current(self, found: Failures | None, now: float) -> int:
         if found is None or now - found.last >= self.lockout_seconds:

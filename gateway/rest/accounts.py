@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Form, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 
 from gateway.accounts import (
     CSRF_COOKIE,
@@ -32,6 +32,7 @@ from gateway.accounts import (
     check_password,
     verify_password,
 )
+from gateway.accounts.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH
 from gateway.auth import DEFAULT_USER
 from gateway.deps import GW, CallerOf, Gateway
 
@@ -72,17 +73,23 @@ class AuthErrorBody(BaseModel):
     message: str | None = None
 
 
+# What the schema promises an address looks like; `normalize_email` (email_validator) decides.
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?"
+PASSWORD_SHAPE = {"minLength": MIN_PASSWORD_LENGTH, "maxLength": MAX_PASSWORD_LENGTH}
+EMAIL_SHAPE = {"pattern": rf"^[A-Za-z0-9_+-]+(\.[A-Za-z0-9_+-]+)*@({_LABEL}\.)+[A-Za-z]{{2,24}}$"}
+
+
 class NewAccount(BaseModel):
-    email: str
-    password: str
-    remember_me: bool = True
+    email: str = Field(json_schema_extra=EMAIL_SHAPE)
+    password: str = Field(json_schema_extra=PASSWORD_SHAPE)
+    remember_me: StrictBool = True
 
 
 class PasswordChange(BaseModel):
     current_password: str
-    new_password: str
-    new_email: str | None = None
-    remember_me: bool | None = None
+    new_password: str = Field(json_schema_extra=PASSWORD_SHAPE)
+    new_email: str | None = Field(None, json_schema_extra=EMAIL_SHAPE)
+    remember_me: StrictBool | None = None
 
 
 def refusal(status: int, code: str, message: str) -> JSONResponse:
@@ -247,8 +254,8 @@ async def login(
     gw: GW,
     request: Request,
     response: Response,
-    username: Annotated[str, Form()],
-    password: Annotated[str, Form()],
+    username: Annotated[str, Form(min_length=1)],
+    password: Annotated[str, Form(min_length=1)],
     remember_me: Annotated[bool, Form()] = True,
 ) -> Response | LoginAnswer:
     """Sign in with e-mail address (`username`) and password, as a form; sets the session cookie."""
@@ -306,14 +313,14 @@ async def logout(gw: GW, request: Request, response: Response) -> Message:
     return Message(message="signed out")
 
 
-@router.post("/change-password", response_model=Message, responses=_errors(400, 422))
+@router.post("/change-password", response_model=Message, responses=_errors(400, 403, 422))
 async def change_password(
     gw: GW, caller: CallerOf, request: Request, response: Response, body: PasswordChange
 ) -> Response | Message:
     """A new password (and optionally address) for the signed-in account; its other sessions end."""
     account = caller.account
     if account is None:
-        return refusal(400, "invalid_credentials", "only a signed-in account has a password to change")
+        return refusal(403, "invalid_credentials", "only a signed-in account has a password to change")
     if not await verify_password(body.current_password, account.password_hash):
         return refusal(400, "invalid_credentials", "Current password is incorrect")
     assert gw.auth.accounts is not None

@@ -7,12 +7,13 @@ uses the same definition; a run with `agent_name` set takes its soul, model, too
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Response
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, HTTPException, Query, Response
+from pydantic import BaseModel, Field, StrictBool
 
 from bus.agent_store import (
+    AGENT_NAME,
     AgentExists,
     AgentNameInvalid,
     AgentNotFound,
@@ -35,13 +36,16 @@ class AgentSettings(BaseModel):
     tool_groups: list[str] | None = Field(None, description="Tool groups it may use; null = all.")
     skills: list[str] | None = Field(None, description="Skills listed to it; null = all enabled, [] = none.")
     model_settings: dict[str, Any] | None = None
-    thinking_enabled: bool | None = None
+    thinking_enabled: StrictBool | None = None
     reasoning_effort: Effort | None = None
     soul: str | None = Field(None, description="SOUL.md: its personality and instructions.")
 
 
 class AgentCreate(AgentSettings):
-    name: str = Field(description="Letters, digits and '-', at most 64; stored lower-cased.")
+    name: str = Field(
+        description="Letters, digits and '-', at most 64; stored lower-cased.",
+        json_schema_extra={"pattern": AGENT_NAME.pattern},
+    )
     description: str = ""
     soul: str = ""
 
@@ -97,7 +101,9 @@ async def list_agents(gw: GW, me: Me) -> AgentsList:
 
 
 @router.get("/agents/check", response_model=NameCheck, responses=errors(422))
-async def check_name(gw: GW, me: Me, name: str) -> NameCheck:
+async def check_name(
+    gw: GW, me: Me, name: Annotated[str, Query(json_schema_extra={"pattern": AGENT_NAME.pattern})]
+) -> NameCheck:
     normalized = _name(name)
     return NameCheck(available=await (await _store(gw)).get(me, normalized) is None, name=normalized)
 
@@ -121,8 +127,12 @@ async def get_agent(gw: GW, me: Me, name: str) -> AgentAnswer:
 
 @router.put("/agents/{name}", response_model=AgentAnswer, responses=errors(404, 422))
 async def update_agent(gw: GW, me: Me, name: str, body: AgentSettings) -> AgentAnswer:
+    fields = _fields(gw, body, set_only=True)
+    for text in ("description", "soul"):  # null for a text: empty (an agent always has one)
+        if text in fields and fields[text] is None:
+            fields[text] = ""
     try:
-        return _answer(await (await _store(gw)).update(me, _name(name), _fields(gw, body, set_only=True)))
+        return _answer(await (await _store(gw)).update(me, _name(name), fields))
     except AgentNotFound as exc:
         raise HTTPException(404, str(exc)) from None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 
 from bus.messages import (
     ThreadHistoryReply,
@@ -25,7 +25,7 @@ SUGGESTIONS_TIMEOUT = 60.0
 
 class SuggestionRequest(BaseModel):
     messages: list[dict[str, Any]] = Field(default_factory=list)
-    n: int = Field(3, ge=1, le=10)
+    n: StrictInt = Field(3, ge=1, le=10)
     model_name: str | None = None
 
 

@@ -14,8 +14,9 @@ import asyncio
 import logging
 import mimetypes
 from pathlib import PurePosixPath
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, UploadFile
+from fastapi import APIRouter, File, HTTPException, UploadFile
 from fastapi.responses import Response
 from nats.js.api import ObjectMeta
 from pydantic import BaseModel
@@ -122,7 +123,9 @@ async def upload_limits(gw: GW, me: Me, thread_id: str) -> UploadLimits:
 
 
 @router.post("/threads/{thread_id}/uploads", response_model=UploadResponse, responses=errors(404, 413))
-async def upload(gw: GW, me: Me, thread_id: str, files: list[UploadFile]) -> UploadResponse:
+async def upload(
+    gw: GW, me: Me, thread_id: str, files: Annotated[list[UploadFile], File(min_length=1)]
+) -> UploadResponse:
     """Store files in the thread's uploads; a thread of that id that does not exist yet is created
     for the caller (a new chat uploads its attachments before its first run)."""
     await gw.own_or_new_thread(thread_id, me)

@@ -87,13 +87,13 @@ async def clear_memory(gw: GW, me: Me, agent_name: str | None = None) -> dict[st
 class FactCreate(BaseModel):
     content: str = Field(min_length=1, max_length=4000)
     category: FactCategory = "context"
-    confidence: float = Field(1.0, ge=0, le=1)
+    confidence: float = Field(1.0, ge=0, le=1, strict=True)
 
 
 class FactPatch(BaseModel):
     content: str | None = Field(None, min_length=1, max_length=4000)
     category: FactCategory | None = None
-    confidence: float | None = Field(None, ge=0, le=1)
+    confidence: float | None = Field(None, ge=0, le=1, strict=True)
 
 
 @router.post("/memory/facts", responses=errors(409, 503))

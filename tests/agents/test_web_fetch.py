@@ -3,6 +3,10 @@ readers (Jina Reader, Firecrawl) against local fakes of their APIs."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,6 +16,7 @@ from langchain_core.tools import BaseTool
 
 from agents.tools import config_tools
 from config import AppConfig
+from tests.conftest import REPO
 from tests.fakes.web_providers import FakeFirecrawl, FakeJina, FakeWebsite
 
 FETCH = "agents.community.web_fetch:make_web_fetch"
@@ -296,3 +301,75 @@ async def test_a_failing_reader_gives_an_error_line(
         output = await tool.ainvoke({"url": "https://example.com/"})
     assert output.startswith("Error: ")
     assert expected in output
+
+
+# ------------------------------------------------------------------ DNS rebinding
+
+# Runs in a network namespace of its own (`unshare -rn`): only its loopback exists, and it also holds
+# a public address, so both the "public" server and the loopback one are local and nothing can
+# leave the host. The event loop's resolver answers `rebind.test` with the public address the first
+# time and 127.0.0.1 every time after (a DNS rebinding attack); IP literals resolve as usual.
+REBIND_PROBE = r"""
+import asyncio, json, socket, subprocess, sys
+from agents.community import _direct
+
+PUBLIC = "93.184.216.34"
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+subprocess.run(["ip", "addr", "add", f"{PUBLIC}/32", "dev", "lo"], check=True)
+seen = {"public": [], "loopback": [], "lookups": 0}
+
+
+class RebindingLoop(asyncio.SelectorEventLoop):
+    async def getaddrinfo(self, host, port, *args, **kwargs):
+        if (host.decode() if isinstance(host, bytes) else host) != "rebind.test":  # anyio sends bytes
+            return await super().getaddrinfo(host, port, *args, **kwargs)
+        seen["lookups"] += 1
+        address = PUBLIC if seen["lookups"] == 1 else "127.0.0.1"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+
+def server(name, body):
+    async def answer(reader, writer):
+        head = await reader.readuntil(b"\r\n\r\n")
+        seen[name].append(head.decode().split("\r\n"))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
+                     b"connection: close\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+    return answer
+
+
+async def main():
+    public = await asyncio.start_server(server("public", b"the public page"), PUBLIC, 0)
+    port = public.sockets[0].getsockname()[1]
+    loopback = await asyncio.start_server(server("loopback", b"internal secret"), "127.0.0.1", port)
+    async with public, loopback:
+        try:
+            page = await _direct.fetch(f"http://rebind.test:{port}/", timeout_seconds=10,
+                                       max_bytes=10_000, allow_private_networks=False)
+            outcome = page.body.decode()
+        except Exception as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+    print(json.dumps({"outcome": outcome, **seen}))
+
+
+loop = RebindingLoop()
+loop.run_until_complete(main())
+"""
+
+
+def test_a_name_rebinding_to_loopback_after_the_check_cannot_reach_loopback() -> None:
+    usable = shutil.which("ip") and shutil.which("unshare")
+    if not usable or subprocess.run(["unshare", "-rn", "true"], capture_output=True, check=False).returncode:
+        pytest.skip("needs `unshare -rn` and `ip` (a private network namespace keeps it off the network)")
+    done = subprocess.run(
+        ["unshare", "-rn", sys.executable, "-c", REBIND_PROBE],
+        cwd=REPO, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout)
+    assert seen["loopback"] == [], "the connection went to the address the check never saw"
+    assert seen["outcome"] == "the public page"
+    assert seen["lookups"] == 1, "one resolution, for the check and the connection"
+    [request] = seen["public"]
+    assert any(line.lower().startswith("host: rebind.test:") for line in request), "the URL's Host header"

@@ -150,6 +150,25 @@ async def test_a_wrong_password_is_refused_and_repeated_failures_lock_the_accoun
         assert "access_token" not in dave.cookies
 
 
+async def test_a_locked_account_stays_locked_under_another_spelling_of_its_address(
+    nats_url: str, stack_config: AppConfig, accounts: AccountStore
+) -> None:
+    """The lockout counts per account as the account store knows it: `ｅ` (fullwidth) is `e`."""
+    await accounts.create("carol@example.com", PASSWORD)
+    config = with_gateway(stack_config, auth={"trusted_proxies": ["127.0.0.1/32"]})
+    async with (
+        running_gateway(nats_url, config) as base,
+        browser(base, **{"X-Forwarded-For": "203.0.113.7"}) as guesser,
+        browser(base, **{"X-Forwarded-For": "198.51.100.9"}) as elsewhere,
+    ):
+        for _ in range(5):
+            assert (await login(guesser, "carol@example.com", "a wrong guess")).status_code == 401
+        for spelling in ("carol@\uff45xample.com", "CAROL@EXAMPLE.COM", " carol@example.com"):
+            answer = await login(elsewhere, spelling)
+            assert answer.status_code == 429, f"{spelling!r} from another address: {answer.text}"
+        assert "access_token" not in elsewhere.cookies
+
+
 async def test_signing_out_ends_the_browser_session(gateway_url: str, accounts: AccountStore) -> None:
     await accounts.create("erin@example.com", PASSWORD)
     async with browser(gateway_url) as erin:

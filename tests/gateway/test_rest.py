@@ -83,6 +83,48 @@ async def test_mcp_config_is_written_atomically_with_secrets_as_references(http:
     assert (await http.get("/mcp/config")).json()["mcp_servers"] == servers, "a bad update changes nothing"
 
 
+SECRETS = ["tok-in-arg", "key-after-flag", "pat-in-env-arg", "ghp_positional", "url-pass", "q-token",
+           "env-value", "header-value", "oauth-secret", "arg-url-pass"]  # fmt: skip
+
+
+async def test_mcp_secrets_are_hidden_from_non_admins_in_every_field(http: httpx.AsyncClient) -> None:
+    servers = {
+        "tools": {
+            "enabled": False,
+            "command": "docker",
+            "args": [
+                "run", "--token=tok-in-arg", "--api-key", "key-after-flag", "-e", "GITHUB_PAT=pat-in-env-arg",
+                "ghp_positional", "--upstream", "https://me:arg-url-pass@up.example/", "--api-key", "$KEY",
+            ],
+            "env": {"SLACK_TOKEN": "env-value", "HOME_REF": "$HOME_REF"},
+        },
+        "remote": {
+            "type": "http",
+            "url": "http://robot:url-pass@127.0.0.1:9/mcp?token=q-token&team=blue",
+            "headers": {"X-Custom": "header-value"},
+            "oauth": {"token_url": "http://127.0.0.1:9/token", "client_secret": "oauth-secret"},
+        },
+    }  # fmt: skip
+    assert (await http.put("/mcp/config", json={"mcp_servers": servers})).status_code == 200
+    for _ in range(200):  # the runner tries the remote server at once and reports how it went
+        if (await http.get("/mcp/config")).json()["status"].get("remote"):
+            break
+        await asyncio.sleep(0.05)
+    admin_view = (await http.get("/mcp/config")).json()["mcp_servers"]
+    assert admin_view == servers, "an admin sees what was written"
+    async with httpx.AsyncClient(base_url=str(http.base_url), headers={"x-api-key": "tok-bob"}) as bob:
+        answer = await bob.get("/mcp/config")
+    assert answer.status_code == 200
+    leaked = [secret for secret in SECRETS if secret in answer.text]
+    assert leaked == [], f"bob sees {leaked}"
+    seen = answer.json()["mcp_servers"]
+    assert seen["tools"]["args"][:4] == ["run", "--token=***", "--api-key", "***"]
+    assert seen["tools"]["args"][-2:] == ["--api-key", "$KEY"], "a reference is not a secret"
+    assert seen["tools"]["env"] == {"SLACK_TOKEN": "***", "HOME_REF": "$HOME_REF"}
+    assert seen["remote"]["url"] == "http://***@127.0.0.1:9/mcp?token=***&team=blue"
+    assert seen["remote"]["oauth"]["token_url"] == "http://127.0.0.1:9/token"
+
+
 def skill_archive(name: str, *, unsafe: bool = False) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:

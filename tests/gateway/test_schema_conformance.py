@@ -1,0 +1,57 @@
+"""The OpenAPI document and the gateway's behaviour agree, as schemathesis' conformance checks see it.
+
+`test_schema_fuzz` sends generated requests through Hypothesis; this one runs schemathesis itself
+(its command line, as an API's users would) in its `examples` and `coverage` phases, which send the
+boundary cases: methods a path lacks and OPTIONS (the `Allow` header must list exactly the
+documented methods), each parameter and body field just inside and just outside its schema (valid
+requests must not be refused with 400/422, invalid ones must be). Every check runs (`all`), on a
+bounded, deterministic set of examples, against the real gateway of the other tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.asyncio
+
+SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
+# Two answers depend on what exists, not on the request's shape, so a schema-valid request may
+# still be refused with its reason: a `.skill` upload must be a zip archive (400), and a state
+# update `as_node` must name a node of the agent's graph (422).
+CONFIG = """
+[[operations]]
+include-name = "POST /api/skills/install"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "413"]
+
+[[operations]]
+include-name = "POST /api/threads/{thread_id}/state"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+"""
+
+
+@pytest.mark.timeout(400)  # about a thousand requests; slow on a busy machine, not wrong
+async def test_the_gateway_behaves_as_its_openapi_document_says(api_url: str, tmp_path: Path) -> None:
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(CONFIG)
+    command = [
+        str(SCHEMATHESIS), "--config-file", str(config), "run", f"{api_url}/openapi.json",
+        "--header", "x-api-key: tok-ana",
+        "--checks", "all",
+        "--phases", "examples,coverage",
+        "--max-examples", "3",
+        "--generation-deterministic",
+        "--suppress-health-check", "all",
+        "--request-timeout", "60",
+        "--no-color",
+    ]  # fmt: skip
+    done = await asyncio.to_thread(
+        subprocess.run, command, capture_output=True, text=True, check=False, cwd=tmp_path, timeout=360
+    )
+    report = done.stdout + done.stderr
+    failures = report[report.find("=== FAILURES ===") :] if "FAILURES" in report else report[-4000:]
+    assert done.returncode == 0, failures[:20000]
