@@ -400,6 +400,11 @@ async def test_two_deliveries_of_one_run_at_once_answer_with_the_words_of_the_on
         ),
     ]
     async with running_router(nats_url, config), Chat(bus) as chat:
+        for _ in range(600):  # its projection reads only events newer than its durable: wait for it
+            with contextlib.suppress(Exception):
+                await bus.js.consumer_info(bus.subjects.run_events_stream, "router-projection")
+                break
+            await asyncio.sleep(0.05)
         for event in events:
             await bus.publish(bus.subjects.run_events(run_id), event)
         final = await chat.final()
