@@ -13,7 +13,9 @@ and delivers it once.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -32,6 +34,7 @@ from config import AppConfig
 
 log = logging.getLogger(__name__)
 
+FINAL_ORDER_WAIT = 30.0  # seconds a final waits for the finals of its thread's earlier runs
 # The custom events that end a subagent task (as the runner's task tool sends them).
 FINAL_TASK_EVENTS = frozenset({"task_completed", "task_failed", "task_cancelled", "task_timed_out"})
 
@@ -164,6 +167,56 @@ class RecentOrigins:
         return self._origins.pop(run_id, None)
 
 
+class FinalsInOrder:
+    """The final replies of one thread's runs go out in the order this router submitted the runs.
+
+    A thread's runs run one after another, but the runner frees the thread just before it
+    publishes the run's `end`, and the projection handles runs side by side: on a stalled machine
+    the next run's final could overtake. A final waits (at most `wait` seconds, in case an earlier
+    run's end never comes) until the finals of the thread's earlier runs from here are out.
+    """
+
+    def __init__(self, wait: float = FINAL_ORDER_WAIT, size: int = 100) -> None:
+        self.wait = wait
+        self.size = size  # runs remembered per thread
+        self._runs: dict[str, list[str]] = {}  # thread id -> runs submitted here, final not yet sent
+        self._sent: dict[str, asyncio.Event] = {}  # thread id -> set when a final went out
+
+    def submitted(self, thread_id: str, run_id: str) -> None:
+        runs = self._runs.setdefault(thread_id, [])
+        if run_id not in runs:
+            runs.append(run_id)
+            del runs[: -self.size]
+
+    async def turn(self, thread_id: str, run_id: str) -> None:
+        """Until no earlier run of the thread submitted here is still without its final."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait
+        while (runs := self._runs.get(thread_id)) and run_id in runs and runs[0] != run_id:
+            left = deadline - loop.time()
+            if left <= 0:
+                log.warning(
+                    "run %s: its final goes out before run %s's, which has not ended", run_id, runs[0]
+                )
+                return
+            sent = self._sent.setdefault(thread_id, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(sent.wait(), left)
+            sent.clear()
+
+    def sent(self, thread_id: str, run_id: str) -> None:
+        runs = self._runs.get(thread_id)
+        if runs is None:
+            return
+        with contextlib.suppress(ValueError):
+            runs.remove(run_id)
+        if not runs:
+            del self._runs[thread_id]
+        event = self._sent.pop(thread_id, None) if not runs else self._sent.get(thread_id)
+        if event is not None:
+            event.set()
+
+
 class ReplyProjection:
     """Keeps one `RunReply` per chat run in flight; sends its partial and final replies."""
 
@@ -173,11 +226,13 @@ class ReplyProjection:
         config: AppConfig,
         runs: RecordStore[RunRecord],
         origins: RecentOrigins | None = None,
+        finals: FinalsInOrder | None = None,
     ) -> None:
         self.bus = bus
         self.config = config
         self.runs = runs
         self.origins = origins or RecentOrigins()
+        self.finals = finals or FinalsInOrder()
         self._projections: dict[str, RunReply | None] = {}
 
     async def _projection(self, event: RunEvent) -> RunReply | None:
@@ -274,7 +329,13 @@ class ReplyProjection:
                 for path in projection.files
             ]
         projection.seq += 1
-        await self._send(event.run_id, projection, kind, text, msg_id=f"reply:{event.run_id}", files=files)
+        await self.finals.turn(projection.thread_id, event.run_id)
+        try:
+            await self._send(
+                event.run_id, projection, kind, text, msg_id=f"reply:{event.run_id}", files=files
+            )
+        finally:
+            self.finals.sent(projection.thread_id, event.run_id)
 
     async def _send(
         self,

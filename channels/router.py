@@ -48,7 +48,7 @@ from bus.records import RecordStore
 from bus.runs import SubmissionOrder, submit_new_run
 from bus.service import ServiceError, call, start_service
 from bus.subjects import safe_token
-from channels.replies import RecentOrigins, ReplyProjection, projection_consumer
+from channels.replies import FinalsInOrder, RecentOrigins, ReplyProjection, projection_consumer
 from config import AppConfig, ChannelConfig
 from skills import read_catalog, skills_help, slash_command
 
@@ -85,6 +85,7 @@ class Router:
         self.runs: RecordStore[RunRecord] | None = None
         self.memory: RecordStore[MemoryDocument] | None = None
         self.origins = RecentOrigins()  # the chats of runs submitted here, for the reply projection
+        self.finals = FinalsInOrder()  # a thread's finals in the order its runs were submitted here
         self.order = SubmissionOrder()  # a chat's runs are taken by runners in the order sent
 
     async def open(self) -> None:
@@ -152,6 +153,7 @@ class Router:
             origin=origin,
         )
         request = self.order.stamp(request)
+        self.finals.submitted(binding.thread_id, run_id)
         if not await submit_new_run(self.bus, request):
             log.info("message %s was already turned into run %s", message.dedupe_id(), run_id)
 
@@ -332,7 +334,9 @@ async def run(bus: Bus, config: AppConfig) -> None:
         key=lambda message: chat_key(message.channel, message.chat_id, message.topic_id),
         concurrency=32,
     )
-    projection = projection_consumer(bus, ReplyProjection(bus, config, router.runs, router.origins))
+    projection = projection_consumer(
+        bus, ReplyProjection(bus, config, router.runs, router.origins, router.finals)
+    )
     unbind = Consumer(
         bus,
         stream=s.events_stream,

@@ -373,6 +373,16 @@ async def test_a_chat_sees_subagent_progress_as_a_status_line_not_their_output(
     assert "SECRET" not in final.text
 
 
+async def projection_ready(bus: Bus) -> None:
+    """Until the router's projection has its durable: it reads only events newer than that."""
+    for _ in range(600):
+        with contextlib.suppress(Exception):
+            await bus.js.consumer_info(bus.subjects.run_events_stream, "router-projection")
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the router's projection never started")
+
+
 async def test_two_deliveries_of_one_run_at_once_answer_with_the_words_of_the_one_that_ended(
     bus: Bus, app_config: Callable[[], AppConfig], nats_url: str
 ) -> None:
@@ -400,11 +410,7 @@ async def test_two_deliveries_of_one_run_at_once_answer_with_the_words_of_the_on
         ),
     ]
     async with running_router(nats_url, config), Chat(bus) as chat:
-        for _ in range(600):  # its projection reads only events newer than its durable: wait for it
-            with contextlib.suppress(Exception):
-                await bus.js.consumer_info(bus.subjects.run_events_stream, "router-projection")
-                break
-            await asyncio.sleep(0.05)
+        await projection_ready(bus)
         for event in events:
             await bus.publish(bus.subjects.run_events(run_id), event)
         final = await chat.final()
@@ -471,3 +477,44 @@ async def test_a_message_naming_a_file_it_did_not_stage_moves_and_deletes_nothin
     assert "was not staged for this chat" in reason
     assert (await store.get(victims)).data == b"bob's secret", "the original is where it was"
     assert fake_model.agent_requests == []
+
+
+async def test_a_threads_finals_go_out_in_the_order_its_messages_were_sent(
+    bus: Bus, app_config: Callable[[], AppConfig], nats_url: str
+) -> None:
+    """The second run of a chat ended before the first's `end` reached the router (a stalled runner
+    process frees the thread just before it publishes `end`): the chat still gets the answers in the
+    order it asked."""
+    config = app_config()
+    async with running_router(nats_url, config), Chat(bus) as chat:
+        first = await chat.say("question one", chat_id="c-order")
+        second = await chat.say("question two", chat_id="c-order")
+        runs = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+        run_ids = [str(uuid.uuid5(RUN_NAMESPACE, m.dedupe_id())) for m in (first, second)]
+        records = []
+        for run_id in run_ids:  # submitted by the router (no runner here: the test plays it)
+            for _ in range(600):
+                if (record := await runs.get(run_id)) is not None:
+                    records.append(record)
+                    break
+                await asyncio.sleep(0.05)
+        assert len(records) == 2
+        await projection_ready(bus)
+
+        async def answer(record: RunRecord, text: str) -> None:
+            chunk = {"type": "AIMessageChunk", "id": f"ai-{record.run_id}", "content": text}
+            for seq, (event, data) in enumerate(
+                [("messages", [chunk, {}]), ("end", {"status": "success"})], start=1
+            ):
+                await bus.publish(
+                    bus.subjects.run_events(record.run_id),
+                    RunEvent(
+                        run_id=record.run_id, thread_id=record.thread_id, seq=seq, event=event, data=data
+                    ),
+                )
+
+        await answer(records[1], "answer two")  # the later run's end is stored first
+        await asyncio.sleep(0.5)  # and handled: its final would go out now
+        await answer(records[0], "answer one")
+        finals = [(await chat.final()).text, (await chat.final()).text]
+    assert finals == ["answer one", "answer two"]
