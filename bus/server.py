@@ -266,12 +266,13 @@ class EmbeddedServer:
         self._write_config()  # with the port it listens on now: a reload may not move the listener
         os.kill(self._proc.pid, signal.SIGHUP)
         deadline = time.monotonic() + timeout
-        while _RELOADED not in self._log_since(start):
+        while _RELOADED not in self.log_since(start):
             if time.monotonic() > deadline:
                 raise ServerStartError(f"nats-server did not reload within {timeout:g}s", self._log_tail())
             time.sleep(0.002)
 
-    def _log_since(self, offset: int) -> bytes:
+    def log_since(self, offset: int) -> bytes:
+        """What the server logged after byte `offset` of its log file (empty if there is none)."""
         try:
             with self.log_path.open("rb") as handle:
                 handle.seek(offset)

@@ -43,6 +43,15 @@ async def refused_publish(server: SecuredServer, users: StackUsers, component: s
         await nc.close()
 
 
+async def logged(users: StackUsers) -> list[str]:
+    """The stack's refusals, once the server has written them (a moment after it told the client)."""
+    for _ in range(200):
+        if found := users.violations():
+            return found
+        await asyncio.sleep(0.01)
+    return []
+
+
 def marked(request: pytest.FixtureRequest) -> pytest.Item:
     """This test's item, as a test marked `permission_violations` would be."""
     request.node.add_marker(pytest.mark.permission_violations("the tripwire's own test"))
@@ -56,10 +65,7 @@ async def test_a_component_refused_by_the_server_fails_the_test(
     try:
         forbidden = f"{users.prefix}.chat.out.telegram"  # the runner never replies in chats
         await refused_publish(nats_server, users, "runner", forbidden)
-        for _ in range(200):  # the server writes its log line a moment after answering the client
-            if users.violations():
-                break
-            await asyncio.sleep(0.01)
+        assert await logged(users)
         with pytest.raises(pytest.fail.Exception) as failed:
             fail_on_violations(users, None)
         assert f"{users.prefix}-runner: Publish {forbidden}" in str(failed.value)
@@ -74,11 +80,7 @@ async def test_refusals_of_another_stack_are_not_this_tests(
     other = nats_server.open_stack(f"t{uuid.uuid4().hex[:10]}", tmp_path / "other")
     try:
         await refused_publish(nats_server, other, "sandbox", f"{other.prefix}.runs.submit")
-        for _ in range(200):
-            if other.violations():
-                break
-            await asyncio.sleep(0.01)
-        assert other.violations(), "the other stack's refusal was logged"
+        assert await logged(other), "the other stack's refusal was logged"
         assert mine.violations() == []
         fail_on_violations(mine, None)  # does not fail
     finally:
@@ -92,11 +94,7 @@ async def test_a_test_may_expect_refusals(
     users = nats_server.open_stack(f"t{uuid.uuid4().hex[:10]}", tmp_path / "data")
     try:
         await refused_publish(nats_server, users, "gateway", f"{users.prefix}.chat.out.slack")
-        for _ in range(200):
-            if users.violations():
-                break
-            await asyncio.sleep(0.01)
-        assert users.violations()
+        assert await logged(users)
         fail_on_violations(users, marked(request))  # expected: does not fail
     finally:
         users.close()
