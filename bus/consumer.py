@@ -24,6 +24,10 @@ connection was down for long enough that `in_progress` heartbeats missed
 left alone (not acked, not released): that other delivery owns it now. A
 handler may also raise `Abandon` when it finds out itself.
 
+A handler that must wait before it can go on (a platform's rate limit) waits
+with `Delivery.wait_out`: it holds no slot meanwhile, and if the consumer stops
+the message goes back to the server for the rest of the wait (nak with delay).
+
 `stop()` drains: no new fetches, in-flight handlers finish (up to a timeout),
 and whatever cannot finish is released (nak) for immediate redelivery.
 """
@@ -104,6 +108,7 @@ class Delivery:
     stream_seq: int
 
     release_slot: Callable[[], None] = lambda: None
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def in_progress(self) -> None:
         """Tell the server this message is still being worked on (resets ack_wait)."""
@@ -116,6 +121,23 @@ class Delivery:
         behind a busy thread) must not hold a slot that message needs.
         """
         self.release_slot()
+
+    async def wait_out(self, seconds: float, *, release: bool = False) -> None:
+        """Wait `seconds` before going on, holding no slot (the handler is only waiting).
+
+        If the consumer stops meanwhile, raises `Defer`: with `release` the message goes back to the
+        server at once (redelivered before newer messages, in the order given back: the handler keeps
+        what it waits for where the next delivery finds it); otherwise for the rest of the wait (the
+        server holds it). Either way a stop does not sit out the wait.
+        """
+        self.yield_slot()
+        loop = asyncio.get_running_loop()
+        until = loop.time() + max(0.0, seconds)
+        if not self.stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), max(0.0, seconds))
+        if self.stopping.is_set():
+            raise Defer(0.0 if release else until - loop.time())
 
 
 Handler = Callable[[M, Delivery], Awaitable[None]]
@@ -176,7 +198,8 @@ class Consumer(Generic[M]):
             dead-lettered, for whatever reason (to answer whoever waits for it); failures are logged.
         key: `(message) -> str`; messages with the same key are handled one at a time, in the
             order this process received them (a run's events, a chat's messages), while messages
-            with other keys go on concurrently. A message retried after a failure comes back later.
+            with other keys go on concurrently (a message waiting for its key's turn holds no slot).
+            A message retried after a failure comes back later.
     """
 
     def __init__(
@@ -225,6 +248,8 @@ class Consumer(Generic[M]):
         self._waiting: set[asyncio.Task[None]] = set()  # in flight, but yielded their slot
         self._slot_free = asyncio.Event()
         self._stopping = False
+        self._stopped = asyncio.Event()  # told to handlers that wait (`Delivery.wait_out`)
+        self._unstarted: list[Msg] = []  # fetched as the consumer stopped
         self._stale: set[asyncio.Task[None]] = set()  # cancelled after an outage: leave their messages
         self._stoppers: set[asyncio.Task[None]] = set()
         self._unlisten: Callable[[], None] = lambda: None
@@ -255,6 +280,7 @@ class Consumer(Generic[M]):
         )
         self._psub = await js.pull_subscribe_bind(self.durable, self.stream)
         self._stopping = False
+        self._stopped = asyncio.Event()
         self._unlisten = self.bus.on_reconnected(self._after_outage)
         self._fetch_task = asyncio.create_task(self._fetch_loop(), name=f"fetch:{self.name}")
         log.info("consumer %s started (concurrency %d)", self.name, self.concurrency)
@@ -264,6 +290,7 @@ class Consumer(Generic[M]):
         if self._fetch_task is None:
             return
         self._stopping = True
+        self._stopped.set()
         self._slot_free.set()
         self._unlisten()
         fetch_task, self._fetch_task = self._fetch_task, None
@@ -275,6 +302,9 @@ class Consumer(Generic[M]):
                 task.cancel()  # _process naks (releases) a cancelled message
             if pending:
                 await asyncio.wait(pending, timeout=5)
+        unstarted, self._unstarted = self._unstarted, []
+        for msg in unstarted:
+            await self._release(msg)
         if self._psub is not None:
             with contextlib.suppress(Exception):
                 await self._psub.unsubscribe()
@@ -311,8 +341,8 @@ class Consumer(Generic[M]):
                 await asyncio.sleep(min(0.2 * 2**failures, 5.0))
                 continue
             for msg in msgs:
-                if self._stopping:
-                    await self._release(msg)
+                if self._stopping:  # released after the in-flight ones, which came before them
+                    self._unstarted.append(msg)
                     continue
                 task = asyncio.create_task(self._process(msg))
                 self._inflight.add(task)
@@ -328,6 +358,12 @@ class Consumer(Generic[M]):
         if task is not None and task in self._inflight and task not in self._waiting:
             self._waiting.add(task)
             self._slot_free.set()
+
+    def _take_slot(self) -> None:
+        """A handler that waited for its turn works now: it counts against concurrency again."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._waiting.discard(task)
 
     # ------------------------------------------------------------------ settling
 
@@ -355,16 +391,22 @@ class Consumer(Generic[M]):
                         log.exception("consumer %s: on_invalid failed for seq %d", self.name, seq)
                 await self._dead_letter(msg, f"bad input: {exc}", delivered, seq)
                 return
-            delivery = Delivery(msg, msg.subject, dict(msg.headers or {}), delivered, seq, self._yield_slot)
+            delivery = Delivery(
+                msg, msg.subject, dict(msg.headers or {}), delivered, seq, self._yield_slot, self._stopped
+            )
             heartbeat = asyncio.create_task(self._heartbeat(msg))
             turn = self._turn(payload)
             has_turn = False
             try:
                 if turn is not None:
                     # No await before this point: tasks reach it in the order messages arrived,
-                    # and the lock hands turns out first come, first served.
+                    # and the lock hands turns out first come, first served. Waiting for a turn is
+                    # not work: it holds no slot, so one busy key never keeps the others waiting.
+                    if turn.lock.locked():
+                        self._yield_slot()
                     await turn.lock.acquire()
                     has_turn = True
+                    self._take_slot()
                 await self.handler(payload, delivery)
             except Reject as exc:
                 await self._dead_letter(msg, f"rejected: {exc.reason}", delivered, seq)

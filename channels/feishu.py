@@ -74,7 +74,8 @@ FILE_TYPES = {
     ".ppt": "ppt",
     ".pptx": "ppt",
 }
-RATE_LIMITED = {99991400, 230020}  # app-wide frequency limit; per-message update limit
+APP_RATE_LIMITED = 99991400  # the app's frequency limit on an API: every chat waits
+CHAT_RATE_LIMITED = 230020  # a limit on one chat: messages into it, or updates of one message
 
 
 class FeishuError(RuntimeError):
@@ -187,8 +188,12 @@ class FeishuAdapter(Surface):
     def _check(self, action: str, response: Any) -> Any:
         if response.success():
             return response
-        if response.code in RATE_LIMITED or (response.raw and response.raw.status_code == 429):
-            raise RateLimited(_reset_seconds(response.raw), f"Feishu rate limit while {action}")
+        if response.code == CHAT_RATE_LIMITED:
+            raise RateLimited(_reset_seconds(response.raw), f"Feishu's chat limit while {action}")
+        if response.code == APP_RATE_LIMITED or (response.raw and response.raw.status_code == 429):
+            raise RateLimited(
+                _reset_seconds(response.raw), f"Feishu rate limit while {action}", scope="platform"
+            )
         if response.code in (99991663, 99991661, 99991668):  # the token expired or was revoked
             self._token = None
             raise Retry(f"Feishu token refused while {action}", delay=0.5)

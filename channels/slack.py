@@ -10,7 +10,8 @@ partial is posted, then updated (`chat.update`) as the answer streams, and
 the final text replaces it (a long one continues in more messages, cut at
 paragraph or line ends); presented files are uploaded (`files_upload_v2`).
 Model Markdown is rendered as Slack mrkdwn. A 429 is waited out as its
-`Retry-After` says (`channels.reply_stream`).
+`Retry-After` says (`channels.reply_stream`): chat.postMessage's limit holds
+only its channel, the other methods' limits the whole app.
 """
 
 from __future__ import annotations
@@ -130,7 +131,8 @@ class SlackAdapter(Surface):
 
     async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
         posted = await _patiently(
-            self.app.client.chat_postMessage(channel=out.chat_id, thread_ts=out.topic_id, text=mrkdwn(text))
+            self.app.client.chat_postMessage(channel=out.chat_id, thread_ts=out.topic_id, text=mrkdwn(text)),
+            scope="chat",  # chat.postMessage is limited per channel (about one a second)
         )
         return {"channel": out.chat_id, "ts": str(posted["ts"])}
 
@@ -152,8 +154,11 @@ class SlackAdapter(Surface):
         )
 
 
-async def _patiently(call: Awaitable[T]) -> T:
-    """A Web API call whose rate limit is `RateLimited` (waited out by the reply stream, not the SDK)."""
+async def _patiently(call: Awaitable[T], *, scope: str = "platform") -> T:
+    """A Web API call whose rate limit is `RateLimited` (waited out by the reply stream, not the SDK).
+
+    Slack limits most methods per app and workspace (`scope` "platform"); chat.postMessage per
+    channel ("chat")."""
     try:
         return await call
     except SlackApiError as exc:
@@ -162,7 +167,7 @@ async def _patiently(call: Awaitable[T]) -> T:
         headers = {str(k).lower(): v for k, v in (exc.response.headers or {}).items()}
         retry_after = headers.get("retry-after", 1)
         delay = float(retry_after[0] if isinstance(retry_after, list) else retry_after)
-        raise RateLimited(delay, "Slack rate limit") from None
+        raise RateLimited(delay, "Slack rate limit", scope=scope) from None
 
 
 def build_app(config: SlackConfig) -> AsyncApp:

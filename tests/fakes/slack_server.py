@@ -85,8 +85,8 @@ class FakeSlack(LocalServer):
 
     async def _api(self, method: str, request: Request) -> Any:
         params = await _params(request)
-        wait = self.flood.refusal(method)
-        if wait is not None:  # Web API rate limits: HTTP 429 with Retry-After
+        wait = self.flood.refusal(method, str(params.get("channel") or "") or None)
+        if wait is not None:  # Web API rate limits (per channel for chat.postMessage): 429, Retry-After
             self.record(f"{method}:429", params)
             headers = {"Retry-After": str(wait)}
             return JSONResponse({"ok": False, "error": "ratelimited"}, 429, headers=headers)

@@ -148,7 +148,7 @@ class FakeTelegram(LocalServer):
             if self.outage:  # the network between bot and Telegram is down
                 return JSONResponse({"ok": False, "error_code": 502, "description": "Bad Gateway"}, 502)
             return {"ok": True, "result": await self._get_updates(params)}
-        flood = self.flood.refusal(method)
+        flood = self.flood.refusal(method, str(params.get("chat_id", "")) or None)
         if self.rate_limits.get(method, 0) > 0 or flood is not None:
             if flood is None:
                 self.rate_limits[method] -= 1
