@@ -48,8 +48,10 @@ class Rights:
 def _adapter(channel: str) -> Rights:
     return Rights(
         consume=(("CHAT_OUT", channel, f"chat.out.{channel}"),),
-        publish=(f"chat.in.{channel}",),
+        # dlq.<channel>: platform messages the adapter cannot read, dead-lettered with the reason
+        publish=(f"chat.in.{channel}", f"dlq.{channel}"),
         kv_write=("replies",),
+        kv_read=("settings",),  # the skills catalog: Telegram registers their commands
         files=True,
     )
 

@@ -32,6 +32,7 @@ from bus.messages import FileRef, InboundMessage, OutboundMessage
 from channels.live import RateLimited, Surface, reply_consumer
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
+from channels.telegram_updates import OnUnreadable, ScreenedUpdates, dead_letterer
 from config import AppConfig, TelegramConfig
 
 log = logging.getLogger(__name__)
@@ -299,11 +300,21 @@ def _seconds(value: Any) -> float:
     return value.total_seconds() if hasattr(value, "total_seconds") else float(value)
 
 
-def build_application(config: TelegramConfig) -> Application[Any, Any, Any, Any, Any, Any]:
+def build_application(
+    config: TelegramConfig, on_unreadable: OnUnreadable | None = None
+) -> Application[Any, Any, Any, Any, Any, Any]:
+    """The bot; with `on_unreadable`, updates the library cannot parse go there instead of wedging
+    polling (`channels.telegram_updates`)."""
     token = config.resolved("bot_token")
     if not token:
         raise ValueError("channels.telegram.bot_token is not set")
-    builder = ApplicationBuilder().token(token).get_updates_read_timeout(30)
+    builder = ApplicationBuilder().token(token)
+    if on_unreadable is not None:
+        builder = builder.get_updates_request(
+            ScreenedUpdates(on_unreadable, connection_pool_size=1, read_timeout=30)
+        )
+    else:
+        builder = builder.get_updates_read_timeout(30)
     if config.base_url:
         base = config.base_url.rstrip("/")
         builder = builder.base_url(f"{base}/bot").base_file_url(f"{base}/file/bot")
@@ -313,7 +324,7 @@ def build_application(config: TelegramConfig) -> Application[Any, Any, Any, Any,
 async def run(bus: Bus, config: AppConfig) -> None:
     """The Telegram adapter component: poll Telegram, send replies, until cancelled."""
     settings = config.channels.telegram
-    app = build_application(settings)
+    app = build_application(settings, dead_letterer(bus))
     adapter = TelegramAdapter(bus, app, settings)
     app.add_handler(MessageHandler(filters.ALL, adapter.on_message))
     outbound = reply_consumer(bus, "telegram", adapter.replies.deliver)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -296,3 +297,21 @@ async def test_an_edited_message_is_answered_with_how_to_send_the_change(
     replied_to = told[1].get("reply_parameters", {}).get("message_id") or told[1].get("reply_to_message_id")
     assert replied_to == original["message"]["message_id"], "the answer is to the edited message"
     assert len(fake_model.agent_requests) == 1, "the edit started no second run"
+
+
+async def test_an_update_the_library_cannot_read_is_dead_lettered_once_and_polling_goes_on(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig, nats_url: str
+) -> None:
+    fake_model.script(Reply(text="Still here."))
+    # An entity of a shape python-telegram-bot does not know (no offset, no length).
+    unreadable = telegram.make_update("hello", entities=[{"type": "future_entity"}])
+    telegram.push(unreadable)
+    telegram.send_user_message("are you still there?")
+    sent = await telegram.wait_for("sendMessage")
+    assert sent[0]["text"] == "Still here."
+    assert telegram.deliveries[unreadable["update_id"]] == 1, "confirmed to Telegram, never fetched again"
+    async with await Bus.connect(nats_url, stack.bus) as bus:
+        letters = await list_dead_letters(bus)
+    assert len(letters) == 1
+    assert json.loads(letters[0].data) == unreadable, "the raw update is kept"
+    assert "MessageEntity" in letters[0].reason
