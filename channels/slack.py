@@ -4,6 +4,10 @@ Inbound: direct messages and `app_mention`s become InboundMessages on
 `<prefix>.chat.in.slack`; a mention can arrive both as `message` and as
 `app_mention`, and both carry the same `ts`, so the second is dropped as a
 duplicate. A conversation is the DM, or the Slack thread the message is in.
+Slash commands (`/status`, `/new`, a skill's `/name`) are acknowledged at
+once and taken as the same text typed to the bot, answered in the
+conversation they were used in; a message shortcut asks about its message,
+in that message's thread.
 Outbound: a channel mention is answered in its thread, a direct message
 plainly in the DM (in a thread only if the user wrote in one): the first
 partial is posted, then updated (`chat.update`) as the answer streams, and
@@ -23,7 +27,7 @@ from typing import Any, TypeVar
 
 import httpx
 from slack_bolt.adapter.socket_mode.websockets import AsyncSocketModeHandler
-from slack_bolt.async_app import AsyncApp
+from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -99,6 +103,59 @@ class SlackAdapter(Surface):
             mentioned=mentioned,
             text=text.replace(mention, "").strip(),
             files=files,
+        )
+        await self.bus.publish(self.bus.subjects.chat_in("slack"), inbound, msg_id=inbound.dedupe_id())
+
+    async def on_command(self, command: dict[str, Any]) -> None:
+        """A slash command (`/status`, `/new`, a skill's `/name`), already acknowledged: the router
+        takes it as the same text typed to the bot, and answers in the conversation it came from."""
+        try:
+            channel, user = str(command.get("channel_id") or ""), str(command.get("user_id") or "")
+            name = str(command.get("command") or "").strip()
+            if not channel or not user or not name.startswith("/"):
+                log.warning("slack: a slash command without channel, user or name skipped: %.200r", command)
+                return
+            direct = channel.startswith("D") or command.get("channel_name") == "directmessage"
+            text = f"{name} {command.get('text') or ''}".strip()
+            # No message ts: the trigger id names this invocation (and dedupes Slack's retries).
+            await self._publish(channel, user, str(command.get("trigger_id")), None, direct, text)
+        except Exception:  # logged and skipped, never fatal (it is acknowledged already)
+            log.exception("slack: could not handle the slash command %s", command.get("command"))
+
+    async def on_shortcut(self, shortcut: dict[str, Any]) -> None:
+        """A message shortcut ("ask the bot about this message"), already acknowledged: the message's
+        text goes to the agent and is answered in that message's thread. Global shortcuts carry no
+        conversation to answer in, and are only acknowledged."""
+        if shortcut.get("type") != "message_action":
+            log.info("slack: a %s shortcut acknowledged (nothing to answer)", shortcut.get("type"))
+            return
+        try:
+            channel = str((shortcut.get("channel") or {}).get("id") or "")
+            user = str((shortcut.get("user") or {}).get("id") or "")
+            message = shortcut.get("message") or {}
+            text = str(message.get("text") or "").strip()
+            if not channel or not user or not text:
+                return
+            topic = str(message.get("thread_ts") or message.get("ts") or "") or None
+            direct = channel.startswith("D")
+            await self._publish(
+                channel, user, str(shortcut.get("trigger_id")), None if direct else topic, direct, text
+            )
+        except Exception:
+            log.exception("slack: could not handle a message shortcut")
+
+    async def _publish(
+        self, channel: str, user: str, message_id: str, topic: str | None, direct: bool, text: str
+    ) -> None:
+        inbound = InboundMessage(
+            channel="slack",
+            chat_id=channel,
+            user_id=user,
+            message_id=message_id,
+            topic_id=topic,
+            chat_type="private" if direct else "group",
+            mentioned=True,  # invoked on the bot by name
+            text=text,
         )
         await self.bus.publish(self.bus.subjects.chat_in("slack"), inbound, msg_id=inbound.dedupe_id())
 
@@ -191,6 +248,17 @@ async def run(bus: Bus, config: AppConfig) -> None:
     @app.event("app_mention")
     async def on_mention(event: dict[str, Any]) -> None:
         await adapter.on_event(event)
+
+    # Slack wants an acknowledgement within 3 seconds: first that, then the work.
+    @app.command(re.compile(r"^/"))
+    async def on_command(ack: AsyncAck, command: dict[str, Any]) -> None:
+        await ack()
+        await adapter.on_command(command)
+
+    @app.shortcut(re.compile(".*"))
+    async def on_shortcut(ack: AsyncAck, shortcut: dict[str, Any]) -> None:
+        await ack()
+        await adapter.on_shortcut(shortcut)
 
     handler = AsyncSocketModeHandler(app, app_token=settings.resolved("app_token"), web_client=app.client)
     outbound = reply_consumer(bus, "slack", adapter.replies.deliver)
