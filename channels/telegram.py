@@ -22,18 +22,21 @@ from pathlib import PurePosixPath
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
-from telegram import InputFile, Message, Update
+from telegram import BotCommand, InputFile, Message, Update
 from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
 from bus import Bus, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from bus.watch import follow_key
+from channels.commands import telegram_commands
 from channels.live import RateLimited, Surface, reply_consumer
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
 from channels.telegram_updates import OnUnreadable, ScreenedUpdates, dead_letterer
 from config import AppConfig, TelegramConfig
+from skills import CATALOG_KEY, SkillsCatalog, read_catalog
 
 log = logging.getLogger(__name__)
 
@@ -351,10 +354,38 @@ async def run(bus: Bus, config: AppConfig) -> None:
         else:
             await app.updater.start_polling(poll_interval=0.0, timeout=10, allowed_updates=updates)
             log.info("telegram adapter polling as @%s", app.bot.username)
+        menu = asyncio.create_task(offer_commands(bus, app), name="telegram-commands")
         try:
             await run_consumers(outbound)
         finally:
+            menu.cancel()
+            await asyncio.gather(menu, return_exceptions=True)
             await asyncio.shield(_stop(app))
+
+
+async def offer_commands(bus: Bus, app: Application[Any, Any, Any, Any, Any, Any]) -> None:
+    """Keep the bot's command menu (`setMyCommands`) to the built-in commands and the enabled skills,
+    spelled as Telegram accepts them, as the skills catalog changes. Runs until cancelled."""
+    offered: list[tuple[str, str]] | None = None
+
+    async def offer(catalog: SkillsCatalog | None) -> None:
+        nonlocal offered
+        commands = telegram_commands(catalog)
+        if commands != offered:
+            await app.bot.set_my_commands([BotCommand(name, about) for name, about in commands])
+            offered = commands
+            log.info("telegram: offering %d commands", len(commands))
+
+    try:
+        await offer(await read_catalog(bus))  # the built-in ones at least, catalog or not
+    except Exception as exc:  # Telegram or the bus unreachable now: the next catalog tries again
+        log.warning("telegram: could not set the bot's commands: %s", exc)
+    settings = await bus.kv(bus.subjects.settings_bucket)
+
+    async def changed(value: bytes) -> None:
+        await offer(SkillsCatalog.model_validate_json(value))
+
+    await follow_key(settings, CATALOG_KEY, changed, "telegram commands")
 
 
 async def _stop(app: Application[Any, Any, Any, Any, Any, Any]) -> None:

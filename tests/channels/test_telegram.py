@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -315,3 +316,30 @@ async def test_an_update_the_library_cannot_read_is_dead_lettered_once_and_polli
     assert len(letters) == 1
     assert json.loads(letters[0].data) == unreadable, "the raw update is kept"
     assert "MessageEntity" in letters[0].reason
+
+
+async def test_commands_are_offered_with_names_telegram_accepts_and_help_lists_them_so(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(text="Let us look at the data."))
+    await telegram.wait(
+        lambda: any(
+            "data_analysis" in [c["command"] for c in p["commands"]]
+            for m, p in telegram.calls
+            if m == "setMyCommands"
+        )
+    )
+    menu = [p["commands"] for m, p in telegram.calls if m == "setMyCommands"][-1]
+    names = [c["command"] for c in menu]
+    assert {"new", "status", "help", "data_analysis"} <= set(names)
+    assert all(re.fullmatch(r"[a-z0-9_]{1,32}", name) for name in names), names
+    assert all(c["description"] for c in menu)
+    telegram.send_user_message("/help")
+    helped = await telegram.wait_for("sendMessage")
+    assert "/data_analysis - " in helped[0]["text"], "listed as it is tapped"
+    assert "/data-analysis" not in helped[0]["text"]
+    telegram.send_user_message("/data_analysis what is in sales.csv?")  # as tapping sends it
+    await telegram.wait_for("sendMessage", count=2)
+    assert len(fake_model.agent_requests) == 1, "the tapped name starts the skill's run"
+    system = fake_model.agent_requests[0]["messages"][0]["content"]
+    assert "<active_skill name=\"data-analysis\">" in system
