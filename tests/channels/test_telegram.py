@@ -342,4 +342,4 @@ async def test_commands_are_offered_with_names_telegram_accepts_and_help_lists_t
     await telegram.wait_for("sendMessage", count=2)
     assert len(fake_model.agent_requests) == 1, "the tapped name starts the skill's run"
     system = fake_model.agent_requests[0]["messages"][0]["content"]
-    assert "<active_skill name=\"data-analysis\">" in system
+    assert '<active_skill name="data-analysis">' in system
