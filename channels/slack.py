@@ -20,6 +20,7 @@ only its channel, the other methods' limits the whole app.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Awaitable
@@ -37,6 +38,7 @@ from bus.messages import FileRef, InboundMessage, OutboundMessage
 from channels.live import RateLimited, Surface, reply_consumer
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
+from channels.unreadable import dead_letter_unreadable
 from config import AppConfig, SlackConfig
 
 log = logging.getLogger(__name__)
@@ -77,8 +79,14 @@ class SlackAdapter(Surface):
     async def on_event(self, event: dict[str, Any]) -> None:
         try:
             await self._inbound(event)
-        except Exception:  # an event we cannot handle is logged and skipped, never fatal
-            log.exception("slack: could not handle event %s", event.get("type"))
+        except Exception as exc:  # acknowledged already: kept in the DLQ with the reason, never fatal
+            await dead_letter_unreadable(
+                self.bus,
+                "slack",
+                json.dumps(event, default=str).encode(),
+                f"{type(exc).__name__}: {exc}",
+                f"{event.get('channel')}:{event.get('ts')}",
+            )
 
     async def _inbound(self, event: dict[str, Any]) -> None:
         if event.get("subtype") not in (None, "file_share") or event.get("bot_id") or not event.get("user"):
