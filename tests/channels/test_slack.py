@@ -139,7 +139,8 @@ async def test_a_slash_command_is_acknowledged_and_answered_like_the_same_text_i
 ) -> None:
     envelope = slack.send_command("/status")
     posted = await slack.wait_for("chat.postMessage")
-    assert envelope["envelope_id"] in slack.acks, "acknowledged, so Slack shows the user no error"
+    # Acknowledged, so Slack shows the user no error ("dispatch_failed").
+    await slack.wait(lambda: envelope["envelope_id"] in slack.acks)
     assert posted[0]["channel"] == "D1"
     assert "Status: idle" in posted[0]["text"], "answered as /status typed in the DM is"
     assert fake_model.agent_requests == [], "a chat command runs no agent"
