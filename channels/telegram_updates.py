@@ -80,8 +80,7 @@ def dead_letterer(bus: Bus) -> OnUnreadable:
 
     async def on_unreadable(raw: Any, reason: str) -> None:
         update_id = raw.get("update_id") if isinstance(raw, dict) else None
-        log.warning("telegram: update %s cannot be read (%s); confirmed and dead-lettered", update_id, reason)
-        try:
+        try:  # (`dead_letter` logs it: one line per unreadable update)
             await dead_letter(
                 bus,
                 stream="telegram",
