@@ -21,10 +21,7 @@ async def dead_letter_unreadable(bus: Bus, channel: str, raw: bytes, reason: str
     """Dead-letter `raw` (what the platform sent) with `reason`; `ident` (the platform's id for it,
     else the payload) dedupes a copy. Never raises: a DLQ that cannot take it is logged."""
     number = int(hashlib.sha256((ident or raw.decode(errors="replace")).encode()).hexdigest()[:12], 16)
-    log.warning(
-        "%s: cannot read %s (%s); acknowledged and dead-lettered", channel, ident or "a message", reason
-    )
-    try:
+    try:  # (`dead_letter` logs it: one line per unreadable message)
         await dead_letter(
             bus,
             stream=channel,
