@@ -290,11 +290,13 @@ class Consumer(Generic[M]):
         if self._fetch_task is None:
             return
         self._stopping = True
-        self._stopped.set()
         self._slot_free.set()
         self._unlisten()
         fetch_task, self._fetch_task = self._fetch_task, None
         await fetch_task  # returns within one lingering-pull wait
+        # Only now are waiting handlers told: a message they give back while a pull is still open
+        # would come straight back to it, behind the ones given back after it.
+        self._stopped.set()
         if self._inflight:
             log.info("consumer %s: waiting for %d in-flight message(s)", self.name, len(self._inflight))
             _, pending = await asyncio.wait(self._inflight, timeout=timeout or self.drain_timeout)
