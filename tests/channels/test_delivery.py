@@ -430,3 +430,24 @@ async def test_a_chat_keeps_its_order_while_it_waits_and_across_a_restart(
     if platform.name in ("telegram", "slack"):  # they say how long to wait: no call comes before
         assert [what for _, what, _ in events] == ["refused", "sent", "sent"], events
     assert await list_dead_letters(bus) == []
+
+
+async def test_a_limit_on_the_whole_app_holds_every_chat(
+    platform: Platform, markdown_config: AppConfig, bus: Bus, nats_url: str
+) -> None:
+    if platform.name != "feishu":
+        pytest.skip("Feishu's frequency limit (99991400) is the app's; the others here limit a chat")
+    a, b = Replies(bus, platform), Replies(bus, platform, _second_chat(platform))
+    platform.fake.message_chats.update({platform.reply_to: platform.chat_id, "om_user2": "oc_chat2"})
+    async with adapter(nats_url, markdown_config, platform):
+        platform.fake.flood.arm("reply", 2)  # the app's limit on sending replies
+        await a.send("final", "The answer for A.")
+        await platform.fake.wait(lambda: (a.chat_id, "refused", "The answer for A.") in _events(platform))
+        await b.send("final", "The answer for B.")
+        await platform.fake.wait(lambda: (b.chat_id, "sent", "The answer for B.") in _events(platform))
+        await a.taken()
+    events = _events(platform)
+    assert [what for chat, what, _ in events if chat == b.chat_id] == ["sent"], (
+        "B made no call while the app had to wait"
+    )
+    assert [what for chat, what, _ in events if chat == a.chat_id] == ["refused", "sent"]
