@@ -1,4 +1,9 @@
-"""The Telegram adapter: python-telegram-bot long polling in, the router's replies out.
+"""The Telegram adapter: python-telegram-bot long polling (or a webhook) in, the router's replies out.
+
+Updates the library cannot parse are confirmed and dead-lettered, never
+fetched again (`channels.telegram_updates`, which also serves the webhook).
+The bot's command menu (`setMyCommands`) follows the skills catalog, names
+spelled as Telegram accepts them (`channels.commands`).
 
 Inbound: every message the bot receives (private chats; in groups what
 Telegram delivers: commands, mentions, replies) becomes an InboundMessage on
@@ -20,7 +25,6 @@ import secrets
 from collections.abc import Awaitable
 from pathlib import PurePosixPath
 from typing import Any, TypeVar
-from urllib.parse import urlparse
 
 from telegram import BotCommand, InputFile, Message, Update
 from telegram.error import BadRequest, RetryAfter, TelegramError
@@ -34,7 +38,7 @@ from channels.commands import telegram_commands
 from channels.live import RateLimited, Surface, reply_consumer
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
-from channels.telegram_updates import OnUnreadable, ScreenedUpdates, dead_letterer
+from channels.telegram_updates import OnUnreadable, ScreenedUpdates, dead_letterer, serve_webhook
 from config import AppConfig, TelegramConfig
 from skills import CATALOG_KEY, SkillsCatalog, read_catalog
 
@@ -335,14 +339,19 @@ async def run(bus: Bus, config: AppConfig) -> None:
     async with app:
         await app.start()
         assert app.updater is not None
+        receiving: asyncio.Task[None] | None = None
         if settings.webhook_url:
-            await app.updater.start_webhook(
-                listen=settings.webhook_listen,
-                port=settings.webhook_port,
-                url_path=urlparse(settings.webhook_url).path.lstrip("/"),
-                webhook_url=settings.webhook_url,
-                secret_token=settings.resolved("webhook_secret") or secrets.token_urlsafe(32),
-                allowed_updates=updates,
+            receiving = asyncio.create_task(
+                serve_webhook(
+                    app,
+                    url=settings.webhook_url,
+                    listen=settings.webhook_listen,
+                    port=settings.webhook_port,
+                    secret=settings.resolved("webhook_secret") or secrets.token_urlsafe(32),
+                    allowed_updates=updates,
+                    on_unreadable=dead_letterer(bus),
+                ),
+                name="telegram-webhook",
             )
             log.info(
                 "telegram adapter: @%s receives updates at %s (listening on %s:%d)",
@@ -355,11 +364,16 @@ async def run(bus: Bus, config: AppConfig) -> None:
             await app.updater.start_polling(poll_interval=0.0, timeout=10, allowed_updates=updates)
             log.info("telegram adapter polling as @%s", app.bot.username)
         menu = asyncio.create_task(offer_commands(bus, app), name="telegram-commands")
+        # The replies, and the webhook server if any: either ending (failing) ends the adapter.
+        work = [asyncio.create_task(run_consumers(outbound)), *([receiving] if receiving else [])]
         try:
-            await run_consumers(outbound)
+            done, _ = await asyncio.wait(work, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
         finally:
-            menu.cancel()
-            await asyncio.gather(menu, return_exceptions=True)
+            for task in (*work, menu):
+                task.cancel()
+            await asyncio.gather(*work, menu, return_exceptions=True)
             await asyncio.shield(_stop(app))
 
 

@@ -8,16 +8,32 @@ tries each update on its own before the library sees them: one it cannot
 parse is handed to `on_unreadable` (the adapter dead-letters it with the raw
 payload and the reason) and replaced by an empty update with the same id, so
 the library's next offset confirms it to Telegram and nothing is fetched twice.
+
+In webhook mode the same holds: python-telegram-bot's own webhook server
+answers such an update 400, and Telegram sends it again and again, so the
+adapter serves the webhook itself (`serve_webhook`): an unreadable update is
+answered 200 and handed to `on_unreadable`; the others go to the
+application's update queue, as the library's server would put them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any
+from urllib.parse import urlparse
 
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 from telegram import Update
+from telegram.ext import Application
 from telegram.request import HTTPXRequest
 
 from bus import Bus
@@ -72,6 +88,65 @@ def _unreadable(raw: Any) -> str | None:
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its signal handling: the component runtime owns SIGTERM/SIGINT."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+async def serve_webhook(
+    app: Application[Any, Any, Any, Any, Any, Any],
+    *,
+    url: str,
+    listen: str,
+    port: int,
+    secret: str,
+    allowed_updates: Sequence[str],
+    on_unreadable: OnUnreadable,
+) -> None:
+    """Register `url` with Telegram and take its updates on `listen:port` until cancelled: only
+    requests carrying `secret`; each update on the application's queue, an unreadable one to
+    `on_unreadable` (both answered 200, so Telegram never sends them again)."""
+
+    async def receive(request: Request) -> Response:
+        given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
+        if not hmac.compare_digest(given.encode(), secret.encode()):
+            return Response(status_code=403)
+        body = await request.body()
+        try:
+            raw: Any = json.loads(body)
+        except ValueError as exc:
+            await on_unreadable(body.decode(errors="replace"), f"not JSON ({exc})")
+            return Response(status_code=200)
+        reason = _unreadable(raw)
+        if reason is not None:
+            await on_unreadable(raw, reason)
+        else:
+            await app.update_queue.put(Update.de_json(raw, app.bot))
+        return Response(status_code=200)
+
+    path = "/" + urlparse(url).path.lstrip("/")
+    server = _Server(
+        uvicorn.Config(
+            Starlette(routes=[Route(path, receive, methods=["POST"])]),
+            host=listen,
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            access_log=False,
+        )
+    )
+    task = asyncio.create_task(server.serve())
+    try:
+        await app.bot.set_webhook(url=url, secret_token=secret, allowed_updates=list(allowed_updates))
+        await asyncio.shield(task)
+    finally:
+        server.should_exit = True
+        await task
 
 
 def dead_letterer(bus: Bus) -> OnUnreadable:

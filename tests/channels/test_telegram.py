@@ -130,7 +130,7 @@ async def test_webhook_mode_registers_the_url_and_takes_only_signed_updates(
         "webhook_port": port,
         "webhook_secret": "s3cret",
     }
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram):
+    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
         registered = await telegram.wait_for("setWebhook")
         assert registered[0]["url"] == "https://bot.example.org/telegram/hook"
         assert registered[0]["secret_token"] == "s3cret"
@@ -146,12 +146,19 @@ async def test_webhook_mode_registers_the_url_and_takes_only_signed_updates(
                 except httpx.ConnectError:
                     await asyncio.sleep(0.05)
             assert forged.status_code == 403
-            signed = await http.post(hook, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "s3cret"})
+            signed_header = {"X-Telegram-Bot-Api-Secret-Token": "s3cret"}
+            unreadable = telegram.make_update("odd", entities=[{"type": "future_entity"}])
+            refused = await http.post(hook, json=unreadable, headers=signed_header)
+            assert refused.status_code == 200, "taken, or Telegram would send it again and again"
+            signed = await http.post(hook, json=update, headers=signed_header)
             assert signed.status_code == 200
         await telegram.wait_for("sendMessage")
         asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
-        assert asked == ["hi via webhook"], "only the signed update ran"
+        assert asked == ["hi via webhook"], "only the signed, readable update ran"
         assert telegram.polls == 0, "no long polling in webhook mode"
+        async with await Bus.connect(nats_url, config.bus) as bus:
+            letters = await list_dead_letters(bus)
+        assert [json.loads(letter.data) for letter in letters] == [unreadable]
 
 
 async def test_a_retried_message_gets_one_answer_and_groups_need_a_mention(
