@@ -24,6 +24,11 @@ connection was down for long enough that `in_progress` heartbeats missed
 left alone (not acked, not released): that other delivery owns it now. A
 handler may also raise `Abandon` when it finds out itself.
 
+A handler that must wait before it can go on (a platform's rate limit) waits
+with `Delivery.wait_out` (`bus.delivery`): it holds no slot meanwhile, and if
+the consumer stops the message goes back to the server, at once or for the
+rest of the wait (nak with delay), once fetching has stopped.
+
 `stop()` drains: no new fetches, in-flight handlers finish (up to a timeout),
 and whatever cannot finish is released (nak) for immediate redelivery.
 """
@@ -44,9 +49,23 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import BaseModel
 
 from bus.connection import Bus
+from bus.delivery import Abandon, Defer, Delivery, Reject, Retry
 from bus.dlq import dead_letter
 from bus.errors import EnvelopeError
 from bus.messages import decode
+
+__all__ = [
+    "DEFAULT_BACKOFF",
+    "Abandon",
+    "Consumer",
+    "ConsumerStats",
+    "Defer",
+    "Delivery",
+    "Handler",
+    "Reject",
+    "Retry",
+    "cancel_until_done",
+]
 
 log = logging.getLogger(__name__)
 
@@ -54,68 +73,6 @@ M = TypeVar("M", bound=BaseModel)
 
 DEFAULT_BACKOFF: tuple[float, ...] = (0.5, 2.0, 5.0, 15.0, 30.0)
 _FETCH_WAIT = 1.0  # a lingering pull lives at most this long, so stop() never strands a message
-
-
-class Reject(Exception):
-    """Raise from a handler: the message is bad input; dead-letter it, do not retry."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
-
-
-class Abandon(Exception):
-    """Raise from a handler: another delivery of this message owns the work now; leave it unsettled."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
-
-
-class Defer(Exception):
-    """Raise from a handler: not yet; deliver this message again after `delay` seconds.
-
-    Not a failure (nothing is logged as one), but the redelivery is a delivery:
-    a consumer whose handler defers gives its messages `max_deliver` to spare.
-    """
-
-    def __init__(self, delay: float) -> None:
-        self.delay = max(0.0, delay)
-        super().__init__(f"deferred {self.delay:g}s")
-
-
-class Retry(Exception):
-    """Raise from a handler: a transient failure; redeliver after `delay` seconds."""
-
-    def __init__(self, reason: str = "retry requested", delay: float | None = None) -> None:
-        self.reason = reason
-        self.delay = delay
-        super().__init__(reason)
-
-
-@dataclass
-class Delivery:
-    """What a handler may want besides the payload: where and how often it came."""
-
-    msg: Msg
-    subject: str
-    headers: dict[str, str]
-    num_delivered: int
-    stream_seq: int
-
-    release_slot: Callable[[], None] = lambda: None
-
-    async def in_progress(self) -> None:
-        """Tell the server this message is still being worked on (resets ack_wait)."""
-        await self.msg.in_progress()
-
-    def yield_slot(self) -> None:
-        """Stop counting this handler against the consumer's concurrency (it is only waiting).
-
-        A handler that waits for something another message will cause (a run queued
-        behind a busy thread) must not hold a slot that message needs.
-        """
-        self.release_slot()
 
 
 Handler = Callable[[M, Delivery], Awaitable[None]]
@@ -176,7 +133,8 @@ class Consumer(Generic[M]):
             dead-lettered, for whatever reason (to answer whoever waits for it); failures are logged.
         key: `(message) -> str`; messages with the same key are handled one at a time, in the
             order this process received them (a run's events, a chat's messages), while messages
-            with other keys go on concurrently. A message retried after a failure comes back later.
+            with other keys go on concurrently (a message waiting for its key's turn holds no slot).
+            A message retried after a failure comes back later.
     """
 
     def __init__(
@@ -225,6 +183,8 @@ class Consumer(Generic[M]):
         self._waiting: set[asyncio.Task[None]] = set()  # in flight, but yielded their slot
         self._slot_free = asyncio.Event()
         self._stopping = False
+        self._stopped = asyncio.Event()  # told to handlers that wait (`Delivery.wait_out`)
+        self._unstarted: list[Msg] = []  # fetched as the consumer stopped
         self._stale: set[asyncio.Task[None]] = set()  # cancelled after an outage: leave their messages
         self._stoppers: set[asyncio.Task[None]] = set()
         self._unlisten: Callable[[], None] = lambda: None
@@ -255,6 +215,7 @@ class Consumer(Generic[M]):
         )
         self._psub = await js.pull_subscribe_bind(self.durable, self.stream)
         self._stopping = False
+        self._stopped = asyncio.Event()
         self._unlisten = self.bus.on_reconnected(self._after_outage)
         self._fetch_task = asyncio.create_task(self._fetch_loop(), name=f"fetch:{self.name}")
         log.info("consumer %s started (concurrency %d)", self.name, self.concurrency)
@@ -268,6 +229,9 @@ class Consumer(Generic[M]):
         self._unlisten()
         fetch_task, self._fetch_task = self._fetch_task, None
         await fetch_task  # returns within one lingering-pull wait
+        # Only now are waiting handlers told: a message they give back while a pull is still open
+        # would come straight back to it, behind the ones given back after it.
+        self._stopped.set()
         if self._inflight:
             log.info("consumer %s: waiting for %d in-flight message(s)", self.name, len(self._inflight))
             _, pending = await asyncio.wait(self._inflight, timeout=timeout or self.drain_timeout)
@@ -275,6 +239,9 @@ class Consumer(Generic[M]):
                 task.cancel()  # _process naks (releases) a cancelled message
             if pending:
                 await asyncio.wait(pending, timeout=5)
+        unstarted, self._unstarted = self._unstarted, []
+        for msg in unstarted:
+            await self._release(msg)
         if self._psub is not None:
             with contextlib.suppress(Exception):
                 await self._psub.unsubscribe()
@@ -311,8 +278,8 @@ class Consumer(Generic[M]):
                 await asyncio.sleep(min(0.2 * 2**failures, 5.0))
                 continue
             for msg in msgs:
-                if self._stopping:
-                    await self._release(msg)
+                if self._stopping:  # released after the in-flight ones, which came before them
+                    self._unstarted.append(msg)
                     continue
                 task = asyncio.create_task(self._process(msg))
                 self._inflight.add(task)
@@ -328,6 +295,12 @@ class Consumer(Generic[M]):
         if task is not None and task in self._inflight and task not in self._waiting:
             self._waiting.add(task)
             self._slot_free.set()
+
+    def _take_slot(self) -> None:
+        """A handler that waited for its turn works now: it counts against concurrency again."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._waiting.discard(task)
 
     # ------------------------------------------------------------------ settling
 
@@ -355,16 +328,22 @@ class Consumer(Generic[M]):
                         log.exception("consumer %s: on_invalid failed for seq %d", self.name, seq)
                 await self._dead_letter(msg, f"bad input: {exc}", delivered, seq)
                 return
-            delivery = Delivery(msg, msg.subject, dict(msg.headers or {}), delivered, seq, self._yield_slot)
+            delivery = Delivery(
+                msg, msg.subject, dict(msg.headers or {}), delivered, seq, self._yield_slot, self._stopped
+            )
             heartbeat = asyncio.create_task(self._heartbeat(msg))
             turn = self._turn(payload)
             has_turn = False
             try:
                 if turn is not None:
                     # No await before this point: tasks reach it in the order messages arrived,
-                    # and the lock hands turns out first come, first served.
+                    # and the lock hands turns out first come, first served. Waiting for a turn is
+                    # not work: it holds no slot, so one busy key never keeps the others waiting.
+                    if turn.lock.locked():
+                        self._yield_slot()
                     await turn.lock.acquire()
                     has_turn = True
+                    self._take_slot()
                 await self.handler(payload, delivery)
             except Reject as exc:
                 await self._dead_letter(msg, f"rejected: {exc.reason}", delivered, seq)

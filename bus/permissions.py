@@ -51,6 +51,7 @@ def _adapter(channel: str) -> Rights:
         # Its own messages in; a platform message it cannot read, dead-lettered with the reason.
         publish=(f"chat.in.{channel}", f"dlq.{channel}"),
         kv_write=("replies",),
+        kv_read=("settings",),  # the skills catalog: Telegram registers their commands
         files=True,
     )
 

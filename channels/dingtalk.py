@@ -331,7 +331,8 @@ class DingTalkAdapter(Surface):
         response = await self.http.request(method, f"{self.base}{path}", json=body, headers=headers)
         refusal = response.json() if response.content and response.status_code >= 400 else {}
         if response.status_code == 429 or "QpsLimit" in str(refusal.get("code") or ""):
-            raise RateLimited(_retry_after(response, 2.0), f"DingTalk rate limit on {path}")
+            # The Open API's QPS limits are the app's, per API: every conversation waits.
+            raise RateLimited(_retry_after(response, 2.0), f"DingTalk rate limit on {path}", scope="platform")
         if response.status_code >= 500:
             raise DingTalkUnavailable(f"DingTalk answered {response.status_code} to {path}")
         if response.status_code == 401:

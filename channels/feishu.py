@@ -5,7 +5,8 @@ thread of its own by `channels.feishu_ws`) delivers `im.message.receive_v1`
 events; each is handed to our loop, published as an InboundMessage, and only
 then acknowledged (a failed publish
 answers 500 and Feishu delivers the event again). Events of other types are
-logged and acknowledged. Images and files in a message are downloaded
+logged and acknowledged; one that cannot be read is acknowledged and
+dead-lettered with the reason (`channels.unreadable`). Images and files in a message are downloaded
 (`GET /open-apis/im/v1/messages/:id/resources/:key`) into the object store.
 
 Outbound: the first partial answer is sent as an interactive card
@@ -22,6 +23,7 @@ own token fetch would block the event loop).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import logging
@@ -54,6 +56,7 @@ from channels.feishu_ws import LongConnection
 from channels.live import RateLimited, Surface, reply_consumer
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
+from channels.unreadable import dead_letter_unreadable
 from config import AppConfig, FeishuConfig
 
 log = logging.getLogger(__name__)
@@ -74,7 +77,8 @@ FILE_TYPES = {
     ".ppt": "ppt",
     ".pptx": "ppt",
 }
-RATE_LIMITED = {99991400, 230020}  # app-wide frequency limit; per-message update limit
+APP_RATE_LIMITED = 99991400  # the app's frequency limit on an API: every chat waits
+CHAT_RATE_LIMITED = 230020  # a limit on one chat: messages into it, or updates of one message
 
 
 class FeishuError(RuntimeError):
@@ -187,8 +191,12 @@ class FeishuAdapter(Surface):
     def _check(self, action: str, response: Any) -> Any:
         if response.success():
             return response
-        if response.code in RATE_LIMITED or (response.raw and response.raw.status_code == 429):
-            raise RateLimited(_reset_seconds(response.raw), f"Feishu rate limit while {action}")
+        if response.code == CHAT_RATE_LIMITED:
+            raise RateLimited(_reset_seconds(response.raw), f"Feishu's chat limit while {action}")
+        if response.code == APP_RATE_LIMITED or (response.raw and response.raw.status_code == 429):
+            raise RateLimited(
+                _reset_seconds(response.raw), f"Feishu rate limit while {action}", scope="platform"
+            )
         if response.code in (99991663, 99991661, 99991668):  # the token expired or was revoked
             self._token = None
             raise Retry(f"Feishu token refused while {action}", delay=0.5)
@@ -219,8 +227,13 @@ class FeishuAdapter(Surface):
                 log.info("feishu: skipping a %s event", kind or "schema 1.0")
                 return
             inbound = await self._inbound(event["event"])
-        except Exception:  # an event we cannot read is logged and acknowledged, never fatal
-            log.exception("feishu: could not handle an event")
+        except Exception as exc:  # an event we cannot read is acknowledged and dead-lettered
+            event_id = ""
+            with contextlib.suppress(Exception):
+                event_id = str(json.loads(payload)["header"]["event_id"])
+            await dead_letter_unreadable(
+                self.bus, "feishu", payload, f"{type(exc).__name__}: {exc}", event_id
+            )
             return
         if inbound is not None:
             await self.bus.publish(self.bus.subjects.chat_in("feishu"), inbound, msg_id=inbound.dedupe_id())

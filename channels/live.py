@@ -1,5 +1,5 @@
 """What every adapter's reply side shares: its consumer, the message it is editing, how a platform
-shows a reply (`Surface`) and how it says "wait" (`RateLimited`).
+shows a reply (`Surface`) and how it says "wait", for one chat or for all (`RateLimited`).
 
 Adapters edit one message (Telegram, Slack), patch one card (Feishu) or stream
 into one AI card (DingTalk) per run. Keeping that message's id only in memory
@@ -11,6 +11,7 @@ last saw. The algorithm itself, written once, is `channels.reply_stream`.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections import OrderedDict
@@ -25,12 +26,24 @@ from bus.messages import FileRef, OutboundMessage
 log = logging.getLogger(__name__)
 
 _REMEMBERED = 2000  # replies whose entries an adapter keeps in memory besides KV
+REPLY_CONCURRENCY = 16  # replies being sent at once (a reply waiting out a rate limit holds none)
+REPLY_ACK_PENDING = 1000  # replies taken off the bus and not done yet, waiting ones included
+
+
+def reply_key(out: OutboundMessage) -> str:
+    """Which replies are delivered one after another: a chat's final answers and command replies,
+    in the order sent (a platform limits each chat); a run's partial answers, which only replace
+    the newest text kept in memory and never wait."""
+    if out.kind == "partial" and out.run_id:
+        return f"partial:{out.run_id}"
+    return f"chat:{out.chat_id}"
 
 
 def reply_consumer(
     bus: Bus, channel: str, handler: Callable[[OutboundMessage, Delivery], Awaitable[None]]
 ) -> Consumer[OutboundMessage]:
-    """The durable consumer of `<prefix>.chat.out.<channel>`, one reply at a time so they stay in order."""
+    """The durable consumer of `<prefix>.chat.out.<channel>`: each chat's replies in order, chats
+    side by side, so a chat waiting out its rate limit holds no other chat (`reply_key`)."""
     s = bus.subjects
     return Consumer(
         bus,
@@ -39,8 +52,9 @@ def reply_consumer(
         filter_subjects=[s.chat_out(channel)],
         model=OutboundMessage,
         handler=handler,
-        concurrency=1,
-        max_ack_pending=1,
+        key=reply_key,
+        concurrency=REPLY_CONCURRENCY,
+        max_ack_pending=REPLY_ACK_PENDING,
     )
 
 
@@ -84,6 +98,29 @@ class LiveReplies:
         kv = await self.bus.kv(self.bus.subjects.replies_bucket)
         await kv.put(self._key(run_id), json.dumps(ref).encode())
 
+    async def limit(self, scope: str) -> float | None:
+        """When (epoch seconds) a rate limit on `scope` ("platform", or a chat's id) ends, as `hold`
+        wrote it (None: none known)."""
+        kv = await self.bus.kv(self.bus.subjects.replies_bucket)
+        try:
+            entry = await kv.get(self._limit_key(scope))
+        except KeyNotFoundError:
+            return None
+        try:
+            return float(json.loads(entry.value or b"{}").get("until"))
+        except (TypeError, ValueError):
+            return None
+
+    async def hold(self, scope: str, until: float) -> None:
+        """Remember that the platform holds `scope` until `until` (epoch seconds): an adapter
+        started meanwhile makes no call before then."""
+        kv = await self.bus.kv(self.bus.subjects.replies_bucket)
+        await kv.put(self._limit_key(scope), json.dumps({"until": until}).encode())
+
+    def _limit_key(self, scope: str) -> str:
+        name = base64.urlsafe_b64encode(scope.encode()).decode().rstrip("=")  # any chat id, a valid key
+        return f"{self.channel}.limit.{name}"
+
     async def drop(self, run_id: str) -> None:
         """The answer is final: forget the reference (here and on the bus)."""
         self._known.pop(run_id, None)
@@ -92,11 +129,16 @@ class LiveReplies:
 
 
 class RateLimited(Exception):
-    """A platform asked to wait `delay` seconds before the next call."""
+    """A platform asked to wait `delay` seconds before the next call.
 
-    def __init__(self, delay: float, detail: str = "rate limited") -> None:
+    `scope` says what the wait holds: "chat" (the platform limits each chat: only that chat's
+    replies wait) or "platform" (the bot's or app's limit: every reply on the platform waits).
+    """
+
+    def __init__(self, delay: float, detail: str = "rate limited", *, scope: str = "chat") -> None:
         self.delay = max(0.0, delay)
-        super().__init__(f"{detail} (wait {self.delay:g}s)")
+        self.scope = scope if scope in ("chat", "platform") else "chat"
+        super().__init__(f"{detail} (wait {self.delay:g}s, {self.scope})")
 
 
 class Surface:

@@ -48,6 +48,7 @@ from bus.records import RecordStore
 from bus.runs import SubmissionOrder, submit_new_run
 from bus.service import ServiceError, call, start_service
 from bus.subjects import safe_token
+from channels.commands import CHAT_COMMANDS, spelled
 from channels.replies import FinalsInOrder, RecentOrigins, ReplyProjection, projection_consumer
 from config import AppConfig, ChannelConfig
 from skills import read_catalog, skills_help, slash_command
@@ -55,13 +56,8 @@ from skills import read_catalog, skills_help, slash_command
 log = logging.getLogger(__name__)
 
 RUN_NAMESPACE = uuid.UUID("5f0c0e55-4b0a-4c57-9d3e-7a1c2b3d4e5f")
-HELP = (
-    "I am an AI agent. Send me a message and I will work on it.\n"
-    "/new - start a fresh conversation\n"
-    "/status - this conversation, its model and whether I am busy\n"
-    "/models - list models; /models <name> - use one in this chat\n"
-    "/memory - what I remember about you\n"
-    "/help - this help"
+HELP = "I am an AI agent. Send me a message and I will work on it.\n" + "\n".join(
+    f"/{name} - {about}" for name, about in CHAT_COMMANDS
 )
 
 
@@ -255,12 +251,15 @@ class Router:
             skill = catalog.get(name) if catalog is not None else None
             if skill is not None and skill.enabled:
                 return False  # the runner activates it
-            listed = skills_help(catalog)
+            listed = skills_help(catalog, lambda skill: spelled(message.channel, skill))
             full_help = HELP + (f"\n\n{listed}" if listed else "")
             if name in ("help", "start"):
                 reply = full_help
             elif skill is not None:
-                reply = f"The skill /{skill.name} is switched off here; an administrator can enable it."
+                reply = (
+                    f"The skill /{spelled(message.channel, skill.name)} is switched off here; "
+                    "an administrator can enable it."
+                )
             else:
                 reply = f"There is no command or skill called /{name}.\n\n{full_help}"
         await self.reply(message, reply)

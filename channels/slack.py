@@ -4,17 +4,23 @@ Inbound: direct messages and `app_mention`s become InboundMessages on
 `<prefix>.chat.in.slack`; a mention can arrive both as `message` and as
 `app_mention`, and both carry the same `ts`, so the second is dropped as a
 duplicate. A conversation is the DM, or the Slack thread the message is in.
+Slash commands (`/status`, `/new`, a skill's `/name`) are acknowledged at
+once and taken as the same text typed to the bot, answered in the
+conversation they were used in; a message shortcut asks about its message,
+in that message's thread.
 Outbound: a channel mention is answered in its thread, a direct message
 plainly in the DM (in a thread only if the user wrote in one): the first
 partial is posted, then updated (`chat.update`) as the answer streams, and
 the final text replaces it (a long one continues in more messages, cut at
 paragraph or line ends); presented files are uploaded (`files_upload_v2`).
 Model Markdown is rendered as Slack mrkdwn. A 429 is waited out as its
-`Retry-After` says (`channels.reply_stream`).
+`Retry-After` says (`channels.reply_stream`): chat.postMessage's limit holds
+only its channel, the other methods' limits the whole app.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Awaitable
@@ -22,7 +28,7 @@ from typing import Any, TypeVar
 
 import httpx
 from slack_bolt.adapter.socket_mode.websockets import AsyncSocketModeHandler
-from slack_bolt.async_app import AsyncApp
+from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -32,6 +38,7 @@ from bus.messages import FileRef, InboundMessage, OutboundMessage
 from channels.live import RateLimited, Surface, reply_consumer
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
+from channels.unreadable import dead_letter_unreadable
 from config import AppConfig, SlackConfig
 
 log = logging.getLogger(__name__)
@@ -72,8 +79,14 @@ class SlackAdapter(Surface):
     async def on_event(self, event: dict[str, Any]) -> None:
         try:
             await self._inbound(event)
-        except Exception:  # an event we cannot handle is logged and skipped, never fatal
-            log.exception("slack: could not handle event %s", event.get("type"))
+        except Exception as exc:  # acknowledged already: kept in the DLQ with the reason, never fatal
+            await dead_letter_unreadable(
+                self.bus,
+                "slack",
+                json.dumps(event, default=str).encode(),
+                f"{type(exc).__name__}: {exc}",
+                f"{event.get('channel')}:{event.get('ts')}",
+            )
 
     async def _inbound(self, event: dict[str, Any]) -> None:
         if event.get("subtype") not in (None, "file_share") or event.get("bot_id") or not event.get("user"):
@@ -98,6 +111,59 @@ class SlackAdapter(Surface):
             mentioned=mentioned,
             text=text.replace(mention, "").strip(),
             files=files,
+        )
+        await self.bus.publish(self.bus.subjects.chat_in("slack"), inbound, msg_id=inbound.dedupe_id())
+
+    async def on_command(self, command: dict[str, Any]) -> None:
+        """A slash command (`/status`, `/new`, a skill's `/name`), already acknowledged: the router
+        takes it as the same text typed to the bot, and answers in the conversation it came from."""
+        try:
+            channel, user = str(command.get("channel_id") or ""), str(command.get("user_id") or "")
+            name = str(command.get("command") or "").strip()
+            if not channel or not user or not name.startswith("/"):
+                log.warning("slack: a slash command without channel, user or name skipped: %.200r", command)
+                return
+            direct = channel.startswith("D") or command.get("channel_name") == "directmessage"
+            text = f"{name} {command.get('text') or ''}".strip()
+            # No message ts: the trigger id names this invocation (and dedupes Slack's retries).
+            await self._publish(channel, user, str(command.get("trigger_id")), None, direct, text)
+        except Exception:  # logged and skipped, never fatal (it is acknowledged already)
+            log.exception("slack: could not handle the slash command %s", command.get("command"))
+
+    async def on_shortcut(self, shortcut: dict[str, Any]) -> None:
+        """A message shortcut ("ask the bot about this message"), already acknowledged: the message's
+        text goes to the agent and is answered in that message's thread. Global shortcuts carry no
+        conversation to answer in, and are only acknowledged."""
+        if shortcut.get("type") != "message_action":
+            log.info("slack: a %s shortcut acknowledged (nothing to answer)", shortcut.get("type"))
+            return
+        try:
+            channel = str((shortcut.get("channel") or {}).get("id") or "")
+            user = str((shortcut.get("user") or {}).get("id") or "")
+            message = shortcut.get("message") or {}
+            text = str(message.get("text") or "").strip()
+            if not channel or not user or not text:
+                return
+            topic = str(message.get("thread_ts") or message.get("ts") or "") or None
+            direct = channel.startswith("D")
+            await self._publish(
+                channel, user, str(shortcut.get("trigger_id")), None if direct else topic, direct, text
+            )
+        except Exception:
+            log.exception("slack: could not handle a message shortcut")
+
+    async def _publish(
+        self, channel: str, user: str, message_id: str, topic: str | None, direct: bool, text: str
+    ) -> None:
+        inbound = InboundMessage(
+            channel="slack",
+            chat_id=channel,
+            user_id=user,
+            message_id=message_id,
+            topic_id=topic,
+            chat_type="private" if direct else "group",
+            mentioned=True,  # invoked on the bot by name
+            text=text,
         )
         await self.bus.publish(self.bus.subjects.chat_in("slack"), inbound, msg_id=inbound.dedupe_id())
 
@@ -130,7 +196,8 @@ class SlackAdapter(Surface):
 
     async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
         posted = await _patiently(
-            self.app.client.chat_postMessage(channel=out.chat_id, thread_ts=out.topic_id, text=mrkdwn(text))
+            self.app.client.chat_postMessage(channel=out.chat_id, thread_ts=out.topic_id, text=mrkdwn(text)),
+            scope="chat",  # chat.postMessage is limited per channel (about one a second)
         )
         return {"channel": out.chat_id, "ts": str(posted["ts"])}
 
@@ -152,8 +219,11 @@ class SlackAdapter(Surface):
         )
 
 
-async def _patiently(call: Awaitable[T]) -> T:
-    """A Web API call whose rate limit is `RateLimited` (waited out by the reply stream, not the SDK)."""
+async def _patiently(call: Awaitable[T], *, scope: str = "platform") -> T:
+    """A Web API call whose rate limit is `RateLimited` (waited out by the reply stream, not the SDK).
+
+    Slack limits most methods per app and workspace (`scope` "platform"); chat.postMessage per
+    channel ("chat")."""
     try:
         return await call
     except SlackApiError as exc:
@@ -162,7 +232,7 @@ async def _patiently(call: Awaitable[T]) -> T:
         headers = {str(k).lower(): v for k, v in (exc.response.headers or {}).items()}
         retry_after = headers.get("retry-after", 1)
         delay = float(retry_after[0] if isinstance(retry_after, list) else retry_after)
-        raise RateLimited(delay, "Slack rate limit") from None
+        raise RateLimited(delay, "Slack rate limit", scope=scope) from None
 
 
 def build_app(config: SlackConfig) -> AsyncApp:
@@ -186,6 +256,17 @@ async def run(bus: Bus, config: AppConfig) -> None:
     @app.event("app_mention")
     async def on_mention(event: dict[str, Any]) -> None:
         await adapter.on_event(event)
+
+    # Slack wants an acknowledgement within 3 seconds: first that, then the work.
+    @app.command(re.compile(r"^/"))
+    async def on_command(ack: AsyncAck, command: dict[str, Any]) -> None:
+        await ack()
+        await adapter.on_command(command)
+
+    @app.shortcut(re.compile(".*"))
+    async def on_shortcut(ack: AsyncAck, shortcut: dict[str, Any]) -> None:
+        await ack()
+        await adapter.on_shortcut(shortcut)
 
     handler = AsyncSocketModeHandler(app, app_token=settings.resolved("app_token"), web_client=app.client)
     outbound = reply_consumer(bus, "slack", adapter.replies.deliver)

@@ -1,4 +1,9 @@
-"""The Telegram adapter: python-telegram-bot long polling in, the router's replies out.
+"""The Telegram adapter: python-telegram-bot long polling (or a webhook) in, the router's replies out.
+
+Updates the library cannot parse are confirmed and dead-lettered, never
+fetched again (`channels.telegram_updates`, which also serves the webhook).
+The bot's command menu (`setMyCommands`) follows the skills catalog, names
+spelled as Telegram accepts them (`channels.commands`).
 
 Inbound: every message the bot receives (private chats; in groups what
 Telegram delivers: commands, mentions, replies) becomes an InboundMessage on
@@ -20,19 +25,22 @@ import secrets
 from collections.abc import Awaitable
 from pathlib import PurePosixPath
 from typing import Any, TypeVar
-from urllib.parse import urlparse
 
-from telegram import InputFile, Message, Update
+from telegram import BotCommand, InputFile, Message, Update
 from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
 from bus import Bus, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from bus.watch import follow_key
+from channels.commands import telegram_commands
 from channels.live import RateLimited, Surface, reply_consumer
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
+from channels.telegram_updates import OnUnreadable, ScreenedUpdates, dead_letterer, serve_webhook
 from config import AppConfig, TelegramConfig
+from skills import CATALOG_KEY, SkillsCatalog, read_catalog
 
 log = logging.getLogger(__name__)
 
@@ -299,11 +307,21 @@ def _seconds(value: Any) -> float:
     return value.total_seconds() if hasattr(value, "total_seconds") else float(value)
 
 
-def build_application(config: TelegramConfig) -> Application[Any, Any, Any, Any, Any, Any]:
+def build_application(
+    config: TelegramConfig, on_unreadable: OnUnreadable | None = None
+) -> Application[Any, Any, Any, Any, Any, Any]:
+    """The bot; with `on_unreadable`, updates the library cannot parse go there instead of wedging
+    polling (`channels.telegram_updates`)."""
     token = config.resolved("bot_token")
     if not token:
         raise ValueError("channels.telegram.bot_token is not set")
-    builder = ApplicationBuilder().token(token).get_updates_read_timeout(30)
+    builder = ApplicationBuilder().token(token)
+    if on_unreadable is not None:
+        builder = builder.get_updates_request(
+            ScreenedUpdates(on_unreadable, connection_pool_size=1, read_timeout=30)
+        )
+    else:
+        builder = builder.get_updates_read_timeout(30)
     if config.base_url:
         base = config.base_url.rstrip("/")
         builder = builder.base_url(f"{base}/bot").base_file_url(f"{base}/file/bot")
@@ -313,7 +331,7 @@ def build_application(config: TelegramConfig) -> Application[Any, Any, Any, Any,
 async def run(bus: Bus, config: AppConfig) -> None:
     """The Telegram adapter component: poll Telegram, send replies, until cancelled."""
     settings = config.channels.telegram
-    app = build_application(settings)
+    app = build_application(settings, dead_letterer(bus))
     adapter = TelegramAdapter(bus, app, settings)
     app.add_handler(MessageHandler(filters.ALL, adapter.on_message))
     outbound = reply_consumer(bus, "telegram", adapter.replies.deliver)
@@ -321,14 +339,19 @@ async def run(bus: Bus, config: AppConfig) -> None:
     async with app:
         await app.start()
         assert app.updater is not None
+        receiving: asyncio.Task[None] | None = None
         if settings.webhook_url:
-            await app.updater.start_webhook(
-                listen=settings.webhook_listen,
-                port=settings.webhook_port,
-                url_path=urlparse(settings.webhook_url).path.lstrip("/"),
-                webhook_url=settings.webhook_url,
-                secret_token=settings.resolved("webhook_secret") or secrets.token_urlsafe(32),
-                allowed_updates=updates,
+            receiving = asyncio.create_task(
+                serve_webhook(
+                    app,
+                    url=settings.webhook_url,
+                    listen=settings.webhook_listen,
+                    port=settings.webhook_port,
+                    secret=settings.resolved("webhook_secret") or secrets.token_urlsafe(32),
+                    allowed_updates=updates,
+                    on_unreadable=dead_letterer(bus),
+                ),
+                name="telegram-webhook",
             )
             log.info(
                 "telegram adapter: @%s receives updates at %s (listening on %s:%d)",
@@ -340,10 +363,43 @@ async def run(bus: Bus, config: AppConfig) -> None:
         else:
             await app.updater.start_polling(poll_interval=0.0, timeout=10, allowed_updates=updates)
             log.info("telegram adapter polling as @%s", app.bot.username)
+        menu = asyncio.create_task(offer_commands(bus, app), name="telegram-commands")
+        # The replies, and the webhook server if any: either ending (failing) ends the adapter.
+        work = [asyncio.create_task(run_consumers(outbound)), *([receiving] if receiving else [])]
         try:
-            await run_consumers(outbound)
+            done, _ = await asyncio.wait(work, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
         finally:
+            for task in (*work, menu):
+                task.cancel()
+            await asyncio.gather(*work, menu, return_exceptions=True)
             await asyncio.shield(_stop(app))
+
+
+async def offer_commands(bus: Bus, app: Application[Any, Any, Any, Any, Any, Any]) -> None:
+    """Keep the bot's command menu (`setMyCommands`) to the built-in commands and the enabled skills,
+    spelled as Telegram accepts them, as the skills catalog changes. Runs until cancelled."""
+    offered: list[tuple[str, str]] | None = None
+
+    async def offer(catalog: SkillsCatalog | None) -> None:
+        nonlocal offered
+        commands = telegram_commands(catalog)
+        if commands != offered:
+            await app.bot.set_my_commands([BotCommand(name, about) for name, about in commands])
+            offered = commands
+            log.info("telegram: offering %d commands", len(commands))
+
+    try:
+        await offer(await read_catalog(bus))  # the built-in ones at least, catalog or not
+    except Exception as exc:  # Telegram or the bus unreachable now: the next catalog tries again
+        log.warning("telegram: could not set the bot's commands: %s", exc)
+    settings = await bus.kv(bus.subjects.settings_bucket)
+
+    async def changed(value: bytes) -> None:
+        await offer(SkillsCatalog.model_validate_json(value))
+
+    await follow_key(settings, CATALOG_KEY, changed, "telegram commands")
 
 
 async def _stop(app: Application[Any, Any, Any, Any, Any, Any]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,12 +176,13 @@ def command_name(name: str) -> str:
     return name.lower().replace("_", "-")
 
 
-def skills_help(catalog: SkillsCatalog | None) -> str:
-    """Lines for /help: the enabled skills as slash commands."""
+def skills_help(catalog: SkillsCatalog | None, spell: Callable[[str], str] = str) -> str:
+    """Lines for /help: the enabled skills as slash commands, each name as `spell` writes it (the
+    way the chat's platform lets it be tapped)."""
     entries = catalog.enabled() if catalog is not None else []
     if not entries:
         return ""
-    lines = [f"/{s.name} - {_first_sentence(s.description)}" for s in entries]
+    lines = [f"/{spell(s.name)} - {_first_sentence(s.description)}" for s in entries]
     return "Skills (start a message with one to use it):\n" + "\n".join(lines)
 
 

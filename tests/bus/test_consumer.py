@@ -350,3 +350,37 @@ async def test_a_consumer_started_while_nats_is_away_starts_once_it_is_back(
         await consumer.stop()
         await conn.close()
         await server.stop()
+
+
+async def test_a_handler_waiting_out_a_limit_and_its_keys_queue_hold_no_slot_and_go_back_in_order_on_stop(
+    bus: Bus,
+) -> None:
+    seen: list[tuple[str, int]] = []
+    other_done = asyncio.Event()
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        seen.append((msg.text, delivery.num_delivered))
+        if msg.chat_id == "slow":
+            await delivery.wait_out(300, release=True)  # a chat told to wait five minutes
+        else:
+            other_done.set()
+
+    key = {"key": lambda m: m.chat_id, "concurrency": 1}
+    async with chat_consumer(bus, handle, **key):
+        for text in ("slow 1", "slow 2"):
+            await bus.publish(bus.subjects.chat_in("cli"), inbound(text, chat_id="slow"))
+        await bus.publish(bus.subjects.chat_in("cli"), inbound("other", chat_id="fast"))
+        await asyncio.wait_for(other_done.wait(), 10)
+    # The stop did not sit out the wait: both went back to the server, in their order.
+    assert seen[:2] == [("slow 1", 1), ("other", 1)], "the waiting chat held neither the slot nor the other"
+    again: list[str] = []
+    both = asyncio.Event()
+
+    async def record(msg: InboundMessage, delivery: Delivery) -> None:
+        again.append(msg.text)
+        if len(again) == 2:
+            both.set()
+
+    async with chat_consumer(bus, record, **key):
+        await asyncio.wait_for(both.wait(), 10)
+    assert again == ["slow 1", "slow 2"]

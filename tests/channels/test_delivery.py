@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import re
 import time
 import uuid
@@ -153,11 +154,18 @@ def config(platform: Platform, config_data: dict[str, Any], app_config: Callable
 
 
 class Replies:
-    """Publishes one run's replies as the router does."""
+    """Publishes one run's replies as the router does (to the platform's chat, or to `chat`)."""
 
-    def __init__(self, bus: Bus, platform: Platform) -> None:
+    def __init__(
+        self, bus: Bus, platform: Platform, chat: tuple[str, str, dict[str, Any]] | None = None
+    ) -> None:
         self.bus = bus
         self.platform = platform
+        self.chat_id, self.reply_to, self.metadata = chat or (
+            platform.chat_id,
+            platform.reply_to,
+            platform.metadata,
+        )
         self.run_id = "run-" + uuid.uuid4().hex[:8]
         self.seq = 0
 
@@ -166,14 +174,14 @@ class Replies:
         p = self.platform
         out = OutboundMessage(
             channel=p.name,
-            chat_id=p.chat_id,
-            reply_to=p.reply_to,
+            chat_id=self.chat_id,
+            reply_to=self.reply_to,
             thread_id="thread-1",
             run_id=self.run_id,
             kind=kind,  # type: ignore[arg-type]
             text=text,
             seq=self.seq,
-            metadata=p.metadata,
+            metadata=self.metadata,
         )
         msg_id = f"reply:{self.run_id}" if kind != "partial" else None
         await self.bus.publish(self.bus.subjects.chat_out(p.name), out, msg_id=msg_id)
@@ -322,3 +330,124 @@ def _rendered(platform: Platform, line: str) -> str:
     if platform.name == "slack":
         return line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return line
+
+
+# ---------------------------------------------------------------------- one chat's limit, not the others'
+
+
+def _second_chat(platform: Platform) -> tuple[str, str, dict[str, Any]]:
+    """Another chat on the same platform: (chat id, the user's message replied to, metadata)."""
+    if platform.name == "telegram":
+        return "43", "8", {}
+    if platform.name == "slack":
+        return "D2", "1700000001.000100", {}
+    if platform.name == "feishu":
+        return "oc_chat2", "om_user2", {}
+    webhook = {"session_webhook": f"{platform.fake.base_url}/webhook/cid-2"}
+    return "cid-2", "msg-2", {**platform.metadata, **webhook}
+
+
+def _limit_chat(platform: Platform, chat_id: str, seconds: float) -> None:
+    """The platform's own per-chat limit trips on the next message into `chat_id`."""
+    fake = platform.fake
+    if platform.name == "telegram":
+        fake.flood.arm("sendMessage", seconds, key=chat_id)
+    elif platform.name == "slack":
+        fake.flood.arm("chat.postMessage", seconds, key=chat_id)
+    elif platform.name == "feishu":
+        fake.message_chats.update({platform.reply_to: platform.chat_id, "om_user2": "oc_chat2"})
+        fake.limit_chat(chat_id, seconds)
+    else:
+        fake.flood.arm("webhook", seconds, key=chat_id)
+
+
+def _events(platform: Platform) -> list[tuple[str, str, str]]:
+    """(chat, "sent" or "refused", text) of each message the platform was asked to post, in order."""
+    found = []
+    for call, params in platform.fake.calls:
+        method, _, refusal = call.partition(":")
+        if platform.name == "telegram" and method == "sendMessage":
+            chat, text = str(params["chat_id"]), str(params["text"])
+        elif platform.name == "slack" and method == "chat.postMessage":
+            chat, text = str(params["channel"]), str(params["text"])
+        elif platform.name == "feishu" and method == "reply":
+            chat = platform.fake.message_chats.get(params["reply_to"], "")
+            text = json.loads(params["content"])["elements"][0]["content"]
+        elif platform.name == "dingtalk" and method == "webhook":
+            chat, text = str(params["conversation"]), str(params["markdown"]["text"])
+        else:
+            continue
+        found.append((chat, "refused" if refusal else "sent", text))
+    return found
+
+
+@pytest.fixture
+def markdown_config(
+    platform: Platform, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> AppConfig:
+    """DingTalk without AI cards: replies go to the conversation's session webhook, which DingTalk
+    limits per conversation (its Open API's limits are the app's)."""
+    settings = {k: v for k, v in platform.settings.items() if k != "card_template_id"}
+    config_data["channels"] = {platform.name: {"enabled": True, **settings}}
+    return app_config()
+
+
+async def test_a_chat_waiting_out_its_rate_limit_holds_no_other_chat(
+    platform: Platform, markdown_config: AppConfig, bus: Bus, nats_url: str
+) -> None:
+    a, b = Replies(bus, platform), Replies(bus, platform, _second_chat(platform))
+    async with adapter(nats_url, markdown_config, platform):
+        _limit_chat(platform, a.chat_id, 30)
+        await a.send("final", "The answer for A.")
+        await platform.fake.wait(lambda: (a.chat_id, "refused", "The answer for A.") in _events(platform))
+        await b.send("final", "The answer for B.")
+        await platform.fake.wait(lambda: (b.chat_id, "sent", "The answer for B.") in _events(platform))
+        events = _events(platform)
+    assert (a.chat_id, "sent", "The answer for A.") not in events, "A's wait is not over yet"
+    assert events.index((b.chat_id, "sent", "The answer for B.")) > events.index(
+        (a.chat_id, "refused", "The answer for A.")
+    ), "B's reply went out while A's waited"
+    assert await list_dead_letters(bus) == [], "a rate limit is no reason to give an answer up"
+
+
+async def test_a_chat_keeps_its_order_while_it_waits_and_across_a_restart(
+    platform: Platform, markdown_config: AppConfig, bus: Bus, nats_url: str
+) -> None:
+    first, second = Replies(bus, platform), Replies(bus, platform)
+    async with adapter(nats_url, markdown_config, platform):
+        _limit_chat(platform, first.chat_id, 3)
+        await first.send("final", "First answer.")
+        await platform.fake.wait(lambda: (first.chat_id, "refused", "First answer.") in _events(platform))
+        await second.send("final", "Second answer.")  # the adapter stops while both wait
+    async with adapter(nats_url, markdown_config, platform):
+        await platform.fake.wait(
+            lambda: (first.chat_id, "sent", "Second answer.") in _events(platform), timeout=30
+        )
+        await second.taken()
+    events = _events(platform)
+    sent = [text for _, what, text in events if what == "sent"]
+    assert sent == ["First answer.", "Second answer."], "in the order sent, each once"
+    if platform.name in ("telegram", "slack"):  # they say how long to wait: no call comes before
+        assert [what for _, what, _ in events] == ["refused", "sent", "sent"], events
+    assert await list_dead_letters(bus) == []
+
+
+async def test_a_limit_on_the_whole_app_holds_every_chat(
+    platform: Platform, markdown_config: AppConfig, bus: Bus, nats_url: str
+) -> None:
+    if platform.name != "feishu":
+        pytest.skip("Feishu's frequency limit (99991400) is the app's; the others here limit a chat")
+    a, b = Replies(bus, platform), Replies(bus, platform, _second_chat(platform))
+    platform.fake.message_chats.update({platform.reply_to: platform.chat_id, "om_user2": "oc_chat2"})
+    async with adapter(nats_url, markdown_config, platform):
+        platform.fake.flood.arm("reply", 2)  # the app's limit on sending replies
+        await a.send("final", "The answer for A.")
+        await platform.fake.wait(lambda: (a.chat_id, "refused", "The answer for A.") in _events(platform))
+        await b.send("final", "The answer for B.")
+        await platform.fake.wait(lambda: (b.chat_id, "sent", "The answer for B.") in _events(platform))
+        await a.taken()
+    events = _events(platform)
+    assert [what for chat, what, _ in events if chat == b.chat_id] == ["sent"], (
+        "B made no call while the app had to wait"
+    )
+    assert [what for chat, what, _ in events if chat == a.chat_id] == ["refused", "sent"]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bus import Bus
+from bus import Bus, list_dead_letters
 from channels.feishu import FeishuError, message_text
 from channels.feishu import run as run_feishu
 from config import AppConfig
@@ -136,6 +136,22 @@ async def test_the_long_connection_comes_back_after_a_drop(
     feishu.send_message("after the reconnect")
     await feishu.wait(lambda: bool(feishu.cards()))
     assert fake_model.agent_requests[0]["messages"][-1]["content"] == "after the reconnect"
+
+
+async def test_an_event_that_cannot_be_read_is_acknowledged_dead_lettered_and_the_next_answered(
+    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig, bus: Bus
+) -> None:
+    fake_model.script(Reply(text="Here."))
+    feishu.send_message(content="{not json")
+    feishu.send_message("are you there?")
+    await feishu.wait(lambda: any(text == "Here." for _, text in feishu.cards()))
+    letters = await list_dead_letters(bus)
+    assert len(letters) == 1
+    assert json.loads(letters[0].data)["event"]["message"]["content"] == "{not json", "the raw event"
+    assert "JSONDecodeError" in letters[0].reason
+    assert [r["messages"][-1]["content"] for r in fake_model.agent_requests] == ["are you there?"]
+    await feishu.wait(lambda: len(feishu.acks) >= 2)
+    assert {a["code"] for a in feishu.acks} == {200}, "acknowledged: Feishu does not send it again"
 
 
 def test_rich_text_and_mentions_become_plain_text() -> None:

@@ -134,6 +134,18 @@ async def test_socket_mode_reconnects_after_the_link_breaks(
     assert fake_model.agent_requests[0]["messages"][-1]["content"] == "still there?"
 
 
+async def test_a_slash_command_is_acknowledged_and_answered_like_the_same_text_in_a_dm(
+    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    envelope = slack.send_command("/status")
+    posted = await slack.wait_for("chat.postMessage")
+    # Acknowledged, so Slack shows the user no error ("dispatch_failed").
+    await slack.wait(lambda: envelope["envelope_id"] in slack.acks)
+    assert posted[0]["channel"] == "D1"
+    assert "Status: idle" in posted[0]["text"], "answered as /status typed in the DM is"
+    assert fake_model.agent_requests == [], "a chat command runs no agent"
+
+
 def test_markdown_becomes_mrkdwn() -> None:
     assert (
         mrkdwn("**bold** <tag> [site](https://x.io) `a<b`")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -128,7 +130,7 @@ async def test_webhook_mode_registers_the_url_and_takes_only_signed_updates(
         "webhook_port": port,
         "webhook_secret": "s3cret",
     }
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram):
+    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
         registered = await telegram.wait_for("setWebhook")
         assert registered[0]["url"] == "https://bot.example.org/telegram/hook"
         assert registered[0]["secret_token"] == "s3cret"
@@ -144,12 +146,19 @@ async def test_webhook_mode_registers_the_url_and_takes_only_signed_updates(
                 except httpx.ConnectError:
                     await asyncio.sleep(0.05)
             assert forged.status_code == 403
-            signed = await http.post(hook, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "s3cret"})
+            signed_header = {"X-Telegram-Bot-Api-Secret-Token": "s3cret"}
+            unreadable = telegram.make_update("odd", entities=[{"type": "future_entity"}])
+            refused = await http.post(hook, json=unreadable, headers=signed_header)
+            assert refused.status_code == 200, "taken, or Telegram would send it again and again"
+            signed = await http.post(hook, json=update, headers=signed_header)
             assert signed.status_code == 200
         await telegram.wait_for("sendMessage")
         asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
-        assert asked == ["hi via webhook"], "only the signed update ran"
+        assert asked == ["hi via webhook"], "only the signed, readable update ran"
         assert telegram.polls == 0, "no long polling in webhook mode"
+        async with await Bus.connect(nats_url, config.bus) as bus:
+            letters = await list_dead_letters(bus)
+        assert [json.loads(letter.data) for letter in letters] == [unreadable]
 
 
 async def test_a_retried_message_gets_one_answer_and_groups_need_a_mention(
@@ -295,3 +304,48 @@ async def test_an_edited_message_is_answered_with_how_to_send_the_change(
     replied_to = told[1].get("reply_parameters", {}).get("message_id") or told[1].get("reply_to_message_id")
     assert replied_to == original["message"]["message_id"], "the answer is to the edited message"
     assert len(fake_model.agent_requests) == 1, "the edit started no second run"
+
+
+async def test_an_update_the_library_cannot_read_is_dead_lettered_once_and_polling_goes_on(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig, nats_url: str
+) -> None:
+    fake_model.script(Reply(text="Still here."))
+    # An entity of a shape python-telegram-bot does not know (no offset, no length).
+    unreadable = telegram.make_update("hello", entities=[{"type": "future_entity"}])
+    telegram.push(unreadable)
+    telegram.send_user_message("are you still there?")
+    sent = await telegram.wait_for("sendMessage")
+    assert sent[0]["text"] == "Still here."
+    assert telegram.deliveries[unreadable["update_id"]] == 1, "confirmed to Telegram, never fetched again"
+    async with await Bus.connect(nats_url, stack.bus) as bus:
+        letters = await list_dead_letters(bus)
+    assert len(letters) == 1
+    assert json.loads(letters[0].data) == unreadable, "the raw update is kept"
+    assert "MessageEntity" in letters[0].reason
+
+
+async def test_commands_are_offered_with_names_telegram_accepts_and_help_lists_them_so(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(text="Let us look at the data."))
+    await telegram.wait(
+        lambda: any(
+            "data_analysis" in [c["command"] for c in p["commands"]]
+            for m, p in telegram.calls
+            if m == "setMyCommands"
+        )
+    )
+    menu = [p["commands"] for m, p in telegram.calls if m == "setMyCommands"][-1]
+    names = [c["command"] for c in menu]
+    assert {"new", "status", "help", "data_analysis"} <= set(names)
+    assert all(re.fullmatch(r"[a-z0-9_]{1,32}", name) for name in names), names
+    assert all(c["description"] for c in menu)
+    telegram.send_user_message("/help")
+    helped = await telegram.wait_for("sendMessage")
+    assert "/data_analysis - " in helped[0]["text"], "listed as it is tapped"
+    assert "/data-analysis" not in helped[0]["text"]
+    telegram.send_user_message("/data_analysis what is in sales.csv?")  # as tapping sends it
+    await telegram.wait_for("sendMessage", count=2)
+    assert len(fake_model.agent_requests) == 1, "the tapped name starts the skill's run"
+    system = fake_model.agent_requests[0]["messages"][0]["content"]
+    assert '<active_skill name="data-analysis">' in system

@@ -14,26 +14,33 @@ from fastapi import FastAPI
 
 class Flood:
     """A platform's rate limit, as they behave: once tripped, every call of that method is refused
-    until the wait it announced is over (a client that comes back early is refused again)."""
+    until the wait it announced is over (a client that comes back early is refused again).
+
+    A limit armed with a `key` (a chat) refuses only that chat's calls, as platforms limit each
+    chat; one armed without refuses every call of the method (the bot's or app's own limit)."""
 
     def __init__(self) -> None:
-        self._next: dict[str, float] = {}
-        self._until: dict[str, float] = {}
+        self._next: dict[tuple[str, str | None], float] = {}
+        self._until: dict[tuple[str, str | None], float] = {}
 
-    def arm(self, method: str, seconds: float) -> None:
-        """The next call of `method` trips the limit: it and every call for `seconds` are refused."""
-        self._next[method] = seconds
+    def arm(self, method: str, seconds: float, key: str | None = None) -> None:
+        """The next call of `method` (for chat `key`, if given) trips the limit: it and every such
+        call for `seconds` are refused."""
+        self._next[(method, key)] = seconds
 
-    def refusal(self, method: str) -> int | None:
-        """Whole seconds this call of `method` must wait (it is refused), or None (it goes through)."""
+    def refusal(self, method: str, key: str | None = None) -> int | None:
+        """Whole seconds this call of `method` (for chat `key`) must wait (it is refused), or None."""
         now = time.monotonic()
-        until = self._until.get(method, 0.0)
-        if until > now:
-            return max(1, math.ceil(until - now))
-        if method in self._next:
-            seconds = self._next.pop(method)
-            self._until[method] = now + seconds
-            return max(1, math.ceil(seconds))
+        scopes = [(method, None)] + ([(method, key)] if key is not None else [])
+        for scope in scopes:
+            until = self._until.get(scope, 0.0)
+            if until > now:
+                return max(1, math.ceil(until - now))
+        for scope in scopes:
+            if scope in self._next:
+                seconds = self._next.pop(scope)
+                self._until[scope] = now + seconds
+                return max(1, math.ceil(seconds))
         return None
 
 

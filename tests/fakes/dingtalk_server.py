@@ -140,6 +140,11 @@ class FakeDingTalk(LocalServer):
     async def _webhook(self, conversation: str, request: Request) -> Any:
         """A session webhook: failures are HTTP 200 with an errcode, as DingTalk answers them."""
         body = await request.json()
+        if self.flood.refusal("webhook", conversation) is not None:
+            # A robot may send a group 20 messages a minute; past that DingTalk refuses it for a while.
+            self.webhook_refusals.append((conversation, body))
+            self.record("webhook:130101", {"conversation": conversation, **body})
+            return {"errcode": 130101, "errmsg": "send too fast, exceed 20 times per minute"}
         if self.webhook_errcodes:
             code = self.webhook_errcodes.pop(0)
             self.webhook_refusals.append((conversation, body))
@@ -150,7 +155,7 @@ class FakeDingTalk(LocalServer):
             self.changed()
             return {"errcode": 460101, "errmsg": "message too long"}
         self.replies.append((conversation, body))
-        self.changed()
+        self.record("webhook", {"conversation": conversation, **body})
         return {"errcode": 0, "errmsg": "ok"}
 
     def add_file(self, code: str, data: bytes, content_type: str) -> None:

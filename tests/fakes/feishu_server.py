@@ -43,6 +43,7 @@ class FakeFeishu(LocalServer):
         self.refuse_credentials = False
         self._frames: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._messages = 0
+        self.message_chats: dict[str, str] = {}  # users' message ids -> their chat (whom a reply goes to)
         self.app = FastAPI()
         self.app.post("/callback/ws/endpoint")(self._endpoint)
         self.app.websocket("/ws")(self._socket)
@@ -72,7 +73,7 @@ class FakeFeishu(LocalServer):
         thread_id: str = "",
         parent_id: str = "",
         message_type: str = "text",
-        content: dict[str, Any] | None = None,
+        content: dict[str, Any] | str | None = None,
         event_id: str = "",
     ) -> dict[str, Any]:
         """Push an `im.message.receive_v1` event down the socket; returns it (send it again to retry)."""
@@ -82,6 +83,8 @@ class FakeFeishu(LocalServer):
             mentions.append(
                 {"key": "@_user_1", "id": {"open_id": BOT_OPEN_ID}, "name": "Antler", "tenant_key": "tk"}
             )
+        message_id = message_id or "om_" + uuid.uuid4().hex[:12]
+        self.message_chats[message_id] = chat_id
         event = {
             "schema": "2.0",
             "header": {
@@ -99,7 +102,7 @@ class FakeFeishu(LocalServer):
                     "tenant_key": "tk",
                 },
                 "message": {
-                    "message_id": message_id or "om_" + uuid.uuid4().hex[:12],
+                    "message_id": message_id,
                     "root_id": thread_id and "om_root",
                     "parent_id": parent_id,
                     "thread_id": thread_id,
@@ -107,7 +110,9 @@ class FakeFeishu(LocalServer):
                     "chat_id": chat_id,
                     "chat_type": chat_type,
                     "message_type": message_type,
-                    "content": json.dumps(content if content is not None else {"text": text}),
+                    "content": content
+                    if isinstance(content, str)  # as is: a test's malformed content
+                    else json.dumps(content if content is not None else {"text": text}),
                     "mentions": mentions,
                 },
             },
@@ -138,6 +143,11 @@ class FakeFeishu(LocalServer):
 
     def drop_connection(self) -> None:
         self._frames.put_nowait(None)
+
+    def limit_chat(self, chat_id: str, seconds: float) -> None:
+        """The next message sent into `chat_id` trips Feishu's per-chat send limit (code 230020, no
+        reset header): it and every message into that chat for `seconds` are refused."""
+        self.flood.arm("send", seconds, key=chat_id)
 
     def cards(self) -> list[tuple[str, str]]:
         """(call, markdown) of every card sent, replied or patched, in order."""
@@ -224,6 +234,14 @@ class FakeFeishu(LocalServer):
     def _message(self, call: str, params: dict[str, Any]) -> Any:
         if (refusal := self._refused(call, params)) is not None:
             return refusal
+        chat = params.get("receive_id") or self.message_chats.get(str(params.get("reply_to")))
+        if chat and self.flood.refusal("send", str(chat)) is not None:
+            # Messages into one user's or group's chat are limited (5 a second); HTTP 400 as Feishu's
+            # business errors are, with no hint how long to wait.
+            self.record(f"{call}:230020", params)
+            return JSONResponse(
+                {"code": 230020, "msg": "This operation triggers the frequency limit"}, status_code=400
+            )
         self._messages += 1
         message_id = f"om_bot{self._messages}"
         self.record(call, {**params, "message_id": message_id})

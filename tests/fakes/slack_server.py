@@ -60,6 +60,33 @@ class FakeSlack(LocalServer):
         self._events.put_nowait(envelope)
         return envelope
 
+    def send_command(
+        self, command: str, text: str = "", *, channel: str = "D1", user: str = "U1"
+    ) -> dict[str, Any]:
+        """A user running a slash command (`/status`), as Socket Mode delivers it; returns the envelope."""
+        envelope = {
+            "envelope_id": str(uuid.uuid4()),
+            "type": "slash_commands",
+            "accepts_response_payload": True,
+            "payload": {
+                "token": "x",
+                "team_id": "T1",
+                "team_domain": "example",
+                "channel_id": channel,
+                "channel_name": "directmessage" if channel.startswith("D") else "general",
+                "user_id": user,
+                "user_name": "ana",
+                "command": command,
+                "text": text,
+                "api_app_id": "A1",
+                "is_enterprise_install": "false",
+                "response_url": f"http://127.0.0.1:{self.port}/commands/{uuid.uuid4().hex[:8]}",
+                "trigger_id": f"{int(time.time())}.1.{uuid.uuid4().hex[:16]}",
+            },
+        }
+        self._events.put_nowait(envelope)
+        return envelope
+
     def share_file(self, name: str, data: bytes) -> dict[str, Any]:
         """A file object as Slack puts it in a message event; downloading it needs the bot token."""
         file_id = f"F{len(self.private_files) + 1}"
@@ -85,8 +112,8 @@ class FakeSlack(LocalServer):
 
     async def _api(self, method: str, request: Request) -> Any:
         params = await _params(request)
-        wait = self.flood.refusal(method)
-        if wait is not None:  # Web API rate limits: HTTP 429 with Retry-After
+        wait = self.flood.refusal(method, str(params.get("channel") or "") or None)
+        if wait is not None:  # Web API rate limits (per channel for chat.postMessage): 429, Retry-After
             self.record(f"{method}:429", params)
             headers = {"Retry-After": str(wait)}
             return JSONResponse({"ok": False, "error": "ratelimited"}, 429, headers=headers)
@@ -161,6 +188,7 @@ class FakeSlack(LocalServer):
                 data = json.loads(await websocket.receive_text())
                 if "envelope_id" in data:
                     self.acks.append(data["envelope_id"])
+                    self.changed()
         except (WebSocketDisconnect, RuntimeError):
             pass
 

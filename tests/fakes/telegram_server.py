@@ -14,6 +14,7 @@ import itertools
 import json
 import re
 import time
+from collections import Counter
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -38,6 +39,7 @@ class FakeTelegram(LocalServer):
         self.files: dict[str, bytes] = {}
         self.outage = False
         self.polls = 0
+        self.deliveries: Counter[int] = Counter()  # update id -> times getUpdates returned it
         self.rate_limits: dict[str, int] = {}  # method -> how many more calls answer 429
         self.retry_after = 1
 
@@ -148,7 +150,7 @@ class FakeTelegram(LocalServer):
             if self.outage:  # the network between bot and Telegram is down
                 return JSONResponse({"ok": False, "error_code": 502, "description": "Bad Gateway"}, 502)
             return {"ok": True, "result": await self._get_updates(params)}
-        flood = self.flood.refusal(method)
+        flood = self.flood.refusal(method, str(params.get("chat_id", "")) or None)
         if self.rate_limits.get(method, 0) > 0 or flood is not None:
             if flood is None:
                 self.rate_limits[method] -= 1
@@ -217,6 +219,7 @@ class FakeTelegram(LocalServer):
             if ready or time.monotonic() >= deadline:
                 # Delivered updates are confirmed by the next offset; keep the unconfirmed ones.
                 self.updates = ready
+                self.deliveries.update(u["update_id"] for u in ready)
                 return ready
             self._new_update.clear()
             try:

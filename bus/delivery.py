@@ -1,0 +1,92 @@
+"""What a consumer's handler is given and may raise: the `Delivery` of its message, and the
+control exceptions that decide how the message is settled (`bus.consumer` settles it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from nats.aio.msg import Msg
+
+
+class Reject(Exception):
+    """Raise from a handler: the message is bad input; dead-letter it, do not retry."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class Abandon(Exception):
+    """Raise from a handler: another delivery of this message owns the work now; leave it unsettled."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class Defer(Exception):
+    """Raise from a handler: not yet; deliver this message again after `delay` seconds.
+
+    Not a failure (nothing is logged as one), but the redelivery is a delivery:
+    a consumer whose handler defers gives its messages `max_deliver` to spare.
+    """
+
+    def __init__(self, delay: float) -> None:
+        self.delay = max(0.0, delay)
+        super().__init__(f"deferred {self.delay:g}s")
+
+
+class Retry(Exception):
+    """Raise from a handler: a transient failure; redeliver after `delay` seconds."""
+
+    def __init__(self, reason: str = "retry requested", delay: float | None = None) -> None:
+        self.reason = reason
+        self.delay = delay
+        super().__init__(reason)
+
+
+@dataclass
+class Delivery:
+    """What a handler may want besides the payload: where and how often it came."""
+
+    msg: Msg
+    subject: str
+    headers: dict[str, str]
+    num_delivered: int
+    stream_seq: int
+
+    release_slot: Callable[[], None] = lambda: None
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def in_progress(self) -> None:
+        """Tell the server this message is still being worked on (resets ack_wait)."""
+        await self.msg.in_progress()
+
+    def yield_slot(self) -> None:
+        """Stop counting this handler against the consumer's concurrency (it is only waiting).
+
+        A handler that waits for something another message will cause (a run queued
+        behind a busy thread) must not hold a slot that message needs.
+        """
+        self.release_slot()
+
+    async def wait_out(self, seconds: float, *, release: bool = False) -> None:
+        """Wait `seconds` before going on, holding no slot (the handler is only waiting).
+
+        If the consumer stops meanwhile, raises `Defer`: with `release` the message goes back to the
+        server at once (redelivered before newer messages, in the order given back: the handler keeps
+        what it waits for where the next delivery finds it); otherwise for the rest of the wait (the
+        server holds it). Either way a stop does not sit out the wait.
+        """
+        self.yield_slot()
+        loop = asyncio.get_running_loop()
+        until = loop.time() + max(0.0, seconds)
+        if not self.stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), max(0.0, seconds))
+        if self.stopping.is_set():
+            raise Defer(0.0 if release else until - loop.time())
