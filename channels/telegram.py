@@ -8,23 +8,30 @@ as a message and edits it as the answer streams, then edits in the final text
 (longer replies are split at 4096 characters, never inside a code block), and
 sends presented files as documents. Markdown from the model is rendered as
 Telegram HTML, falling back to plain text if Telegram refuses it.
+
+An update python-telegram-bot cannot parse would fail its whole `getUpdates` batch, and polling
+would ask for it again forever (the bot answers nobody). So each polled update is checked first
+(`UpdatesRequest`): one that cannot be read is dead-lettered on `<prefix>.dlq.telegram` with the
+reason and passed on as an empty update, which confirms it to Telegram and is handled as nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import html
+import json
 import logging
 import re
 import secrets
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import PurePosixPath
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from telegram import InputFile, Message, Update
-from telegram.error import BadRequest, RetryAfter, TelegramError
+from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
+from telegram.request import HTTPXRequest, RequestData
 
 from bus import Bus, run_consumers
 from bus.files import stage_chat_file
@@ -32,6 +39,7 @@ from bus.messages import FileRef, InboundMessage, OutboundMessage
 from channels.live import RateLimited, Surface, reply_consumer
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
+from channels.unreadable import keep_unreadable
 from config import AppConfig, TelegramConfig
 
 log = logging.getLogger(__name__)
@@ -299,11 +307,72 @@ def _seconds(value: Any) -> float:
     return value.total_seconds() if hasattr(value, "total_seconds") else float(value)
 
 
-def build_application(config: TelegramConfig) -> Application[Any, Any, Any, Any, Any, Any]:
+Unreadable = Callable[[Any, str], Awaitable[None]]
+
+
+def unreadable_update(update: Any) -> str | None:
+    """Why python-telegram-bot cannot take this polled update, or None if it can."""
+    if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
+        return "it is not an update with a numeric update_id"
+    try:
+        Update.de_json(update, None)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+class UpdatesRequest(HTTPXRequest):
+    """The `getUpdates` connection, which hands each unreadable update to `on_unreadable` and passes
+    on only its `update_id` (so polling confirms it and goes on)."""
+
+    def __init__(self, on_unreadable: Unreadable, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._on_unreadable = on_unreadable
+
+    async def do_request(
+        self, url: str, method: str, request_data: RequestData | None = None, *args: Any, **kwargs: Any
+    ) -> tuple[int, bytes]:
+        code, payload = await super().do_request(url, method, request_data, *args, **kwargs)
+        if code != 200 or not url.endswith("/getUpdates"):
+            return code, payload
+        try:
+            body = json.loads(payload)
+        except ValueError:
+            return code, payload  # python-telegram-bot reports an unreadable answer itself
+        updates = body.get("result") if isinstance(body, dict) else None
+        if not isinstance(updates, list):
+            return code, payload
+        kept: list[Any] = []
+        for update in updates:
+            reason = unreadable_update(update)
+            if reason is None:
+                kept.append(update)
+                continue
+            try:
+                await self._on_unreadable(update, reason)
+            except Exception as exc:  # not kept: Telegram delivers it again on the next poll
+                raise NetworkError(f"could not keep an unreadable update: {exc}") from exc
+            if isinstance(update, dict) and isinstance(update.get("update_id"), int):
+                kept.append({"update_id": update["update_id"]})
+        if len(kept) == len(updates) and all(a is b for a, b in zip(kept, updates, strict=True)):
+            return code, payload
+        return code, json.dumps({**body, "result": kept}).encode()
+
+
+def build_application(
+    config: TelegramConfig, on_unreadable: Unreadable | None = None
+) -> Application[Any, Any, Any, Any, Any, Any]:
+    """The bot; with `on_unreadable`, polled updates it cannot parse go there (see `UpdatesRequest`)."""
     token = config.resolved("bot_token")
     if not token:
         raise ValueError("channels.telegram.bot_token is not set")
-    builder = ApplicationBuilder().token(token).get_updates_read_timeout(30)
+    builder = ApplicationBuilder().token(token)
+    if on_unreadable is not None:
+        builder = builder.get_updates_request(
+            UpdatesRequest(on_unreadable, connection_pool_size=1, read_timeout=30)
+        )
+    else:
+        builder = builder.get_updates_read_timeout(30)
     if config.base_url:
         base = config.base_url.rstrip("/")
         builder = builder.base_url(f"{base}/bot").base_file_url(f"{base}/file/bot")
@@ -313,7 +382,15 @@ def build_application(config: TelegramConfig) -> Application[Any, Any, Any, Any,
 async def run(bus: Bus, config: AppConfig) -> None:
     """The Telegram adapter component: poll Telegram, send replies, until cancelled."""
     settings = config.channels.telegram
-    app = build_application(settings)
+
+    async def keep(update: Any, reason: str) -> None:
+        number = str(update.get("update_id", "")) if isinstance(update, dict) else ""
+        log.warning("telegram: unreadable update %s: %s", number or "(no id)", reason)
+        await keep_unreadable(
+            bus, "telegram", update, number, f"malformed update: {reason}", "telegram-updates"
+        )
+
+    app = build_application(settings, keep)
     adapter = TelegramAdapter(bus, app, settings)
     app.add_handler(MessageHandler(filters.ALL, adapter.on_message))
     outbound = reply_consumer(bus, "telegram", adapter.replies.deliver)

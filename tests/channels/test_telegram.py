@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -295,3 +296,20 @@ async def test_an_edited_message_is_answered_with_how_to_send_the_change(
     replied_to = told[1].get("reply_parameters", {}).get("message_id") or told[1].get("reply_to_message_id")
     assert replied_to == original["message"]["message_id"], "the answer is to the edited message"
     assert len(fake_model.agent_requests) == 1, "the edit started no second run"
+
+
+async def test_an_update_the_bot_cannot_parse_is_dead_lettered_and_the_next_is_answered(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig, bus: Bus
+) -> None:
+    fake_model.script(Reply(text="Still here."))
+    telegram.push({"update_id": 777, "message": {"message_id": 1, "text": "no date, no chat"}})
+    telegram.send_user_message("are you there?")
+    sent = await telegram.wait_for("sendMessage", timeout=30)
+    assert sent[0]["text"] == "Still here.", "polling went past the unreadable update"
+    letters = await list_dead_letters(bus)
+    assert len(letters) == 1
+    assert letters[0].original_subject == bus.subjects.chat_in("telegram")
+    assert letters[0].consumer == "telegram-updates"
+    assert "malformed update" in letters[0].reason
+    assert json.loads(letters[0].data)["update_id"] == 777, "the update is kept as Telegram sent it"
+    assert [r["messages"][-1]["content"] for r in fake_model.agent_requests] == ["are you there?"]

@@ -85,8 +85,12 @@ async def tour(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tour]:
                                       "base_url": telegram.base_url}},
         }  # fmt: skip
         (workdir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-        notes = {"type": "stdio", "command": sys.executable, "args": ["-m", "tests.fakes.mcp_servers", "stdio"],
-                 "env": {"PYTHONPATH": str(REPO)}}  # fmt: skip
+        notes = {
+            "type": "stdio",
+            "command": sys.executable,
+            "args": ["-m", "tests.fakes.mcp_servers", "stdio"],
+            "env": {"PYTHONPATH": str(REPO)},
+        }
         (workdir / "extensions_config.json").write_text(json.dumps({"mcpServers": {"notes": notes}}))
         up = UpProcess(workdir)
         try:
@@ -178,7 +182,7 @@ async def test_each_sandbox_tool_an_upload_and_an_artifact_through_the_sdk(tour:
             tool_calls=[
                 ToolCall("str_replace", {"path": f"{WORK}/notes.txt", "old_str": "alpha", "new_str": "omega"})
             ]
-        ),  # fmt: skip
+        ),
         Reply(tool_calls=[ToolCall("ls", {"path": WORK})]),
         Reply(tool_calls=[ToolCall("glob", {"pattern": "**/*.txt", "path": WORK})]),
         Reply(tool_calls=[ToolCall("grep", {"pattern": "omega", "path": WORK})]),
