@@ -5,7 +5,8 @@ thread of its own by `channels.feishu_ws`) delivers `im.message.receive_v1`
 events; each is handed to our loop, published as an InboundMessage, and only
 then acknowledged (a failed publish
 answers 500 and Feishu delivers the event again). Events of other types are
-logged and acknowledged. Images and files in a message are downloaded
+logged and acknowledged; one that cannot be read is dead-lettered on
+`<prefix>.dlq.feishu` with the reason, then acknowledged. Images and files in a message are downloaded
 (`GET /open-apis/im/v1/messages/:id/resources/:key`) into the object store.
 
 Outbound: the first partial answer is sent as an interactive card
@@ -54,6 +55,7 @@ from channels.feishu_ws import LongConnection
 from channels.live import RateLimited, Surface, reply_consumer
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
+from channels.unreadable import keep_unreadable
 from config import AppConfig, FeishuConfig
 
 log = logging.getLogger(__name__)
@@ -211,7 +213,8 @@ class FeishuAdapter(Surface):
     # ------------------------------------------------------------------ inbound
 
     async def on_event(self, payload: bytes) -> None:
-        """One event from the long connection. Raises only when the bus refused it (Feishu retries)."""
+        """One event from the long connection. Raises only when the bus refused it (Feishu retries);
+        one it cannot read is dead-lettered on `<prefix>.dlq.feishu` with the reason."""
         try:
             event = json.loads(payload)
             kind = (event.get("header") or {}).get("event_type")
@@ -219,8 +222,10 @@ class FeishuAdapter(Surface):
                 log.info("feishu: skipping a %s event", kind or "schema 1.0")
                 return
             inbound = await self._inbound(event["event"])
-        except Exception:  # an event we cannot read is logged and acknowledged, never fatal
-            log.exception("feishu: could not handle an event")
+        except Exception as exc:  # an event we cannot read is kept in the DLQ and acknowledged
+            log.exception("feishu: could not read an event")
+            reason = f"unreadable event: {type(exc).__name__}: {exc}"
+            await keep_unreadable(self.bus, "feishu", payload, _event_id(payload), reason, "feishu-events")
             return
         if inbound is not None:
             await self.bus.publish(self.bus.subjects.chat_in("feishu"), inbound, msg_id=inbound.dedupe_id())
@@ -367,6 +372,14 @@ class FeishuAdapter(Surface):
         request = CreateFileRequest.builder().request_body(body).build()
         uploaded = self._check("a file", await self.client.im.v1.file.acreate(request, option))
         await self._send(out, "file", json.dumps({"file_key": uploaded.data.file_key}))
+
+
+def _event_id(payload: bytes) -> str:
+    """The event's own id, if its payload is readable that far (for the dead letter)."""
+    try:
+        return str(json.loads(payload)["header"]["event_id"])
+    except Exception:
+        return ""
 
 
 def _reset_seconds(raw: Any) -> float:

@@ -9,7 +9,8 @@ plainly in the DM (in a thread only if the user wrote in one): the first
 partial is posted, then updated (`chat.update`) as the answer streams, and
 the final text replaces it (a long one continues in more messages, cut at
 paragraph or line ends); presented files are uploaded (`files_upload_v2`).
-Model Markdown is rendered as Slack mrkdwn. A 429 is waited out as its
+Model Markdown is rendered as Slack mrkdwn. An event the adapter cannot handle is
+dead-lettered on `<prefix>.dlq.slack` with the reason. A 429 is waited out as its
 `Retry-After` says (`channels.reply_stream`).
 """
 
@@ -32,6 +33,7 @@ from bus.messages import FileRef, InboundMessage, OutboundMessage
 from channels.live import RateLimited, Surface, reply_consumer
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
+from channels.unreadable import keep_unreadable
 from config import AppConfig, SlackConfig
 
 log = logging.getLogger(__name__)
@@ -72,8 +74,14 @@ class SlackAdapter(Surface):
     async def on_event(self, event: dict[str, Any]) -> None:
         try:
             await self._inbound(event)
-        except Exception:  # an event we cannot handle is logged and skipped, never fatal
+        except Exception as exc:  # an event we cannot handle is kept in the DLQ, never fatal
             log.exception("slack: could not handle event %s", event.get("type"))
+            key = f"{event.get('channel')}:{event.get('ts')}:{event.get('type')}" if event.get("ts") else ""
+            reason = f"unreadable event: {type(exc).__name__}: {exc}"
+            try:
+                await keep_unreadable(self.bus, "slack", event, key, reason, "slack-events")
+            except Exception:
+                log.exception("slack: could not dead-letter an event")
 
     async def _inbound(self, event: dict[str, Any]) -> None:
         if event.get("subtype") not in (None, "file_share") or event.get("bot_id") or not event.get("user"):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bus import Bus
+from bus import Bus, list_dead_letters
 from channels.feishu import FeishuError, message_text
 from channels.feishu import run as run_feishu
 from config import AppConfig
@@ -136,6 +136,29 @@ async def test_the_long_connection_comes_back_after_a_drop(
     feishu.send_message("after the reconnect")
     await feishu.wait(lambda: bool(feishu.cards()))
     assert fake_model.agent_requests[0]["messages"][-1]["content"] == "after the reconnect"
+
+
+async def test_an_event_the_adapter_cannot_read_is_acked_and_dead_lettered(
+    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig, bus: Bus
+) -> None:
+    fake_model.script(Reply(text="Still here."))
+    good = feishu.send_message("are you there?")
+    bad = json.loads(json.dumps(good))
+    bad["header"]["event_id"] = "ev-bad"
+    bad["event"]["message"].update(message_id="om_bad", content="{not json")
+    frame = feishu.send_event(bad)
+    await feishu.wait(lambda: len(feishu.cards()) >= 1)
+    await feishu.wait(lambda: any(a["message_id"] == frame for a in feishu.acks))
+    assert next(a["code"] for a in feishu.acks if a["message_id"] == frame) == 200, (
+        "Feishu must not resend it"
+    )
+    letters = await list_dead_letters(bus)
+    assert [(d.consumer, d.original_subject) for d in letters] == [
+        ("feishu-events", bus.subjects.chat_in("feishu"))
+    ]
+    assert "unreadable event" in letters[0].reason
+    assert json.loads(letters[0].data)["header"]["event_id"] == "ev-bad", "kept as Feishu sent it"
+    assert [r["messages"][-1]["content"] for r in fake_model.agent_requests] == ["are you there?"]
 
 
 def test_rich_text_and_mentions_become_plain_text() -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest_asyncio
 
+from bus import Bus, list_dead_letters
 from channels.slack import mrkdwn
 from channels.slack import run as run_slack
 from config import AppConfig
@@ -132,6 +134,25 @@ async def test_socket_mode_reconnects_after_the_link_breaks(
     slack.send_event(dm("still there?", ts="1700000003.000400"))
     await slack.wait_for("chat.postMessage")
     assert fake_model.agent_requests[0]["messages"][-1]["content"] == "still there?"
+
+
+async def test_an_event_the_adapter_cannot_handle_is_dead_lettered_and_the_next_is_answered(
+    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig, bus: Bus
+) -> None:
+    fake_model.script(Reply(text="Still here."))
+    bad = dm("a file?", ts="1700000009.000900")
+    bad["files"] = ["not a file object"]
+    slack.send_event(bad)
+    slack.send_event(dm("are you there?", ts="1700000010.001000"))
+    posted = await slack.wait_for("chat.postMessage")
+    assert posted[0]["text"] == "Still here."
+    letters = await list_dead_letters(bus)
+    assert [(d.consumer, d.original_subject) for d in letters] == [
+        ("slack-events", bus.subjects.chat_in("slack"))
+    ]
+    assert "unreadable event" in letters[0].reason
+    assert json.loads(letters[0].data)["ts"] == "1700000009.000900", "kept as Slack sent it"
+    assert [r["messages"][-1]["content"] for r in fake_model.agent_requests] == ["are you there?"]
 
 
 def test_markdown_becomes_mrkdwn() -> None:
