@@ -259,8 +259,10 @@ async def test_telegram_a_document_in_an_artifact_out_and_a_malformed_update_dea
 
 async def test_antler_send_and_a_raw_nats_script(tour: Tour) -> None:
     tour.model.script(Reply(text="SEND-OK", when="TOUR-SEND"), Reply(text="RAW-OK", when="TOUR-RAW"))
+    elsewhere = tour.workdir.parent  # the data dir is found next to the config it is given
+    config = str(tour.workdir / "config.yaml")
     code, out, err = await finished(
-        await run_antler("send", "TOUR-SEND hello", "--chat", "tour", cwd=tour.workdir), 90
+        await run_antler("send", "-c", config, "--chat", "tour", "TOUR-SEND hello", cwd=elsewhere), 90
     )
     assert code == 0, err
     assert out.strip() == "SEND-OK"
