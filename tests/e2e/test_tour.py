@@ -193,6 +193,7 @@ async def test_each_sandbox_tool_an_upload_and_an_artifact_through_the_sdk(tour:
         Reply(tool_calls=[ToolCall("present_files", {"filepaths": [report]})]),
         Reply(text="TOOLS-DONE"),
     )
+    await tour.up.wait_for_line("sandbox broker serving with the bwrap provider", stream="err")
     values = await ask(tour, "TOUR-TOOLS use every tool", thread)
     assert values["messages"][-1]["content"] == "TOOLS-DONE"
     results = tool_results(values)
