@@ -212,6 +212,10 @@ async def test_each_sandbox_tool_an_upload_and_an_artifact_through_the_sdk(tour:
     assert downloaded.status_code == 200, downloaded.text
     assert downloaded.content == b"deer,count\nnorth,12\n"
 
+    await tour.sdk.threads.delete(thread)  # the runner drops it, the gateway its files
+    assert (await tour.http.get(f"/threads/{thread}/artifacts{report}")).status_code == 404
+    assert (await tour.http.get(f"/threads/{thread}")).status_code == 404
+
 
 async def test_telegram_a_document_in_an_artifact_out_and_a_malformed_update_dead_lettered(
     tour: Tour,
@@ -282,12 +286,14 @@ async def test_antler_send_and_a_raw_nats_script(tour: Tour) -> None:
                 finals.put_nowait(reply)
 
         await nc.subscribe("antler.chat.out.script", cb=on_reply)
-        inbound = {"channel": "script", "chat_id": "nightly", "text": "TOUR-RAW summarize"}
-        await nc.jetstream().publish("antler.chat.in.script", json.dumps(inbound).encode())
-        reply = await asyncio.wait_for(finals.get(), 90)
+        for text in ("TOUR-RAW summarize", "/status"):
+            inbound = {"channel": "script", "chat_id": "nightly", "text": text}
+            await nc.jetstream().publish("antler.chat.in.script", json.dumps(inbound).encode())
+        replies = {r["kind"]: r["text"] for r in [await asyncio.wait_for(finals.get(), 90) for _ in range(2)]}
     finally:
         await nc.close()
-    assert (reply["kind"], reply["text"]) == ("final", "RAW-OK")
+    assert replies["final"] == "RAW-OK"
+    assert replies["command"], "the router answers a chat command itself"
 
 
 async def test_subagent_mcp_skill_custom_agent_and_memory(tour: Tour) -> None:
