@@ -4,7 +4,7 @@ Its stdout and stderr go to files in that directory (a pipe nobody reads would f
 its logging; its runner children inherit the same stderr, so one file holds the whole log). The
 embedded nats-server's log is `<data_dir>/nats-server.log` (`.log.1` once rotated): `violations()`
 reads the permission refusals in it, the same tripwire the fixtures' stacks have
-(`tests/support/nats_users.VIOLATION`).
+(`tests/support/nats_users.logged_violations`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from tests.conftest import REPO
-from tests.support.nats_users import VIOLATION
+from tests.support.nats_users import logged_violations
 
 
 class UpProcess:
@@ -96,16 +96,7 @@ class UpProcess:
 
     def violations(self) -> list[str]:
         """`<user>: <kind> <subject>` for every refusal the embedded nats-server logged."""
-        found = []
-        for name in ("nats-server.log.1", "nats-server.log"):
-            try:
-                text = (self.data_dir / name).read_bytes()
-            except FileNotFoundError:
-                continue
-            for match in VIOLATION.finditer(text):
-                user, kind, subject = (match.group(g).decode() for g in ("user", "kind", "subject"))
-                found.append(f"{user}: {kind} {subject}")
-        return found
+        return logged_violations(self.data_dir)
 
     def tail(self, count: int = 60) -> str:
         lines = _lines(self.err_path)[-count:]
