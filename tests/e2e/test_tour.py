@@ -37,7 +37,6 @@ from tests.support.antler_up import UpProcess
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.xdist_group("tour")]
 
-MEMORY_PROMPT = "long-term memory an AI assistant has"  # in the memory updater's request
 UPLOADS = "/mnt/user-data/uploads"
 OUTPUTS = "/mnt/user-data/outputs"
 WORK = "/mnt/user-data/workspace/tour"
@@ -96,9 +95,12 @@ async def tour(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tour]:
         try:
             await up.start(runners=2)
             gateway = await up.gateway_url()
-            async with httpx.AsyncClient(base_url=f"{gateway}/api", timeout=60) as http:
-                yield Tour(workdir, up, model, memory_model, telegram, gateway,
-                           get_client(url=f"{gateway}/api", timeout=120), http)  # fmt: skip
+            sdk = get_client(url=f"{gateway}/api", timeout=120)
+            try:
+                async with httpx.AsyncClient(base_url=f"{gateway}/api", timeout=60) as http:
+                    yield Tour(workdir, up, model, memory_model, telegram, gateway, sdk, http)
+            finally:
+                await sdk.http.client.aclose()
             code = await up.stop(90)
             assert code == 0, f"antler up did not stop cleanly on SIGINT ({code}):\n{up.tail()}"
         finally:
@@ -177,7 +179,7 @@ async def test_each_sandbox_tool_an_upload_and_an_artifact_through_the_sdk(tour:
     assert uploaded.status_code == 200, uploaded.text
     report = f"{OUTPUTS}/report.csv"
     tour.model.script(
-        Reply(tool_calls=[ToolCall("bash", {"command": "echo BASH-$((6*7)) && id -un"})], when="TOUR-TOOLS"),
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo BASH-$((6*7))"})], when="TOUR-TOOLS"),
         Reply(tool_calls=[ToolCall("write_file", {"path": f"{WORK}/notes.txt", "content": "alpha line\n"})]),
         Reply(
             tool_calls=[
@@ -243,10 +245,10 @@ async def test_telegram_a_document_in_an_artifact_out_and_a_malformed_update_dea
     telegram.push({"update_id": 9_000_001, "message": {"message_id": 1, "text": "no chat"}})
     telegram.send_user_message("TOUR-TG-AFTER are you there?")
 
-    def said(text: str) -> Callable[[], Awaitable[bool]]:
+    def said(words: str) -> Callable[[], Awaitable[bool]]:
         async def check() -> bool:
             return any(
-                text in str(p.get("text"))
+                words in str(p.get("text"))
                 for m, p in telegram.calls
                 if m in ("sendMessage", "editMessageText")
             )
@@ -286,8 +288,8 @@ async def test_antler_send_and_a_raw_nats_script(tour: Tour) -> None:
                 finals.put_nowait(reply)
 
         await nc.subscribe("antler.chat.out.script", cb=on_reply)
-        for text in ("TOUR-RAW summarize", "/status"):
-            inbound = {"channel": "script", "chat_id": "nightly", "text": text}
+        for said in ("TOUR-RAW summarize", "/status"):
+            inbound = {"channel": "script", "chat_id": "nightly", "text": said}
             await nc.jetstream().publish("antler.chat.in.script", json.dumps(inbound).encode())
         replies = {r["kind"]: r["text"] for r in [await asyncio.wait_for(finals.get(), 90) for _ in range(2)]}
     finally:
@@ -383,16 +385,16 @@ async def test_clarification_plan_mode_cancel_and_enqueue(tour: Tour) -> None:
     )
     thread = (await tour.sdk.threads.create())["thread_id"]
     runs = []
-    for text in ("TOUR-ENQ-1", "TOUR-ENQ-2"):
+    for asked in ("TOUR-ENQ-1", "TOUR-ENQ-2"):
         runs.append(
             await tour.sdk.runs.create(
                 thread,
                 "lead_agent",
-                input={"messages": [{"role": "user", "content": text}]},
+                input={"messages": [{"role": "user", "content": asked}]},
                 multitask_strategy="enqueue",
             )
         )
-        if text == "TOUR-ENQ-1":
+        if asked == "TOUR-ENQ-1":
             await eventually(_asked(tour.model, "TOUR-ENQ-1"), "the first run's model call")
     assert (await tour.sdk.runs.get(thread, runs[1]["run_id"]))["status"] == "pending"
     first_held.set()
