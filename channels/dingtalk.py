@@ -31,6 +31,7 @@ uploaded (`/media/upload`) and sent with the robot API.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -45,12 +46,12 @@ from dingtalk_stream.chatbot import ChatbotMessage
 from dingtalk_stream.frames import AckMessage, CallbackMessage, SystemMessage
 
 from bus import Bus, Retry, run_consumers
+from bus.dlq import dead_letter
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from channels.live import RateLimited, Surface, reply_consumer
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
-from channels.unreadable import keep_unreadable
 from config import AppConfig, DingTalkConfig
 
 log = logging.getLogger(__name__)
@@ -204,9 +205,21 @@ class DingTalkAdapter(Surface):
         return ack.to_dict()
 
     async def _dead_letter(self, raw: Any, reason: str, frame_id: str) -> None:
+        data = raw.encode() if isinstance(raw, str) else json.dumps(raw).encode()
+        number = int(
+            hashlib.sha256((frame_id or data.decode(errors="replace")).encode()).hexdigest()[:12], 16
+        )
         try:
-            await keep_unreadable(
-                self.bus, "dingtalk", raw, frame_id, f"malformed robot message: {reason}", "dingtalk-stream"
+            await dead_letter(
+                self.bus,
+                stream="dingtalk",
+                stream_seq=number,
+                subject=self.bus.subjects.chat_in("dingtalk"),
+                data=data,
+                headers=None,
+                consumer="dingtalk-stream",
+                reason=f"malformed robot message: {reason}",
+                deliveries=1,
             )
         except Exception:
             log.exception("dingtalk: could not dead-letter a malformed robot message")

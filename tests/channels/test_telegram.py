@@ -119,6 +119,7 @@ async def test_webhook_mode_registers_the_url_and_takes_only_signed_updates(
     nats_url: str,
     config_data: dict[str, Any],
     app_config: Callable[[], AppConfig],
+    bus: Bus,
 ) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -130,7 +131,7 @@ async def test_webhook_mode_registers_the_url_and_takes_only_signed_updates(
         "webhook_port": port,
         "webhook_secret": "s3cret",
     }
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
+    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram):
         registered = await telegram.wait_for("setWebhook")
         assert registered[0]["url"] == "https://bot.example.org/telegram/hook"
         assert registered[0]["secret_token"] == "s3cret"
@@ -156,8 +157,7 @@ async def test_webhook_mode_registers_the_url_and_takes_only_signed_updates(
         asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
         assert asked == ["hi via webhook"], "only the signed, readable update ran"
         assert telegram.polls == 0, "no long polling in webhook mode"
-        async with await Bus.connect(nats_url, config.bus) as bus:
-            letters = await list_dead_letters(bus)
+        letters = await list_dead_letters(bus)
         assert [json.loads(letter.data) for letter in letters] == [unreadable]
 
 
@@ -307,7 +307,7 @@ async def test_an_edited_message_is_answered_with_how_to_send_the_change(
 
 
 async def test_an_update_the_library_cannot_read_is_dead_lettered_once_and_polling_goes_on(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig, nats_url: str
+    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig, bus: Bus
 ) -> None:
     fake_model.script(Reply(text="Still here."))
     # An entity of a shape python-telegram-bot does not know (no offset, no length).
@@ -317,8 +317,7 @@ async def test_an_update_the_library_cannot_read_is_dead_lettered_once_and_polli
     sent = await telegram.wait_for("sendMessage")
     assert sent[0]["text"] == "Still here."
     assert telegram.deliveries[unreadable["update_id"]] == 1, "confirmed to Telegram, never fetched again"
-    async with await Bus.connect(nats_url, stack.bus) as bus:
-        letters = await list_dead_letters(bus)
+    letters = await list_dead_letters(bus)
     assert len(letters) == 1
     assert json.loads(letters[0].data) == unreadable, "the raw update is kept"
     assert "MessageEntity" in letters[0].reason

@@ -261,7 +261,7 @@ async def test_telegram_a_document_in_an_artifact_out_and_a_malformed_update_dea
     assert code == 0, err
     assert "telegram-updates" in out, out  # who gave up on it
     assert "antler.chat.in.telegram" in out, out  # where it was headed
-    assert "malformed update" in out, out  # why
+    assert "unreadable Telegram update" in out, out  # why
 
 
 async def test_antler_send_and_a_raw_nats_script(tour: Tour) -> None:
