@@ -16,6 +16,7 @@ const state = {
   cache: new Map(), // drawn message nodes of the open thread
   threadList: [],
   pending: [], // files chosen for the next message
+  queued: [], // messages typed while an answer streamed: sent in order when it ends
   runId: null,
   stopAsked: false, // Stop pressed before the run had its id
   abort: null,
@@ -46,7 +47,7 @@ function redraw() {
     $("chat-title").textContent = titleOf(state.threadId) || "New chat";
     const running = Boolean(conversation?.running);
     $("stop").hidden = !running;
-    $("send").disabled = running;
+    $("send").textContent = running ? "Queue" : "Send";
     const files = (conversation?.values.artifacts || []).length;
     $("open-artifacts").hidden = state.isNew;
     $("artifact-count").textContent = files ? String(files) : "";
@@ -137,6 +138,7 @@ function newChat() {
   state.cache = new Map();
   state.pending = [];
   drawAttachments();
+  drawQueued();
   closeArtifacts();
   drawThreads();
   redraw();
@@ -150,6 +152,7 @@ async function openThread(threadId) {
   state.cache = new Map();
   const conversation = new Conversation(threadId);
   state.conversation = conversation;
+  drawQueued();
   closeArtifacts();
   drawThreads();
   redraw();
@@ -158,7 +161,11 @@ async function openThread(threadId) {
     if (state.conversation !== conversation) return;
     conversation.setValues(threadState?.values || thread.values);
     redraw();
-    if (thread.status === "busy") rejoin(conversation).catch((error) => toast(error.message, "error"));
+    if (thread.status === "busy") {
+      rejoin(conversation)
+        .catch((error) => toast(error.message, "error"))
+        .then(() => sendQueued(threadId));
+    } else sendQueued(threadId);
   } catch (error) {
     if (error.status === 404) {
       toast("That conversation does not exist (or is not yours).", "error");
@@ -276,6 +283,55 @@ async function send(text, extraKwargs = {}) {
     config: runConfig(),
   };
   await follow(conversation, { start });
+  sendQueued(threadId);
+}
+
+// ------------------------------------------------------------------ queued messages
+
+/**
+ * A message typed while an answer streams is queued, not dropped: it shows above the composer
+ * (where it can be taken back to edit) and is sent, in order, when the answer ends — as Claude's
+ * and DeerFlow's UIs do. The queue is the page's; files attached stay with the composer.
+ */
+function queue(text) {
+  state.queued.push({ text, threadId: state.threadId });
+  drawQueued();
+}
+
+function drawQueued() {
+  const mine = state.queued.filter((q) => q.threadId === state.threadId);
+  $("queued").replaceChildren(
+    ...mine.map((item) =>
+      el(
+        "li",
+        { class: "queued-item" },
+        el("span", { class: "queued-label", text: "Queued" }),
+        el("span", { class: "queued-text", text: item.text }),
+        el("button", {
+          type: "button",
+          class: "icon small",
+          "aria-label": "Edit the queued message",
+          text: "✎",
+          onclick: () => {
+            state.queued.splice(state.queued.indexOf(item), 1);
+            const input = $("input");
+            input.value = input.value ? `${item.text}\n${input.value}` : item.text;
+            input.focus();
+            drawQueued();
+          },
+        }),
+      ),
+    ),
+  );
+}
+
+/** The answer of `threadId` ended: send its next queued message, if any. */
+function sendQueued(threadId) {
+  const next = state.queued.findIndex((q) => q.threadId === threadId);
+  if (next < 0 || threadId !== state.threadId || state.conversation?.running) return;
+  const [item] = state.queued.splice(next, 1);
+  drawQueued();
+  send(item.text);
 }
 
 function answer(request, response) {
@@ -404,8 +460,10 @@ function wire() {
   $("composer").addEventListener("submit", (event) => {
     event.preventDefault();
     const text = $("input").value;
+    if (!text.trim() && !state.pending.length) return;
     $("input").value = "";
-    send(text);
+    if (state.conversation?.running) queue(text);
+    else send(text);
   });
   $("input").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
