@@ -75,7 +75,9 @@ async function currentAccess() {
   if (me && me.ok) {
     session.user = await me.json();
     if (!session.user.needs_setup) {
-      session.mode = session.user.via === "token" ? "token" : session.user.via === "open" ? "open" : "accounts";
+      // single-user mode answers DeerFlow's auth-disabled user, which has no `via`
+      const via = session.user.via || "open";
+      session.mode = via === "token" ? "token" : via === "open" ? "open" : "accounts";
       return session.mode;
     }
   } else if (!me || me.status !== 401) {
