@@ -116,7 +116,9 @@ class SubagentExecutor:
         middleware: list[AgentMiddleware[Any, Any]] = [
             RunPromptMiddleware(),
             DanglingToolCallMiddleware(),
-            LLMErrorHandlingMiddleware(),
+            LLMErrorHandlingMiddleware(
+                (model_config.display_name or model_config.name) if model_config else None
+            ),
             ToolErrorMiddleware(aon_error=tool_error),
             *([ViewImageMiddleware()] if sees else []),
             LoopDetectionMiddleware(),
