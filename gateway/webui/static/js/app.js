@@ -165,7 +165,10 @@ async function openThread(threadId) {
       rejoin(conversation)
         .catch((error) => toast(error.message, "error"))
         .then(() => sendQueued(threadId));
-    } else sendQueued(threadId);
+    } else {
+      await replayEnded(conversation).catch(() => {}); // a lost log only loses the partial answer
+      sendQueued(threadId);
+    }
   } catch (error) {
     if (error.status === 404) {
       toast("That conversation does not exist (or is not yours).", "error");
@@ -190,11 +193,47 @@ function runConfig() {
   return { configurable };
 }
 
+/** One event of a run's stream into the conversation (`replay`: a finished run's log, re-read). */
+function applyFrame(conversation, frame, replay = false) {
+  const name = frame.event.split("|")[0];
+  if (frame.event === "values") {
+    if (!replay) conversation.setValues(frame.data); // a replayed run's values are older than the thread's
+  } else if (frame.event === "messages" && Array.isArray(frame.data)) conversation.addMessage(frame.data[0]);
+  else if (name === "custom") conversation.addCustom(frame.data);
+  else if (frame.event === "error") conversation.error = frame.data?.message || "The run failed.";
+  else if (frame.event === "end" && ["interrupted", "timeout"].includes(frame.data?.status)) {
+    conversation.stopped = true; // a marker under what was written, not an error
+  }
+}
+
+/**
+ * The thread's last run ended early (stopped, failed, timed out): what it wrote before is not in the
+ * thread's state, but its event log keeps it. Re-read that log so the partial answer, its subagent
+ * cards and its error (or the stopped marker) show again after a reload.
+ */
+async function replayEnded(conversation) {
+  const [latest] = (await threads.runs(conversation.threadId, 1)) || [];
+  if (!latest || !["interrupted", "error", "timeout"].includes(latest.status)) return;
+  const abort = new AbortController();
+  state.abort = abort;
+  try {
+    await streamRun(conversation.threadId, {
+      join: latest.run_id,
+      signal: abort.signal,
+      onEvent: (frame) => applyFrame(conversation, frame, true),
+    });
+  } finally {
+    if (state.abort === abort) state.abort = null;
+  }
+  if (state.conversation === conversation) redraw();
+}
+
 async function follow(conversation, how) {
   const abort = new AbortController();
   state.abort = abort;
   conversation.running = true;
   conversation.error = null;
+  conversation.stopped = false;
   redraw();
   try {
     await streamRun(conversation.threadId, {
@@ -205,12 +244,7 @@ async function follow(conversation, how) {
         if (state.stopAsked) stop(); // Stop was pressed before the run had its id
       },
       onEvent: (frame) => {
-        const name = frame.event.split("|")[0];
-        if (frame.event === "values") conversation.setValues(frame.data);
-        else if (frame.event === "messages" && Array.isArray(frame.data)) conversation.addMessage(frame.data[0]);
-        else if (name === "custom") conversation.addCustom(frame.data);
-        else if (frame.event === "error") conversation.error = frame.data?.message || "The run failed.";
-        else if (frame.event === "end" && frame.data?.status === "interrupted") conversation.error = "Stopped.";
+        applyFrame(conversation, frame);
         if (state.conversation === conversation) redraw();
       },
     });

@@ -61,6 +61,7 @@ export class Conversation {
     this.values = {};
     this.tasks = new Map(); // task_id -> {description, status, message, result, error}
     this.error = null;
+    this.stopped = false; // the last run was stopped (by the user): a marker, not an error
     this.running = false;
   }
 
@@ -254,9 +255,46 @@ function questionCard(request, answer) {
  * Draw the conversation into `root`. `hooks.answer(request, response)` answers a clarification.
  * Finished messages keep their nodes (so open steps stay open); the one being written is redrawn.
  */
+/**
+ * A subagent task's card: its live progress (custom events) while known, else what its tool call and
+ * result say (after a reload, custom events are gone but the `task` call and its result stay).
+ */
+function taskOf(conversation, call, result) {
+  const live = conversation.tasks.get(call.id);
+  if (live) return live;
+  const kwargs = result?.additional_kwargs || {};
+  const status = !result ? (conversation.running ? "running" : "cancelled") : kwargs.subagent_status || (result.status === "error" ? "failed" : "completed");
+  const task = { description: call.args?.description || "", status };
+  if (kwargs.subagent_result_brief) task.result = kwargs.subagent_result_brief;
+  if (kwargs.subagent_error || (result?.status === "error" && !kwargs.subagent_status)) task.error = kwargs.subagent_error || textOf(result.content);
+  return task;
+}
+
+/** The plan as the model last wrote it (its latest `write_todos`), and that call's id. */
+function latestPlan(conversation, messages) {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const calls = messages[i].tool_calls || [];
+    for (let j = calls.length - 1; j >= 0; j--) {
+      if (calls[j].name === "write_todos" && Array.isArray(calls[j].args?.todos)) return { id: calls[j].id, todos: calls[j].args.todos };
+    }
+  }
+  const todos = conversation.values.todos;
+  return { id: null, todos: Array.isArray(todos) ? todos : [] };
+}
+
+/** A message's tool calls in place: subagent tasks as cards, the latest plan as the plan card. */
+function steps(conversation, calls, results, plan) {
+  return calls.map((call) => {
+    if (call.name === "task") return taskCard(call.id, taskOf(conversation, call, results.get(call.id)));
+    if (call.name === "write_todos" && call.id === plan.id) return todoList(plan.todos);
+    return toolStep(call, results.get(call.id));
+  });
+}
+
 export function draw(conversation, root, hooks, cache) {
   const messages = conversation.messages();
   const results = toolResults(messages);
+  const plan = latestPlan(conversation, messages);
   const nodes = [];
   const streamingId = conversation.running ? [...conversation.live.keys()].pop() : null;
   messages.forEach((message, index) => {
@@ -266,7 +304,10 @@ export function draw(conversation, root, hooks, cache) {
     const calls = message.tool_calls || [];
     const reasoning = conversation.reasoning.get(message.id) || "";
     const key = `${message.id || index}`;
-    const signature = [kind, message.id === streamingId, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}`).join(",")].join("|");
+    const cards = calls
+      .filter((c) => c.name === "task" || c.id === plan.id)
+      .map((c) => JSON.stringify(c.name === "task" ? taskOf(conversation, c, results.get(c.id)) : plan.todos));
+    const signature = [kind, message.id === streamingId, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}`).join(","), ...cards].join("|");
     const hit = cache.get(key);
     if (hit && hit.signature === signature) {
       nodes.push(hit.node);
@@ -283,7 +324,7 @@ export function draw(conversation, root, hooks, cache) {
         { class: `msg msg-ai${streaming ? " streaming" : ""}` },
         reasoning ? thinkingBlock(reasoning, streaming && !text) : null,
         text ? el("div", { class: "md" }, renderMarkdown(text)) : null,
-        calls.length ? el("div", { class: "steps" }, calls.map((c) => toolStep(c, results.get(c.id)))) : null,
+        calls.length ? el("div", { class: "steps" }, steps(conversation, calls, results, plan)) : null,
       );
       if (!text && !calls.length && !reasoning) return;
     }
@@ -298,12 +339,15 @@ export function draw(conversation, root, hooks, cache) {
     nodes.push(node);
   });
   const extras = [];
-  const todos = conversation.values.todos;
-  if (Array.isArray(todos) && todos.length) extras.push(todoList(todos));
-  if (conversation.tasks.size) extras.push(el("div", { class: "tasks" }, [...conversation.tasks].map(([id, t]) => taskCard(id, t))));
+  // The plan and the tasks sit with the calls that made them; only what no message holds is here.
+  if (plan.id === null && plan.todos.length) extras.push(todoList(plan.todos));
+  const called = new Set(messages.flatMap((m) => (m.tool_calls || []).map((c) => c.id)));
+  const loose = [...conversation.tasks].filter(([id]) => !called.has(id));
+  if (loose.length) extras.push(el("div", { class: "tasks" }, loose.map(([id, t]) => taskCard(id, t))));
   const question = !conversation.running && conversation.openQuestion();
   if (question) extras.push(questionCard(question, hooks.answer));
   if (conversation.running && !streamingId) extras.push(el("div", { class: "msg msg-ai pending", "aria-label": "Working" }, el("span", { class: "dots" })));
   if (conversation.error) extras.push(el("div", { class: "run-error", role: "alert", text: conversation.error }));
+  else if (conversation.stopped) extras.push(el("div", { class: "run-note", text: "Stopped before the answer was finished." }));
   root.replaceChildren(...nodes, ...extras);
 }
