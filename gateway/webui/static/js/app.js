@@ -2,7 +2,7 @@
 
 import { STREAM_MODES, settings, streamRun, threads } from "./api.js";
 import { canSignOut, signIn, signOut } from "./auth.js";
-import { Conversation, draw, el } from "./conversation.js";
+import { Conversation, draw, el, textOf } from "./conversation.js";
 import { closeArtifacts, showArtifacts } from "./files.js";
 import { showSettings } from "./settings.js";
 
@@ -40,7 +40,7 @@ function redraw() {
     const box = $("messages");
     const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
     const conversation = state.conversation;
-    if (conversation) draw(conversation, box, { answer }, state.cache);
+    if (conversation) draw(conversation, box, { answer, suggestion: (text) => send(text) }, state.cache);
     else box.replaceChildren();
     const empty = !conversation || (!conversation.messages().length && !conversation.running);
     $("empty").hidden = !empty;
@@ -292,7 +292,7 @@ async function send(text, extraKwargs = {}) {
   state.pending = [];
   drawAttachments();
   let content = text;
-  const kwargs = { ...extraKwargs };
+  const kwargs = { ...extraKwargs, sent_at: new Date().toISOString() };
   if (uploaded.length) {
     kwargs.files = uploaded.map((f) => ({ filename: f.filename, size: f.size, path: f.virtual_path }));
     const listing = uploaded.map((f) => `- ${f.virtual_path}`).join("\n");
@@ -316,8 +316,29 @@ async function send(text, extraKwargs = {}) {
     multitask_strategy: "enqueue",
     config: runConfig(),
   };
+  conversation.suggestions = [];
   await follow(conversation, { start });
-  sendQueued(threadId);
+  if (state.queued.some((q) => q.threadId === threadId)) sendQueued(threadId);
+  else suggest(conversation);
+}
+
+/** Follow-up questions under a finished answer (none after an error, a stop or a question). */
+async function suggest(conversation) {
+  if (conversation.running || conversation.error || conversation.stopped || conversation.openQuestion()) return;
+  const turns = conversation
+    .messages()
+    .filter((m) => ["human", "ai"].includes(m.type) && textOf(m.content) && !m.additional_kwargs?.hide_from_ui)
+    .slice(-6)
+    .map((m) => ({ role: m.type === "human" ? "user" : "assistant", content: textOf(m.content) }));
+  if (!turns.length) return;
+  try {
+    const { suggestions } = await threads.suggestions(conversation.threadId, turns);
+    if (conversation.running || state.conversation !== conversation) return;
+    conversation.suggestions = (suggestions || []).slice(0, 3);
+    redraw();
+  } catch {
+    /* suggestions are a nicety: none is fine */
+  }
 }
 
 // ------------------------------------------------------------------ queued messages

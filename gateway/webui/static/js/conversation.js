@@ -134,6 +134,61 @@ export class Conversation {
 
 // ------------------------------------------------------------------ drawing
 
+/** A button that copies `text()` to the clipboard and says so. */
+export function copyButton(label, text) {
+  const button = el("button", { type: "button", class: "copy", "aria-label": label, text: "Copy" });
+  button.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(text());
+      button.textContent = "Copied";
+    } catch {
+      button.textContent = "Copy failed";
+    }
+    setTimeout(() => (button.textContent = "Copy"), 1500);
+  });
+  return button;
+}
+
+/** Model Markdown, each code block under a bar with its language and a copy button. */
+function markdownBlock(text) {
+  const fragment = renderMarkdown(text);
+  for (const code of fragment.querySelectorAll("pre > code")) {
+    const language = [...code.classList].find((c) => c.startsWith("language-"))?.slice("language-".length) || "text";
+    const pre = code.parentElement;
+    const bar = el("div", { class: "code-bar" }, el("span", { class: "code-lang", text: language }), copyButton("Copy code", () => code.textContent));
+    pre.replaceWith(el("div", { class: "code" }, bar, pre.cloneNode(true)));
+  }
+  return el("div", { class: "md" }, fragment);
+}
+
+function clock(iso) {
+  const when = new Date(iso);
+  if (Number.isNaN(when.getTime())) return "";
+  const sameDay = when.toDateString() === new Date().toDateString();
+  return sameDay ? when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : when.toLocaleString([], { dateStyle: "short", timeStyle: "short" });
+}
+
+/** Tokens per answer: each turn's AI messages summed, keyed by the turn's last AI message with text. */
+function usagePerAnswer(messages) {
+  const totals = new Map();
+  let sum = 0;
+  let last = null;
+  const close = () => {
+    if (last && sum) totals.set(last, sum);
+    sum = 0;
+    last = null;
+  };
+  for (const message of messages) {
+    const kind = kindOf(message);
+    if (kind === "human") close();
+    if (kind !== "ai") continue;
+    sum += message.usage_metadata?.total_tokens || 0;
+    if (textOf(message.content)) last = message.id;
+  }
+  close();
+  return totals;
+}
+
 function toolResults(messages) {
   const results = new Map();
   for (const m of messages) if (kindOf(m) === "tool" && m.tool_call_id) results.set(m.tool_call_id, m);
@@ -197,6 +252,9 @@ function humanBubble(message) {
         ? el("div", { class: "chips" }, files.map((f) => el("span", { class: "chip", text: f.filename })))
         : null,
     ),
+    message.additional_kwargs?.sent_at
+      ? el("time", { class: "msg-time", datetime: message.additional_kwargs.sent_at, text: clock(message.additional_kwargs.sent_at) })
+      : null,
   );
 }
 
@@ -221,7 +279,7 @@ function taskCard(id, task) {
     { class: `task task-${task.status}`, "data-task": id },
     el("div", { class: "task-head" }, el("span", { class: "task-status", text: label[task.status] || task.status }), el("span", { class: "task-desc", text: task.description })),
     task.message && task.status === "running" ? el("div", { class: "task-msg", text: task.message.slice(0, 300) }) : null,
-    task.result ? el("details", {}, el("summary", { text: "Result" }), el("div", { class: "md" }, renderMarkdown(task.result))) : null,
+    task.result ? el("details", {}, el("summary", { text: "Result" }), markdownBlock(task.result)) : null,
     task.error ? el("div", { class: "task-err", text: task.error }) : null,
   );
 }
@@ -295,6 +353,7 @@ export function draw(conversation, root, hooks, cache) {
   const messages = conversation.messages();
   const results = toolResults(messages);
   const plan = latestPlan(conversation, messages);
+  const usage = usagePerAnswer(messages);
   const nodes = [];
   const streamingId = conversation.running ? [...conversation.live.keys()].pop() : null;
   messages.forEach((message, index) => {
@@ -307,7 +366,7 @@ export function draw(conversation, root, hooks, cache) {
     const cards = calls
       .filter((c) => c.name === "task" || c.id === plan.id)
       .map((c) => JSON.stringify(c.name === "task" ? taskOf(conversation, c, results.get(c.id)) : plan.todos));
-    const signature = [kind, message.id === streamingId, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}`).join(","), ...cards].join("|");
+    const signature = [kind, message.id === streamingId, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}`).join(","), usage.get(message.id), ...cards].join("|");
     const hit = cache.get(key);
     if (hit && hit.signature === signature) {
       nodes.push(hit.node);
@@ -323,8 +382,16 @@ export function draw(conversation, root, hooks, cache) {
         "div",
         { class: `msg msg-ai${streaming ? " streaming" : ""}` },
         reasoning ? thinkingBlock(reasoning, streaming && !text) : null,
-        text ? el("div", { class: "md" }, renderMarkdown(text)) : null,
+        text ? markdownBlock(text) : null,
         calls.length ? el("div", { class: "steps" }, steps(conversation, calls, results, plan)) : null,
+        text && !streaming
+          ? el(
+              "div",
+              { class: "msg-foot" },
+              copyButton("Copy answer", () => text),
+              usage.get(message.id) ? el("span", { class: "msg-usage", text: `${usage.get(message.id).toLocaleString()} tokens` }) : null,
+            )
+          : null,
       );
       if (!text && !calls.length && !reasoning) return;
     }
@@ -346,6 +413,16 @@ export function draw(conversation, root, hooks, cache) {
   if (loose.length) extras.push(el("div", { class: "tasks" }, loose.map(([id, t]) => taskCard(id, t))));
   const question = !conversation.running && conversation.openQuestion();
   if (question) extras.push(questionCard(question, hooks.answer));
+  const suggestions = !conversation.running && !question ? conversation.suggestions || [] : [];
+  if (suggestions.length) {
+    extras.push(
+      el(
+        "div",
+        { class: "suggestions", "aria-label": "Suggested follow-ups" },
+        suggestions.map((text) => el("button", { type: "button", class: "suggestion", text, onclick: () => hooks.suggestion(text) })),
+      ),
+    );
+  }
   if (conversation.running && !streamingId) extras.push(el("div", { class: "msg msg-ai pending", "aria-label": "Working" }, el("span", { class: "dots" })));
   if (conversation.error) extras.push(el("div", { class: "run-error", role: "alert", text: conversation.error }));
   else if (conversation.stopped) extras.push(el("div", { class: "run-note", text: "Stopped before the answer was finished." }));
