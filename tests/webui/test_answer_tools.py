@@ -6,8 +6,8 @@ import re
 
 from playwright.async_api import expect
 
-from tests.fakes.openai_server import Reply
-from tests.webui.conftest import UI_TESTS, OpenPage, Stack
+from tests.fakes.openai_server import Reply, ToolCall
+from tests.webui.conftest import PHONE, UI_TESTS, OpenPage, Stack
 
 pytestmark = UI_TESTS
 
@@ -61,3 +61,45 @@ async def test_questions_show_when_they_were_sent_and_answers_their_token_usage(
         await expect(page.locator(".msg-human .msg-time")).to_have_text(re.compile(r"\d{1,2}:\d{2}"))
         await expect(page.locator(".msg-ai .msg-usage")).to_have_text(re.compile(r"^\d[\d,]* tokens$"))
         await page.reload()
+
+
+async def test_an_opened_tool_step_shows_its_result_above_the_composer(
+    open_page: OpenPage, stack: Stack
+) -> None:
+    lines = "\n".join(f"echo line-{n}" for n in range(14))
+    stack.model.script(Reply(tool_calls=[ToolCall("bash", {"command": lines})]), Reply(text="Ran it."))
+    page = await open_page()
+    await page.locator("#input").fill("run the lines")
+    await page.locator("#send").click()
+    await expect(page.locator(".msg-ai > .md")).to_have_text("Ran it.")
+    step = page.locator(".step[data-tool=bash]")
+    await step.locator("summary").click()
+    result = step.locator(".step-io").last
+    await expect(result).to_contain_text("line-13")
+    composer = await page.locator("#composer").bounding_box()
+    shown = await result.bounding_box()
+    assert composer is not None
+    assert shown is not None
+    assert shown["y"] + shown["height"] <= composer["y"] + 1, "the result's end is above the composer"
+
+
+async def test_files_shows_only_when_the_thread_has_files(open_page: OpenPage, stack: Stack) -> None:
+    stack.model.script(Reply(text="No files here."))
+    page = await open_page()
+    await page.locator("#input").fill("just talk")
+    await page.locator("#send").click()
+    await expect(page.locator(".msg-ai > .md")).to_have_text("No files here.")
+    await expect(page.locator("#open-artifacts")).to_be_hidden()
+    await page.reload()
+    await expect(page.locator(".msg-ai > .md")).to_have_text("No files here.")
+    await expect(page.locator("#open-artifacts")).to_be_hidden()
+
+
+async def test_on_a_phone_send_stays_on_the_composers_row(open_page: OpenPage, stack: Stack) -> None:
+    page = await open_page(size=PHONE)
+    send = await page.locator("#send").bounding_box()
+    attach = await page.locator("#attach").bounding_box()
+    assert send is not None
+    assert attach is not None
+    assert abs(send["y"] - attach["y"]) < 4, "Send sits on the row of + Files, not on a row of its own"
+    assert send["x"] + send["width"] <= PHONE["width"], "and inside the screen"

@@ -3,6 +3,7 @@
 import { STREAM_MODES, settings, streamRun, threads } from "./api.js";
 import { canSignOut, signIn, signOut } from "./auth.js";
 import { Conversation, draw, el, textOf } from "./conversation.js";
+import { confirmInPage } from "./confirm.js";
 import { closeArtifacts, showArtifacts } from "./files.js";
 import { showSettings } from "./settings.js";
 
@@ -49,7 +50,8 @@ function redraw() {
     $("stop").hidden = !running;
     $("send").textContent = running ? "Queue" : "Send";
     const files = (conversation?.values.artifacts || []).length;
-    $("open-artifacts").hidden = state.isNew;
+    const uploads = (conversation?.messages() || []).reduce((n, m) => n + (m.additional_kwargs?.files || []).length, 0);
+    $("open-artifacts").hidden = state.isNew || !(files + uploads); // nothing to show: no button
     $("artifact-count").textContent = files ? String(files) : "";
     if (atBottom) box.scrollTop = box.scrollHeight;
   });
@@ -120,7 +122,8 @@ function rename(thread) {
 }
 
 async function remove(thread) {
-  if (!confirm(`Delete "${thread.title}"? Its messages and files are removed.`)) return;
+  const sure = await confirmInPage(`Delete "${thread.title}"?`, "Delete", "Its messages and files are removed.");
+  if (!sure) return;
   try {
     await threads.remove(thread.id);
   } catch (error) {

@@ -218,6 +218,14 @@ function toolStep(call, result) {
     el("div", { class: "step-label", text: "Input" }),
     el("pre", { class: "step-io", text: JSON.stringify(call.args ?? {}, null, 2) }),
   );
+  // Opened near the bottom, the step scrolls up so its result shows above the composer.
+  details.addEventListener("toggle", () => {
+    const pane = details.closest(".messages");
+    if (!details.open || !pane) return;
+    const box = pane.getBoundingClientRect();
+    const step = details.getBoundingClientRect();
+    if (step.bottom > box.bottom) pane.scrollTop += Math.min(step.bottom - box.bottom, step.top - box.top);
+  });
   if (result) {
     details.append(
       el("div", { class: "step-label", text: "Result" }),
