@@ -67,11 +67,20 @@ async def test_an_opened_tool_step_shows_its_result_above_the_composer(
     open_page: OpenPage, stack: Stack
 ) -> None:
     lines = "\n".join(f"echo line-{n}" for n in range(14))
-    stack.model.script(Reply(tool_calls=[ToolCall("bash", {"command": lines})]), Reply(text="Ran it."))
+    long_answer = "\n\n".join(f"Paragraph {n} about deer." for n in range(40))
+    stack.model.script(
+        Reply(text=long_answer),
+        Reply(tool_calls=[ToolCall("bash", {"command": lines})]),
+        Reply(text="Ran it."),
+    )
     page = await open_page()
+    # a conversation long enough that the newest step sits at the bottom, just above the composer
+    await page.locator("#input").fill("tell me a lot")
+    await page.locator("#send").click()
+    await expect(page.locator(".msg-ai > .md")).to_contain_text(["Paragraph 39 about deer."])
     await page.locator("#input").fill("run the lines")
     await page.locator("#send").click()
-    await expect(page.locator(".msg-ai > .md")).to_have_text("Ran it.")
+    await expect(page.locator(".msg-ai > .md").last).to_have_text("Ran it.")
     step = page.locator(".step[data-tool=bash]")
     await step.locator("summary").click()
     result = step.locator(".step-io").last
