@@ -208,10 +208,17 @@ class _Server:
 class McpServers:
     """The MCP tools of this process: `current()` before each run."""
 
-    def __init__(self, bus: Bus, reserved: set[str] | None = None, process: str = "") -> None:
+    def __init__(
+        self, bus: Bus, reserved: set[str] | None = None, process: str = "", role: str = "agent process"
+    ) -> None:
         self.bus = bus
-        # Which process (and, when a test runs several, which instance in it) reports its status.
-        self.process = process or f"{socket.gethostname()}:{os.getpid()}#{next(_instances)}"
+        # Which process (and, when a test runs several, which instance in it) reports its status,
+        # as people read it in the settings page: "runner on vm (pid 22370)".
+        instance = next(_instances)
+        self.process = process or (
+            f"{role} on {socket.gethostname()} (pid {os.getpid()})"
+            + (f" #{instance}" if instance > 1 else "")
+        )
         self.reserved = reserved or set()  # the agent's own tool names
         self.version = 0
         self._raw: dict[str, Any] | None = None

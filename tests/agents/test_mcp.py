@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -102,6 +103,8 @@ async def test_a_server_that_cannot_start_is_reported_and_the_run_goes_on(
     assert report["servers"]["broken"]["ok"] is False
     assert "/no/such/mcp-server" in report["servers"]["broken"]["error"]
     assert report["servers"]["notes"]["ok"] is True
+    # the settings page lists the status per process by this name: a person can tell which it is
+    assert re.fullmatch(r"runner on \S+ \(pid \d+\)( #\d+)?", report["process"]), report["process"]
 
 
 async def test_a_server_added_through_the_gateway_reaches_every_runner(
