@@ -105,6 +105,17 @@ async def test_stop_keeps_the_partial_answer_with_a_marker_also_after_a_reload(
     await expect(page.locator(".msg-ai .md")).to_contain_text("Partial word0")
     await expect(page.locator(".run-note")).to_have_text("Stopped before the answer was finished.")
     await expect(page.locator(".run-error")).to_have_count(0)
+    # the conversation goes on: the stopped answer stays under its question, above the next turn
+    stack.model.script(Reply(text="A short one."))
+    await page.locator("#input").fill("shorter please")
+    await page.locator("#send").click()
+    await expect(page.locator(".msg-ai > .md").last).to_have_text("A short one.")
+    order = await page.locator("#messages > .msg").evaluate_all(
+        "nodes => nodes.map(n => n.classList.contains('msg-human') ? 'Q' : 'A')"
+    )
+    assert order == ["Q", "A", "Q", "A"]
+    await expect(page.locator(".msg-ai > .md").first).to_contain_text("Partial word0")
+    await expect(page.locator(".run-note")).to_have_count(0)
 
 
 async def test_a_model_down_error_names_the_picked_model_and_stays_after_a_reload(

@@ -228,6 +228,7 @@ async function replayEnded(conversation) {
   } finally {
     if (state.abort === abort) state.abort = null;
   }
+  conversation.pin();
   if (state.conversation === conversation) redraw();
 }
 
@@ -266,6 +267,7 @@ async function follow(conversation, how) {
   } catch {
     /* the stream's last values stay */
   }
+  if (conversation.stopped || conversation.error) conversation.pin();
   redraw();
   await refreshThreads();
   // The thread's record takes the new title just after the run ends: look once more if it is not in.

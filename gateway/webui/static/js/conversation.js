@@ -57,6 +57,7 @@ export class Conversation {
     this.threadId = threadId;
     this.base = []; // messages of the thread's values
     this.live = new Map(); // id -> message built from the stream, not (yet) in values
+    this.pinned = []; // {anchor, message}: what a run that ended early wrote, after the message it followed
     this.reasoning = new Map(); // id -> streamed reasoning text (kept after the message lands)
     this.values = {};
     this.tasks = new Map(); // task_id -> {description, status, message, result, error}
@@ -115,8 +116,29 @@ export class Conversation {
     this.tasks.set(data.task_id, task);
   }
 
+  /**
+   * A run ended early: what it wrote (not in the thread's state) stays where it was written, after
+   * the thread's message it followed, even as later turns are added below it.
+   */
+  pin() {
+    const anchor = this.base.length ? this.base[this.base.length - 1].id : null;
+    for (const [id, message] of this.live) {
+      if (id.startsWith("local-")) continue;
+      this.pinned.push({ anchor, message });
+      this.live.delete(id);
+    }
+  }
+
   messages() {
-    return [...this.base, ...this.live.values()];
+    if (!this.pinned.length) return [...this.base, ...this.live.values()];
+    const placed = [];
+    const pinned = this.pinned.filter((p) => !this.base.some((m) => m.id && m.id === p.message.id));
+    const after = (anchor) => pinned.filter((p) => p.anchor === anchor).map((p) => p.message);
+    placed.push(...after(null));
+    for (const message of this.base) placed.push(message, ...(message.id ? after(message.id) : []));
+    const anchors = new Set(this.base.map((m) => m.id));
+    placed.push(...pinned.filter((p) => p.anchor !== null && !anchors.has(p.anchor)).map((p) => p.message));
+    return [...placed, ...this.live.values()];
   }
 
   get title() {
