@@ -40,6 +40,7 @@ function redraw() {
     state.drawQueued = false;
     const box = $("messages");
     const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+    const top = box.scrollTop; // redrawing replaces the children, which can reset the scroll
     const conversation = state.conversation;
     if (conversation) draw(conversation, box, { answer, suggestion: (text) => send(text) }, state.cache);
     else box.replaceChildren();
@@ -53,7 +54,7 @@ function redraw() {
     const uploads = (conversation?.messages() || []).reduce((n, m) => n + (m.additional_kwargs?.files || []).length, 0);
     $("open-artifacts").hidden = state.isNew || !(files + uploads); // nothing to show: no button
     $("artifact-count").textContent = files ? String(files) : "";
-    if (atBottom) box.scrollTop = box.scrollHeight;
+    box.scrollTop = atBottom ? box.scrollHeight : top;
   });
 }
 
