@@ -72,11 +72,12 @@ def _context_size(size: ContextSize) -> tuple[str, float]:
 def build_middlewares(
     config: AppConfig, options: RunOptions, model: Any, deferred: list[BaseTool] | None = None
 ) -> list[AgentMiddleware[Any, Any]]:
+    chosen = config.get_model(options.model_name)
     middlewares: list[AgentMiddleware[Any, Any]] = [
         RunPromptMiddleware(),
         *([DeferredToolsMiddleware(deferred)] if deferred else []),
         DanglingToolCallMiddleware(),
-        LLMErrorHandlingMiddleware(),
+        LLMErrorHandlingMiddleware((chosen.display_name or chosen.name) if chosen else None),
         ToolErrorMiddleware(aon_error=tool_error),
     ]
     summary = config.summarization

@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 from langchain_core.tools import BaseTool
 
+from agents.mcp_stderr import StderrTail
 from bus import Bus, safe_token
 from bus.messages import utcnow
 from bus.watch import follow_key
@@ -165,14 +166,38 @@ class _Server:
         self._on_end = on_end
         self._ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
+        self.stderr: StderrTail | None = None
         self._task = asyncio.create_task(self._hold(), name=f"mcp:{name}")
 
-    async def _hold(self) -> None:
+    async def _session(self, stack: contextlib.AsyncExitStack) -> Any:
+        """The MCP session; a stdio server's stderr goes to `self.stderr`, not Antler's terminal."""
         from langchain_mcp_adapters.sessions import create_session
+
+        if self.conn.get("transport") != "stdio":
+            return await stack.enter_async_context(create_session(self.conn))  # type: ignore[arg-type]
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        self.stderr = await StderrTail.open(self.name)  # closed when _hold ends, after a failure is read
+        params = StdioServerParameters(
+            command=self.conn["command"], args=self.conn["args"], env=self.conn["env"]
+        )
+        read, write = await stack.enter_async_context(stdio_client(params, errlog=self.stderr.writer))
+        return await stack.enter_async_context(ClientSession(read, write, **self.conn["session_kwargs"]))
+
+    async def _failed(self, exc: BaseException) -> Exception:
+        """The start's error, with what a stdio server last wrote on stderr (its real cause)."""
+        said = await self.stderr.last() if self.stderr is not None else ""
+        if not said:
+            return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+        return RuntimeError(f"{_describe(exc)}; the server said: {said}")
+
+    async def _hold(self) -> None:
         from langchain_mcp_adapters.tools import load_mcp_tools
 
         try:
-            async with create_session(self.conn) as session:  # type: ignore[arg-type]
+            async with contextlib.AsyncExitStack() as stack:
+                session = await self._session(stack)
                 await session.initialize()
                 self.tools = await load_mcp_tools(session, server_name=self.name)
                 self._ready.set_result(None)
@@ -183,10 +208,12 @@ class _Server:
                         await asyncio.wait_for(session.send_ping(), PING_EVERY)
         except BaseException as exc:
             if not self._ready.done():
-                self._ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
+                self._ready.set_exception(await self._failed(exc))
             elif not isinstance(exc, asyncio.CancelledError):
                 log.warning("MCP server %s: the session ended: %s", self.name, _describe(exc))
         finally:
+            if self.stderr is not None:
+                self.stderr.close()
             self.ended = True
             if self._ready.done() and not self._stop.is_set():
                 self._on_end(self.name)  # it went away by itself: report it, start it again
@@ -208,10 +235,17 @@ class _Server:
 class McpServers:
     """The MCP tools of this process: `current()` before each run."""
 
-    def __init__(self, bus: Bus, reserved: set[str] | None = None, process: str = "") -> None:
+    def __init__(
+        self, bus: Bus, reserved: set[str] | None = None, process: str = "", role: str = "agent process"
+    ) -> None:
         self.bus = bus
-        # Which process (and, when a test runs several, which instance in it) reports its status.
-        self.process = process or f"{socket.gethostname()}:{os.getpid()}#{next(_instances)}"
+        # Which process (and, when a test runs several, which instance in it) reports its status,
+        # as people read it in the settings page: "runner on vm (pid 22370)".
+        instance = next(_instances)
+        self.process = process or (
+            f"{role} on {socket.gethostname()} (pid {os.getpid()})"
+            + (f" #{instance}" if instance > 1 else "")
+        )
         self.reserved = reserved or set()  # the agent's own tool names
         self.version = 0
         self._raw: dict[str, Any] | None = None

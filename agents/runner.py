@@ -70,7 +70,7 @@ class Runner:
         task = make_task_tool(bus, config)
         self.agents = AgentCache(config, checkpointer, extra_tools=self._own_tools, task_tool=task)
         reserved = {t.name for t in self._own_tools} | {"task", "ask_clarification", "present_files"}
-        self.mcp = McpServers(bus, reserved=reserved)
+        self.mcp = McpServers(bus, reserved=reserved, role="runner")
         self._mcp_version = 0
         self._tool_groups = tool_group_map(config, [])
         self._run_models: dict[str, str | None] = {}  # run id -> the model it runs on

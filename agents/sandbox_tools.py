@@ -3,7 +3,11 @@
 Each is a request to the sandbox broker through `sandbox.client` (the sandbox's
 client side) for the run's user and thread, taken from the run context, so the
 runner never touches the files itself. Failures come back to the model as
-readable tool errors.
+readable tool errors, in a tool message with `status="error"` (a `ToolException`
+that LangChain turns into one), so every client (our UI, the SDK, DeerFlow's UI,
+the chat router) sees the step as failed. A command that ran and exited non-zero
+is not a failed step (grep finding nothing exits 1): its exit code is in the text;
+a command killed at its time limit is.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Any
 
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool, ToolException, tool
 from langgraph.types import Command
 
 from bus import Bus
@@ -30,6 +34,11 @@ def _error(exc: SandboxError) -> str:
     return f"Error ({exc.code}): {exc.message}"
 
 
+def _failed(exc: SandboxError) -> ToolException:
+    """The failure as LangChain's tool error: the model reads the text, the message says `error`."""
+    return ToolException(_error(exc))
+
+
 def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
     """The tools, bound to one bus connection."""
 
@@ -44,7 +53,7 @@ def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
         try:
             result = await _client(bus, runtime).exec(command, timeout=timeout_seconds)
         except SandboxError as exc:
-            return _error(exc)
+            raise _failed(exc) from exc
         lines = [result.output.rstrip("\n")] if result.output else []
         if result.timed_out:
             limit = f" than {result.timeout_seconds:g}s" if result.timeout_seconds else ""
@@ -52,6 +61,8 @@ def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
         elif result.exit_code not in (0, None):
             lines.append(f"[exit code {result.exit_code}]")
         lines += [f"[{w}]" for w in result.warnings]
+        if result.timed_out:
+            raise ToolException("\n".join(lines))
         return "\n".join(lines) or "(no output)"
 
     @tool
@@ -60,7 +71,7 @@ def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
         try:
             return (await _client(bus, runtime).list_dir(path)).tree
         except SandboxError as exc:
-            return _error(exc)
+            raise _failed(exc) from exc
 
     @tool
     async def read_file(
@@ -70,7 +81,7 @@ def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
         try:
             result = await _client(bus, runtime).read_file(path, start_line, end_line)
         except SandboxError as exc:
-            return _error(exc)
+            raise _failed(exc) from exc
         return result.content if result.content else "(empty file)"
 
     @tool
@@ -84,7 +95,7 @@ def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
         try:
             result = await _client(bus, runtime).write_file(path, content, append)
         except SandboxError as exc:
-            return _error(exc)
+            raise _failed(exc) from exc
         return f"{'Appended' if append else 'Wrote'} {result.bytes_written} bytes to {path}"
 
     @tool
@@ -98,7 +109,7 @@ def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
         try:
             result = await _client(bus, runtime).str_replace(path, old_str, new_str, replace_all)
         except SandboxError as exc:
-            return _error(exc)
+            raise _failed(exc) from exc
         return f"Replaced {result.replacements} occurrence(s) in {path}"
 
     @tool
@@ -107,7 +118,7 @@ def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
         try:
             result = await _client(bus, runtime).glob(pattern, path)
         except SandboxError as exc:
-            return _error(exc)
+            raise _failed(exc) from exc
         if not result.paths:
             return "No files match."
         return "\n".join(result.paths) + ("\n[... more matches not shown ...]" if result.truncated else "")
@@ -124,13 +135,16 @@ def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
         try:
             result = await _client(bus, runtime).grep(pattern, path, glob, ignore_case)
         except SandboxError as exc:
-            return _error(exc)
+            raise _failed(exc) from exc
         if not result.matches:
             return "No matches."
         lines = [f"{m.path}:{m.line}: {m.text}" for m in result.matches]
         return "\n".join(lines) + ("\n[... more matches not shown ...]" if result.truncated else "")
 
-    return [bash, ls, read_file, write_file, str_replace, glob, grep]
+    tools = [bash, ls, read_file, write_file, str_replace, glob, grep]
+    for each in tools:
+        each.handle_tool_error = True  # a ToolException becomes a tool message with status "error"
+    return tools
 
 
 def make_view_image_tool(bus: Bus) -> BaseTool:

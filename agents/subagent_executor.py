@@ -81,7 +81,11 @@ class SubagentExecutor:
         self.skills = SkillsFollower(bus, config)
         self._own_tools = [*make_sandbox_tools(bus), make_view_image_tool(bus), *config_tools(config)]
         self.tools: dict[str, BaseTool] = {t.name: t for t in self._own_tools}
-        self.mcp = McpServers(bus, reserved=set(self.tools) | {"task", "ask_clarification", "present_files"})
+        self.mcp = McpServers(
+            bus,
+            reserved=set(self.tools) | {"task", "ask_clarification", "present_files"},
+            role="subagent executor",
+        )
         self._mcp_version = 0
         self._agents: dict[tuple[str, str | None], Any] = {}
         self._jobs: dict[str, dict[str, asyncio.Task[SubagentResult]]] = {}  # parent run -> task -> job
@@ -116,7 +120,9 @@ class SubagentExecutor:
         middleware: list[AgentMiddleware[Any, Any]] = [
             RunPromptMiddleware(),
             DanglingToolCallMiddleware(),
-            LLMErrorHandlingMiddleware(),
+            LLMErrorHandlingMiddleware(
+                (model_config.display_name or model_config.name) if model_config else None
+            ),
             ToolErrorMiddleware(aon_error=tool_error),
             *([ViewImageMiddleware()] if sees else []),
             LoopDetectionMiddleware(),

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import Field, StrictInt, StringConstraints
 
+from bus.files import UPLOADS, list_objects, thread_prefix
 from bus.messages import (
     ThreadCreateReply,
     ThreadCreateRequest,
@@ -120,7 +121,12 @@ class ThreadCreate(Body):
 async def create_thread(gw: GW, me: Me, body: ThreadCreate) -> Thread:
     """Create a thread; with `thread_id`, the caller's own thread of that id is a 409 (`if_exists:
     raise`) or returned (`do_nothing`). An id another user's thread has is answered exactly as an id
-    that breaks the id rule (422 "cannot be used"), so creating tells nobody that thread exists."""
+    that breaks the id rule (422 "cannot be used"), so creating tells nobody that thread exists.
+
+    With `if_exists` left out, a thread that an upload made and no run has used yet is returned
+    (200), not refused: DeerFlow's UI uploads a new chat's attachments first (which creates the
+    thread) and then creates the thread, sending no `if_exists`. Any other existing thread is a 409,
+    LangGraph's default."""
     thread_id = body.thread_id or str(uuid.uuid4())
     if not is_valid_id(thread_id):
         raise unusable_thread_id(thread_id)
@@ -130,9 +136,19 @@ async def create_thread(gw: GW, me: Me, body: ThreadCreate) -> Thread:
     if record is None or record.user_id != me:
         raise unusable_thread_id(thread_id)  # someone else's: told apart from nothing else
     if not reply.created and body.if_exists == "raise":
-        raise HTTPException(409, f"thread {thread_id} already exists")
+        explicit = "if_exists" in body.model_fields_set
+        if explicit or not await _made_by_an_upload(gw, record):
+            raise HTTPException(409, f"thread {thread_id} already exists")
     gw.view.put(record)
     return thread_json(record)
+
+
+async def _made_by_an_upload(gw: Gateway, record: ThreadRecord) -> bool:
+    """No run has used the thread yet and it holds uploads: a new chat's attachments made it."""
+    if record.last_run_id or record.active_run_id or record.queue or record.finished_runs:
+        return False
+    prefix = thread_prefix(UPLOADS, record.user_id, record.thread_id)
+    return bool(await list_objects(await gw.bus.files(), prefix))
 
 
 @router.get("/threads/{thread_id}", responses=errors(404))

@@ -2,10 +2,12 @@
 
 Rate limits, timeouts, 5xx and dropped connections (after the client's own
 retries) raise `ModelUnavailable`, whose message says which model could not be
-reached and why, so the run ends with status `error` and an `error` event a
-chat can show as is; it is never passed off as the model's answer. Mistakes of
-setup — a wrong key, an unknown model, a request the provider refuses — are
-raised unchanged, so the error names what to fix.
+reached and why (by the name the user picked it by: its display name, else its
+configured name; the provider's model id only when neither is known), so the
+run ends with status `error` and an `error` event a chat can show as is; it is
+never passed off as the model's answer. Mistakes of setup — a wrong key, an
+unknown model, a request the provider refuses — are raised unchanged, so the
+error names what to fix.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ def _model_name(request: ModelRequest[Any]) -> str:
 
 
 class LLMErrorHandlingMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+    def __init__(self, model_label: str | None = None) -> None:
+        """`model_label`: the model as users know it (its display name), named in the error."""
+        super().__init__()
+        self.model_label = model_label
+
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
     ) -> Any:
@@ -53,4 +60,4 @@ class LLMErrorHandlingMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             if _is_setup_error(exc) or isinstance(exc, ModelUnavailable):
                 raise
             log.warning("model call failed: %s: %s", type(exc).__name__, exc)
-            raise ModelUnavailable(_model_name(request), exc) from exc
+            raise ModelUnavailable(self.model_label or _model_name(request), exc) from exc

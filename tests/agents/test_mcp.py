@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -102,6 +103,26 @@ async def test_a_server_that_cannot_start_is_reported_and_the_run_goes_on(
     assert report["servers"]["broken"]["ok"] is False
     assert "/no/such/mcp-server" in report["servers"]["broken"]["error"]
     assert report["servers"]["notes"]["ok"] is True
+    # the settings page lists the status per process by this name: a person can tell which it is
+    assert re.fullmatch(r"runner on \S+ \(pid \d+\)( #\d+)?", report["process"]), report["process"]
+
+
+async def test_a_stdio_server_that_fails_to_start_is_reported_with_what_it_said(
+    bus: Bus, fake_model: FakeOpenAI, nats_url: str, app_config: Callable[[], AppConfig], extensions: Any
+) -> None:
+    complaint = "import sys; print('notes folder /srv/notes is missing', file=sys.stderr); sys.exit(3)"
+    extensions({"notes": {"type": "stdio", "command": sys.executable, "args": ["-c", complaint]}})
+    fake_model.script(Reply(text="Fine."))
+    async with running_runner(nats_url, app_config()):
+        events = await submit_and_collect(bus, ask("t-said", "hello"))
+        settings = await bus.kv(bus.subjects.settings_bucket)
+        keys = [k for k in await settings.keys() if k.startswith("mcp_status.")]
+        report = json.loads((await settings.get(keys[0])).value)
+    assert events[-1].data["status"] == "success"
+    status = report["servers"]["notes"]
+    assert status["ok"] is False
+    # the cause, not just the client's "Connection closed"
+    assert "notes folder /srv/notes is missing" in status["error"], status["error"]
 
 
 async def test_a_server_added_through_the_gateway_reaches_every_runner(

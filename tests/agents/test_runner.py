@@ -303,7 +303,8 @@ async def test_a_model_outage_is_an_error_run_with_a_readable_message(
     events = await submit_and_collect(bus, ask("t-503", "hello"))
     error = next(e.data for e in events if e.event == "error")
     assert error["error"] == "ModelUnavailable"
-    assert error["message"].startswith("the model 'fake-1' could not be reached (")
+    # the model as configured (the name users pick it by), not the provider's id 'fake-1'
+    assert error["message"].startswith("the model 'fake' could not be reached (")
     assert "503 - upstream overloaded" in error["message"]
     assert events[-1].data["status"] == "error"
     assert (await run_record(bus, events[0].run_id)).status == RunStatus.ERROR

@@ -8,6 +8,9 @@ Tests script the replies: `fake.script(Reply(text=...), Reply(tool_calls=[...]))
 queues them in order; a reply with `when="..."` is only used for a request whose
 last user or tool message contains that text. Title requests (our title prompt)
 get an automatic title; anything unscripted gets an echo of the last user text.
+With `auto_suggestions` set, follow-up suggestion requests are answered with them
+(like titles, outside the script), so a UI that asks after every answer leaves
+the script to the agent.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from tests.fakes._server import LocalServer
 
 TITLE_MARKER = "Write a title for this conversation"
+SUGGESTIONS_MARKER = "follow-up questions the user might ask next"
 
 
 @dataclass
@@ -67,6 +71,7 @@ class FakeOpenAI(LocalServer):
         self.requests: list[dict[str, Any]] = []
         self.agent_requests: list[dict[str, Any]] = []  # excluding title requests
         self._script: list[Reply] = []
+        self.auto_suggestions: list[str] | None = None
         self._arrived = asyncio.Event()
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self._completions)
@@ -95,6 +100,10 @@ class FakeOpenAI(LocalServer):
             asked = _last_text(messages, ("user",)).split("User:", 1)[-1].split("Assistant:", 1)[0]
             words = asked.split()
             return Reply(text="Chat about " + " ".join(words[:3]))
+        if self.auto_suggestions is not None and any(
+            SUGGESTIONS_MARKER in str(m.get("content", "")) for m in messages
+        ):
+            return Reply(text=json.dumps(self.auto_suggestions))
         self.agent_requests.append(body)
         self._arrived.set()
         last = _last_text(messages)

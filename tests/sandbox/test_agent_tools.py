@@ -54,7 +54,7 @@ async def test_an_agent_writes_runs_and_presents_a_file(
     assert stored.data == b"sum: 7\n"
 
 
-async def test_a_sandbox_error_reaches_the_model_as_a_tool_result(
+async def test_a_sandbox_error_reaches_the_model_as_a_failed_tool_result(
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
@@ -70,10 +70,11 @@ async def test_a_sandbox_error_reaches_the_model_as_a_tool_result(
     )
     async with running_broker(nats_url, config), running_runner(nats_url, config):
         events = await submit_and_collect(bus, ask("t-deny", "show me /etc/shadow"))
-    result = next(
-        e.data[0]["content"] for e in events if e.event == "messages" and e.data[0]["type"] == "tool"
-    )
-    assert result.startswith("Error (not_allowed): /etc/shadow is outside the sandbox")
+    tool = next(e.data[0] for e in events if e.event == "messages" and e.data[0]["type"] == "tool")
+    assert tool["content"].startswith("Error (not_allowed): /etc/shadow is outside the sandbox")
+    assert tool["status"] == "error"  # every client (UI, SDK, chat router) sees the step failed
+    final = [e for e in events if e.event == "values"][-1].data
+    assert [m.get("status") for m in final["messages"] if m["type"] == "tool"] == ["error"]
     assert streamed_text(events) == "I may not read that file."
 
 

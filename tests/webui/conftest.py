@@ -90,6 +90,7 @@ async def stack(nats_server: SecuredServer, tmp_path_factory: pytest.TempPathFac
     with pytest.MonkeyPatch.context() as env:
         env.setenv("ANTLER_EXTENSIONS_CONFIG_PATH", str(tmp / "extensions_config.json"))
         async with FakeOpenAI(api_key="sk-test") as model:
+            model.auto_suggestions = ["How many herds are there?", "Where do deer sleep?"]
             data = {
                 "bus": component_bus(bus, tmp / "data"),
                 "models": [

@@ -45,6 +45,7 @@ async def test_a_token_is_asked_for_once_and_kept(
     form = page.locator(".signin-box")
     await expect(form).to_be_visible()
     await page.screenshot(path=screenshots / "signin-phone.png")
+    await form.get_by_role("button", name="Use an access token").click()  # no admin yet: that leads
     await form.get_by_label("Access token").fill("not-a-token")
     await form.get_by_role("button", name="Sign in").click()
     await expect(form.locator(".error")).to_have_text("That token is not known here.")
@@ -97,10 +98,20 @@ async def test_thread_list_search_rename_and_delete(open_page: OpenPage, stack: 
     await expect(titles.filter(has_text="Elk notes")).to_have_count(1)
     await page.reload()  # kept by the gateway, not just the page
     await expect(titles.filter(has_text="Elk notes")).to_have_count(1)
-    page.once("dialog", lambda dialog: dialog.accept())
+    browser_dialogs: list[str] = []
+    page.on("dialog", lambda dialog: browser_dialogs.append(dialog.message))
     await page.locator(".thread", has_text="Elk notes").hover()
     await page.get_by_role("button", name="Delete Elk notes").click()
+    # asked in the page, not with the browser's confirm(); Cancel keeps the thread
+    confirm = page.get_by_role("dialog", name='Delete "Elk notes"?')
+    await confirm.get_by_role("button", name="Cancel").click()
+    await expect(confirm).to_have_count(0)
+    await expect(titles.filter(has_text="Elk notes")).to_have_count(1)
+    await page.locator(".thread", has_text="Elk notes").hover()
+    await page.get_by_role("button", name="Delete Elk notes").click()
+    await confirm.get_by_role("button", name="Delete").click()
     await expect(titles.filter(has_text="Elk notes")).to_have_count(0)
+    assert browser_dialogs == []
     await expect(titles.filter(has_text="moose")).to_have_count(1)
 
 

@@ -118,7 +118,8 @@ async def test_stop_cancels_the_running_answer(open_page: OpenPage, stack: Stack
         stop = page.locator("#stop")
         await expect(stop).to_be_visible()
         await stop.click()
-        await expect(page.locator(".run-error")).to_have_text("Stopped.")
+        await expect(page.locator(".run-note")).to_have_text("Stopped before the answer was finished.")
+        await expect(page.locator(".run-error")).to_have_count(0)
         await expect(stop).to_be_hidden()
         assert await run_status(stack, thread_of(page)) == "interrupted"
         await expect(page.locator(".msg-ai .md")).to_have_count(0)

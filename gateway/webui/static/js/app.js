@@ -2,7 +2,8 @@
 
 import { STREAM_MODES, settings, streamRun, threads } from "./api.js";
 import { canSignOut, signIn, signOut } from "./auth.js";
-import { Conversation, draw, el } from "./conversation.js";
+import { Conversation, draw, el, textOf } from "./conversation.js";
+import { confirmInPage } from "./confirm.js";
 import { closeArtifacts, showArtifacts } from "./files.js";
 import { showSettings } from "./settings.js";
 
@@ -16,6 +17,7 @@ const state = {
   cache: new Map(), // drawn message nodes of the open thread
   threadList: [],
   pending: [], // files chosen for the next message
+  queued: [], // messages typed while an answer streamed: sent in order when it ends
   runId: null,
   stopAsked: false, // Stop pressed before the run had its id
   abort: null,
@@ -38,19 +40,21 @@ function redraw() {
     state.drawQueued = false;
     const box = $("messages");
     const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+    const top = box.scrollTop; // redrawing replaces the children, which can reset the scroll
     const conversation = state.conversation;
-    if (conversation) draw(conversation, box, { answer }, state.cache);
+    if (conversation) draw(conversation, box, { answer, suggestion: (text) => send(text) }, state.cache);
     else box.replaceChildren();
     const empty = !conversation || (!conversation.messages().length && !conversation.running);
     $("empty").hidden = !empty;
     $("chat-title").textContent = titleOf(state.threadId) || "New chat";
     const running = Boolean(conversation?.running);
     $("stop").hidden = !running;
-    $("send").disabled = running;
+    $("send").textContent = running ? "Queue" : "Send";
     const files = (conversation?.values.artifacts || []).length;
-    $("open-artifacts").hidden = state.isNew;
+    const uploads = (conversation?.messages() || []).reduce((n, m) => n + (m.additional_kwargs?.files || []).length, 0);
+    $("open-artifacts").hidden = state.isNew || !(files + uploads); // nothing to show: no button
     $("artifact-count").textContent = files ? String(files) : "";
-    if (atBottom) box.scrollTop = box.scrollHeight;
+    box.scrollTop = atBottom ? box.scrollHeight : top;
   });
 }
 
@@ -119,7 +123,8 @@ function rename(thread) {
 }
 
 async function remove(thread) {
-  if (!confirm(`Delete "${thread.title}"? Its messages and files are removed.`)) return;
+  const sure = await confirmInPage(`Delete "${thread.title}"?`, "Delete", "Its messages and files are removed.");
+  if (!sure) return;
   try {
     await threads.remove(thread.id);
   } catch (error) {
@@ -137,6 +142,7 @@ function newChat() {
   state.cache = new Map();
   state.pending = [];
   drawAttachments();
+  drawQueued();
   closeArtifacts();
   drawThreads();
   redraw();
@@ -150,6 +156,7 @@ async function openThread(threadId) {
   state.cache = new Map();
   const conversation = new Conversation(threadId);
   state.conversation = conversation;
+  drawQueued();
   closeArtifacts();
   drawThreads();
   redraw();
@@ -158,7 +165,14 @@ async function openThread(threadId) {
     if (state.conversation !== conversation) return;
     conversation.setValues(threadState?.values || thread.values);
     redraw();
-    if (thread.status === "busy") rejoin(conversation).catch((error) => toast(error.message, "error"));
+    if (thread.status === "busy") {
+      rejoin(conversation)
+        .catch((error) => toast(error.message, "error"))
+        .then(() => sendQueued(threadId));
+    } else {
+      await replayEnded(conversation).catch(() => {}); // a lost log only loses the partial answer
+      sendQueued(threadId);
+    }
   } catch (error) {
     if (error.status === 404) {
       toast("That conversation does not exist (or is not yours).", "error");
@@ -183,11 +197,48 @@ function runConfig() {
   return { configurable };
 }
 
+/** One event of a run's stream into the conversation (`replay`: a finished run's log, re-read). */
+function applyFrame(conversation, frame, replay = false) {
+  const name = frame.event.split("|")[0];
+  if (frame.event === "values") {
+    if (!replay) conversation.setValues(frame.data); // a replayed run's values are older than the thread's
+  } else if (frame.event === "messages" && Array.isArray(frame.data)) conversation.addMessage(frame.data[0]);
+  else if (name === "custom") conversation.addCustom(frame.data);
+  else if (frame.event === "error") conversation.error = frame.data?.message || "The run failed.";
+  else if (frame.event === "end" && ["interrupted", "timeout"].includes(frame.data?.status)) {
+    conversation.stopped = true; // a marker under what was written, not an error
+  }
+}
+
+/**
+ * The thread's last run ended early (stopped, failed, timed out): what it wrote before is not in the
+ * thread's state, but its event log keeps it. Re-read that log so the partial answer, its subagent
+ * cards and its error (or the stopped marker) show again after a reload.
+ */
+async function replayEnded(conversation) {
+  const [latest] = (await threads.runs(conversation.threadId, 1)) || [];
+  if (!latest || !["interrupted", "error", "timeout"].includes(latest.status)) return;
+  const abort = new AbortController();
+  state.abort = abort;
+  try {
+    await streamRun(conversation.threadId, {
+      join: latest.run_id,
+      signal: abort.signal,
+      onEvent: (frame) => applyFrame(conversation, frame, true),
+    });
+  } finally {
+    if (state.abort === abort) state.abort = null;
+  }
+  conversation.pin();
+  if (state.conversation === conversation) redraw();
+}
+
 async function follow(conversation, how) {
   const abort = new AbortController();
   state.abort = abort;
   conversation.running = true;
   conversation.error = null;
+  conversation.stopped = false;
   redraw();
   try {
     await streamRun(conversation.threadId, {
@@ -198,12 +249,7 @@ async function follow(conversation, how) {
         if (state.stopAsked) stop(); // Stop was pressed before the run had its id
       },
       onEvent: (frame) => {
-        const name = frame.event.split("|")[0];
-        if (frame.event === "values") conversation.setValues(frame.data);
-        else if (frame.event === "messages" && Array.isArray(frame.data)) conversation.addMessage(frame.data[0]);
-        else if (name === "custom") conversation.addCustom(frame.data);
-        else if (frame.event === "error") conversation.error = frame.data?.message || "The run failed.";
-        else if (frame.event === "end" && frame.data?.status === "interrupted") conversation.error = "Stopped.";
+        applyFrame(conversation, frame);
         if (state.conversation === conversation) redraw();
       },
     });
@@ -222,6 +268,7 @@ async function follow(conversation, how) {
   } catch {
     /* the stream's last values stay */
   }
+  if (conversation.stopped || conversation.error) conversation.pin();
   redraw();
   await refreshThreads();
   // The thread's record takes the new title just after the run ends: look once more if it is not in.
@@ -251,7 +298,7 @@ async function send(text, extraKwargs = {}) {
   state.pending = [];
   drawAttachments();
   let content = text;
-  const kwargs = { ...extraKwargs };
+  const kwargs = { ...extraKwargs, sent_at: new Date().toISOString() };
   if (uploaded.length) {
     kwargs.files = uploaded.map((f) => ({ filename: f.filename, size: f.size, path: f.virtual_path }));
     const listing = uploaded.map((f) => `- ${f.virtual_path}`).join("\n");
@@ -275,7 +322,77 @@ async function send(text, extraKwargs = {}) {
     multitask_strategy: "enqueue",
     config: runConfig(),
   };
+  conversation.suggestions = [];
   await follow(conversation, { start });
+  if (state.queued.some((q) => q.threadId === threadId)) sendQueued(threadId);
+  else suggest(conversation);
+}
+
+/** Follow-up questions under a finished answer (none after an error, a stop or a question). */
+async function suggest(conversation) {
+  if (conversation.running || conversation.error || conversation.stopped || conversation.openQuestion()) return;
+  const turns = conversation
+    .messages()
+    .filter((m) => ["human", "ai"].includes(m.type) && textOf(m.content) && !m.additional_kwargs?.hide_from_ui)
+    .slice(-6)
+    .map((m) => ({ role: m.type === "human" ? "user" : "assistant", content: textOf(m.content) }));
+  if (!turns.length) return;
+  try {
+    const { suggestions } = await threads.suggestions(conversation.threadId, turns);
+    if (conversation.running || state.conversation !== conversation) return;
+    conversation.suggestions = (suggestions || []).slice(0, 3);
+    redraw();
+  } catch {
+    /* suggestions are a nicety: none is fine */
+  }
+}
+
+// ------------------------------------------------------------------ queued messages
+
+/**
+ * A message typed while an answer streams is queued, not dropped: it shows above the composer
+ * (where it can be taken back to edit) and is sent, in order, when the answer ends — as Claude's
+ * and DeerFlow's UIs do. The queue is the page's; files attached stay with the composer.
+ */
+function queue(text) {
+  state.queued.push({ text, threadId: state.threadId });
+  drawQueued();
+}
+
+function drawQueued() {
+  const mine = state.queued.filter((q) => q.threadId === state.threadId);
+  $("queued").replaceChildren(
+    ...mine.map((item) =>
+      el(
+        "li",
+        { class: "queued-item" },
+        el("span", { class: "queued-label", text: "Queued" }),
+        el("span", { class: "queued-text", text: item.text }),
+        el("button", {
+          type: "button",
+          class: "icon small",
+          "aria-label": "Edit the queued message",
+          text: "✎",
+          onclick: () => {
+            state.queued.splice(state.queued.indexOf(item), 1);
+            const input = $("input");
+            input.value = input.value ? `${item.text}\n${input.value}` : item.text;
+            input.focus();
+            drawQueued();
+          },
+        }),
+      ),
+    ),
+  );
+}
+
+/** The answer of `threadId` ended: send its next queued message, if any. */
+function sendQueued(threadId) {
+  const next = state.queued.findIndex((q) => q.threadId === threadId);
+  if (next < 0 || threadId !== state.threadId || state.conversation?.running) return;
+  const [item] = state.queued.splice(next, 1);
+  drawQueued();
+  send(item.text);
 }
 
 function answer(request, response) {
@@ -404,8 +521,10 @@ function wire() {
   $("composer").addEventListener("submit", (event) => {
     event.preventDefault();
     const text = $("input").value;
+    if (!text.trim() && !state.pending.length) return;
     $("input").value = "";
-    send(text);
+    if (state.conversation?.running) queue(text);
+    else send(text);
   });
   $("input").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {

@@ -75,7 +75,9 @@ async function currentAccess() {
   if (me && me.ok) {
     session.user = await me.json();
     if (!session.user.needs_setup) {
-      session.mode = session.user.via === "token" ? "token" : session.user.via === "open" ? "open" : "accounts";
+      // single-user mode answers DeerFlow's auth-disabled user, which has no `via`
+      const via = session.user.via || "open";
+      session.mode = via === "token" ? "token" : via === "open" ? "open" : "accounts";
       return session.mode;
     }
   } else if (!me || me.status !== 401) {
@@ -172,7 +174,8 @@ function accountForm(root, setup) {
         { name: "email", label: "Email", type: "email", autocomplete: "username" },
         { name: "password", label: "Password", type: "password", autocomplete: initializing || registering ? "new-password" : "current-password" },
       ];
-      const { box, inputs, error } = form(root, title, fields, initializing || registering ? "Create account" : "Sign in");
+      const note = initializing ? "No account exists yet: this one will be the administrator's." : "";
+      const { box, inputs, error } = form(root, title, fields, initializing || registering ? "Create account" : "Sign in", note);
       switchLink(box, "Use an access token", () => resolve("token"));
       if (!initializing && setup.registration_enabled !== false) {
         const swap = document.createElement("button");
@@ -216,7 +219,6 @@ function accountForm(root, setup) {
 
 /** Resolves once the gateway lets us in, showing a sign-in form in `root` while it does not. */
 export async function signIn(root) {
-  // First an admin account to create: tokens may be how this gateway is used meanwhile.
   let showing = null;
   for (;;) {
     if (await currentAccess()) {
@@ -224,7 +226,8 @@ export async function signIn(root) {
       root.replaceChildren();
       return session;
     }
-    showing = showing || (session.setup?.needs_setup ? "token" : "accounts");
+    // With no account yet, creating the admin leads (the token form is a link away).
+    showing = showing || "accounts";
     const chosen = showing === "accounts" ? await accountForm(root, session.setup || {}) : await tokenForm(root);
     showing = chosen || showing;
   }

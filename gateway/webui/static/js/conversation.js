@@ -57,10 +57,12 @@ export class Conversation {
     this.threadId = threadId;
     this.base = []; // messages of the thread's values
     this.live = new Map(); // id -> message built from the stream, not (yet) in values
+    this.pinned = []; // {anchor, message}: what a run that ended early wrote, after the message it followed
     this.reasoning = new Map(); // id -> streamed reasoning text (kept after the message lands)
     this.values = {};
     this.tasks = new Map(); // task_id -> {description, status, message, result, error}
     this.error = null;
+    this.stopped = false; // the last run was stopped (by the user): a marker, not an error
     this.running = false;
   }
 
@@ -114,8 +116,29 @@ export class Conversation {
     this.tasks.set(data.task_id, task);
   }
 
+  /**
+   * A run ended early: what it wrote (not in the thread's state) stays where it was written, after
+   * the thread's message it followed, even as later turns are added below it.
+   */
+  pin() {
+    const anchor = this.base.length ? this.base[this.base.length - 1].id : null;
+    for (const [id, message] of this.live) {
+      if (id.startsWith("local-")) continue;
+      this.pinned.push({ anchor, message });
+      this.live.delete(id);
+    }
+  }
+
   messages() {
-    return [...this.base, ...this.live.values()];
+    if (!this.pinned.length) return [...this.base, ...this.live.values()];
+    const placed = [];
+    const pinned = this.pinned.filter((p) => !this.base.some((m) => m.id && m.id === p.message.id));
+    const after = (anchor) => pinned.filter((p) => p.anchor === anchor).map((p) => p.message);
+    placed.push(...after(null));
+    for (const message of this.base) placed.push(message, ...(message.id ? after(message.id) : []));
+    const anchors = new Set(this.base.map((m) => m.id));
+    placed.push(...pinned.filter((p) => p.anchor !== null && !anchors.has(p.anchor)).map((p) => p.message));
+    return [...placed, ...this.live.values()];
   }
 
   get title() {
@@ -132,6 +155,61 @@ export class Conversation {
 }
 
 // ------------------------------------------------------------------ drawing
+
+/** A button that copies `text()` to the clipboard and says so. */
+export function copyButton(label, text) {
+  const button = el("button", { type: "button", class: "copy", "aria-label": label, text: "Copy" });
+  button.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(text());
+      button.textContent = "Copied";
+    } catch {
+      button.textContent = "Copy failed";
+    }
+    setTimeout(() => (button.textContent = "Copy"), 1500);
+  });
+  return button;
+}
+
+/** Model Markdown, each code block under a bar with its language and a copy button. */
+function markdownBlock(text) {
+  const fragment = renderMarkdown(text);
+  for (const code of fragment.querySelectorAll("pre > code")) {
+    const language = [...code.classList].find((c) => c.startsWith("language-"))?.slice("language-".length) || "text";
+    const pre = code.parentElement;
+    const bar = el("div", { class: "code-bar" }, el("span", { class: "code-lang", text: language }), copyButton("Copy code", () => code.textContent));
+    pre.replaceWith(el("div", { class: "code" }, bar, pre.cloneNode(true)));
+  }
+  return el("div", { class: "md" }, fragment);
+}
+
+function clock(iso) {
+  const when = new Date(iso);
+  if (Number.isNaN(when.getTime())) return "";
+  const sameDay = when.toDateString() === new Date().toDateString();
+  return sameDay ? when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : when.toLocaleString([], { dateStyle: "short", timeStyle: "short" });
+}
+
+/** Tokens per answer: each turn's AI messages summed, keyed by the turn's last AI message with text. */
+function usagePerAnswer(messages) {
+  const totals = new Map();
+  let sum = 0;
+  let last = null;
+  const close = () => {
+    if (last && sum) totals.set(last, sum);
+    sum = 0;
+    last = null;
+  };
+  for (const message of messages) {
+    const kind = kindOf(message);
+    if (kind === "human") close();
+    if (kind !== "ai") continue;
+    sum += message.usage_metadata?.total_tokens || 0;
+    if (textOf(message.content)) last = message.id;
+  }
+  close();
+  return totals;
+}
 
 function toolResults(messages) {
   const results = new Map();
@@ -162,6 +240,14 @@ function toolStep(call, result) {
     el("div", { class: "step-label", text: "Input" }),
     el("pre", { class: "step-io", text: JSON.stringify(call.args ?? {}, null, 2) }),
   );
+  // Opened near the bottom, the step scrolls up so its result shows above the composer.
+  details.addEventListener("toggle", () => {
+    const pane = details.closest(".messages");
+    if (!details.open || !pane) return;
+    const box = pane.getBoundingClientRect();
+    const step = details.getBoundingClientRect();
+    if (step.bottom > box.bottom) pane.scrollTop += Math.min(step.bottom - box.bottom, step.top - box.top);
+  });
   if (result) {
     details.append(
       el("div", { class: "step-label", text: "Result" }),
@@ -196,6 +282,9 @@ function humanBubble(message) {
         ? el("div", { class: "chips" }, files.map((f) => el("span", { class: "chip", text: f.filename })))
         : null,
     ),
+    message.additional_kwargs?.sent_at
+      ? el("time", { class: "msg-time", datetime: message.additional_kwargs.sent_at, text: clock(message.additional_kwargs.sent_at) })
+      : null,
   );
 }
 
@@ -220,7 +309,7 @@ function taskCard(id, task) {
     { class: `task task-${task.status}`, "data-task": id },
     el("div", { class: "task-head" }, el("span", { class: "task-status", text: label[task.status] || task.status }), el("span", { class: "task-desc", text: task.description })),
     task.message && task.status === "running" ? el("div", { class: "task-msg", text: task.message.slice(0, 300) }) : null,
-    task.result ? el("details", {}, el("summary", { text: "Result" }), el("div", { class: "md" }, renderMarkdown(task.result))) : null,
+    task.result ? el("details", {}, el("summary", { text: "Result" }), markdownBlock(task.result)) : null,
     task.error ? el("div", { class: "task-err", text: task.error }) : null,
   );
 }
@@ -254,9 +343,47 @@ function questionCard(request, answer) {
  * Draw the conversation into `root`. `hooks.answer(request, response)` answers a clarification.
  * Finished messages keep their nodes (so open steps stay open); the one being written is redrawn.
  */
+/**
+ * A subagent task's card: its live progress (custom events) while known, else what its tool call and
+ * result say (after a reload, custom events are gone but the `task` call and its result stay).
+ */
+function taskOf(conversation, call, result) {
+  const live = conversation.tasks.get(call.id);
+  if (live) return live;
+  const kwargs = result?.additional_kwargs || {};
+  const status = !result ? (conversation.running ? "running" : "cancelled") : kwargs.subagent_status || (result.status === "error" ? "failed" : "completed");
+  const task = { description: call.args?.description || "", status };
+  if (kwargs.subagent_result_brief) task.result = kwargs.subagent_result_brief;
+  if (kwargs.subagent_error || (result?.status === "error" && !kwargs.subagent_status)) task.error = kwargs.subagent_error || textOf(result.content);
+  return task;
+}
+
+/** The plan as the model last wrote it (its latest `write_todos`), and that call's id. */
+function latestPlan(conversation, messages) {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const calls = messages[i].tool_calls || [];
+    for (let j = calls.length - 1; j >= 0; j--) {
+      if (calls[j].name === "write_todos" && Array.isArray(calls[j].args?.todos)) return { id: calls[j].id, todos: calls[j].args.todos };
+    }
+  }
+  const todos = conversation.values.todos;
+  return { id: null, todos: Array.isArray(todos) ? todos : [] };
+}
+
+/** A message's tool calls in place: subagent tasks as cards, the latest plan as the plan card. */
+function steps(conversation, calls, results, plan) {
+  return calls.map((call) => {
+    if (call.name === "task") return taskCard(call.id, taskOf(conversation, call, results.get(call.id)));
+    if (call.name === "write_todos" && call.id === plan.id) return todoList(plan.todos);
+    return toolStep(call, results.get(call.id));
+  });
+}
+
 export function draw(conversation, root, hooks, cache) {
   const messages = conversation.messages();
   const results = toolResults(messages);
+  const plan = latestPlan(conversation, messages);
+  const usage = usagePerAnswer(messages);
   const nodes = [];
   const streamingId = conversation.running ? [...conversation.live.keys()].pop() : null;
   messages.forEach((message, index) => {
@@ -266,7 +393,10 @@ export function draw(conversation, root, hooks, cache) {
     const calls = message.tool_calls || [];
     const reasoning = conversation.reasoning.get(message.id) || "";
     const key = `${message.id || index}`;
-    const signature = [kind, message.id === streamingId, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}`).join(",")].join("|");
+    const cards = calls
+      .filter((c) => c.name === "task" || c.id === plan.id)
+      .map((c) => JSON.stringify(c.name === "task" ? taskOf(conversation, c, results.get(c.id)) : plan.todos));
+    const signature = [kind, message.id === streamingId, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}`).join(","), usage.get(message.id), ...cards].join("|");
     const hit = cache.get(key);
     if (hit && hit.signature === signature) {
       nodes.push(hit.node);
@@ -282,8 +412,16 @@ export function draw(conversation, root, hooks, cache) {
         "div",
         { class: `msg msg-ai${streaming ? " streaming" : ""}` },
         reasoning ? thinkingBlock(reasoning, streaming && !text) : null,
-        text ? el("div", { class: "md" }, renderMarkdown(text)) : null,
-        calls.length ? el("div", { class: "steps" }, calls.map((c) => toolStep(c, results.get(c.id)))) : null,
+        text ? markdownBlock(text) : null,
+        calls.length ? el("div", { class: "steps" }, steps(conversation, calls, results, plan)) : null,
+        text && !streaming
+          ? el(
+              "div",
+              { class: "msg-foot" },
+              copyButton("Copy answer", () => text),
+              usage.get(message.id) ? el("span", { class: "msg-usage", text: `${usage.get(message.id).toLocaleString()} tokens` }) : null,
+            )
+          : null,
       );
       if (!text && !calls.length && !reasoning) return;
     }
@@ -298,12 +436,25 @@ export function draw(conversation, root, hooks, cache) {
     nodes.push(node);
   });
   const extras = [];
-  const todos = conversation.values.todos;
-  if (Array.isArray(todos) && todos.length) extras.push(todoList(todos));
-  if (conversation.tasks.size) extras.push(el("div", { class: "tasks" }, [...conversation.tasks].map(([id, t]) => taskCard(id, t))));
+  // The plan and the tasks sit with the calls that made them; only what no message holds is here.
+  if (plan.id === null && plan.todos.length) extras.push(todoList(plan.todos));
+  const called = new Set(messages.flatMap((m) => (m.tool_calls || []).map((c) => c.id)));
+  const loose = [...conversation.tasks].filter(([id]) => !called.has(id));
+  if (loose.length) extras.push(el("div", { class: "tasks" }, loose.map(([id, t]) => taskCard(id, t))));
   const question = !conversation.running && conversation.openQuestion();
   if (question) extras.push(questionCard(question, hooks.answer));
+  const suggestions = !conversation.running && !question ? conversation.suggestions || [] : [];
+  if (suggestions.length) {
+    extras.push(
+      el(
+        "div",
+        { class: "suggestions", "aria-label": "Suggested follow-ups" },
+        suggestions.map((text) => el("button", { type: "button", class: "suggestion", text, onclick: () => hooks.suggestion(text) })),
+      ),
+    );
+  }
   if (conversation.running && !streamingId) extras.push(el("div", { class: "msg msg-ai pending", "aria-label": "Working" }, el("span", { class: "dots" })));
   if (conversation.error) extras.push(el("div", { class: "run-error", role: "alert", text: conversation.error }));
+  else if (conversation.stopped) extras.push(el("div", { class: "run-note", text: "Stopped before the answer was finished." }));
   root.replaceChildren(...nodes, ...extras);
 }

@@ -2,6 +2,7 @@
 // (view, enable/disable).
 
 import { settings } from "./api.js";
+import { confirmInPage } from "./confirm.js";
 import { el } from "./conversation.js";
 
 const SECTIONS = [
@@ -71,7 +72,11 @@ async function memoryPage(body, toast) {
           type: "button",
           class: "danger",
           text: "Forget everything",
-          onclick: () => confirm("Forget everything Antler remembers about you?") && act(settings.clearMemory(), "Memory cleared"),
+          onclick: async () => {
+            if (await confirmInPage("Forget everything Antler remembers about you?", "Forget everything")) {
+              act(settings.clearMemory(), "Memory cleared");
+            }
+          },
         })
       : null,
   );

@@ -1,0 +1,96 @@
+"""Calls DeerFlow's unmodified web UI makes, answered the way it expects (against the real gateway).
+
+The UI's flows these stand for: a new chat with an attachment (upload, then create the thread, then
+run), the badge of changed files after each run, and auth-disabled mode's `/auth/me`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest_asyncio
+
+from config import AppConfig
+from tests.agents.conftest import running_runner
+from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.gateway.conftest import running_gateway
+from tests.gateway.test_accounts import with_gateway
+
+HI = {"messages": [{"role": "user", "content": "hi"}]}
+
+
+async def test_a_new_chat_with_an_attachment_creates_its_thread_after_the_upload(
+    http: httpx.AsyncClient, fake_model: FakeOpenAI
+) -> None:
+    # DeerFlow's UI: the upload first (which makes the thread), then its SDK's create, no `if_exists`
+    thread = "new-chat-with-a-file"
+    files = {"files": ("notes.txt", b"deer facts\n", "text/plain")}
+    assert (await http.post(f"/threads/{thread}/uploads", files=files)).status_code == 200
+    created = await http.post("/threads", json={"thread_id": thread})
+    assert created.status_code == 200, created.text
+    assert created.json()["thread_id"] == thread
+    fake_model.script(Reply(text="I read your notes."))
+    run = await http.post(f"/threads/{thread}/runs/wait", json={"input": HI})
+    assert run.status_code == 200, run.text
+    listed = (await http.get(f"/threads/{thread}/uploads/list")).json()
+    assert [f["filename"] for f in listed["files"]] == ["notes.txt"], "the attachment is still there"
+
+
+async def test_creating_a_thread_that_exists_keeps_langgraphs_semantics(
+    http: httpx.AsyncClient, fake_model: FakeOpenAI
+) -> None:
+    # an explicit `raise` is always a 409, even for a thread only an upload made
+    files = {"files": ("a.txt", b"a", "text/plain")}
+    await http.post("/threads/uploaded-only/uploads", files=files)
+    explicit = await http.post("/threads", json={"thread_id": "uploaded-only", "if_exists": "raise"})
+    assert explicit.status_code == 409
+    # a thread made by a create is a 409 on the second create (LangGraph's default is `raise`)
+    assert (await http.post("/threads", json={"thread_id": "made-twice"})).status_code == 200
+    assert (await http.post("/threads", json={"thread_id": "made-twice"})).status_code == 409
+    # and so is an uploaded-to thread once a run has used it
+    fake_model.script(Reply(text="ok"))
+    await http.post("/threads/uploaded-only/runs/wait", json={"input": HI})
+    assert (await http.post("/threads", json={"thread_id": "uploaded-only"})).status_code == 409
+    kept = await http.post("/threads", json={"thread_id": "uploaded-only", "if_exists": "do_nothing"})
+    assert kept.status_code == 200
+
+
+async def test_workspace_changes_answers_after_every_run(
+    http: httpx.AsyncClient, fake_model: FakeOpenAI, api_url: str
+) -> None:
+    thread = (await http.post("/threads", json={})).json()["thread_id"]
+    fake_model.script(Reply(text="done"))
+    await http.post(f"/threads/{thread}/runs/wait", json={"input": HI})
+    run_id = (await http.get(f"/threads/{thread}/runs")).json()[0]["run_id"]
+    answer = await http.get(
+        f"/threads/{thread}/runs/{run_id}/workspace-changes", params={"include_diff": "true"}
+    )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["available"] is False  # Antler records no per-run file changes: DeerFlow's UI shows no badge
+    assert body["files"] == []
+    assert body["summary"]["created"] == body["summary"]["modified"] == 0
+    async with httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}) as bob:
+        assert (await bob.get(f"/threads/{thread}/runs/{run_id}/workspace-changes")).status_code == 404
+    assert (await http.get(f"/threads/{thread}/runs/no-such-run/workspace-changes")).status_code == 404
+
+
+@pytest_asyncio.fixture
+async def open_url(nats_url: str, stack_config: AppConfig) -> AsyncIterator[str]:
+    config = with_gateway(stack_config, tokens=[])
+    async with running_runner(nats_url, config), running_gateway(nats_url, config) as base:
+        yield base
+
+
+async def test_auth_me_in_auth_disabled_mode_is_deerflows_synthetic_user(open_url: str) -> None:
+    async with httpx.AsyncClient(base_url=open_url) as anyone:
+        me = await anyone.get("/api/v1/auth/me")
+    # exactly what DeerFlow's real-backend contract spec (auth-disabled-contract.spec.ts) expects
+    assert me.json() == {
+        "id": "default",
+        "email": "default@test.local",
+        "system_role": "admin",
+        "needs_setup": False,
+        "oauth_provider": None,
+    }

@@ -1,0 +1,114 @@
+"""What an answer offers in the web UI: copy buttons, code labels, follow-ups, times, token usage."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.async_api import expect
+
+from tests.fakes.openai_server import Reply, ToolCall
+from tests.webui.conftest import PHONE, UI_TESTS, OpenPage, Stack
+
+pytestmark = UI_TESTS
+
+ANSWER = "Here is how:\n\n```python\nprint('deer')\n```\n\nThat is all."
+
+
+async def test_an_answer_and_its_code_block_can_be_copied_and_the_code_names_its_language(
+    open_page: OpenPage, stack: Stack
+) -> None:
+    stack.model.script(Reply(text=ANSWER))
+    page = await open_page()
+    await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    await page.locator("#input").fill("show me code")
+    await page.locator("#send").click()
+    answer = page.locator(".msg-ai").last
+    await expect(answer.locator(".code-lang")).to_have_text("python")
+    await answer.get_by_role("button", name="Copy code").click()
+    await expect(answer.get_by_role("button", name="Copy code")).to_have_text("Copied")
+    assert await page.evaluate("navigator.clipboard.readText()") == "print('deer')\n"
+    await answer.get_by_role("button", name="Copy answer").click()
+    assert await page.evaluate("navigator.clipboard.readText()") == ANSWER
+
+
+async def test_follow_up_suggestions_show_under_the_answer_and_one_click_asks_it(
+    open_page: OpenPage, stack: Stack
+) -> None:
+    stack.model.script(Reply(text="Deer live in herds."), Reply(text="There are three herds."))
+    page = await open_page()
+    await page.locator("#input").fill("tell me about deer")
+    await page.locator("#send").click()
+    chips = page.locator(".suggestions .suggestion")
+    await expect(chips).to_have_text(["How many herds are there?", "Where do deer sleep?"])
+    await chips.first.click()
+    await expect(page.locator(".msg-human .plain")).to_have_text(
+        ["tell me about deer", "How many herds are there?"]
+    )
+    await expect(page.locator(".msg-ai > .md")).to_have_text(
+        ["Deer live in herds.", "There are three herds."]
+    )
+
+
+async def test_questions_show_when_they_were_sent_and_answers_their_token_usage(
+    open_page: OpenPage, stack: Stack
+) -> None:
+    stack.model.script(Reply(text="One two three four five."))
+    page = await open_page()
+    await page.locator("#input").fill("count to five")
+    await page.locator("#send").click()
+    await expect(page.locator(".msg-ai > .md")).to_have_text("One two three four five.")
+    for _ in range(2):  # live, and from the thread's history after a reload
+        await expect(page.locator(".msg-human .msg-time")).to_have_text(re.compile(r"\d{1,2}:\d{2}"))
+        await expect(page.locator(".msg-ai .msg-usage")).to_have_text(re.compile(r"^\d[\d,]* tokens$"))
+        await page.reload()
+
+
+async def test_an_opened_tool_step_shows_its_result_above_the_composer(
+    open_page: OpenPage, stack: Stack
+) -> None:
+    lines = "\n".join(f"echo line-{n}" for n in range(14))
+    long_answer = "\n\n".join(f"Paragraph {n} about deer." for n in range(40))
+    stack.model.script(
+        Reply(text=long_answer),
+        Reply(tool_calls=[ToolCall("bash", {"command": lines})]),
+        Reply(text="Ran it."),
+    )
+    page = await open_page()
+    # a conversation long enough that the newest step sits at the bottom, just above the composer
+    await page.locator("#input").fill("tell me a lot")
+    await page.locator("#send").click()
+    await expect(page.locator(".msg-ai > .md")).to_contain_text(["Paragraph 39 about deer."])
+    await page.locator("#input").fill("run the lines")
+    await page.locator("#send").click()
+    await expect(page.locator(".msg-ai > .md").last).to_have_text("Ran it.")
+    step = page.locator(".step[data-tool=bash]")
+    await step.locator("summary").click()
+    result = step.locator(".step-io").last
+    await expect(result).to_contain_text("line-13")
+    composer = await page.locator("#composer").bounding_box()
+    shown = await result.bounding_box()
+    assert composer is not None
+    assert shown is not None
+    assert shown["y"] + shown["height"] <= composer["y"] + 1, "the result's end is above the composer"
+
+
+async def test_files_shows_only_when_the_thread_has_files(open_page: OpenPage, stack: Stack) -> None:
+    stack.model.script(Reply(text="No files here."))
+    page = await open_page()
+    await page.locator("#input").fill("just talk")
+    await page.locator("#send").click()
+    await expect(page.locator(".msg-ai > .md")).to_have_text("No files here.")
+    await expect(page.locator("#open-artifacts")).to_be_hidden()
+    await page.reload()
+    await expect(page.locator(".msg-ai > .md")).to_have_text("No files here.")
+    await expect(page.locator("#open-artifacts")).to_be_hidden()
+
+
+async def test_on_a_phone_send_stays_on_the_composers_row(open_page: OpenPage, stack: Stack) -> None:
+    page = await open_page(size=PHONE)
+    send = await page.locator("#send").bounding_box()
+    attach = await page.locator("#attach").bounding_box()
+    assert send is not None
+    assert attach is not None
+    assert abs(send["y"] - attach["y"]) < 4, "Send sits on the row of + Files, not on a row of its own"
+    assert send["x"] + send["width"] <= PHONE["width"], "and inside the screen"
