@@ -24,8 +24,13 @@ connection was down for long enough that `in_progress` heartbeats missed
 left alone (not acked, not released): that other delivery owns it now. A
 handler may also raise `Abandon` when it finds out itself.
 
-`stop()` drains: no new fetches, in-flight handlers finish (up to a timeout),
-and whatever cannot finish is released (nak) for immediate redelivery.
+Messages come through `bus._pull.Puller`: a pull request for as many messages
+as there are free slots is open whenever a slot is free, and each message is
+handed to its handler the moment it arrives (never held for a fetch window).
+
+`stop()` drains: no new pull requests, messages already on their way are
+released (nak), in-flight handlers finish (up to a timeout), and whatever
+cannot finish is released for immediate redelivery.
 """
 
 from __future__ import annotations
@@ -39,10 +44,10 @@ from typing import Any, Generic, TypeVar
 
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import BaseModel
 
+from bus._pull import Puller
 from bus.connection import Bus
 from bus.dlq import dead_letter
 from bus.errors import EnvelopeError
@@ -53,7 +58,9 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 DEFAULT_BACKOFF: tuple[float, ...] = (0.5, 2.0, 5.0, 15.0, 30.0)
-_FETCH_WAIT = 1.0  # a lingering pull lives at most this long, so stop() never strands a message
+# How long a pull request lives on the server. Not a latency: a message is handed on as it arrives;
+# this only bounds how long a request the server lost goes unnoticed (outages also end it at once).
+_FETCH_WAIT = 5.0
 
 
 class Reject(Exception):
@@ -219,11 +226,9 @@ class Consumer(Generic[M]):
         self.key = key
         self._keys: dict[str, _KeyTurn] = {}
         self.stats = ConsumerStats()
-        self._psub: Any = None
-        self._fetch_task: asyncio.Task[None] | None = None
+        self._puller: Puller | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._waiting: set[asyncio.Task[None]] = set()  # in flight, but yielded their slot
-        self._slot_free = asyncio.Event()
         self._stopping = False
         self._stale: set[asyncio.Task[None]] = set()  # cancelled after an outage: leave their messages
         self._stoppers: set[asyncio.Task[None]] = set()
@@ -253,21 +258,27 @@ class Consumer(Generic[M]):
         await self.bus.while_unavailable(
             f"consumer {self.name}", lambda: js.add_consumer(self.stream, config)
         )
-        self._psub = await js.pull_subscribe_bind(self.durable, self.stream)
         self._stopping = False
+        self._puller = Puller(
+            self.bus.nc,
+            f"{js._prefix}.CONSUMER.MSG.NEXT.{self.stream}.{self.durable}",
+            self._arrived,
+            self._free,
+            _FETCH_WAIT,
+            self.name,
+        )
         self._unlisten = self.bus.on_reconnected(self._after_outage)
-        self._fetch_task = asyncio.create_task(self._fetch_loop(), name=f"fetch:{self.name}")
+        await self._puller.start()
         log.info("consumer %s started (concurrency %d)", self.name, self.concurrency)
 
     async def stop(self, timeout: float | None = None) -> None:
         """Drain: stop fetching, let in-flight handlers finish, release the rest. Idempotent."""
-        if self._fetch_task is None:
+        if self._puller is None:
             return
         self._stopping = True
-        self._slot_free.set()
         self._unlisten()
-        fetch_task, self._fetch_task = self._fetch_task, None
-        await fetch_task  # returns within one lingering-pull wait
+        puller, self._puller = self._puller, None
+        await puller.stop()  # at once: the messages already sent are released as they come
         if self._inflight:
             log.info("consumer %s: waiting for %d in-flight message(s)", self.name, len(self._inflight))
             _, pending = await asyncio.wait(self._inflight, timeout=timeout or self.drain_timeout)
@@ -275,10 +286,6 @@ class Consumer(Generic[M]):
                 task.cancel()  # _process naks (releases) a cancelled message
             if pending:
                 await asyncio.wait(pending, timeout=5)
-        if self._psub is not None:
-            with contextlib.suppress(Exception):
-                await self._psub.unsubscribe()
-        self._psub = None
         log.info("consumer %s stopped", self.name)
 
     async def __aenter__(self) -> Consumer[M]:
@@ -290,44 +297,31 @@ class Consumer(Generic[M]):
 
     # ------------------------------------------------------------------ fetching
 
-    async def _fetch_loop(self) -> None:
-        failures = 0
-        while not self._stopping:
-            free = self.concurrency - len(self._inflight) + len(self._waiting)
-            if free <= 0:
-                self._slot_free.clear()
-                await self._slot_free.wait()
-                continue
-            try:
-                msgs = await self._psub.fetch(batch=free, timeout=_FETCH_WAIT)
-                failures = 0
-            except (TimeoutError, NatsTimeoutError):
-                continue
-            except ConnectionClosedError:
-                return
-            except Exception as exc:  # reconnecting, or the consumer was deleted: back off, keep trying
-                failures += 1
-                log.warning("consumer %s: fetch failed (%s); retrying", self.name, exc)
-                await asyncio.sleep(min(0.2 * 2**failures, 5.0))
-                continue
-            for msg in msgs:
-                if self._stopping:
-                    await self._release(msg)
-                    continue
-                task = asyncio.create_task(self._process(msg))
-                self._inflight.add(task)
-                task.add_done_callback(self._done)
+    def _free(self) -> int:
+        return self.concurrency - len(self._inflight) + len(self._waiting)
+
+    async def _arrived(self, msg: Msg) -> None:
+        if self._stopping:
+            await self._release(msg)
+            return
+        task = asyncio.create_task(self._process(msg))
+        self._inflight.add(task)
+        task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)
         self._waiting.discard(task)
-        self._slot_free.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._puller is not None:
+            self._puller.slot_free.set()
 
     def _yield_slot(self) -> None:
         task = asyncio.current_task()
         if task is not None and task in self._inflight and task not in self._waiting:
             self._waiting.add(task)
-            self._slot_free.set()
+            self._wake()
 
     # ------------------------------------------------------------------ settling
 
@@ -399,6 +393,8 @@ class Consumer(Generic[M]):
     def _after_outage(self, outage: float) -> None:
         """Back after `outage` seconds: messages whose heartbeats may have missed `ack_wait` can have
         been delivered again (to this process or another); stop handling them here."""
+        if self._puller is not None:
+            self._puller.lost()
         if outage < self.ack_wait / 2 or not self._inflight:
             return
         log.warning(
