@@ -435,3 +435,28 @@ async def test_nothing_is_lost_or_handled_twice_across_stop_and_start_with_a_lon
     async with chat_consumer(bus, handle, concurrency=3):
         await asyncio.wait_for(all_seen.wait(), LONG_WINDOW / 2)
     assert sorted(seen) == sorted(expected), "each message handled exactly once"
+
+
+async def test_bursts_shared_by_two_instances_of_a_durable_are_all_handled_while_a_long_window_is_open(
+    bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes of a component (two runners): each one's pull requests see the other's waiting."""
+    monkeypatch.setattr("bus.consumer._FETCH_WAIT", LONG_WINDOW)
+    seen: list[str] = []
+    burst_done = asyncio.Event()
+    expected = 0
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        await asyncio.sleep(0.01)  # some work, so slots are busy when the next burst comes
+        seen.append(msg.text)
+        if len(seen) == expected:
+            burst_done.set()
+
+    async with chat_consumer(bus, handle, concurrency=2), chat_consumer(bus, handle, concurrency=2):
+        for burst in range(12):
+            burst_done.clear()
+            for i in range(1 + burst % 5):
+                expected += 1
+                await bus.publish(bus.subjects.chat_in("cli"), inbound(f"b{burst}m{i}"))
+            await asyncio.wait_for(burst_done.wait(), LONG_WINDOW / 2)
+    assert len(seen) == len(set(seen)) == expected
