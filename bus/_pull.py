@@ -79,6 +79,7 @@ class Puller:
         self._seq = 0
         self._reply = ""  # the open request's reply subject; "" when none is open
         self._remaining = 0
+        self._expires = 0.0  # monotonic time by which the server must have ended the open request
         self._ended = asyncio.Event()
         self._failed = False
         self._stopping = False
