@@ -356,7 +356,7 @@ async def test_a_consumer_started_while_nats_is_away_starts_once_it_is_back(
 LONG_WINDOW = 60.0
 
 
-async def test_a_message_to_an_idle_consumer_is_handled_while_a_long_fetch_window_is_still_open(
+async def test_an_idle_consumer_handles_a_message_and_stops_while_a_long_fetch_window_is_still_open(
     bus: Bus, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("bus.consumer._FETCH_WAIT", LONG_WINDOW)
@@ -365,10 +365,13 @@ async def test_a_message_to_an_idle_consumer_is_handled_while_a_long_fetch_windo
     async def handle(msg: InboundMessage, delivery: Delivery) -> None:
         seen.put_nowait(msg.text)
 
-    async with chat_consumer(bus, handle, concurrency=4):
-        for text in ("first", "second", "third"):  # each one to a consumer idle in a lingering pull
-            await bus.publish(bus.subjects.chat_in("cli"), inbound(text))
-            assert await asyncio.wait_for(seen.get(), LONG_WINDOW / 2) == text
+    consumer = chat_consumer(bus, handle, concurrency=4)
+    await consumer.start()
+    for text in ("first", "second", "third"):  # each one to a consumer idle in a lingering pull
+        await bus.publish(bus.subjects.chat_in("cli"), inbound(text))
+        assert await asyncio.wait_for(seen.get(), LONG_WINDOW / 2) == text
+    # Idle again, with a pull request open: stopping does not wait for it to expire.
+    await asyncio.wait_for(consumer.stop(), LONG_WINDOW / 2)
 
 
 async def test_a_burst_while_every_slot_is_busy_is_handled_as_slots_free_up(
