@@ -6,6 +6,7 @@ async with await Bus.connect(url, cfg.bus, provision=True) as bus:
                                  model=RunRequest, handler=handle))
 """
 
+from bus import _lazy_imports  # noqa: F401  (before nats: see its docstring)
 from bus.connection import MSG_ID, Bus
 from bus.consumer import Abandon, Consumer, ConsumerStats, Defer, Delivery, Reject, Retry
 from bus.dlq import DeadLetter, dead_letter, get_dead_letter, list_dead_letters, replay

@@ -27,10 +27,16 @@ handler may also raise `Abandon` when it finds out itself.
 A handler that must wait before it can go on (a platform's rate limit) waits
 with `Delivery.wait_out` (`bus.delivery`): it holds no slot meanwhile, and if
 the consumer stops the message goes back to the server, at once or for the
-rest of the wait (nak with delay), once fetching has stopped.
+rest of the wait (nak with delay), once no pull request is open any more.
 
-`stop()` drains: no new fetches, in-flight handlers finish (up to a timeout),
-and whatever cannot finish is released (nak) for immediate redelivery.
+Messages come through `bus._pull.Puller`: a pull request for as many messages
+as there are free slots is open whenever a slot is free, and each message is
+handed to its handler the moment it arrives (never held for a fetch window).
+
+`stop()` drains: no new pull requests; in-flight handlers finish (up to a
+timeout), and whatever cannot finish is released (nak) for immediate
+redelivery; messages that were already on their way when it stopped are
+released last (they came after the in-flight ones).
 """
 
 from __future__ import annotations
@@ -44,10 +50,10 @@ from typing import Any, Generic, TypeVar
 
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import BaseModel
 
+from bus._pull import Puller
 from bus.connection import Bus
 from bus.delivery import Abandon, Defer, Delivery, Reject, Retry
 from bus.dlq import dead_letter
@@ -72,7 +78,9 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 DEFAULT_BACKOFF: tuple[float, ...] = (0.5, 2.0, 5.0, 15.0, 30.0)
-_FETCH_WAIT = 1.0  # a lingering pull lives at most this long, so stop() never strands a message
+# How long a pull request lives on the server. Not a latency: a message is handed on as it arrives;
+# this only bounds how long a request the server lost goes unnoticed (outages also end it at once).
+_FETCH_WAIT = 5.0
 
 
 Handler = Callable[[M, Delivery], Awaitable[None]]
@@ -177,11 +185,9 @@ class Consumer(Generic[M]):
         self.key = key
         self._keys: dict[str, _KeyTurn] = {}
         self.stats = ConsumerStats()
-        self._psub: Any = None
-        self._fetch_task: asyncio.Task[None] | None = None
+        self._puller: Puller | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._waiting: set[asyncio.Task[None]] = set()  # in flight, but yielded their slot
-        self._slot_free = asyncio.Event()
         self._stopping = False
         self._stopped = asyncio.Event()  # told to handlers that wait (`Delivery.wait_out`)
         self._unstarted: list[Msg] = []  # fetched as the consumer stopped
@@ -213,22 +219,28 @@ class Consumer(Generic[M]):
         await self.bus.while_unavailable(
             f"consumer {self.name}", lambda: js.add_consumer(self.stream, config)
         )
-        self._psub = await js.pull_subscribe_bind(self.durable, self.stream)
         self._stopping = False
         self._stopped = asyncio.Event()
+        self._puller = Puller(
+            self.bus.nc,
+            f"{js._prefix}.CONSUMER.MSG.NEXT.{self.stream}.{self.durable}",
+            self._arrived,
+            self._free,
+            _FETCH_WAIT,
+            self.name,
+        )
         self._unlisten = self.bus.on_reconnected(self._after_outage)
-        self._fetch_task = asyncio.create_task(self._fetch_loop(), name=f"fetch:{self.name}")
+        await self._puller.start()
         log.info("consumer %s started (concurrency %d)", self.name, self.concurrency)
 
     async def stop(self, timeout: float | None = None) -> None:
         """Drain: stop fetching, let in-flight handlers finish, release the rest. Idempotent."""
-        if self._fetch_task is None:
+        if self._puller is None:
             return
         self._stopping = True
-        self._slot_free.set()
         self._unlisten()
-        fetch_task, self._fetch_task = self._fetch_task, None
-        await fetch_task  # returns within one lingering-pull wait
+        puller, self._puller = self._puller, None
+        await puller.stop()  # no request open any more; what was on its way waits in `_unstarted`
         # Only now are waiting handlers told: a message they give back while a pull is still open
         # would come straight back to it, behind the ones given back after it.
         self._stopped.set()
@@ -242,10 +254,6 @@ class Consumer(Generic[M]):
         unstarted, self._unstarted = self._unstarted, []
         for msg in unstarted:
             await self._release(msg)
-        if self._psub is not None:
-            with contextlib.suppress(Exception):
-                await self._psub.unsubscribe()
-        self._psub = None
         log.info("consumer %s stopped", self.name)
 
     async def __aenter__(self) -> Consumer[M]:
@@ -257,44 +265,31 @@ class Consumer(Generic[M]):
 
     # ------------------------------------------------------------------ fetching
 
-    async def _fetch_loop(self) -> None:
-        failures = 0
-        while not self._stopping:
-            free = self.concurrency - len(self._inflight) + len(self._waiting)
-            if free <= 0:
-                self._slot_free.clear()
-                await self._slot_free.wait()
-                continue
-            try:
-                msgs = await self._psub.fetch(batch=free, timeout=_FETCH_WAIT)
-                failures = 0
-            except (TimeoutError, NatsTimeoutError):
-                continue
-            except ConnectionClosedError:
-                return
-            except Exception as exc:  # reconnecting, or the consumer was deleted: back off, keep trying
-                failures += 1
-                log.warning("consumer %s: fetch failed (%s); retrying", self.name, exc)
-                await asyncio.sleep(min(0.2 * 2**failures, 5.0))
-                continue
-            for msg in msgs:
-                if self._stopping:  # released after the in-flight ones, which came before them
-                    self._unstarted.append(msg)
-                    continue
-                task = asyncio.create_task(self._process(msg))
-                self._inflight.add(task)
-                task.add_done_callback(self._done)
+    def _free(self) -> int:
+        return self.concurrency - len(self._inflight) + len(self._waiting)
+
+    async def _arrived(self, msg: Msg) -> None:
+        if self._stopping:  # released after the in-flight ones, which came before it
+            self._unstarted.append(msg)
+            return
+        task = asyncio.create_task(self._process(msg))
+        self._inflight.add(task)
+        task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)
         self._waiting.discard(task)
-        self._slot_free.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._puller is not None:
+            self._puller.slot_free.set()
 
     def _yield_slot(self) -> None:
         task = asyncio.current_task()
         if task is not None and task in self._inflight and task not in self._waiting:
             self._waiting.add(task)
-            self._slot_free.set()
+            self._wake()
 
     def _take_slot(self) -> None:
         """A handler that waited for its turn works now: it counts against concurrency again."""
@@ -378,6 +373,8 @@ class Consumer(Generic[M]):
     def _after_outage(self, outage: float) -> None:
         """Back after `outage` seconds: messages whose heartbeats may have missed `ack_wait` can have
         been delivered again (to this process or another); stop handling them here."""
+        if self._puller is not None:
+            self._puller.lost()
         if outage < self.ack_wait / 2 or not self._inflight:
             return
         log.warning(

@@ -161,6 +161,7 @@ def _report():
 atexit.register(_report)
 """
 HEAVY = ("langchain", "langgraph")
+UNUSED = ("aiohttp.",)  # nats-py's websocket transport (ws:// URLs only); see bus/_lazy_imports.py
 
 
 async def run_a_command(bus: Bus) -> None:
@@ -222,4 +223,5 @@ async def test_components_without_a_model_do_not_load_langchain_or_other_compone
     packages = {name.partition(".")[0] for name in imported}
     assert package in packages, "the report comes from the component's own process"
     assert [name for name in imported if name.startswith(HEAVY)] == []
+    assert [name for name in imported if name.startswith(UNUSED)] == [], "loaded, never used"
     assert sorted(packages & set(COMPONENTS) - {package}) == []

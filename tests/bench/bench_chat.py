@@ -11,7 +11,8 @@ Printed: the machine (cores, load), single-turn latency (a chat's first message,
 which also creates its thread and a title, and a follow-up), the bus traffic of one
 turn (KV reads and writes by bucket, run events, acks ...; counted on turns of their
 own, since this process also serves the model; `--timeline` prints one turn's
-messages with their times), then for 10/50/200
+messages with their times, and for the slowest single turns where their time
+went hop by hop, beside the median turn), then for 10/50/200
 chats at once p50/p90/p99 latency, turns/s and the CPU seconds each process used.
 `--json out.json` keeps the figures; `--compare old.json` prints them side by side.
 
@@ -173,6 +174,86 @@ class TrafficCounter:
         return rest
 
 
+class HopRecorder:
+    """When each hop of a turn first happened: chat.in stored, the router's ack, the run request,
+    each kind of run event, the first partial and the final reply, the runner's ack.
+
+    Kept for every single turn (only with `--timeline`: it loads this process a little), so the
+    slowest turns of a run can be taken apart afterwards, hop by hop.
+    """
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self.seen: list[tuple[float, str]] = []
+        self._subs: list[Any] = []
+
+    async def start(self) -> None:
+        for pattern in (f"{self.bus.subjects.prefix}.>", "$JS.ACK.>"):
+            self._subs.append(await self.bus.nc.subscribe(pattern, cb=self._on_msg))
+
+    async def stop(self) -> None:
+        for sub in self._subs:
+            await sub.unsubscribe()
+        self._subs = []
+
+    async def _on_msg(self, msg: Any) -> None:
+        self.seen.append((time.perf_counter(), self.hop(msg.subject, msg.data)))
+
+    def hop(self, subject: str, data: bytes) -> str:
+        if subject.startswith("$JS.ACK."):
+            parts = subject.split(".")
+            what = "in-progress" if data.startswith(b"+WPI") else "settled"
+            return f"{what} by {parts[3] if len(parts) > 3 else '?'}"
+        rest = subject.removeprefix(self.bus.subjects.prefix + ".")
+        try:
+            if rest.startswith("runs.ev."):
+                return f"run event {json.loads(data).get('event', '?')}"
+            if rest.startswith("chat.out."):
+                return f"chat.out {json.loads(data).get('kind', '?')}"
+        except ValueError:
+            pass
+        return ".".join(rest.split(".")[:2])
+
+    def milestones(self, sent: float, ended: float) -> list[tuple[str, float]]:
+        """Each hop's first time in (sent, ended], in ms since the message was sent."""
+        first: dict[str, float] = {}
+        for at, hop in self.seen:
+            if sent <= at <= ended and hop not in first:
+                first[hop] = 1000 * (at - sent)
+        return sorted(first.items(), key=lambda item: item[1])
+
+
+def print_hops(label: str, total_ms: float, milestones: list[tuple[str, float]]) -> None:
+    """One turn hop by hop: when each hop first happened and how long since the one before."""
+    gaps = [
+        at - before for (_, before), (_, at) in zip([("sent", 0.0), *milestones], milestones, strict=False)
+    ]
+    widest = max(gaps, default=0.0)
+    print(f"  {label}: {total_ms:.1f} ms")
+    for (hop, at), gap in zip(milestones, gaps, strict=True):
+        mark = "  <- longest hop" if gap == widest and gap > 0 else ""
+        print(f"    {at:8.1f} ms  +{gap:7.1f}  {hop}{mark}")
+    last = milestones[-1][1] if milestones else 0.0
+    print(f"    {total_ms:8.1f} ms  +{total_ms - last:7.1f}  final reply here")
+
+
+SLOWEST_SHOWN = 3
+
+
+def print_slowest_turns(turns: list[tuple[str, Turn, float]], recorder: HopRecorder) -> None:
+    """The slowest few single turns of the run, hop by hop, after the median turn for comparison."""
+    if not turns:
+        return
+    ranked = sorted(turns, key=lambda t: t[1].latency)
+    median = ranked[len(ranked) // 2]
+    print(f"where the time went, hop by hop (ms since the message was sent; {len(turns)} single turns):")
+    for label, (name, turn, sent) in [
+        ("median turn", median),
+        *((f"slowest #{i + 1}", t) for i, t in enumerate(reversed(ranked[-SLOWEST_SHOWN:]))),
+    ]:
+        print_hops(f"{label} ({name})", 1000 * turn.latency, recorder.milestones(sent, sent + turn.latency))
+
+
 # ---------------------------------------------------------------------------- processes
 
 
@@ -310,12 +391,20 @@ async def single_turns(
     every message on the bus loads this process, which also serves the model), their bus traffic."""
     first: list[Turn] = []
     follow: list[Turn] = []
+    recorder = HopRecorder(client.bus) if timeline else None
+    timed: list[tuple[str, Turn, float]] = []  # (which, turn, when sent) for the hop view
+    if recorder is not None:
+        await recorder.start()
     for i in range(count):
         chat_id = f"single-{uuid.uuid4().hex[:6]}-{i}"
-        first.append(await client.turn(chat_id, text))
-        await asyncio.sleep(0.05)  # the turn's last acks and writes come in
-        follow.append(await client.turn(chat_id, text + " again"))
-        await asyncio.sleep(0.05)
+        for turns, which, words in ((first, "first message", text), (follow, "follow-up", text + " again")):
+            sent = time.perf_counter()
+            turns.append(await client.turn(chat_id, words))
+            timed.append((f"{which} {i + 1}", turns[-1], sent))
+            await asyncio.sleep(0.05)  # the turn's last acks and writes come in
+    if recorder is not None:
+        await recorder.stop()
+        print_slowest_turns(timed, recorder)
     await counter.start()
     traffic_first: collections.Counter[str] = collections.Counter()
     traffic_follow: collections.Counter[str] = collections.Counter()
@@ -348,6 +437,7 @@ async def single_turns(
         return {
             "p50_ms": ms(quantile([t.latency for t in turns], 0.5)),
             "p90_ms": ms(quantile([t.latency for t in turns], 0.9)),
+            "max_ms": ms(max(t.latency for t in turns)),
             "first_reply_p50_ms": ms(quantile(firsts, 0.5)) if firsts else None,
         }
 
@@ -361,7 +451,8 @@ def print_single(single: dict[str, Any]) -> None:
     for name, label in (("first_message", "a chat's first message"), ("follow_up", "a follow-up")):
         part = single[name]
         first = f", first partial {part['first_reply_p50_ms']} ms" if part["first_reply_p50_ms"] else ""
-        print(f"single turn, {label}: median {part['p50_ms']} ms, p90 {part['p90_ms']} ms{first}")
+        slowest = f", slowest {part['max_ms']} ms" if "max_ms" in part else ""
+        print(f"single turn, {label}: median {part['p50_ms']} ms, p90 {part['p90_ms']} ms{slowest}{first}")
     traffic = single["follow_up"]["traffic_per_turn"]
     kv_reads = sum(v for k, v in traffic.items() if k.startswith("kv read"))
     kv_writes = sum(v for k, v in traffic.items() if k.startswith("kv write"))
@@ -542,7 +633,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--compare", help="an earlier --json file to compare with")
     parser.add_argument("--label", default="", help="a name for this run in the JSON")
-    parser.add_argument("--timeline", action="store_true", help="print one follow-up turn's bus messages")
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="print one follow-up turn's bus messages and the slowest single turns hop by hop",
+    )
 
 
 async def run_from_args(args: argparse.Namespace) -> None:

@@ -384,3 +384,116 @@ async def test_a_handler_waiting_out_a_limit_and_its_keys_queue_hold_no_slot_and
     async with chat_consumer(bus, record, **key):
         await asyncio.wait_for(both.wait(), 10)
     assert again == ["slow 1", "slow 2"]
+
+
+# A fetch window far longer than any bound below: a message held for the window would fail them.
+LONG_WINDOW = 60.0
+
+
+async def test_an_idle_consumer_handles_a_message_and_stops_while_a_long_fetch_window_is_still_open(
+    bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bus.consumer._FETCH_WAIT", LONG_WINDOW)
+    seen: asyncio.Queue[str] = asyncio.Queue()
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        seen.put_nowait(msg.text)
+
+    consumer = chat_consumer(bus, handle, concurrency=4)
+    await consumer.start()
+    for text in ("first", "second", "third"):  # each one to a consumer idle in a lingering pull
+        await bus.publish(bus.subjects.chat_in("cli"), inbound(text))
+        assert await asyncio.wait_for(seen.get(), LONG_WINDOW / 2) == text
+    # Idle again, with a pull request open: stopping does not wait for it to expire.
+    await asyncio.wait_for(consumer.stop(), LONG_WINDOW / 2)
+
+
+async def test_a_burst_while_every_slot_is_busy_is_handled_as_slots_free_up(
+    bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bus.consumer._FETCH_WAIT", LONG_WINDOW)
+    gates = {f"m{i}": asyncio.Event() for i in range(8)}
+    started: asyncio.Queue[str] = asyncio.Queue()
+    running: set[str] = set()
+    most_at_once = 0
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        nonlocal most_at_once
+        running.add(msg.text)
+        most_at_once = max(most_at_once, len(running))
+        started.put_nowait(msg.text)
+        await gates[msg.text].wait()
+        running.discard(msg.text)
+
+    async def next_started() -> str:
+        return await asyncio.wait_for(started.get(), LONG_WINDOW / 2)
+
+    async with chat_consumer(bus, handle, concurrency=2) as consumer:
+        for i in range(8):
+            await bus.publish(bus.subjects.chat_in("cli"), inbound(f"m{i}"))
+        busy = {await next_started(), await next_started()}
+        # Free one slot at a time: each frees exactly one waiting message, long before the window ends.
+        handled = set(busy)
+        while len(handled) < 8:
+            gates[busy.pop()].set()
+            text = await next_started()
+            handled.add(text)
+            busy.add(text)
+        for gate in gates.values():
+            gate.set()
+    assert most_at_once == 2
+    assert consumer.stats.acked == 8
+
+
+async def test_nothing_is_lost_or_handled_twice_across_stop_and_start_with_a_long_fetch_window(
+    bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bus.consumer._FETCH_WAIT", LONG_WINDOW)
+    seen: list[str] = []
+    all_seen = asyncio.Event()
+    expected = {f"m{i}" for i in range(30)}
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        seen.append(msg.text)
+        if set(seen) >= expected:
+            all_seen.set()
+
+    async def publish(first: int, last: int) -> None:
+        for i in range(first, last):
+            await bus.publish(bus.subjects.chat_in("cli"), inbound(f"m{i}"))
+
+    for first in (0, 10, 20):  # three lives of the durable; messages published during each stop
+        consumer = chat_consumer(bus, handle, concurrency=3)
+        await consumer.start()
+        await publish(first, first + 5)
+        await asyncio.gather(
+            publish(first + 5, first + 10), asyncio.wait_for(consumer.stop(), LONG_WINDOW / 2)
+        )
+    async with chat_consumer(bus, handle, concurrency=3):
+        await asyncio.wait_for(all_seen.wait(), LONG_WINDOW / 2)
+    assert sorted(seen) == sorted(expected), "each message handled exactly once"
+
+
+async def test_bursts_shared_by_two_instances_of_a_durable_are_all_handled_while_a_long_window_is_open(
+    bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes of a component (two runners): each one's pull requests see the other's waiting."""
+    monkeypatch.setattr("bus.consumer._FETCH_WAIT", LONG_WINDOW)
+    seen: list[str] = []
+    burst_done = asyncio.Event()
+    expected = 0
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        await asyncio.sleep(0.01)  # some work, so slots are busy when the next burst comes
+        seen.append(msg.text)
+        if len(seen) == expected:
+            burst_done.set()
+
+    async with chat_consumer(bus, handle, concurrency=2), chat_consumer(bus, handle, concurrency=2):
+        for burst in range(12):
+            burst_done.clear()
+            for i in range(1 + burst % 5):
+                expected += 1
+                await bus.publish(bus.subjects.chat_in("cli"), inbound(f"b{burst}m{i}"))
+            await asyncio.wait_for(burst_done.wait(), LONG_WINDOW / 2)
+    assert len(seen) == len(set(seen)) == expected
