@@ -32,7 +32,10 @@ import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 from skills import load_skills
 names = [s.name for s in load_skills(sys.argv[1])]
-print(json.dumps({"names": names, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+# VmHWM, not ru_maxrss: the latter keeps the forking pytest worker's peak across exec.
+status = open("/proc/self/status").read()
+peak_kb = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
+print(json.dumps({"names": names, "peak_kb": peak_kb}))
 """
 
 
