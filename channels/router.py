@@ -20,13 +20,14 @@ order; run one router per prefix where that matters.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import Any
 
 from nats.js.api import DeliverPolicy, ObjectMeta
 
-from bus import Bus, Consumer, Delivery, Reject, run_consumers
+from bus import Abandon, Bus, Consumer, Defer, Delivery, Reject, Retry, run_consumers
 from bus.files import inbox_prefix, safe_filename, upload_key
 from bus.layout import upload_path
 from bus.messages import (
@@ -54,6 +55,9 @@ from config import AppConfig, ChannelConfig
 from skills import read_catalog, skills_help, slash_command
 
 log = logging.getLogger(__name__)
+# Pauses between tries of a chat message that met a bus failure (a stream electing a leader, say),
+# kept in the handler so the chat's next message waits: about 15 s in all, then the consumer's retries.
+INLINE_RETRIES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 RUN_NAMESPACE = uuid.UUID("5f0c0e55-4b0a-4c57-9d3e-7a1c2b3d4e5f")
 HELP = "I am an AI agent. Send me a message and I will work on it.\n" + "\n".join(
@@ -109,7 +113,31 @@ class Router:
         return True
 
     async def on_inbound(self, message: InboundMessage, delivery: Delivery) -> None:
+        """Handle a chat message; a bus failure is retried here, holding the chat's turn.
+
+        Given back to the consumer, a failed message would be redelivered after the chat's next
+        message had become a run (seen while a cluster node died): a chat's messages must become
+        runs in the order sent. Handling a message again is safe (its run id is its message's).
+        """
         self.check_origin(message, delivery.subject)
+        for pause in (*INLINE_RETRIES, None):
+            try:
+                return await self._on_inbound(message, delivery)
+            except (Reject, Abandon, Defer, Retry):
+                raise
+            except Exception as exc:
+                if pause is None:
+                    raise
+                log.warning(
+                    "message %s: %s: %s; trying again in %gs",
+                    message.dedupe_id(),
+                    type(exc).__name__,
+                    exc,
+                    pause,
+                )
+                await asyncio.sleep(pause)
+
+    async def _on_inbound(self, message: InboundMessage, delivery: Delivery) -> None:
         if not self.allowed(message):
             log.info("ignoring a message from %s in %s (policy)", message.user_id, message.chat_key())
             return
