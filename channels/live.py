@@ -31,11 +31,10 @@ REPLY_ACK_PENDING = 1000  # replies taken off the bus and not done yet, waiting 
 
 
 def reply_key(out: OutboundMessage) -> str:
-    """Which replies are delivered one after another: a chat's final answers and command replies,
-    in the order sent (a platform limits each chat); a run's partial answers, which only replace
-    the newest text kept in memory and never wait."""
-    if out.kind == "partial" and out.run_id:
-        return f"partial:{out.run_id}"
+    """Which replies are handled one after another: a chat's, in the order sent (a platform limits
+    each chat). A partial answer only replaces the newest text kept in memory (shown by a task of
+    its own), so keeping it in its chat's turn costs nothing, and a partial that came after its
+    run's final answer is seen after it and dropped (keyed apart, it could be shown first)."""
     return f"chat:{out.chat_id}"
 
 
