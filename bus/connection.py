@@ -284,7 +284,10 @@ class _ConnectionState:
         return self.denied_at is not None and self.denied_at >= moment
 
     async def on_error(self, exc: Exception) -> None:
-        self.last_error = exc
+        # A refused login is what to tell, even if a later try of the first connection only saw the
+        # server closing the socket (it sends the refusal and hangs up; the reset may be read first).
+        if not (self.last_error is not None and "authorization" in str(self.last_error).lower()):
+            self.last_error = exc
         if "permissions violation" in str(exc).lower():
             self.denied_at = time.monotonic()
         if self.connected and not self.closing:

@@ -187,6 +187,8 @@ class Consumer(Generic[M]):
         self.stats = ConsumerStats()
         self._puller: Puller | None = None
         self._inflight: set[asyncio.Task[None]] = set()
+        self._arrival: dict[asyncio.Task[None], int] = {}  # in-flight handlers by arrival
+        self._arrivals = 0
         self._waiting: set[asyncio.Task[None]] = set()  # in flight, but yielded their slot
         self._stopping = False
         self._stopped = asyncio.Event()  # told to handlers that wait (`Delivery.wait_out`)
@@ -247,8 +249,10 @@ class Consumer(Generic[M]):
         if self._inflight:
             log.info("consumer %s: waiting for %d in-flight message(s)", self.name, len(self._inflight))
             _, pending = await asyncio.wait(self._inflight, timeout=timeout or self.drain_timeout)
-            for task in pending:
-                task.cancel()  # _process naks (releases) a cancelled message
+            # In arrival order: _process naks (releases) a cancelled message, and the server hands
+            # released messages out again in the order they came back (a set's order is none).
+            for task in sorted(pending, key=lambda t: self._arrival.get(t, 0)):
+                task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=5)
         unstarted, self._unstarted = self._unstarted, []
@@ -274,10 +278,13 @@ class Consumer(Generic[M]):
             return
         task = asyncio.create_task(self._process(msg))
         self._inflight.add(task)
+        self._arrivals += 1
+        self._arrival[task] = self._arrivals
         task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)
+        self._arrival.pop(task, None)
         self._waiting.discard(task)
         self._wake()
 

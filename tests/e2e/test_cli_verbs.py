@@ -130,7 +130,7 @@ async def test_a_verb_without_credentials_says_which_it_needs(stack: Path, tmp_p
     nowhere = tmp_path / "nowhere"
     nowhere.mkdir()
     code, _, err = await finished(await run_antler("send", "hi", "--nats-url", url, cwd=nowhere), 60)
-    assert code == 2
+    assert code == 2, err
     assert "refused the login" in err
     assert "nats-users.json" in err
     assert "ANTLER_NATS_USER" in err
