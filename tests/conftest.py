@@ -239,9 +239,9 @@ def app_config(config_data: dict[str, Any]) -> Callable[[], AppConfig]:
 
 
 async def run_antler(
-    *args: str, cwd: Path = REPO, env: dict[str, str] | None = None
+    *args: str, cwd: Path = REPO, env: dict[str, str] | None = None, stdin: bool = False
 ) -> asyncio.subprocess.Process:
-    """Start `python -m antler ...` as a child process (stdout and stderr piped)."""
+    """Start `python -m antler ...` as a child process (stdout and stderr piped; stdin too if asked)."""
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -249,6 +249,7 @@ async def run_antler(
         *args,
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        stdin=asyncio.subprocess.PIPE if stdin else None,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,7 +18,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from tests.conftest import REPO, finished, run_antler
+from tests.conftest import finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(300)]
@@ -54,17 +52,7 @@ async def stack(tmp_path: Path, fake_model: FakeOpenAI) -> AsyncIterator[Path]:
 
 async def antler(*args: str, cwd: Path, stdin: bytes = b"", env: dict[str, str] | None = None) -> str:
     """Run a verb to its end; its standard output (it must exit 0)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "antler",
-        *args,
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await run_antler(*args, cwd=cwd, env=env, stdin=True)
     out, err = await asyncio.wait_for(proc.communicate(stdin), 120)
     assert proc.returncode == 0, f"antler {' '.join(args)} exited {proc.returncode}: {err.decode()}"
     return out.decode()
