@@ -1,0 +1,185 @@
+"""Runs: requests, events, control, the run and thread records and chat bindings."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bus.messages.base import (
+    ChatOrigin,
+    Envelope,
+    ErrorInfo,
+    Id,
+    ModelTokens,
+    Usage,
+    new_id,
+    utcnow,
+)
+
+# --------------------------------------------------------------------- runs
+
+
+class MultitaskStrategy(StrEnum):
+    REJECT = "reject"
+    INTERRUPT = "interrupt"
+    ROLLBACK = "rollback"
+    ENQUEUE = "enqueue"
+
+
+class RunStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCESS = "success"
+    ERROR = "error"
+    INTERRUPTED = "interrupted"
+    TIMEOUT = "timeout"
+
+    @property
+    def finished(self) -> bool:
+        return self not in (RunStatus.PENDING, RunStatus.RUNNING)
+
+
+class RunRequest(Envelope):
+    """Start (or resume) an agent run, on `<prefix>.runs.submit`; `Nats-Msg-Id` is the run id."""
+
+    run_id: Id = Field(default_factory=new_id)
+    thread_id: Id
+    assistant_id: str = "lead_agent"
+    user_id: str = "default"
+    input: dict[str, Any] | None = Field(None, description='LangGraph input, e.g. {"messages": [...]}')
+    command: dict[str, Any] | None = Field(None, description="LangGraph Command (resume / update / goto).")
+    config: dict[str, Any] = Field(default_factory=dict, description="RunnableConfig; configurable options.")
+    context: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    stream_mode: list[str] = Field(default_factory=lambda: ["values"])
+    stream_subgraphs: bool = False
+    multitask_strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE
+    after: Id | None = Field(
+        None,
+        description="The run its submitter sent to this thread just before (`bus.runs.SubmissionOrder`): "
+        "an enqueued run does not take an idle thread while that one has not had its turn.",
+    )
+    checkpoint_id: str | None = None
+    interrupt_before: list[str] | Literal["*"] | None = None
+    interrupt_after: list[str] | Literal["*"] | None = None
+    origin: ChatOrigin | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class RunEventName(StrEnum):
+    METADATA = "metadata"
+    VALUES = "values"
+    UPDATES = "updates"
+    MESSAGES = "messages"
+    CUSTOM = "custom"
+    EVENTS = "events"
+    ERROR = "error"
+    END = "end"
+    TASK_STARTED = "task_started"
+    TASK_RUNNING = "task_running"
+    TASK_COMPLETED = "task_completed"
+    TASK_FAILED = "task_failed"
+    TASK_TIMED_OUT = "task_timed_out"
+
+
+class RunEvent(Envelope):
+    """One event of a run, on `<prefix>.runs.ev.<run_id>`, in order; relayed 1:1 as SSE."""
+
+    run_id: str
+    thread_id: str
+    seq: int = Field(description="1, 2, 3 ... within the run.")
+    event: str = Field(description="A RunEventName, or `mode|namespace` for subgraph events.")
+    data: Any = None
+    attempt: int = Field(1, description="Which delivery of the RunRequest produced it (resumes count up).")
+    ts: datetime = Field(default_factory=utcnow)
+
+
+class RunControl(Envelope):
+    """Cancel or interrupt a run, on `<prefix>.runs.ctl.<run_id>` (core NATS)."""
+
+    run_id: str
+    action: Literal["cancel", "interrupt", "rollback"] = "cancel"
+    reason: str | None = None
+
+
+class RunRecord(Envelope):
+    """A run as kept in KV `<prefix>_runs` (key: run id)."""
+
+    run_id: str
+    thread_id: str
+    assistant_id: str = "lead_agent"
+    user_id: str = "default"
+    status: RunStatus = RunStatus.PENDING
+    multitask_strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    error: ErrorInfo | None = None
+    usage: Usage = Field(default_factory=Usage)
+    attempt: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+    @classmethod
+    def pending(cls, request: RunRequest) -> RunRecord:
+        """The record of a run that has been accepted but not started."""
+        return cls(
+            run_id=request.run_id,
+            thread_id=request.thread_id,
+            assistant_id=request.assistant_id,
+            user_id=request.user_id,
+            multitask_strategy=request.multitask_strategy,
+            metadata=request.metadata,
+            created_at=request.created_at,
+            updated_at=request.created_at,
+        )
+
+
+class QueuedRun(BaseModel):
+    """A run waiting for its thread; `order` keeps submission order (the request's stream sequence)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    run_id: str
+    order: int = 0
+
+
+class ThreadRecord(Envelope):
+    """Thread metadata as kept in KV `<prefix>_threads` (key: thread id)."""
+
+    thread_id: str
+    user_id: str = "default"
+    status: Literal["idle", "busy", "interrupted", "error"] = "idle"
+    title: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    active_run_id: str | None = None
+    last_run_id: str | None = Field(None, description="The run that took the thread most recently.")
+    active_attempt: int | None = Field(
+        None, description="Which delivery of the active run holds the thread (only it may release it)."
+    )
+    queue: list[QueuedRun] = Field(
+        default_factory=list, description="Runs waiting for this thread, in order."
+    )
+    usage: Usage = Field(default_factory=Usage, description="Tokens used by the thread's finished runs.")
+    finished_runs: int = 0
+    tokens_by_model: dict[str, ModelTokens] = Field(
+        default_factory=dict, description="Tokens and runs per model the runs used."
+    )
+    subagent_tokens: int = Field(0, description="Of `usage.total_tokens`, what subagents used.")
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class ChatBinding(Envelope):
+    """A chat's current thread and choices, in KV `<prefix>_chats` (key: chat key)."""
+
+    channel: str
+    chat_id: str
+    topic_id: str | None = None
+    thread_id: str
+    user_id: str = "default"
+    model_name: str | None = None
+    updated_at: datetime = Field(default_factory=utcnow)

@@ -1,0 +1,135 @@
+"""The sandbox broker's requests and replies (exec, files, glob, grep)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from bus.layout import USER_DATA
+from bus.messages.base import (
+    Envelope,
+    Reply,
+)
+
+
+class SandboxRequest(Envelope):
+    user_id: str = "default"
+    thread_id: str
+
+
+class ExecRequest(SandboxRequest):
+    """Run a shell command in a thread's sandbox: `<prefix>.sandbox.exec` (request/reply)."""
+
+    command: str
+    timeout_seconds: float | None = None
+
+
+class ExecReply(Reply):
+    """A sandbox command's output, exit code, and whether it was stopped at its time limit."""
+
+    exit_code: int | None = None
+    output: str = ""
+    timed_out: bool = Field(False, description="The command outlived timeout_seconds and was killed.")
+    timeout_seconds: float | None = Field(None, description="The time limit the command ran under.")
+    truncated_chars: int = 0
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ReadFileRequest(SandboxRequest):
+    """Read a file (or a range of lines) of a thread's sandbox: `<prefix>.sandbox.read_file`."""
+
+    path: str
+    start_line: int | None = Field(None, ge=1)
+    end_line: int | None = Field(None, ge=1)
+    encoding: Literal["text", "base64"] = Field("text", description="base64: the whole file, for images.")
+
+
+class ReadFileReply(Reply):
+    """A sandbox file's text (cut at `sandbox.max_read_chars`, saying so)."""
+
+    content: str = ""
+    total_lines: int = 0
+    truncated_chars: int = 0
+    content_type: str | None = None
+
+
+class WriteFileRequest(SandboxRequest):
+    """Write or append to a file in a thread's sandbox: `<prefix>.sandbox.write_file`."""
+
+    path: str
+    content: str
+    append: bool = False
+
+
+class WriteFileReply(Reply):
+    """What a sandbox write did (bytes written)."""
+
+    path: str = ""
+    bytes_written: int = 0
+
+
+class ListDirRequest(SandboxRequest):
+    """List a sandbox directory as a tree: `<prefix>.sandbox.list_dir`."""
+
+    path: str = USER_DATA
+    max_depth: int = Field(2, ge=1, le=5)
+
+
+class ListDirReply(Reply):
+    """A sandbox directory tree, as text."""
+
+    tree: str = ""
+    entries: list[str] = Field(default_factory=list)
+
+
+class StrReplaceRequest(SandboxRequest):
+    """Replace a unique string in a sandbox file: `<prefix>.sandbox.str_replace`."""
+
+    path: str
+    old_str: str
+    new_str: str
+    replace_all: bool = False
+
+
+class StrReplaceReply(Reply):
+    """What a sandbox replacement did."""
+
+    replacements: int = 0
+
+
+class GlobRequest(SandboxRequest):
+    """Find sandbox files by glob pattern: `<prefix>.sandbox.glob`."""
+
+    pattern: str
+    path: str = USER_DATA
+
+
+class GlobReply(Reply):
+    """The sandbox paths a glob found."""
+
+    paths: list[str] = Field(default_factory=list)
+    truncated: bool = False
+
+
+class GrepRequest(SandboxRequest):
+    """Search sandbox files for a regular expression: `<prefix>.sandbox.grep`."""
+
+    pattern: str
+    path: str = USER_DATA
+    glob: str | None = None
+    ignore_case: bool = False
+    max_matches: int = Field(200, ge=1, le=5000)
+
+
+class GrepMatch(BaseModel):
+    path: str
+    line: int
+    text: str
+
+
+class GrepReply(Reply):
+    """The matching lines a sandbox grep found."""
+
+    matches: list[GrepMatch] = Field(default_factory=list)
+    truncated: bool = False

@@ -1,0 +1,89 @@
+"""Subagent tasks, their progress and results; component readiness."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from bus.messages.base import (
+    Envelope,
+    Usage,
+    utcnow,
+)
+
+# --------------------------------------------------------------------- subagents and memory
+
+
+class SubagentTask(Envelope):
+    """Work for a subagent, on `<prefix>.subagents.submit` (`Nats-Msg-Id` `task:<parent run>:<task>`).
+
+    The `task` tool of a parent run publishes it and waits for the result in KV
+    `<prefix>_subagent_results` (key `SubagentResult.key`), relaying progress
+    from `<prefix>.subagents.progress.<parent run>` as the run's custom events.
+    """
+
+    task_id: str = Field(description="The task tool call's id: one task per call, however often resumed.")
+    parent_run_id: str
+    thread_id: str = Field(description="The parent's thread: the subagent works in its sandbox directories.")
+    user_id: str = "default"
+    subagent_type: str = "general-purpose"
+    description: str = ""
+    prompt: str
+    model_name: str | None = Field(None, description="The parent run's model; a type may name its own.")
+    max_turns: int | None = Field(None, gt=0)
+    timeout_seconds: float | None = Field(
+        None, gt=0, description="From created_at: time spent waiting for an executor counts too."
+    )
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class SubagentCancel(Envelope):
+    """Stop a parent run's subagent tasks (one, or all when `task_id` is None), on
+    `<prefix>.subagents.cancel.<parent run>` (core NATS): its task tool gave up, or the run ended."""
+
+    parent_run_id: str
+    task_id: str | None = None
+    reason: str = "cancelled"
+
+
+class ComponentReady(Envelope):
+    """A component process is ready to serve (its consumers take work, its services answer), on
+    `<prefix>.ready.<component>` (core NATS): how `antler up` knows its runner processes are."""
+
+    component: str
+    pid: int
+
+
+SubagentStatus = Literal["completed", "failed", "cancelled", "timed_out"]
+
+
+class SubagentResult(Envelope):
+    """How a subagent task ended, in KV `<prefix>_subagent_results` (entries expire)."""
+
+    task_id: str
+    parent_run_id: str
+    status: SubagentStatus
+    result: str = Field("", description="The subagent's final answer (what it had, if a cap stopped it).")
+    error: str | None = None
+    stop_reason: str | None = Field(None, description="turn_capped when its turn limit ended it.")
+    turns: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    started_at: datetime | None = None
+    ended_at: datetime = Field(default_factory=utcnow)
+
+    @staticmethod
+    def key(parent_run_id: str, task_id: str) -> str:
+        from bus.subjects import safe_token
+
+        return f"{safe_token(parent_run_id)}.{safe_token(task_id)}"
+
+
+class SubagentProgress(Envelope):
+    """A running subagent's latest message, on `<prefix>.subagents.progress.<parent run>` (core NATS)."""
+
+    task_id: str
+    parent_run_id: str
+    turn: int
+    message: dict[str, Any] = Field(default_factory=dict, description="Its latest AI message.")

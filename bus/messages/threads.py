@@ -1,0 +1,150 @@
+"""The threads service's requests and replies (state, history, create, patch, delete, suggestions)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bus.messages.base import (
+    Envelope,
+    Reply,
+    utcnow,
+)
+from bus.messages.runs import (
+    ThreadRecord,
+)
+
+
+class ThreadStateRequest(Envelope):
+    """A thread's current state (or at a checkpoint): `<prefix>.threads.state`."""
+
+    thread_id: str
+    user_id: str = "default"
+    checkpoint_id: str | None = None
+    subgraphs: bool = False
+
+
+class ThreadState(BaseModel):
+    """LangGraph's ThreadState as the API returns it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    values: dict[str, Any] = Field(default_factory=dict)
+    next: list[str] = Field(default_factory=list)
+    checkpoint: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: str | None = None
+    parent_checkpoint: dict[str, Any] | None = None
+    tasks: list[dict[str, Any]] = Field(default_factory=list)
+    interrupts: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ThreadStateReply(Reply):
+    """A thread's state: values, next nodes, checkpoint, tasks."""
+
+    state: ThreadState | None = None
+
+
+class ThreadHistoryRequest(Envelope):
+    """A thread's earlier states, newest first: `<prefix>.threads.history`."""
+
+    thread_id: str
+    user_id: str = "default"
+    limit: int = Field(10, ge=1, le=1000)
+    before: str | None = Field(None, description="Checkpoint id to list from (exclusive).")
+    metadata: dict[str, Any] | None = None
+
+
+class ThreadHistoryReply(Reply):
+    """A page of a thread's state history."""
+
+    states: list[ThreadState] = Field(default_factory=list)
+
+
+class ThreadUpdateStateRequest(Envelope):
+    """Change a thread's state as a node would: `<prefix>.threads.update_state`."""
+
+    thread_id: str
+    user_id: str = "default"
+    values: dict[str, Any] | list[Any] | None = None
+    as_node: str | None = None
+    checkpoint_id: str | None = None
+
+
+class ThreadUpdateStateReply(Reply):
+    """The checkpoint an update of a thread's state wrote."""
+
+    checkpoint: dict[str, Any] = Field(default_factory=dict)
+
+
+class ThreadCreateRequest(Envelope):
+    """Create a thread record (the runners own them); an existing one is returned as it is."""
+
+    thread_id: str
+    user_id: str = "default"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ThreadCreateReply(Reply):
+    """The thread record a `threads.create` request made (or found)."""
+
+    thread: ThreadRecord | None = Field(
+        None, description="The record: new, or the one that was there (whoever's it is)."
+    )
+    created: bool = False
+
+
+class ThreadPatchRequest(Envelope):
+    """Merge `metadata` into the caller's thread."""
+
+    thread_id: str
+    user_id: str = "default"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ThreadPatchReply(Reply):
+    """The thread record after a `threads.patch` request."""
+
+    thread: ThreadRecord | None = None
+
+
+class ThreadDeleteRequest(Envelope):
+    """Delete the caller's thread: its record and checkpoints; `ThreadDeleted` tells the rest."""
+
+    thread_id: str
+    user_id: str = "default"
+
+
+class ThreadDeleteReply(Reply):
+    """What a `threads.delete` request removed."""
+
+    deleted: bool = False
+
+
+class ThreadDeleted(Envelope):
+    """On `<prefix>.events.thread.deleted`: a thread is gone (chats bound to it start afresh)."""
+
+    thread_id: str
+    user_id: str = "default"
+    deleted_at: datetime = Field(default_factory=utcnow)
+
+
+class ThreadSuggestionsRequest(Envelope):
+    """Follow-up questions the user might ask next, written by a model on the runner side."""
+
+    thread_id: str
+    user_id: str = "default"
+    messages: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Turns as {role, content}; empty: the thread's own human and AI messages.",
+    )
+    n: int = Field(3, ge=1, le=10)
+    model_name: str | None = Field(None, description="A configured model's name; the default one if unset.")
+
+
+class ThreadSuggestionsReply(Reply):
+    """Follow-up questions a model suggested for a thread."""
+
+    suggestions: list[str] = Field(default_factory=list)
