@@ -46,6 +46,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Generic, TypeVar
 
 from nats.aio.msg import Msg
@@ -64,6 +65,7 @@ __all__ = [
     "DEFAULT_BACKOFF",
     "Abandon",
     "Consumer",
+    "ConsumerState",
     "ConsumerStats",
     "Defer",
     "Delivery",
@@ -84,6 +86,18 @@ _FETCH_WAIT = 5.0
 
 
 Handler = Callable[[M, Delivery], Awaitable[None]]
+
+
+class ConsumerState(Enum):
+    """Where a consumer is in its life; one field, so no two flags can disagree.
+
+    NEW → (start) RUNNING → (stop) STOPPING → STOPPED → (start) RUNNING ...
+    """
+
+    NEW = "new"
+    RUNNING = "running"
+    STOPPING = "stopping"  # no more pulls; in-flight handlers drain, late arrivals wait to be released
+    STOPPED = "stopped"
 
 
 @dataclass
@@ -190,7 +204,7 @@ class Consumer(Generic[M]):
         self._arrival: dict[asyncio.Task[None], int] = {}  # in-flight handlers by arrival
         self._arrivals = 0
         self._waiting: set[asyncio.Task[None]] = set()  # in flight, but yielded their slot
-        self._stopping = False
+        self.state = ConsumerState.NEW
         self._stopped = asyncio.Event()  # told to handlers that wait (`Delivery.wait_out`)
         self._unstarted: list[Msg] = []  # fetched as the consumer stopped
         self._stale: set[asyncio.Task[None]] = set()  # cancelled after an outage: leave their messages
@@ -221,8 +235,8 @@ class Consumer(Generic[M]):
         await self.bus.while_unavailable(
             f"consumer {self.name}", lambda: js.add_consumer(self.stream, config)
         )
-        self._stopping = False
         self._stopped = asyncio.Event()
+        self.state = ConsumerState.RUNNING
         self._puller = Puller(
             self.bus.nc,
             f"{js._prefix}.CONSUMER.MSG.NEXT.{self.stream}.{self.durable}",
@@ -237,9 +251,9 @@ class Consumer(Generic[M]):
 
     async def stop(self, timeout: float | None = None) -> None:
         """Drain: stop fetching, let in-flight handlers finish, release the rest. Idempotent."""
-        if self._puller is None:
+        if self.state is not ConsumerState.RUNNING or self._puller is None:
             return
-        self._stopping = True
+        self.state = ConsumerState.STOPPING
         self._unlisten()
         puller, self._puller = self._puller, None
         await puller.stop()  # no request open any more; what was on its way waits in `_unstarted`
@@ -258,6 +272,7 @@ class Consumer(Generic[M]):
         unstarted, self._unstarted = self._unstarted, []
         for msg in unstarted:
             await self._release(msg)
+        self.state = ConsumerState.STOPPED
         log.info("consumer %s stopped", self.name)
 
     async def __aenter__(self) -> Consumer[M]:
@@ -273,7 +288,7 @@ class Consumer(Generic[M]):
         return self.concurrency - len(self._inflight) + len(self._waiting)
 
     async def _arrived(self, msg: Msg) -> None:
-        if self._stopping:  # released after the in-flight ones, which came before it
+        if self.state is not ConsumerState.RUNNING:  # released after the in-flight ones, which came before it
             self._unstarted.append(msg)
             return
         task = asyncio.create_task(self._process(msg))

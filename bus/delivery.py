@@ -59,7 +59,7 @@ class Delivery:
     num_delivered: int
     stream_seq: int
 
-    release_slot: Callable[[], None] = lambda: None
+    _yield: Callable[[], None] = field(default=lambda: None, repr=False)  # the consumer's act
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def in_progress(self) -> None:
@@ -70,9 +70,10 @@ class Delivery:
         """Stop counting this handler against the consumer's concurrency (it is only waiting).
 
         A handler that waits for something another message will cause (a run queued
-        behind a busy thread) must not hold a slot that message needs.
+        behind a busy thread) must not hold a slot that message needs. The slot is taken
+        back by the consumer itself when the handler works again (a key's turn) or ends.
         """
-        self.release_slot()
+        self._yield()
 
     async def wait_out(self, seconds: float, *, release: bool = False) -> None:
         """Wait `seconds` before going on, holding no slot (the handler is only waiting).

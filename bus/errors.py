@@ -13,7 +13,7 @@
     └── EnvelopeError (ValueError)      a payload that is not valid JSON of the expected envelope
 
 Control-flow exceptions for consumer handlers live apart, in `bus.consumer`
-(`Reject`, `Retry`, `Defer`, `Abandon`): they are decisions, not failures.
+(`Reject`, `Retry`, `Defer`, `Abandon`, defined in `bus.delivery`): they are decisions, not failures.
 """
 
 from __future__ import annotations
