@@ -401,8 +401,8 @@ class DingTalkAdapter(Surface):
     async def post_more(self, out: OutboundMessage, text: str) -> None:
         await self._markdown(out, text)
 
-    async def send_file(self, out: OutboundMessage, file: FileRef) -> None:
-        await self._file_out(out, file)
+    async def send_file(self, out: OutboundMessage, file: FileRef, data: bytes) -> None:
+        await self._file_out(out, file, data)
 
     async def _create_card(self, out: OutboundMessage) -> str | None:
         """A new AI card for the run, or None when DingTalk refuses one (Markdown instead)."""
@@ -476,14 +476,7 @@ class DingTalkAdapter(Surface):
             )
         await self._robot_send(out, "sampleMarkdown", {"title": title, "text": text})
 
-    async def _file_out(self, out: OutboundMessage, file: FileRef) -> None:
-        if not file.object_name:
-            return
-        try:
-            data = (await (await self.bus.files()).get(file.object_name)).data or b""
-        except Exception as exc:
-            log.warning("dingtalk: file %s is not in the object store: %s", file.object_name, exc)
-            return
+    async def _file_out(self, out: OutboundMessage, file: FileRef, data: bytes) -> None:
         if len(data) > MAX_FILE_BYTES:
             await self._markdown(out, f"({file.name} is too large to send here.)")
             return

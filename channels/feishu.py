@@ -350,15 +350,7 @@ class FeishuAdapter(Surface):
             self.sent.popitem(last=False)
         return message_id
 
-    async def send_file(self, out: OutboundMessage, file: FileRef) -> None:
-        if not file.object_name:
-            return
-        try:
-            data = (await (await self.bus.files()).get(file.object_name)).data or b""
-        except Exception as exc:
-            log.warning("feishu: file %s is not in the object store: %s", file.object_name, exc)
-            await self._send(out, "interactive", card(f"(I made {file.name}, but could not attach it.)"))
-            return
+    async def send_file(self, out: OutboundMessage, file: FileRef, data: bytes) -> None:
         suffix = PurePosixPath(file.name).suffix.lower()
         option = await self._option()
         if suffix in IMAGE_SUFFIXES and len(data) <= 10 * 1024 * 1024:

@@ -16,9 +16,10 @@ import json
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from nats.js.errors import KeyNotFoundError
+from pydantic import BaseModel
 
 from bus import Bus, Consumer, Delivery
 from bus.messages import FileRef, OutboundMessage
@@ -57,20 +58,28 @@ def reply_consumer(
     )
 
 
+class ReplyEntry(BaseModel):
+    """What an adapter keeps of one run's reply (in KV, so a restarted adapter goes on from it)."""
+
+    ref: dict[str, Any] | None = None  # what the platform needs to change the message; None: not posted
+    shown: str = ""  # the text the user sees now
+    steps_done: int = 0  # steps of the final answer done (first piece, more pieces, files)
+    done: bool = False  # the final answer is out
+
+
 class LiveReplies:
-    """Each run's reply entry: `ref` (what the platform needs to change the message), `shown` (the
-    text the user sees), and, once the final answer goes out, `steps_done` and `done`."""
+    """Each run's `ReplyEntry`, remembered here and kept in KV."""
 
     def __init__(self, bus: Bus, channel: str) -> None:
         self.bus = bus
         self.channel = channel
-        self._known: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._known: OrderedDict[str, ReplyEntry] = OrderedDict()
 
     def _key(self, run_id: str) -> str:
         return f"{self.channel}.{run_id}"
 
-    async def get(self, run_id: str) -> dict[str, Any] | None:
-        """The reference stored for the run's reply, or None if none was started."""
+    async def get(self, run_id: str) -> ReplyEntry | None:
+        """The entry stored for the run's reply, or None if none was started."""
         if run_id in self._known:
             return self._known[run_id]
         kv = await self.bus.kv(self.bus.subjects.replies_bucket)
@@ -80,22 +89,23 @@ class LiveReplies:
             return None
         if not entry.value:
             return None
-        ref = json.loads(entry.value)
-        if "ref" not in ref and "done" not in ref:
-            ref = {"ref": ref}  # written by an adapter before entries had fields of their own
-        self._remember(run_id, ref)
-        return ref
+        stored = json.loads(entry.value)
+        if "ref" not in stored and "done" not in stored:
+            stored = {"ref": stored}  # written by an adapter before entries had fields of their own
+        reply = ReplyEntry.model_validate(stored)
+        self._remember(run_id, reply)
+        return reply
 
-    def _remember(self, run_id: str, ref: dict[str, Any]) -> None:
-        self._known[run_id] = ref
+    def _remember(self, run_id: str, reply: ReplyEntry) -> None:
+        self._known[run_id] = reply
         self._known.move_to_end(run_id)
         while len(self._known) > _REMEMBERED:
             self._known.popitem(last=False)
 
-    async def put(self, run_id: str, **ref: Any) -> None:
-        self._remember(run_id, ref)
+    async def put(self, run_id: str, reply: ReplyEntry) -> None:
+        self._remember(run_id, reply)
         kv = await self.bus.kv(self.bus.subjects.replies_bucket)
-        await kv.put(self._key(run_id), json.dumps(ref).encode())
+        await kv.put(self._key(run_id), reply.model_dump_json(exclude_defaults=True).encode())
 
     async def limit(self, scope: str) -> float | None:
         """When (epoch seconds) a rate limit on `scope` ("platform", or a chat's id) ends, as `hold`
@@ -140,24 +150,25 @@ class RateLimited(Exception):
         super().__init__(f"{detail} (wait {self.delay:g}s, {self.scope})")
 
 
-class Surface:
-    """How one platform shows a reply; adapters subclass it. Calls raise `RateLimited` when the
-    platform asks to wait; any other error is a failed delivery (retried with backoff)."""
+class Surface(Protocol):
+    """How one platform shows a reply; each adapter implements it (and may inherit the defaults
+    below by naming it as a base). Calls raise `RateLimited` when the platform asks to wait; any
+    other error is a failed delivery (retried with backoff)."""
 
     #: Whether partial answers are shown as they stream (otherwise only the final one is posted).
     streams: bool = True
 
     def split(self, text: str) -> list[str]:
         """The text in pieces that each fit one message (at least one piece)."""
-        raise NotImplementedError
+        ...
 
     async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
         """Send a new message answering `out`; what `edit` needs to change it later (JSON-able)."""
-        raise NotImplementedError
+        ...
 
     async def edit(self, ref: dict[str, Any], text: str) -> None:
         """Replace the text of a message `post` sent (unchanged text is not an error)."""
-        raise NotImplementedError
+        ...
 
     async def finish(self, ref: dict[str, Any], text: str, out: OutboundMessage, shown: str) -> None:
         """Make the message `post` sent show the final `text` (the user sees `shown` now)."""
@@ -165,8 +176,9 @@ class Surface:
             await self.edit(ref, text)
 
     async def post_more(self, out: OutboundMessage, text: str) -> None:
-        """A further piece of a final answer too long for one message."""
+        """A further piece of a final answer too long for one message, or a note about it."""
         await self.post(out, text)
 
-    async def send_file(self, out: OutboundMessage, file: FileRef) -> None:
-        raise NotImplementedError
+    async def send_file(self, out: OutboundMessage, file: FileRef, data: bytes) -> None:
+        """Attach a file of the answer (`data`, read from the object store by `ReplyStream`)."""
+        ...

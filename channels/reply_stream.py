@@ -40,9 +40,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nats.js.errors import NotFoundError, ObjectDeletedError, ObjectNotFoundError
+
 from bus import Bus, Delivery
-from bus.messages import OutboundMessage
-from channels.live import LiveReplies, RateLimited, Surface
+from bus.messages import FileRef, OutboundMessage
+from channels.live import LiveReplies, RateLimited, ReplyEntry, Surface
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,7 @@ class _Chat:
 
 class ReplyStream:
     def __init__(self, bus: Bus, channel: str, surface: Surface) -> None:
+        self.bus = bus
         self.channel = channel
         self.live = LiveReplies(bus, channel)
         self.surface = surface
@@ -213,19 +216,18 @@ class ReplyStream:
                         run.not_before = time.monotonic() + PARTIAL_RETRY
 
     async def _partial(self, out: OutboundMessage, run_id: str) -> None:
-        entry = await self.live.get(run_id) or {}
-        if entry.get("done"):
+        entry = await self.live.get(run_id) or ReplyEntry()
+        if entry.done:
             return  # the final answer is out already
         text = self.surface.split(out.text)[0]
-        shown = str(entry.get("shown", ""))
-        if "ref" not in entry:
+        if entry.ref is None:
             ref = await self.surface.post(out, text)
-            await self.live.put(run_id, ref=ref, shown=text)
+            await self.live.put(run_id, ReplyEntry(ref=ref, shown=text))
             return
-        if text == shown or (len(text) < len(shown) and shown.startswith(text)):
+        if text == entry.shown or (len(text) < len(entry.shown) and entry.shown.startswith(text)):
             return  # nothing new, or a resumed run repeating what the user has read already
-        await self.surface.edit(entry["ref"], text)
-        await self.live.put(run_id, **{**entry, "shown": text})
+        await self.surface.edit(entry.ref, text)
+        await self.live.put(run_id, entry.model_copy(update={"shown": text}))
 
     async def _stop_partials(self, run_id: str) -> _Run | None:
         """The final answer is here: no partial of its run is shown any more (one being shown now
@@ -254,34 +256,48 @@ class ReplyStream:
     async def _final(self, out: OutboundMessage) -> None:
         """Each step once: after a rate-limit wait, a restart or a redelivery it goes on where it stopped."""
         run_id = out.run_id
-        entry = (await self.live.get(run_id) if run_id else None) or {}
-        if entry.get("done"):
+        entry = (await self.live.get(run_id) if run_id else None) or ReplyEntry()
+        if entry.done:
             return  # delivered before; this is a redelivery
         pieces = self.surface.split(out.text or "(empty reply)")
 
         async def first() -> None:
             # Read again: a post of this step that went through before a failure left its ref behind.
-            current = (await self.live.get(run_id) if run_id else None) or {}
-            if "ref" not in current:
+            current = (await self.live.get(run_id) if run_id else None) or ReplyEntry()
+            if current.ref is None:
                 ref = await self.surface.post(out, pieces[0])
-                current = {**current, "ref": ref, "shown": pieces[0] if self.surface.streams else ""}
+                current = current.model_copy(
+                    update={"ref": ref, "shown": pieces[0] if self.surface.streams else ""}
+                )
                 if run_id:
-                    await self.live.put(run_id, **current)
+                    await self.live.put(run_id, current)
                 if not self.surface.streams:
                     return
-            await self.surface.finish(current["ref"], pieces[0], out, str(current.get("shown", "")))
+            assert current.ref is not None
+            await self.surface.finish(current.ref, pieces[0], out, current.shown)
 
         steps: list[Callable[[], Awaitable[Any]]] = [first]
         steps += [lambda piece=piece: self.surface.post_more(out, piece) for piece in pieces[1:]]
-        steps += [lambda file=file: self.surface.send_file(out, file) for file in out.files]
-        done = int(entry.get("steps_done", 0))
-        for number, step in enumerate(steps[done:], start=done + 1):
+        steps += [lambda file=file: self._send_file(out, file) for file in out.files if file.object_name]
+        for number, step in enumerate(steps[entry.steps_done :], start=entry.steps_done + 1):
             await step()
             if run_id:
-                entry = (await self.live.get(run_id)) or {}
-                await self.live.put(run_id, **{**entry, "steps_done": number})
+                entry = (await self.live.get(run_id)) or ReplyEntry()
+                await self.live.put(run_id, entry.model_copy(update={"steps_done": number}))
         if run_id:
-            await self.live.put(run_id, done=True)
+            await self.live.put(run_id, ReplyEntry(done=True))
+
+    async def _send_file(self, out: OutboundMessage, file: FileRef) -> None:
+        """A file of the answer, read from the object store once for every platform. A file that is
+        gone (deleted with its thread, expired) becomes a note in the chat; a store that cannot be
+        reached fails the step, which is tried again."""
+        try:
+            data = (await (await self.bus.files()).get(file.object_name or "")).data or b""
+        except (ObjectNotFoundError, ObjectDeletedError, NotFoundError) as exc:
+            log.warning("%s: file %s is not in the object store: %s", self.channel, file.object_name, exc)
+            await self.surface.post_more(out, f"(I made {file.name}, but could not attach it.)")
+            return
+        await self.surface.send_file(out, file, data)
 
 
 def _backlog(delivery: Delivery) -> bool:

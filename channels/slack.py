@@ -204,15 +204,12 @@ class SlackAdapter(Surface):
     async def edit(self, ref: dict[str, Any], text: str) -> None:
         await _patiently(self.app.client.chat_update(channel=ref["channel"], ts=ref["ts"], text=mrkdwn(text)))
 
-    async def send_file(self, out: OutboundMessage, file: FileRef) -> None:
-        if not file.object_name:
-            return
-        result = await (await self.bus.files()).get(file.object_name)
+    async def send_file(self, out: OutboundMessage, file: FileRef, data: bytes) -> None:
         await _patiently(
             self.app.client.files_upload_v2(
                 channel=out.chat_id,
                 thread_ts=out.topic_id,
-                file=result.data or b"",
+                file=data,
                 filename=file.name,
                 title=file.name,
             )

@@ -262,18 +262,8 @@ class TelegramAdapter(Surface):
         except RetryAfter as exc:
             raise RateLimited(_seconds(exc.retry_after), "Telegram asks to wait") from None
 
-    async def send_file(self, out: OutboundMessage, file: FileRef) -> None:
-        if not file.object_name:
-            return
+    async def send_file(self, out: OutboundMessage, file: FileRef, data: bytes) -> None:
         chat_id, topic = int(out.chat_id), _topic(out)
-        store = await self.bus.files()
-        try:
-            result = await store.get(file.object_name)
-        except Exception as exc:
-            log.warning("telegram: file %s is not in the object store: %s", file.object_name, exc)
-            await self._send(chat_id, f"(I made {file.name}, but could not attach it.)", topic)
-            return
-        data = result.data or b""
         upload = InputFile(data, filename=file.name)
         if PurePosixPath(file.name).suffix.lower() in PHOTO_SUFFIXES and len(data) <= 10 * 1024 * 1024:
             await _patiently(self.app.bot.send_photo(chat_id, upload, **topic))

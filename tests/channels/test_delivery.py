@@ -22,7 +22,7 @@ import pytest
 import pytest_asyncio
 
 from bus import Bus, list_dead_letters
-from bus.messages import OutboundMessage
+from bus.messages import FileRef, OutboundMessage
 from channels.dingtalk import run as run_dingtalk
 from channels.feishu import run as run_feishu
 from channels.slack import run as run_slack
@@ -451,3 +451,33 @@ async def test_a_limit_on_the_whole_app_holds_every_chat(
         "B made no call while the app had to wait"
     )
     assert [what for chat, what, _ in events if chat == a.chat_id] == ["refused", "sent"]
+
+
+async def test_a_file_gone_from_the_store_becomes_a_note_and_the_answer_still_arrives(
+    platform: Platform, config: AppConfig, bus: Bus, nats_url: str
+) -> None:
+    """Every platform the same (the file is read once, by `ReplyStream`): the answer's text, then a
+    note naming the file that could not be attached; nothing dead-lettered, nothing retried forever."""
+    replies = Replies(bus, platform)
+    out = OutboundMessage(
+        channel=platform.name,
+        chat_id=platform.chat_id,
+        reply_to=platform.reply_to,
+        thread_id="thread-1",
+        run_id=replies.run_id,
+        kind="final",
+        text="Here is your report.",
+        seq=1,
+        metadata=platform.metadata,
+        files=[FileRef(name="report.pdf", object_name="outputs/nobody/thread-1/report.pdf", size=10)],
+    )
+    async with adapter(nats_url, config, platform):
+        await bus.publish(bus.subjects.chat_out(platform.name), out, msg_id=f"reply:{replies.run_id}")
+
+        def seen() -> str:
+            return json.dumps([platform.fake.calls, getattr(platform.fake, "replies", [])], default=str)
+
+        await platform.fake.wait(lambda: "(I made report.pdf, but could not attach it.)" in seen())
+        await replies.taken()
+    assert "Here is your report." in seen()
+    assert not await list_dead_letters(bus)
