@@ -137,6 +137,29 @@ def test_no_component_imports_another() -> None:
     )
 
 
+def test_no_test_module_imports_another() -> None:
+    """What tests share lives in tests/support (or a conftest, a fake, a scenario's harness): a test
+    module imported by another runs its module-level setup twice and hides what is shared."""
+    found = []
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        for imp in imports_of(path.read_text(encoding="utf-8"), module_name(path), False, rel):
+            if any(part.startswith("test_") for part in imp.target.split(".")[:-1]) or (
+                imp.target.split(".")[-1].startswith("test_") and imp.target.startswith("tests.")
+            ):
+                found.append(f"{imp.path}:{imp.line} imports {imp.target}")
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        if path.name.startswith("test_"):
+            continue
+        rel = path.relative_to(REPO).as_posix()
+        for imp in imports_of(
+            path.read_text(encoding="utf-8"), module_name(path), path.name == "__init__.py", rel
+        ):
+            if any(part.startswith("test_") for part in imp.target.split(".")[:-1]):
+                found.append(f"{imp.path}:{imp.line} imports {imp.target}")
+    assert found == [], "move what is shared into tests/support:\n" + "\n".join(found)
+
+
 def test_every_known_exception_is_still_needed() -> None:
     found = crossings()
     stale = [

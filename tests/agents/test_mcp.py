@@ -227,7 +227,7 @@ async def test_names_two_servers_share_are_prefixed_and_subagents_get_mcp_tools_
     app_config: Callable[[], AppConfig],
     extensions: Any,
 ) -> None:
-    from tests.agents.test_subagents import delegate, running_executor, task_call, tool_results
+    from tests.support.subagents import delegate, running_executor, task_call, tool_results
 
     extensions({"notes": STDIO, "backup": STDIO})
     config = app_config()

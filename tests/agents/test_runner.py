@@ -18,22 +18,13 @@ from config import AppConfig
 from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.conftest import both_checkpointers
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.runs import streamed_text
 
 pytestmark = pytest.mark.asyncio
 
 
 def names(events: list[RunEvent]) -> list[str]:
     return [e.event for e in events]
-
-
-def streamed_text(events: list[RunEvent], message_id: str | None = None) -> str:
-    text = ""
-    for e in events:
-        if e.event == "messages":
-            chunk = e.data[0]
-            if chunk["type"] == "AIMessageChunk" and (message_id is None or chunk["id"] == message_id):
-                text += chunk["content"] if isinstance(chunk["content"], str) else ""
-    return text
 
 
 async def run_record(bus: Bus, run_id: str) -> RunRecord:

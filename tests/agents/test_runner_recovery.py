@@ -26,9 +26,9 @@ from bus.records import RecordStore
 from bus.runs import cancel_run, collect_run, submit_run
 from config import AppConfig
 from tests.agents.conftest import ask, running_runner, submit_and_collect
-from tests.agents.test_runner import streamed_text
 from tests.conftest import another_machine, both_checkpointers, finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.runs import streamed_text
 
 pytestmark = [pytest.mark.asyncio, both_checkpointers]
 

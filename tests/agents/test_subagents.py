@@ -10,32 +10,17 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from agents.subagent_executor import run as run_executor
 from agents.task_tool import EXECUTOR_DURABLE
 from bus import Bus, list_dead_letters
-from bus.messages import RunEvent, RunRequest, RunStatus, SubagentResult, ThreadRecord
+from bus.messages import RunStatus, SubagentResult, ThreadRecord
 from bus.records import RecordStore
 from bus.runs import cancel_run, collect_run, submit_run
 from config import AppConfig
 from tests.agents.conftest import running_runner
-from tests.conftest import running_component
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.subagents import delegate, running_executor, task_call, task_events, tool_results
 
 pytestmark = pytest.mark.asyncio
-
-
-def running_executor(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
-    async def ready(bus: Bus, task: asyncio.Task[None]) -> None:
-        for _ in range(400):  # its durable consumer exists: the task tool can submit to it
-            if task.done():
-                task.result()
-            with contextlib.suppress(Exception):
-                await bus.js.consumer_info(bus.subjects.subagents_stream, EXECUTOR_DURABLE)
-                return
-            await asyncio.sleep(0.025)
-        raise TimeoutError("the subagent executor did not start")
-
-    return running_component(nats_url, config, run_executor, "subagents", ready)
 
 
 @pytest_asyncio.fixture
@@ -46,33 +31,6 @@ async def stack(
     config = app_config()
     async with running_runner(nats_url, config), running_executor(nats_url, config):
         yield config
-
-
-def delegate(thread_id: str, text: str) -> RunRequest:
-    return RunRequest(
-        thread_id=thread_id,
-        input={"messages": [{"role": "user", "content": text}]},
-        stream_mode=["messages-tuple", "values", "custom"],
-        context={"subagent_enabled": True},
-    )
-
-
-def task_call(call_id: str, prompt: str, **args: Any) -> ToolCall:
-    return ToolCall("task", {"description": f"do {call_id}", "prompt": prompt, **args}, id=call_id)
-
-
-def task_events(events: list[RunEvent], task_id: str) -> list[str]:
-    return [
-        e.data["type"]
-        for e in events
-        if e.event == "custom" and isinstance(e.data, dict) and e.data.get("task_id") == task_id
-    ]
-
-
-def tool_results(events: list[RunEvent]) -> dict[str, dict[str, Any]]:
-    """The task tool messages of the run's final state, by tool call id."""
-    values = next(e.data for e in reversed(events) if e.event == "values")
-    return {m["tool_call_id"]: m for m in values["messages"] if m["type"] == "tool"}
 
 
 async def test_two_tasks_run_side_by_side_and_the_lead_combines_their_results(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
 from collections.abc import Callable
@@ -20,16 +19,9 @@ from bus.launcher import login
 from bus.messages import InboundMessage
 from config import AppConfig, BusConfig
 from tests.conftest import finished, run_antler
+from tests.support.processes import pid_alive
 
 pytestmark = pytest.mark.asyncio
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def read_url(proc: asyncio.subprocess.Process) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from antler.pool import _keep_alive, process_count
-from tests.antler.test_cli import pid_alive
+from tests.support.processes import pid_alive
 
 
 async def test_a_child_that_dies_is_started_again(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ async def adapter_stack(
     """The whole path for one platform, with fast partial updates and the local sandbox.
 
     With `entry` None the adapter is left to the test (to stop and start it)."""
-    from tests.channels.test_router import running_router
+    from tests.support.chat import running_router
 
     config_data["channels"] = {"stream_update_seconds": 0.05, platform: {"enabled": True, **settings}}
     config_data["sandbox"] = {"provider": "local"}

@@ -14,14 +14,13 @@ import nats
 import pytest
 import pytest_asyncio
 
-from bus import Bus, decode, list_dead_letters
+from bus import Bus, list_dead_letters
 from bus.messages import (
     ChatBinding,
     FileRef,
     InboundMessage,
     MemoryDocument,
     MemoryFact,
-    OutboundMessage,
     RunEvent,
     RunRecord,
     ThreadDeleteReply,
@@ -31,51 +30,12 @@ from bus.messages import (
 from bus.records import RecordStore
 from bus.service import call
 from channels.router import RUN_NAMESPACE
-from channels.router import run as run_router
 from config import AppConfig
 from tests.agents.conftest import running_runner
-from tests.conftest import running_component
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.chat import Chat, running_router
 
 pytestmark = pytest.mark.asyncio
-
-
-def running_router(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
-    return running_component(nats_url, config, run_router, "router")
-
-
-class Chat:
-    """A channel as an adapter sees it: publish user messages, collect the replies."""
-
-    def __init__(self, bus: Bus, channel: str = "cli") -> None:
-        self.bus = bus
-        self.channel = channel
-        self.replies: asyncio.Queue[OutboundMessage] = asyncio.Queue()
-        self._sub: Any = None
-
-    async def __aenter__(self) -> Chat:
-        async def on_reply(msg: Any) -> None:
-            self.replies.put_nowait(decode(OutboundMessage, msg.data))
-
-        self._sub = await self.bus.nc.subscribe(self.bus.subjects.chat_out(self.channel), cb=on_reply)
-        await self.bus.nc.flush()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._sub.unsubscribe()
-
-    async def say(self, text: str, chat_id: str = "c1", **kw: Any) -> InboundMessage:
-        message = InboundMessage(
-            channel=self.channel, chat_id=chat_id, text=text, user_id=kw.pop("user_id", "u1"), **kw
-        )
-        await self.bus.publish(self.bus.subjects.chat_in(self.channel), message, msg_id=message.dedupe_id())
-        return message
-
-    async def final(self, timeout: float = 30) -> OutboundMessage:
-        while True:
-            reply = await asyncio.wait_for(self.replies.get(), timeout)
-            if reply.kind != "partial":
-                return reply
 
 
 @pytest_asyncio.fixture
@@ -346,7 +306,7 @@ async def test_every_reply_answers_its_own_message_when_chats_send_fast(
 async def test_a_chat_sees_subagent_progress_as_a_status_line_not_their_output(
     bus: Bus, fake_model: FakeOpenAI, nats_url: str, config_data: dict[str, Any], app_config: Any
 ) -> None:
-    from tests.agents.test_subagents import running_executor, task_call
+    from tests.support.subagents import running_executor, task_call
 
     config_data["channels"] = {"stream_update_seconds": 0, "subagent_enabled": True}
     config = app_config()

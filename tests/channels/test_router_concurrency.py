@@ -13,9 +13,9 @@ import pytest
 from bus import Bus
 from config import AppConfig
 from tests.agents.conftest import running_runner
-from tests.channels.test_router import Chat, running_router
 from tests.conftest import run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.chat import Chat, running_router
 
 
 async def test_a_chats_messages_are_answered_in_order_while_other_chats_go_on(

@@ -21,7 +21,7 @@ from bus import Bus
 from config import BusConfig
 from tests.faults.budget import ONE_AT_A_TIME, PREFIX, QUIET, SIZE, TIMEOUT
 from tests.faults.harness import NatsCluster, OpenLoad, UpFactory, Verdict, admin_login
-from tests.faults.test_nats_restart import OUTAGE, stopped_cleanly
+from tests.faults.stopping import OUTAGE, stopped_cleanly
 
 pytestmark = [pytest.mark.asyncio, TIMEOUT, ONE_AT_A_TIME]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest_asyncio
@@ -18,11 +17,11 @@ from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 
 from bus import Bus
 from config import AppConfig
-from config.loader import _build
 from gateway.accounts import AccountStore
 from tests.agents.conftest import running_runner
 from tests.conftest import another_machine
 from tests.gateway.conftest import running_gateway
+from tests.support.gateway import with_gateway
 
 AUTH = "/api/v1/auth"
 PASSWORD = "correct horse battery"
@@ -40,12 +39,6 @@ def csrf(client: httpx.AsyncClient) -> dict[str, str]:
 async def login(client: httpx.AsyncClient, email: str, password: str = PASSWORD) -> httpx.Response:
     form = {"username": email, "password": password, "remember_me": "true"}
     return await client.post(f"{AUTH}/login/local", data=form)
-
-
-def with_gateway(config: AppConfig, **changes: Any) -> AppConfig:
-    data = config.model_dump(mode="json")
-    data["gateway"] = {**data["gateway"], **changes}
-    return _build(AppConfig, data, "test config")
 
 
 @pytest_asyncio.fixture

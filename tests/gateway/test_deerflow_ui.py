@@ -15,7 +15,7 @@ from config import AppConfig
 from tests.agents.conftest import running_runner
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.gateway.conftest import running_gateway
-from tests.gateway.test_accounts import with_gateway
+from tests.support.gateway import with_gateway
 
 HI = {"messages": [{"role": "user", "content": "hi"}]}
 

@@ -349,7 +349,7 @@ async def test_history_filters_and_suggestion_models_that_cannot_work_are_422s(a
 async def test_the_sdk_streams_subagent_task_events_in_custom_mode(
     ana: LangGraphClient, fake_model: FakeOpenAI, nats_url: str, stack_config: Any
 ) -> None:
-    from tests.agents.test_subagents import running_executor, task_call
+    from tests.support.subagents import running_executor, task_call
 
     fake_model.script(
         Reply(tool_calls=[task_call("call_s", "List the uploads")]),

@@ -12,16 +12,7 @@ import pytest
 
 from skills import load_skills
 from tests.conftest import REPO
-
-# Nine levels of nine aliases: a few hundred bytes naming 9**9 strings once flattened.
-ALIAS_BOMB = (
-    '---\nname: bomb\na: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
-    + "".join(
-        f"{level}: &{level} [{','.join(f'*{below}' for _ in range(9))}]\n"
-        for below, level in zip("abcdefgh", "bcdefghi", strict=True)
-    )
-    + "description: *i\n---\nBoom.\n"
-)
+from tests.support.skill_files import ALIAS_BOMB
 
 GOOD = "---\nname: slides\ndescription: Make slides\n---\nUse an outline.\n"
 

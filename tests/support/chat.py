@@ -1,0 +1,54 @@
+"""A chat router and a channel as a script or adapter sees it: publish user messages, collect replies."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from bus import Bus, decode
+from bus.messages import (
+    InboundMessage,
+    OutboundMessage,
+)
+from channels.router import run as run_router
+from config import AppConfig
+from tests.conftest import running_component
+
+
+def running_router(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
+    return running_component(nats_url, config, run_router, "router")
+
+
+class Chat:
+    """A channel as an adapter sees it: publish user messages, collect the replies."""
+
+    def __init__(self, bus: Bus, channel: str = "cli") -> None:
+        self.bus = bus
+        self.channel = channel
+        self.replies: asyncio.Queue[OutboundMessage] = asyncio.Queue()
+        self._sub: Any = None
+
+    async def __aenter__(self) -> Chat:
+        async def on_reply(msg: Any) -> None:
+            self.replies.put_nowait(decode(OutboundMessage, msg.data))
+
+        self._sub = await self.bus.nc.subscribe(self.bus.subjects.chat_out(self.channel), cb=on_reply)
+        await self.bus.nc.flush()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._sub.unsubscribe()
+
+    async def say(self, text: str, chat_id: str = "c1", **kw: Any) -> InboundMessage:
+        message = InboundMessage(
+            channel=self.channel, chat_id=chat_id, text=text, user_id=kw.pop("user_id", "u1"), **kw
+        )
+        await self.bus.publish(self.bus.subjects.chat_in(self.channel), message, msg_id=message.dedupe_id())
+        return message
+
+    async def final(self, timeout: float = 30) -> OutboundMessage:
+        while True:
+            reply = await asyncio.wait_for(self.replies.get(), timeout)
+            if reply.kind != "partial":
+                return reply
