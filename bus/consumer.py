@@ -45,9 +45,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
@@ -55,7 +53,9 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import BaseModel
 
 from bus._pull import Puller
+from bus._turns import KeyTurns
 from bus.connection import Bus
+from bus.consumer_state import ConsumerState, ConsumerStats, cancel_until_done
 from bus.delivery import Abandon, Defer, Delivery, Reject, Retry
 from bus.dlq import dead_letter
 from bus.errors import EnvelopeError
@@ -86,50 +86,6 @@ _FETCH_WAIT = 5.0
 
 
 Handler = Callable[[M, Delivery], Awaitable[None]]
-
-
-class ConsumerState(Enum):
-    """Where a consumer is in its life; one field, so no two flags can disagree.
-
-    NEW → (start) RUNNING → (stop) STOPPING → STOPPED → (start) RUNNING ...
-    """
-
-    NEW = "new"
-    RUNNING = "running"
-    STOPPING = "stopping"  # no more pulls; in-flight handlers drain, late arrivals wait to be released
-    STOPPED = "stopped"
-
-
-@dataclass
-class ConsumerStats:
-    acked: int = 0
-    retried: int = 0
-    dead_lettered: int = 0
-    released: int = 0
-    abandoned: int = 0
-    deferred: int = 0
-    in_flight: int = 0
-    errors: list[str] = field(default_factory=list)
-
-
-async def cancel_until_done(task: asyncio.Task[Any]) -> None:
-    """Cancel a task, again if something it awaits swallowed the first cancellation, until it ends.
-
-    (A task awaiting another task hands a cancellation on to it; if that one catches it and
-    returns normally, the waiting task goes on as if nothing happened.)
-    """
-    while not task.done():
-        task.cancel()
-        await asyncio.wait([task], timeout=0.1)
-
-
-@dataclass
-class _KeyTurn:
-    """Handlers of one key take turns; forgotten when none holds or waits for it."""
-
-    name: str
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    users: int = 0
 
 
 class Consumer(Generic[M]):
@@ -197,7 +153,7 @@ class Consumer(Generic[M]):
         self.on_invalid = on_invalid
         self.on_dead_letter = on_dead_letter
         self.key = key
-        self._keys: dict[str, _KeyTurn] = {}
+        self._turns = KeyTurns()
         self.stats = ConsumerStats()
         self._puller: Puller | None = None
         self._inflight: set[asyncio.Task[None]] = set()
@@ -349,7 +305,7 @@ class Consumer(Generic[M]):
                 msg, msg.subject, dict(msg.headers or {}), delivered, seq, self._yield_slot, self._stopped
             )
             heartbeat = asyncio.create_task(self._heartbeat(msg))
-            turn = self._turn(payload)
+            turn = self._turns.enter(self.key(payload)) if self.key is not None else None
             has_turn = False
             try:
                 if turn is not None:
@@ -384,7 +340,7 @@ class Consumer(Generic[M]):
             finally:
                 heartbeat.cancel()
                 if turn is not None:
-                    self._end_turn(turn, has_turn)
+                    self._turns.leave(turn, has_turn)
         except asyncio.CancelledError:
             raise
         except Exception:  # settling itself failed (connection lost): the server will redeliver
@@ -413,23 +369,6 @@ class Consumer(Generic[M]):
             stopper = asyncio.create_task(cancel_until_done(task))
             self._stoppers.add(stopper)
             stopper.add_done_callback(self._stoppers.discard)
-
-    def _turn(self, payload: M) -> _KeyTurn | None:
-        if self.key is None:
-            return None
-        name = self.key(payload)
-        turn = self._keys.get(name)
-        if turn is None:
-            turn = self._keys[name] = _KeyTurn(name)
-        turn.users += 1
-        return turn
-
-    def _end_turn(self, turn: _KeyTurn, has_turn: bool) -> None:
-        if has_turn:
-            turn.lock.release()
-        turn.users -= 1
-        if turn.users == 0:
-            self._keys.pop(turn.name, None)
 
     async def _failed(self, msg: Msg, exc: Exception, delivered: int, seq: int) -> None:
         what = exc.reason if isinstance(exc, Retry) else f"{type(exc).__name__}: {exc}"

@@ -45,10 +45,11 @@ import websockets
 from dingtalk_stream.chatbot import ChatbotMessage
 from dingtalk_stream.frames import AckMessage, CallbackMessage, SystemMessage
 
-from bus import Bus, Retry, run_consumers
+from bus import Bus, run_consumers
 from bus.dlq import dead_letter
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from channels.dingtalk_api import DingTalkApi, DingTalkError, DingTalkUnavailable, retry_after
 from channels.live import RateLimited, Surface, reply_consumer
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
@@ -65,14 +66,6 @@ LIMIT = 5_000  # characters of Markdown per message
 MAX_PARAM_BYTES = 15_000  # the robot API's limit for a message's msgParam (the webhook's is larger)
 SEND_TOO_FAST = {130101, 130102}  # session webhook errcodes asking to slow down
 TOO_FAST_WAIT = 2.0  # DingTalk says no more than "too fast"
-
-
-class DingTalkError(RuntimeError):
-    pass
-
-
-class DingTalkUnavailable(RuntimeError):
-    """DingTalk failed in a way that passes (a 5xx): the reply is tried again later."""
 
 
 class MalformedMessage(ValueError):
@@ -104,13 +97,6 @@ def _param_bytes(text: str) -> int:
     return len(json.dumps({"title": text[:20], "text": text}, ensure_ascii=False).encode())
 
 
-def _retry_after(response: httpx.Response, default: float) -> float:
-    try:
-        return max(0.0, float(response.headers.get("retry-after", default)))
-    except ValueError:
-        return default
-
-
 class DingTalkAdapter(Surface):
     def __init__(self, bus: Bus, config: DingTalkConfig) -> None:
         self.bus = bus
@@ -121,7 +107,7 @@ class DingTalkAdapter(Surface):
         self.streams = bool(config.card_template_id)  # only an AI card shows an answer as it streams
         self.replies = ReplyStream(bus, "dingtalk", self)
         self.http = httpx.AsyncClient(timeout=30)
-        self._token: tuple[str, float] | None = None
+        self.api = DingTalkApi(config, self.http, self.base, self.legacy)
 
     # ------------------------------------------------------------------ the stream
 
@@ -281,7 +267,7 @@ class DingTalkAdapter(Surface):
         robot = message.robot_code or self.config.resolved("client_id")
         for code, name in wanted:
             try:
-                found = await self._api(
+                found = await self.api.call(
                     "POST", "/v1.0/robot/messageFiles/download", {"downloadCode": code, "robotCode": robot}
                 )
                 response = await self.http.get(found["downloadUrl"])
@@ -306,59 +292,6 @@ class DingTalkAdapter(Surface):
                 )
             )
         return staged
-
-    # ------------------------------------------------------------------ the Open API
-
-    async def _access_token(self) -> str:
-        if self._token is None or self._token[1] < time.monotonic():
-            response = await self.http.post(
-                f"{self.base}/v1.0/oauth2/accessToken",
-                json={
-                    "appKey": self.config.resolved("client_id"),
-                    "appSecret": self.config.resolved("client_secret"),
-                },
-            )
-            body = response.json() if response.content else {}
-            if response.status_code != 200 or not body.get("accessToken"):
-                raise DingTalkError(
-                    f"DingTalk refused the app credentials: {body.get('message') or response.status_code}"
-                )
-            self._token = (body["accessToken"], time.monotonic() + int(body.get("expireIn") or 7200) - 300)
-        return self._token[0]
-
-    async def _api(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        headers = {"x-acs-dingtalk-access-token": await self._access_token()}
-        response = await self.http.request(method, f"{self.base}{path}", json=body, headers=headers)
-        refusal = response.json() if response.content and response.status_code >= 400 else {}
-        if response.status_code == 429 or "QpsLimit" in str(refusal.get("code") or ""):
-            # The Open API's QPS limits are the app's, per API: every conversation waits.
-            raise RateLimited(_retry_after(response, 2.0), f"DingTalk rate limit on {path}", scope="platform")
-        if response.status_code >= 500:
-            raise DingTalkUnavailable(f"DingTalk answered {response.status_code} to {path}")
-        if response.status_code == 401:
-            self._token = None
-            raise Retry(f"DingTalk refused the access token for {path}", delay=0.5)
-        if response.status_code >= 400:
-            raise DingTalkError(f"DingTalk refused {path} ({response.status_code}): {response.text[:200]}")
-        return response.json() if response.content else {}
-
-    async def _robot_send(self, out: OutboundMessage, msg_key: str, param: dict[str, Any]) -> None:
-        """A message from the robot into the conversation, without a session webhook."""
-        context = out.metadata
-        robot = context.get("robot_code") or self.config.resolved("client_id")
-        body: dict[str, Any] = {
-            "robotCode": robot,
-            "msgKey": msg_key,
-            "msgParam": json.dumps(param, ensure_ascii=False),
-        }
-        if context.get("conversation_type") == "1" and context.get("sender_staff_id"):
-            await self._api(
-                "POST", "/v1.0/robot/oToMessages/batchSend", {**body, "userIds": [context["sender_staff_id"]]}
-            )
-        else:
-            await self._api(
-                "POST", "/v1.0/robot/groupMessages/send", {**body, "openConversationId": out.chat_id}
-            )
 
     # ------------------------------------------------------------------ replies (a Surface)
 
@@ -387,7 +320,7 @@ class DingTalkAdapter(Surface):
             failed = out.kind == "error"
             await self._stream_card(ref["card"], text, final=True, failed=failed)
             key = self.config.card_content_key
-            await self._api(
+            await self.api.call(
                 "PUT",
                 "/v1.0/card/instances",
                 {
@@ -425,14 +358,14 @@ class DingTalkAdapter(Surface):
             body["openSpaceId"] = f"dtv1.card//IM_ROBOT.{context.get('sender_staff_id')}"
             body["imRobotOpenDeliverModel"] = {"spaceType": "IM_ROBOT"}
         try:
-            await self._api("POST", "/v1.0/card/instances/createAndDeliver", body)
+            await self.api.call("POST", "/v1.0/card/instances/createAndDeliver", body)
         except DingTalkError as exc:
             log.warning("dingtalk: no AI card for run %s (%s); answering in Markdown", out.run_id, exc)
             return None
         return track
 
     async def _stream_card(self, track: str, text: str, *, final: bool, failed: bool) -> None:
-        await self._api(
+        await self.api.call(
             "PUT",
             "/v1.0/card/streaming",
             {
@@ -459,7 +392,7 @@ class DingTalkAdapter(Surface):
                 webhook, json={"msgtype": "markdown", "markdown": {"title": title, "text": text}}
             )
             if response.status_code == 429:
-                raise RateLimited(_retry_after(response, 2.0), "DingTalk session webhook rate limit")
+                raise RateLimited(retry_after(response, 2.0), "DingTalk session webhook rate limit")
             if response.status_code >= 500:
                 raise DingTalkUnavailable(f"DingTalk's session webhook answered {response.status_code}")
             body = response.json() if response.status_code == 200 and response.content else {}
@@ -468,34 +401,25 @@ class DingTalkAdapter(Surface):
                 return
             if code in SEND_TOO_FAST:
                 raise RateLimited(
-                    _retry_after(response, TOO_FAST_WAIT), f"DingTalk says {body.get('errmsg') or code}"
+                    retry_after(response, TOO_FAST_WAIT), f"DingTalk says {body.get('errmsg') or code}"
                 )
             log.warning(
                 "dingtalk: the session webhook refused a reply (%s); sending it with the robot API",
                 f"errcode {code}: {body.get('errmsg')}" if code else response.status_code,
             )
-        await self._robot_send(out, "sampleMarkdown", {"title": title, "text": text})
+        await self.api.robot_send(out, "sampleMarkdown", {"title": title, "text": text})
 
     async def _file_out(self, out: OutboundMessage, file: FileRef, data: bytes) -> None:
         if len(data) > MAX_FILE_BYTES:
             await self._markdown(out, f"({file.name} is too large to send here.)")
             return
-        token = await self._access_token()
-        response = await self.http.post(
-            f"{self.legacy}/media/upload?access_token={quote_plus(token)}",
-            data={"type": "file"},
-            files={"media": (file.name, data, file.content_type or "application/octet-stream")},
-        )
-        body = response.json() if response.content else {}
-        if response.status_code != 200 or body.get("errcode") not in (0, None) or not body.get("media_id"):
-            log.warning(
-                "dingtalk: could not upload %s: %s", file.name, body.get("errmsg") or response.status_code
-            )
+        media_id = await self.api.upload(file.name, data, file.content_type)
+        if media_id is None:
             await self._markdown(out, f"(I made {file.name}, but could not attach it.)")
             return
         suffix = PurePosixPath(file.name).suffix.lstrip(".").lower() or "file"
-        await self._robot_send(
-            out, "sampleFile", {"mediaId": body["media_id"], "fileName": file.name, "fileType": suffix}
+        await self.api.robot_send(
+            out, "sampleFile", {"mediaId": media_id, "fileName": file.name, "fileType": suffix}
         )
 
 

@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from gateway.deps import Gateway
 
 MB = 1024 * 1024
 
@@ -84,3 +88,35 @@ def _content_length(scope: Scope) -> int | None:
             except ValueError:
                 return None  # the server refuses such a request before it gets here
     return None
+
+
+MULTIPART_OVERHEAD = 64 * 1024  # part headers and boundaries around the files
+
+
+def body_limits(gw: Gateway) -> dict[str, Any]:
+    """Uploads may carry `gateway.max_upload_mb` (all files together), skill archives their limit, and
+    any other body what one message on our NATS server can (it becomes one)."""
+    from gateway.rest.skills import MAX_SKILL_ARCHIVE  # the skills API owns its limit
+
+    upload_mb = gw.config.gateway.max_upload_mb
+    payload = gw.bus.nc.max_payload
+    return {
+        "limits": [
+            BodyLimit(
+                "POST",
+                re.compile(r"/api/threads/[^/]+/uploads"),
+                upload_mb * MB + MULTIPART_OVERHEAD,
+                f"an upload may carry at most {upload_mb} MB in all (gateway.max_upload_mb)",
+            ),
+            BodyLimit(
+                "POST",
+                re.compile(r"/api/skills/install"),
+                MAX_SKILL_ARCHIVE + MULTIPART_OVERHEAD,
+                f"a .skill archive may be at most {MAX_SKILL_ARCHIVE // MB} MB",
+            ),
+        ],
+        "default_bytes": payload,
+        "default_message": (
+            f"a request body may be at most {payload / MB:g} MB (the NATS server's max_payload)"
+        ),
+    }

@@ -16,7 +16,7 @@ from bus import Bus
 from config import AppConfig, extensions_path, read_raw_extensions
 from gateway.app import create_app
 from gateway.deps import Gateway
-from gateway.rest.settings import publish_extensions
+from gateway.rest.mcp import publish_extensions
 from gateway.rest.skills import publish_skills
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from bus.files import output_key
 from bus.layout import OUTPUTS, output_relative
 from config import ExtensionsConfig, extensions_path, read_raw_extensions, write_extensions_config
 from gateway.deps import GW, Me
-from gateway.rest.settings import publish_extensions
+from gateway.rest.mcp import publish_extensions
 from gateway.schemas import errors
 from skills import SKILL_NAME, load_skills, publish_catalog
 from skills.loader import MAX_SKILL_MD, BadSkill, read_meta

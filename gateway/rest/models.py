@@ -1,0 +1,50 @@
+"""Models: `/api/models` (what a client may pick, without secrets)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel
+
+from gateway.deps import GW, Me
+from gateway.schemas import errors
+
+router = APIRouter()
+
+
+class ModelInfo(BaseModel):
+    name: str
+    display_name: str | None = None
+    description: str | None = None
+    model: str | None = None
+    supports_thinking: bool = False
+    supports_reasoning_effort: bool = False
+    supports_vision: bool = False
+
+
+class ModelsList(BaseModel):
+    models: list[ModelInfo]
+
+
+def _model_info(gw: GW, name: str) -> ModelInfo:
+    model = gw.config.get_model(name)
+    if model is None:
+        raise HTTPException(404, f"no model named {name}")
+    return ModelInfo(
+        name=model.name,
+        display_name=model.display_name,
+        description=model.description,
+        model=model.__dict__.get("model"),  # never resolves $ENV: this is display only
+        supports_thinking=model.supports_thinking,
+        supports_reasoning_effort=model.supports_reasoning_effort,
+        supports_vision=model.supports_vision,
+    )
+
+
+@router.get("/models", response_model=ModelsList)
+async def list_models(gw: GW, me: Me) -> ModelsList:
+    return ModelsList(models=[_model_info(gw, m.name) for m in gw.config.models])
+
+
+@router.get("/models/{name}", response_model=ModelInfo, responses=errors(404))
+async def get_model(gw: GW, me: Me, name: str) -> ModelInfo:
+    return _model_info(gw, name)
