@@ -28,8 +28,6 @@ import collections
 import json
 import os
 import platform
-import sys
-import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -37,13 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import yaml
 
 from antler.pool import process_count
-from bus import Bus, EmbeddedServer, decode
+from bus import Bus, decode
 from bus.messages import InboundMessage, OutboundMessage
-from config import BusConfig
-from tests.fakes.openai_server import FakeOpenAI
+from tests.bench.stack import bench_stack
 
 REPO = Path(__file__).resolve().parents[2]
 CHANNEL = "bench"
@@ -496,27 +492,10 @@ def print_ranges(levels: list[Level]) -> None:
 # ---------------------------------------------------------------------------- main
 
 
-async def start_component(
-    name: str, config_path: Path, url: str, log_dir: Path
-) -> tuple[asyncio.subprocess.Process, Path]:
-    log_path = log_dir / f"{name}-{uuid.uuid4().hex[:4]}.log"
-    with log_path.open("wb") as log_file:
-        child = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "antler",
-            "run",
-            name,
-            "-c",
-            str(config_path),
-            "--nats-url",
-            url,
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=log_file,
-        )
-    return child, log_path
+async def warm_up(client: ChatClient, chats: int) -> None:
+    """Until every runner has compiled its agent: a few chats at once, twice."""
+    for round_ in range(2):
+        await asyncio.gather(*(client.turn(f"warm-{round_}-{i}", "hello") for i in range(max(4, chats))))
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -533,86 +512,52 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         f"scripted model, zero latency, {args.words + 2} streamed words per answer"
     )
     results: dict[str, Any] = {"label": args.label, "machine": info, "runners": runners, "words": args.words}
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp_path = Path(tmp)
-        async with EmbeddedServer(tmp_path / "nats") as server, FakeOpenAI() as fake:
-            prefix = f"bench{uuid.uuid4().hex[:6]}"
-            config = {
-                "bus": {"prefix": prefix, "data_dir": str(tmp_path / "data")},
-                "models": [{"name": "fake", "model": "m", "api_key": "k", "base_url": fake.base_url}],
-                "title": {"enabled": True},
-                "memory": {"enabled": True},
-            }
-            path = tmp_path / "config.yaml"
-            path.write_text(yaml.safe_dump(config))
-            bus = await Bus.connect(server.url, BusConfig(prefix=prefix), provision=True)
-            children: list[tuple[str, asyncio.subprocess.Process, Path]] = []
-            processes = Processes()
-            processes.add("bench+model", os.getpid())
-            if server.pid:
-                processes.add("nats-server", server.pid)
-            client = ChatClient(bus)
-            try:
-                for n in range(runners):
-                    child, log = await start_component("runner", path, server.url, tmp_path)
-                    children.append((f"runner-{n + 1}", child, log))
-                child, log = await start_component("router", path, server.url, tmp_path)
-                children.append(("router", child, log))
-                for name, child, _ in children:
-                    processes.add(name, child.pid)
-                if os.environ.get("ANTLER_BENCH_PYSPY"):  # sample runner 1 meanwhile (ends with it)
-                    await asyncio.create_subprocess_exec(
-                        "py-spy",
-                        "record",
-                        "-p",
-                        str(children[0][1].pid),
-                        "-o",
-                        os.environ["ANTLER_BENCH_PYSPY"],
-                        "--format",
-                        "raw",
-                        "--gil",
-                        "-r",
-                        "200",
-                        stdout=asyncio.subprocess.DEVNULL,
-                        stderr=asyncio.subprocess.DEVNULL,
-                    )
-                await client.start()
-                # Until every runner has compiled its agent: a few chats at once, twice.
-                for round_ in range(2):
-                    await asyncio.gather(
-                        *(client.turn(f"warm-{round_}-{i}", "hello") for i in range(max(4, args.warmup)))
-                    )
-                single = await single_turns(
-                    client, TrafficCounter(bus), args.single, text, getattr(args, "timeline", False)
-                )
-                print_single(single)
-                results["single"] = single
-                measured: list[Level] = []
-                for repeat in range(args.repeat):
-                    if args.repeat > 1:
-                        print(f"-- run {repeat + 1} of {args.repeat}")
-                    for chats in levels:
-                        turns = max(args.turns, 2 * chats)
-                        level = await run_level(client, processes, chats, turns, text, f"r{repeat}c{chats}")
-                        print_level(level)
-                        measured.append(level)
+    settings = {"title": {"enabled": True}, "memory": {"enabled": True}}
+    async with bench_stack(settings, runners=runners, others=["router"]) as stack:
+        processes = Processes()
+        processes.add("bench+model", os.getpid())
+        for name, pid in stack.processes.items():
+            processes.add(name, pid)
+        if os.environ.get("ANTLER_BENCH_PYSPY"):  # sample runner 1 meanwhile (ends with it)
+            await asyncio.create_subprocess_exec(
+                "py-spy",
+                "record",
+                "-p",
+                str(stack.processes["runner-1"]),
+                "-o",
+                os.environ["ANTLER_BENCH_PYSPY"],
+                "--format",
+                "raw",
+                "--gil",
+                "-r",
+                "200",
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+        client = ChatClient(stack.bus)
+        await client.start()
+        try:
+            await warm_up(client, args.warmup)
+            single = await single_turns(
+                client, TrafficCounter(stack.bus), args.single, text, getattr(args, "timeline", False)
+            )
+            print_single(single)
+            results["single"] = single
+            measured: list[Level] = []
+            for repeat in range(args.repeat):
                 if args.repeat > 1:
-                    print_ranges(measured)
-                results["levels"] = [asdict(level) for level in measured]
-                results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
-            except BaseException:
-                for name, _, log in children:
-                    tail = log.read_text(errors="replace").splitlines()[-15:]
-                    print(f"--- {name} log (last lines):\n" + "\n".join(tail), file=sys.stderr)
-                raise
-            finally:
-                await client.stop()
-                for _, child, _ in children:
-                    if child.returncode is None:
-                        child.terminate()
-                for _, child, _ in children:
-                    await child.wait()
-                await bus.close()
+                    print(f"-- run {repeat + 1} of {args.repeat}")
+                for chats in levels:
+                    turns = max(args.turns, 2 * chats)
+                    level = await run_level(client, processes, chats, turns, text, f"r{repeat}c{chats}")
+                    print_level(level)
+                    measured.append(level)
+            if args.repeat > 1:
+                print_ranges(measured)
+            results["levels"] = [asdict(level) for level in measured]
+            results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+        finally:
+            await client.stop()
     if args.json:
         await asyncio.to_thread(Path(args.json).write_text, json.dumps(results, indent=2))
         print(f"figures written to {args.json}")

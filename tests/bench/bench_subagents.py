@@ -12,32 +12,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import statistics
-import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 
-import yaml
-
-from bus import Bus, EmbeddedServer
+from bus import Bus
 from bus.messages import RunRequest
 from bus.runs import collect_run, submit_run
-from config import BusConfig
-from tests.bench.bench_chat import start_component
+from tests.bench.stack import bench_stack
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-
-
-@contextlib.asynccontextmanager
-async def component(name: str, config: Path, url: str) -> AsyncIterator[None]:
-    proc, _log = await start_component(name, config, url, config.parent)
-    try:
-        yield
-    finally:
-        proc.terminate()
-        await proc.wait()
 
 
 async def one_turn(bus: Bus, fake: FakeOpenAI, subagents: int, model_seconds: float) -> float:
@@ -70,31 +53,18 @@ async def one_turn(bus: Bus, fake: FakeOpenAI, subagents: int, model_seconds: fl
 
 
 async def main(turns: int, model_seconds: float) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        async with EmbeddedServer(Path(tmp) / "nats") as server, FakeOpenAI() as fake:
-            prefix = f"bench{uuid.uuid4().hex[:6]}"
-            config = {
-                "bus": {"prefix": prefix, "data_dir": str(Path(tmp) / "data")},
-                "models": [{"name": "fake", "model": "m", "api_key": "k", "base_url": fake.base_url}],
-                "title": {"enabled": False},
-            }
-            path = Path(tmp) / "config.yaml"
-            path.write_text(yaml.safe_dump(config))
-            bus = await Bus.connect(server.url, BusConfig(prefix=prefix), provision=True)
-            async with component("runner", path, server.url), component("subagents", path, server.url):
-                try:
-                    await one_turn(bus, fake, 1, 0)  # warm up: both processes compile their agents
-                    results = {}
-                    for subagents in (1, 3):
-                        times = [await one_turn(bus, fake, subagents, model_seconds) for _ in range(turns)]
-                        results[subagents] = statistics.median(times)
-                        print(
-                            f"{subagents} subagent(s), each model answer {model_seconds:g}s: "
-                            f"median turn {results[subagents] * 1000:.0f} ms"
-                        )
-                    print(f"three side by side take {results[3] / results[1]:.2f}x one (sequential: ~3x)")
-                finally:
-                    await bus.close()
+    async with bench_stack({"title": {"enabled": False}}, runners=1, others=["subagents"]) as stack:
+        bus, fake = stack.bus, stack.fake
+        await one_turn(bus, fake, 1, 0)  # warm up: both processes compile their agents
+        results = {}
+        for subagents in (1, 3):
+            times = [await one_turn(bus, fake, subagents, model_seconds) for _ in range(turns)]
+            results[subagents] = statistics.median(times)
+            print(
+                f"{subagents} subagent(s), each model answer {model_seconds:g}s: "
+                f"median turn {results[subagents] * 1000:.0f} ms"
+            )
+        print(f"three side by side take {results[3] / results[1]:.2f}x one (sequential: ~3x)")
 
 
 async def run_from_args(args: argparse.Namespace) -> None:

@@ -12,20 +12,14 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 
-import yaml
-
 from antler.pool import process_count
-from bus import Bus, EmbeddedServer
+from bus import Bus
 from bus.messages import RunRequest
 from bus.runs import collect_run, submit_run
-from config import BusConfig
-from tests.fakes.openai_server import FakeOpenAI
+from tests.bench.stack import bench_stack
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,83 +39,50 @@ async def one_turn(bus: Bus, thread_id: str, text: str) -> float:
 
 
 async def main(chats: int, turns: int, warmup: int, runners: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        async with EmbeddedServer(Path(tmp) / "nats") as server, FakeOpenAI() as fake:
-            prefix = f"bench{uuid.uuid4().hex[:6]}"
-            config = {
-                "bus": {"prefix": prefix, "data_dir": str(Path(tmp) / "data")},
-                "models": [{"name": "fake", "model": "m", "api_key": "k", "base_url": fake.base_url}],
-                "title": {"enabled": True},
-                "memory": {"enabled": True},
-            }
-            path = Path(tmp) / "config.yaml"
-            path.write_text(yaml.safe_dump(config))
-            started_runners = [
-                await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "antler",
-                    "run",
-                    "runner",
-                    "-c",
-                    str(path),
-                    "--nats-url",
-                    server.url,
-                    cwd=REPO,
-                    env={**os.environ, "PYTHONPATH": str(REPO)},
-                    stderr=asyncio.subprocess.DEVNULL,
-                )
-                for _ in range(runners)
-            ]
-            runner = started_runners[0]
-            print(f"{runners} runner process(es), as `antler up` starts them here (runner.processes)")
-            bus = await Bus.connect(server.url, BusConfig(prefix=prefix), provision=True)
-            if os.environ.get("ANTLER_BENCH_PYSPY"):  # sample the runner while the benchmark runs
-                await asyncio.create_subprocess_exec(  # ends by itself when the runner exits
-                    "py-spy",
-                    "record",
-                    "-p",
-                    str(runner.pid),
-                    "-o",
-                    os.environ["ANTLER_BENCH_PYSPY"],
-                    "--format",
-                    "raw",
-                    "-r",
-                    "200",
-                    stdout=asyncio.subprocess.DEVNULL,
-                    stderr=asyncio.subprocess.DEVNULL,
-                )
-            try:
-                for i in range(warmup):
-                    await one_turn(bus, f"warm-{i}", "hello")
-                latencies = [await one_turn(bus, f"seq-{i}", "hello there") for i in range(30)]
-                print(
-                    f"single turn: median {statistics.median(latencies) * 1000:.1f} ms, "
-                    f"p90 {sorted(latencies)[int(len(latencies) * 0.9)] * 1000:.1f} ms"
-                )
+    settings = {"title": {"enabled": True}, "memory": {"enabled": True}}
+    async with bench_stack(settings, runners=runners) as stack:
+        bus = stack.bus
+        print(f"{runners} runner process(es), as `antler up` starts them here (runner.processes)")
+        if os.environ.get("ANTLER_BENCH_PYSPY"):  # sample the runner while the benchmark runs
+            await asyncio.create_subprocess_exec(  # ends by itself when the runner exits
+                "py-spy",
+                "record",
+                "-p",
+                str(stack.processes["runner-1"]),
+                "-o",
+                os.environ["ANTLER_BENCH_PYSPY"],
+                "--format",
+                "raw",
+                "-r",
+                "200",
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+        for i in range(warmup):
+            await one_turn(bus, f"warm-{i}", "hello")
+        latencies = [await one_turn(bus, f"seq-{i}", "hello there") for i in range(30)]
+        print(
+            f"single turn: median {statistics.median(latencies) * 1000:.1f} ms, "
+            f"p90 {sorted(latencies)[int(len(latencies) * 0.9)] * 1000:.1f} ms"
+        )
 
-                queue: asyncio.Queue[int] = asyncio.Queue()
-                for i in range(turns):
-                    queue.put_nowait(i)
-                done: list[float] = []
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        for i in range(turns):
+            queue.put_nowait(i)
+        done: list[float] = []
 
-                async def chat(n: int) -> None:
-                    while not queue.empty():
-                        i = queue.get_nowait()
-                        done.append(await one_turn(bus, f"chat-{n}", f"message {i}"))
+        async def chat(n: int) -> None:
+            while not queue.empty():
+                i = queue.get_nowait()
+                done.append(await one_turn(bus, f"chat-{n}", f"message {i}"))
 
-                started = time.perf_counter()
-                await asyncio.gather(*(chat(n) for n in range(chats)))
-                elapsed = time.perf_counter() - started
-                print(
-                    f"{chats} chats at once: {len(done) / elapsed:.1f} turns/s "
-                    f"(median turn {statistics.median(done) * 1000:.0f} ms, {len(done)} turns)"
-                )
-            finally:
-                for child in started_runners:
-                    child.terminate()
-                    await child.wait()
-                await bus.close()
+        started = time.perf_counter()
+        await asyncio.gather(*(chat(n) for n in range(chats)))
+        elapsed = time.perf_counter() - started
+        print(
+            f"{chats} chats at once: {len(done) / elapsed:.1f} turns/s "
+            f"(median turn {statistics.median(done) * 1000:.0f} ms, {len(done)} turns)"
+        )
 
 
 async def run_from_args(args: argparse.Namespace) -> None:

@@ -1,0 +1,110 @@
+"""What every benchmark starts: an embedded nats-server, the scripted model, a config pointing at
+both, and Antler's components as their own processes (as `antler up` runs them).
+
+    async with bench_stack({"memory": {"enabled": True}}, runners=2, others=["router"]) as stack:
+        stack.bus, stack.fake, stack.processes  # the admin bus, the model, pid by name
+
+A component that dies during the benchmark leaves its last log lines on stderr when the stack ends
+with an error, so a failed benchmark says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bus import Bus, EmbeddedServer
+from config import BusConfig
+from tests.fakes.openai_server import FakeOpenAI
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class BenchStack:
+    bus: Bus
+    fake: FakeOpenAI
+    server: EmbeddedServer
+    config_path: Path
+    tmp: Path
+    processes: dict[str, int] = field(default_factory=dict)  # name -> pid, nats-server included
+    children: list[tuple[str, asyncio.subprocess.Process, Path]] = field(default_factory=list)
+
+    async def start(self, name: str, label: str | None = None) -> asyncio.subprocess.Process:
+        """Start `antler run <name>` with the stack's config; its stderr goes to a log of its own."""
+        log_path = self.tmp / f"{label or name}-{uuid.uuid4().hex[:4]}.log"
+        with log_path.open("wb") as log_file:
+            child = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "antler",
+                "run",
+                name,
+                "-c",
+                str(self.config_path),
+                "--nats-url",
+                self.server.url,
+                cwd=REPO,
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=log_file,
+            )
+        self.children.append((label or name, child, log_path))
+        self.processes[label or name] = child.pid
+        return child
+
+    def print_logs(self) -> None:
+        for name, _, log in self.children:
+            tail = log.read_text(errors="replace").splitlines()[-15:]
+            print(f"--- {name} log (last lines):\n" + "\n".join(tail), file=sys.stderr)
+
+    async def stop(self) -> None:
+        for _, child, _ in self.children:
+            if child.returncode is None:
+                child.terminate()
+        for _, child, _ in self.children:
+            await child.wait()
+
+
+@contextlib.asynccontextmanager
+async def bench_stack(
+    settings: dict[str, Any] | None = None, *, runners: int = 1, others: Sequence[str] = ()
+) -> AsyncIterator[BenchStack]:
+    """A fresh stack in a temporary directory: `runners` runner processes, then `others`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        async with EmbeddedServer(tmp_path / "nats") as server, FakeOpenAI() as fake:
+            prefix = f"bench{uuid.uuid4().hex[:6]}"
+            config = {
+                "bus": {"prefix": prefix, "data_dir": str(tmp_path / "data")},
+                "models": [{"name": "fake", "model": "m", "api_key": "k", "base_url": fake.base_url}],
+                **(settings or {}),
+            }
+            path = tmp_path / "config.yaml"
+            path.write_text(yaml.safe_dump(config))
+            bus = await Bus.connect(server.url, BusConfig(prefix=prefix), provision=True)
+            stack = BenchStack(bus, fake, server, path, tmp_path)
+            if server.pid:
+                stack.processes["nats-server"] = server.pid
+            try:
+                for n in range(runners):
+                    await stack.start("runner", f"runner-{n + 1}")
+                for name in others:
+                    await stack.start(name)
+                yield stack
+            except BaseException:
+                stack.print_logs()
+                raise
+            finally:
+                await stack.stop()
+                await bus.close()
