@@ -20,6 +20,7 @@ BENCHMARKS = {
     "chat": "tests.bench.bench_chat",
     "turns": "tests.bench.bench_turns",
     "subagents": "tests.bench.bench_subagents",
+    "deerflow": "tests.bench.bench_deerflow",
 }
 
 

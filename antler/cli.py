@@ -91,13 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
         "processes of their own. chat: the chat path end to end (chat.in -> router -> runners -> "
         "chat.out): latency percentiles, turns/s and CPU per process over 10/50/200 chats at once. "
         "turns: runs only (RunRequest in, run events out). subagents: a lead turn with one subagent "
-        "against one with three at once.",
+        "against one with three at once. deerflow: Antler beside DeerFlow's in-process chat() against "
+        "the same model, in interleaved rounds (needs --deerflow-python).",
     )
     p.add_argument(
         "name",
         nargs="?",
         default="turns",
-        choices=["chat", "turns", "subagents"],
+        choices=["chat", "turns", "subagents", "deerflow"],
         help="which benchmark (default: turns)",
     )
     p.add_argument("--chats", type=int, default=50, help="chats at once for the throughput part (default 50)")
@@ -120,6 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeline",
         action="store_true",
         help="chat: print every bus message of one follow-up turn, with its time since the message was sent",
+    )
+    p.add_argument(
+        "--deerflow-python", help="deerflow: a Python interpreter with DeerFlow's backend installed"
+    )
+    p.add_argument("--rounds", type=int, default=None, help="deerflow: interleaved rounds (default 4)")
+    p.add_argument(
+        "--sequential", type=int, default=None, help="deerflow: single turns per round (default 50)"
     )
 
     p = sub.add_parser(
