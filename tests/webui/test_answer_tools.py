@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from playwright.async_api import expect
 
@@ -121,7 +122,7 @@ CODE_ANSWER = (
 
 
 async def test_a_python_block_is_coloured_and_labelled_and_an_unknown_language_stays_plain(
-    open_page: OpenPage, stack: Stack
+    open_page: OpenPage, stack: Stack, screenshots: Path
 ) -> None:
     stack.model.script(Reply(text=CODE_ANSWER, chunk_delay=0.01))
     page = await open_page()
@@ -143,9 +144,11 @@ async def test_a_python_block_is_coloured_and_labelled_and_an_unknown_language_s
     keyword = ".msg-ai .code .hljs-keyword"
     plain = ".msg-ai .code code"
     await page.evaluate("document.documentElement.dataset.theme = 'light'")
+    await answer.screenshot(path=screenshots / "code-light.png")
     light = await page.evaluate(colour, keyword)
     assert light != await page.evaluate(colour, plain)
     await page.evaluate("document.documentElement.dataset.theme = 'dark'")
+    await answer.screenshot(path=screenshots / "code-dark.png")
     assert await page.evaluate(colour, keyword) not in (light, await page.evaluate(colour, plain))
     # a language the highlighter does not know: its name as the label, the code as plain text
     await expect(unknown.locator(".code-lang")).to_have_text("deerscript")
