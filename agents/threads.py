@@ -12,6 +12,7 @@ runner joins the same queue group; `$SRV` discovery lists them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,19 @@ def state_graph(checkpointer: Any) -> Any:
     )
 
 
+def task_error(error: Any) -> str | None:
+    """A checkpoint task's error as clients see it; none for a task a stop cancelled.
+
+    LangGraph saves a cancelled task's `CancelledError` as its error (so the super-step can end), but
+    a stop is the user's choice, not a failure: DeerFlow's UI (the LangGraph SDK's `useStream`) reads
+    the newest checkpoint's task error as the chat's error and shows it as failed after a reload.
+    """
+    if error is None or isinstance(error, asyncio.CancelledError):
+        return None
+    text = str(error) if isinstance(error, str) else repr(error)
+    return None if text.startswith("CancelledError(") else text
+
+
 def to_thread_state(snapshot: Any) -> ThreadState:
     conf = snapshot.config.get("configurable", {}) if snapshot.config else {}
     parent = snapshot.parent_config.get("configurable") if snapshot.parent_config else None
@@ -84,7 +98,7 @@ def to_thread_state(snapshot: Any) -> ThreadState:
         if parent
         else None,
         tasks=[
-            {"id": t.id, "name": t.name, "error": t.error, "interrupts": jsonable(t.interrupts)}
+            {"id": t.id, "name": t.name, "error": task_error(t.error), "interrupts": jsonable(t.interrupts)}
             for t in snapshot.tasks or ()
         ],
         interrupts=jsonable(list(getattr(snapshot, "interrupts", ()) or ())),

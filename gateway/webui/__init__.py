@@ -1,8 +1,9 @@
 """Antler's own web UI: static files served by the gateway at `/`, a pure client of its public API.
 
 The page (`/`) and its files (`/ui/...`) are plain files with no build step:
-vanilla JavaScript modules plus two vendored libraries (marked renders
-Markdown, DOMPurify sanitizes it; see `static/vendor/VENDORED.md`). They hold
+vanilla JavaScript modules plus three vendored libraries (marked renders
+Markdown, DOMPurify sanitizes it, highlight.js colours code blocks; see
+`static/vendor/VENDORED.md`). They hold
 no data, so they are served without a token; everything the page shows comes
 from `/api`, where the caller's token (or session) is checked as for any
 other client.

@@ -1,7 +1,8 @@
 """Calls DeerFlow's unmodified web UI makes, answered the way it expects (against the real gateway).
 
 The UI's flows these stand for: a new chat with an attachment (upload, then create the thread, then
-run), the badge of changed files after each run, and auth-disabled mode's `/auth/me`.
+run), the badge of changed files after each run, auth-disabled mode's `/auth/me`, and reopening a
+thread whose answer was stopped (its SDK reads the head checkpoint's task errors as the chat's error).
 """
 
 from __future__ import annotations
@@ -74,6 +75,41 @@ async def test_workspace_changes_answers_after_every_run(
     async with httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}) as bob:
         assert (await bob.get(f"/threads/{thread}/runs/{run_id}/workspace-changes")).status_code == 404
     assert (await http.get(f"/threads/{thread}/runs/no-such-run/workspace-changes")).status_code == 404
+
+
+async def test_a_stopped_run_leaves_no_error_for_the_ui_to_show_after_a_reload(
+    http: httpx.AsyncClient, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(Reply(text="a long answer " * 200, chunk_delay=0.05))
+    thread = (await http.post("/threads", json={})).json()["thread_id"]
+    modes = ["values", "messages-tuple"]
+    run = (await http.post(f"/threads/{thread}/runs", json={"input": HI, "stream_mode": modes})).json()
+    path = f"/threads/{thread}/runs/{run['run_id']}"
+    async with http.stream("GET", f"{path}/stream") as events:
+        async for line in events.aiter_lines():  # the answer is being written: Stop is pressed now
+            if line.startswith("data:") and "long" in line:
+                stopped = await http.post(f"{path}/cancel", params={"action": "interrupt"})
+                assert stopped.status_code in (200, 202, 204), stopped.text
+                break
+    await http.get(f"{path}/join")
+    assert (await http.get(path)).json()["status"] == "interrupted"
+    # what the UI reads on reopening the chat: the newest checkpoint (history, limit 1) and the state
+    head = (await http.post(f"/threads/{thread}/history", json={"limit": 1})).json()[0]
+    state = (await http.get(f"/threads/{thread}/state")).json()
+    for snapshot in (head, state):
+        # a stop is not a failure: no task error, so the UI's composer is ready (not an error cross)
+        assert [task.get("error") for task in snapshot["tasks"]] == [None] * len(snapshot["tasks"])
+        assert snapshot["values"]["messages"][0]["type"] == "human"
+
+
+async def test_a_failed_run_still_shows_its_error_in_the_state(
+    http: httpx.AsyncClient, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(Reply(text="upstream overloaded", status=503))
+    thread = (await http.post("/threads", json={})).json()["thread_id"]
+    await http.post(f"/threads/{thread}/runs/wait", json={"input": HI})
+    state = (await http.get(f"/threads/{thread}/state")).json()
+    assert any(task.get("error") for task in state["tasks"]), state["tasks"]
 
 
 @pytest_asyncio.fixture

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import re
+import sys
 import zipfile
 from pathlib import Path
 
@@ -172,3 +174,33 @@ async def test_settings_pages_edit_memory_switch_skills_and_mcp_servers(
     await expect(body).not_to_contain_text("null")
     await page.emulate_media(color_scheme="dark")
     await page.screenshot(path=screenshots / "settings-mcp-dark.png")
+
+
+PROCESS_STATUS = re.compile(r"^(runner|subagent executor) on \S+ \(pid \d+\)( #\d+)?: .+")
+
+
+async def test_a_failing_mcp_server_shows_which_process_and_what_it_said(
+    open_page: OpenPage, stack: Stack
+) -> None:
+    complaint = "import sys; print('notes folder /srv/notes is missing', file=sys.stderr); sys.exit(3)"
+    server = {"type": "stdio", "command": sys.executable, "args": ["-c", complaint]}
+    async with api(stack) as http:
+        assert (await http.put("/mcp/config", json={"mcp_servers": {"notes": server}})).status_code == 200
+        try:
+            page = await open_page(user="ana", path="/#/settings/mcp")
+            status = page.locator("[data-mcp=notes] .status li")
+            for _ in range(30):  # the runner reports once it has tried: reopen the page until it has
+                if await status.count():
+                    break
+                await page.wait_for_timeout(500)
+                await page.locator(".tabs a", has_text="Memory").click()
+                await page.locator(".tabs a", has_text="MCP servers").click()
+            # each process (runner, subagent executor) as a person reads it (host and pid, not
+            # 'vm:22370#1'), with the server's own words, not only the client's "Connection closed"
+            await expect(status.first).to_be_visible()
+            for line in await status.all():
+                await expect(line).to_have_class("error")
+                await expect(line).to_have_text(PROCESS_STATUS)
+                await expect(line).to_contain_text("notes folder /srv/notes is missing")
+        finally:
+            await http.put("/mcp/config", json={"mcp_servers": {}})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from playwright.async_api import expect
 
@@ -112,3 +113,45 @@ async def test_on_a_phone_send_stays_on_the_composers_row(open_page: OpenPage, s
     assert attach is not None
     assert abs(send["y"] - attach["y"]) < 4, "Send sits on the row of + Files, not on a row of its own"
     assert send["x"] + send["width"] <= PHONE["width"], "and inside the screen"
+
+
+CODE_ANSWER = (
+    "In Python:\n\n```python\ndef greet(name):\n    return f'hi {name}'  # wave\n```\n\n"
+    "In a language nobody knows:\n\n```deerscript\nlet herd = 3 // deer\n```\n"
+)
+
+
+async def test_a_python_block_is_coloured_and_labelled_and_an_unknown_language_stays_plain(
+    open_page: OpenPage, stack: Stack, screenshots: Path
+) -> None:
+    stack.model.script(Reply(text=CODE_ANSWER, chunk_delay=0.01))
+    page = await open_page()
+    await page.evaluate(
+        "window.__csp = []; document.addEventListener('securitypolicyviolation',"
+        " (e) => window.__csp.push(e.violatedDirective))"
+    )
+    await page.locator("#input").fill("code in two languages")
+    await page.locator("#send").click()
+    answer = page.locator(".msg-ai").last
+    python, unknown = answer.locator(".code").first, answer.locator(".code").last
+    await expect(answer.locator(".code")).to_have_count(2)
+    await expect(python.locator(".code-lang")).to_have_text("python")
+    await expect(python.locator("code .hljs-keyword").first).to_have_text("def")
+    await expect(python.locator("code .hljs-comment")).to_have_text("# wave")
+    await expect(python.locator("code")).to_have_text("def greet(name):\n    return f'hi {name}'  # wave\n")
+    # the colours are really applied (the stylesheet knows the classes), and differ by theme
+    colour = "(s) => getComputedStyle(document.querySelector(s)).color"
+    keyword = ".msg-ai .code .hljs-keyword"
+    plain = ".msg-ai .code code"
+    await page.evaluate("document.documentElement.dataset.theme = 'light'")
+    await answer.screenshot(path=screenshots / "code-light.png")
+    light = await page.evaluate(colour, keyword)
+    assert light != await page.evaluate(colour, plain)
+    await page.evaluate("document.documentElement.dataset.theme = 'dark'")
+    await answer.screenshot(path=screenshots / "code-dark.png")
+    assert await page.evaluate(colour, keyword) not in (light, await page.evaluate(colour, plain))
+    # a language the highlighter does not know: its name as the label, the code as plain text
+    await expect(unknown.locator(".code-lang")).to_have_text("deerscript")
+    await expect(unknown.locator("code")).to_have_text("let herd = 3 // deer\n")
+    assert await unknown.locator("code span").count() == 0
+    assert await page.evaluate("window.__csp") == []

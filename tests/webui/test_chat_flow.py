@@ -173,3 +173,31 @@ async def test_plan_and_subagent_cards_sit_where_they_happened_with_the_latest_p
         assert await follows(page, ".todos", ".msg-ai > .md")
         await page.reload()
         await expect(page.locator(".msg-ai > .md")).to_have_count(2)
+
+
+async def test_a_stopped_answer_keeps_its_subagent_card_after_a_reload(
+    open_page: OpenPage, stack: Stack
+) -> None:
+    prompt = "Count the deer in the south herd"
+    task = {"description": "count the south herd", "prompt": prompt, "subagent_type": "bash"}
+    hold = asyncio.Event()  # the subagent is still counting when Stop is pressed
+    stack.model.script(
+        Reply(tool_calls=[ToolCall("task", task)]), Reply(text="Nine deer.", when=prompt, hold=hold)
+    )
+    try:
+        page = await open_page()
+        await page.locator("label", has_text="Subagents").click()
+        await page.locator("#input").fill("delegate the south count")
+        await page.locator("#send").click()
+        card = page.locator(".task")
+        await expect(card.locator(".task-desc")).to_have_text("count the south herd")
+        await page.locator("#stop").click()
+        await expect(page.locator(".run-note")).to_have_text("Stopped before the answer was finished.")
+        await page.reload()
+        await expect(page.locator(".msg-human .plain")).to_have_text("delegate the south count")
+        await expect(card.locator(".task-desc")).to_have_text("count the south herd")
+        await expect(card.locator(".task-status")).not_to_have_text("Done")
+        await expect(page.locator(".run-note")).to_have_text("Stopped before the answer was finished.")
+        await expect(page.locator(".run-error")).to_have_count(0)
+    finally:
+        hold.set()

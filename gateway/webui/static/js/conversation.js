@@ -5,6 +5,7 @@
 // being written, deltas per message id). Model output is drawn as sanitized Markdown; the user's
 // own words as plain text.
 
+import { highlightCode } from "./highlight.js";
 import { renderMarkdown } from "./markdown.js";
 
 const FILES_NOTE = /\n*\[Files sent with this message, now in the sandbox:[\s\S]*\]\s*$/;
@@ -171,11 +172,12 @@ export function copyButton(label, text) {
   return button;
 }
 
-/** Model Markdown, each code block under a bar with its language and a copy button. */
+/** Model Markdown, each code block coloured, under a bar with its language and a copy button. */
 function markdownBlock(text) {
   const fragment = renderMarkdown(text);
   for (const code of fragment.querySelectorAll("pre > code")) {
     const language = [...code.classList].find((c) => c.startsWith("language-"))?.slice("language-".length) || "text";
+    highlightCode(code, language);
     const pre = code.parentElement;
     const bar = el("div", { class: "code-bar" }, el("span", { class: "code-lang", text: language }), copyButton("Copy code", () => code.textContent));
     pre.replaceWith(el("div", { class: "code" }, bar, pre.cloneNode(true)));
