@@ -38,6 +38,7 @@ from agents.lead import tool_error
 from agents.mcp_tools import McpServers
 from agents.middleware import (
     DanglingToolCallMiddleware,
+    FinishReasonMiddleware,
     LLMErrorHandlingMiddleware,
     LoopDetectionMiddleware,
     RunPromptMiddleware,
@@ -64,6 +65,7 @@ from bus.messages import (
 from bus.records import RecordStore
 from bus.service import start_service
 from config import AppConfig
+from llm.guard import ModelCalls
 from llm.models import create_chat_model
 from skills import SkillsFollower
 
@@ -81,6 +83,7 @@ class SubagentExecutor:
         self.skills = SkillsFollower(bus, config)
         self._own_tools = [*make_sandbox_tools(bus), make_view_image_tool(bus), *config_tools(config)]
         self.tools: dict[str, BaseTool] = {t.name: t for t in self._own_tools}
+        self.calls = ModelCalls(bus, config)  # the models' cluster budgets, and retries
         self.mcp = McpServers(
             bus,
             reserved=set(self.tools) | {"task", "ask_clarification", "present_files"},
@@ -101,6 +104,7 @@ class SubagentExecutor:
         self.results = await self.bus.kv(s.subagent_results_bucket)
         await self.mcp.start()
         await self.skills.start()
+        await self.calls.start()
 
     # ------------------------------------------------------------------ the agent of a type
 
@@ -121,10 +125,13 @@ class SubagentExecutor:
             RunPromptMiddleware(),
             DanglingToolCallMiddleware(),
             LLMErrorHandlingMiddleware(
-                (model_config.display_name or model_config.name) if model_config else None
+                (model_config.display_name or model_config.name) if model_config else None,
+                self.calls,
+                model_config.name if model_config else None,
             ),
             ToolErrorMiddleware(aon_error=tool_error),
             *([ViewImageMiddleware()] if sees else []),
+            FinishReasonMiddleware(),
             LoopDetectionMiddleware(),
             *(
                 [GuardrailMiddleware(make_provider(self.config.guardrails))]
@@ -412,6 +419,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         finally:
             await executor.mcp.close()
             await executor.skills.close()
+            await executor.calls.close()
             await presence.stop()
             await control.unsubscribe()
             await cancels.unsubscribe()
