@@ -121,7 +121,7 @@ async def test_stop_keeps_the_partial_answer_with_a_marker_also_after_a_reload(
 async def test_a_model_down_error_names_the_picked_model_and_stays_after_a_reload(
     open_page: OpenPage, stack: Stack
 ) -> None:
-    stack.model.script(Reply(text="upstream overloaded", status=503))
+    stack.model.script(*[Reply(text="upstream overloaded", status=503)] * 5)  # every try (model_calls)
     page = await open_page()
     await page.locator("#input").fill("are you there")
     await page.locator("#send").click()
