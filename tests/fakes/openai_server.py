@@ -84,6 +84,7 @@ class FakeOpenAI(LocalServer):
         self.max_in_flight = 0
         self.concurrency_limit: int | None = None
         self.refused = 0
+        self.holding = 0  # requests waiting on their reply's `hold` now
         self._refusals: list[str | None] = []  # Retry-After of each 429 still to send
         self._changed = asyncio.Event()
         self.app = FastAPI()
@@ -177,7 +178,13 @@ class FakeOpenAI(LocalServer):
         if reply.delay:
             await asyncio.sleep(reply.delay)
         if reply.hold is not None:
-            await reply.hold.wait()
+            self.holding += 1
+            self._changed.set()
+            try:
+                await reply.hold.wait()
+            finally:
+                self.holding -= 1
+                self._changed.set()
         if reply.status != 200:
             headers = {"retry-after": reply.retry_after} if reply.retry_after is not None else {}
             kind = "rate_limit_error" if reply.status == 429 else "server_error"
