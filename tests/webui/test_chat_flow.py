@@ -173,3 +173,23 @@ async def test_plan_and_subagent_cards_sit_where_they_happened_with_the_latest_p
         assert await follows(page, ".todos", ".msg-ai > .md")
         await page.reload()
         await expect(page.locator(".msg-ai > .md")).to_have_count(2)
+
+
+async def test_a_rate_limited_model_shows_retrying_until_it_answers(
+    open_page: OpenPage, stack: Stack
+) -> None:
+    hold = asyncio.Event()
+    stack.model.refuse(1, retry_after="1")
+    stack.model.script(Reply(text="Back again.", hold=hold))
+    try:
+        page = await open_page()
+        await page.locator("#input").fill("are you busy")
+        await page.locator("#send").click()
+        notice = page.locator(".model-retry")
+        await expect(notice).to_have_text("The model is busy; retrying (2/5) in 1s…")
+        hold.set()
+        await expect(page.locator(".msg-ai .md")).to_have_text(["Back again."])
+        await expect(notice).to_have_count(0)
+        await expect(page.locator(".run-error")).to_have_count(0)
+    finally:
+        hold.set()
