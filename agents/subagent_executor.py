@@ -292,10 +292,13 @@ class SubagentExecutor:
         limit = asyncio.timeout(max(left, 0.0))
         try:
             async with limit:
-                async for update in agent.astream(
-                    graph_input, config, context=context, stream_mode="updates", durability="sync"
+                async for mode, chunk in agent.astream(
+                    graph_input, config, context=context, stream_mode=["updates", "custom"], durability="sync"
                 ):
-                    turns = await self._progress(task, update, turns)
+                    if mode == "custom":
+                        await self._notice(task, chunk, turns)
+                    else:
+                        turns = await self._progress(task, chunk, turns)
         except TimeoutError as exc:
             if not limit.expired():
                 status, error = "failed", f"{type(exc).__name__}: {exc}"
@@ -316,6 +319,20 @@ class SubagentExecutor:
             "thread_data": thread_data(task.user_id),
             "sandbox": {"sandbox_id": f"{task.user_id}:{task.thread_id}"},
         }
+
+    async def _notice(self, task: SubagentTask, event: Any, turns: int) -> None:
+        """A model retry of the subagent (`llm_retry`), relayed as its latest message: the parent's
+        task card and events say "retrying (2/5)…" while the subagent waits."""
+        if not isinstance(event, dict) or event.get("type") != "llm_retry":
+            return
+        text = f"The model is busy; retrying ({event.get('attempt')}/{event.get('max_attempts')})…"
+        progress = SubagentProgress(
+            task_id=task.task_id,
+            parent_run_id=task.parent_run_id,
+            turn=turns,
+            message={"type": "ai", "content": text, "llm_retry": event},
+        )
+        await self.bus.publish_core(self.bus.subjects.subagent_progress(task.parent_run_id), progress)
 
     async def _progress(self, task: SubagentTask, update: Any, turns: int) -> int:
         """Each finished model turn, for the parent's task tool to relay; the turns so far."""
