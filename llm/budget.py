@@ -121,6 +121,8 @@ class ModelSlots:
             while True:
                 changed = self._view.changed
                 waiting = self._tickets(base)
+                if ticket is not None and (ticket.lost or ticket.key not in waiting):
+                    ticket = None  # it lapsed (this process stalled past a lease): queue again
                 free = self._free_slots(base, limit)
                 position = (
                     0
@@ -187,16 +189,21 @@ class ModelSlots:
         known = self._view.entries.get(key)
         last = known.revision if known is not None else 0
         value = f"{self.holder}:{uuid.uuid4().hex[:8]}".encode()
-        for _ in range(2):
+        for _ in range(3):
             try:
                 revision = await self._publish(key, value, last)
             except KeyWrongLastSequenceError:
+                # Our view was behind: the key is held, or its marker changed (a lapse we had not
+                # seen yet, or a marker that expired itself and left the key empty).
                 current = await self._last(key)
-                if current is not None:
-                    self._view.entries[key] = current
-                if current is None or current.live or current.revision == last:
+                if current is None:
+                    self._view.entries.pop(key, None)
+                    last = 0
+                    continue
+                self._view.entries[key] = current
+                if current.live:
                     return None  # held by someone else now
-                last = current.revision  # an expiry marker we had not seen yet (or one that went)
+                last = current.revision
                 continue
             lease = Lease(key, revision, value)
             self._leases.add(lease)
