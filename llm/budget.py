@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 BUCKET = "model_slots"
 MARKER_TTL = 60.0  # seconds the server keeps the marker of an expired lease (watchers saw it by then)
+START_PATIENCE = 30.0  # seconds to wait for the first view of the bucket
 COUNTER_TTL = 120  # seconds a per-minute counter outlives its minute
 _EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -100,7 +101,14 @@ class ModelSlots:
             asyncio.create_task(self._watch(), name="model-slots-watch"),
             asyncio.create_task(self._renew(), name="model-slots-renew"),
         ]
-        await self._ready.wait()
+        try:
+            await asyncio.wait_for(self._ready.wait(), START_PATIENCE)
+        except TimeoutError:
+            await self.close()
+            raise RuntimeError(
+                f"cannot watch the model budgets (KV bucket {self.bus.subjects.bucket(BUCKET)}); "
+                "run `antler provision` and check the component's bus rights"
+            ) from None
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -279,11 +287,15 @@ class ModelSlots:
 
     async def _publish(self, key: str, value: bytes, last: int, ttl: int | None = None) -> int:
         try:
-            ack = await self.bus.js.publish(
-                self._subject_prefix + key,
-                value,
-                headers={_EXPECTED_LAST: str(last)},
-                msg_ttl=ttl or self.lease_seconds,
+            # Through a cluster's leader election (a node died): a model call waits, it does not fail.
+            ack = await self.bus.while_unavailable(
+                f"model slot {key}",
+                lambda: self.bus.js.publish(
+                    self._subject_prefix + key,
+                    value,
+                    headers={_EXPECTED_LAST: str(last)},
+                    msg_ttl=ttl or self.lease_seconds,
+                ),
             )
         except Exception as exc:
             if _conflict(exc):
