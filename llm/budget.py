@@ -88,7 +88,7 @@ class ModelSlots:
         self.lease_seconds = max(int(lease_seconds), 1)
         self.holder = f"{socket.gethostname()}:{os.getpid()}"
         self._view = _View()
-        self._leases: set[Lease] = set()  # type: ignore[misc]
+        self._leases: set[Lease] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._ready = asyncio.Event()
         self._kv: Any = None
@@ -144,7 +144,10 @@ class ModelSlots:
                     lease = await self._claim(f"{base}.slot.{free[position]}")
                     if lease is not None:
                         return lease
-                    continue  # another process took it first: look again at once
+                    # Another process took it first: look again once our view has caught up.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(changed.wait(), 0.1)
+                    continue
                 if ticket is None:
                     ticket = await self._write_new(f"{base}.wait.{uuid.uuid4().hex}", b"new")
                     continue
