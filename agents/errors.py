@@ -36,9 +36,12 @@ class UnknownAgent(AgentError):
 
 
 class ModelUnavailable(AgentError):
-    def __init__(self, model: str, cause: Exception) -> None:
+    def __init__(self, model: str, cause: BaseException, attempts: int = 1) -> None:
         self.model = model
         self.cause = cause
+        self.attempts = attempts
         detail = str(cause).splitlines()[0][:200] if str(cause) else ""
         reason = f"{type(cause).__name__}: {detail}" if detail else type(cause).__name__
+        if attempts > 1:
+            reason = f"tried {attempts} times; last: {reason}"
         super().__init__(f"the model {model!r} could not be reached ({reason}); please try again in a moment")

@@ -6,7 +6,10 @@ DeerFlow's chain and where each link lives here:
     input (`thread_data`, `sandbox`, new uploads in the user's message): state
     set once per run needs no graph node
  4. dangling tool calls                  -> DanglingToolCallMiddleware
- 5. model errors                         -> LLMErrorHandlingMiddleware
+ 5. model errors                         -> LLMErrorHandlingMiddleware: the model's cluster budget and
+                                            retries with backoff (llm.guard), `llm_retry` events
+    terminal response, length and safety   -> FinishReasonMiddleware (empty answers asked again once;
+    finish reasons                            cut or filtered answers said so)
  6. tool errors                          -> langchain's ToolErrorMiddleware
  7. summarization                        -> langchain's SummarizationMiddleware (`summarization.enabled`)
  8. plan mode                            -> langchain's TodoListMiddleware (`is_plan_mode`)
@@ -42,6 +45,7 @@ from agents.context import RunContext, RunOptions
 from agents.guardrails import GuardrailMiddleware, make_provider
 from agents.middleware import (
     DanglingToolCallMiddleware,
+    FinishReasonMiddleware,
     LLMErrorHandlingMiddleware,
     LoopDetectionMiddleware,
     RunPromptMiddleware,
@@ -52,6 +56,7 @@ from agents.state import ThreadState
 from agents.tool_search import DeferredToolsMiddleware, make_tool_search
 from agents.tools import ask_clarification, config_tools, present_files
 from config import AppConfig, ContextSize
+from llm.guard import ModelCalls
 from llm.models import create_chat_model
 
 log = logging.getLogger(__name__)
@@ -70,14 +75,24 @@ def _context_size(size: ContextSize) -> tuple[str, float]:
 
 
 def build_middlewares(
-    config: AppConfig, options: RunOptions, model: Any, deferred: list[BaseTool] | None = None
+    config: AppConfig,
+    options: RunOptions,
+    model: Any,
+    deferred: list[BaseTool] | None = None,
+    calls: ModelCalls | None = None,
 ) -> list[AgentMiddleware[Any, Any]]:
+    """`calls`: the process's model calls (cluster budget through the bus); without them, calls are
+    still tried again as `model_calls` says, with no budget."""
     chosen = config.get_model(options.model_name)
     middlewares: list[AgentMiddleware[Any, Any]] = [
         RunPromptMiddleware(),
         *([DeferredToolsMiddleware(deferred)] if deferred else []),
         DanglingToolCallMiddleware(),
-        LLMErrorHandlingMiddleware((chosen.display_name or chosen.name) if chosen else None),
+        LLMErrorHandlingMiddleware(
+            (chosen.display_name or chosen.name) if chosen else None,
+            calls or ModelCalls(None, config),
+            chosen.name if chosen else None,
+        ),
         ToolErrorMiddleware(aon_error=tool_error),
     ]
     summary = config.summarization
@@ -100,6 +115,7 @@ def build_middlewares(
     model_config = config.get_model(options.model_name)
     if model_config is not None and model_config.supports_vision:
         middlewares.append(ViewImageMiddleware())
+    middlewares.append(FinishReasonMiddleware())
     middlewares.append(LoopDetectionMiddleware())
     if config.guardrails.enabled:
         middlewares.append(GuardrailMiddleware(make_provider(config.guardrails)))
@@ -128,6 +144,7 @@ def build_lead_agent(
     extra_tools: list[BaseTool] | None = None,
     task_tool: BaseTool | None = None,
     deferred: list[BaseTool] | None = None,
+    calls: ModelCalls | None = None,
 ) -> Any:
     """Compile the lead agent for one set of options.
 
@@ -147,7 +164,7 @@ def build_lead_agent(
     return create_agent(
         model,
         tools,
-        middleware=build_middlewares(config, options, model, deferred),
+        middleware=build_middlewares(config, options, model, deferred, calls),
         state_schema=ThreadState,
         context_schema=RunContext,
         checkpointer=checkpointer,
@@ -164,8 +181,10 @@ class AgentCache:
         checkpointer: BaseCheckpointSaver[Any] | None,
         extra_tools: list[BaseTool] | None = None,
         task_tool: BaseTool | None = None,
+        calls: ModelCalls | None = None,
     ) -> None:
         self.config = config
+        self.calls = calls
         self.checkpointer = checkpointer
         self.extra_tools = extra_tools or []
         self.task_tool = task_tool
@@ -176,7 +195,13 @@ class AgentCache:
         agent = self._agents.get(options)
         if agent is None:
             agent = build_lead_agent(
-                self.config, options, self.checkpointer, self.extra_tools, self.task_tool, self.deferred_tools
+                self.config,
+                options,
+                self.checkpointer,
+                self.extra_tools,
+                self.task_tool,
+                self.deferred_tools,
+                self.calls,
             )
             self._agents[options] = agent  # only after success: a fixed config is retried next run
             log.info("compiled lead agent for %s", options)

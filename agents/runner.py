@@ -49,6 +49,7 @@ from bus.messages import (
 from bus.records import RecordStore
 from bus.runs import thread_run_key
 from config import AppConfig, ConfigError, MissingEnvError
+from llm.guard import ModelCalls
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,10 @@ class Runner:
             *make_agent_tools(bus, config),
         ]
         task = make_task_tool(bus, config)
-        self.agents = AgentCache(config, checkpointer, extra_tools=self._own_tools, task_tool=task)
+        self.calls = ModelCalls(bus, config)  # the models' cluster budgets, and retries
+        self.agents = AgentCache(
+            config, checkpointer, extra_tools=self._own_tools, task_tool=task, calls=self.calls
+        )
         reserved = {t.name for t in self._own_tools} | {"task", "ask_clarification", "present_files"}
         self.mcp = McpServers(bus, reserved=reserved, role="runner")
         self._mcp_version = 0
@@ -105,6 +109,7 @@ class Runner:
         self.memory_and_prompt = PromptAssembly(self.bus, self.config, memory)
         await self.memory_and_prompt.start()
         await self.mcp.start()
+        await self.calls.start()
 
     async def _current_tools(self) -> None:
         """MCP tools as configured now: a changed set recompiles the agents (once per change)."""
@@ -515,3 +520,4 @@ async def run(bus: Bus, config: AppConfig) -> None:
             await control.unsubscribe()
             await runner.mcp.close()
             await runner.memory_and_prompt.close()
+            await runner.calls.close()

@@ -38,6 +38,7 @@ from agents.lead import tool_error
 from agents.mcp_tools import McpServers
 from agents.middleware import (
     DanglingToolCallMiddleware,
+    FinishReasonMiddleware,
     LLMErrorHandlingMiddleware,
     LoopDetectionMiddleware,
     RunPromptMiddleware,
@@ -64,6 +65,7 @@ from bus.messages import (
 from bus.records import RecordStore
 from bus.service import start_service
 from config import AppConfig
+from llm.guard import ModelCalls
 from llm.models import create_chat_model
 from skills import SkillsFollower
 
@@ -81,6 +83,7 @@ class SubagentExecutor:
         self.skills = SkillsFollower(bus, config)
         self._own_tools = [*make_sandbox_tools(bus), make_view_image_tool(bus), *config_tools(config)]
         self.tools: dict[str, BaseTool] = {t.name: t for t in self._own_tools}
+        self.calls = ModelCalls(bus, config)  # the models' cluster budgets, and retries
         self.mcp = McpServers(
             bus,
             reserved=set(self.tools) | {"task", "ask_clarification", "present_files"},
@@ -101,6 +104,7 @@ class SubagentExecutor:
         self.results = await self.bus.kv(s.subagent_results_bucket)
         await self.mcp.start()
         await self.skills.start()
+        await self.calls.start()
 
     # ------------------------------------------------------------------ the agent of a type
 
@@ -121,10 +125,13 @@ class SubagentExecutor:
             RunPromptMiddleware(),
             DanglingToolCallMiddleware(),
             LLMErrorHandlingMiddleware(
-                (model_config.display_name or model_config.name) if model_config else None
+                (model_config.display_name or model_config.name) if model_config else None,
+                self.calls,
+                model_config.name if model_config else None,
             ),
             ToolErrorMiddleware(aon_error=tool_error),
             *([ViewImageMiddleware()] if sees else []),
+            FinishReasonMiddleware(),
             LoopDetectionMiddleware(),
             *(
                 [GuardrailMiddleware(make_provider(self.config.guardrails))]
@@ -285,10 +292,13 @@ class SubagentExecutor:
         limit = asyncio.timeout(max(left, 0.0))
         try:
             async with limit:
-                async for update in agent.astream(
-                    graph_input, config, context=context, stream_mode="updates", durability="sync"
+                async for mode, chunk in agent.astream(
+                    graph_input, config, context=context, stream_mode=["updates", "custom"], durability="sync"
                 ):
-                    turns = await self._progress(task, update, turns)
+                    if mode == "custom":
+                        await self._notice(task, chunk, turns)
+                    else:
+                        turns = await self._progress(task, chunk, turns)
         except TimeoutError as exc:
             if not limit.expired():
                 status, error = "failed", f"{type(exc).__name__}: {exc}"
@@ -309,6 +319,20 @@ class SubagentExecutor:
             "thread_data": thread_data(task.user_id),
             "sandbox": {"sandbox_id": f"{task.user_id}:{task.thread_id}"},
         }
+
+    async def _notice(self, task: SubagentTask, event: Any, turns: int) -> None:
+        """A model retry of the subagent (`llm_retry`), relayed as its latest message: the parent's
+        task card and events say "retrying (2/5)…" while the subagent waits."""
+        if not isinstance(event, dict) or event.get("type") != "llm_retry":
+            return
+        text = f"The model is busy; retrying ({event.get('attempt')}/{event.get('max_attempts')})…"
+        progress = SubagentProgress(
+            task_id=task.task_id,
+            parent_run_id=task.parent_run_id,
+            turn=turns,
+            message={"type": "ai", "content": text, "llm_retry": event},
+        )
+        await self.bus.publish_core(self.bus.subjects.subagent_progress(task.parent_run_id), progress)
 
     async def _progress(self, task: SubagentTask, update: Any, turns: int) -> int:
         """Each finished model turn, for the parent's task tool to relay; the turns so far."""
@@ -412,6 +436,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         finally:
             await executor.mcp.close()
             await executor.skills.close()
+            await executor.calls.close()
             await presence.stop()
             await control.unsubscribe()
             await cancels.unsubscribe()

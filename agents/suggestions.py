@@ -17,6 +17,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from bus.content import text_of
 from config import AppConfig
+from llm.guard import ModelCalls
 from llm.models import create_chat_model
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,9 @@ async def suggest(
     try:
         model = create_chat_model(config, model_name)
         async with asyncio.timeout(MODEL_TIMEOUT_SECONDS):
-            answer = await model.ainvoke([HumanMessage(PROMPT.format(n=n, conversation=conversation))])
+            asked = [HumanMessage(PROMPT.format(n=n, conversation=conversation))]
+            # Tried again on a rate limit or an outage (within the time limit); no cluster budget here.
+            answer = await ModelCalls(None, config).call(model_name, lambda: model.ainvoke(asked))
     except Exception as exc:
         log.warning("suggestions failed: %s: %s", type(exc).__name__, exc)
         raise SuggestionFailed(f"the model could not suggest follow-ups ({type(exc).__name__})") from exc

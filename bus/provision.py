@@ -131,7 +131,15 @@ async def provision(bus: Bus) -> Provisioned:
     await _ensure_kv(bus, s.bucket("users"))
     await _ensure_kv(bus, s.bucket("login_failures"), ttl=DAY)
     await _ensure_kv(bus, s.subagent_results_bucket, ttl=bus.config.subagent_results_ttl_hours * HOUR)
-    buckets += [s.replies_bucket, s.subagent_results_bucket, s.bucket("users"), s.bucket("login_failures")]
+    # Model budgets (llm.budget): leases with their own TTL; watchers see the ones that lapse.
+    await _ensure_kv(bus, s.bucket("model_slots"), marker_ttl=60.0)
+    buckets += [
+        s.replies_bucket,
+        s.subagent_results_bucket,
+        s.bucket("users"),
+        s.bucket("login_failures"),
+        s.bucket("model_slots"),
+    ]
     await _ensure_object_store(bus, s.files_store)
     log.debug("provisioned %d streams, %d buckets, 1 object store", len(streams), len(buckets))
     return Provisioned(streams=streams, buckets=buckets, object_stores=[s.files_store])
@@ -159,13 +167,20 @@ async def _ensure_stream(bus: Bus, config: StreamConfig) -> None:
         ) from None
 
 
-async def _ensure_kv(bus: Bus, bucket: str, ttl: float | None = None) -> None:
+async def _ensure_kv(
+    bus: Bus, bucket: str, ttl: float | None = None, marker_ttl: float | None = None
+) -> None:
     try:
         await bus.js.key_value(bucket)
     except BucketNotFoundError:
         await bus.js.create_key_value(
             KeyValueConfig(
-                bucket=bucket, history=1, storage=StorageType.FILE, ttl=ttl, replicas=bus.config.replicas
+                bucket=bucket,
+                history=1,
+                storage=StorageType.FILE,
+                ttl=ttl,
+                replicas=bus.config.replicas,
+                limit_marker_ttl=marker_ttl,  # markers for entries whose TTL ran out, seen by watchers
             )
         )
         log.info("created KV bucket %s", bucket)

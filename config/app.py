@@ -134,6 +134,21 @@ class ModelConfig(Section):
     )
     use_responses_api: bool | None = None
     output_version: str | None = None
+    max_concurrent_calls: int | None = Field(
+        None,
+        ge=1,
+        description="Calls of this model in flight at once across the whole cluster (every runner, "
+        "subagent executor and memory updater); more wait their turn, in order. null = no limit.",
+    )
+    requests_per_minute: int | None = Field(
+        None, ge=1, description="Calls of this model started per minute across the cluster; null = no limit."
+    )
+    tokens_per_minute: int | None = Field(
+        None,
+        ge=1,
+        description="Tokens (prompt and answer) of this model per minute across the cluster; a call starts "
+        "only while the minute's count is below it. null = no limit.",
+    )
 
     @field_validator("use")
     @classmethod
@@ -187,6 +202,29 @@ class SandboxConfig(Section):
     )
     max_waiting_per_user: int = Field(
         8, ge=0, description="Commands of one user waiting for a slot; more are refused (busy)."
+    )
+
+
+class ModelCallsConfig(Section):
+    """How every model call recovers from a provider's transient failures (see llm/retry.py)."""
+
+    max_attempts: int = Field(
+        5,
+        ge=1,
+        description="Tries of one model call on a rate limit (429), a 5xx, a timeout or a dropped "
+        "connection, the first included; then the run ends with a readable error.",
+    )
+    initial_delay_seconds: float = Field(
+        1.0, ge=0, description="Wait before the second try; doubles each time."
+    )
+    max_delay_seconds: float = Field(
+        60.0, ge=0, description="Longest wait between tries, a provider's Retry-After included."
+    )
+    lease_seconds: int = Field(
+        15,
+        ge=1,
+        description="A process holding a model slot (max_concurrent_calls) renews it this often (a third of "
+        "it); a process that died gives its slots back after this long.",
     )
 
 
@@ -410,6 +448,7 @@ class AppConfig(Section):
     bus: BusConfig = Field(default_factory=BusConfig)
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     models: list[ModelConfig] = Field(default_factory=list, description="The first one is the default.")
+    model_calls: ModelCallsConfig = Field(default_factory=ModelCallsConfig)
     tool_groups: list[ToolGroupConfig] = Field(default_factory=list)
     tools: list[ToolConfig] = Field(default_factory=list)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)

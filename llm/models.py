@@ -23,6 +23,9 @@ _OWN_FIELDS = {
     "when_thinking_enabled",
     "when_thinking_disabled",
     "thinking",
+    "max_concurrent_calls",
+    "requests_per_minute",
+    "tokens_per_minute",
 }
 _PASS_THROUGH = (
     "model",
@@ -124,6 +127,10 @@ def create_chat_model(
 
         cls = ChatOpenAIWithReasoning  # the same client, keeping `reasoning_content`
     kwargs = model_kwargs(model, thinking_enabled, reasoning_effort, settings)
+    if "max_retries" in getattr(cls, "model_fields", {}):
+        # Our own retries (llm.retry) wait as the provider asks, report each try and give the model's
+        # slot back while they wait; a provider client's own would retry silently inside each of ours.
+        kwargs.setdefault("max_retries", 0)
     if model.use.startswith("langchain_openai:"):
         kwargs.setdefault("stream_usage", True)
         if not {"http_async_client", "openai_proxy", "http_socket_options"} & kwargs.keys():

@@ -25,6 +25,7 @@ from bus.content import text_of
 from bus.messages import MemoryDocument, MemoryUpdate, utcnow
 from bus.records import RecordStore
 from config import AppConfig
+from llm.guard import ModelCalls
 from memory.document import apply, conversation
 from memory.extract import parse, prompt
 from memory.service import serve_memory
@@ -41,6 +42,7 @@ class MemoryUpdater:
         self.config = config
         self.documents = documents
         self._model: Any = None
+        self.calls = ModelCalls(bus, config)  # the memory model's cluster budget, and retries
 
     def model(self) -> Any:
         """The memory model (`memory.model_name`, else the default model), built once.
@@ -71,7 +73,13 @@ class MemoryUpdater:
         current = await self.documents.get(key) or MemoryDocument(
             user_id=update.user_id, agent_name=update.agent_name
         )
-        reply = await self.model().ainvoke(prompt(current, turns))
+        model = self.model()
+        messages = prompt(current, turns)
+        reply = await self.calls.call(
+            settings.model_name,
+            lambda: model.ainvoke(messages),
+            tokens=lambda answer: int((getattr(answer, "usage_metadata", None) or {}).get("total_tokens", 0)),
+        )
         change = parse(text_of(reply.content, sep=""))
         if change.dropped:
             log.warning("memory reply for %s: dropped %s", update.user_id, "; ".join(change.dropped))
@@ -106,6 +114,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     """The memory updater component: the update consumer and the memory service, until cancelled."""
     documents = RecordStore(await bus.kv(bus.subjects.memory_bucket), MemoryDocument)
     updater = MemoryUpdater(bus, config, documents)
+    await updater.calls.start()
     service = await serve_memory(bus, config, documents)
     s = bus.subjects
     try:
@@ -125,3 +134,4 @@ async def run(bus: Bus, config: AppConfig) -> None:
         )
     finally:
         await service.stop()
+        await updater.calls.close()

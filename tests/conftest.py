@@ -215,6 +215,8 @@ def config_data(
             }
         ],
         "memory": {"enabled": True},
+        # Model calls are tried again as in production, with waits short enough for a test.
+        "model_calls": {"initial_delay_seconds": 0.05, "max_delay_seconds": 2.0},
     }
 
 

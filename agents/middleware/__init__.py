@@ -1,6 +1,7 @@
 """The lead agent's middlewares, in DeerFlow's order (see agents.lead.build_middlewares)."""
 
 from agents.middleware.dangling import DanglingToolCallMiddleware
+from agents.middleware.finish_reasons import FinishReasonMiddleware
 from agents.middleware.limits import LoopDetectionMiddleware
 from agents.middleware.model_errors import LLMErrorHandlingMiddleware
 from agents.middleware.prompt import RunPromptMiddleware
@@ -9,6 +10,7 @@ from agents.middleware.view_image import ViewImageMiddleware
 
 __all__ = [
     "DanglingToolCallMiddleware",
+    "FinishReasonMiddleware",
     "LLMErrorHandlingMiddleware",
     "LoopDetectionMiddleware",
     "RunPromptMiddleware",

@@ -290,7 +290,7 @@ async def test_a_wrong_api_key_is_an_error_event_not_a_hang(
 async def test_a_model_outage_is_an_error_run_with_a_readable_message(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:
-    fake_model.script(Reply(text="upstream overloaded", status=503))
+    fake_model.script(*[Reply(text="upstream overloaded", status=503)] * 5)  # every try (model_calls)
     events = await submit_and_collect(bus, ask("t-503", "hello"))
     error = next(e.data for e in events if e.event == "error")
     assert error["error"] == "ModelUnavailable"

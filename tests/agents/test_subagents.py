@@ -262,3 +262,30 @@ async def test_a_configured_type_gets_its_own_prompt_tools_and_turn_limit(
     result = tool_results(events)["call_a"]["additional_kwargs"]
     assert result["subagent_stop_reason"] == "turn_capped", "one turn, and it wanted a second"
     assert result["subagent_status"] == "failed", "capped without an answer"
+
+
+async def test_a_subagent_whose_model_is_rate_limited_retries_and_the_parent_hears_of_it(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(
+        Reply(tool_calls=[task_call("call_busy", "Find fact C")]),
+        Reply(text="C is 3", when="Find fact C"),
+        Reply(text="C is 3, says the subagent.", when="C is 3"),
+    )
+    request = delegate("t-busy", "What is C?")
+    await submit_run(bus, request)
+    await fake_model.wait_for_requests(1)  # the lead asked; the subagent's first tries are refused
+    fake_model.refuse(2)
+    events = await collect_run(bus, request.run_id)
+
+    assert events[-1].data["status"] == "success"
+    running = [
+        e.data["message"]["content"]
+        for e in events
+        if e.event == "custom"
+        and e.data.get("type") == "task_running"
+        and e.data.get("task_id") == "call_busy"
+    ]
+    assert "The model is busy; retrying (2/5)…" in running
+    assert "The model is busy; retrying (3/5)…" in running
+    assert tool_results(events)["call_busy"]["additional_kwargs"]["subagent_status"] == "completed"

@@ -11,6 +11,11 @@ get an automatic title; anything unscripted gets an echo of the last user text.
 With `auto_suggestions` set, follow-up suggestion requests are answered with them
 (like titles, outside the script), so a UI that asks after every answer leaves
 the script to the agent.
+
+Providers under load are played too: `refuse(n, retry_after=...)` answers the next n model
+requests with 429 (and `Retry-After`); `concurrency_limit` answers 429 to a request arriving
+while that many are in flight. `in_flight` / `max_in_flight` count requests being answered
+(a streamed one until its last chunk), `refused` the 429s sent for either reason.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ class Reply:
     hold: asyncio.Event | None = None  # the answer waits until the test sets it
     reasoning: str = ""  # a reasoning model's thinking, sent as `reasoning_content` before the text
     stream_error: str | None = None  # streamed: after the text, an OpenAI error event with this message
+    finish_reason: str | None = None  # instead of "stop" / "tool_calls" (e.g. "length", "content_filter")
+    retry_after: str | None = None  # with a non-200 status: the Retry-After header sent
 
 
 def _last_text(messages: list[dict[str, Any]], roles: tuple[str, ...] = ("user", "tool")) -> str:
@@ -73,12 +80,45 @@ class FakeOpenAI(LocalServer):
         self._script: list[Reply] = []
         self.auto_suggestions: list[str] | None = None
         self._arrived = asyncio.Event()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.concurrency_limit: int | None = None
+        self.refused = 0
+        self.holding = 0  # requests waiting on their reply's `hold` now
+        self._refusals: list[str | None] = []  # Retry-After of each 429 still to send
+        self._changed = asyncio.Event()
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self._completions)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    def refuse(self, count: int, retry_after: str | None = None) -> None:
+        """The next `count` requests are refused with 429 (a rate-limit burst), with this Retry-After."""
+        self._refusals.extend([retry_after] * count)
+
+    async def wait_until(self, condition: Any, timeout: float = 30.0) -> None:
+        """Until `condition()` holds, checked whenever a request starts or ends."""
+        async with asyncio.timeout(timeout):
+            while not condition():
+                self._changed.clear()
+                await self._changed.wait()
+
+    def _begin(self) -> None:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        self._changed.set()
+
+    def _end(self) -> None:
+        self.in_flight -= 1
+        self._changed.set()
+
+    def _rate_limited(self, retry_after: str | None, why: str) -> JSONResponse:
+        self.refused += 1
+        headers = {"retry-after": retry_after} if retry_after is not None else {}
+        body = {"error": {"message": why, "type": "rate_limit_error", "code": "rate_limit_exceeded"}}
+        return JSONResponse(body, 429, headers=headers)
 
     def script(self, *replies: Reply) -> None:
         self._script.extend(replies)
@@ -119,13 +159,38 @@ class FakeOpenAI(LocalServer):
             return JSONResponse(
                 {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}, 401
             )
+        if self._refusals:
+            return self._rate_limited(self._refusals.pop(0), "Rate limit reached; please retry later")
+        if self.concurrency_limit is not None and self.in_flight >= self.concurrency_limit:
+            return self._rate_limited("1", f"Too many concurrent requests (limit {self.concurrency_limit})")
+        self._begin()
+        streaming = False
+        try:
+            response = await self._answer(body)
+            streaming = isinstance(response, StreamingResponse)
+            return response
+        finally:
+            if not streaming:
+                self._end()
+
+    async def _answer(self, body: dict[str, Any]) -> Any:
         reply = self._choose(body)
         if reply.delay:
             await asyncio.sleep(reply.delay)
         if reply.hold is not None:
-            await reply.hold.wait()
+            self.holding += 1
+            self._changed.set()
+            try:
+                await reply.hold.wait()
+            finally:
+                self.holding -= 1
+                self._changed.set()
         if reply.status != 200:
-            return JSONResponse({"error": {"message": reply.text, "type": "server_error"}}, reply.status)
+            headers = {"retry-after": reply.retry_after} if reply.retry_after is not None else {}
+            kind = "rate_limit_error" if reply.status == 429 else "server_error"
+            return JSONResponse(
+                {"error": {"message": reply.text, "type": kind}}, reply.status, headers=headers
+            )
         model = body.get("model", "fake")
         usage = {
             "prompt_tokens": sum(len(str(m.get("content", "")).split()) for m in body.get("messages", [])),
@@ -133,7 +198,9 @@ class FakeOpenAI(LocalServer):
         }
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         if body.get("stream"):
-            return StreamingResponse(self._stream(reply, model, usage), media_type="text/event-stream")
+            return StreamingResponse(
+                self._counted(self._stream(reply, model, usage)), media_type="text/event-stream"
+            )
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
         if reply.reasoning:
             message["reasoning_content"] = reply.reasoning
@@ -155,11 +222,19 @@ class FakeOpenAI(LocalServer):
                 {
                     "index": 0,
                     "message": message,
-                    "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                    "finish_reason": reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop"),
                 }
             ],
             "usage": usage,
         }
+
+    async def _counted(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """A streamed answer, in flight until its last chunk is sent (or the client goes away)."""
+        try:
+            async for piece in chunks:
+                yield piece
+        finally:
+            self._end()
 
     async def _stream(self, reply: Reply, model: str, usage: dict[str, int]) -> AsyncIterator[bytes]:
         cid = f"chatcmpl-{uuid.uuid4().hex}"
@@ -207,6 +282,6 @@ class FakeOpenAI(LocalServer):
                 }
             )
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": args[half:]}}]})
-        yield chunk({}, "tool_calls" if reply.tool_calls else "stop")
+        yield chunk({}, reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop"))
         yield chunk(None, usage=usage)  # type: ignore[arg-type]
         yield b"data: [DONE]\n\n"

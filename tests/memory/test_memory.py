@@ -267,3 +267,18 @@ def test_users_whose_ids_look_alike_keep_apart_and_a_nan_confidence_spoils_nothi
     change = parse('{"newFacts": [{"content": "Odd", "confidence": NaN}, {"content": "Likes jazz"}]}')
     assert [f["content"] for f in change.new_facts] == ["Likes jazz"]
     assert change.dropped, "the unreadable one is named in the log"
+
+
+async def test_a_rate_limited_memory_model_is_tried_again_and_the_memory_still_lands(
+    bus: Bus, fake_model: FakeOpenAI, nats_url: str, quick_memory: dict[str, Any], app_config: Any
+) -> None:
+    config = app_config()
+    async with running_runner(nats_url, config):
+        await submit_and_collect(bus, ask("t-zoe", "I am Zoe and I keep bees", user_id="zoe"))
+    # More refusals than the update's deliveries: only tries within one delivery get it through.
+    fake_model.refuse(4)
+    fake_model.script(memory_reply("Keeps bees"))
+    async with running_updater(nats_url, config):
+        assert facts(await memory_of(bus, "zoe", lambda d: bool(d.facts))) == ["Keeps bees"]
+    assert fake_model.refused == 4
+    assert len(memory_calls(fake_model)) == 1

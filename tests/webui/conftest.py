@@ -106,6 +106,7 @@ async def stack(nats_server: SecuredServer, tmp_path_factory: pytest.TempPathFac
                 ],
                 # the updater answers the settings page; it never asks the model (whose script is the tests')
                 "memory": {"enabled": True, "debounce_seconds": 3600},
+                "model_calls": {"initial_delay_seconds": 0.05, "max_delay_seconds": 2.0},
                 "gateway": {
                     "port": 0,
                     "tokens": [

@@ -121,7 +121,7 @@ async def test_stop_keeps_the_partial_answer_with_a_marker_also_after_a_reload(
 async def test_a_model_down_error_names_the_picked_model_and_stays_after_a_reload(
     open_page: OpenPage, stack: Stack
 ) -> None:
-    stack.model.script(Reply(text="upstream overloaded", status=503))
+    stack.model.script(*[Reply(text="upstream overloaded", status=503)] * 5)  # every try (model_calls)
     page = await open_page()
     await page.locator("#input").fill("are you there")
     await page.locator("#send").click()
@@ -198,6 +198,26 @@ async def test_a_stopped_answer_keeps_its_subagent_card_after_a_reload(
         await expect(card.locator(".task-desc")).to_have_text("count the south herd")
         await expect(card.locator(".task-status")).not_to_have_text("Done")
         await expect(page.locator(".run-note")).to_have_text("Stopped before the answer was finished.")
+        await expect(page.locator(".run-error")).to_have_count(0)
+    finally:
+        hold.set()
+
+
+async def test_a_rate_limited_model_shows_retrying_until_it_answers(
+    open_page: OpenPage, stack: Stack
+) -> None:
+    hold = asyncio.Event()
+    stack.model.refuse(1, retry_after="1")
+    stack.model.script(Reply(text="Back again.", hold=hold))
+    try:
+        page = await open_page()
+        await page.locator("#input").fill("are you busy")
+        await page.locator("#send").click()
+        notice = page.locator(".model-retry")
+        await expect(notice).to_have_text("The model is busy; retrying (2/5) in 1s…")
+        hold.set()
+        await expect(page.locator(".msg-ai .md")).to_have_text(["Back again."])
+        await expect(notice).to_have_count(0)
         await expect(page.locator(".run-error")).to_have_count(0)
     finally:
         hold.set()

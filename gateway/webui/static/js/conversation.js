@@ -7,6 +7,7 @@
 
 import { highlightCode } from "./highlight.js";
 import { renderMarkdown } from "./markdown.js";
+import { modelNotice, noteModelEvent } from "./model_notices.js";
 
 const FILES_NOTE = /\n*\[Files sent with this message, now in the sandbox:[\s\S]*\]\s*$/;
 
@@ -106,6 +107,7 @@ export class Conversation {
 
   /** One `custom` event: subagent task progress cards. */
   addCustom(data) {
+    if (noteModelEvent(this, data)) return;
     if (!data || typeof data.type !== "string" || !data.type.startsWith("task_")) return;
     const task = this.tasks.get(data.task_id) || { description: data.description || "", status: "running" };
     const status = data.type.slice("task_".length);
@@ -456,6 +458,8 @@ export function draw(conversation, root, hooks, cache) {
     );
   }
   if (conversation.running && !streamingId) extras.push(el("div", { class: "msg msg-ai pending", "aria-label": "Working" }, el("span", { class: "dots" })));
+  const notice = modelNotice(conversation);
+  if (notice) extras.push(notice);
   if (conversation.error) extras.push(el("div", { class: "run-error", role: "alert", text: conversation.error }));
   else if (conversation.stopped) extras.push(el("div", { class: "run-note", text: "Stopped before the answer was finished." }));
   root.replaceChildren(...nodes, ...extras);

@@ -1,0 +1,98 @@
+"""A model's concurrency budget is shared by every runner process through the bus, and a process
+that dies holding a slot gives it back (its lease lapses). Runner processes as `antler run runner`
+would start them, a real nats-server, the scripted model over real HTTP counting what is in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bus import Bus
+from bus.runs import collect_run, submit_run
+from config import AppConfig
+from tests.agents.conftest import ask, running_runner
+from tests.conftest import finished, run_antler
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+def limited(config_data: dict[str, Any]) -> dict[str, Any]:
+    config_data["models"][0]["max_concurrent_calls"] = 2
+    config_data["model_calls"]["lease_seconds"] = 2
+    config_data["title"] = {"enabled": False}
+    config_data["memory"] = {"enabled": False}
+    return config_data
+
+
+@contextlib.asynccontextmanager
+async def runner_processes(count: int, config: Path, nats_url: str) -> AsyncIterator[list[Any]]:
+    procs = [
+        await run_antler("run", "runner", "-c", str(config), "--nats-url", nats_url) for _ in range(count)
+    ]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.returncode is None:
+                proc.terminate()
+        for proc in procs:
+            await finished(proc)
+
+
+async def test_three_runner_processes_never_exceed_the_models_limit_of_two(
+    bus: Bus, fake_model: FakeOpenAI, limited: dict[str, Any], config_file: Callable[[], Path], nats_url: str
+) -> None:
+    fake_model.concurrency_limit = 2  # the provider answers 429 to a third call at once
+    fake_model.script(*[Reply(text="done", delay=0.2) for _ in range(30)])
+    requests = [ask(f"t-budget-{i}", f"question {i}") for i in range(30)]
+    async with runner_processes(3, config_file(), nats_url):
+        for request in requests:
+            await submit_run(bus, request)
+        results = await asyncio.gather(*(collect_run(bus, r.run_id, timeout=120) for r in requests))
+
+    assert [events[-1].data["status"] for events in results] == ["success"] * 30
+    assert fake_model.max_in_flight == 2, "both slots were used, never a third"
+    assert fake_model.refused == 0, "no call was sent over the provider's limit"
+
+
+async def test_a_runner_killed_while_holding_a_slot_does_not_leak_it(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    limited: dict[str, Any],
+    config_file: Callable[[], Path],
+    app_config: Callable[[], AppConfig],
+    nats_url: str,
+) -> None:
+    stuck, later = asyncio.Event(), asyncio.Event()
+    fake_model.script(Reply(text="never delivered", hold=stuck))
+    first = ask("t-killed", "the doomed one")
+    async with runner_processes(1, config_file(), nats_url) as (doomed,):
+        await submit_run(bus, first)
+        await fake_model.wait_until(lambda: fake_model.holding == 1)  # its call holds a slot now
+        doomed.kill()
+        await finished(doomed)
+    stuck.set()  # the dead runner's request ends at the model too
+    await fake_model.wait_until(lambda: fake_model.holding == 0)
+
+    # Every later call (the two new runs, and the killed one's, delivered again) is held at the model:
+    # two of them in flight at once means both slots are free again.
+    fake_model.script(*[Reply(text="after the crash", hold=later) for _ in range(3)])
+    second, third = ask("t-after-1", "one"), ask("t-after-2", "two")
+    async with running_runner(nats_url, app_config()):
+        await submit_run(bus, second)
+        await submit_run(bus, third)
+        await fake_model.wait_until(lambda: fake_model.holding == 2, timeout=60)
+        later.set()
+        results = await asyncio.gather(
+            *(collect_run(bus, r.run_id, timeout=60) for r in (first, second, third))
+        )
+
+    assert [events[-1].data["status"] for events in results] == ["success"] * 3
+    assert fake_model.max_in_flight <= 2
