@@ -27,6 +27,7 @@ from gateway.openapi import document_models
 from gateway.rest.accounts import router as accounts_router
 from gateway.rest.agents import router as agents_router
 from gateway.rest.conversation import router as conversation_router
+from gateway.rest.custom_skills import router as custom_skills_router
 from gateway.rest.files import router as files_router
 from gateway.rest.memory import router as memory_router
 from gateway.rest.placeholders import router as placeholders_router
@@ -131,6 +132,7 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(langgraph_router, prefix="/api/langgraph", include_in_schema=False, responses=refusals)
     app.include_router(files_router, prefix="/api", tags=["uploads and artifacts"], responses=refusals)
     app.include_router(settings_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
+    app.include_router(custom_skills_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
     app.include_router(skills_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
     app.include_router(memory_router, prefix="/api", tags=["memory"], responses=refusals)
     app.include_router(agents_router, prefix="/api", tags=["custom agents"], responses=refusals)
