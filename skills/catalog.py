@@ -187,6 +187,8 @@ class SkillsFollower:
                 self.catalog = catalog
             except Exception:  # another process published first: take theirs
                 self.catalog = await read_catalog(self.bus) or catalog
+        elif self.catalog is None:  # none to follow yet: the code's public skills, at least
+            await self.view.sync(self.bus, {})
         self._watch = asyncio.create_task(follow_key(settings, CATALOG_KEY, self._changed, "skills"))
 
     async def _changed(self, value: bytes) -> None:
