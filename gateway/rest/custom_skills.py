@@ -190,8 +190,13 @@ async def import_disk_skills(gw: GW) -> None:
     if not found:
         return
     stored = await store.current_versions(gw.bus)
+    public = {
+        s.name.lower()
+        for s in await asyncio.to_thread(load_skills, gw.config.skills.path)
+        if s.category == "public"
+    }
     for skill in found:
-        if skill.name in stored:
+        if skill.name in stored or skill.name.lower() in public:
             continue
         files = await asyncio.to_thread(_read_folder, skill.path)
         if files is None:
