@@ -172,3 +172,26 @@ async def test_an_edit_and_a_deletion_reach_the_sandbox_of_another_machine(
         assert deleted.status_code == 200, deleted.text
         assert "weekly-report" not in await sandbox_ls(bus, "t-ls"), "gone from machine B's sandbox"
         assert [s["name"] for s in (await http.get("/skills")).json()["skills"]] == ["skill-creator"]
+
+
+async def test_a_skill_installed_before_skills_were_on_the_bus_is_imported_once_and_deletable(
+    bus: Bus, nats_url: str, machines: tuple[AppConfig, AppConfig]
+) -> None:
+    a, b = machines
+    legacy = Path(a.skills.path) / "custom" / "weekly-report"
+    (legacy / "scripts").mkdir(parents=True)
+    (legacy / "SKILL.md").write_text(SKILL_MD)
+    (legacy / "scripts" / "totals.py").write_text(SCRIPT)
+    async with admin_api(nats_url, a) as http, running_broker(nats_url, b):
+        listed = {s["name"]: s["category"] for s in (await http.get("/skills")).json()["skills"]}
+        assert listed == {"skill-creator": "public", "weekly-report": "custom"}
+        reply = await bus.request(
+            bus.subjects.sandbox("exec"),
+            ExecRequest(user_id="ana", thread_id="t-old", command=RUN_IT),
+            ExecReply,
+        )
+        assert "weekly total: 42" in reply.output, "machine B runs the imported skill"
+        assert (await http.delete("/skills/custom/weekly-report")).status_code == 200
+        assert not legacy.exists(), "its old folder goes too, so no restart imports it again"
+    async with admin_api(nats_url, a) as http:
+        assert [s["name"] for s in (await http.get("/skills")).json()["skills"]] == ["skill-creator"]

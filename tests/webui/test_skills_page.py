@@ -52,6 +52,16 @@ async def test_an_admin_installs_reads_edits_and_deletes_a_skill_and_a_user_may_
     await page.screenshot(path=screenshots / "settings-skills-desktop.png")
     async with api(stack) as http:
         assert "tine twice" in (await http.get("/skills/custom/antler-count")).json()["content"]
+    # its versions: the install and the edit; restoring the first makes a third, current, version
+    await card.get_by_role("button", name="History antler-count").click()
+    versions = card.get_by_label("antler-count versions").locator("li")
+    await expect(versions).to_have_count(2)
+    await expect(versions.nth(1)).to_contain_text("edit by ana")
+    await card.get_by_role("button", name="Restore antler-count version 1").click()
+    await expect(page.locator("#toast")).to_have_text("antler-count restored")
+    async with api(stack) as http:
+        assert (await http.get("/skills/custom/antler-count")).json()["content"] == MANIFEST
+        await http.put("/skills/custom/antler-count", json={"content": MANIFEST.replace("once", "twice")})
 
     # bob may read it; changing it is refused with the reason
     bobs = await open_page(user="bob", path="/#/settings/skills")

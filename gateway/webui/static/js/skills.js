@@ -18,6 +18,9 @@ const api = {
   content: (name) => call(`/skills/custom/${q(name)}`),
   edit: (name, content) => call(`/skills/custom/${q(name)}`, { method: "PUT", json: { content } }),
   remove: (name) => call(`/skills/custom/${q(name)}`, { method: "DELETE" }),
+  history: (name) => call(`/skills/custom/${q(name)}/history`),
+  // DeerFlow's rollback undoes the change at `history_index`: restoring entry i undoes change i + 1.
+  restore: (name, index) => call(`/skills/custom/${q(name)}/rollback`, { method: "POST", json: { history_index: index + 1 } }),
 };
 
 function failed(body, error) {
@@ -87,6 +90,33 @@ function card(skill, toast, redo) {
       .then(() => (toast(`${skill.name} deleted`), redo()))
       .catch((error) => toast(error.message, "error"));
   };
+  const history = async () => {
+    try {
+      const { history: versions } = await api.history(skill.name);
+      const entry = (version, index) =>
+        el(
+          "li",
+          { class: "skill-version" },
+          el("span", { text: `${new Date(version.ts).toLocaleString()} · ${version.action}${version.author ? ` by ${version.author}` : ""}` }),
+          version.current
+            ? el("span", { class: "badge", text: "current" })
+            : el("button", {
+                type: "button",
+                class: "small",
+                text: "Restore",
+                "aria-label": `Restore ${skill.name} version ${index + 1}`,
+                onclick: () =>
+                  api
+                    .restore(skill.name, index)
+                    .then(() => (toast(`${skill.name} restored`), redo()))
+                    .catch((error) => toast(error.message, "error")),
+              }),
+        );
+      detail.replaceChildren(el("ol", { class: "skill-history", "aria-label": `${skill.name} versions` }, versions.map(entry)));
+    } catch (error) {
+      toast(error.message, "error");
+    }
+  };
   const button = (text, onclick) => el("button", { type: "button", class: "small", text, "aria-label": `${text} ${skill.name}`, onclick });
   return el(
     "li",
@@ -99,6 +129,7 @@ function card(skill, toast, redo) {
       { class: "row skill-actions" },
       button("View", show),
       skill.editable ? button("Edit", edit) : null,
+      skill.editable ? button("History", history) : null,
       skill.editable ? button("Delete", remove) : null,
     ),
     detail,
