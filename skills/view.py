@@ -112,6 +112,10 @@ class SkillsView:
                     log.info("skill %s removed from this machine's copy", folder.name)
             state["custom"] = {name: version for name, version in have.items() if name in wanted}
             _write_atomically(self.root / STATE, json.dumps(state, sort_keys=True).encode())
+            # What a process killed mid-swap left behind (every swap happens under this lock).
+            for folder in (self.root, custom_root):
+                for left in [*folder.glob(".new-*"), *folder.glob(".old-*")]:
+                    shutil.rmtree(left, ignore_errors=True)
 
     def _replace(self, target: Path, fill: Any) -> None:
         """Build the new `target` beside it, then swap it in (a reader never sees it half made)."""
