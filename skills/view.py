@@ -108,7 +108,10 @@ class SkillsView:
                 have[name] = wanted[name]
             for folder in custom_root.iterdir():
                 if folder.name not in wanted and not folder.name.startswith("."):
-                    shutil.rmtree(folder, ignore_errors=True) if folder.is_dir() else folder.unlink()
+                    if folder.is_dir():
+                        shutil.rmtree(folder, ignore_errors=True)
+                    else:
+                        folder.unlink()
                     log.info("skill %s removed from this machine's copy", folder.name)
             state["custom"] = {name: version for name, version in have.items() if name in wanted}
             _write_atomically(self.root / STATE, json.dumps(state, sort_keys=True).encode())
