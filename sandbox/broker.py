@@ -224,12 +224,14 @@ class Broker:
         return StrReplaceReply(replacements=count)
 
     async def glob(self, req: GlobRequest) -> GlobReply:
+        await self._skills_current(req.path)
         fs = self.fs(req)
         await self.sync.pull_uploads(fs)
         found, truncated = await asyncio.to_thread(files.glob, fs, req.pattern, req.path)
         return GlobReply(paths=found, truncated=truncated)
 
     async def grep(self, req: GrepRequest) -> GrepReply:
+        await self._skills_current(req.path)
         fs = self.fs(req)
         async with self.slots.hold(req.user_id):
             await self.sync.pull_uploads(fs)
