@@ -71,6 +71,7 @@ RIGHTS: dict[str, Rights] = {
         subscribe=("runs.ctl.*", "subagents.progress.*"),
         kv_write=("threads", "runs", "thread_runs", "settings", "agents", "model_slots"),
         kv_read=("memory", "subagent_results"),
+        files=True,  # custom skills' versions (skills/<name>/<version>), unpacked on this machine
         serve=("threads",),
         call=("sandbox", "subagents"),
     ),
@@ -80,6 +81,7 @@ RIGHTS: dict[str, Rights] = {
         subscribe=("subagents.cancel.*", "runs.ctl.*"),
         kv_write=("subagent_results", "settings", "model_slots"),
         kv_read=("runs", "memory"),
+        files=True,  # custom skills' versions, as the runner
         serve=("subagents",),
         call=("sandbox",),
     ),
@@ -89,7 +91,7 @@ RIGHTS: dict[str, Rights] = {
         kv_write=("memory", "model_slots"),
         serve=("memory",),
     ),
-    "sandbox": Rights(read_streams=("EVENTS",), files=True, serve=("sandbox",)),
+    "sandbox": Rights(read_streams=("EVENTS",), kv_read=("settings",), files=True, serve=("sandbox",)),
     "router": Rights(
         consume=(
             ("CHAT_IN", "router", "chat.in.>"),

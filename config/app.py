@@ -323,8 +323,9 @@ BUNDLED_SKILLS = Path(__file__).resolve().parent.parent / "skills"
 class SkillsConfig(Section):
     path: str = Field(
         default_factory=lambda: str(BUNDLED_SKILLS),
-        description="Host directory holding public/ and custom/ skills (null: Antler's own, "
-        "wherever `antler` is started).",
+        description="Host directory whose public/ holds the skills that ship with the code (null: "
+        "Antler's own, wherever `antler` is started). Custom skills are in the object store; each "
+        "machine unpacks them with these into <bus.data_dir>/skills, which the sandbox mounts.",
     )
 
     @field_validator("path", mode="before")

@@ -24,6 +24,7 @@ from gateway.openapi import document_models
 from gateway.rest.accounts import router as accounts_router
 from gateway.rest.agents import router as agents_router
 from gateway.rest.conversation import router as conversation_router
+from gateway.rest.custom_skills import router as custom_skills_router
 from gateway.rest.files import router as files_router
 from gateway.rest.mcp import router as mcp_router
 from gateway.rest.memory import router as memory_router
@@ -70,6 +71,7 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(files_router, prefix="/api", tags=["uploads and artifacts"], responses=refusals)
     app.include_router(models_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
     app.include_router(mcp_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
+    app.include_router(custom_skills_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
     app.include_router(skills_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
     app.include_router(memory_router, prefix="/api", tags=["memory"], responses=refusals)
     app.include_router(agents_router, prefix="/api", tags=["custom agents"], responses=refusals)

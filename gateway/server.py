@@ -16,6 +16,7 @@ from bus import Bus
 from config import AppConfig, extensions_path, read_raw_extensions
 from gateway.app import create_app
 from gateway.deps import Gateway
+from gateway.rest.custom_skills import import_disk_skills
 from gateway.rest.mcp import publish_extensions
 from gateway.rest.skills import publish_skills
 
@@ -57,7 +58,8 @@ async def run(bus: Bus, config: AppConfig) -> None:
     if await asyncio.to_thread(extensions_path().is_file):
         # The gateway's extensions_config.json is what every runner uses, wherever it runs.
         await publish_extensions(gw, await asyncio.to_thread(read_raw_extensions, extensions_path()))
-    await publish_skills(gw)  # the skills on this disk, switched as its extensions_config.json says
+    await import_disk_skills(gw)  # custom skills installed before they were on the bus
+    await publish_skills(gw)  # public skills and the store's custom ones, switched as its extensions say
     app = create_app(gw)
     open_mode = await gw.auth.is_open()
     host = bind_host(config, has_accounts=await gw.auth.has_accounts())

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bus import Bus, component_ready
+from bus.layout import SKILLS
 from bus.messages import (
     ExecReply,
     ExecRequest,
@@ -49,6 +50,7 @@ from sandbox.hygiene import check_command
 from sandbox.objects import FileSync
 from sandbox.paths import USER_DATA, ThreadFS
 from sandbox.providers import Outcome, Provider, make_provider
+from skills import SkillsFollower
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("sandbox.audit")
@@ -59,15 +61,17 @@ class Broker:
         self.bus = bus
         self.config = config.sandbox
         self.root = Path(config.sandbox.data_dir or Path(config.bus.data_dir) / "sandbox").resolve()
-        skills = Path(config.skills.path).resolve()
-        self.skills = skills if skills.is_dir() else None
+        # This machine's copy of the skills (`skills.view`), kept to the published catalog.
+        self.skills_follower = SkillsFollower(bus, config, publish_if_missing=False)
+        self.skills = self.skills_follower.view.root
         self.provider = provider
         self.sync = sync
         self.locks = files.PathLocks()
         self.slots = UserSlots(config.sandbox.max_commands_per_user, config.sandbox.max_waiting_per_user)
 
     def fs(self, request: SandboxRequest) -> ThreadFS:
-        fs = ThreadFS(self.root, request.user_id, request.thread_id, self.skills)
+        skills = self.skills if self.skills.is_dir() else None
+        fs = ThreadFS(self.root, request.user_id, request.thread_id, skills)
         fs.ensure(self.provider.owner)
         return fs
 
@@ -81,6 +85,7 @@ class Broker:
             if reason.startswith("refused"):
                 raise NotAllowed(f"{reason}. Use a safer command.")
             raise InvalidRequest(reason)
+        await self._skills_current(req.command)
         fs = self.fs(req)
         async with self.slots.hold(req.user_id):
             await self.sync.pull_uploads(fs)
@@ -161,7 +166,14 @@ class Broker:
         if used + adding > self._quota_bytes:
             raise TooLarge(quota.over_quota_message(used + adding, self.config.max_thread_mb))
 
+    async def _skills_current(self, text: str | None) -> None:
+        """A command or path under /mnt/skills: take the catalog's newest version first (a runner may
+        have offered a skill installed a moment ago, before this broker's watch brought it)."""
+        if text and SKILLS in text:
+            await self.skills_follower.refresh()
+
     async def read_file(self, req: ReadFileRequest) -> ReadFileReply:
+        await self._skills_current(req.path)
         fs = self.fs(req)
         if req.path.startswith(f"{USER_DATA}/uploads"):
             await self.sync.pull_uploads(fs)
@@ -186,6 +198,7 @@ class Broker:
         return WriteFileReply(path=req.path, bytes_written=written)
 
     async def list_dir(self, req: ListDirRequest) -> ListDirReply:
+        await self._skills_current(req.path)
         fs = self.fs(req)
         await self.sync.pull_uploads(fs)
         tree, entries = await asyncio.to_thread(files.list_dir, fs, req.path, req.max_depth)
@@ -211,12 +224,14 @@ class Broker:
         return StrReplaceReply(replacements=count)
 
     async def glob(self, req: GlobRequest) -> GlobReply:
+        await self._skills_current(req.path)
         fs = self.fs(req)
         await self.sync.pull_uploads(fs)
         found, truncated = await asyncio.to_thread(files.glob, fs, req.pattern, req.path)
         return GlobReply(paths=found, truncated=truncated)
 
     async def grep(self, req: GrepRequest) -> GrepReply:
+        await self._skills_current(req.path)
         fs = self.fs(req)
         async with self.slots.hold(req.user_id):
             await self.sync.pull_uploads(fs)
@@ -261,12 +276,13 @@ class Broker:
         )
 
 
-async def serve_broker(bus: Bus, config: AppConfig) -> tuple[Running, ThreadCleaner]:
+async def serve_broker(bus: Bus, config: AppConfig) -> tuple[Running, ThreadCleaner, Broker]:
     """The service, answering; started after this broker caught up on deleted threads."""
     provider = await asyncio.to_thread(make_provider, config.sandbox)
     broker = Broker(bus, config, provider, FileSync(await bus.files(), provider.owner))
     cleaner = ThreadCleaner(bus, broker.root, broker.sync.forget)
     await cleaner.start()
+    await broker.skills_follower.start()
     endpoints: list[Endpoint[Any, Any]] = [
         Endpoint("exec", ExecRequest, ExecReply, broker.exec),
         Endpoint("read_file", ReadFileRequest, ReadFileReply, broker.read_file),
@@ -288,15 +304,16 @@ async def serve_broker(bus: Bus, config: AppConfig) -> tuple[Running, ThreadClea
         },
     )
     log.info("sandbox broker serving with the %s provider (files under %s)", provider.name, broker.root)
-    return running, cleaner
+    return running, cleaner, broker
 
 
 async def run(bus: Bus, config: AppConfig) -> None:
     """The sandbox broker component: serve until cancelled, then stop the service."""
-    service, cleaner = await serve_broker(bus, config)
+    service, cleaner, broker = await serve_broker(bus, config)
     component_ready()
     try:
         await asyncio.Future()
     finally:
         await service.stop()
         await cleaner.stop()
+        await broker.skills_follower.close()

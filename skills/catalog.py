@@ -1,10 +1,14 @@
-"""The skills catalog on the bus: which skills exist and which are enabled, for every process.
+"""The skills catalog on the bus: which skills exist, which are enabled, and each custom skill's
+current version, for every process on every machine.
 
-Skills live on disk (`skills.path`/{public,custom}); whether each is enabled lives in
-extensions_config.json `skills`. Whoever changes either (the gateway: a switch, an install)
-publishes the catalog to KV `<prefix>_settings` key `skills`, with a new generation. Runners and
-subagent executors follow that key: the next run lists what it says (`SkillsFollower`), and reads
-the disk again when the generation changed. The router reads it for `/help` and slash commands.
+Public skills ship with the code (`skills.path`/public); custom skills live in the object store,
+every version (`skills.store`); whether each is enabled lives in extensions_config.json `skills`.
+Whoever changes any of it (the gateway: a switch, an install, an edit, a deletion) publishes the
+catalog to KV `<prefix>_settings` key `skills`, with a new generation (compare-and-set, so two
+gateways publishing at once both end up in it). Runners, subagent executors and sandbox brokers
+follow that key (`SkillsFollower`): on a new generation they bring their machine's copy up to date
+(`skills.view`, fetching only the custom versions it lacks) and list what the catalog says from
+it. The router reads it for `/help` and slash commands.
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from pydantic import BaseModel, Field
 
 from bus.watch import follow_key
 from config import AppConfig, ExtensionsConfig, extensions_path, read_raw_extensions
+from skills import store
 from skills.loader import Skill, load_skills
+from skills.view import SkillsView
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +41,7 @@ class SkillEntry(BaseModel):
     license: str | None = None
     enabled: bool = True
     allowed_tools: list[str] | None = None
+    version: str | None = Field(None, description="A custom skill's current version in the object store.")
 
 
 class SkillsCatalog(BaseModel):
@@ -48,11 +56,21 @@ class SkillsCatalog(BaseModel):
     def enabled(self) -> list[SkillEntry]:
         return [s for s in self.skills if s.enabled]
 
+    def custom_versions(self) -> dict[str, str]:
+        """name -> version of every custom skill: what each machine's copy must hold."""
+        return {s.name: s.version for s in self.skills if s.category == "custom" and s.version}
 
-def scan(root: str | Path, raw_extensions: dict[str, Any]) -> SkillsCatalog:
-    """The catalog of the skills on disk under `root` (blocking: call in a thread)."""
+
+def scan(
+    root: str | Path, raw_extensions: dict[str, Any], versions: dict[str, str] | None = None
+) -> SkillsCatalog:
+    """The catalog of the skills on disk under `root` (blocking: call in a thread); `versions`
+    names the custom skills to list (the others in custom/ are left out) and their versions."""
     path = Path(root)
     extensions = ExtensionsConfig.model_validate(raw_extensions or {})
+    found = load_skills(path) if path.is_dir() else []
+    if versions is not None:
+        found = [s for s in found if s.category == "public" or s.path.name in versions]
     return SkillsCatalog(
         generation=time.time_ns(),
         skills=[
@@ -63,8 +81,9 @@ def scan(root: str | Path, raw_extensions: dict[str, Any]) -> SkillsCatalog:
                 license=s.license,
                 enabled=extensions.skill_enabled(s.name),
                 allowed_tools=list(s.allowed_tools) if s.allowed_tools is not None else None,
+                version=(versions or {}).get(s.path.name) if s.category == "custom" else None,
             )
-            for s in (load_skills(path) if path.is_dir() else [])
+            for s in found
         ],
     )
 
@@ -92,12 +111,36 @@ def encoded(bus: Any, catalog: SkillsCatalog) -> bytes:
     return data
 
 
-async def publish_catalog(bus: Any, root: str | Path, raw_extensions: dict[str, Any]) -> SkillsCatalog:
-    """Scan the disk and announce the result: every follower uses it from its next run on."""
-    catalog = await asyncio.to_thread(scan, root, raw_extensions)
+async def build_catalog(bus: Any, view: SkillsView, raw_extensions: dict[str, Any]) -> SkillsCatalog:
+    """The catalog as it is now: the code's public skills and the object store's current custom
+    versions, brought into this machine's copy and read from there."""
+    versions = {name: found.version for name, found in (await store.current_versions(bus)).items()}
+    await view.sync(bus, versions)
+    return await asyncio.to_thread(scan, view.root, raw_extensions, versions)
+
+
+async def publish_catalog(bus: Any, view: SkillsView, raw_extensions: dict[str, Any]) -> SkillsCatalog:
+    """Build the catalog and announce it: every follower uses it from its next run on.
+
+    Compare-and-set on the key: when another gateway published between our read and our write,
+    we build again (its change is then in the store we list), so no change is lost to a race.
+    """
     settings = await bus.kv(bus.subjects.settings_bucket)
-    await settings.put(CATALOG_KEY, encoded(bus, catalog))
-    return catalog
+    for _ in range(20):
+        try:
+            revision: int | None = (await settings.get(CATALOG_KEY)).revision
+        except KeyNotFoundError:
+            revision = None
+        catalog = await build_catalog(bus, view, raw_extensions)
+        try:
+            if revision is None:
+                await settings.create(CATALOG_KEY, encoded(bus, catalog))
+            else:
+                await settings.update(CATALOG_KEY, encoded(bus, catalog), last=revision)
+            return catalog
+        except KeyWrongLastSequenceError:
+            continue
+    raise RuntimeError("the skills catalog kept changing while it was published; try again")
 
 
 async def read_catalog(bus: Any) -> SkillsCatalog | None:
@@ -115,35 +158,70 @@ async def read_catalog(bus: Any) -> SkillsCatalog | None:
 
 
 class SkillsFollower:
-    """A process's view of the skills: the published catalog, and the skills on this disk it names.
+    """A process's view of the skills: the published catalog, and its skills in this machine's copy.
 
-    Nothing published (no gateway has run yet): this process scans its own disk and publishes
-    that, so the router and others have a catalog too.
+    Each new generation of the catalog brings the copy up to date (`skills.view`) before anything
+    is listed from it. Nothing published yet (no gateway has run): a process that may write the
+    catalog (`publish_if_missing`, runners and executors) builds and publishes one, so the router
+    and others have a catalog too; one that may only read it (a sandbox broker) waits for one.
     """
 
-    def __init__(self, bus: Any, config: AppConfig) -> None:
+    def __init__(self, bus: Any, config: AppConfig, *, publish_if_missing: bool = True) -> None:
         self.bus = bus
-        self.root = Path(config.skills.path)
+        self.view = SkillsView(config.bus.data_dir, config.skills.path)
+        self.publish_if_missing = publish_if_missing
         self.catalog: SkillsCatalog | None = None
         self._loaded_generation: int | None = None
         self._on_disk: dict[str, Skill] = {}
+        self._loading = asyncio.Lock()
         self._watch: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         settings = await self.bus.kv(self.bus.subjects.settings_bucket)
         self.catalog = await read_catalog(self.bus)
-        if self.catalog is None:
+        if self.catalog is None and self.publish_if_missing:
             raw = await asyncio.to_thread(read_raw_extensions, extensions_path())
-            catalog = await asyncio.to_thread(scan, self.root, raw)
+            catalog = await build_catalog(self.bus, self.view, raw)
             try:
                 await settings.create(CATALOG_KEY, encoded(self.bus, catalog))
                 self.catalog = catalog
             except Exception:  # another process published first: take theirs
                 self.catalog = await read_catalog(self.bus) or catalog
+        elif self.catalog is None:  # none to follow yet: the code's public skills, at least
+            await self.view.sync(self.bus, {})
         self._watch = asyncio.create_task(follow_key(settings, CATALOG_KEY, self._changed, "skills"))
 
     async def _changed(self, value: bytes) -> None:
-        self.catalog = SkillsCatalog.model_validate_json(value)
+        catalog = SkillsCatalog.model_validate_json(value)
+        if self.catalog is None or catalog.generation != self.catalog.generation:
+            self.catalog = catalog
+        await self._load()  # now, so the copy is ready before a run or a command needs it
+
+    async def refresh(self) -> None:
+        """Read the catalog now (not when the watch brings it) and bring the copy up to date: for
+        a command that uses a skill a runner has just been told of."""
+        latest = await read_catalog(self.bus)
+        if latest is not None and (self.catalog is None or latest.generation != self.catalog.generation):
+            self.catalog = latest
+        await self._load()
+
+    async def _load(self) -> dict[str, Skill]:
+        catalog = self.catalog
+        if catalog is None:
+            return {}
+        async with self._loading:
+            if catalog.generation != self._loaded_generation:
+                try:
+                    await self.view.sync(self.bus, catalog.custom_versions())
+                    synced = True
+                except Exception as exc:  # the store unreachable: use the copy as it is, retry next time
+                    log.warning("skills: this machine's copy was not brought up to date: %s", exc)
+                    synced = False
+                found = await asyncio.to_thread(load_skills, self.view.root)
+                self._on_disk = {s.name.lower(): s for s in found}
+                if synced:
+                    self._loaded_generation = catalog.generation
+            return self._on_disk
 
     async def close(self) -> None:
         if self._watch is not None:
@@ -151,19 +229,16 @@ class SkillsFollower:
             await asyncio.gather(self._watch, return_exceptions=True)
 
     async def enabled(self, only: list[str] | None = None) -> list[Skill]:
-        """The enabled skills (of `only`, when given), as found on this disk."""
+        """The enabled skills (of `only`, when given), as found in this machine's copy."""
         catalog = self.catalog
         if catalog is None:
             return []
-        if catalog.generation != self._loaded_generation:
-            found = await asyncio.to_thread(load_skills, self.root) if self.root.is_dir() else []
-            self._on_disk = {s.name.lower(): s for s in found}
-            self._loaded_generation = catalog.generation
+        on_disk = await self._load()
         wanted = {n.lower() for n in only} if only is not None else None
         return [
             skill
             for entry in catalog.enabled()
-            if (skill := self._on_disk.get(entry.name.lower())) is not None
+            if (skill := on_disk.get(entry.name.lower())) is not None
             and (wanted is None or entry.name.lower() in wanted)
         ]
 

@@ -29,12 +29,12 @@ async def exchange(
 
 
 async def test_after_a_500_the_same_connection_answers_the_next_request(api_url: str) -> None:
-    # An operator's broken extensions_config.json: listing skills fails inside the handler.
+    # An operator's broken extensions_config.json: reading the MCP servers fails inside the handler.
     Path(os.environ["ANTLER_EXTENSIONS_CONFIG_PATH"]).write_text("{not json")  # noqa: ASYNC240
     url = httpx.URL(api_url)
     reader, writer = await asyncio.open_connection(url.host, url.port)
     try:
-        status, body = await exchange(reader, writer, "/api/skills")
+        status, body = await exchange(reader, writer, "/api/mcp/config")
         assert status == 500
         assert b"internal error (JSONDecodeError)" in body, "a short reason, no stack trace"
         status, body = await exchange(reader, writer, "/api/models")

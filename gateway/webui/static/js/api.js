@@ -77,13 +77,6 @@ export const settings = {
   addFact: (content, category) => call("/memory/facts", { method: "POST", json: { content, category } }),
   editFact: (id, content) => call(`/memory/facts/${q(id)}`, { method: "PATCH", json: { content } }),
   deleteFact: (id) => call(`/memory/facts/${q(id)}`, { method: "DELETE" }),
-  skills: () => call("/skills"),
-  setSkill: (name, enabled) => call(`/skills/${q(name)}`, { method: "PUT", json: { enabled } }),
-  installSkill: (file) => {
-    const form = new FormData();
-    form.append("file", file, file.name);
-    return call("/skills/install", { method: "POST", body: form });
-  },
   mcp: () => call("/mcp/config"),
   patchMcp: (servers) => call("/mcp/config", { method: "PATCH", json: { mcp_servers: servers } }),
 };

@@ -1,9 +1,10 @@
-// Settings pages: memory (view, edit, delete facts), skills (enable/disable, install), MCP servers
+// Settings pages: memory (view, edit, delete facts), skills (skills.js), MCP servers
 // (view, enable/disable).
 
 import { settings } from "./api.js";
 import { confirmInPage } from "./confirm.js";
 import { el } from "./conversation.js";
+import { skillsPage } from "./skills.js";
 
 const SECTIONS = [
   ["user", "workContext", "Work"],
@@ -79,54 +80,6 @@ async function memoryPage(body, toast) {
           },
         })
       : null,
-  );
-}
-
-async function skillsPage(body, toast) {
-  const { skills } = await settings.skills();
-  const redo = () => skillsPage(body, toast).catch((e) => failed(body, e));
-  const picker = el("input", { type: "file", accept: ".skill,.zip", hidden: true });
-  picker.addEventListener("change", async () => {
-    const file = picker.files[0];
-    if (!file) return;
-    try {
-      const answer = await settings.installSkill(file);
-      toast(answer.message);
-      redo();
-    } catch (error) {
-      toast(error.message, "error");
-    }
-  });
-  fill(
-    body,
-    el("h2", { text: "Skills" }),
-    el("p", { class: "muted", text: "Skills are instructions and scripts the agent can follow. Switched-off skills are not offered to it." }),
-    el(
-      "ul",
-      { class: "cards" },
-      skills.map((skill) => {
-        const box = el("input", { type: "checkbox", checked: skill.enabled, "aria-label": `Enable ${skill.name}` });
-        box.addEventListener("change", () =>
-          settings
-            .setSkill(skill.name, box.checked)
-            .then(() => toast(`${skill.name} ${box.checked ? "enabled" : "disabled"}`))
-            .catch((error) => {
-              box.checked = !box.checked;
-              toast(error.message, "error");
-            }),
-        );
-        return el(
-          "li",
-          { class: "card", "data-skill": skill.name },
-          el("label", { class: "switch" }, box, el("strong", { text: skill.name })),
-          el("span", { class: "badge", text: skill.category }),
-          el("p", { class: "muted", text: skill.description }),
-        );
-      }),
-    ),
-    skills.length ? null : el("p", { class: "muted", text: "No skills installed." }),
-    el("button", { type: "button", class: "primary", text: "Install a .skill file", onclick: () => picker.click() }),
-    picker,
   );
 }
 
