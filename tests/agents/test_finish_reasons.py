@@ -15,7 +15,7 @@ from bus import Bus
 from bus.runs import collect_run
 from config import AppConfig
 from tests.agents.conftest import running_runner
-from tests.channels.test_router import Chat, running_router
+from tests.support.chat import Chat, running_router
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 
 pytestmark = pytest.mark.asyncio
