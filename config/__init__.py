@@ -29,6 +29,7 @@ from config.app import (
     SummarizationConfig,
     TelegramConfig,
     TitleConfig,
+    ToolboxConfig,
     ToolConfig,
     ToolGroupConfig,
 )
@@ -92,6 +93,7 @@ __all__ = [
     "TitleConfig",
     "ToolConfig",
     "ToolGroupConfig",
+    "ToolboxConfig",
     "UnresolvedEnv",
     "extensions_from",
     "extensions_path",
