@@ -170,7 +170,8 @@ def draw(args: argparse.Namespace) -> str:
     }.get(out.suffix.lower(), {})
     fig.savefig(out, metadata=metadata)
     plt.close(fig)
-    return f"wrote {out}: {kind} chart, {len(labels)} labels, {len(series)} series ({', '.join(series)}), {count} values"
+    names = ", ".join(series)
+    return f"wrote {out}: {kind} chart, {len(labels)} labels, {len(series)} series ({names}), {count} values"
 
 
 def main() -> int:

@@ -12,12 +12,14 @@ The outline:
       "slides": [
         {"layout": "title", "title": "Q3 review", "subtitle": "Sales team, October"},
         {"layout": "section", "title": "Where we stand"},
-        {"layout": "bullets", "title": "Highlights", "bullets": ["Revenue +12%", ["EU +20%", "US +4%"], "Churn flat"]},
+        {"layout": "bullets", "title": "Highlights",
+         "bullets": ["Revenue +12%", ["EU +20%", "US +4%"], "Churn flat"]},
         {"layout": "two-column", "title": "Before / after", "left": ["..."], "right": ["..."]},
         {"layout": "image", "title": "Revenue by month", "image": "revenue.png", "caption": "Source: CRM"},
         {"layout": "chart", "title": "Revenue", "chart": {"type": "bar", "categories": ["Q1", "Q2"],
                                                            "series": {"2024": [10, 12]}}},
-        {"layout": "table", "title": "Top accounts", "columns": ["Account", "ARR"], "rows": [["Acme", "1.2M"]]},
+        {"layout": "table", "title": "Top accounts", "columns": ["Account", "ARR"],
+         "rows": [["Acme", "1.2M"]]},
         {"layout": "quote", "text": "The best quarter yet.", "by": "CFO"}
       ]
     }
