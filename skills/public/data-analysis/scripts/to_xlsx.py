@@ -171,6 +171,12 @@ def main() -> int:
                 f"sheet Summary: {groups} groups of {args.group_by}"
                 + (f", {args.chart} chart" if args.chart else ""),
             )
+        from datetime import datetime
+
+        # A fixed creation date: the same data gives the same workbook, but for the modification
+        # time openpyxl stamps in its properties when it saves.
+        wb.properties.created = datetime(2000, 1, 1)
+        wb.properties.creator = "Antler"
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         wb.save(out)
