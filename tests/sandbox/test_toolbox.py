@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -132,3 +133,26 @@ async def test_doctor_says_what_sandboxed_commands_get(toolbox: Toolbox, tmp_pat
     assert code == 1
     assert f"toolbox: not installed at {tmp_path / 'none' / 'python'} (run `antler sandbox install`)" in out
     assert "  pandas MISSING" in out
+
+
+@needs_bwrap
+async def test_a_node_outside_usr_is_mounted_read_only_and_found_first(
+    make_config: Callable[..., AppConfig],
+    toolbox: Toolbox,
+    nats_url: str,
+    client: SandboxClient,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    home = tmp_path / "node-v99"  # as nvm or a tarball install lays Node.js out
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "node").write_text("#!/bin/sh\necho v99.0.0-outside-usr\n")
+    (home / "bin" / "node").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{home / 'bin'}:{os.environ['PATH']}")
+    config = make_config(provider="bwrap", toolbox={"path": str(toolbox.root)})
+    async with running_broker(nats_url, config):
+        result = await client.exec("command -v node; node --version; touch /opt/toolbox/node/x 2>&1 || true")
+    lines = result.output.splitlines()
+    assert lines[:2] == ["/opt/toolbox/node/bin/node", "v99.0.0-outside-usr"]
+    assert "Read-only file system" in lines[2]
+    assert str(home) not in result.output
