@@ -118,33 +118,39 @@ class Toolbox:
         return home if (home / "bin" / "node").is_file() else None
 
     def bwrap_args(self) -> list[str]:
-        """bwrap options mounting the venv (and a Node.js outside /usr) read-only under /opt/toolbox;
-        none when it is off or not installed (checked per command: an install made while a broker
-        runs is used from the next command on)."""
-        if not self.ready():
+        """bwrap options mounting the venv (once installed) and a Node.js outside /usr read-only
+        under /opt/toolbox; none when the toolbox is off. Checked per command, so an install made
+        while a broker runs is used from the next command on."""
+        python = self.ready()
+        node = self.node_home() if self.enabled else None
+        if not python and node is None:
             return []
         args = ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", TOOLBOX]
-        args += ["--ro-bind", str(self.python_dir), PYTHON_MOUNT]
-        node = self.node_home()
+        if python:
+            args += ["--ro-bind", str(self.python_dir), PYTHON_MOUNT]
         if node is not None:
             args += ["--ro-bind", str(node), NODE_MOUNT]
         return args
 
     def env(self, path: str, *, isolated: bool) -> dict[str, str]:
         """A command's PATH, the toolbox's Python (then a mounted Node.js) before `path`, and
-        matplotlib's settings; just `path` when the toolbox is off or not installed.
+        matplotlib's settings; without an installed venv only a mounted Node.js is added.
 
         Args:
             isolated: the command sees the mounts (bwrap), not the host paths (local provider).
         """
-        if not self.ready():
-            return {"PATH": path}
-        python = PYTHON_MOUNT if isolated else str(self.python_dir)
-        first = [f"{python}/bin"]
-        if isolated and self.node_home() is not None:
+        first: list[str] = []
+        if isolated and self.enabled and self.node_home() is not None:
             first.append(f"{NODE_MOUNT}/bin")
+        if not self.ready():
+            return {"PATH": ":".join([*first, path])}
+        python = PYTHON_MOUNT if isolated else str(self.python_dir)
         # matplotlib draws to files (no display) and keeps its font cache in the command's /tmp.
-        return {"PATH": ":".join([*first, path]), "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/.matplotlib"}
+        return {
+            "PATH": ":".join([f"{python}/bin", *first, path]),
+            "MPLBACKEND": "Agg",
+            "MPLCONFIGDIR": "/tmp/.matplotlib",
+        }
 
     def ensure(self, say: Callable[[str], None] = log.info) -> bool:
         """Install the toolbox unless it is current; True if it was (re)built. Blocking: minutes the
