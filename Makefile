@@ -29,7 +29,8 @@ bwrap:
 # The sandbox's toolbox (pandas, matplotlib, python-pptx, ...: sandbox.toolbox in config.yaml) in .antler/toolbox;
 # a no-op when it was built for the same package list. The tests' sandboxes use it too.
 toolbox: $(STAMP)
-	$(BIN)/antler sandbox install
+	@$(BIN)/antler sandbox install || \
+	  echo "warning: no sandbox toolbox; sandboxed python3 has only its standard library (see antler sandbox doctor)"
 
 # PostgreSQL (Debian package) for the shared-checkpoint tests: they start their own throwaway server.
 postgres:
