@@ -27,11 +27,11 @@ log = logging.getLogger("antler.sandbox")
 
 # Runs inside the sandbox: which python3 it finds, and each package's installed version.
 _PROBE = r"""
-import importlib.metadata as md, json, shutil, subprocess, sys
+import importlib.metadata as md, json, re, shutil, subprocess, sys
 packages = {}
 for name in sys.argv[1:]:
-    try:
-        packages[name] = md.version(name.split("[")[0].split("=")[0].split("<")[0].split(">")[0].strip())
+    try:  # the distribution's name out of a requirement such as "reportlab>=4" or "pkg[extra]"
+        packages[name] = md.version(re.split(r"[\[<>=!~;@ ]", name.strip())[0])
     except md.PackageNotFoundError:
         packages[name] = None
 node = shutil.which("node")
