@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install bwrap postgres chromium up test lint format clean
+.PHONY: install bwrap toolbox postgres chromium up test lint format clean
 
 # The sandbox isolates commands with bubblewrap (Debian package); without it they run unisolated.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-install: $(STAMP) bwrap postgres chromium
+install: $(STAMP) bwrap postgres chromium toolbox
 
 bwrap:
 	@command -v bwrap >/dev/null 2>&1 || { \
@@ -25,6 +25,12 @@ bwrap:
 	  $(SUDO) apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q bubblewrap >/dev/null 2>&1; } || \
 	  echo "warning: could not install bubblewrap; sandboxed commands will run WITHOUT isolation"; }
+
+# The sandbox's toolbox (pandas, matplotlib, python-pptx, ...: sandbox.toolbox in config.yaml) in .antler/toolbox;
+# a no-op when it was built for the same package list. The tests' sandboxes use it too.
+toolbox: $(STAMP)
+	@$(BIN)/antler sandbox install || \
+	  echo "warning: no sandbox toolbox; sandboxed python3 has only its standard library (see antler sandbox doctor)"
 
 # PostgreSQL (Debian package) for the shared-checkpoint tests: they start their own throwaway server.
 postgres:

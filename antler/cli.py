@@ -174,6 +174,29 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(q)
 
     p = sub.add_parser(
+        "sandbox",
+        help="install the sandbox's toolbox, or say what sandboxed commands get",
+        description="The toolbox is a Python environment for sandboxed commands with the packages of "
+        "sandbox.toolbox.python_packages (pandas, matplotlib, python-pptx, ...), installed into the data "
+        "dir and mounted read-only into every sandbox; antler up installs it too.",
+    )
+    box_sub = p.add_subparsers(dest="sandbox_command", metavar="ACTION", required=True)
+    q = box_sub.add_parser(
+        "install",
+        help="install the toolbox (a no-op when it is current)",
+        description="Install the toolbox unless it was built for this package list.",
+    )
+    add_common(q, nats=False)
+    q = box_sub.add_parser(
+        "doctor",
+        help="say what a sandboxed command gets: isolation, python and its packages, node",
+        description="Run a probe through the configured sandbox provider and report the isolation, the "
+        "python3 a command finds with each toolbox package's version, and Node.js. Exits 1 when the "
+        "toolbox is missing, out of date or lacks a package.",
+    )
+    add_common(q, nats=False)
+
+    p = sub.add_parser(
         "user",
         help="add, list, change or remove the accounts people sign in with",
         description="Accounts for signing in to the gateway (DeerFlow's web UI), kept on the bus. An "
@@ -234,6 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from antler.bench import bench as command
         elif args.command == "user":
             from antler.user import user as command
+        elif args.command == "sandbox":
+            from antler.sandbox import sandbox as command
         else:
             from antler.dlq import dlq as command
         return run_main(command(args))

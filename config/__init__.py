@@ -30,6 +30,7 @@ from config.app import (
     SummarizationConfig,
     TelegramConfig,
     TitleConfig,
+    ToolboxConfig,
     ToolConfig,
     ToolGroupConfig,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "TitleConfig",
     "ToolConfig",
     "ToolGroupConfig",
+    "ToolboxConfig",
     "UnresolvedEnv",
     "extensions_from",
     "extensions_path",

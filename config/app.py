@@ -172,6 +172,32 @@ class ToolConfig(Section):
     use: str
 
 
+DEFAULT_TOOLBOX_PACKAGES = [
+    "pandas",
+    "numpy",
+    "matplotlib",
+    "openpyxl",
+    "python-pptx",
+    "python-docx",
+    "pypdf",
+]
+
+
+class ToolboxConfig(Section):
+    """The Python environment (and the host's Node.js) sandboxed commands get: `sandbox.toolbox`."""
+
+    enabled: bool = Field(True, description="Mount the toolbox into every sandbox (when it is installed).")
+    path: str | None = Field(
+        None,
+        description="Where it is installed; default $ANTLER_TOOLBOX_PATH, else <bus.data_dir>/toolbox.",
+    )
+    python_packages: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_TOOLBOX_PACKAGES),
+        description="pip requirements installed into it (`antler sandbox install`, `antler up`).",
+    )
+    node: bool = Field(True, description="Offer the host's Node.js in the sandbox when it has one.")
+
+
 class SandboxConfig(Section):
     provider: Literal["auto", "bwrap", "local"] = Field(
         "auto", description="auto = bwrap when installed, else local (not isolated)."
@@ -203,6 +229,7 @@ class SandboxConfig(Section):
     max_waiting_per_user: int = Field(
         8, ge=0, description="Commands of one user waiting for a slot; more are refused (busy)."
     )
+    toolbox: ToolboxConfig = Field(default_factory=ToolboxConfig)
 
 
 class ModelCallsConfig(Section):

@@ -87,6 +87,7 @@ def _anchor_paths(config: AppConfig, base: Path) -> None:
     config.bus.credentials = anchored(config.bus.credentials)
     config.runner.checkpoint_db = anchored(config.runner.checkpoint_db)
     config.sandbox.data_dir = anchored(config.sandbox.data_dir)
+    config.sandbox.toolbox.path = anchored(config.sandbox.toolbox.path)
     config.skills.path = anchored(config.skills.path) or config.skills.path
 
 

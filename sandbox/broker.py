@@ -50,6 +50,7 @@ from sandbox.hygiene import check_command
 from sandbox.objects import FileSync
 from sandbox.paths import USER_DATA, ThreadFS
 from sandbox.providers import Outcome, Provider, make_provider
+from sandbox.toolbox import Toolbox
 from skills import SkillsFollower
 
 log = logging.getLogger(__name__)
@@ -278,7 +279,7 @@ class Broker:
 
 async def serve_broker(bus: Bus, config: AppConfig) -> tuple[Running, ThreadCleaner, Broker]:
     """The service, answering; started after this broker caught up on deleted threads."""
-    provider = await asyncio.to_thread(make_provider, config.sandbox)
+    provider = await asyncio.to_thread(make_provider, config.sandbox, Toolbox.from_config(config))
     broker = Broker(bus, config, provider, FileSync(await bus.files(), provider.owner))
     cleaner = ThreadCleaner(bus, broker.root, broker.sync.forget)
     await cleaner.start()

@@ -8,6 +8,9 @@ import shutil
 log = logging.getLogger("sandbox.providers")
 
 SANDBOX_UID = 65534  # nobody: commands never run as root
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+# Programs and libraries, read-only. Not /opt: what is installed there is the host's, not the sandbox's.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
 def own_process_count() -> str | None:

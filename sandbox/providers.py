@@ -30,16 +30,15 @@ from pathlib import Path
 
 from config import SandboxConfig
 from sandbox.cgroups import Cgroups
-from sandbox.host import SANDBOX_UID, bwrap_works, own_process_count
+from sandbox.host import SANDBOX_PATH, SANDBOX_UID, SYSTEM_DIRS, bwrap_works, own_process_count
 from sandbox.hygiene import command_env
 from sandbox.output import Collector
 from sandbox.paths import USER_DATA, Mount, ThreadFS
+from sandbox.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
 
-SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
-# Programs and libraries, read-only. Not /opt: what is installed there is the host's, not the sandbox's.
-_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_SYSTEM_DIRS = SYSTEM_DIRS
 # Of /etc only what programs read to start and behave: the dynamic linker's cache, Debian's
 # alternatives (awk, editor, ...), name service and locale settings, the time zone, interpreter
 # configuration, MIME and magic databases. Not the rest, which holds the host's own configuration
@@ -83,8 +82,9 @@ class Provider:
     name = "base"
     isolated = False
 
-    def __init__(self, config: SandboxConfig) -> None:
+    def __init__(self, config: SandboxConfig, toolbox: Toolbox | None = None) -> None:
         self.config = config
+        self.toolbox = toolbox
         self.cgroups = Cgroups(config.memory_mb, config.max_processes, config.cpu_cores)
         self.cgroups.start()
 
@@ -196,6 +196,10 @@ class Provider:
         text, cut = collector.text()
         return Outcome(None if timed_out else proc.returncode, text, cut, timed_out)
 
+    def toolbox_env(self, path: str) -> dict[str, str]:
+        """PATH (the toolbox first) and library settings for a command (`Toolbox.env`)."""
+        return self.toolbox.env(path, isolated=self.isolated) if self.toolbox is not None else {"PATH": path}
+
 
 class LocalProvider(Provider):
     """No isolation: virtual paths are rewritten to host paths in the command. Development only."""
@@ -213,8 +217,14 @@ class LocalProvider(Provider):
     ) -> Outcome:
         async with self.command_tmp(fs) as tmp:
             env = command_env(
-                {"HOME": str(fs.workspace), "PATH": os.environ.get("PATH", SANDBOX_PATH), "TMPDIR": str(tmp)}
+                {
+                    "HOME": str(fs.workspace),
+                    "TMPDIR": str(tmp),
+                    **self.toolbox_env(os.environ.get("PATH", SANDBOX_PATH)),
+                }
             )
+            if "MPLCONFIGDIR" in env:
+                env["MPLCONFIGDIR"] = str(tmp / ".matplotlib")  # the command's own /tmp
             outcome = await self._spawn(
                 ["/bin/bash", "-c", fs.translate_command(command)],
                 cwd=fs.workspace,
@@ -231,8 +241,8 @@ class BwrapProvider(Provider):
     name = "bwrap"
     isolated = True
 
-    def __init__(self, config: SandboxConfig) -> None:
-        super().__init__(config)
+    def __init__(self, config: SandboxConfig, toolbox: Toolbox | None = None) -> None:
+        super().__init__(config, toolbox)
         self.bwrap = shutil.which("bwrap") or "bwrap"
         self.prlimit = shutil.which("prlimit")
         self.setpriv = shutil.which("setpriv") or "setpriv"
@@ -311,6 +321,7 @@ class BwrapProvider(Provider):
             elif os.path.isdir(path):
                 args += ["--ro-bind", path, path]
         args += self.etc_args(files or {})
+        args += self.toolbox.bwrap_args() if self.toolbox is not None else []
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--bind", str(tmp), "/tmp"] if tmp is not None else ["--perms", "1777", "--tmpfs", "/tmp"]
         # Mount points reachable by the unprivileged user (bwrap would make them root-only).
@@ -385,7 +396,7 @@ class BwrapProvider(Provider):
             {
                 "HOME": f"{USER_DATA}/workspace",
                 "TMPDIR": "/tmp",
-                "PATH": SANDBOX_PATH,
+                **self.toolbox_env(SANDBOX_PATH),
                 "SHELL": "/bin/bash",
                 "USER": "sandbox",
                 "LOGNAME": "sandbox",
@@ -424,12 +435,13 @@ class BwrapProvider(Provider):
                 os.close(fd)
 
 
-def make_provider(config: SandboxConfig) -> Provider:
-    """The configured provider; `auto` picks bwrap when it works here, else local (with a warning)."""
+def make_provider(config: SandboxConfig, toolbox: Toolbox | None = None) -> Provider:
+    """The configured provider, offering `toolbox` when it is installed; `auto` picks bwrap when it
+    works here, else local (with a warning)."""
     if config.provider == "bwrap" or (config.provider == "auto" and bwrap_works()):
-        return BwrapProvider(config)
+        return BwrapProvider(config, toolbox)
     log.warning(
         "sandbox: commands run WITHOUT isolation (local provider): they can read and change this machine. "
         "Install bubblewrap (apt-get install bubblewrap) for isolated execution."
     )
-    return LocalProvider(config)
+    return LocalProvider(config, toolbox)

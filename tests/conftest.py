@@ -26,12 +26,18 @@ from bus.launcher import Login
 from bus.permissions import ADMIN, USERS_FILE, inbox_prefix, load_credentials
 from bus.subjects import Subjects
 from config import AppConfig, BusConfig
+from sandbox.toolbox import ENV_PATH as TOOLBOX_ENV
+from sandbox.toolbox import Toolbox, ToolboxError
 from tests.fakes.openai_server import FakeOpenAI
 from tests.postgres import PostgresNotInstalled, PostgresServer
 from tests.support.nats_users import SecuredServer, StackUsers
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+# Every sandbox of the session, in this process and in `antler up` children, shares the toolbox that
+# `make install` builds in the checkout's data dir; the session installs it if it is not there yet.
+os.environ.setdefault(TOOLBOX_ENV, str(REPO / ".antler" / "toolbox"))
+_toolbox_error: list[str] = []
 
 
 FAULT_COUNTS = "fault counts"  # the user property carrying a fault scenario's counts line (tests/faults)
@@ -57,6 +63,26 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         find_nats_server()
     except ServerBinaryNotFound as exc:
         pytest.exit(f"cannot run the tests: {exc}", returncode=4)
+    # Once per session (xdist workers wait on its lock; a current toolbox is a stat and a read).
+    try:
+        session_toolbox().ensure(print)
+    except ToolboxError as exc:
+        _toolbox_error.append(exc.detail)
+
+
+def session_toolbox() -> Toolbox:
+    """The toolbox every test sandbox gets, with the default package list."""
+    from config.app import DEFAULT_TOOLBOX_PACKAGES
+
+    return Toolbox(Path(os.environ[TOOLBOX_ENV]), tuple(DEFAULT_TOOLBOX_PACKAGES))
+
+
+@pytest.fixture(scope="session")
+def toolbox() -> Toolbox:
+    """The installed toolbox; a test that needs it fails with the reason when it could not be installed."""
+    if _toolbox_error:
+        pytest.fail(f"the sandbox toolbox could not be installed: {_toolbox_error[0]}", pytrace=False)
+    return session_toolbox()
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,8 @@ from bus import Bus
 from bus.runs import collect_run
 from config import AppConfig
 from tests.agents.conftest import running_runner
-from tests.support.chat import Chat, running_router
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.chat import Chat, running_router
 
 pytestmark = pytest.mark.asyncio
 

@@ -159,7 +159,20 @@ async def test_a_bad_config_file_is_reported_without_a_traceback(tmp_path: Path)
 
 
 @pytest.mark.parametrize(
-    "command", ["up", "run", "send", "tail", "schema", "dlq", "dlq list", "dlq replay", "bench", "user add"]
+    "command",
+    [
+        "up",
+        "run",
+        "send",
+        "tail",
+        "schema",
+        "dlq",
+        "dlq list",
+        "dlq replay",
+        "bench",
+        "user add",
+        "sandbox doctor",
+    ],
 )
 async def test_every_command_has_help(command: str) -> None:
     proc = await run_antler(*command.split(), "--help")

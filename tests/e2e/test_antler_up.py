@@ -27,7 +27,8 @@ async def test_up_then_send_then_the_api_sees_the_same_conversation(
             {"name": "fake", "model": "fake-1", "api_key": "$FAKE_KEY", "base_url": fake_model.base_url}
         ],
         "gateway": {"port": 0},
-        "sandbox": {"provider": "local"},
+        # A toolbox of its own (no packages, so no package index): the first `up` installs it.
+        "sandbox": {"provider": "local", "toolbox": {"path": "box", "python_packages": []}},
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     env = {"FAKE_KEY": "sk-test"}
@@ -36,6 +37,7 @@ async def test_up_then_send_then_the_api_sees_the_same_conversation(
         assert up.stdout is not None
         lines = [(await asyncio.wait_for(up.stdout.readline(), 60)).decode() for _ in range(2)]
         gateway = next(line.split()[1] for line in lines if line.startswith("Gateway:"))
+        assert (tmp_path / "box" / "python" / "antler-toolbox.json").is_file(), "installed before the sandbox"
 
         fake_model.script(Reply(text="Hello from Antler.", chunk_delay=0.02))
         code, out, err = await finished(

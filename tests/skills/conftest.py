@@ -17,7 +17,20 @@ from tests.conftest import REPO
 from tests.sandbox.conftest import PROVIDERS, running_broker
 
 SKILLS = REPO / "skills"
-SHIPPED = ("chart-report", "data-analysis", "deep-research", "skill-creator")
+SHIPPED = (
+    "academic-paper-review",
+    "chart-report",
+    "code-documentation",
+    "data-analysis",
+    "deep-research",
+    "document-report",
+    "frontend-design",
+    "github-deep-research",
+    "newsletter-generation",
+    "ppt-generation",
+    "skill-creator",
+    "skill-reviewer",
+)
 
 
 def skills_config(config_data: dict[str, Any], provider: str = "local") -> AppConfig:

@@ -13,7 +13,7 @@ The spec:
         {"type": "heading", "text": "Revenue by region"},
         {"type": "text", "text": "Paragraphs, blank-line separated; **bold**, `code`, [links](https://...)"},
         {"type": "list", "items": ["one finding", "another"]},
-        {"type": "chart", "path": "revenue.svg", "caption": "Figure 1. ..."},
+        {"type": "chart", "path": "revenue.svg", "caption": "Figure 1. ..."},   (or a .png)
         {"type": "table", "path": "by_region.csv", "max_rows": 50, "caption": "..."},
         {"type": "table", "columns": ["a", "b"], "rows": [[1, 2]]},
         {"type": "note", "text": "Caveats, data sources, method."}
@@ -26,6 +26,7 @@ Relative paths are read from the spec's folder. Standard library only.
 from __future__ import annotations
 
 import argparse
+import base64
 import csv
 import json
 import re
@@ -45,7 +46,7 @@ h1{font-size:28px;margin:0 0 4px}h2{font-size:20px;margin:32px 0 8px}
 .metric{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:12px 16px;min-width:140px}
 .metric .value{font-size:24px;font-weight:600}.metric .label{color:#57606a;font-size:13px}
 figure{background:#fff;border:1px solid #d0d7de;border-radius:8px;margin:16px 0;padding:12px;overflow-x:auto}
-figure svg{max-width:100%;height:auto;display:block;margin:0 auto}
+figure svg,figure img{max-width:100%;height:auto;display:block;margin:0 auto}
 figcaption{color:#57606a;font-size:14px;margin-top:8px}
 table{border-collapse:collapse;background:#fff;font-size:14px;width:100%}
 th,td{border:1px solid #d0d7de;padding:6px 10px;text-align:left}th{background:#f0f3f6}
@@ -115,7 +116,13 @@ def block_html(block: dict[str, Any], base: Path) -> str:
         )
         return f"<div class='metrics'>{items}</div>"
     if kind == "chart":
-        return f"<figure>{svg_of(base / block['path'])}{caption}</figure>"
+        path = base / block["path"]
+        if path.suffix.lower() in (".png", ".jpg", ".jpeg"):  # a raster chart (plot.py), inlined
+            mime = "image/png" if path.suffix.lower() == ".png" else "image/jpeg"
+            data = base64.b64encode(path.read_bytes()).decode("ascii")
+            alt = escape(block.get("caption") or path.stem, quote=True)
+            return f'<figure><img src="data:{mime};base64,{data}" alt="{alt}">{caption}</figure>'
+        return f"<figure>{svg_of(path)}{caption}</figure>"
     if kind == "table":
         if "path" in block:
             with (base / block["path"]).open(newline="", encoding="utf-8-sig") as handle:

@@ -1,0 +1,126 @@
+"""`antler sandbox install|doctor`: the sandbox's toolbox, and what a sandboxed command really gets.
+
+`install` builds the toolbox (`sandbox.toolbox`) unless it is current; `antler up` does the same
+before it starts the sandbox broker. `doctor` runs one probe command through the configured
+provider, exactly as the broker would run an agent's command, and reports what it found: the
+isolation, the Python with each toolbox package's version, and Node.js.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from antler._common import CliError, load, setup_logging, status
+from config import AppConfig
+from sandbox.paths import ThreadFS
+from sandbox.providers import make_provider
+from sandbox.toolbox import Toolbox, ToolboxError
+
+log = logging.getLogger("antler.sandbox")
+
+# Runs inside the sandbox: which python3 it finds, and each package's installed version.
+_PROBE = r"""
+import importlib.metadata as md, json, re, shutil, subprocess, sys
+packages = {}
+for name in sys.argv[1:]:
+    try:  # the distribution's name out of a requirement such as "reportlab>=4" or "pkg[extra]"
+        packages[name] = md.version(re.split(r"[\[<>=!~;@ ]", name.strip())[0])
+    except md.PackageNotFoundError:
+        packages[name] = None
+node = shutil.which("node")
+node_version = None
+if node:
+    node_version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+print(json.dumps({"python": sys.executable, "version": sys.version.split()[0], "packages": packages,
+                  "node": node, "node_version": node_version}))
+"""
+
+
+async def prepare_toolbox(config: AppConfig) -> None:
+    """Install the toolbox if it is enabled and not current; a failure is a warning (the sandbox
+    then offers the bare system Python), never a reason not to start."""
+    toolbox = Toolbox.from_config(config)
+    if not toolbox.enabled:
+        return
+    try:
+        await asyncio.to_thread(toolbox.ensure, status)
+    except ToolboxError as exc:
+        log.warning("the sandbox toolbox could not be installed, sandboxes get the bare python3: %s", exc)
+
+
+async def sandbox(args: argparse.Namespace) -> int:
+    config = load(args)
+    setup_logging(config, args.verbose)
+    toolbox = Toolbox.from_config(config)
+    if args.sandbox_command == "install":
+        try:
+            built = await asyncio.to_thread(toolbox.ensure, status)
+        except ToolboxError as exc:
+            raise CliError(f"the toolbox could not be installed: {exc.detail}") from None
+        if not built:
+            status(f"sandbox toolbox up to date: {toolbox.python_dir}")
+        return 0
+    return await doctor(config, toolbox)
+
+
+async def doctor(config: AppConfig, toolbox: Toolbox) -> int:
+    """Print what a sandboxed command gets; 1 when the toolbox is missing, stale or lacks a package."""
+    provider = await asyncio.to_thread(make_provider, config.sandbox, toolbox)
+    isolation = (
+        f"bwrap (isolated: namespaces of its own, {'with' if config.sandbox.allow_network else 'no'} network)"
+        if provider.isolated
+        else "local (NOT isolated: commands can read and change this machine; install bubblewrap)"
+    )
+    print(f"sandbox: {isolation}")
+    if provider.cgroups.unavailable:
+        print(f"limits: per process only ({provider.cgroups.unavailable})")
+    found = await _probe(provider, list(toolbox.packages))
+    healthy = True
+    if not toolbox.enabled:
+        print("toolbox: off (sandbox.toolbox.enabled is false)")
+    elif toolbox.current():
+        print(f"toolbox: {toolbox.python_dir} (up to date)")
+    elif toolbox.ready():
+        print(f"toolbox: {toolbox.python_dir} (built for another package list: run `antler sandbox install`)")
+        healthy = False
+    else:
+        print(f"toolbox: not installed at {toolbox.python_dir} (run `antler sandbox install`)")
+        healthy = False
+    if found is None:
+        print("python: none (no python3 the sandbox can run)")
+        return 1
+    print(f"python: {found['version']} ({found['python']})")
+    missing = [name for name, version in found["packages"].items() if version is None]
+    for name, version in found["packages"].items():
+        print(f"  {name} {version or 'MISSING'}")
+    print(f"node: {found['node_version']} ({found['node']})" if found["node"] else "node: none")
+    return 0 if healthy and not missing else 1
+
+
+async def _probe(provider: Any, packages: list[str]) -> dict[str, Any] | None:
+    """Run the probe in a throwaway thread directory, as the broker runs an agent's command."""
+    root = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="antler-doctor-"))
+    try:
+        fs = ThreadFS(root, "doctor", "doctor")
+        await asyncio.to_thread(fs.ensure, provider.owner)
+        script = fs.workspace / "probe.py"
+        await asyncio.to_thread(script.write_text, _PROBE, encoding="utf-8")
+        names = " ".join(f"'{p}'" for p in packages if "'" not in p)
+        outcome = await provider.run(fs, f"python3 probe.py {names}", 60)
+    finally:
+        await asyncio.to_thread(shutil.rmtree, root, ignore_errors=True)
+    if outcome.exit_code != 0:
+        print(f"probe failed (exit {outcome.exit_code}): {outcome.output.strip()[-500:]}")
+        return None
+    try:
+        found: dict[str, Any] = json.loads(outcome.output.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise CliError(f"the probe printed something unexpected: {outcome.output[-500:]!r}") from None
+    return found
