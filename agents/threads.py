@@ -1,4 +1,4 @@
-"""The threads service (`<prefix>.threads.*`): create, patch, delete, state, history, suggestions.
+"""The threads service (`<prefix>.threads.*`): create, patch, delete, state, history, suggestions, goal.
 
 The runners own threads: their records (KV `<prefix>_threads`, which the
 runner's thread claims also write) and their checkpoints. Everyone else reads
@@ -21,6 +21,7 @@ from langgraph.errors import InvalidUpdateError
 
 from agents.context import RunContext
 from agents.events import jsonable
+from agents.goal import change_goal
 from agents.state import ThreadState as ThreadStateSchema
 from agents.state_update import InvalidStateUpdate, check_state_update
 from agents.suggestions import SuggestionFailed, suggest, turns_of
@@ -33,6 +34,8 @@ from bus.messages import (
     ThreadDeleted,
     ThreadDeleteReply,
     ThreadDeleteRequest,
+    ThreadGoalReply,
+    ThreadGoalRequest,
     ThreadHistoryReply,
     ThreadHistoryRequest,
     ThreadPatchReply,
@@ -187,6 +190,15 @@ class ThreadService:
 
         return ThreadPatchReply(thread=await self.runner.threads.update(req.thread_id, merge))
 
+    async def goal(self, req: ThreadGoalRequest) -> ThreadGoalReply:
+        """Set or clear the thread's goal (goal mode: `agents.goal`)."""
+        assert self.runner.threads is not None
+        try:
+            goal = await change_goal(self.runner.threads, self.config, req)
+        except LookupError:
+            raise ServiceError(f"thread {req.thread_id} not found", "not_found") from None
+        return ThreadGoalReply(goal=goal)
+
     async def delete(self, req: ThreadDeleteRequest) -> ThreadDeleteReply:
         """Checkpoints, runs, then the record, then the announcement: a failure part way is retried whole."""
         assert self.runner.threads is not None
@@ -237,6 +249,7 @@ async def serve_threads(bus: Bus, config: AppConfig, runner: Runner) -> Running:
         Endpoint("patch", ThreadPatchRequest, ThreadPatchReply, threads.patch),
         Endpoint("delete", ThreadDeleteRequest, ThreadDeleteReply, threads.delete),
         Endpoint("suggestions", ThreadSuggestionsRequest, ThreadSuggestionsReply, threads.suggestions),
+        Endpoint("goal", ThreadGoalRequest, ThreadGoalReply, threads.goal),
     ]
     # LangGraph refusing what was asked (an update that does not fit the state, a message id
     # that is not there) is the caller's mistake, said as such.

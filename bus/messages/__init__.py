@@ -35,6 +35,12 @@ from bus.messages.chat import (
     InboundMessage,
     OutboundMessage,
 )
+from bus.messages.goals import (
+    GoalEvaluation,
+    ThreadGoal,
+    ThreadGoalReply,
+    ThreadGoalRequest,
+)
 from bus.messages.memory import (
     ChatTurn,
     FactCategory,
@@ -158,6 +164,8 @@ ENVELOPES: dict[str, type[Envelope]] = {
         MemoryFactRequest,
         MemoryImportRequest,
         MemoryReply,
+        ThreadGoalRequest,
+        ThreadGoalReply,
     )
 }
 
@@ -178,6 +186,7 @@ __all__ = [
     "FileRef",
     "GlobReply",
     "GlobRequest",
+    "GoalEvaluation",
     "GrepMatch",
     "GrepReply",
     "GrepRequest",
@@ -221,6 +230,9 @@ __all__ = [
     "ThreadDeleteReply",
     "ThreadDeleteRequest",
     "ThreadDeleted",
+    "ThreadGoal",
+    "ThreadGoalReply",
+    "ThreadGoalRequest",
     "ThreadHistoryReply",
     "ThreadHistoryRequest",
     "ThreadPatchReply",

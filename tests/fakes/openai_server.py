@@ -10,7 +10,10 @@ last user or tool message contains that text. Title requests (our title prompt)
 get an automatic title; anything unscripted gets an echo of the last user text.
 With `auto_suggestions` set, follow-up suggestion requests are answered with them
 (like titles, outside the script), so a UI that asks after every answer leaves
-the script to the agent.
+the script to the agent. Goal mode's evaluator asks for structured output (a JSON schema named
+`goal_verdict`): those requests are answered from their own queue, `fake.verdicts(...)` (each a
+dict such as `{"verdict": "continue", "next_step": "..."}`; `done` once the queue is empty), and
+kept in `verdict_requests`, apart from the agent's.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from tests.fakes._server import LocalServer
 
 TITLE_MARKER = "Write a title for this conversation"
 SUGGESTIONS_MARKER = "follow-up questions the user might ask next"
+VERDICT_SCHEMA_NAME = "goal_verdict"
 
 
 @dataclass
@@ -72,6 +76,8 @@ class FakeOpenAI(LocalServer):
         self.agent_requests: list[dict[str, Any]] = []  # excluding title requests
         self._script: list[Reply] = []
         self.auto_suggestions: list[str] | None = None
+        self._verdicts: list[dict[str, Any]] = []
+        self.verdict_requests: list[dict[str, Any]] = []
         self._arrived = asyncio.Event()
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self._completions)
@@ -82,6 +88,10 @@ class FakeOpenAI(LocalServer):
 
     def script(self, *replies: Reply) -> None:
         self._script.extend(replies)
+
+    def verdicts(self, *answers: dict[str, Any]) -> None:
+        """Queue the goal evaluator's answers, in order."""
+        self._verdicts.extend(answers)
 
     @property
     def pending(self) -> int:
@@ -104,6 +114,11 @@ class FakeOpenAI(LocalServer):
             SUGGESTIONS_MARKER in str(m.get("content", "")) for m in messages
         ):
             return Reply(text=json.dumps(self.auto_suggestions))
+        schema = (body.get("response_format") or {}).get("json_schema") or {}
+        if schema.get("name") == VERDICT_SCHEMA_NAME:
+            self.verdict_requests.append(body)
+            answer = self._verdicts.pop(0) if self._verdicts else {"verdict": "done", "reason": "unscripted"}
+            return Reply(text=json.dumps(answer))
         self.agent_requests.append(body)
         self._arrived.set()
         last = _last_text(messages)
