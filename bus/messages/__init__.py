@@ -6,7 +6,7 @@ a newer producer does not break an older consumer; a different `v` is refused.
 `antler schema` prints the JSON Schemas so other languages can produce these.
 
 One module per domain (base, chat, runs, subagents, memory, agents, sandbox,
-threads); import envelopes from this package, which re-exports them all.
+threads, goals); import envelopes from this package, which re-exports them all.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from bus.messages.chat import (
     OutboundMessage,
 )
 from bus.messages.goals import (
+    MAX_OBJECTIVE_CHARS,
     GoalEvaluation,
     ThreadGoal,
     ThreadGoalReply,
@@ -173,6 +174,7 @@ __all__ = [
     "ENVELOPES",
     "ID_PATTERN",
     "ID_RULE",
+    "MAX_OBJECTIVE_CHARS",
     "AgentDefinition",
     "ChatBinding",
     "ChatOrigin",
