@@ -356,13 +356,17 @@ async def change_goal(
     goal = new_goal(request.objective, request.max_continuations, config) if request.objective else None
     if request.objective is not None and goal is None:
         raise ValueError("the goal's objective must not be empty")
+    if goal is not None and request.goal_id:
+        goal.goal_id = request.goal_id
 
     def change(current: ThreadRecord | None) -> ThreadRecord | None:
         if current is None or current.user_id != request.user_id:
             raise LookupError(f"thread {request.thread_id} not found")
         if goal is None and current.goal is None:
             return None
+        if goal is not None and current.goal is not None and current.goal.goal_id == goal.goal_id:
+            return None  # set by this same request before (a chat message delivered again)
         return current.model_copy(update={"goal": goal, "updated_at": utcnow()})
 
-    await threads.update(request.thread_id, change)
-    return goal
+    updated = await threads.update(request.thread_id, change)
+    return updated.goal if updated is not None else goal

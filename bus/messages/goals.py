@@ -75,6 +75,9 @@ class ThreadGoalRequest(Envelope):
     user_id: str = "default"
     objective: str | None = Field(None, max_length=MAX_OBJECTIVE_CHARS)
     max_continuations: int | None = Field(None, ge=0)
+    goal_id: str | None = Field(
+        None, description="The new goal's id; the thread's goal already having it is left as it is."
+    )
 
 
 class ThreadGoalReply(Reply):
