@@ -9,10 +9,10 @@ from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
 
 
-def shown(telegram: FakeTelegram) -> dict[int, str]:
+def shown(bot: FakeTelegram) -> dict[int, str]:
     """What each message the bot posted in the chat says now (after its edits), in posting order."""
     texts: dict[int, str] = {}
-    for method, params in telegram.calls:
+    for method, params in bot.calls:
         if method == "sendMessage":
             texts[int(params["sent_message_id"])] = str(params["text"])
         elif method == "editMessageText":
@@ -20,8 +20,8 @@ def shown(telegram: FakeTelegram) -> dict[int, str]:
     return texts
 
 
-def showing(telegram: FakeTelegram, text: str) -> bool:
-    return any(text in shown_text for shown_text in shown(telegram).values())
+def showing(bot: FakeTelegram, text: str) -> bool:
+    return any(text in shown_text for shown_text in shown(bot).values())
 
 
 async def test_goal_in_a_chat_sets_it_the_runner_goes_on_and_the_chat_gets_one_final_answer(
