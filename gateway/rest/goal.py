@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt, StrictStr
 
 from bus.messages import MAX_OBJECTIVE_CHARS, ThreadGoal, ThreadGoalReply, ThreadGoalRequest
 from gateway.deps import GW, Me
@@ -22,8 +22,8 @@ router = APIRouter()
 class GoalBody(Body):
     """DeerFlow's request: the completion condition, and how many runs may start by themselves."""
 
-    objective: str = Field(min_length=1, max_length=MAX_OBJECTIVE_CHARS)
-    max_continuations: int | None = Field(
+    objective: StrictStr = Field(min_length=1, max_length=MAX_OBJECTIVE_CHARS)
+    max_continuations: StrictInt | None = Field(
         None, ge=0, description="At most `goal.max_continuations` of config.yaml (its value if unset)."
     )
 
