@@ -25,7 +25,9 @@ The loop stops when the goal is done (it is then cleared), blocked (kept: the
 user's answer is judged again), after `goal.max_continuations` runs started by
 itself since the user's last message, after `goal.max_no_progress` evaluations
 in a row whose run left the same last answer, when a run is cancelled (only
-successful runs are judged), or when the goal is cleared.
+successful runs are judged), or when the goal is cleared. A message the user
+sends meanwhile is judged as a new start; a continuation queued before it is
+then not judged, so one loop goes on, never two.
 """
 
 from __future__ import annotations
@@ -209,6 +211,9 @@ class GoalLoop:
         last = goal.last_evaluation
         if last is not None and last.run_id == request.run_id:
             judged, evaluation = goal, last  # judged by an earlier delivery of this run: do the same
+        elif self._superseded(request, goal):
+            log.info("run %s: a newer message took over the goal's loop; not judged", request.run_id)
+            return None
         else:
             decided = await self._judge(request, goal, messages, cancelled)
             if decided is None:
@@ -224,6 +229,16 @@ class GoalLoop:
             evaluation.stand_down_reason or evaluation.next_run_id or "-",
         )
         return outcome(judged, evaluation)
+
+    @staticmethod
+    def _superseded(request: RunRequest, goal: ThreadGoal) -> bool:
+        """A continuation whose loop a later run took over: the user wrote while it was queued, and
+        that message's run was judged first (its own continuation carries the loop on)."""
+        marker = request.metadata.get("goal")
+        if not isinstance(marker, dict) or marker.get("goal_id") != goal.goal_id:
+            return False
+        last = goal.last_evaluation
+        return last is None or last.next_run_id != request.run_id
 
     async def _judge(
         self, request: RunRequest, goal: ThreadGoal, messages: list[Any], cancelled: Callable[[], bool]

@@ -246,3 +246,42 @@ async def test_setting_a_goal_on_another_users_thread_is_refused(bus: Bus, runne
     thread = await record_of(bus, bus.subjects.threads_bucket, thread_id, ThreadRecord)
     assert thread.goal is not None
     assert thread.goal.objective == "Mine"
+
+
+async def test_a_message_sent_while_the_goal_goes_on_takes_the_loop_over_and_only_one_loop_goes_on(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    thread_id = await thread_with_goal(bus, "Finish the report")
+    busy = asyncio.Event()
+    fake_model.script(
+        Reply(text="Outline.", when="Start the report"),
+        Reply(text="Section one.", when="Next step: step one", hold=busy),
+        Reply(text="Noted, adding charts.", when="Add charts too"),
+        Reply(text="Section two.", when="Next step: step two"),
+        Reply(text="The report with charts is complete.", when="Next step: step three"),
+    )
+    fake_model.verdicts(
+        {"verdict": "continue", "next_step": "step one"},  # the first run
+        {"verdict": "continue", "next_step": "step two"},  # its continuation
+        {"verdict": "continue", "next_step": "step three"},  # the user's second message
+        {"verdict": "done"},  # that message's continuation
+    )
+    first = ask(thread_id, "Start the report")
+    await submit_run(bus, first)
+    continuation = continuation_run_id(first.run_id)
+    await fake_model.wait_for_requests(2)  # the continuation is at work
+    second = ask(thread_id, "Add charts too")
+    await submit_run(bus, second)  # queued behind the continuation
+    busy.set()
+
+    step_two = continuation_run_id(continuation)  # started by the continuation, queued after the message
+    step_three = continuation_run_id(second.run_id)
+    ends = {
+        run: (await collect_run(bus, run, timeout=30))[-1] for run in (second.run_id, step_two, step_three)
+    }
+
+    assert goal_of(ends[second.run_id])["next_run_id"] == step_three  # type: ignore[index]
+    assert goal_of(ends[step_two]) is None, "the older loop's step ran, and was not judged"
+    assert goal_of(ends[step_three])["verdict"] == "done"  # type: ignore[index]
+    assert await record_of(bus, bus.subjects.runs_bucket, continuation_run_id(step_two), RunRecord) is None
+    assert len(fake_model.verdict_requests) == 4
