@@ -101,12 +101,14 @@ class ThreadService:
         self.runner = runner
         self.graph = state_graph(runner.checkpointer)
 
-    async def _own(self, thread_id: str, user_id: str) -> None:
-        """Refuse another user's thread as if it did not exist (a thread with no record yet is anyone's)."""
+    async def _own(self, thread_id: str, user_id: str) -> ThreadRecord | None:
+        """Refuse another user's thread as if it did not exist (a thread with no record yet is anyone's);
+        its record, if it has one."""
         assert self.runner.threads is not None
         record = await self.runner.threads.get(thread_id) if is_valid_id(thread_id) else None
         if not is_valid_id(thread_id) or (record is not None and record.user_id != user_id):
             raise ServiceError(f"thread {thread_id} not found", "not_found")
+        return record
 
     @staticmethod
     def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -116,11 +118,14 @@ class ThreadService:
         return {"configurable": configurable}
 
     async def state(self, req: ThreadStateRequest) -> ThreadStateReply:
-        await self._own(req.thread_id, req.user_id)
+        record = await self._own(req.thread_id, req.user_id)
         snapshot = await self.graph.aget_state(
             self._config(req.thread_id, req.checkpoint_id), subgraphs=req.subgraphs
         )
-        return ThreadStateReply(state=to_thread_state(snapshot))
+        state = to_thread_state(snapshot)
+        if req.checkpoint_id is None and record is not None and record.goal is not None:
+            state.values["goal"] = record.goal.goal_state()  # DeerFlow's UI shows it from `values.goal`
+        return ThreadStateReply(state=state)
 
     async def history(self, req: ThreadHistoryRequest) -> ThreadHistoryReply:
         await self._own(req.thread_id, req.user_id)

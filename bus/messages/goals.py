@@ -8,7 +8,7 @@ Antler's own additions (`goal_id`, the verdict's `next_step` and `question`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -63,6 +63,18 @@ class ThreadGoal(BaseModel):
     no_progress_count: int = Field(0, ge=0, description="Evaluations in a row that saw no progress.")
     max_no_progress_continuations: int = Field(DEFAULT_MAX_NO_PROGRESS, ge=1)
     last_evaluation: GoalEvaluation | None = None
+
+    def goal_state(self) -> dict[str, Any]:
+        """As DeerFlow's GoalState JSON (its API and its UI's `values.goal`): ours, with the verdict
+        also under DeerFlow's names (`satisfied`, `blocker`, `evidence_summary`)."""
+        data = self.model_dump(mode="json")
+        if self.last_evaluation is not None:
+            data["last_evaluation"] |= {
+                "satisfied": self.last_evaluation.satisfied,
+                "blocker": self.last_evaluation.blocker,
+                "evidence_summary": self.last_evaluation.reason,
+            }
+        return data
 
 
 class ThreadGoalRequest(Envelope):

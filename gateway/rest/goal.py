@@ -37,17 +37,7 @@ class GoalAnswer(BaseModel):
 
 
 def goal_json(goal: ThreadGoal | None) -> dict[str, Any] | None:
-    """DeerFlow's GoalState: our goal, with the verdict also under DeerFlow's names."""
-    if goal is None:
-        return None
-    data = goal.model_dump(mode="json")
-    if goal.last_evaluation is not None:
-        data["last_evaluation"] |= {
-            "satisfied": goal.last_evaluation.satisfied,
-            "blocker": goal.last_evaluation.blocker,
-            "evidence_summary": goal.last_evaluation.reason,
-        }
-    return data
+    return goal.goal_state() if goal is not None else None
 
 
 @router.get("/threads/{thread_id}/goal", response_model=GoalAnswer, responses=errors(404))

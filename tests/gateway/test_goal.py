@@ -25,6 +25,8 @@ async def test_a_goal_is_set_shown_and_cleared_in_deerflows_shapes(http: httpx.A
     assert goal["created_at"]
     assert goal["updated_at"]
     assert (await http.get(f"/threads/{thread}/goal")).json()["goal"] == goal
+    # DeerFlow's UI shows the goal from the thread's state (`values.goal`), after a reload too.
+    assert (await http.get(f"/threads/{thread}/state")).json()["values"]["goal"] == goal
 
     fewer = await http.put(f"/threads/{thread}/goal", json={"objective": "Other", "max_continuations": 3})
     assert fewer.json()["goal"]["max_continuations"] == 3
@@ -33,6 +35,7 @@ async def test_a_goal_is_set_shown_and_cleared_in_deerflows_shapes(http: httpx.A
     assert cleared.status_code == 200
     assert cleared.json() == {"goal": None}
     assert (await http.get(f"/threads/{thread}/goal")).json() == {"goal": None}
+    assert "goal" not in (await http.get(f"/threads/{thread}/state")).json()["values"]
     assert (await http.delete(f"/threads/{thread}/goal")).json() == {"goal": None}  # clearing twice is fine
 
 
