@@ -209,24 +209,34 @@ async def test_cancelling_a_continuation_stops_the_loop(
     assert len(fake_model.verdict_requests) == 1
 
 
-async def test_clearing_the_goal_ends_the_loop_and_the_next_run_is_not_judged(
+async def test_clearing_the_goal_while_a_continuation_works_stops_the_loop_after_it(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:
     thread_id = await thread_with_goal(bus, "Plan the trip")
-    cleared = await call(
-        bus,
-        "threads",
-        "goal",
-        ThreadGoalRequest(thread_id=thread_id, objective=None),
-        ThreadGoalReply,
-        timeout=10,
+    working = asyncio.Event()
+    fake_model.script(
+        Reply(text="Day one: Lisbon."),
+        Reply(text="Day two: Sintra.", when="Next step: day two", hold=working),
     )
-    assert cleared.goal is None
-    fake_model.script(Reply(text="Here is a plan."))
-    events = await collect_run(bus, (await submit_run(bus, ask(thread_id, "Plan it"))).run_id)
+    fake_model.verdicts({"verdict": "continue", "next_step": "day two"}, {"verdict": "continue"})
+    request = ask(thread_id, "Plan it")
+    await submit_run(bus, request)
+    continuation = continuation_run_id(request.run_id)
+    await fake_model.wait_for_requests(2)  # the continuation is at work
 
-    assert goal_of(events[-1]) is None
-    assert fake_model.verdict_requests == []
+    cleared = await call(
+        bus, "threads", "goal", ThreadGoalRequest(thread_id=thread_id), ThreadGoalReply, timeout=10
+    )
+    working.set()
+    events = await collect_run(bus, continuation)
+
+    assert cleared.goal is None
+    assert answer_of(events) == "Day two: Sintra."  # the step under way finishes
+    assert events[-1].data["status"] == "success"
+    assert goal_of(events[-1]) is None  # and nothing is judged or started after it
+    after = continuation_run_id(continuation)
+    assert await record_of(bus, bus.subjects.runs_bucket, after, RunRecord) is None
+    assert len(fake_model.verdict_requests) == 1
 
 
 async def test_setting_a_goal_on_another_users_thread_is_refused(bus: Bus, runner: None) -> None:
