@@ -278,7 +278,7 @@ class GoalLoop:
             verdict=verdict.verdict,
             reason=verdict.reason,
             next_step=verdict.next_step if next_run_id else "",
-            question=verdict.question or (verdict.reason if verdict.verdict == "blocked" else ""),
+            question=verdict.question or (verdict.reason if stand_down == "blocked" else ""),
             run_id=request.run_id,
             next_run_id=next_run_id,
             progress_key=key,
