@@ -24,6 +24,7 @@ from agents.context import RunContext, RunOptions
 from agents.errors import AgentError, ModelConfigError
 from agents.event_log import EventLog
 from agents.events import StreamTranslator, jsonable
+from agents.goal import GoalLoop
 from agents.lead import AgentCache
 from agents.mcp_tools import McpServers
 from agents.patches import inline_trace_bookkeeping
@@ -105,6 +106,7 @@ class Runner:
         self.runs = RecordStore(await self.bus.kv(s.runs_bucket), RunRecord)
         self.threads = RecordStore(await self.bus.kv(s.threads_bucket), ThreadRecord)
         self.claims = ThreadClaims(self.bus, self.threads, self.runs)
+        self.goals = GoalLoop(self.bus, self.config, self.threads)
         memory = RecordStore(await self.bus.kv(s.memory_bucket), MemoryDocument)
         self.memory_and_prompt = PromptAssembly(self.bus, self.config, memory)
         await self.memory_and_prompt.start()
@@ -399,6 +401,12 @@ class Runner:
         finally:
             self._streams.pop(request.run_id, None)
         values = translator.final_values or {}
+        if not values.get("messages"):  # resumed with nothing left to run: the thread's state has them
+            values = (await agent.aget_state(config)).values or {}
+        # Goal mode: judged before `end`, which carries the outcome to the chat and the UI.
+        goal = await self.goals.after_run(
+            request, list(values.get("messages") or []), lambda: request.run_id in self._cancel_actions
+        )
         await self._finish(
             request,
             events,
@@ -406,6 +414,7 @@ class Runner:
             usage=translator.usage,
             title=values.get("title"),
             subagent_tokens=translator.subagent_tokens,
+            goal=goal,
         )
         await self.memory_and_prompt.queue_memory_update(request, options, values)
 
@@ -434,6 +443,7 @@ class Runner:
         title: str | None = None,
         error: ErrorInfo | None = None,
         subagent_tokens: int = 0,
+        goal: dict[str, Any] | None = None,
     ) -> None:
         assert self.runs is not None
         assert self.threads is not None
@@ -483,7 +493,10 @@ class Runner:
                 parent_run_id=request.run_id, reason=f"the parent run ended: {status.value}"
             )
             await self.bus.publish_core(self.bus.subjects.subagent_cancel(request.run_id), stop)
-        await events.emit("end", {"status": status.value, "usage": usage or {}})
+        end: dict[str, Any] = {"status": status.value, "usage": usage or {}}
+        if goal is not None:
+            end["goal"] = goal
+        await events.emit("end", end)
         log.info("run %s on thread %s: %s", request.run_id, request.thread_id, status.value)
 
 

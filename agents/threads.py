@@ -1,4 +1,4 @@
-"""The threads service (`<prefix>.threads.*`): create, patch, delete, state, history, suggestions.
+"""The threads service (`<prefix>.threads.*`): create, patch, delete, state, history, suggestions, goal.
 
 The runners own threads: their records (KV `<prefix>_threads`, which the
 runner's thread claims also write) and their checkpoints. Everyone else reads
@@ -22,6 +22,7 @@ from langgraph.errors import InvalidUpdateError
 
 from agents.context import RunContext
 from agents.events import jsonable
+from agents.goal import change_goal
 from agents.state import ThreadState as ThreadStateSchema
 from agents.state_update import InvalidStateUpdate, check_state_update
 from agents.suggestions import SuggestionFailed, suggest, turns_of
@@ -34,6 +35,8 @@ from bus.messages import (
     ThreadDeleted,
     ThreadDeleteReply,
     ThreadDeleteRequest,
+    ThreadGoalReply,
+    ThreadGoalRequest,
     ThreadHistoryReply,
     ThreadHistoryRequest,
     ThreadPatchReply,
@@ -112,12 +115,14 @@ class ThreadService:
         self.runner = runner
         self.graph = state_graph(runner.checkpointer)
 
-    async def _own(self, thread_id: str, user_id: str) -> None:
-        """Refuse another user's thread as if it did not exist (a thread with no record yet is anyone's)."""
+    async def _own(self, thread_id: str, user_id: str) -> ThreadRecord | None:
+        """Refuse another user's thread as if it did not exist (a thread with no record yet is anyone's);
+        its record, if it has one."""
         assert self.runner.threads is not None
         record = await self.runner.threads.get(thread_id) if is_valid_id(thread_id) else None
         if not is_valid_id(thread_id) or (record is not None and record.user_id != user_id):
             raise ServiceError(f"thread {thread_id} not found", "not_found")
+        return record
 
     @staticmethod
     def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -127,11 +132,14 @@ class ThreadService:
         return {"configurable": configurable}
 
     async def state(self, req: ThreadStateRequest) -> ThreadStateReply:
-        await self._own(req.thread_id, req.user_id)
+        record = await self._own(req.thread_id, req.user_id)
         snapshot = await self.graph.aget_state(
             self._config(req.thread_id, req.checkpoint_id), subgraphs=req.subgraphs
         )
-        return ThreadStateReply(state=to_thread_state(snapshot))
+        state = to_thread_state(snapshot)
+        if req.checkpoint_id is None and record is not None and record.goal is not None:
+            state.values["goal"] = record.goal.goal_state()  # DeerFlow's UI shows it from `values.goal`
+        return ThreadStateReply(state=state)
 
     async def history(self, req: ThreadHistoryRequest) -> ThreadHistoryReply:
         await self._own(req.thread_id, req.user_id)
@@ -201,6 +209,15 @@ class ThreadService:
 
         return ThreadPatchReply(thread=await self.runner.threads.update(req.thread_id, merge))
 
+    async def goal(self, req: ThreadGoalRequest) -> ThreadGoalReply:
+        """Set or clear the thread's goal (goal mode: `agents.goal`)."""
+        assert self.runner.threads is not None
+        try:
+            goal = await change_goal(self.runner.threads, self.config, req)
+        except LookupError:
+            raise ServiceError(f"thread {req.thread_id} not found", "not_found") from None
+        return ThreadGoalReply(goal=goal)
+
     async def delete(self, req: ThreadDeleteRequest) -> ThreadDeleteReply:
         """Checkpoints, runs, then the record, then the announcement: a failure part way is retried whole."""
         assert self.runner.threads is not None
@@ -251,6 +268,7 @@ async def serve_threads(bus: Bus, config: AppConfig, runner: Runner) -> Running:
         Endpoint("patch", ThreadPatchRequest, ThreadPatchReply, threads.patch),
         Endpoint("delete", ThreadDeleteRequest, ThreadDeleteReply, threads.delete),
         Endpoint("suggestions", ThreadSuggestionsRequest, ThreadSuggestionsReply, threads.suggestions),
+        Endpoint("goal", ThreadGoalRequest, ThreadGoalReply, threads.goal),
     ]
     # LangGraph refusing what was asked (an update that does not fit the state, a message id
     # that is not there) is the caller's mistake, said as such.

@@ -61,6 +61,7 @@ RIGHTS: dict[str, Rights] = {
         consume=(("RUNS", "runner", "runs.submit"),),
         read_streams=("RUN_EVENTS",),
         publish=(
+            "runs.submit",  # goal mode's continuations
             "runs.ev.>",
             "runs.ctl.*",
             "memory.update.>",

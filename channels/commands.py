@@ -20,6 +20,7 @@ CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("status", "this conversation, its model and whether I am busy"),
     ("models", "list models; /models <name> - use one in this chat"),
     ("memory", "what I remember about you"),
+    ("goal", "set a goal I keep working on by myself; /goal shows it, /goal clear stops it"),
     ("help", "this help"),
 )
 

@@ -30,6 +30,7 @@ from bus.layout import output_relative
 from bus.messages import ChatOrigin, FileRef, OutboundMessage, RunEvent, RunRecord
 from bus.records import RecordStore
 from bus.runs import follow_run
+from channels.goal_command import reply_for as goal_reply
 from config import AppConfig
 
 log = logging.getLogger(__name__)
@@ -319,6 +320,9 @@ class ReplyProjection:
             kind, text = "clarification", projection.clarification
         else:
             text = projection.answer(event.attempt) or "(no answer)"
+            goal = (event.data or {}).get("goal") if isinstance(event.data, dict) else None
+            if isinstance(goal, dict):  # goal mode: a status while it goes on, the answer once at the end
+                kind, text = goal_reply(goal, text)
             user_id = f"{projection.origin.channel}:{projection.origin.user_id}"
             files = [
                 FileRef(

@@ -5,7 +5,7 @@ Three durable consumers:
 - inbound (`<prefix>.chat.in.>`, each chat's messages in order, chats side
   by side): policy (allowlists, mentions in groups),
   chat -> thread (KV `<prefix>_chats`), commands answered here (/new /status
-  /models /memory /help), everything else becomes a RunRequest with the chat
+  /models /memory /goal /help), everything else becomes a RunRequest with the chat
   as origin. Runs of one chat queue behind each other (multitask enqueue).
   The run id is derived from the platform message, so a platform's retry —
   even after the dedupe window — never starts a second run.
@@ -49,6 +49,7 @@ from bus.records import RecordStore
 from bus.runs import SubmissionOrder, submit_new_run
 from bus.service import ServiceError, call, start_service
 from bus.subjects import safe_token
+from channels import goal_command
 from channels.commands import CHAT_COMMANDS, spelled
 from channels.replies import FinalsInOrder, RecentOrigins, ReplyProjection, projection_consumer
 from config import AppConfig, ChannelConfig
@@ -143,7 +144,12 @@ class Router:
             return
         text = message.text.strip()
         command = slash_command(text)
-        if command is not None and await self.command(message, *command):
+        if command is not None and command[0] == "goal" and goal_command.parse(command[1])[0] == "set":
+            binding = await self.binding(message)
+            text = await self.set_goal(message, binding, command[1])  # the objective becomes the message
+            if text is None:
+                return
+        elif command is not None and await self.command(message, *command):
             return
         binding = await self.binding(message)
         run_id = str(uuid.uuid5(RUN_NAMESPACE, message.dedupe_id()))
@@ -274,6 +280,13 @@ class Router:
             reply = await self.models(message, argument)
         elif name == "memory":
             reply = await self.recall(message)
+        elif name == "goal":  # shown or cleared here; set in `_on_inbound`, as the message goes on
+            binding = await self.binding(message)
+            if goal_command.parse(argument)[0] == "clear":
+                reply = await goal_command.clear(self.bus, binding.thread_id, binding.user_id)
+            else:
+                assert self.threads is not None
+                reply = goal_command.shown(await self.threads.get(binding.thread_id))
         else:
             catalog = await read_catalog(self.bus)
             skill = catalog.get(name) if catalog is not None else None
@@ -292,6 +305,18 @@ class Router:
                 reply = f"There is no command or skill called /{name}.\n\n{full_help}"
         await self.reply(message, reply)
         return True
+
+    async def set_goal(self, message: InboundMessage, binding: ChatBinding, objective: str) -> str | None:
+        """Set the chat's thread goal; the objective to send on as the message (None: refused, said so)."""
+        goal_id = goal_command.goal_id_for(message.dedupe_id())
+        try:
+            await goal_command.change(self.bus, binding.thread_id, binding.user_id, objective, goal_id)
+        except ServiceError as exc:
+            if exc.code not in ("invalid", "not_found"):
+                raise  # no runner answered: tried again like any bus failure
+            await self.reply(message, f"Could not set the goal: {exc.message}")
+            return None
+        return objective
 
     async def status(self, message: InboundMessage) -> str:
         assert self.threads is not None

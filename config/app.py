@@ -296,6 +296,20 @@ class SummarizationConfig(Section):
     summary_prompt: str | None = None
 
 
+class GoalConfig(Section):
+    """Goal mode: after each run of a thread with a goal, an evaluator model judges it and the runner
+    goes on by itself within these limits."""
+
+    max_continuations: int = Field(
+        8, ge=0, le=100, description="Runs the runner starts by itself after one message of the user."
+    )
+    max_no_progress: int = Field(
+        2, ge=1, description="Evaluations in a row whose run changed nothing before the loop stops."
+    )
+    model_name: str | None = Field(None, description="Model of the evaluator; unset = the default model.")
+    timeout_seconds: float = Field(60.0, gt=0, description="An evaluation taking longer stops the loop.")
+
+
 class ToolSearchConfig(Section):
     enabled: bool = Field(False, description="MCP tools are found with tool_search instead of bound at once.")
     max_results: int = Field(5, gt=0, description="Tools one tool_search call returns.")
@@ -483,6 +497,7 @@ class AppConfig(Section):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     title: TitleConfig = Field(default_factory=TitleConfig)
     summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
+    goal: GoalConfig = Field(default_factory=GoalConfig)
     subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
     guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
     tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)

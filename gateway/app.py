@@ -26,6 +26,7 @@ from gateway.rest.agents import router as agents_router
 from gateway.rest.conversation import router as conversation_router
 from gateway.rest.custom_skills import router as custom_skills_router
 from gateway.rest.files import router as files_router
+from gateway.rest.goal import router as goal_router
 from gateway.rest.mcp import router as mcp_router
 from gateway.rest.memory import router as memory_router
 from gateway.rest.models import router as models_router
@@ -76,6 +77,7 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(memory_router, prefix="/api", tags=["memory"], responses=refusals)
     app.include_router(agents_router, prefix="/api", tags=["custom agents"], responses=refusals)
     app.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
+    app.include_router(goal_router, prefix="/api", tags=["goal mode"], responses=refusals)
     app.include_router(accounts_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
     # Compatibility answers for DeerFlow features Antler lacks: not part of Antler's documented API.
     app.include_router(health_router, tags=["health"])

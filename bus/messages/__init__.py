@@ -6,7 +6,7 @@ a newer producer does not break an older consumer; a different `v` is refused.
 `antler schema` prints the JSON Schemas so other languages can produce these.
 
 One module per domain (base, chat, runs, subagents, memory, agents, sandbox,
-threads); import envelopes from this package, which re-exports them all.
+threads, goals); import envelopes from this package, which re-exports them all.
 """
 
 from __future__ import annotations
@@ -34,6 +34,13 @@ from bus.messages.base import (
 from bus.messages.chat import (
     InboundMessage,
     OutboundMessage,
+)
+from bus.messages.goals import (
+    MAX_OBJECTIVE_CHARS,
+    GoalEvaluation,
+    ThreadGoal,
+    ThreadGoalReply,
+    ThreadGoalRequest,
 )
 from bus.messages.memory import (
     ChatTurn,
@@ -158,6 +165,8 @@ ENVELOPES: dict[str, type[Envelope]] = {
         MemoryFactRequest,
         MemoryImportRequest,
         MemoryReply,
+        ThreadGoalRequest,
+        ThreadGoalReply,
     )
 }
 
@@ -165,6 +174,7 @@ __all__ = [
     "ENVELOPES",
     "ID_PATTERN",
     "ID_RULE",
+    "MAX_OBJECTIVE_CHARS",
     "AgentDefinition",
     "ChatBinding",
     "ChatOrigin",
@@ -178,6 +188,7 @@ __all__ = [
     "FileRef",
     "GlobReply",
     "GlobRequest",
+    "GoalEvaluation",
     "GrepMatch",
     "GrepReply",
     "GrepRequest",
@@ -221,6 +232,9 @@ __all__ = [
     "ThreadDeleteReply",
     "ThreadDeleteRequest",
     "ThreadDeleted",
+    "ThreadGoal",
+    "ThreadGoalReply",
+    "ThreadGoalRequest",
     "ThreadHistoryReply",
     "ThreadHistoryRequest",
     "ThreadPatchReply",

@@ -18,6 +18,7 @@ from bus.messages.base import (
     new_id,
     utcnow,
 )
+from bus.messages.goals import ThreadGoal
 
 # --------------------------------------------------------------------- runs
 
@@ -169,6 +170,7 @@ class ThreadRecord(Envelope):
         default_factory=dict, description="Tokens and runs per model the runs used."
     )
     subagent_tokens: int = Field(0, description="Of `usage.total_tokens`, what subagents used.")
+    goal: ThreadGoal | None = Field(None, description="Goal mode: what the runner keeps working toward.")
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 

@@ -1,7 +1,7 @@
 """DeerFlow features Antler does not have, answered as "none" or "off" rather than 404.
 
 DeerFlow's web UI asks about scheduled tasks, IM channel connections, the
-Lark integration, MCP background tasks, goal mode, feedback, branches,
+Lark integration, MCP background tasks, feedback, branches,
 context compaction, regenerate and edit, input polish, browser control and the per-run
 review of workspace changes. Reads answer with an
 empty list or a disabled flag, so the UI shows its empty state; actions answer
@@ -115,28 +115,6 @@ async def mcp_tasks(gw: GW, me: Me, thread_id: str) -> list[dict[str, Any]]:
     """MCP background tasks: none (`/api/features` says `mcp_tasks` is off)."""
     await gw.own_thread(thread_id, me)
     return []
-
-
-class GoalAnswer(BaseModel):
-    goal: dict[str, Any] | None
-
-
-@router.get("/threads/{thread_id}/goal", response_model=GoalAnswer, responses=errors(404))
-async def goal(gw: GW, me: Me, thread_id: str) -> GoalAnswer:
-    await gw.own_thread(thread_id, me)
-    return GoalAnswer(goal=None)
-
-
-@router.put("/threads/{thread_id}/goal", responses={**errors(404), **NOT_HERE})
-async def set_goal(gw: GW, me: Me, thread_id: str) -> None:
-    await gw.own_thread(thread_id, me)
-    raise not_in_antler("goal mode")
-
-
-@router.delete("/threads/{thread_id}/goal", response_model=GoalAnswer, responses=errors(404))
-async def clear_goal(gw: GW, me: Me, thread_id: str) -> GoalAnswer:
-    await gw.own_thread(thread_id, me)
-    return GoalAnswer(goal=None)
 
 
 @router.put("/threads/{thread_id}/runs/{run_id}/feedback", responses={**errors(404), **NOT_HERE})

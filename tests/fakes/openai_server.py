@@ -16,6 +16,11 @@ Providers under load are played too: `refuse(n, retry_after=...)` answers the ne
 requests with 429 (and `Retry-After`); `concurrency_limit` answers 429 to a request arriving
 while that many are in flight. `in_flight` / `max_in_flight` count requests being answered
 (a streamed one until its last chunk), `refused` the 429s sent for either reason.
+
+Goal mode's evaluator asks for structured output (a JSON schema named
+`goal_verdict`): those requests are answered from their own queue, `fake.verdicts(...)` (each a
+dict such as `{"verdict": "continue", "next_step": "..."}`; `done` once the queue is empty), and
+kept in `verdict_requests`, apart from the agent's.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from tests.fakes._server import LocalServer
 
 TITLE_MARKER = "Write a title for this conversation"
 SUGGESTIONS_MARKER = "follow-up questions the user might ask next"
+VERDICT_SCHEMA_NAME = "goal_verdict"
 
 
 @dataclass
@@ -79,6 +85,8 @@ class FakeOpenAI(LocalServer):
         self.agent_requests: list[dict[str, Any]] = []  # excluding title requests
         self._script: list[Reply] = []
         self.auto_suggestions: list[str] | None = None
+        self._verdicts: list[dict[str, Any]] = []
+        self.verdict_requests: list[dict[str, Any]] = []
         self._arrived = asyncio.Event()
         self.in_flight = 0
         self.max_in_flight = 0
@@ -123,6 +131,10 @@ class FakeOpenAI(LocalServer):
     def script(self, *replies: Reply) -> None:
         self._script.extend(replies)
 
+    def verdicts(self, *answers: dict[str, Any]) -> None:
+        """Queue the goal evaluator's answers, in order."""
+        self._verdicts.extend(answers)
+
     @property
     def pending(self) -> int:
         return len(self._script)
@@ -144,6 +156,11 @@ class FakeOpenAI(LocalServer):
             SUGGESTIONS_MARKER in str(m.get("content", "")) for m in messages
         ):
             return Reply(text=json.dumps(self.auto_suggestions))
+        schema = (body.get("response_format") or {}).get("json_schema") or {}
+        if schema.get("name") == VERDICT_SCHEMA_NAME:
+            self.verdict_requests.append(body)
+            answer = self._verdicts.pop(0) if self._verdicts else {"verdict": "done", "reason": "unscripted"}
+            return Reply(text=json.dumps(answer))
         self.agent_requests.append(body)
         self._arrived.set()
         last = _last_text(messages)

@@ -15,8 +15,6 @@ async def test_deerflows_other_features_read_as_empty_or_off(http: httpx.AsyncCl
     lark = (await http.get("/integrations/lark/status")).json()
     assert (lark["installed"], lark["app_configured"], lark["installed_skills"]) == (False, False, [])
     assert (await http.get(f"/threads/{thread}/mcp-tasks", params={"limit": 20})).json() == []
-    assert (await http.get(f"/threads/{thread}/goal")).json() == {"goal": None}
-    assert (await http.delete(f"/threads/{thread}/goal")).json() == {"goal": None}
     polished = await http.post("/input-polish", json={"text": "fix my grammer", "locale": "en"})
     assert polished.json() == {"rewritten_text": "fix my grammer", "changed": False}
     features = (await http.get("/features")).json()
@@ -27,7 +25,6 @@ async def test_their_actions_say_antler_does_not_have_them(http: httpx.AsyncClie
     thread = (await http.post("/threads", json={})).json()["thread_id"]
     actions = [
         ("POST", "/scheduled-tasks", "scheduled tasks"),
-        ("PUT", f"/threads/{thread}/goal", "goal mode"),
         ("POST", f"/threads/{thread}/branches", "branching a thread"),
         ("POST", f"/threads/{thread}/compact", "compacting a thread"),
         ("POST", f"/threads/{thread}/runs/regenerate/prepare", "regenerating or editing"),
@@ -42,6 +39,6 @@ async def test_their_actions_say_antler_does_not_have_them(http: httpx.AsyncClie
         assert feature in response.json()["detail"]
         assert "Antler does not have" in response.json()["detail"]
     async with httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}) as bob:
-        for path in ("scheduled-tasks", "mcp-tasks", "goal"):
+        for path in ("scheduled-tasks", "mcp-tasks"):
             assert (await bob.get(f"/threads/{thread}/{path}")).status_code == 404, "not bob's thread"
         assert (await bob.post(f"/threads/{thread}/compact")).status_code == 404

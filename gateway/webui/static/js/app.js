@@ -5,6 +5,7 @@ import { canSignOut, signIn, signOut } from "./auth.js";
 import { Conversation, draw, el, textOf } from "./conversation.js";
 import { confirmInPage } from "./confirm.js";
 import { closeArtifacts, showArtifacts } from "./files.js";
+import { goalCommand, goalEnded, showGoal } from "./goal.js";
 import { showSettings } from "./settings.js";
 
 const $ = (id) => document.getElementById(id);
@@ -146,6 +147,7 @@ function newChat() {
   closeArtifacts();
   drawThreads();
   redraw();
+  showGoal(state.threadId, true, toast);
   $("input").focus();
 }
 
@@ -160,6 +162,7 @@ async function openThread(threadId) {
   closeArtifacts();
   drawThreads();
   redraw();
+  showGoal(threadId, false, toast);
   try {
     const [thread, threadState] = await Promise.all([threads.get(threadId), threads.state(threadId)]);
     if (state.conversation !== conversation) return;
@@ -240,6 +243,7 @@ async function follow(conversation, how) {
   conversation.error = null;
   conversation.stopped = false;
   redraw();
+  let next = null; // the run a goal's runner started after this one (goal.js)
   try {
     await streamRun(conversation.threadId, {
       ...how,
@@ -250,6 +254,7 @@ async function follow(conversation, how) {
       },
       onEvent: (frame) => {
         applyFrame(conversation, frame);
+        if (frame.event === "end") next = goalEnded(conversation.threadId, frame.data?.goal);
         if (state.conversation === conversation) redraw();
       },
     });
@@ -270,6 +275,7 @@ async function follow(conversation, how) {
   }
   if (conversation.stopped || conversation.error) conversation.pin();
   redraw();
+  if (next && !conversation.stopped) return follow(conversation, { join: next }); // the goal goes on
   await refreshThreads();
   // The thread's record takes the new title just after the run ends: look once more if it is not in.
   if (!state.threadList.find((t) => t.thread_id === conversation.threadId)?.values?.title) {
@@ -279,6 +285,10 @@ async function follow(conversation, how) {
 
 async function send(text, extraKwargs = {}) {
   if (state.conversation?.running) return;
+  if (text.trim().startsWith("/goal")) {
+    text = await goalCommand(state.threadId || (state.threadId = crypto.randomUUID()), text);
+    if (text === null) return;
+  }
   const files = state.pending;
   if (!text.trim() && !files.length) return;
   const threadId = state.threadId || crypto.randomUUID();
