@@ -181,9 +181,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 await deerflow.ask(op="sequential", turns=3, text="hello")  # its agent is built
                 await warm_up(client, 5)
                 for n in range(args.rounds):
-                    df_seq = (await deerflow.ask(op="sequential", turns=args.sequential, text=text))[
-                        "latencies"
-                    ]
+                    df_seq = await deerflow.ask(op="sequential", turns=args.sequential, text=text)
                     df_many = await deerflow.ask(op="concurrent", chats=args.chats, text=text)
                     an_seq = await antler_sequential(client, args.sequential, text)
                     _, an_seconds = await antler_concurrent(client, args.chats, text)
