@@ -8,6 +8,8 @@ DeerFlow's chain and where each link lives here:
  4. dangling tool calls                  -> DanglingToolCallMiddleware
  5. model errors                         -> LLMErrorHandlingMiddleware
  6. tool errors                          -> langchain's ToolErrorMiddleware
+    tool output budget                   -> ToolOutputBudgetMiddleware (`tool_output`): long results
+                                            cut, kept whole under outputs/tool-results
  7. summarization                        -> langchain's SummarizationMiddleware (`summarization.enabled`)
  8. plan mode                            -> langchain's TodoListMiddleware (`is_plan_mode`)
  9. title                                -> TitleMiddleware (inside the model call)
@@ -48,6 +50,7 @@ from agents.middleware import (
     TitleMiddleware,
     ViewImageMiddleware,
 )
+from agents.middleware.tool_output import SaveOutput, ToolOutputBudgetMiddleware
 from agents.state import ThreadState
 from agents.tool_search import DeferredToolsMiddleware, make_tool_search
 from agents.tools import ask_clarification, config_tools, present_files
@@ -70,11 +73,17 @@ def _context_size(size: ContextSize) -> tuple[str, float]:
 
 
 def build_middlewares(
-    config: AppConfig, options: RunOptions, model: Any, deferred: list[BaseTool] | None = None
+    config: AppConfig,
+    options: RunOptions,
+    model: Any,
+    deferred: list[BaseTool] | None = None,
+    save_output: SaveOutput | None = None,
 ) -> list[AgentMiddleware[Any, Any]]:
     chosen = config.get_model(options.model_name)
+    budget = config.tool_output
     middlewares: list[AgentMiddleware[Any, Any]] = [
         RunPromptMiddleware(),
+        *([ToolOutputBudgetMiddleware(budget, save_output)] if budget.enabled else []),
         *([DeferredToolsMiddleware(deferred)] if deferred else []),
         DanglingToolCallMiddleware(),
         LLMErrorHandlingMiddleware((chosen.display_name or chosen.name) if chosen else None),
@@ -128,6 +137,7 @@ def build_lead_agent(
     extra_tools: list[BaseTool] | None = None,
     task_tool: BaseTool | None = None,
     deferred: list[BaseTool] | None = None,
+    save_output: SaveOutput | None = None,
 ) -> Any:
     """Compile the lead agent for one set of options.
 
@@ -147,7 +157,7 @@ def build_lead_agent(
     return create_agent(
         model,
         tools,
-        middleware=build_middlewares(config, options, model, deferred),
+        middleware=build_middlewares(config, options, model, deferred, save_output),
         state_schema=ThreadState,
         context_schema=RunContext,
         checkpointer=checkpointer,
@@ -164,8 +174,10 @@ class AgentCache:
         checkpointer: BaseCheckpointSaver[Any] | None,
         extra_tools: list[BaseTool] | None = None,
         task_tool: BaseTool | None = None,
+        save_output: SaveOutput | None = None,
     ) -> None:
         self.config = config
+        self.save_output = save_output  # where long tool results are kept whole
         self.checkpointer = checkpointer
         self.extra_tools = extra_tools or []
         self.task_tool = task_tool
@@ -176,7 +188,13 @@ class AgentCache:
         agent = self._agents.get(options)
         if agent is None:
             agent = build_lead_agent(
-                self.config, options, self.checkpointer, self.extra_tools, self.task_tool, self.deferred_tools
+                self.config,
+                options,
+                self.checkpointer,
+                self.extra_tools,
+                self.task_tool,
+                self.deferred_tools,
+                self.save_output,
             )
             self._agents[options] = agent  # only after success: a fixed config is retried next run
             log.info("compiled lead agent for %s", options)

@@ -26,6 +26,7 @@ from agents.event_log import EventLog
 from agents.events import StreamTranslator, jsonable
 from agents.lead import AgentCache
 from agents.mcp_tools import McpServers
+from agents.output_files import ToolOutputFiles
 from agents.patches import inline_trace_bookkeeping
 from agents.run_endings import end_refused_request, ensure_ended
 from agents.run_input import graph_config, graph_input_of, run_timeout
@@ -68,7 +69,8 @@ class Runner:
             *make_agent_tools(bus, config),
         ]
         task = make_task_tool(bus, config)
-        self.agents = AgentCache(config, checkpointer, extra_tools=self._own_tools, task_tool=task)
+        saved = ToolOutputFiles(bus)
+        self.agents = AgentCache(config, checkpointer, self._own_tools, task, save_output=saved)
         reserved = {t.name for t in self._own_tools} | {"task", "ask_clarification", "present_files"}
         self.mcp = McpServers(bus, reserved=reserved, role="runner")
         self._mcp_version = 0

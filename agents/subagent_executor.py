@@ -43,6 +43,8 @@ from agents.middleware import (
     RunPromptMiddleware,
     ViewImageMiddleware,
 )
+from agents.middleware.tool_output import ToolOutputBudgetMiddleware
+from agents.output_files import ToolOutputFiles
 from agents.prompt import skills_section
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 from agents.state import ThreadState, thread_data
@@ -117,8 +119,10 @@ class SubagentExecutor:
         model_config = self.config.get_model(model_name)
         sees = model_config is not None and model_config.supports_vision
         tools = [t for name, t in self.tools.items() if kind.allows(name) and (sees or name != "view_image")]
+        budget = self.config.tool_output
         middleware: list[AgentMiddleware[Any, Any]] = [
             RunPromptMiddleware(),
+            *([ToolOutputBudgetMiddleware(budget, ToolOutputFiles(self.bus))] if budget.enabled else []),
             DanglingToolCallMiddleware(),
             LLMErrorHandlingMiddleware(
                 (model_config.display_name or model_config.name) if model_config else None

@@ -31,6 +31,7 @@ from config.app import (
     TitleConfig,
     ToolConfig,
     ToolGroupConfig,
+    ToolOutputConfig,
 )
 from config.errors import (
     ConfigError,
@@ -92,6 +93,7 @@ __all__ = [
     "TitleConfig",
     "ToolConfig",
     "ToolGroupConfig",
+    "ToolOutputConfig",
     "UnresolvedEnv",
     "extensions_from",
     "extensions_path",

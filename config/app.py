@@ -134,6 +134,12 @@ class ModelConfig(Section):
     )
     use_responses_api: bool | None = None
     output_version: str | None = None
+    context_window: int | None = Field(
+        None,
+        gt=0,
+        description="Tokens the model takes in (its context window); summarization starts at "
+        "summarization.trigger of it. Unset = summarization.default_context_window.",
+    )
 
     @field_validator("use")
     @classmethod
@@ -229,6 +235,23 @@ class SummarizationConfig(Section):
     keep: ContextSize = Field(default_factory=lambda: ContextSize(type="messages", value=10))
     trim_tokens_to_summarize: int | None = Field(4000, description="Cap on what is sent to be summarized.")
     summary_prompt: str | None = None
+
+
+class ToolOutputConfig(Section):
+    """Every tool result's budget: a longer one reaches the model cut (head and tail), its whole text
+    saved under the thread's outputs (`<outputs>/tool-results/`) with the path in the note."""
+
+    enabled: bool = True
+    max_chars: int = Field(20_000, gt=0, description="Longest tool result the model gets whole.")
+    head_chars: int = Field(8_000, ge=0, description="Characters kept from the start of a longer one.")
+    tail_chars: int = Field(3_000, ge=0, description="Characters kept from its end.")
+    tool_overrides: dict[str, int] = Field(
+        default_factory=dict, description="max_chars per tool name (e.g. a verbose MCP tool)."
+    )
+    not_saved: list[str] = Field(
+        default_factory=lambda: ["read_file"],
+        description="Tools whose long results are cut but not saved again (read_file reads a saved file).",
+    )
 
 
 class ToolSearchConfig(Section):
@@ -419,6 +442,7 @@ class AppConfig(Section):
     subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
     guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
     tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
+    tool_output: ToolOutputConfig = Field(default_factory=ToolOutputConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)

@@ -40,6 +40,14 @@ def notes_server() -> FastMCP:
         """Which environment variables this server process has (names only)."""
         return ", ".join(sorted(os.environ))
 
+    @mcp.tool()
+    def big_report(megabytes: int) -> str:
+        """A report of about `megabytes` MB: numbered lines, a needle in the middle line."""
+        count = megabytes * 1024 * 1024 // 64
+        lines = [f"line {n:07d} " + "x" * 50 for n in range(count)]
+        lines[count // 2] = f"line {count // 2:07d} NEEDLE-IN-THE-MIDDLE"
+        return "\n".join(lines)
+
     return mcp
 
 
