@@ -10,6 +10,8 @@ DeerFlow's chain and where each link lives here:
  6. tool errors                          -> langchain's ToolErrorMiddleware
     tool output budget                   -> ToolOutputBudgetMiddleware (`tool_output`): long results
                                             cut, kept whole under outputs/tool-results
+    read before write                    -> ReadBeforeWriteMiddleware: an existing file is changed only
+                                            after a read_file of it newer than the last change
  7. summarization                        -> langchain's SummarizationMiddleware (`summarization.enabled`)
  8. plan mode                            -> langchain's TodoListMiddleware (`is_plan_mode`)
  9. title                                -> TitleMiddleware (inside the model call)
@@ -50,8 +52,10 @@ from agents.middleware import (
     TitleMiddleware,
     ViewImageMiddleware,
 )
-from agents.middleware.tool_output import SaveOutput, ToolOutputBudgetMiddleware
+from agents.middleware.read_before_write import ReadBeforeWriteMiddleware
+from agents.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.state import ThreadState
+from agents.thread_files import ThreadFiles
 from agents.tool_search import DeferredToolsMiddleware, make_tool_search
 from agents.tools import ask_clarification, config_tools, present_files
 from config import AppConfig, ContextSize
@@ -77,13 +81,14 @@ def build_middlewares(
     options: RunOptions,
     model: Any,
     deferred: list[BaseTool] | None = None,
-    save_output: SaveOutput | None = None,
+    files: ThreadFiles | None = None,
 ) -> list[AgentMiddleware[Any, Any]]:
     chosen = config.get_model(options.model_name)
     budget = config.tool_output
     middlewares: list[AgentMiddleware[Any, Any]] = [
         RunPromptMiddleware(),
-        *([ToolOutputBudgetMiddleware(budget, save_output)] if budget.enabled else []),
+        *([ToolOutputBudgetMiddleware(budget, files)] if budget.enabled else []),
+        *([ReadBeforeWriteMiddleware(files)] if files is not None else []),
         *([DeferredToolsMiddleware(deferred)] if deferred else []),
         DanglingToolCallMiddleware(),
         LLMErrorHandlingMiddleware((chosen.display_name or chosen.name) if chosen else None),
@@ -137,7 +142,7 @@ def build_lead_agent(
     extra_tools: list[BaseTool] | None = None,
     task_tool: BaseTool | None = None,
     deferred: list[BaseTool] | None = None,
-    save_output: SaveOutput | None = None,
+    files: ThreadFiles | None = None,
 ) -> Any:
     """Compile the lead agent for one set of options.
 
@@ -157,7 +162,7 @@ def build_lead_agent(
     return create_agent(
         model,
         tools,
-        middleware=build_middlewares(config, options, model, deferred, save_output),
+        middleware=build_middlewares(config, options, model, deferred, files),
         state_schema=ThreadState,
         context_schema=RunContext,
         checkpointer=checkpointer,
@@ -174,10 +179,10 @@ class AgentCache:
         checkpointer: BaseCheckpointSaver[Any] | None,
         extra_tools: list[BaseTool] | None = None,
         task_tool: BaseTool | None = None,
-        save_output: SaveOutput | None = None,
+        files: ThreadFiles | None = None,
     ) -> None:
         self.config = config
-        self.save_output = save_output  # where long tool results are kept whole
+        self.files = files  # the thread's files, for the tool output budget and read before write
         self.checkpointer = checkpointer
         self.extra_tools = extra_tools or []
         self.task_tool = task_tool
@@ -194,7 +199,7 @@ class AgentCache:
                 self.extra_tools,
                 self.task_tool,
                 self.deferred_tools,
-                self.save_output,
+                self.files,
             )
             self._agents[options] = agent  # only after success: a fixed config is retried next run
             log.info("compiled lead agent for %s", options)

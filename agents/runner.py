@@ -26,13 +26,13 @@ from agents.event_log import EventLog
 from agents.events import StreamTranslator, jsonable
 from agents.lead import AgentCache
 from agents.mcp_tools import McpServers
-from agents.output_files import ToolOutputFiles
 from agents.patches import inline_trace_bookkeeping
 from agents.run_endings import end_refused_request, ensure_ended
 from agents.run_input import graph_config, graph_input_of, run_timeout
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 from agents.task_tool import make_task_tool
 from agents.thread_claims import Outcome, ThreadClaims
+from agents.thread_files import ThreadFiles
 from bus import Abandon, Bus, Consumer, Delivery, NotStored, Retry, decode, run_consumers
 from bus.consumer import cancel_until_done
 from bus.messages import (
@@ -69,8 +69,8 @@ class Runner:
             *make_agent_tools(bus, config),
         ]
         task = make_task_tool(bus, config)
-        saved = ToolOutputFiles(bus)
-        self.agents = AgentCache(config, checkpointer, self._own_tools, task, save_output=saved)
+        files = ThreadFiles(bus)
+        self.agents = AgentCache(config, checkpointer, self._own_tools, task, files=files)
         reserved = {t.name for t in self._own_tools} | {"task", "ask_clarification", "present_files"}
         self.mcp = McpServers(bus, reserved=reserved, role="runner")
         self._mcp_version = 0

@@ -4,7 +4,7 @@ One mechanism for every tool (sandbox, MCP, web, config tools, subagents): it
 wraps the tool call, and a result longer than `tool_output.max_chars` (or the
 tool's override) is replaced by its head and tail around a note. The whole text
 is saved first as a file under the thread's outputs (`save`, through the
-sandbox broker), and the note names that file, so the model can read the parts
+sandbox broker: agents.thread_files), and the note names that file, so the model can read the parts
 it needs with `read_file` (line ranges) or `grep`. If saving fails the note says
 so and the result is still cut: one huge result must never fill the context.
 
@@ -17,22 +17,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
+from agents.thread_files import ThreadFiles
 from config import ToolOutputConfig
 
 log = logging.getLogger(__name__)
-
-
-class SaveOutput(Protocol):
-    async def __call__(self, user_id: str, thread_id: str, tool_name: str, text: str) -> str:
-        """Save `text` for the thread; returns the path the agent reads it at."""
-        ...
 
 
 def text_of_result(content: Any) -> str | None:
@@ -76,10 +71,10 @@ def cut(text: str, head_chars: int, tail_chars: int, note: str) -> str:
 
 
 class ToolOutputBudgetMiddleware(AgentMiddleware):  # type: ignore[type-arg]
-    def __init__(self, config: ToolOutputConfig, save: SaveOutput | None) -> None:
+    def __init__(self, config: ToolOutputConfig, files: ThreadFiles | None) -> None:
         super().__init__()
         self.config = config
-        self.save = save
+        self.files = files
 
     def limit(self, tool_name: str) -> int:
         return self.config.tool_overrides.get(tool_name, self.config.max_chars)
@@ -113,14 +108,14 @@ class ToolOutputBudgetMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         tail = min(self.config.tail_chars, max(0, limit - head))
         size = f"{len(text):,} characters"
         tool = message.name or name
-        if tool in self.config.not_saved or self.save is None:
+        if tool in self.config.not_saved or self.files is None:
             note = (
                 f"... the result was {size}, over the {limit:,}-character budget; the middle was cut. "
                 "Ask for a smaller part (for read_file: start_line and end_line)."
             )
         else:
             try:
-                path = await self.save(user_id, thread_id, tool, text)
+                path = await self.files.save_output(user_id, thread_id, tool, text)
             except Exception as exc:  # cut anyway: the context must not fill up
                 log.warning("thread %s: could not save the %s output of %s: %s", thread_id, size, tool, exc)
                 note = (
