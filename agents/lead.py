@@ -12,7 +12,8 @@ DeerFlow's chain and where each link lives here:
                                             cut, kept whole under outputs/tool-results
     read before write                    -> ReadBeforeWriteMiddleware: an existing file is changed only
                                             after a read_file of it newer than the last change
- 7. summarization                        -> langchain's SummarizationMiddleware (`summarization.enabled`)
+ 7. summarization                        -> ThreadSummarizer (agents.summarize; `summarization`, on by
+                                            default, from the model's context window; memory first)
  8. plan mode                            -> langchain's TodoListMiddleware (`is_plan_mode`)
  9. title                                -> TitleMiddleware (inside the model call)
 10. memory                               -> the runner publishes MemoryUpdate when a run succeeds
@@ -35,7 +36,6 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain.agents.middleware import (
     AgentMiddleware,
-    SummarizationMiddleware,
     TodoListMiddleware,
     ToolErrorMiddleware,
 )
@@ -55,10 +55,11 @@ from agents.middleware import (
 from agents.middleware.read_before_write import ReadBeforeWriteMiddleware
 from agents.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.state import ThreadState
+from agents.summarize import MemoryFlush, ThreadSummarizer
 from agents.thread_files import ThreadFiles
 from agents.tool_search import DeferredToolsMiddleware, make_tool_search
 from agents.tools import ask_clarification, config_tools, present_files
-from config import AppConfig, ContextSize
+from config import AppConfig
 from llm.models import create_chat_model
 
 log = logging.getLogger(__name__)
@@ -71,11 +72,6 @@ async def tool_error(exc: Exception, request: Any) -> str:
     return f"Error: {name} failed with {type(exc).__name__}: {exc}"
 
 
-def _context_size(size: ContextSize) -> tuple[str, float]:
-    value: float = int(size.value) if size.type != "fraction" else size.value
-    return (size.type, value)
-
-
 def build_middlewares(
     config: AppConfig,
     options: RunOptions,
@@ -85,7 +81,11 @@ def build_middlewares(
 ) -> list[AgentMiddleware[Any, Any]]:
     chosen = config.get_model(options.model_name)
     budget = config.tool_output
-    middlewares: list[AgentMiddleware[Any, Any]] = [
+    middlewares: list[AgentMiddleware[Any, Any]] = []
+    if config.summarization.enabled:  # outermost: every link inside sees the shortened history
+        flush = MemoryFlush(files.bus) if files is not None else None
+        middlewares.append(ThreadSummarizer(config, model, options.model_name, flush))
+    middlewares += [
         RunPromptMiddleware(),
         *([ToolOutputBudgetMiddleware(budget, files)] if budget.enabled else []),
         *([ReadBeforeWriteMiddleware(files)] if files is not None else []),
@@ -94,18 +94,6 @@ def build_middlewares(
         LLMErrorHandlingMiddleware((chosen.display_name or chosen.name) if chosen else None),
         ToolErrorMiddleware(aon_error=tool_error),
     ]
-    summary = config.summarization
-    if summary.enabled:
-        summary_model = create_chat_model(config, summary.model_name) if summary.model_name else model
-        kwargs: dict[str, Any] = {
-            "trigger": [_context_size(t) for t in summary.trigger],
-            "keep": _context_size(summary.keep),
-        }
-        if summary.trim_tokens_to_summarize is not None:
-            kwargs["trim_tokens_to_summarize"] = summary.trim_tokens_to_summarize
-        if summary.summary_prompt:
-            kwargs["summary_prompt"] = summary.summary_prompt
-        middlewares.append(SummarizationMiddleware(summary_model, **kwargs))
     if options.is_plan_mode:
         middlewares.append(TodoListMiddleware())
     if config.title.enabled:

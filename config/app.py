@@ -226,13 +226,22 @@ class ContextSize(Section):
 
 
 class SummarizationConfig(Section):
-    enabled: bool = False
-    model_name: str | None = None
+    """Older messages replaced by a summary when a thread nears the model's context window (on by
+    default); what they said is handed to memory first. `/compact` does the same on demand."""
+
+    enabled: bool = True
+    model_name: str | None = Field(None, description="Model writing summaries; unset = the run's model.")
     trigger: list[ContextSize] = Field(
-        default_factory=lambda: [ContextSize(type="tokens", value=15_000)],
-        description="Summarize when any of these is reached.",
+        default_factory=lambda: [ContextSize(type="fraction", value=0.8)],
+        description="Summarize when any of these is reached (fraction: of the model's context_window).",
     )
-    keep: ContextSize = Field(default_factory=lambda: ContextSize(type="messages", value=10))
+    keep: ContextSize = Field(
+        default_factory=lambda: ContextSize(type="fraction", value=0.3),
+        description="What stays verbatim after summarizing (fraction: of the model's context_window).",
+    )
+    default_context_window: int = Field(
+        128_000, gt=0, description="Context window of a model whose config gives none, in tokens."
+    )
     trim_tokens_to_summarize: int | None = Field(4000, description="Cap on what is sent to be summarized.")
     summary_prompt: str | None = None
 
