@@ -26,6 +26,7 @@ from gateway.limits import MB, BodyLimit, BodyLimitMiddleware
 from gateway.openapi import document_models
 from gateway.rest.accounts import router as accounts_router
 from gateway.rest.agents import router as agents_router
+from gateway.rest.compact import router as compact_router
 from gateway.rest.conversation import router as conversation_router
 from gateway.rest.files import router as files_router
 from gateway.rest.memory import router as memory_router
@@ -135,6 +136,7 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(memory_router, prefix="/api", tags=["memory"], responses=refusals)
     app.include_router(agents_router, prefix="/api", tags=["custom agents"], responses=refusals)
     app.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
+    app.include_router(compact_router, prefix="/api", tags=["conversation"], responses=refusals)
     app.include_router(accounts_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
     # Compatibility answers for DeerFlow features Antler lacks: not part of Antler's documented API.
     app.include_router(placeholders_router, prefix="/api", include_in_schema=False, responses=refusals)

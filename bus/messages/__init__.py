@@ -88,6 +88,8 @@ from bus.messages.subagents import (
     SubagentTask,
 )
 from bus.messages.threads import (
+    ThreadCompactReply,
+    ThreadCompactRequest,
     ThreadCreateReply,
     ThreadCreateRequest,
     ThreadDeleted,
@@ -154,6 +156,8 @@ ENVELOPES: dict[str, type[Envelope]] = {
         ThreadDeleted,
         ThreadSuggestionsRequest,
         ThreadSuggestionsReply,
+        ThreadCompactRequest,
+        ThreadCompactReply,
         MemoryRequest,
         MemoryFactRequest,
         MemoryImportRequest,
@@ -216,6 +220,8 @@ __all__ = [
     "SubagentResult",
     "SubagentStatus",
     "SubagentTask",
+    "ThreadCompactReply",
+    "ThreadCompactRequest",
     "ThreadCreateReply",
     "ThreadCreateRequest",
     "ThreadDeleteReply",

@@ -29,7 +29,6 @@ async def test_their_actions_say_antler_does_not_have_them(http: httpx.AsyncClie
         ("POST", "/scheduled-tasks", "scheduled tasks"),
         ("PUT", f"/threads/{thread}/goal", "goal mode"),
         ("POST", f"/threads/{thread}/branches", "branching a thread"),
-        ("POST", f"/threads/{thread}/compact", "compacting a thread"),
         ("POST", f"/threads/{thread}/runs/regenerate/prepare", "regenerating or editing"),
         ("POST", f"/threads/{thread}/runs/edit-regenerate/prepare", "regenerating or editing"),
         ("POST", f"/threads/{thread}/browser/navigate", "browser control"),
@@ -44,4 +43,3 @@ async def test_their_actions_say_antler_does_not_have_them(http: httpx.AsyncClie
     async with httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}) as bob:
         for path in ("scheduled-tasks", "mcp-tasks", "goal"):
             assert (await bob.get(f"/threads/{thread}/{path}")).status_code == 404, "not bob's thread"
-        assert (await bob.post(f"/threads/{thread}/compact")).status_code == 404
