@@ -107,6 +107,7 @@ async def test_the_service_is_discoverable(bus: Bus, runner: None) -> None:
         "update_state",
         "delete",
         "suggestions",
+        "compact",
     }
 
 
