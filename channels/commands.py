@@ -20,6 +20,7 @@ CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("status", "this conversation, its model and whether I am busy"),
     ("models", "list models; /models <name> - use one in this chat"),
     ("memory", "what I remember about you"),
+    ("compact", "summarise this conversation so far, to free room"),
     ("help", "this help"),
 )
 

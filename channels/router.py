@@ -50,6 +50,7 @@ from bus.runs import SubmissionOrder, submit_new_run
 from bus.service import ServiceError, call, start_service
 from bus.subjects import safe_token
 from channels.commands import CHAT_COMMANDS, spelled
+from channels.compact import compact_chat
 from channels.replies import FinalsInOrder, RecentOrigins, ReplyProjection, projection_consumer
 from config import AppConfig, ChannelConfig
 from skills import read_catalog, skills_help, slash_command
@@ -274,6 +275,8 @@ class Router:
             reply = await self.models(message, argument)
         elif name == "memory":
             reply = await self.recall(message)
+        elif name == "compact":
+            reply = await compact_chat(self.bus, await self.binding(message))
         else:
             catalog = await read_catalog(self.bus)
             skill = catalog.get(name) if catalog is not None else None
