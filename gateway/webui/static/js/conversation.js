@@ -5,6 +5,7 @@
 // being written, deltas per message id). Model output is drawn as sanitized Markdown; the user's
 // own words as plain text.
 
+import { isSummary, summaryBlock } from "./compact.js";
 import { renderMarkdown } from "./markdown.js";
 
 const FILES_NOTE = /\n*\[Files sent with this message, now in the sandbox:[\s\S]*\]\s*$/;
@@ -403,7 +404,9 @@ export function draw(conversation, root, hooks, cache) {
       return;
     }
     let node;
-    if (kind === "human") {
+    if (kind === "human" && isSummary(message)) {
+      node = summaryBlock(message, el, textOf(message.content));
+    } else if (kind === "human") {
       node = humanBubble(message);
     } else {
       const text = textOf(message.content);
