@@ -30,29 +30,17 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, SummarizationMiddleware
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import AnyMessage, HumanMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from agents.assembly import memory_turns
 from agents.middleware._util import messages_of, with_update
 from bus import Bus
-from bus.content import text_of
-from bus.messages import ChatTurn, MemoryUpdate
+from bus.messages import MemoryUpdate
 from config import AppConfig, ContextSize
 from llm.models import create_chat_model
 
 log = logging.getLogger(__name__)
-
-MEMORY_TURNS = 40  # the latest turns a flush hands the memory updater (as a run's update does)
-
-
-def memory_turns(messages: list[Any]) -> list[ChatTurn]:
-    """The user's messages and the final answers of `messages`, as the memory updater reads them."""
-    turns = [
-        ChatTurn(role="user" if isinstance(m, HumanMessage) else "assistant", content=text_of(m.content))
-        for m in messages
-        if isinstance(m, HumanMessage) or (isinstance(m, AIMessage) and not m.tool_calls)
-    ]
-    return [t for t in turns if t.content][-MEMORY_TURNS:]
 
 
 def context_window(config: AppConfig, model_name: str | None) -> int:
