@@ -1,6 +1,7 @@
 """Real MCP servers for tests, written with the `mcp` package's FastMCP.
 
-`python -m tests.fakes.mcp_servers stdio` serves the `notes` tools over stdio.
+`python -m tests.fakes.mcp_servers stdio` serves the `notes` tools over stdio; `... reports`
+serves `big_report` (results of many MB) over stdio.
 `OAuthMcpServer` serves the `weather` tools over streamable HTTP on 127.0.0.1,
 behind a bearer token from its own OAuth token endpoint (`/oauth/token`,
 client_credentials and refresh_token grants).
@@ -39,6 +40,12 @@ def notes_server() -> FastMCP:
     def server_environment() -> str:
         """Which environment variables this server process has (names only)."""
         return ", ".join(sorted(os.environ))
+
+    return mcp
+
+
+def reports_server() -> FastMCP:
+    mcp = FastMCP("reports")
 
     @mcp.tool()
     def big_report(megabytes: int) -> str:
@@ -126,3 +133,5 @@ class OAuthMcpServer(LocalServer):
 if __name__ == "__main__":
     if sys.argv[1:] == ["stdio"]:
         notes_server().run("stdio")
+    elif sys.argv[1:] == ["reports"]:
+        reports_server().run("stdio")

@@ -21,10 +21,10 @@ from tests.sandbox.conftest import running_broker
 
 pytestmark = pytest.mark.asyncio
 
-NOTES = {
+REPORTS = {
     "type": "stdio",
     "command": sys.executable,
-    "args": ["-m", "tests.fakes.mcp_servers", "stdio"],
+    "args": ["-m", "tests.fakes.mcp_servers", "reports"],
     "env": {"PYTHONPATH": str(REPO)},
 }
 
@@ -44,7 +44,7 @@ async def test_a_5_mb_mcp_result_reaches_the_model_cut_and_is_saved_whole_for_th
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     extensions = tmp_path / "extensions_config.json"
-    extensions.write_text(json.dumps({"mcpServers": {"notes": NOTES}}), encoding="utf-8")
+    extensions.write_text(json.dumps({"mcpServers": {"reports": REPORTS}}), encoding="utf-8")
     monkeypatch.setenv("ANTLER_EXTENSIONS_CONFIG_PATH", str(extensions))
     sandbox = {**sandbox_config["sandbox"], "max_write_bytes": 8 * 1024 * 1024, "max_read_chars": 50_000}
     data = {**config_data, "sandbox": sandbox, "tool_output": {"max_chars": 20_000}}
