@@ -5,7 +5,6 @@
 sent: its protected helpers, as its own hook calls them) with three changes:
 
 - It acts inside the model call, not as a graph node before it.
-
 - Before the older messages are replaced, what they said goes to the memory
   updater (`MemoryFlush`: a MemoryUpdate on `memory.update.<thread>.<flush id>`,
   a subject of its own so the run's own update, which keeps only the newest per
