@@ -71,3 +71,31 @@ async def test_a_5_mb_mcp_result_reaches_the_model_cut_and_is_saved_whole_for_th
         assert [m.line for m in hits.matches] == [5 * 1024 * 1024 // 64 // 2 + 1]
         tail = await client.read_file(path, start_line=81920, end_line=81920)
         assert tail.content.startswith("line 0081919 ")
+
+
+async def test_a_result_that_cannot_be_saved_is_still_cut_and_the_model_told_why(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    sandbox_config: dict[str, Any],
+    nats_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    extensions = tmp_path / "extensions_config.json"
+    extensions.write_text(json.dumps({"mcpServers": {"reports": REPORTS}}), encoding="utf-8")
+    monkeypatch.setenv("ANTLER_EXTENSIONS_CONFIG_PATH", str(extensions))
+    sandbox = {**sandbox_config["sandbox"], "max_write_bytes": 100_000}  # far less than the result
+    data = {**config_data, "sandbox": sandbox, "tool_output": {"max_chars": 5_000}}
+    config: AppConfig = _build(AppConfig, data, "test config")
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("big_report", {"megabytes": 1})]),
+        Reply(text="Too big to keep."),
+    )
+    async with running_broker(nats_url, config), running_runner(nats_url, config):
+        events = await submit_and_collect(bus, ask("t-unsaved", "get the report", user_id="ana"), 60)
+    assert events[-1].data["status"] == "success"
+    (seen,) = sent_tool_results(fake_model.agent_requests[1])
+    assert len(seen) < 6_000
+    assert "could not be saved" in seen
+    assert "100000-byte limit" in seen, seen[-800:]
