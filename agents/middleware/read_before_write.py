@@ -2,15 +2,17 @@
 
 `write_file` or `str_replace` on a file that already exists is refused, with a
 hint to read it first, unless the conversation holds a `read_file` of that path
-newer than the agent's last change to it. A write blindly appending to a report
-it never looked at is how the same section ends up in a file five times.
+newer than the agent's last edit or append to it (a write_file of the whole file
+counts as knowing it: the agent wrote every byte). A write blindly appending to
+a report it never looked at is how the same section ends up in a file five times.
 
 The gate keeps no state of its own: a successful `read_file` result carries a
 mark (`additional_kwargs["antler_read"]`, the normalised path), and the agent's
 own changes are its successful write tool calls, both in `state["messages"]`.
 So the rule holds per thread, across runs and runners, and a summarised-away
-read no longer counts (the model no longer sees it either). Every change needs
-a fresh read; of two changes to one path in one model turn only the first runs.
+read no longer counts (the model no longer sees it either). After an edit or an
+append the file needs a fresh read; of two changes to one path in one model
+turn only the first runs.
 Creating a new file needs no read. When the sandbox cannot say whether the file
 exists the write goes ahead (the tool reports its own error): the gate never
 blocks on its own failure. Changes made by `bash` are not seen.
@@ -40,19 +42,27 @@ def _path(call: Any) -> str | None:
     return posixpath.normpath(path) if isinstance(path, str) and path.startswith("/") else None
 
 
+def _whole(call: Any) -> bool:
+    """A write_file that replaces the whole file: the agent then knows every byte of it."""
+    return bool(call["name"] == "write_file" and not (call.get("args") or {}).get("append"))
+
+
 def read_since_last_change(messages: list[Any], path: str) -> bool:
-    """Whether the newest read of `path` in the conversation is newer than the agent's last change to it."""
-    writes: set[str] = set()  # ids of tool calls that change `path`
-    state = False  # no read yet
+    """Whether the agent knows `path` as it is now: its newest read of it, or a whole-file write of it,
+    is newer than its last other change to it (an edit or an append)."""
+    changes: dict[str, bool] = {}  # ids of tool calls that change `path` -> whether they wrote it whole
+    known = False  # no read yet
     for message in messages:
         if isinstance(message, AIMessage):
-            writes |= {c["id"] for c in message.tool_calls if c["name"] in WRITES and _path(c) == path}
+            for call in message.tool_calls:
+                if call["name"] in WRITES and _path(call) == path:
+                    changes[call["id"]] = _whole(call)
         elif isinstance(message, ToolMessage):
             if message.additional_kwargs.get(READ_MARK) == path:
-                state = True
-            elif message.tool_call_id in writes and message.status != "error":
-                state = False
-    return state
+                known = True
+            elif message.tool_call_id in changes and message.status != "error":
+                known = changes[message.tool_call_id]
+    return known
 
 
 def earlier_in_turn(messages: list[Any], call_id: str, path: str) -> bool:
@@ -101,8 +111,8 @@ class ReadBeforeWriteMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     def _refused(call: Any, why: str) -> ToolMessage:
         return ToolMessage(
             f"Error: {call['name']} was not run: {why}. Call read_file on it (a range of lines is enough, "
-            "e.g. the end before appending), check what is there, then try again. Every change needs a "
-            "fresh read.",
+            "e.g. the end before appending), check what is there, then try again. After an edit or an "
+            "append, read it again before the next change.",
             tool_call_id=call["id"],
             name=call["name"],
             status="error",
