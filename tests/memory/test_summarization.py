@@ -11,6 +11,7 @@ import pytest
 from bus import Bus
 from config import AppConfig
 from tests.agents.conftest import ask, running_runner, submit_and_collect
+from tests.agents.test_runner import streamed_text
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.memory.conftest import running_updater
 from tests.memory.test_memory import MEMORY_PROMPT, facts, memory_calls, memory_of, memory_reply
@@ -55,6 +56,7 @@ async def test_a_thread_past_its_context_window_is_summarised_keeps_answering_an
             bus, ask("t-long", f"{filler('budget')} So, what is my cat called?", user_id="ana")
         )
         assert second[-1].data["status"] == "success"
+        assert streamed_text(second) == "Your cat is called Miso.", "the summary is not streamed"
         answered = sent(fake_model.agent_requests[-1])
         assert answered[0].startswith(SUMMARY_HEAD), "the model got the summary in place of the older turns"
         assert "The user's cat is Miso" in answered[0]
