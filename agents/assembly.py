@@ -133,12 +133,7 @@ class PromptAssembly:
         """Hand the thread's conversation (the user's messages, the final answers) to the memory updater."""
         if not self.config.memory.enabled:
             return
-        turns = [
-            ChatTurn(role="user" if isinstance(m, HumanMessage) else "assistant", content=text_of(m.content))
-            for m in values.get("messages") or []
-            if isinstance(m, HumanMessage) or (isinstance(m, AIMessage) and not m.tool_calls)
-        ]
-        turns = [t for t in turns if t.content][-MEMORY_TURNS:]
+        turns = memory_turns(values.get("messages") or [])
         if not any(t.role == "assistant" for t in turns):
             return
         update = MemoryUpdate(
@@ -153,6 +148,16 @@ class PromptAssembly:
             await self.bus.publish(subject, update, msg_id=f"memory:{request.run_id}")
         except Exception as exc:  # memory is best effort; the run itself succeeded
             log.warning("run %s: could not queue memory update: %s", request.run_id, exc)
+
+
+def memory_turns(messages: list[Any]) -> list[ChatTurn]:
+    """The user's messages and final answers (the latest MEMORY_TURNS), as the memory updater reads them."""
+    turns = [
+        ChatTurn(role="user" if isinstance(m, HumanMessage) else "assistant", content=text_of(m.content))
+        for m in messages
+        if isinstance(m, HumanMessage) or (isinstance(m, AIMessage) and not m.tool_calls)
+    ]
+    return [t for t in turns if t.content][-MEMORY_TURNS:]
 
 
 def memory_lines(doc: MemoryDocument, threshold: float, max_tokens: int) -> str:

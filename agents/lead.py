@@ -11,7 +11,12 @@ DeerFlow's chain and where each link lives here:
     terminal response, length and safety   -> FinishReasonMiddleware (empty answers asked again once;
     finish reasons                            cut or filtered answers said so)
  6. tool errors                          -> langchain's ToolErrorMiddleware
- 7. summarization                        -> langchain's SummarizationMiddleware (`summarization.enabled`)
+    tool output budget                   -> ToolOutputBudgetMiddleware (`tool_output`): long results
+                                            cut, kept whole under outputs/tool-results
+    read before write                    -> ReadBeforeWriteMiddleware: an existing file is changed only
+                                            after a read_file of it newer than the last change
+ 7. summarization                        -> ThreadSummarizer (agents.summarize; `summarization`, on by
+                                            default, from the model's context window; memory first)
  8. plan mode                            -> langchain's TodoListMiddleware (`is_plan_mode`)
  9. title                                -> TitleMiddleware (inside the model call)
 10. memory                               -> the runner publishes MemoryUpdate when a run succeeds
@@ -34,7 +39,6 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain.agents.middleware import (
     AgentMiddleware,
-    SummarizationMiddleware,
     TodoListMiddleware,
     ToolErrorMiddleware,
 )
@@ -52,10 +56,14 @@ from agents.middleware import (
     TitleMiddleware,
     ViewImageMiddleware,
 )
+from agents.middleware.read_before_write import ReadBeforeWriteMiddleware
+from agents.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.state import ThreadState
+from agents.summarize import MemoryFlush, ThreadSummarizer
+from agents.thread_files import ThreadFiles
 from agents.tool_search import DeferredToolsMiddleware, make_tool_search
 from agents.tools import ask_clarification, config_tools, present_files
-from config import AppConfig, ContextSize
+from config import AppConfig
 from llm.guard import ModelCalls
 from llm.models import create_chat_model
 
@@ -69,23 +77,26 @@ async def tool_error(exc: Exception, request: Any) -> str:
     return f"Error: {name} failed with {type(exc).__name__}: {exc}"
 
 
-def _context_size(size: ContextSize) -> tuple[str, float]:
-    value: float = int(size.value) if size.type != "fraction" else size.value
-    return (size.type, value)
-
-
 def build_middlewares(
     config: AppConfig,
     options: RunOptions,
     model: Any,
     deferred: list[BaseTool] | None = None,
     calls: ModelCalls | None = None,
+    files: ThreadFiles | None = None,
 ) -> list[AgentMiddleware[Any, Any]]:
     """`calls`: the process's model calls (cluster budget through the bus); without them, calls are
     still tried again as `model_calls` says, with no budget."""
     chosen = config.get_model(options.model_name)
-    middlewares: list[AgentMiddleware[Any, Any]] = [
+    budget = config.tool_output
+    middlewares: list[AgentMiddleware[Any, Any]] = []
+    if config.summarization.enabled:  # outermost: every link inside sees the shortened history
+        flush = MemoryFlush(files.bus) if files is not None else None
+        middlewares.append(ThreadSummarizer(config, model, options.model_name, flush))
+    middlewares += [
         RunPromptMiddleware(),
+        *([ToolOutputBudgetMiddleware(budget, files)] if budget.enabled else []),
+        *([ReadBeforeWriteMiddleware(files)] if files is not None else []),
         *([DeferredToolsMiddleware(deferred)] if deferred else []),
         DanglingToolCallMiddleware(),
         LLMErrorHandlingMiddleware(
@@ -95,18 +106,6 @@ def build_middlewares(
         ),
         ToolErrorMiddleware(aon_error=tool_error),
     ]
-    summary = config.summarization
-    if summary.enabled:
-        summary_model = create_chat_model(config, summary.model_name) if summary.model_name else model
-        kwargs: dict[str, Any] = {
-            "trigger": [_context_size(t) for t in summary.trigger],
-            "keep": _context_size(summary.keep),
-        }
-        if summary.trim_tokens_to_summarize is not None:
-            kwargs["trim_tokens_to_summarize"] = summary.trim_tokens_to_summarize
-        if summary.summary_prompt:
-            kwargs["summary_prompt"] = summary.summary_prompt
-        middlewares.append(SummarizationMiddleware(summary_model, **kwargs))
     if options.is_plan_mode:
         middlewares.append(TodoListMiddleware())
     if config.title.enabled:
@@ -145,6 +144,7 @@ def build_lead_agent(
     task_tool: BaseTool | None = None,
     deferred: list[BaseTool] | None = None,
     calls: ModelCalls | None = None,
+    files: ThreadFiles | None = None,
 ) -> Any:
     """Compile the lead agent for one set of options.
 
@@ -164,7 +164,7 @@ def build_lead_agent(
     return create_agent(
         model,
         tools,
-        middleware=build_middlewares(config, options, model, deferred, calls),
+        middleware=build_middlewares(config, options, model, deferred, calls, files),
         state_schema=ThreadState,
         context_schema=RunContext,
         checkpointer=checkpointer,
@@ -182,9 +182,11 @@ class AgentCache:
         extra_tools: list[BaseTool] | None = None,
         task_tool: BaseTool | None = None,
         calls: ModelCalls | None = None,
+        files: ThreadFiles | None = None,
     ) -> None:
         self.config = config
         self.calls = calls
+        self.files = files  # the thread's files, for the tool output budget and read before write
         self.checkpointer = checkpointer
         self.extra_tools = extra_tools or []
         self.task_tool = task_tool
@@ -202,6 +204,7 @@ class AgentCache:
                 self.task_tool,
                 self.deferred_tools,
                 self.calls,
+                self.files,
             )
             self._agents[options] = agent  # only after success: a fixed config is retried next run
             log.info("compiled lead agent for %s", options)

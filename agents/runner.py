@@ -33,6 +33,7 @@ from agents.run_input import graph_config, graph_input_of, run_timeout
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 from agents.task_tool import make_task_tool
 from agents.thread_claims import Outcome, ThreadClaims
+from agents.thread_files import ThreadFiles
 from bus import Abandon, Bus, Consumer, Delivery, NotStored, Retry, decode, run_consumers
 from bus.consumer import cancel_until_done
 from bus.messages import (
@@ -71,8 +72,9 @@ class Runner:
         ]
         task = make_task_tool(bus, config)
         self.calls = ModelCalls(bus, config)  # the models' cluster budgets, and retries
+        files = ThreadFiles(bus)
         self.agents = AgentCache(
-            config, checkpointer, extra_tools=self._own_tools, task_tool=task, calls=self.calls
+            config, checkpointer, extra_tools=self._own_tools, task_tool=task, calls=self.calls, files=files
         )
         reserved = {t.name for t in self._own_tools} | {"task", "ask_clarification", "present_files"}
         self.mcp = McpServers(bus, reserved=reserved, role="runner")

@@ -44,11 +44,14 @@ from agents.middleware import (
     RunPromptMiddleware,
     ViewImageMiddleware,
 )
+from agents.middleware.read_before_write import ReadBeforeWriteMiddleware
+from agents.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.prompt import skills_section
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 from agents.state import ThreadState, thread_data
 from agents.subagent_types import SubagentType, subagent_types
 from agents.task_tool import EXECUTOR_DURABLE
+from agents.thread_files import ThreadFiles
 from agents.tools import config_tools
 from bus import Bus, Consumer, Delivery, decode, encode, run_consumers
 from bus.content import text_of
@@ -81,6 +84,7 @@ class SubagentExecutor:
         self.checkpointer = checkpointer
         self.types = subagent_types(config)
         self.skills = SkillsFollower(bus, config)
+        self.files = ThreadFiles(bus)
         self._own_tools = [*make_sandbox_tools(bus), make_view_image_tool(bus), *config_tools(config)]
         self.tools: dict[str, BaseTool] = {t.name: t for t in self._own_tools}
         self.calls = ModelCalls(bus, config)  # the models' cluster budgets, and retries
@@ -121,8 +125,11 @@ class SubagentExecutor:
         model_config = self.config.get_model(model_name)
         sees = model_config is not None and model_config.supports_vision
         tools = [t for name, t in self.tools.items() if kind.allows(name) and (sees or name != "view_image")]
+        budget = self.config.tool_output
         middleware: list[AgentMiddleware[Any, Any]] = [
             RunPromptMiddleware(),
+            *([ToolOutputBudgetMiddleware(budget, self.files)] if budget.enabled else []),
+            ReadBeforeWriteMiddleware(self.files),
             DanglingToolCallMiddleware(),
             LLMErrorHandlingMiddleware(
                 (model_config.display_name or model_config.name) if model_config else None,

@@ -1,4 +1,5 @@
-"""The threads service (`<prefix>.threads.*`): create, patch, delete, state, history, suggestions, goal.
+"""The threads service (`<prefix>.threads.*`): create, patch, delete, state, history, suggestions, goal,
+compact (agents.compact).
 
 The runners own threads: their records (KV `<prefix>_threads`, which the
 runner's thread claims also write) and their checkpoints. Everyone else reads
@@ -20,6 +21,7 @@ from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langgraph.errors import InvalidUpdateError
 
+from agents.compact import compact_thread
 from agents.context import RunContext
 from agents.events import jsonable
 from agents.goal import change_goal
@@ -30,6 +32,8 @@ from agents.tools import ask_clarification, present_files
 from bus import Bus
 from bus.messages import (
     ID_RULE,
+    ThreadCompactReply,
+    ThreadCompactRequest,
     ThreadCreateReply,
     ThreadCreateRequest,
     ThreadDeleted,
@@ -257,6 +261,9 @@ class ThreadService:
             raise ServiceError(str(exc), "model_failed") from None
         return ThreadSuggestionsReply(suggestions=found)
 
+    async def compact(self, req: ThreadCompactRequest) -> ThreadCompactReply:
+        return await compact_thread(self, req)
+
 
 async def serve_threads(bus: Bus, config: AppConfig, runner: Runner) -> Running:
     threads = ThreadService(bus, config, runner)
@@ -269,6 +276,7 @@ async def serve_threads(bus: Bus, config: AppConfig, runner: Runner) -> Running:
         Endpoint("delete", ThreadDeleteRequest, ThreadDeleteReply, threads.delete),
         Endpoint("suggestions", ThreadSuggestionsRequest, ThreadSuggestionsReply, threads.suggestions),
         Endpoint("goal", ThreadGoalRequest, ThreadGoalReply, threads.goal),
+        Endpoint("compact", ThreadCompactRequest, ThreadCompactReply, threads.compact),
     ]
     # LangGraph refusing what was asked (an update that does not fit the state, a message id
     # that is not there) is the caller's mistake, said as such.

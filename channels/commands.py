@@ -21,6 +21,7 @@ CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("models", "list models; /models <name> - use one in this chat"),
     ("memory", "what I remember about you"),
     ("goal", "set a goal I keep working on by myself; /goal shows it, /goal clear stops it"),
+    ("compact", "summarise this conversation so far, to free room"),
     ("help", "this help"),
 )
 

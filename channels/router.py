@@ -51,6 +51,7 @@ from bus.service import ServiceError, call, start_service
 from bus.subjects import safe_token
 from channels import goal_command
 from channels.commands import CHAT_COMMANDS, spelled
+from channels.compact import compact_chat
 from channels.replies import FinalsInOrder, RecentOrigins, ReplyProjection, projection_consumer
 from config import AppConfig, ChannelConfig
 from skills import read_catalog, skills_help, slash_command
@@ -287,6 +288,8 @@ class Router:
             else:
                 assert self.threads is not None
                 reply = goal_command.shown(await self.threads.get(binding.thread_id))
+        elif name == "compact":
+            reply = await compact_chat(self.bus, await self.binding(message))
         else:
             catalog = await read_catalog(self.bus)
             skill = catalog.get(name) if catalog is not None else None

@@ -33,6 +33,7 @@ from config.app import (
     ToolboxConfig,
     ToolConfig,
     ToolGroupConfig,
+    ToolOutputConfig,
 )
 from config.errors import (
     ConfigError,
@@ -95,6 +96,7 @@ __all__ = [
     "TitleConfig",
     "ToolConfig",
     "ToolGroupConfig",
+    "ToolOutputConfig",
     "ToolboxConfig",
     "UnresolvedEnv",
     "extensions_from",

@@ -149,6 +149,12 @@ class ModelConfig(Section):
         description="Tokens (prompt and answer) of this model per minute across the cluster; a call starts "
         "only while the minute's count is below it. null = no limit.",
     )
+    context_window: int | None = Field(
+        None,
+        gt=0,
+        description="Tokens the model takes in (its context window); summarization starts at "
+        "summarization.trigger of it. Unset = summarization.default_context_window.",
+    )
 
     @field_validator("use")
     @classmethod
@@ -285,13 +291,22 @@ class ContextSize(Section):
 
 
 class SummarizationConfig(Section):
-    enabled: bool = False
-    model_name: str | None = None
+    """Older messages replaced by a summary when a thread nears the model's context window (on by
+    default); what they said is handed to memory first. `/compact` does the same on demand."""
+
+    enabled: bool = True
+    model_name: str | None = Field(None, description="Model writing summaries; unset = the run's model.")
     trigger: list[ContextSize] = Field(
-        default_factory=lambda: [ContextSize(type="tokens", value=15_000)],
-        description="Summarize when any of these is reached.",
+        default_factory=lambda: [ContextSize(type="fraction", value=0.8)],
+        description="Summarize when any of these is reached (fraction: of the model's context_window).",
     )
-    keep: ContextSize = Field(default_factory=lambda: ContextSize(type="messages", value=10))
+    keep: ContextSize = Field(
+        default_factory=lambda: ContextSize(type="fraction", value=0.3),
+        description="What stays verbatim after summarizing (fraction: of the model's context_window).",
+    )
+    default_context_window: int = Field(
+        128_000, gt=0, description="Context window of a model whose config gives none, in tokens."
+    )
     trim_tokens_to_summarize: int | None = Field(4000, description="Cap on what is sent to be summarized.")
     summary_prompt: str | None = None
 
@@ -308,6 +323,23 @@ class GoalConfig(Section):
     )
     model_name: str | None = Field(None, description="Model of the evaluator; unset = the default model.")
     timeout_seconds: float = Field(60.0, gt=0, description="An evaluation taking longer stops the loop.")
+
+
+class ToolOutputConfig(Section):
+    """Every tool result's budget: a longer one reaches the model cut (head and tail), its whole text
+    saved under the thread's outputs (`<outputs>/tool-results/`) with the path in the note."""
+
+    enabled: bool = True
+    max_chars: int = Field(20_000, gt=0, description="Longest tool result the model gets whole.")
+    head_chars: int = Field(8_000, ge=0, description="Characters kept from the start of a longer one.")
+    tail_chars: int = Field(3_000, ge=0, description="Characters kept from its end.")
+    tool_overrides: dict[str, int] = Field(
+        default_factory=dict, description="max_chars per tool name (e.g. a verbose MCP tool)."
+    )
+    not_saved: list[str] = Field(
+        default_factory=lambda: ["read_file"],
+        description="Tools whose long results are cut but not saved again (read_file reads a saved file).",
+    )
 
 
 class ToolSearchConfig(Section):
@@ -501,6 +533,7 @@ class AppConfig(Section):
     subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
     guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
     tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
+    tool_output: ToolOutputConfig = Field(default_factory=ToolOutputConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)

@@ -23,6 +23,7 @@ from gateway.limits import BodyLimitMiddleware, body_limits
 from gateway.openapi import document_models
 from gateway.rest.accounts import router as accounts_router
 from gateway.rest.agents import router as agents_router
+from gateway.rest.compact import router as compact_router
 from gateway.rest.conversation import router as conversation_router
 from gateway.rest.custom_skills import router as custom_skills_router
 from gateway.rest.files import router as files_router
@@ -78,6 +79,7 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(agents_router, prefix="/api", tags=["custom agents"], responses=refusals)
     app.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
     app.include_router(goal_router, prefix="/api", tags=["goal mode"], responses=refusals)
+    app.include_router(compact_router, prefix="/api", tags=["conversation"], responses=refusals)
     app.include_router(accounts_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
     # Compatibility answers for DeerFlow features Antler lacks: not part of Antler's documented API.
     app.include_router(health_router, tags=["health"])

@@ -1,14 +1,17 @@
-"""`image_search`: images for a query (title, image URL, thumbnail, source page), from a SearXNG
-instance or Tavily.
+"""`image_search`: images for a query (title, image URL, thumbnail, source page), from DuckDuckGo
+(no key), a SearXNG instance or Tavily.
 
 config.yaml:
 
     tools:
       - name: image_search
         use: agents.community.image_search:make_image_search
+        # provider unset = duckduckgo, through the ddgs library (see agents/community/_ddgs.py)
         provider: searxng           # or tavily (api_key)
         base_url: http://localhost:8888
         max_results: 5
+
+A run asking the same query twice gets the first answer again (agents.community._cache).
 """
 
 from __future__ import annotations
@@ -20,16 +23,17 @@ from typing import Literal, Self
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, model_validator
 
-from agents.community import _searxng, _tavily
-from agents.community._common import ToolSettings, call_settings, check_settings, clip, first, guarded
+from agents.community import _ddgs, _searxng, _tavily
+from agents.community._cache import RunCache
+from agents.community._common import call_settings, check_settings, clip, first, guarded
 from agents.tools import tool_factory
 from config import ToolConfig
 
 logger = logging.getLogger(__name__)
 
 
-class ImageSearchSettings(ToolSettings):
-    provider: Literal["searxng", "tavily"] = "searxng"
+class ImageSearchSettings(_ddgs.DdgsSettings):
+    provider: Literal["duckduckgo", "searxng", "tavily"] = "duckduckgo"
     max_results: int = Field(5, ge=1, le=20)
 
     @model_validator(mode="after")
@@ -61,7 +65,14 @@ def _absolute(url: str) -> str:
 async def find_images(settings: ImageSearchSettings, query: str) -> list[ImageHit]:
     """The provider's images for `query`, at most `max_results`."""
     hits: list[ImageHit] = []
-    if settings.provider == "searxng":
+    if settings.provider == "duckduckgo":
+        for item in await _ddgs.search(settings, query, settings.max_results, kind="images"):
+            image = _absolute(first(item, "image"))
+            if image:
+                thumbnail = _absolute(first(item, "thumbnail")) or image
+                title = clip(first(item, "title"), 200) or "(untitled)"
+                hits.append(ImageHit(title, image, thumbnail, _absolute(first(item, "url"))))
+    elif settings.provider == "searxng":
         for item in await _searxng.search(settings, query, "images"):
             image = _absolute(first(item, "img_src"))
             if image:
@@ -100,6 +111,7 @@ def render(query: str, hits: list[ImageHit]) -> str:
 def make_image_search(entry: ToolConfig) -> BaseTool:
     """The image search tool named `entry.name`, configured by the entry's extra keys."""
     settings = check_settings(entry, ImageSearchSettings)
+    cache = RunCache()
 
     async def search_images(query: str) -> str:
         query = query.strip()
@@ -112,7 +124,7 @@ def make_image_search(entry: ToolConfig) -> BaseTool:
             logger.info("%s: %s gave %d image(s)", entry.name, current.provider, len(hits))
             return render(query, hits)
 
-        return await guarded(entry.name, work)
+        return await cache.get_or_make(" ".join(query.split()).lower(), lambda: guarded(entry.name, work))
 
     return StructuredTool.from_function(
         coroutine=search_images,

@@ -1,13 +1,17 @@
-"""`web_search`: titles, URLs and snippets of web results, from Tavily or a SearXNG instance.
+"""`web_search`: titles, URLs and snippets of web results, from DuckDuckGo (no key), Tavily or SearXNG.
 
 config.yaml:
 
     tools:
       - name: web_search
         use: agents.community.web_search:make_web_search
+        # provider unset = duckduckgo, through the ddgs library: no key, no instance to run
+        # (backend, region, safesearch, proxy, ca_file: see agents/community/_ddgs.py)
         provider: tavily            # or searxng (key-less; needs base_url)
         api_key: $TAVILY_API_KEY    # unset = $TAVILY_API_KEY
         max_results: 5
+
+A run asking the same query twice gets the first answer again (agents.community._cache).
 """
 
 from __future__ import annotations
@@ -19,16 +23,17 @@ from typing import Literal, Self
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, model_validator
 
-from agents.community import _searxng, _tavily
-from agents.community._common import ToolSettings, call_settings, check_settings, clip, first, guarded
+from agents.community import _ddgs, _searxng, _tavily
+from agents.community._cache import RunCache
+from agents.community._common import call_settings, check_settings, clip, first, guarded
 from agents.tools import tool_factory
 from config import ToolConfig
 
 logger = logging.getLogger(__name__)
 
 
-class WebSearchSettings(ToolSettings):
-    provider: Literal["tavily", "searxng"] = "tavily"
+class WebSearchSettings(_ddgs.DdgsSettings):
+    provider: Literal["duckduckgo", "tavily", "searxng"] = "duckduckgo"
     max_results: int = Field(5, ge=1, le=20)
     max_snippet_chars: int = Field(400, ge=40)
 
@@ -52,7 +57,12 @@ class SearchHit:
 
 async def find(settings: WebSearchSettings, query: str) -> list[SearchHit]:
     """The provider's results for `query`, at most `max_results`, snippets clipped."""
-    if settings.provider == "tavily":
+    if settings.provider == "duckduckgo":
+        raw = [
+            {"title": r.get("title"), "url": r.get("href"), "content": r.get("body")}
+            for r in await _ddgs.search(settings, query, settings.max_results)
+        ]
+    elif settings.provider == "tavily":
         data = await _tavily.search(settings, query, settings.max_results)
         raw = data["results"]
     else:
@@ -84,6 +94,7 @@ def render(query: str, hits: list[SearchHit]) -> str:
 def make_web_search(entry: ToolConfig) -> BaseTool:
     """The web search tool named `entry.name`, configured by the entry's extra keys."""
     settings = check_settings(entry, WebSearchSettings)
+    cache = RunCache()
 
     async def search(query: str) -> str:
         query = query.strip()
@@ -96,7 +107,7 @@ def make_web_search(entry: ToolConfig) -> BaseTool:
             logger.info("%s: %s gave %d result(s)", entry.name, current.provider, len(hits))
             return render(query, hits)
 
-        return await guarded(entry.name, work)
+        return await cache.get_or_make(" ".join(query.split()).lower(), lambda: guarded(entry.name, work))
 
     return StructuredTool.from_function(
         coroutine=search,

@@ -95,6 +95,8 @@ from bus.messages.subagents import (
     SubagentTask,
 )
 from bus.messages.threads import (
+    ThreadCompactReply,
+    ThreadCompactRequest,
     ThreadCreateReply,
     ThreadCreateRequest,
     ThreadDeleted,
@@ -161,6 +163,8 @@ ENVELOPES: dict[str, type[Envelope]] = {
         ThreadDeleted,
         ThreadSuggestionsRequest,
         ThreadSuggestionsReply,
+        ThreadCompactRequest,
+        ThreadCompactReply,
         MemoryRequest,
         MemoryFactRequest,
         MemoryImportRequest,
@@ -227,6 +231,8 @@ __all__ = [
     "SubagentResult",
     "SubagentStatus",
     "SubagentTask",
+    "ThreadCompactReply",
+    "ThreadCompactRequest",
     "ThreadCreateReply",
     "ThreadCreateRequest",
     "ThreadDeleteReply",

@@ -148,3 +148,26 @@ class ThreadSuggestionsReply(Reply):
     """Follow-up questions a model suggested for a thread."""
 
     suggestions: list[str] = Field(default_factory=list)
+
+
+class ThreadCompactRequest(Envelope):
+    """Summarise a thread's older messages now (`<prefix>.threads.compact`), as the summarization
+    near the context window does: what they said goes to memory first."""
+
+    thread_id: str
+    user_id: str = "default"
+    agent_name: str | None = Field(None, description="Whose memory the summarised turns go to.")
+    model_name: str | None = Field(None, description="The model whose context window counts; default one.")
+
+
+class ThreadCompactReply(Reply):
+    """What a compaction did (DeerFlow's `ThreadCompactResponse`)."""
+
+    thread_id: str = ""
+    compacted: bool = False
+    reason: str | None = None
+    removed_message_count: int = 0
+    preserved_message_count: int = 0
+    summary_updated: bool = False
+    checkpoint_id: str | None = None
+    total_tokens: int = Field(0, description="Tokens of the thread's messages after compacting (estimated).")

@@ -2,7 +2,7 @@
 
 DeerFlow's web UI asks about scheduled tasks, IM channel connections, the
 Lark integration, MCP background tasks, feedback, branches,
-context compaction, regenerate and edit, input polish, browser control and the per-run
+regenerate and edit, input polish, browser control and the per-run
 review of workspace changes. Reads answer with an
 empty list or a disabled flag, so the UI shows its empty state; actions answer
 501 saying the feature is not part of Antler (input polish answers with the
@@ -163,12 +163,6 @@ async def branch(gw: GW, me: Me, thread_id: str) -> None:
 async def regenerate(gw: GW, me: Me, thread_id: str) -> None:
     await gw.own_thread(thread_id, me)
     raise not_in_antler("regenerating or editing an answer")
-
-
-@router.post("/threads/{thread_id}/compact", responses={**errors(404), **NOT_HERE})
-async def compact(gw: GW, me: Me, thread_id: str) -> None:
-    await gw.own_thread(thread_id, me)
-    raise not_in_antler("compacting a thread by hand (summarization is set in config.yaml)")
 
 
 @router.post("/threads/{thread_id}/browser/navigate", responses={**errors(404), **NOT_HERE})

@@ -108,6 +108,7 @@ async def test_the_service_is_discoverable(bus: Bus, runner: None) -> None:
         "delete",
         "suggestions",
         "goal",
+        "compact",
     }
 
 

@@ -227,7 +227,8 @@ async def test_searxng_images_come_with_image_thumbnail_and_page(searxng: FakeSe
             for i in range(6)
         ),
     ]
-    tool = build({"name": "image_search", "use": IMAGES, "base_url": searxng.base_url, "max_results": 3})
+    entry = {"name": "image_search", "use": IMAGES, "provider": "searxng", "base_url": searxng.base_url}
+    tool = build({**entry, "max_results": 3})
 
     output = await tool.ainvoke({"query": "red fox"})
 
@@ -261,7 +262,7 @@ async def test_tavily_images_come_with_their_descriptions(tavily: FakeTavily) ->
 
 async def test_a_failing_image_provider_gives_an_error_line(searxng: FakeSearxng) -> None:
     searxng.fail_with = 502
-    entry = {"name": "image_search", "use": IMAGES, "base_url": searxng.base_url}
+    entry = {"name": "image_search", "use": IMAGES, "provider": "searxng", "base_url": searxng.base_url}
     output = await build(entry).ainvoke({"query": "fox"})
     assert output.startswith("Error: SearXNG answered HTTP 502")
 

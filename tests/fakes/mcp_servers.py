@@ -1,6 +1,7 @@
 """Real MCP servers for tests, written with the `mcp` package's FastMCP.
 
-`python -m tests.fakes.mcp_servers stdio` serves the `notes` tools over stdio.
+`python -m tests.fakes.mcp_servers stdio` serves the `notes` tools over stdio; `... reports`
+serves `big_report` (results of many MB) over stdio.
 `OAuthMcpServer` serves the `weather` tools over streamable HTTP on 127.0.0.1,
 behind a bearer token from its own OAuth token endpoint (`/oauth/token`,
 client_credentials and refresh_token grants).
@@ -39,6 +40,20 @@ def notes_server() -> FastMCP:
     def server_environment() -> str:
         """Which environment variables this server process has (names only)."""
         return ", ".join(sorted(os.environ))
+
+    return mcp
+
+
+def reports_server() -> FastMCP:
+    mcp = FastMCP("reports")
+
+    @mcp.tool()
+    def big_report(megabytes: int) -> str:
+        """A report of about `megabytes` MB: numbered lines, a needle in the middle line."""
+        count = megabytes * 1024 * 1024 // 64
+        lines = [f"line {n:07d} " + "x" * 50 for n in range(count)]
+        lines[count // 2] = f"line {count // 2:07d} NEEDLE-IN-THE-MIDDLE"
+        return "\n".join(lines)
 
     return mcp
 
@@ -118,3 +133,5 @@ class OAuthMcpServer(LocalServer):
 if __name__ == "__main__":
     if sys.argv[1:] == ["stdio"]:
         notes_server().run("stdio")
+    elif sys.argv[1:] == ["reports"]:
+        reports_server().run("stdio")

@@ -26,7 +26,6 @@ async def test_their_actions_say_antler_does_not_have_them(http: httpx.AsyncClie
     actions = [
         ("POST", "/scheduled-tasks", "scheduled tasks"),
         ("POST", f"/threads/{thread}/branches", "branching a thread"),
-        ("POST", f"/threads/{thread}/compact", "compacting a thread"),
         ("POST", f"/threads/{thread}/runs/regenerate/prepare", "regenerating or editing"),
         ("POST", f"/threads/{thread}/runs/edit-regenerate/prepare", "regenerating or editing"),
         ("POST", f"/threads/{thread}/browser/navigate", "browser control"),
@@ -41,4 +40,3 @@ async def test_their_actions_say_antler_does_not_have_them(http: httpx.AsyncClie
     async with httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}) as bob:
         for path in ("scheduled-tasks", "mcp-tasks"):
             assert (await bob.get(f"/threads/{thread}/{path}")).status_code == 404, "not bob's thread"
-        assert (await bob.post(f"/threads/{thread}/compact")).status_code == 404

@@ -4,6 +4,7 @@ import { STREAM_MODES, settings, streamRun, threads } from "./api.js";
 import { canSignOut, signIn, signOut } from "./auth.js";
 import { Conversation, draw, el, textOf } from "./conversation.js";
 import { confirmInPage } from "./confirm.js";
+import { wireCompact } from "./compact.js";
 import { closeArtifacts, showArtifacts } from "./files.js";
 import { goalCommand, goalEnded, showGoal } from "./goal.js";
 import { showSettings } from "./settings.js";
@@ -54,6 +55,7 @@ function redraw() {
     const files = (conversation?.values.artifacts || []).length;
     const uploads = (conversation?.messages() || []).reduce((n, m) => n + (m.additional_kwargs?.files || []).length, 0);
     $("open-artifacts").hidden = state.isNew || !(files + uploads); // nothing to show: no button
+    $("compact").hidden = state.isNew || running || (conversation?.messages() || []).length < 2;
     $("artifact-count").textContent = files ? String(files) : "";
     box.scrollTop = atBottom ? box.scrollHeight : top;
   });
@@ -182,6 +184,16 @@ async function openThread(threadId) {
       location.hash = "#/";
     } else toast(`Could not open the conversation: ${error.message}`, "error");
   }
+}
+
+/** The open thread's messages again from its state (after a compaction replaced the older ones). */
+async function reloadState() {
+  const conversation = state.conversation;
+  const fresh = await threads.state(conversation.threadId);
+  if (state.conversation !== conversation) return;
+  state.cache = new Map();
+  conversation.setValues(fresh?.values || {});
+  redraw();
 }
 
 /** A run is still answering in this thread (after a reload, say): follow it from its start. */
@@ -560,6 +572,7 @@ function wire() {
   $("close-sidebar").addEventListener("click", () => document.body.classList.remove("sidebar-open"));
   $("open-artifacts").addEventListener("click", () => showArtifacts(state.threadId, state.conversation?.values || {}, toast));
   $("close-artifacts").addEventListener("click", closeArtifacts);
+  wireCompact($("compact"), { threadId: () => state.threadId, reload: reloadState, toast });
   window.addEventListener("hashchange", route);
   wireDropZone();
 }

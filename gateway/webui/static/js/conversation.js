@@ -6,6 +6,7 @@
 // own words as plain text.
 
 import { highlightCode } from "./highlight.js";
+import { isSummary, summaryBlock } from "./compact.js";
 import { renderMarkdown } from "./markdown.js";
 import { modelNotice, noteModelEvent } from "./model_notices.js";
 
@@ -407,7 +408,9 @@ export function draw(conversation, root, hooks, cache) {
       return;
     }
     let node;
-    if (kind === "human") {
+    if (kind === "human" && isSummary(message)) {
+      node = summaryBlock(message, el, textOf(message.content));
+    } else if (kind === "human") {
       node = humanBubble(message);
     } else {
       const text = textOf(message.content);
