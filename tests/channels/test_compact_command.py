@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+
 import pytest
+import pytest_asyncio
 
 from bus import Bus
 from config import AppConfig
-from tests.channels.test_router import Chat, stack  # noqa: F401  (the runner and router fixture)
+from tests.agents.conftest import running_runner
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.chat import Chat, running_router
 
 pytestmark = pytest.mark.asyncio
+
+
+@pytest_asyncio.fixture
+async def stack(nats_url: str, app_config: Callable[[], AppConfig]) -> AsyncIterator[AppConfig]:
+    config = app_config()
+    async with running_runner(nats_url, config), running_router(nats_url, config):
+        yield config
+
 
 SUMMARY_HEAD = "Here is a summary of the conversation to date"
 
@@ -17,7 +29,7 @@ SUMMARY_HEAD = "Here is a summary of the conversation to date"
 async def test_compact_in_a_chat_summarises_it_and_the_next_answer_builds_on_the_summary(
     bus: Bus,
     fake_model: FakeOpenAI,
-    stack: AppConfig,  # noqa: F811
+    stack: AppConfig,
 ) -> None:
     async with Chat(bus) as chat:
         await chat.say("/compact")

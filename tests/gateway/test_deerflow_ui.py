@@ -105,7 +105,7 @@ async def test_a_stopped_run_leaves_no_error_for_the_ui_to_show_after_a_reload(
 async def test_a_failed_run_still_shows_its_error_in_the_state(
     http: httpx.AsyncClient, fake_model: FakeOpenAI
 ) -> None:
-    fake_model.script(Reply(text="upstream overloaded", status=503))
+    fake_model.script(*[Reply(text="upstream overloaded", status=503)] * 5)  # every try (model_calls)
     thread = (await http.post("/threads", json={})).json()["thread_id"]
     await http.post(f"/threads/{thread}/runs/wait", json={"input": HI})
     state = (await http.get(f"/threads/{thread}/state")).json()

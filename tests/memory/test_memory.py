@@ -19,40 +19,9 @@ from config import AppConfig
 from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.memory.conftest import running_updater
+from tests.support.memory import MEMORY_PROMPT, facts, memory_calls, memory_of, memory_reply
 
 pytestmark = pytest.mark.asyncio
-
-MEMORY_PROMPT = "long-term memory an AI assistant has"
-
-
-def memory_reply(*facts: str, work: str | None = None, fenced: bool = False) -> Reply:
-    body = {
-        "user": {"workContext": {"summary": work or "", "shouldUpdate": work is not None}},
-        "newFacts": [{"content": f, "category": "context", "confidence": 0.95} for f in facts],
-        "factsToRemove": [],
-    }
-    text = json.dumps(body)
-    return Reply(text=f"Here you go:\n```json\n{text}\n```" if fenced else text, when=MEMORY_PROMPT)
-
-
-def memory_calls(fake: FakeOpenAI) -> list[dict[str, Any]]:
-    return [r for r in fake.agent_requests if MEMORY_PROMPT in str(r["messages"][-1]["content"])]
-
-
-async def memory_of(
-    bus: Bus, user: str, want: Callable[[MemoryDocument], bool], tries: int = 200
-) -> MemoryDocument:
-    store = RecordStore(await bus.kv(bus.subjects.memory_bucket), MemoryDocument)
-    for _ in range(tries):
-        doc = await store.get(MemoryDocument.key(user))
-        if doc is not None and want(doc):
-            return doc
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the memory of {user} never got there: {doc}")
-
-
-def facts(doc: MemoryDocument) -> list[str]:
-    return [f.content for f in doc.facts]
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ import pytest
 from bus import Bus
 from config import AppConfig
 from tests.agents.conftest import ask, running_runner, submit_and_collect
-from tests.agents.test_runner import streamed_text
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.memory.conftest import running_updater
-from tests.memory.test_memory import MEMORY_PROMPT, facts, memory_calls, memory_of, memory_reply
+from tests.support.memory import MEMORY_PROMPT, facts, memory_calls, memory_of, memory_reply
+from tests.support.runs import streamed_text
 
 pytestmark = pytest.mark.asyncio
 

@@ -10,23 +10,15 @@ from playwright.async_api import expect
 
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.webui.conftest import PHONE, UI_TESTS, OpenPage, Stack
+from tests.webui.pages import send, thread_of
 
 pytestmark = UI_TESTS
-
-
-async def send(page, text: str) -> None:  # type: ignore[no-untyped-def]
-    await page.locator("#input").fill(text)
-    await page.locator("#send").click()
 
 
 async def run_status(stack: Stack, thread_id: str) -> str:
     async with httpx.AsyncClient(base_url=f"{stack.url}/api", headers={"x-api-key": "tok-ana"}) as http:
         runs = (await http.get(f"/threads/{thread_id}/runs")).json()
     return str(runs[0]["status"])
-
-
-def thread_of(page) -> str:  # type: ignore[no-untyped-def]
-    return str(page.url.split("#/t/", 1)[1])
 
 
 async def test_a_message_gets_a_streamed_answer_and_the_thread_list_shows_its_title(

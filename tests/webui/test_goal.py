@@ -8,7 +8,7 @@ from playwright.async_api import expect
 
 from tests.fakes.openai_server import Reply
 from tests.webui.conftest import UI_TESTS, OpenPage, Stack
-from tests.webui.test_chat import send, thread_of
+from tests.webui.pages import send, thread_of
 
 pytestmark = UI_TESTS
 
