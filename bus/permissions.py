@@ -71,6 +71,7 @@ RIGHTS: dict[str, Rights] = {
         subscribe=("runs.ctl.*", "subagents.progress.*"),
         kv_write=("threads", "runs", "thread_runs", "settings", "agents"),
         kv_read=("memory", "subagent_results"),
+        files=True,  # runs' journals (bus.journal)
         serve=("threads",),
         call=("sandbox", "subagents"),
     ),

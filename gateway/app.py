@@ -26,10 +26,14 @@ from gateway.limits import MB, BodyLimit, BodyLimitMiddleware
 from gateway.openapi import document_models
 from gateway.rest.accounts import router as accounts_router
 from gateway.rest.agents import router as agents_router
+from gateway.rest.branches import router as branches_router
 from gateway.rest.conversation import router as conversation_router
+from gateway.rest.feedback import router as feedback_router
 from gateway.rest.files import router as files_router
 from gateway.rest.memory import router as memory_router
 from gateway.rest.placeholders import router as placeholders_router
+from gateway.rest.replay import router as replay_router
+from gateway.rest.run_history import router as run_history_router
 from gateway.rest.settings import mcp_status
 from gateway.rest.settings import router as settings_router
 from gateway.rest.skills import MAX_SKILL_ARCHIVE
@@ -135,6 +139,8 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(memory_router, prefix="/api", tags=["memory"], responses=refusals)
     app.include_router(agents_router, prefix="/api", tags=["custom agents"], responses=refusals)
     app.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
+    for actions in (replay_router, branches_router, feedback_router, run_history_router):
+        app.include_router(actions, prefix="/api", tags=["conversation"], responses=refusals)
     app.include_router(accounts_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
     # Compatibility answers for DeerFlow features Antler lacks: not part of Antler's documented API.
     app.include_router(placeholders_router, prefix="/api", include_in_schema=False, responses=refusals)

@@ -35,6 +35,9 @@ from bus.messages.chat import (
     InboundMessage,
     OutboundMessage,
 )
+from bus.messages.journal import (
+    RunJournal,
+)
 from bus.messages.memory import (
     ChatTurn,
     FactCategory,
@@ -56,6 +59,7 @@ from bus.messages.runs import (
     RunControl,
     RunEvent,
     RunEventName,
+    RunFeedback,
     RunRecord,
     RunRequest,
     RunStatus,
@@ -115,6 +119,7 @@ ENVELOPES: dict[str, type[Envelope]] = {
         RunEvent,
         RunControl,
         RunRecord,
+        RunJournal,
         ThreadRecord,
         ChatBinding,
         SubagentTask,
@@ -205,6 +210,8 @@ __all__ = [
     "RunControl",
     "RunEvent",
     "RunEventName",
+    "RunFeedback",
+    "RunJournal",
     "RunRecord",
     "RunRequest",
     "RunStatus",

@@ -16,6 +16,7 @@ from bus.messages import (
     ThreadSuggestionsRequest,
 )
 from gateway.deps import GW, Gateway, Me
+from gateway.rest.feedback import feedback_counts
 from gateway.schemas import errors
 
 router = APIRouter()
@@ -111,7 +112,7 @@ async def run_starts(gw: Gateway, thread_id: str, user_id: str) -> list[tuple[in
         (len(state.values.get("messages") or []), str(state.metadata.get("run_id") or ""), state.created_at)
         for state in reply.states
     ]
-    return sorted(starts, key=lambda start: start[0])
+    return sorted(starts, key=lambda start: (start[0], start[2] or ""))
 
 
 @router.get("/threads/{thread_id}/messages/page", response_model=MessagesPage, responses=errors(404))
@@ -169,6 +170,7 @@ async def token_usage(gw: GW, me: Me, thread_id: str) -> dict[str, Any]:
             "middleware": 0,
         },
         "context_usage": None,
+        "feedback": await feedback_counts(gw, thread_id),
         **used.model_dump(),
         "runs": record.finished_runs,
     }
