@@ -68,7 +68,9 @@ async def test_regenerate_and_edit_answer_again_and_keep_the_old_answers_in_hist
     )
     assert older.status_code == 409
     assert "latest" in older.json()["detail"]
-    refused = await bob.post(f"/threads/{thread}/runs/regenerate/prepare", json={"message_id": old_answer["id"]})
+    refused = await bob.post(
+        f"/threads/{thread}/runs/regenerate/prepare", json={"message_id": old_answer["id"]}
+    )
     assert refused.status_code == 404
     assert (await http.post(f"/threads/{thread}/runs/regenerate/prepare", json={})).status_code == 422
 
@@ -145,7 +147,9 @@ async def test_a_branch_holds_the_history_up_to_the_answer_and_names_its_origin(
     await http.post(f"/threads/{thread}/runs/wait", json=said("second question"))
     source = await messages_of(http, thread)
 
-    assert (await bob.post(f"/threads/{thread}/branches", json={"message_id": source[1]["id"]})).status_code == 404
+    assert (
+        await bob.post(f"/threads/{thread}/branches", json={"message_id": source[1]["id"]})
+    ).status_code == 404
     missing = await http.post(f"/threads/{thread}/branches", json={"message_id": "nope"})
     assert missing.status_code == 404
     answered = await http.post(f"/threads/{thread}/branches", json={"message_id": source[1]["id"]})
@@ -162,7 +166,9 @@ async def test_a_branch_holds_the_history_up_to_the_answer_and_names_its_origin(
     record = (await http.get(f"/threads/{new}")).json()
     assert record["metadata"]["branch_parent_thread_id"] == thread
     assert record["metadata"]["deerflow_branch"] is True
-    found = (await http.post("/threads/search", json={"metadata": {"branch_parent_thread_id": thread}})).json()
+    found = (
+        await http.post("/threads/search", json={"metadata": {"branch_parent_thread_id": thread}})
+    ).json()
     assert [t["thread_id"] for t in found] == [new]
     assert (await bob.get(f"/threads/{new}")).status_code == 404
 
