@@ -192,11 +192,15 @@ async def test_feedback_is_kept_on_the_run_counted_in_usage_and_can_be_taken_bac
     given = await http.put(url, json={"rating": 1, "comment": "spot on"})
     assert given.status_code == 200, given.text
     feedback = given.json()
-    assert feedback["rating"] == 1 and feedback["comment"] == "spot on"
-    assert feedback["run_id"] == run_id and feedback["thread_id"] == thread and feedback["user_id"] == "ana"
+    assert feedback["rating"] == 1
+    assert feedback["comment"] == "spot on"
+    assert feedback["run_id"] == run_id
+    assert feedback["thread_id"] == thread
+    assert feedback["user_id"] == "ana"
 
     again = (await http.put(url, json={"rating": -1})).json()  # a change of mind replaces it
-    assert again["feedback_id"] == feedback["feedback_id"] and again["rating"] == -1
+    assert again["feedback_id"] == feedback["feedback_id"]
+    assert again["rating"] == -1
     run = (await http.get(f"/threads/{thread}/runs/{run_id}")).json()
     assert run["feedback"]["rating"] == -1
     assert (await http.get(f"/threads/{thread}/runs")).json()[0]["feedback"]["rating"] == -1

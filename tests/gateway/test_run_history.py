@@ -81,7 +81,8 @@ async def test_a_runs_steps_and_subagent_cards_outlive_its_live_event_log(
             "created_at",
         } <= set(events[0])
         kinds = [e["event_type"] for e in events]
-        assert kinds[0] == "run.start" and kinds[-1] == "run.end"
+        assert kinds[0] == "run.start"
+        assert kinds[-1] == "run.end"
         assert events[-1]["metadata"]["status"] == "success"
         # The answer that delegated, then the subagent's card with its steps, then the tools' results.
         delegated = kinds.index("llm.ai.response")
@@ -115,11 +116,13 @@ async def test_a_runs_steps_and_subagent_cards_outlive_its_live_event_log(
         assert shown[-1] == ("llm.ai.response", "ai")
         assert messages["data"][-1]["content"]["content"] == "Done: A is 1, notes written."
         first_two = (await ana.get(f"{base}/messages", params={"after_seq": 1, "limit": 2})).json()
-        assert first_two["has_more"] is True and len(first_two["data"]) == 2
+        assert first_two["has_more"] is True
+        assert len(first_two["data"]) == 2
 
         changes = (await ana.get(f"{base}/workspace-changes")).json()
         assert changes["available"] is True
-        assert changes["summary"]["created"] == 1 and changes["summary"]["additions"] == 2
+        assert changes["summary"]["created"] == 1
+        assert changes["summary"]["additions"] == 2
         assert [(f["path"], f["status"]) for f in changes["files"]] == [
             ("/mnt/user-data/outputs/notes.md", "created")
         ]
@@ -147,6 +150,7 @@ async def test_a_run_that_wrote_no_files_shows_no_workspace_changes_but_its_mess
         await ana.post(f"/threads/{thread}/runs/wait", json=body)
         run_id = (await ana.get(f"/threads/{thread}/runs")).json()[0]["run_id"]
         changes = (await ana.get(f"/threads/{thread}/runs/{run_id}/workspace-changes")).json()
-        assert changes["available"] is False and changes["files"] == []
+        assert changes["available"] is False
+        assert changes["files"] == []
         messages = (await ana.get(f"/threads/{thread}/runs/{run_id}/messages")).json()["data"]
         assert [m["content"]["type"] for m in messages] == ["human", "ai"]
