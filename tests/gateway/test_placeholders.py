@@ -28,10 +28,7 @@ async def test_their_actions_say_antler_does_not_have_them(http: httpx.AsyncClie
     actions = [
         ("POST", "/scheduled-tasks", "scheduled tasks"),
         ("PUT", f"/threads/{thread}/goal", "goal mode"),
-        ("POST", f"/threads/{thread}/branches", "branching a thread"),
         ("POST", f"/threads/{thread}/compact", "compacting a thread"),
-        ("POST", f"/threads/{thread}/runs/regenerate/prepare", "regenerating or editing"),
-        ("POST", f"/threads/{thread}/runs/edit-regenerate/prepare", "regenerating or editing"),
         ("POST", f"/threads/{thread}/browser/navigate", "browser control"),
         ("POST", "/channels/telegram/connect", "connecting chat channels"),
         ("POST", "/integrations/lark/install", "the Lark integration"),
