@@ -9,7 +9,7 @@ is its owner's, so each run has at most one rating: its owner's.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field
@@ -23,7 +23,7 @@ router = APIRouter()
 
 
 class FeedbackUpsert(Body):
-    rating: int = Field(..., description="1 (thumbs up) or -1 (thumbs down)")
+    rating: Literal[1, -1] = Field(..., description="1 (thumbs up) or -1 (thumbs down)")
     comment: str | None = Field(None, max_length=4000)
 
 
@@ -59,8 +59,6 @@ def feedback_json(record: RunRecord) -> dict[str, Any] | None:
 )
 async def give_feedback(gw: GW, me: Me, thread_id: str, run_id: str, body: FeedbackUpsert) -> Any:
     """Rate the run (again: the newer rating replaces the older)."""
-    if body.rating not in (1, -1):
-        raise HTTPException(400, "rating must be 1 (thumbs up) or -1 (thumbs down)")
     await gw.own_run(thread_id, run_id, me)
 
     def rated(record: RunRecord | None) -> RunRecord | None:

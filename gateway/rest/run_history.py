@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Query
 
 from bus.journal import read_journal
 from gateway.deps import GW, Gateway, Me
@@ -42,7 +42,6 @@ async def journal_rows(gw: Gateway, me: str, thread_id: str, run_id: str) -> lis
 async def run_messages(
     gw: GW,
     me: Me,
-    request: Request,
     thread_id: str,
     run_id: str,
     limit: int = Query(50, ge=1, le=200),
@@ -50,15 +49,17 @@ async def run_messages(
     after_seq: int | None = Query(None, ge=1),
 ) -> dict[str, Any]:
     """The run's messages (user input, answers, tool results) as rows: `{data, has_more}`, oldest
-    first; `after_seq` pages forwards, `before_seq` (or neither: the newest) backwards."""
-    if before_seq is not None and after_seq is not None:
-        raise HTTPException(422, "give before_seq or after_seq, not both")
-    rows = [r for r in await journal_rows(gw, me, thread_id, run_id) if r.get("category") == "message"]
-    if after_seq is not None:
-        later = [r for r in rows if r["seq"] > after_seq]
-        return {"data": later[:limit], "has_more": len(later) > limit}
-    earlier = [r for r in rows if before_seq is None or r["seq"] < before_seq]
-    return {"data": earlier[-limit:], "has_more": len(earlier) > limit}
+    first, between `after_seq` and `before_seq`; with `after_seq` the page starts there (forwards),
+    else it ends at `before_seq` or the newest (backwards)."""
+    rows = [
+        r
+        for r in await journal_rows(gw, me, thread_id, run_id)
+        if r.get("category") == "message"
+        and (after_seq is None or r["seq"] > after_seq)
+        and (before_seq is None or r["seq"] < before_seq)
+    ]
+    page = rows[:limit] if after_seq is not None else rows[-limit:]
+    return {"data": page, "has_more": len(rows) > limit}
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/events", responses=errors(404))

@@ -188,7 +188,7 @@ async def test_feedback_is_kept_on_the_run_counted_in_usage_and_can_be_taken_bac
     url = f"/threads/{thread}/runs/{run_id}/feedback"
 
     assert (await bob.put(url, json={"rating": 1})).status_code == 404
-    assert (await http.put(url, json={"rating": 5})).status_code == 400
+    assert (await http.put(url, json={"rating": 5})).status_code == 422
     given = await http.put(url, json={"rating": 1, "comment": "spot on"})
     assert given.status_code == 200, given.text
     feedback = given.json()
