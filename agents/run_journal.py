@@ -49,7 +49,14 @@ class JournalRecorder:
         self.tasks: list[tuple[datetime, dict[str, Any]]] = []  # task_* parts as they came
 
     def observe(self, mode: str, chunk: Any, ns: tuple[str, ...]) -> None:
-        """One stream part of the run (the lead graph's; subgraphs' are their own)."""
+        """One stream part of the run (the lead graph's; subgraphs' are their own). Never raises:
+        a part the journal cannot take is left out of it, not the run's failure."""
+        try:
+            self._observe(mode, chunk, ns)
+        except Exception as exc:
+            log.warning("run %s: a %s part is not in its journal: %s", self.request.run_id, mode, exc)
+
+    def _observe(self, mode: str, chunk: Any, ns: tuple[str, ...]) -> None:
         if ns:
             return
         if mode == "values" and isinstance(chunk, dict):

@@ -99,6 +99,8 @@ async def test_regenerate_and_edit_answer_again_and_keep_the_old_answers_in_hist
     ]
     newest = (await http.get(f"/threads/{thread}/runs")).json()[0]
     assert newest["metadata"]["regenerate_from_run_id"] == plan["target_run_id"]
+    page = (await http.get(f"/threads/{thread}/messages/page")).json()["data"]
+    assert page[3]["run_id"] == newest["run_id"]  # the new answer is the new run's
     # The old answer is a sibling in the thread's history, not gone.
     history = (await http.post(f"/threads/{thread}/history", json={"limit": 100})).json()
     answers = {m["content"] for s in history for m in s["values"].get("messages", []) if m["type"] == "ai"}
@@ -204,6 +206,9 @@ async def test_feedback_is_kept_on_the_run_counted_in_usage_and_can_be_taken_bac
     run = (await http.get(f"/threads/{thread}/runs/{run_id}")).json()
     assert run["feedback"]["rating"] == -1
     assert (await http.get(f"/threads/{thread}/runs")).json()[0]["feedback"]["rating"] == -1
+    page = (await http.get(f"/threads/{thread}/messages/page")).json()["data"]
+    assert page[-1]["feedback"]["rating"] == -1  # on the run's answer, where DeerFlow's UI looks
+    assert page[0]["feedback"] is None
     usage = (await http.get(f"/threads/{thread}/token-usage")).json()
     assert usage["feedback"] == {"total": 1, "positive": 0, "negative": 1}
 
