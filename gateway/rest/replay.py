@@ -118,6 +118,14 @@ async def checkpoint_before(
     raise HTTPException(409, "the checkpoint before this turn is no longer in the thread's history")
 
 
+async def idle_thread(gw: Gateway, thread_id: str, me: str) -> None:
+    """The caller's thread, not answering now: a turn being written cannot be redone (409)."""
+    record = await gw.own_thread(thread_id, me)
+    if record.status == "busy" and record.active_run_id:
+        busy = f"thread {thread_id} is answering (run {record.active_run_id}); wait for it to end"
+        raise HTTPException(409, busy)
+
+
 def checkpoint_answer(state: ThreadState) -> dict[str, Any]:
     return {
         "checkpoint_ns": str(state.checkpoint.get("checkpoint_ns") or ""),
@@ -169,7 +177,7 @@ async def prepare_regenerate(
     gw: GW, me: Me, thread_id: str, body: RegeneratePrepareRequest
 ) -> RegeneratePrepareResponse:
     """What to stream to answer the latest turn again: its user message, from the checkpoint before it."""
-    await gw.own_thread(thread_id, me)
+    await idle_thread(gw, thread_id, me)
     state, messages = await latest_state(gw, thread_id, me)
     index = next((i for i, m in enumerate(messages) if m.get("id") == body.message_id), None)
     if index is None:
@@ -204,7 +212,7 @@ async def prepare_edit_regenerate(
     gw: GW, me: Me, thread_id: str, body: EditRegeneratePrepareRequest
 ) -> EditRegeneratePrepareResponse:
     """What to stream to send the latest user message again with new text, in place of the original."""
-    await gw.own_thread(thread_id, me)
+    await idle_thread(gw, thread_id, me)
     text = body.replacement_text.strip()
     if not text:
         raise HTTPException(409, "the edited message cannot be empty")

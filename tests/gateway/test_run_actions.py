@@ -3,6 +3,7 @@ shapes: regenerate, edit and resend, branch, thumbs up or down; another user's t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -138,6 +139,21 @@ async def test_regenerate_and_edit_answer_again_and_keep_the_old_answers_in_hist
     edited = await messages_of(http, thread)
     assert texts(edited) == ["human:capital of France?", "ai:Paris", "human:and of Italy?", "ai:Rome"]
     assert edited[2]["id"] == plan["replacement_human_message_id"]
+
+    # Not while the thread is answering.
+    hold = asyncio.Event()
+    fake_model.script(Reply(text="Madrid.", when="Spain", hold=hold))
+    started = await http.post(f"/threads/{thread}/runs", json=said("and of Spain?"))
+    try:
+        await fake_model.wait_for_requests(len(fake_model.agent_requests) + 1)
+        busy = await http.post(
+            f"/threads/{thread}/runs/regenerate/prepare", json={"message_id": edited[3]["id"]}
+        )
+        assert busy.status_code == 409
+        assert "answering" in busy.json()["detail"]
+    finally:
+        hold.set()
+    await http.get(f"/threads/{thread}/runs/{started.json()['run_id']}/join")
 
 
 async def test_a_branch_holds_the_history_up_to_the_answer_and_names_its_origin(
