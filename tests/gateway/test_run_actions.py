@@ -102,30 +102,42 @@ async def test_regenerate_and_edit_answer_again_and_keep_the_old_answers_in_hist
     assert newest["metadata"]["regenerate_from_run_id"] == plan["target_run_id"]
     page = (await http.get(f"/threads/{thread}/messages/page")).json()["data"]
     assert page[3]["run_id"] == newest["run_id"]  # the new answer is the new run's
+    # The new run's own history holds its turn only: the user's message and the new answer.
+    own = (await http.get(f"/threads/{thread}/runs/{newest['run_id']}/messages")).json()["data"]
+    assert texts([row["content"] for row in own]) == ["human:and of Germany?", "ai:Berlin, second try"]
+    kept = (await http.get(f"/threads/{thread}/runs/{plan['target_run_id']}/messages")).json()["data"]
+    assert texts([row["content"] for row in kept]) == ["human:and of Germany?", "ai:Berlin, first try"]
     # The old answer is a sibling in the thread's history, not gone.
     history = (await http.post(f"/threads/{thread}/history", json={"limit": 100})).json()
     answers = {m["content"] for s in history for m in s["values"].get("messages", []) if m["type"] == "ai"}
     assert {"Berlin, first try", "Berlin, second try"} <= answers
 
-    # Edit the latest user message and send it again: it replaces the original in the thread.
-    human = after[2]
+
+async def test_edit_and_resend_replaces_the_latest_message_and_not_while_answering(
+    http: httpx.AsyncClient, bob: httpx.AsyncClient, fake_model: FakeOpenAI
+) -> None:
+    thread = (await http.post("/threads", json={})).json()["thread_id"]
+    fake_model.script(Reply(text="Berlin", when="Germany"))
+    await http.post(f"/threads/{thread}/runs/wait", json=said("capital of Germany?"))
+    after = await messages_of(http, thread)
+    human = after[0]
     unchanged = await http.post(
         f"/threads/{thread}/runs/edit-regenerate/prepare",
-        json={"human_message_id": human["id"], "replacement_text": "and of Germany?"},
+        json={"human_message_id": human["id"], "replacement_text": "capital of Germany?"},
     )
     assert unchanged.status_code == 409
-    not_latest = await http.post(
+    not_human = await http.post(
         f"/threads/{thread}/runs/edit-regenerate/prepare",
-        json={"human_message_id": after[0]["id"], "replacement_text": "of Spain?"},
+        json={"human_message_id": after[1]["id"], "replacement_text": "of Spain?"},
     )
-    assert not_latest.status_code == 409
+    assert not_human.status_code == 409
     edit = await http.post(
         f"/threads/{thread}/runs/edit-regenerate/prepare",
-        json={"human_message_id": human["id"], "replacement_text": "and of Italy?"},
+        json={"human_message_id": human["id"], "replacement_text": "capital of Italy?"},
     )
     assert edit.status_code == 200, edit.text
     plan = edit.json()
-    assert plan["source_message_ids"] == [human["id"], after[3]["id"]]
+    assert plan["source_message_ids"] == [human["id"], after[1]["id"]]
     assert plan["input"]["messages"][0]["id"] == plan["replacement_human_message_id"]
     assert plan["metadata"]["replay_kind"] == "edit"
     assert plan["metadata"]["edit_from_message_id"] == human["id"]
@@ -137,17 +149,22 @@ async def test_regenerate_and_edit_answer_again_and_keep_the_old_answers_in_hist
     fake_model.script(Reply(text="Rome", when="Italy"))
     await stream(http, thread, {**plan, "assistant_id": "lead_agent"})
     edited = await messages_of(http, thread)
-    assert texts(edited) == ["human:capital of France?", "ai:Paris", "human:and of Italy?", "ai:Rome"]
-    assert edited[2]["id"] == plan["replacement_human_message_id"]
+    assert texts(edited) == ["human:capital of Italy?", "ai:Rome"]
+    assert edited[0]["id"] == plan["replacement_human_message_id"]
+    history = (await http.post(f"/threads/{thread}/history", json={"limit": 100})).json()
+    asked = {text for s in history for text in texts(s["values"].get("messages", []))}
+    assert "human:capital of Germany?" in asked  # the original turn is still in the history
 
     # Not while the thread is answering.
     hold = asyncio.Event()
     fake_model.script(Reply(text="Madrid.", when="Spain", hold=hold))
+    asked_before = len(fake_model.agent_requests)
     started = await http.post(f"/threads/{thread}/runs", json=said("and of Spain?"))
     try:
-        await fake_model.wait_for_requests(len(fake_model.agent_requests) + 1)
+        await fake_model.wait_for_requests(asked_before + 1, timeout=60)
         busy = await http.post(
-            f"/threads/{thread}/runs/regenerate/prepare", json={"message_id": edited[3]["id"]}
+            f"/threads/{thread}/runs/edit-regenerate/prepare",
+            json={"human_message_id": edited[0]["id"], "replacement_text": "of France?"},
         )
         assert busy.status_code == 409
         assert "answering" in busy.json()["detail"]
