@@ -106,6 +106,10 @@ class JournalRecorder:
                 }
             )
 
+        def add_card(part: dict[str, Any], at: datetime) -> None:
+            event_type, category, content = subagent_row(part)
+            add(event_type, category, content, {"task_id": content["task_id"]}, at.isoformat())
+
         add(
             "run.start",
             "trace",
@@ -131,11 +135,11 @@ class JournalRecorder:
                 if call.get("name") == "task" and task_id in by_task and task_id not in placed:
                     placed.add(task_id)
                     for at, part in by_task[task_id]:
-                        add(*subagent_row(part), at=at.isoformat())
+                        add_card(part, at)
         for task_id, parts in by_task.items():  # cards whose delegating answer is not in the state
             if task_id not in placed:
                 for at, part in parts:
-                    add(*subagent_row(part), at=at.isoformat())
+                    add_card(part, at)
         changes = workspace_changes(messages)
         if changes is not None:
             summary = changes["summary"]

@@ -93,6 +93,7 @@ async def test_a_runs_steps_and_subagent_cards_outlive_its_live_event_log(
         assert end["content"]["status"] == "completed"
         assert end["content"]["result"] == "A is 1"
         step = next(e for e in events if e["event_type"] == "subagent.step")
+        assert step["metadata"]["task_id"] == "call_a"
         assert step["content"]["text"] == "A is 1"
         tool_calls = events[delegated]["content"]["tool_calls"]
         assert [c["name"] for c in tool_calls] == ["task", "write_file"]
