@@ -30,6 +30,7 @@ from agents.mcp_tools import McpServers
 from agents.patches import inline_trace_bookkeeping
 from agents.run_endings import end_refused_request, ensure_ended
 from agents.run_input import graph_config, graph_input_of, run_timeout
+from agents.run_journal import JournalRecorder
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 from agents.task_tool import make_task_tool
 from agents.thread_claims import Outcome, ThreadClaims
@@ -81,6 +82,7 @@ class Runner:
         self._mcp_version = 0
         self._tool_groups = tool_group_map(config, [])
         self._run_models: dict[str, str | None] = {}  # run id -> the model it runs on
+        self._journals: dict[str, JournalRecorder] = {}  # run id -> what its journal will hold
         self.runs: RecordStore[RunRecord] | None = None
         self.threads: RecordStore[ThreadRecord] | None = None
         self.name = f"{socket.gethostname()}:{os.getpid()}"
@@ -230,6 +232,7 @@ class Runner:
             self._cancel_actions.pop(request.run_id, None)
             self._run_done.pop(request.run_id).set()
             self._run_revisions.pop(request.run_id, None)
+            self._journals.pop(request.run_id, None)
             self.claims.forget(request.run_id)
 
     async def _superseded(self, run_id: str, attempt: int) -> bool:
@@ -332,6 +335,7 @@ class Runner:
             return
         if resumed:
             metadata["resumed"] = graph_input is None
+        journal = self._journals[request.run_id] = JournalRecorder(request, attempt, graph_input is None)
         await events.emit("metadata", metadata)
         if resumed:
             log.info("run %s: attempt %d resumes from the last checkpoint", request.run_id, attempt)
@@ -366,6 +370,7 @@ class Runner:
                 durability="sync",  # a finished step is on disk before the next begins
             ):
                 ns, mode, chunk = part if request.stream_subgraphs else ((), *part)
+                journal.observe(mode, chunk, tuple(ns))
                 for event, data in translator.translate(mode, chunk, tuple(ns)):
                     await events.emit(event, data)
 
@@ -481,12 +486,16 @@ class Runner:
             options = RunOptions.from_run(dict(request.config.get("configurable") or {}), request.context)
             model = options.model_name or (default.name if (default := self.config.get_model()) else None)
         used = Usage(**usage) if usage else None
+        journal = self._journals.pop(request.run_id, None)
+        # The journal is kept before `end`: whoever sees the run end can read its history.
+        keep_journal = journal.write(self.bus, status, error) if journal else asyncio.sleep(0)
         # The run's record and the thread's, written side by side (one round trip of waiting, not two);
         # the thread is free before `end`: whoever sees the end may start the next run at once. A
         # release by a superseded delivery changes nothing (the thread records the delivery holding it).
         await asyncio.gather(
             self.runs.update(request.run_id, ended, known=self._run_revisions.pop(request.run_id, None)),
             self.claims.release(request, status, title, used, model, subagent_tokens),
+            keep_journal,
         )
         if superseded:
             raise Abandon(f"run {request.run_id} belongs to delivery {superseded[0]}, not {events.attempt}")
