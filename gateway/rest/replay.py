@@ -32,8 +32,9 @@ from gateway.schemas import Body, errors
 
 router = APIRouter()
 
-# Input checkpoints looked at for the one before a turn (one per run, across branches).
+# Input checkpoints looked at for the one before a turn (one per run, across branches), and per request.
 HISTORY_SCAN = 200
+HISTORY_PAGE = 5
 
 
 class RegeneratePrepareRequest(Body):
@@ -103,18 +104,32 @@ async def checkpoint_before(
 ) -> ThreadState:
     """The newest `input` checkpoint whose messages are exactly `before`: where the turn after them began.
 
+    Read a few states at a time, newest first (each holds the thread's messages up to then, so a
+    long thread's history would not fit one reply); the latest turns are found in the first page.
+
     Raises:
         HTTPException: 409 when no such checkpoint is in the thread's recent history.
     """
-    request = ThreadHistoryRequest(
-        thread_id=thread_id, user_id=me, limit=HISTORY_SCAN, metadata={"source": "input"}
-    )
-    reply: ThreadHistoryReply = await gw.ask("history", request, ThreadHistoryReply)
     wanted = ids_of(before)
-    for state in reply.states:  # newest first
-        messages = [m for m in state.values.get("messages") or [] if isinstance(m, dict)]
-        if ids_of(messages) == wanted and state.checkpoint.get("checkpoint_id"):
-            return state
+    cursor: str | None = None
+    for _ in range(HISTORY_SCAN // HISTORY_PAGE):
+        request = ThreadHistoryRequest(
+            thread_id=thread_id,
+            user_id=me,
+            limit=HISTORY_PAGE,
+            before=cursor,
+            metadata={"source": "input"},
+        )
+        reply: ThreadHistoryReply = await gw.ask("history", request, ThreadHistoryReply)
+        for state in reply.states:
+            messages = [m for m in state.values.get("messages") or [] if isinstance(m, dict)]
+            if ids_of(messages) == wanted and state.checkpoint.get("checkpoint_id"):
+                return state
+        if len(reply.states) < HISTORY_PAGE:
+            break
+        cursor = str(reply.states[-1].checkpoint.get("checkpoint_id") or "") or None
+        if cursor is None:
+            break
     raise HTTPException(409, "the checkpoint before this turn is no longer in the thread's history")
 
 

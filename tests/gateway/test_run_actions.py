@@ -250,3 +250,14 @@ async def test_feedback_is_kept_on_the_run_counted_in_usage_and_can_be_taken_bac
     assert (await http.delete(url)).status_code == 404
     assert (await http.get(f"/threads/{thread}/runs/{run_id}")).json()["feedback"] is None
     assert (await http.get(f"/threads/{thread}/token-usage")).json()["feedback"]["total"] == 0
+
+
+async def test_a_long_thread_branches_from_an_early_answer(http: httpx.AsyncClient) -> None:
+    thread = (await http.post("/threads", json={})).json()["thread_id"]
+    for turn in range(7):  # more turns than one page of the thread's history holds
+        await http.post(f"/threads/{thread}/runs/wait", json=said(f"turn {turn}"))
+    first_answer = (await messages_of(http, thread))[1]
+    answered = await http.post(f"/threads/{thread}/branches", json={"message_id": first_answer["id"]})
+    assert answered.status_code == 200, answered.text
+    branch = answered.json()["thread_id"]
+    assert texts(await messages_of(http, branch)) == ["human:turn 0", "ai:You said: turn 0"]
