@@ -21,6 +21,12 @@ COPY gateway/ gateway/
 COPY skills/ skills/
 RUN pip install --no-cache-dir .
 
+# The sandbox's toolbox (sandbox.toolbox.python_packages: pandas, matplotlib, python-pptx ...), a venv
+# on the image's own python3, which is what bwrap shows a sandboxed command; every container built
+# from this image finds it through ANTLER_TOOLBOX_PATH (only the sandbox service uses it).
+ENV ANTLER_TOOLBOX_PATH=/opt/antler/toolbox
+RUN antler sandbox install
+
 # config.yaml is mounted here; each component's NATS user comes from its environment.
 ENV ANTLER_CONFIG_PATH=/etc/antler/config.yaml \
     PYTHONUNBUFFERED=1

@@ -32,7 +32,6 @@ async def compact_thread(service: ThreadService, req: ThreadCompactRequest) -> T
     config = service.config
     if req.model_name is not None and config.get_model(req.model_name) is None:
         raise ServiceError(f"model_name: no model named {req.model_name!r}", "invalid")
-    assert service.runner.threads is not None
     record = await service.runner.threads.get(req.thread_id)
     if record is None or record.user_id != req.user_id:
         raise ServiceError(f"thread {req.thread_id} not found", "not_found")

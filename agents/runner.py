@@ -17,24 +17,25 @@ import os
 import socket
 from typing import Any
 
+from agents.active_run import ActiveRun, finish_run
 from agents.agent_tools import make_agent_tools, tool_group_map
 from agents.assembly import PromptAssembly
 from agents.checkpoints import checkpointer_ready, rollback
-from agents.context import RunContext, RunOptions
+from agents.context import RunOptions
 from agents.errors import AgentError, ModelConfigError
 from agents.event_log import EventLog
-from agents.events import StreamTranslator, jsonable
 from agents.goal import GoalLoop
 from agents.lead import AgentCache
 from agents.mcp_tools import McpServers
 from agents.patches import inline_trace_bookkeeping
 from agents.run_endings import end_refused_request, ensure_ended
-from agents.run_input import graph_config, graph_input_of, run_timeout
+from agents.run_input import run_timeout
+from agents.run_setup import CannotRun, Ready, ready_to_run
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 from agents.task_tool import make_task_tool
 from agents.thread_claims import Outcome, ThreadClaims
 from agents.thread_files import ThreadFiles
-from bus import Abandon, Bus, Consumer, Delivery, NotStored, Retry, decode, run_consumers
+from bus import Bus, Consumer, Delivery, NotStored, Retry, decode, run_consumers
 from bus.consumer import cancel_until_done
 from bus.messages import (
     ErrorInfo,
@@ -43,9 +44,7 @@ from bus.messages import (
     RunRecord,
     RunRequest,
     RunStatus,
-    SubagentCancel,
     ThreadRecord,
-    Usage,
     utcnow,
 )
 from bus.records import RecordStore
@@ -59,12 +58,22 @@ DURABLE = "runner"
 
 
 class Runner:
-    """Executes runs for one process; `run()` below wires it to the bus."""
+    """Executes runs for one process; `run()` below wires it to the bus. Made by `open()`."""
 
-    def __init__(self, bus: Bus, config: AppConfig, checkpointer: Any) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        config: AppConfig,
+        checkpointer: Any,
+        runs: RecordStore[RunRecord],
+        threads: RecordStore[ThreadRecord],
+        memory: RecordStore[MemoryDocument],
+    ) -> None:
         self.bus = bus
         self.config = config
         self.checkpointer = checkpointer
+        self.runs = runs
+        self.threads = threads
         self._own_tools = [
             *make_sandbox_tools(bus),
             make_view_image_tool(bus),
@@ -80,17 +89,29 @@ class Runner:
         self.mcp = McpServers(bus, reserved=reserved, role="runner")
         self._mcp_version = 0
         self._tool_groups = tool_group_map(config, [])
-        self._run_models: dict[str, str | None] = {}  # run id -> the model it runs on
-        self.runs: RecordStore[RunRecord] | None = None
-        self.threads: RecordStore[ThreadRecord] | None = None
         self.name = f"{socket.gethostname()}:{os.getpid()}"
-        self._active: dict[str, str] = {}  # run id -> thread id, for runs this process handles
-        self._streams: dict[str, asyncio.Task[None]] = {}
+        self.claims = ThreadClaims(bus, threads, runs)
+        self.goals = GoalLoop(bus, config, threads)
+        self.memory_and_prompt = PromptAssembly(bus, config, memory)
+        self._runs: dict[str, ActiveRun] = {}  # the runs this process handles now, by run id
         self._stoppers: set[asyncio.Task[None]] = set()
-        self._run_done: dict[str, asyncio.Event] = {}
-        # Last known (record, revision) of records this process just wrote: saves re-reading them.
-        self._run_revisions: dict[str, Any] = {}
-        self._cancel_actions: dict[str, str] = {}  # run id -> cancel | interrupt | rollback
+
+    @classmethod
+    async def open(cls, bus: Bus, config: AppConfig, checkpointer: Any) -> Runner:
+        """A runner with its stores open and its followers (prompt inputs, MCP, model budget) started."""
+        s = bus.subjects
+        runner = cls(
+            bus,
+            config,
+            checkpointer,
+            RecordStore(await bus.kv(s.runs_bucket), RunRecord),
+            RecordStore(await bus.kv(s.threads_bucket), ThreadRecord),
+            RecordStore(await bus.kv(s.memory_bucket), MemoryDocument),
+        )
+        await runner.memory_and_prompt.start()
+        await runner.mcp.start()
+        await runner.calls.start()
+        return runner
 
     def warm_up(self) -> None:
         """Import the model provider and compile the default agent now, not on the first run.
@@ -102,18 +123,6 @@ class Runner:
             self.agents.get(RunOptions())
         except Exception as exc:  # reported properly, per run, when a run needs it
             log.info("default agent not ready yet (%s: %s)", type(exc).__name__, exc)
-
-    async def open(self) -> None:
-        s = self.bus.subjects
-        self.runs = RecordStore(await self.bus.kv(s.runs_bucket), RunRecord)
-        self.threads = RecordStore(await self.bus.kv(s.threads_bucket), ThreadRecord)
-        self.claims = ThreadClaims(self.bus, self.threads, self.runs)
-        self.goals = GoalLoop(self.bus, self.config, self.threads)
-        memory = RecordStore(await self.bus.kv(s.memory_bucket), MemoryDocument)
-        self.memory_and_prompt = PromptAssembly(self.bus, self.config, memory)
-        await self.memory_and_prompt.start()
-        await self.mcp.start()
-        await self.calls.start()
 
     async def _current_tools(self) -> None:
         """MCP tools as configured now: a changed set recompiles the agents (once per change)."""
@@ -134,24 +143,22 @@ class Runner:
         except Exception:
             log.warning("ignoring unreadable run control message on %s", msg.subject)
             return
-        thread_id = self._active.get(control.run_id)
-        if thread_id is None:
+        run = self._runs.get(control.run_id)
+        if run is None:
             return  # another runner's run (or already over)
         log.info("run %s: %s requested", control.run_id, control.action)
-        self._cancel_actions.setdefault(control.run_id, control.action)
-        stream = self._streams.get(control.run_id)
-        if stream is not None:
-            stopper = asyncio.create_task(cancel_until_done(stream))
+        run.ask_to_stop(control.action)
+        if run.stream is not None:
+            stopper = asyncio.create_task(cancel_until_done(run.stream))
             self._stoppers.add(stopper)
             stopper.add_done_callback(self._stoppers.discard)
-        self.claims.wake(thread_id)  # a run waiting for its thread notices at once
+        self.claims.wake(run.thread_id)  # a run waiting for its thread notices at once
         if msg.reply:
             await self.bus.nc.publish(msg.reply, b'{"ok": true}')
 
     # ------------------------------------------------------------------ handling
 
     async def on_invalid(self, msg: Any, error: Exception) -> None:
-        assert self.runs is not None
         await end_refused_request(self.bus, self.runs, msg.data, error)
 
     async def handle(self, request: RunRequest, delivery: Delivery) -> None:
@@ -164,9 +171,7 @@ class Runner:
             self.claims.gone(request)
 
     async def _handle(self, request: RunRequest, delivery: Delivery) -> None:
-        assert self.runs is not None
         attempt = delivery.num_delivered
-
         created: list[bool] = []
 
         def pending_record(current: RunRecord | None) -> RunRecord | None:
@@ -185,321 +190,228 @@ class Runner:
             log.info("run %s already %s; not running it again", request.run_id, record.status.value)
             await ensure_ended(self.bus, request, record, attempt)
             return
-        if request.run_id in self._active:
+        earlier = self._runs.get(request.run_id)
+        if earlier is not None:
             # Redelivered while this process still runs it (the loop stalled past ack_wait):
             # the first handler owns the run; this delivery just waits and acks with it.
             log.warning("run %s redelivered while still running here; waiting for it", request.run_id)
-            await self._run_done[request.run_id].wait()
+            await earlier.done.wait()
             finished = await self.runs.get(request.run_id)
             if finished is None or not finished.status.finished:
                 raise Retry("the earlier delivery stopped before the run ended", delay=0.5)
             return
         events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt)
-        self._active[request.run_id] = request.thread_id
-        self._run_done[request.run_id] = asyncio.Event()
+        run = self._runs[request.run_id] = ActiveRun(request, attempt, events)
         try:
-            just_read = [record]  # the first check before taking the thread needs no second read
-            claim = await self.claims.take(
-                request,
-                delivery,
-                lambda: self._cancel_requested(request.run_id, just_read.pop() if just_read else None),
-            )
-            if claim.outcome is Outcome.CANCELLED:
-                await self._interrupted(request, events)
-                return
-            if claim.outcome is Outcome.REJECTED:
-                await events.emit("metadata", {"run_id": request.run_id, "thread_id": request.thread_id})
-                message = (
-                    f"thread {request.thread_id} is busy with run {claim.holder}; wait for it, "
-                    "or send the run with multitask_strategy enqueue or interrupt"
-                )
-                await self._fail(request, events, "ThreadBusyError", message)
-                return
-            try:
-                await self._execute(request, events, attempt, known)
-            except BaseException:
-                # A later delivery of this run may hold the thread now (same run id): leave it to it.
-                if not await self._superseded(request.run_id, attempt):
-                    await self.claims.release(request)
-                raise
-            else:
-                await self.claims.release(request)
+            await self._claim_and_execute(run, delivery, known)
         finally:
             events.close()  # deltas still held belong to a run left to another delivery
-            self._active.pop(request.run_id, None)
-            self._cancel_actions.pop(request.run_id, None)
-            self._run_done.pop(request.run_id).set()
-            self._run_revisions.pop(request.run_id, None)
+            del self._runs[request.run_id]
+            run.done.set()
             self.claims.forget(request.run_id)
+
+    async def _claim_and_execute(
+        self, run: ActiveRun, delivery: Delivery, known: tuple[RunRecord, int]
+    ) -> None:
+        request = run.request
+        just_read = [known[0]]  # the first check before taking the thread needs no second read
+        claim = await self.claims.take(
+            request, delivery, lambda: self._cancel_requested(run, just_read.pop() if just_read else None)
+        )
+        if claim.outcome is Outcome.CANCELLED:
+            await self._interrupted(run)
+            return
+        if claim.outcome is Outcome.REJECTED:
+            await run.events.emit("metadata", {"run_id": request.run_id, "thread_id": request.thread_id})
+            message = (
+                f"thread {request.thread_id} is busy with run {claim.holder}; wait for it, "
+                "or send the run with multitask_strategy enqueue or interrupt"
+            )
+            await self._fail(run, "ThreadBusyError", message)
+            return
+        try:
+            await self._execute(run, known)
+        except BaseException:
+            # A later delivery of this run may hold the thread now (same run id): leave it to it.
+            if not await self._superseded(request.run_id, run.attempt):
+                await self.claims.release(request)
+            raise
+        else:
+            await self.claims.release(request)
 
     async def _superseded(self, run_id: str, attempt: int) -> bool:
         """Whether a later delivery of the run has started it (after a NATS outage, say)."""
-        assert self.runs is not None
         try:
             record = await self.runs.get(run_id)
         except Exception:  # the bus is away: releasing the thread would fail anyway
             return False
         return record is not None and record.attempt > attempt
 
-    async def _cancel_requested(self, run_id: str, record: RunRecord | None = None) -> bool:
+    async def _cancel_requested(self, run: ActiveRun, record: RunRecord | None = None) -> bool:
         """Cancelled by a control message to this process, or marked interrupted while pending
         (`record`: the run's record as just read, if it was)."""
-        if run_id in self._cancel_actions:
+        if run.cancel is not None:
             return True
-        assert self.runs is not None
         if record is None:
-            record = await self.runs.get(run_id)
+            record = await self.runs.get(run.run_id)
         if record is not None and record.status == RunStatus.INTERRUPTED:
-            self._cancel_actions.setdefault(run_id, "cancel")
+            run.ask_to_stop("cancel")
             return True
         return False
 
-    async def _interrupted(self, request: RunRequest, events: EventLog) -> None:
-        action = self._cancel_actions.get(request.run_id, "cancel")
-        if action == "rollback":
-            await rollback(self.checkpointer, request.thread_id, request.run_id)
-        await self._finish(request, events, RunStatus.INTERRUPTED)
-        await self.claims.leave_queue(request)
+    async def _interrupted(self, run: ActiveRun) -> None:
+        if run.cancel == "rollback":
+            await rollback(self.checkpointer, run.thread_id, run.run_id)
+        await self._finish(run, RunStatus.INTERRUPTED)
+        await self.claims.leave_queue(run.request)
 
-    async def _execute(
-        self, request: RunRequest, events: EventLog, attempt: int, known: tuple[RunRecord, int]
-    ) -> None:
-        assert self.runs is not None
+    # ------------------------------------------------------------------ a run, step by step
+
+    async def _execute(self, run: ActiveRun, known: tuple[RunRecord, int]) -> None:
+        """Mark it running (its agent prepared meanwhile), make it ready, stream it, conclude."""
+        request = run.request
         configurable = dict(request.config.get("configurable") or {})
         options = RunOptions.from_run(configurable, request.context)
+        # The prompt (the user's memory, the agent's settings) is read while the record is written.
+        preparing = asyncio.ensure_future(self._prepare(request, options, configurable))
+        # Left unawaited when the run ends early: its failure, if any, is the run's to report, not the loop's.
+        preparing.add_done_callback(lambda task: task.cancelled() or task.exception())
+        try:
+            still_ours = await self._mark_running(run, known)
+        except BaseException:
+            preparing.cancel()
+            raise
+        if not still_ours:
+            preparing.cancel()
+            return
+        resumed = known[0].started_at is not None and run.attempt > 1
+        try:
+            setup, failure = await preparing
+            if failure is not None:
+                raise CannotRun(type(failure).__name__, str(failure))
+            ready = await ready_to_run(
+                run, setup, self.agents, self.config, configurable, resumed, self._tool_groups
+            )
+        except CannotRun as exc:
+            metadata = {"run_id": run.run_id, "thread_id": run.thread_id, "attempt": run.attempt}
+            await run.events.emit("metadata", metadata)
+            await self._fail(run, exc.code, exc.message)
+            return
+        if run.cancel is not None:
+            await self._interrupted(run)
+            return
+        if await self._stream(run, ready):
+            await self._conclude(run, ready)
+
+    async def _prepare(
+        self, request: RunRequest, options: RunOptions, configurable: dict[str, Any]
+    ) -> tuple[Any, Exception | None]:
+        try:
+            await self._current_tools()
+            return await self.memory_and_prompt.prepare(request, options, configurable), None
+        except (MissingEnvError, ConfigError, AgentError, ModelConfigError) as exc:
+            return None, exc
+
+    async def _mark_running(self, run: ActiveRun, known: tuple[RunRecord, int]) -> bool:
+        """The run's record says running (this attempt); False if an earlier delivery finished it."""
         started = utcnow()
 
         def running(rec: RunRecord | None) -> RunRecord | None:
             if rec is None or rec.status.finished:
                 return None  # cancelled while pending: noticed below
-            return rec.model_copy(
-                update={
-                    "status": RunStatus.RUNNING,
-                    "attempt": attempt,
-                    "started_at": rec.started_at or started,
-                    "updated_at": started,
-                }
-            )
+            update = {"status": RunStatus.RUNNING, "attempt": run.attempt, "updated_at": started}
+            return rec.model_copy(update={**update, "started_at": rec.started_at or started})
 
-        resumed = known[0].started_at is not None and attempt > 1
-
-        async def prepare() -> tuple[Any, Exception | None]:
-            try:
-                await self._current_tools()
-                return await self.memory_and_prompt.prepare(request, options, configurable), None
-            except (MissingEnvError, ConfigError, AgentError, ModelConfigError) as exc:
-                return None, exc
-
-        # The prompt (the user's memory, the agent's settings) is read while the record is written.
-        preparing = asyncio.ensure_future(prepare())
-        # Left unawaited when the run ends early: its failure, if any, is the run's to report, not the loop's.
-        preparing.add_done_callback(lambda task: task.cancelled() or task.exception())
-        try:
-            now_running = await self.runs.update_with_revision(request.run_id, running, known=known)
-        except BaseException:
-            preparing.cancel()
-            raise
+        now_running = await self.runs.update_with_revision(run.run_id, running, known=known)
         if now_running is not None and now_running[0].status.finished:
             if now_running[0].status != RunStatus.INTERRUPTED:
                 # An earlier delivery finished it meanwhile (it went on through a NATS outage).
-                log.info("run %s was finished by an earlier delivery", request.run_id)
-                preparing.cancel()
-                await ensure_ended(self.bus, request, now_running[0], attempt)
-                return
-            self._cancel_actions.setdefault(request.run_id, "cancel")  # cancelled while it was pending
-        self._run_revisions[request.run_id] = now_running
-        metadata: dict[str, Any] = {
-            "run_id": request.run_id,
-            "thread_id": request.thread_id,
-            "attempt": attempt,
-        }
-        try:
-            setup, failure = await preparing
-            if failure is not None:
-                raise failure
-            options = setup.options
-            agent = self.agents.get(options)
-        except (MissingEnvError, ConfigError, AgentError, ModelConfigError) as exc:
-            await events.emit("metadata", metadata)
-            await self._fail(request, events, type(exc).__name__, str(exc))
-            return
-        try:
-            config = graph_config(request, configurable, self.config.runner.recursion_limit)
-            graph_input, done_so_far = await graph_input_of(request, agent, resumed)
-        except (TypeError, ValueError) as exc:  # a request that can never run: say so, do not retry
-            await events.emit("metadata", metadata)
-            await self._fail(request, events, "InvalidRunRequest", f"the run request cannot run: {exc}")
-            return
-        if resumed:
-            metadata["resumed"] = graph_input is None
-        await events.emit("metadata", metadata)
-        if resumed:
-            log.info("run %s: attempt %d resumes from the last checkpoint", request.run_id, attempt)
-        translator = StreamTranslator(request.stream_mode)
-        if translator.wants_messages:
-            # What the earlier attempt streamed may not all have been stored before it stopped:
-            # the run's finished messages again, whole, so readers hold the complete text.
-            for message in done_so_far:
-                await events.emit("messages", [jsonable(message), {"resumed": True}])
-        model_name = options.model_name or (default.name if (default := self.config.get_model()) else None)
-        self._run_models[request.run_id] = model_name
-        context = RunContext(
-            run_id=request.run_id,
-            thread_id=request.thread_id,
-            user_id=request.user_id,
-            agent_name=options.agent_name,
-            system_prompt=setup.system_prompt,
-            model_name=model_name,
-            is_bootstrap=setup.is_bootstrap,
-            allowed_tools=setup.allowed_tools,
-            tool_groups=setup.tool_groups,
-            tool_group_of=self._tool_groups,
-        )
+                log.info("run %s was finished by an earlier delivery", run.run_id)
+                await ensure_ended(self.bus, run.request, now_running[0], run.attempt)
+                return False
+            run.ask_to_stop("cancel")  # cancelled while it was pending
+        run.revision = now_running
+        return True
+
+    async def _stream(self, run: ActiveRun, ready: Ready) -> bool:
+        """The agent's stream as run events, within the run's time limit; True if it ran to the end
+        (otherwise the run has been ended here, or is left to the next delivery by raising)."""
+        request, translator, journal = run.request, ready.translator, run.journal
+        assert journal is not None
 
         async def stream() -> None:
-            async for part in agent.astream(
-                graph_input,
-                config,
-                context=context,
+            async for part in ready.agent.astream(
+                ready.graph_input,
+                ready.graph_config,
+                context=ready.context,
                 stream_mode=translator.graph_modes,
                 subgraphs=request.stream_subgraphs,
                 durability="sync",  # a finished step is on disk before the next begins
             ):
                 ns, mode, chunk = part if request.stream_subgraphs else ((), *part)
+                journal.observe(mode, chunk, tuple(ns))
                 for event, data in translator.translate(mode, chunk, tuple(ns)):
-                    await events.emit(event, data)
+                    await run.events.emit(event, data)
 
-        if request.run_id in self._cancel_actions:
-            await self._interrupted(request, events)
-            return
-        task = asyncio.create_task(stream(), name=f"run:{request.run_id}")
-        self._streams[request.run_id] = task
+        run.stream = asyncio.create_task(stream(), name=f"run:{run.run_id}")
         try:
-            async with asyncio.timeout(run_timeout(configurable, self.config.runner.run_timeout_seconds)):
-                await task
+            async with asyncio.timeout(
+                run_timeout(ready.configurable, self.config.runner.run_timeout_seconds)
+            ):
+                await run.stream
         except TimeoutError:
-            await events.error("TimeoutError", "the run took longer than its time limit and was stopped")
+            await run.events.error("TimeoutError", "the run took longer than its time limit and was stopped")
             await self._finish(
-                request,
-                events,
-                RunStatus.TIMEOUT,
-                usage=translator.usage,
-                subagent_tokens=translator.subagent_tokens,
+                run, RunStatus.TIMEOUT, usage=translator.usage, subagent_tokens=translator.subagent_tokens
             )
-            return
+            return False
         except asyncio.CancelledError:
-            if request.run_id not in self._cancel_actions:
+            if run.cancel is None:
                 raise  # the process is stopping: leave the request to the next runner
-            await self._interrupted(request, events)
-            return
+            await self._interrupted(run)
+            return False
         except NotStored:
             raise  # the bus, not the run, failed: the request is delivered again and the run resumes
         except Exception as exc:
-            log.warning("run %s failed: %s: %s", request.run_id, type(exc).__name__, exc, exc_info=True)
-            await self._fail(
-                request, events, type(exc).__name__, str(exc) or type(exc).__name__, translator.usage
-            )
-            return
+            log.warning("run %s failed: %s: %s", run.run_id, type(exc).__name__, exc, exc_info=True)
+            await self._fail(run, type(exc).__name__, str(exc) or type(exc).__name__, translator.usage)
+            return False
         finally:
-            self._streams.pop(request.run_id, None)
+            run.stream = None
+        return True
+
+    async def _conclude(self, run: ActiveRun, ready: Ready) -> None:
+        """A run that streamed to its end: judged against its goal, ended, its memory update queued."""
+        translator = ready.translator
         values = translator.final_values or {}
         if not values.get("messages"):  # resumed with nothing left to run: the thread's state has them
-            values = (await agent.aget_state(config)).values or {}
+            values = (await ready.agent.aget_state(ready.graph_config)).values or {}
         # Goal mode: judged before `end`, which carries the outcome to the chat and the UI.
         goal = await self.goals.after_run(
-            request, list(values.get("messages") or []), lambda: request.run_id in self._cancel_actions
+            run.request, list(values.get("messages") or []), lambda: run.cancel is not None
         )
         await self._finish(
-            request,
-            events,
+            run,
             RunStatus.SUCCESS,
             usage=translator.usage,
             title=values.get("title"),
             subagent_tokens=translator.subagent_tokens,
             goal=goal,
         )
-        await self.memory_and_prompt.queue_memory_update(request, options, values)
+        await self.memory_and_prompt.queue_memory_update(run.request, ready.options, values)
 
     # ------------------------------------------------------------------ ending
 
     async def _fail(
-        self,
-        request: RunRequest,
-        events: EventLog,
-        error: str,
-        message: str,
-        usage: dict[str, int] | None = None,
+        self, run: ActiveRun, error: str, message: str, usage: dict[str, int] | None = None
     ) -> None:
-        await events.error(error, message)
-        await self._finish(
-            request, events, RunStatus.ERROR, usage=usage, error=ErrorInfo(code=error, message=message)
-        )
+        await run.events.error(error, message)
+        info = ErrorInfo(code=error, message=message)
+        await self._finish(run, RunStatus.ERROR, usage=usage, error=info)
 
-    async def _finish(
-        self,
-        request: RunRequest,
-        events: EventLog,
-        status: RunStatus,
-        *,
-        usage: dict[str, int] | None = None,
-        title: str | None = None,
-        error: ErrorInfo | None = None,
-        subagent_tokens: int = 0,
-        goal: dict[str, Any] | None = None,
-    ) -> None:
-        assert self.runs is not None
-        assert self.threads is not None
-        # Every event so far is stored before the record says the run ended: a later delivery that
-        # finds it ended only adds a missing `end`, never leaves a hole.
-        await events.confirm()
-        now = utcnow()
-        superseded: list[int] = []
-
-        def ended(rec: RunRecord | None) -> RunRecord | None:
-            if rec is not None and rec.attempt > events.attempt:
-                superseded.append(rec.attempt)  # a later delivery runs it now: its outcome counts
-                return None
-            if rec is not None and rec.status.finished and rec.status != RunStatus.INTERRUPTED:
-                superseded.append(rec.attempt)  # another delivery finished it already
-                return None
-            base = rec or RunRecord(
-                run_id=request.run_id, thread_id=request.thread_id, user_id=request.user_id
-            )
-            return base.model_copy(
-                update={
-                    "status": status,
-                    "ended_at": now,
-                    "updated_at": now,
-                    "error": error,
-                    "usage": Usage(**usage) if usage else base.usage,
-                }
-            )
-
-        if request.run_id in self._run_models:
-            model = self._run_models.pop(request.run_id)
-        else:
-            options = RunOptions.from_run(dict(request.config.get("configurable") or {}), request.context)
-            model = options.model_name or (default.name if (default := self.config.get_model()) else None)
-        used = Usage(**usage) if usage else None
-        # The run's record and the thread's, written side by side (one round trip of waiting, not two);
-        # the thread is free before `end`: whoever sees the end may start the next run at once. A
-        # release by a superseded delivery changes nothing (the thread records the delivery holding it).
-        await asyncio.gather(
-            self.runs.update(request.run_id, ended, known=self._run_revisions.pop(request.run_id, None)),
-            self.claims.release(request, status, title, used, model, subagent_tokens),
-        )
-        if superseded:
-            raise Abandon(f"run {request.run_id} belongs to delivery {superseded[0]}, not {events.attempt}")
-        if status != RunStatus.SUCCESS:  # subagents still at work for it stop (its tool waits no more)
-            stop = SubagentCancel(
-                parent_run_id=request.run_id, reason=f"the parent run ended: {status.value}"
-            )
-            await self.bus.publish_core(self.bus.subjects.subagent_cancel(request.run_id), stop)
-        end: dict[str, Any] = {"status": status.value, "usage": usage or {}}
-        if goal is not None:
-            end["goal"] = goal
-        await events.emit("end", end)
-        log.info("run %s on thread %s: %s", request.run_id, request.thread_id, status.value)
+    async def _finish(self, run: ActiveRun, status: RunStatus, **ending: Any) -> None:
+        await finish_run(self.bus, self.config, self.runs, self.claims, run, status, **ending)
+        log.info("run %s on thread %s: %s", run.run_id, run.thread_id, status.value)
 
 
 async def run(bus: Bus, config: AppConfig) -> None:
@@ -508,8 +420,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
 
     inline_trace_bookkeeping()
     async with checkpointer_ready(config) as checkpointer:
-        runner = Runner(bus, config, checkpointer)
-        await runner.open()
+        runner = await Runner.open(bus, config, checkpointer)
         service = await serve_threads(bus, config, runner)
         control = await bus.nc.subscribe(bus.subjects.run_control_all, cb=runner.on_control)
         try:

@@ -122,7 +122,6 @@ class ThreadService:
     async def _own(self, thread_id: str, user_id: str) -> ThreadRecord | None:
         """Refuse another user's thread as if it did not exist (a thread with no record yet is anyone's);
         its record, if it has one."""
-        assert self.runner.threads is not None
         record = await self.runner.threads.get(thread_id) if is_valid_id(thread_id) else None
         if not is_valid_id(thread_id) or (record is not None and record.user_id != user_id):
             raise ServiceError(f"thread {thread_id} not found", "not_found")
@@ -176,7 +175,6 @@ class ThreadService:
     async def _retitle(self, thread_id: str, user_id: str, title: str) -> None:
         """A title set through the state (DeerFlow's UI renames so) is the record's too: thread lists
         and search read it there."""
-        assert self.runner.threads is not None
 
         def retitled(record: ThreadRecord | None) -> ThreadRecord | None:
             if record is None or record.user_id != user_id or record.title == title:
@@ -186,7 +184,6 @@ class ThreadService:
         await self.runner.threads.update(thread_id, retitled)
 
     async def create(self, req: ThreadCreateRequest) -> ThreadCreateReply:
-        assert self.runner.threads is not None
         if not is_valid_id(req.thread_id):
             raise ServiceError(f"thread_id {req.thread_id!r} cannot be used: {ID_RULE}", "invalid")
         now = utcnow()
@@ -202,7 +199,6 @@ class ThreadService:
         return ThreadCreateReply(thread=await self.runner.threads.get(req.thread_id))
 
     async def patch(self, req: ThreadPatchRequest) -> ThreadPatchReply:
-        assert self.runner.threads is not None
 
         def merge(record: ThreadRecord | None) -> ThreadRecord | None:
             if record is None or record.user_id != req.user_id:
@@ -215,7 +211,6 @@ class ThreadService:
 
     async def goal(self, req: ThreadGoalRequest) -> ThreadGoalReply:
         """Set or clear the thread's goal (goal mode: `agents.goal`)."""
-        assert self.runner.threads is not None
         try:
             goal = await change_goal(self.runner.threads, self.config, req)
         except LookupError:
@@ -224,7 +219,6 @@ class ThreadService:
 
     async def delete(self, req: ThreadDeleteRequest) -> ThreadDeleteReply:
         """Checkpoints, runs, then the record, then the announcement: a failure part way is retried whole."""
-        assert self.runner.threads is not None
         await self._own(req.thread_id, req.user_id)
         await self.runner.checkpointer.adelete_thread(req.thread_id)
         children = {

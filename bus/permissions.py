@@ -72,7 +72,8 @@ RIGHTS: dict[str, Rights] = {
         subscribe=("runs.ctl.*", "subagents.progress.*"),
         kv_write=("threads", "runs", "thread_runs", "settings", "agents", "model_slots"),
         kv_read=("memory", "subagent_results"),
-        files=True,  # custom skills' versions (skills/<name>/<version>), unpacked on this machine
+        # custom skills' versions (skills/<name>/<version>), unpacked on this machine; runs' journals
+        files=True,
         serve=("threads",),
         call=("sandbox", "subagents"),
     ),

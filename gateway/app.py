@@ -23,15 +23,19 @@ from gateway.limits import BodyLimitMiddleware, body_limits
 from gateway.openapi import document_models
 from gateway.rest.accounts import router as accounts_router
 from gateway.rest.agents import router as agents_router
+from gateway.rest.branches import router as branches_router
 from gateway.rest.compact import router as compact_router
 from gateway.rest.conversation import router as conversation_router
 from gateway.rest.custom_skills import router as custom_skills_router
+from gateway.rest.feedback import router as feedback_router
 from gateway.rest.files import router as files_router
 from gateway.rest.goal import router as goal_router
 from gateway.rest.mcp import router as mcp_router
 from gateway.rest.memory import router as memory_router
 from gateway.rest.models import router as models_router
 from gateway.rest.placeholders import router as placeholders_router
+from gateway.rest.replay import router as replay_router
+from gateway.rest.run_history import router as run_history_router
 from gateway.rest.skills import router as skills_router
 from gateway.schemas import errors
 from gateway.webui import WebUI
@@ -80,6 +84,8 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
     app.include_router(goal_router, prefix="/api", tags=["goal mode"], responses=refusals)
     app.include_router(compact_router, prefix="/api", tags=["conversation"], responses=refusals)
+    for actions in (replay_router, branches_router, feedback_router, run_history_router):
+        app.include_router(actions, prefix="/api", tags=["conversation"], responses=refusals)
     app.include_router(accounts_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
     # Compatibility answers for DeerFlow features Antler lacks: not part of Antler's documented API.
     app.include_router(health_router, tags=["health"])

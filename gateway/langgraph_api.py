@@ -230,9 +230,10 @@ async def delete_thread(gw: GW, me: Me, thread_id: str) -> Response:
 
 async def delete_thread_files(gw: Gateway, user_id: str, thread_id: str) -> None:
     from bus.files import OUTPUTS, UPLOADS, list_objects, thread_prefix
+    from bus.journal import JOURNALS
 
     store = await gw.bus.files()
-    for kind in (UPLOADS, OUTPUTS):
+    for kind in (UPLOADS, OUTPUTS, JOURNALS):
         for info in await list_objects(store, thread_prefix(kind, user_id, thread_id)):
             with contextlib.suppress(Exception):
                 await store.delete(info.name)

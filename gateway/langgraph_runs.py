@@ -32,6 +32,7 @@ from bus.records import drop_keys, keys_matching
 from bus.runs import cancel_run, follow_run, submit_run, thread_run_key
 from gateway.deps import GW, Gateway, Me
 from gateway.ids import is_valid_id, unusable_thread_id
+from gateway.rest.feedback import feedback_json
 from gateway.schemas import ASSISTANT_ID, Body, Run, errors, iso
 from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of, stream_events
 
@@ -73,6 +74,7 @@ def run_json(record: RunRecord) -> Run:
         status=record.status.value,
         metadata=record.metadata,
         multitask_strategy=record.multitask_strategy.value,
+        feedback=feedback_json(record),
     )
 
 

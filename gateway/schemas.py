@@ -119,3 +119,4 @@ class Run(BaseModel):
     metadata: dict[str, Any]
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"]
     kwargs: dict[str, Any] = Field(default_factory=dict)
+    feedback: dict[str, Any] | None = Field(None, description="The owner's rating of the answer, if any.")

@@ -42,6 +42,9 @@ from bus.messages.goals import (
     ThreadGoalReply,
     ThreadGoalRequest,
 )
+from bus.messages.journal import (
+    RunJournal,
+)
 from bus.messages.memory import (
     ChatTurn,
     FactCategory,
@@ -63,6 +66,7 @@ from bus.messages.runs import (
     RunControl,
     RunEvent,
     RunEventName,
+    RunFeedback,
     RunRecord,
     RunRequest,
     RunStatus,
@@ -124,6 +128,7 @@ ENVELOPES: dict[str, type[Envelope]] = {
         RunEvent,
         RunControl,
         RunRecord,
+        RunJournal,
         ThreadRecord,
         ChatBinding,
         SubagentTask,
@@ -220,6 +225,8 @@ __all__ = [
     "RunControl",
     "RunEvent",
     "RunEventName",
+    "RunFeedback",
+    "RunJournal",
     "RunRecord",
     "RunRequest",
     "RunStatus",

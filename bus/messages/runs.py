@@ -106,6 +106,16 @@ class RunControl(Envelope):
     reason: str | None = None
 
 
+class RunFeedback(BaseModel):
+    """A user's rating of a run's answer (thumbs up: 1, down: -1), kept on the run's record."""
+
+    feedback_id: str = Field(default_factory=new_id)
+    user_id: str
+    rating: Literal[1, -1]
+    comment: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class RunRecord(Envelope):
     """A run as kept in KV `<prefix>_runs` (key: run id)."""
 
@@ -123,6 +133,9 @@ class RunRecord(Envelope):
     updated_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    feedback: RunFeedback | None = Field(
+        None, description="The owner's rating of the answer (written by the gateway's feedback API)."
+    )
 
     @classmethod
     def pending(cls, request: RunRequest) -> RunRecord:

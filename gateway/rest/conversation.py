@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -16,6 +17,7 @@ from bus.messages import (
     ThreadSuggestionsRequest,
 )
 from gateway.deps import GW, Gateway, Me
+from gateway.rest.feedback import feedback_counts, feedback_json
 from gateway.schemas import errors
 
 router = APIRouter()
@@ -90,6 +92,9 @@ class MessageRow(BaseModel):
     content: dict[str, Any]
     metadata: dict[str, Any]
     created_at: str | None
+    feedback: dict[str, Any] | None = Field(
+        None, description="On a run's last answer: the owner's rating of that run (`.../feedback`)."
+    )
 
 
 class MessagesPage(BaseModel):
@@ -111,7 +116,7 @@ async def run_starts(gw: Gateway, thread_id: str, user_id: str) -> list[tuple[in
         (len(state.values.get("messages") or []), str(state.metadata.get("run_id") or ""), state.created_at)
         for state in reply.states
     ]
-    return sorted(starts, key=lambda start: start[0])
+    return sorted(starts, key=lambda start: (start[0], start[2] or ""))
 
 
 @router.get("/threads/{thread_id}/messages/page", response_model=MessagesPage, responses=errors(404))
@@ -147,8 +152,18 @@ async def thread_messages_page(
                 created_at=(owner[2] if owner else None) or record.created_at.isoformat(),
             )
         )
+    await attach_feedback(gw, rows)
     has_more = start > 0
     return MessagesPage(data=rows, has_more=has_more, next_before_seq=start + 1 if has_more else None)
+
+
+async def attach_feedback(gw: Gateway, rows: list[MessageRow]) -> None:
+    """Each run's rating on its last answer in the page, as DeerFlow's UI reads it there."""
+    last_answer = {row.run_id: row for row in rows if row.run_id and row.content.get("type") == "ai"}
+    records = await asyncio.gather(*(gw.runs.get(run_id) for run_id in last_answer))
+    for record in records:
+        if record is not None and record.feedback is not None:
+            last_answer[record.run_id].feedback = feedback_json(record)
 
 
 @router.get("/threads/{thread_id}/token-usage", responses=errors(404))
@@ -169,6 +184,7 @@ async def token_usage(gw: GW, me: Me, thread_id: str) -> dict[str, Any]:
             "middleware": 0,
         },
         "context_usage": None,
+        "feedback": await feedback_counts(gw, thread_id),
         **used.model_dump(),
         "runs": record.finished_runs,
     }

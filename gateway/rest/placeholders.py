@@ -1,9 +1,7 @@
 """DeerFlow features Antler does not have, answered as "none" or "off" rather than 404.
 
 DeerFlow's web UI asks about scheduled tasks, IM channel connections, the
-Lark integration, MCP background tasks, feedback, branches,
-regenerate and edit, input polish, browser control and the per-run
-review of workspace changes. Reads answer with an
+Lark integration, MCP background tasks, input polish and browser control. Reads answer with an
 empty list or a disabled flag, so the UI shows its empty state; actions answer
 501 saying the feature is not part of Antler (input polish answers with the
 text unchanged, which is what "off" means for it). Chat platforms are
@@ -14,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel
 
 from gateway.deps import GW, Me
@@ -115,54 +113,6 @@ async def mcp_tasks(gw: GW, me: Me, thread_id: str) -> list[dict[str, Any]]:
     """MCP background tasks: none (`/api/features` says `mcp_tasks` is off)."""
     await gw.own_thread(thread_id, me)
     return []
-
-
-@router.put("/threads/{thread_id}/runs/{run_id}/feedback", responses={**errors(404), **NOT_HERE})
-async def give_feedback(gw: GW, me: Me, thread_id: str, run_id: str) -> None:
-    await gw.own_run(thread_id, run_id, me)
-    raise not_in_antler("feedback on answers")
-
-
-@router.delete("/threads/{thread_id}/runs/{run_id}/feedback", status_code=204, responses=errors(404))
-async def remove_feedback(gw: GW, me: Me, thread_id: str, run_id: str) -> Response:
-    await gw.own_run(thread_id, run_id, me)
-    return Response(status_code=204)  # there is never any to remove
-
-
-class WorkspaceChanges(BaseModel):
-    """DeerFlow's per-run review of changed workspace files, as "not recorded" (`available: false`)."""
-
-    available: bool = False
-    version: int = 1
-    summary: dict[str, Any]
-    files: list[dict[str, Any]] = []
-    limits: dict[str, Any] = {}
-
-
-@router.get(
-    "/threads/{thread_id}/runs/{run_id}/workspace-changes",
-    response_model=WorkspaceChanges,
-    responses=errors(404),
-)
-async def workspace_changes(gw: GW, me: Me, thread_id: str, run_id: str) -> WorkspaceChanges:
-    """Antler keeps no per-run record of changed files: the truthful answer for any of the caller's
-    runs is "not available", which DeerFlow's UI reads as "no badge"."""
-    await gw.own_run(thread_id, run_id, me)
-    summary = {"created": 0, "modified": 0, "deleted": 0, "symlink_created": 0}
-    return WorkspaceChanges(summary={**summary, "additions": 0, "deletions": 0, "truncated": False})
-
-
-@router.post("/threads/{thread_id}/branches", responses={**errors(404), **NOT_HERE})
-async def branch(gw: GW, me: Me, thread_id: str) -> None:
-    await gw.own_thread(thread_id, me)
-    raise not_in_antler("branching a thread")
-
-
-@router.post("/threads/{thread_id}/runs/regenerate/prepare", responses={**errors(404), **NOT_HERE})
-@router.post("/threads/{thread_id}/runs/edit-regenerate/prepare", responses={**errors(404), **NOT_HERE})
-async def regenerate(gw: GW, me: Me, thread_id: str) -> None:
-    await gw.own_thread(thread_id, me)
-    raise not_in_antler("regenerating or editing an answer")
 
 
 @router.post("/threads/{thread_id}/browser/navigate", responses={**errors(404), **NOT_HERE})

@@ -69,7 +69,7 @@ async def test_workspace_changes_answers_after_every_run(
     )
     assert answer.status_code == 200, answer.text
     body = answer.json()
-    assert body["available"] is False  # Antler records no per-run file changes: DeerFlow's UI shows no badge
+    assert body["available"] is False  # the run wrote no files: DeerFlow's UI shows no badge
     assert body["files"] == []
     assert body["summary"]["created"] == body["summary"]["modified"] == 0
     async with httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}) as bob:

@@ -25,9 +25,6 @@ async def test_their_actions_say_antler_does_not_have_them(http: httpx.AsyncClie
     thread = (await http.post("/threads", json={})).json()["thread_id"]
     actions = [
         ("POST", "/scheduled-tasks", "scheduled tasks"),
-        ("POST", f"/threads/{thread}/branches", "branching a thread"),
-        ("POST", f"/threads/{thread}/runs/regenerate/prepare", "regenerating or editing"),
-        ("POST", f"/threads/{thread}/runs/edit-regenerate/prepare", "regenerating or editing"),
         ("POST", f"/threads/{thread}/browser/navigate", "browser control"),
         ("POST", "/channels/telegram/connect", "connecting chat channels"),
         ("POST", "/integrations/lark/install", "the Lark integration"),

@@ -79,6 +79,8 @@ class Stack:
     url: str
     model: FakeOpenAI
     config: AppConfig
+    admin: BusConfig | None = None  # the stack's admin login (to reach behind the components' backs)
+    nats_url: str = ""
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -127,7 +129,10 @@ async def stack(nats_server: SecuredServer, tmp_path_factory: pytest.TempPathFac
                     running_executor(url, config),
                     running_gateway(url, config) as base,
                 ):
-                    yield Stack(url=base, model=model, config=config)
+                    admin = bus.model_copy(
+                        update={"user": users.admin.user, "password": users.admin.password}
+                    )
+                    yield Stack(url=base, model=model, config=config, admin=admin, nats_url=url)
                 fail_on_violations(users, None)  # the module's stack, judged once at its end
             finally:
                 users.close()

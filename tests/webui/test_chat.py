@@ -203,7 +203,7 @@ async def test_a_subagent_task_shows_as_a_progress_card(open_page: OpenPage, sta
     card = page.locator(".task")
     await expect(card.locator(".task-desc")).to_have_text("count the herd")
     await expect(card.locator(".task-status")).to_have_text("Done")
-    await card.locator("summary").click()
+    await card.locator("summary", has_text="Result").click()
     await expect(card.locator(".md")).to_have_text("Twelve deer in the north herd.")
 
 

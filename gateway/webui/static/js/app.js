@@ -1,5 +1,6 @@
 // The page: thread list, the conversation with its composer, and the route between chat and settings.
 
+import { answerFoot, dropLatestTurn, footKey, humanFoot, loadRunHistory, replayStart, runActions } from "./actions.js";
 import { STREAM_MODES, settings, streamRun, threads } from "./api.js";
 import { canSignOut, signIn, signOut } from "./auth.js";
 import { Conversation, draw, el, textOf } from "./conversation.js";
@@ -44,7 +45,14 @@ function redraw() {
     const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
     const top = box.scrollTop; // redrawing replaces the children, which can reset the scroll
     const conversation = state.conversation;
-    if (conversation) draw(conversation, box, { answer, suggestion: (text) => send(text) }, state.cache);
+    const hooks = {
+      answer,
+      suggestion: (text) => send(text),
+      footKey: (message) => footKey(conversation, message),
+      answerFoot: (message) => answerFoot(conversation, message, act),
+      humanFoot: (message) => humanFoot(conversation, message, act),
+    };
+    if (conversation) draw(conversation, box, hooks, state.cache);
     else box.replaceChildren();
     const empty = !conversation || (!conversation.messages().length && !conversation.running);
     $("empty").hidden = !empty;
@@ -170,6 +178,9 @@ async function openThread(threadId) {
     if (state.conversation !== conversation) return;
     conversation.setValues(threadState?.values || thread.values);
     redraw();
+    loadRunHistory(conversation)
+      .then(() => state.conversation === conversation && redraw())
+      .catch(() => {}); // the actions and rebuilt cards come a moment later
     if (thread.status === "busy") {
       rejoin(conversation)
         .catch((error) => toast(error.message, "error"))
@@ -282,6 +293,7 @@ async function follow(conversation, how) {
   try {
     const threadState = await threads.state(conversation.threadId);
     conversation.setValues(threadState?.values || {});
+    await loadRunHistory(conversation);
   } catch {
     /* the stream's last values stay */
   }
@@ -348,6 +360,59 @@ async function send(text, extraKwargs = {}) {
   await follow(conversation, { start });
   if (state.queued.some((q) => q.threadId === threadId)) sendQueued(threadId);
   else suggest(conversation);
+}
+
+// ------------------------------------------------------------------ actions under messages (actions.js)
+
+const act = {
+  regenerate: (message) => replay((id) => runActions.regenerate(id, message.id), "answer"),
+  edit: (message, text) => replay((id) => runActions.edit(id, message.id, text), "human", text),
+  redraw: () => {
+    state.cache = new Map();
+    redraw();
+  },
+  async branch(message) {
+    try {
+      const made = await runActions.branch(state.conversation.threadId, message.id);
+      await refreshThreads();
+      location.hash = `#/t/${encodeURIComponent(made.thread_id)}`;
+      toast("Branched into a new conversation.");
+    } catch (error) {
+      toast(`Could not branch: ${error.message}`, "error");
+    }
+  },
+  async rate(runId, rating) {
+    const conversation = state.conversation;
+    try {
+      if (rating) await runActions.rate(conversation.threadId, runId, rating);
+      else await runActions.unrate(conversation.threadId, runId);
+      conversation.ratings.set(runId, rating);
+      redraw();
+    } catch (error) {
+      toast(`Could not save the rating: ${error.message}`, "error");
+    }
+  },
+};
+
+/** Regenerate the latest answer or send the latest message edited: prepared by the gateway, streamed here. */
+async function replay(prepare, from, text) {
+  const conversation = state.conversation;
+  if (!conversation || conversation.running) return;
+  let prepared;
+  try {
+    prepared = await prepare(conversation.threadId);
+  } catch (error) {
+    toast(`Could not ${from === "human" ? "send the edit" : "regenerate"}: ${error.message}`, "error");
+    act.redraw();
+    return;
+  }
+  dropLatestTurn(conversation, from);
+  if (text) conversation.live.set(`local-${Date.now()}`, { type: "human", content: text, additional_kwargs: {}, id: `local-${Date.now()}` });
+  state.cache = new Map();
+  conversation.suggestions = [];
+  const base = { assistant_id: "lead_agent", stream_mode: STREAM_MODES, stream_resumable: true, on_disconnect: "continue", multitask_strategy: "enqueue", config: runConfig() };
+  await follow(conversation, { start: replayStart(prepared, base) });
+  suggest(conversation);
 }
 
 /** Follow-up questions under a finished answer (none after an error, a stop or a question). */

@@ -115,6 +115,10 @@ export class Conversation {
     task.status = status === "started" ? "running" : status;
     if (data.description) task.description = data.description;
     if (data.message) task.message = textOf(data.message.content ?? data.message);
+    if (data.type === "task_running" && data.message) {
+      task.steps = task.steps || [];
+      task.steps[data.message_index ?? task.steps.length] = task.message;
+    }
     if (data.result) task.result = data.result;
     if (data.error) task.error = data.error;
     this.tasks.set(data.task_id, task);
@@ -271,7 +275,7 @@ function thinkingBlock(text, streaming) {
   );
 }
 
-function humanBubble(message) {
+function humanBubble(message, foot = null) {
   const response = message.additional_kwargs?.human_input_response;
   let text = response ? response.value : textOf(message.content);
   const files = message.additional_kwargs?.files || [];
@@ -290,6 +294,7 @@ function humanBubble(message) {
     message.additional_kwargs?.sent_at
       ? el("time", { class: "msg-time", datetime: message.additional_kwargs.sent_at, text: clock(message.additional_kwargs.sent_at) })
       : null,
+    foot,
   );
 }
 
@@ -314,6 +319,9 @@ function taskCard(id, task) {
     { class: `task task-${task.status}`, "data-task": id },
     el("div", { class: "task-head" }, el("span", { class: "task-status", text: label[task.status] || task.status }), el("span", { class: "task-desc", text: task.description })),
     task.message && task.status === "running" ? el("div", { class: "task-msg", text: task.message.slice(0, 300) }) : null,
+    task.steps?.filter(Boolean).length
+      ? el("details", { class: "task-steps" }, el("summary", { text: `Steps (${task.steps.filter(Boolean).length})` }), el("ol", {}, task.steps.filter(Boolean).map((text) => el("li", { class: "task-step", text: text.slice(0, 600) }))))
+      : null,
     task.result ? el("details", {}, el("summary", { text: "Result" }), markdownBlock(task.result)) : null,
     task.error ? el("div", { class: "task-err", text: task.error }) : null,
   );
@@ -401,7 +409,7 @@ export function draw(conversation, root, hooks, cache) {
     const cards = calls
       .filter((c) => c.name === "task" || c.id === plan.id)
       .map((c) => JSON.stringify(c.name === "task" ? taskOf(conversation, c, results.get(c.id)) : plan.todos));
-    const signature = [kind, message.id === streamingId, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}`).join(","), usage.get(message.id), ...cards].join("|");
+    const signature = [kind, hooks.footKey?.(message) ?? "", message.id === streamingId, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}`).join(","), usage.get(message.id), ...cards].join("|");
     const hit = cache.get(key);
     if (hit && hit.signature === signature) {
       nodes.push(hit.node);
@@ -411,7 +419,7 @@ export function draw(conversation, root, hooks, cache) {
     if (kind === "human" && isSummary(message)) {
       node = summaryBlock(message, el, textOf(message.content));
     } else if (kind === "human") {
-      node = humanBubble(message);
+      node = humanBubble(message, hooks.humanFoot?.(message));
     } else {
       const text = textOf(message.content);
       const streaming = message.id === streamingId;
@@ -427,6 +435,7 @@ export function draw(conversation, root, hooks, cache) {
               { class: "msg-foot" },
               copyButton("Copy answer", () => text),
               usage.get(message.id) ? el("span", { class: "msg-usage", text: `${usage.get(message.id).toLocaleString()} tokens` }) : null,
+              hooks.answerFoot?.(message),
             )
           : null,
       );

@@ -1,0 +1,60 @@
+"""Chat platforms: Slack, Telegram, Feishu, DingTalk."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from config._env import Section
+
+
+class ChannelConfig(Section):
+    enabled: bool = False
+    allowed_users: list[str] = Field(default_factory=list, description="Empty = everyone.")
+    allowed_chats: list[str] = Field(default_factory=list, description="Empty = every chat.")
+    require_mention_in_groups: bool = True
+
+
+class SlackConfig(ChannelConfig):
+    bot_token: str | None = None
+    app_token: str | None = None
+    base_url: str | None = Field(None, description="Web API base (tests point it at a local fake).")
+
+
+class TelegramConfig(ChannelConfig):
+    bot_token: str | None = None
+    base_url: str | None = Field(None, description="Bot API base (tests point it at a local fake).")
+    webhook_url: str | None = Field(
+        None, description="Public HTTPS URL Telegram posts updates to; unset = long polling."
+    )
+    webhook_listen: str = Field(
+        "127.0.0.1", description="Where the webhook server listens (behind your proxy)."
+    )
+    webhook_port: int = Field(8443, ge=1, le=65535)
+    webhook_secret: str | None = Field(None, description="Checked on every update; unset = a random one.")
+
+
+class FeishuConfig(ChannelConfig):
+    app_id: str | None = None
+    app_secret: str | None = None
+    domain: str | None = Field(None, description="feishu (default), lark, or the open platform URL.")
+
+
+class DingTalkConfig(ChannelConfig):
+    client_id: str | None = None
+    client_secret: str | None = None
+    card_template_id: str | None = Field(
+        None, description="An AI card template to stream answers into; unset = Markdown replies."
+    )
+    card_content_key: str = Field("content", description="The template's variable holding the answer.")
+    base_url: str | None = Field(None, description="Open API base URL (tests point it at a local fake).")
+
+
+class ChannelsConfig(Section):
+    stream_update_seconds: float = Field(1.0, ge=0, description="Least time between partial reply edits.")
+    subagent_enabled: bool = Field(
+        False, description="Chat runs may delegate to subagents (the task tool); progress shows in the reply."
+    )
+    slack: SlackConfig = Field(default_factory=SlackConfig)
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    feishu: FeishuConfig = Field(default_factory=FeishuConfig)
+    dingtalk: DingTalkConfig = Field(default_factory=DingTalkConfig)

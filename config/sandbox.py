@@ -1,0 +1,68 @@
+"""The sandbox: isolation, limits, and the toolbox its commands find."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from config._env import Section
+
+DEFAULT_TOOLBOX_PACKAGES = [
+    "pandas",
+    "numpy",
+    "matplotlib",
+    "openpyxl",
+    "python-pptx",
+    "python-docx",
+    "pypdf",
+]
+
+
+class ToolboxConfig(Section):
+    """The Python environment (and the host's Node.js) sandboxed commands get: `sandbox.toolbox`."""
+
+    enabled: bool = Field(True, description="Mount the toolbox into every sandbox (when it is installed).")
+    path: str | None = Field(
+        None,
+        description="Where it is installed; default $ANTLER_TOOLBOX_PATH, else <bus.data_dir>/toolbox.",
+    )
+    python_packages: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_TOOLBOX_PACKAGES),
+        description="pip requirements installed into it (`antler sandbox install`, `antler up`).",
+    )
+    node: bool = Field(True, description="Offer the host's Node.js in the sandbox when it has one.")
+
+
+class SandboxConfig(Section):
+    provider: Literal["auto", "bwrap", "local"] = Field(
+        "auto", description="auto = bwrap when installed, else local (not isolated)."
+    )
+    data_dir: str | None = Field(
+        None, description="Per-user, per-thread working copies; default <bus.data_dir>/sandbox."
+    )
+    allow_network: bool = False
+    command_timeout_seconds: float = Field(120.0, gt=0)
+    grep_timeout_seconds: float = Field(
+        30.0, gt=0, description="The grep tool's deadline: a pattern still matching then is killed."
+    )
+    max_output_chars: int = Field(20_000, gt=0)
+    max_read_chars: int = Field(50_000, gt=0)
+    max_write_bytes: int = Field(10 * 1024 * 1024, gt=0)
+    cpu_seconds: int = Field(120, gt=0)
+    cpu_cores: float = Field(
+        1.0, gt=0, description="CPU one command's processes may use together (cgroup v2 hosts only)."
+    )
+    memory_mb: int = Field(1024, gt=0)
+    max_processes: int = Field(256, gt=0)
+    max_file_size_mb: int = Field(100, gt=0)
+    max_thread_mb: float = Field(
+        1024, gt=0, description="Disk one thread's files may take (workspace, outputs, uploads, /tmp)."
+    )
+    max_commands_per_user: int = Field(
+        8, gt=0, description="Commands (and greps) of one user a broker runs at once; more wait."
+    )
+    max_waiting_per_user: int = Field(
+        8, ge=0, description="Commands of one user waiting for a slot; more are refused (busy)."
+    )
+    toolbox: ToolboxConfig = Field(default_factory=ToolboxConfig)
