@@ -102,6 +102,14 @@ RIGHTS: dict[str, Rights] = {
         kv_read=("threads", "memory", "settings"),
         files=True,
         serve=("router",),
+        call=("threads", "schedules"),
+    ),
+    "scheduler": Rights(
+        consume=(("SCHEDULES", "scheduler", "sched.fire.*"),),
+        publish=("sched.def.*", "sched.fire.*", "runs.submit"),
+        kv_write=("schedules", "schedule_runs", "runs", "thread_runs"),
+        kv_read=("threads",),
+        serve=("schedules",),
         call=("threads",),
     ),
     "gateway": Rights(
@@ -110,7 +118,7 @@ RIGHTS: dict[str, Rights] = {
         kv_write=("runs", "thread_runs", "settings", "agents", "users", "login_failures"),
         kv_read=("threads", "memory"),
         files=True,
-        call=("threads", "memory", "sandbox", "subagents"),
+        call=("threads", "memory", "sandbox", "subagents", "schedules"),
     ),
     **{channel: _adapter(channel) for channel in CHANNELS},
 }
