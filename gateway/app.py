@@ -29,6 +29,7 @@ from gateway.rest.mcp import router as mcp_router
 from gateway.rest.memory import router as memory_router
 from gateway.rest.models import router as models_router
 from gateway.rest.placeholders import router as placeholders_router
+from gateway.rest.scheduled_tasks import router as scheduled_tasks_router
 from gateway.rest.skills import router as skills_router
 from gateway.schemas import errors
 from gateway.webui import WebUI
@@ -74,6 +75,7 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(memory_router, prefix="/api", tags=["memory"], responses=refusals)
     app.include_router(agents_router, prefix="/api", tags=["custom agents"], responses=refusals)
     app.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
+    app.include_router(scheduled_tasks_router, prefix="/api", tags=["scheduled tasks"], responses=refusals)
     app.include_router(accounts_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
     # Compatibility answers for DeerFlow features Antler lacks: not part of Antler's documented API.
     app.include_router(health_router, tags=["health"])

@@ -8,8 +8,6 @@ import httpx
 
 async def test_deerflows_other_features_read_as_empty_or_off(http: httpx.AsyncClient) -> None:
     thread = (await http.post("/threads", json={})).json()["thread_id"]
-    assert (await http.get("/scheduled-tasks")).json() == []
-    assert (await http.get(f"/threads/{thread}/scheduled-tasks")).json() == []
     assert (await http.get("/channels/providers")).json() == {"enabled": False, "providers": []}
     assert (await http.get("/channels/connections")).json() == {"connections": []}
     lark = (await http.get("/integrations/lark/status")).json()
@@ -26,7 +24,6 @@ async def test_deerflows_other_features_read_as_empty_or_off(http: httpx.AsyncCl
 async def test_their_actions_say_antler_does_not_have_them(http: httpx.AsyncClient, api_url: str) -> None:
     thread = (await http.post("/threads", json={})).json()["thread_id"]
     actions = [
-        ("POST", "/scheduled-tasks", "scheduled tasks"),
         ("PUT", f"/threads/{thread}/goal", "goal mode"),
         ("POST", f"/threads/{thread}/branches", "branching a thread"),
         ("POST", f"/threads/{thread}/compact", "compacting a thread"),
@@ -42,6 +39,6 @@ async def test_their_actions_say_antler_does_not_have_them(http: httpx.AsyncClie
         assert feature in response.json()["detail"]
         assert "Antler does not have" in response.json()["detail"]
     async with httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}) as bob:
-        for path in ("scheduled-tasks", "mcp-tasks", "goal"):
+        for path in ("mcp-tasks", "goal"):
             assert (await bob.get(f"/threads/{thread}/{path}")).status_code == 404, "not bob's thread"
         assert (await bob.post(f"/threads/{thread}/compact")).status_code == 404
