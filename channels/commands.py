@@ -20,6 +20,9 @@ CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("status", "this conversation, its model and whether I am busy"),
     ("models", "list models; /models <name> - use one in this chat"),
     ("memory", "what I remember about you"),
+    ("schedule", "do something on a schedule: /schedule every weekday 08:00 Europe/Berlin <what>"),
+    ("schedules", "your scheduled tasks in this chat"),
+    ("unschedule", "remove a scheduled task: /unschedule <number>"),
     ("help", "this help"),
 )
 
