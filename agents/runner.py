@@ -30,6 +30,7 @@ from agents.patches import inline_trace_bookkeeping
 from agents.run_endings import end_refused_request, ensure_ended
 from agents.run_input import graph_config, graph_input_of, run_timeout
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
+from agents.schedule_tools import make_schedule_tools
 from agents.task_tool import make_task_tool
 from agents.thread_claims import Outcome, ThreadClaims
 from bus import Abandon, Bus, Consumer, Delivery, NotStored, Retry, decode, run_consumers
@@ -66,6 +67,7 @@ class Runner:
             *make_sandbox_tools(bus),
             make_view_image_tool(bus),
             *make_agent_tools(bus, config),
+            *make_schedule_tools(bus),
         ]
         task = make_task_tool(bus, config)
         self.agents = AgentCache(config, checkpointer, extra_tools=self._own_tools, task_tool=task)
@@ -345,6 +347,7 @@ class Runner:
             allowed_tools=setup.allowed_tools,
             tool_groups=setup.tool_groups,
             tool_group_of=self._tool_groups,
+            origin=request.origin,
         )
 
         async def stream() -> None:

@@ -72,7 +72,7 @@ RIGHTS: dict[str, Rights] = {
         kv_write=("threads", "runs", "thread_runs", "settings", "agents"),
         kv_read=("memory", "subagent_results"),
         serve=("threads",),
-        call=("sandbox", "subagents"),
+        call=("sandbox", "subagents", "schedules"),
     ),
     "subagents": Rights(
         consume=(("SUBAGENTS", "subagents", "subagents.submit"),),
