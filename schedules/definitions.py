@@ -31,7 +31,7 @@ async def store_definition(bus: Bus, task: ScheduledTask, schedule: Schedule) ->
         InvalidSchedule: the server refused the schedule (an expression it cannot read, say).
     """
     s = bus.subjects
-    body = ScheduleFiring(task_id=task.id, generation=task.generation)
+    body = ScheduleFiring(task_id=task.id, user_id=task.user_id, generation=task.generation)
     try:
         await bus.publish(
             s.schedule_definition(task.id), body, headers=headers(schedule, s.schedule_firing(task.id))
@@ -53,6 +53,10 @@ async def remove_definition(bus: Bus, task_id: str) -> None:
 async def trigger(bus: Bus, task: ScheduledTask, trigger_id: str) -> None:
     """One firing now, besides the schedule (deduplicated by `trigger_id`)."""
     firing = ScheduleFiring(
-        task_id=task.id, generation=task.generation, trigger="manual", trigger_id=trigger_id
+        task_id=task.id,
+        user_id=task.user_id,
+        generation=task.generation,
+        trigger="manual",
+        trigger_id=trigger_id,
     )
     await bus.publish(bus.subjects.schedule_firing(task.id), firing, msg_id=f"trigger:{trigger_id}")

@@ -31,6 +31,7 @@ from bus.messages import (
     ThreadCreateRequest,
     utcnow,
 )
+from bus.messages.schedules import task_key
 from bus.records import RecordStore
 from bus.runs import submit_new_run
 from bus.service import ServiceError, call
@@ -64,7 +65,7 @@ class Firings:
         self.runs = runs
 
     async def on_firing(self, firing: ScheduleFiring, delivery: Delivery) -> None:
-        task = await self.tasks.get(firing.task_id)
+        task = await self.tasks.get(task_key(firing.user_id, firing.task_id))
         if task is None:  # deleted; a definition left behind (its owner died mid-delete) goes now
             log.info("firing of unknown task %s: its definition is removed", firing.task_id)
             await remove_definition(self.bus, firing.task_id)
@@ -150,7 +151,7 @@ class Firings:
                     update["status"] = "completed"
             return current.model_copy(update=update)
 
-        return await self.tasks.update(task.id, change) or task
+        return await self.tasks.update(task.key, change) or task
 
     async def _record(self, task: ScheduledTask, line: ScheduledTaskRun, fired: datetime) -> None:
         await self.history.create(history_key(task.id, fired, line.id), line)

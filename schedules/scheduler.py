@@ -34,8 +34,10 @@ from bus.messages import (
     ThreadRecord,
     utcnow,
 )
+from bus.messages.schedules import task_key
 from bus.records import RecordStore, drop_keys, keys_matching
 from bus.service import Endpoint, ServiceError, start_service
+from bus.subjects import safe_token
 from config import AppConfig
 from schedules import grammar
 from schedules.definitions import remove_definition, schedule_of, store_definition, trigger
@@ -71,7 +73,7 @@ class Scheduler:
     # ------------------------------------------------------------------ reading
 
     async def owned(self, user_id: str, task_id: str) -> ScheduledTask:
-        task = await self.tasks.get(task_id) if task_id else None
+        task = await self.tasks.get(task_key(user_id, task_id)) if task_id else None
         if task is None or task.user_id != user_id:
             raise ServiceError(f"scheduled task {task_id} not found", "not_found")
         return task
@@ -81,7 +83,8 @@ class Scheduler:
 
     async def list(self, request: ScheduleQuery) -> ScheduledTaskList:
         found = []
-        for key in await self.tasks.keys():
+        s = self.bus.subjects
+        for key in await keys_matching(self.bus.js, s.schedules_bucket, f"{safe_token(request.user_id)}.>"):
             task = await self.tasks.get(key)
             if task is None or task.user_id != request.user_id:
                 continue
@@ -155,11 +158,11 @@ class Scheduler:
                 "next_run_at": schedule.first_run,
             }
         )
-        await self.tasks.put(task.id, task)  # first: a firing finds its task
+        await self.tasks.put(task.key, task)  # first: a firing finds its task
         try:
             await store_definition(self.bus, task, schedule)
         except InvalidSchedule as exc:
-            await self.tasks.delete(task.id)
+            await self._drop(task)
             raise ServiceError(str(exc), "invalid") from None
         log.info("task %s of %s created: %s", task.id, task.user_id, schedule.expression)
         return ScheduledTaskReply(task=task)
@@ -185,7 +188,7 @@ class Scheduler:
         paused = task.model_copy(
             update={"status": "paused", "generation": task.generation + 1, "updated_at": utcnow()}
         )
-        await self.tasks.put(task.id, paused)
+        await self.tasks.put(task.key, paused)
         await remove_definition(self.bus, task.id)
         log.info("task %s paused", task.id)
         return ScheduledTaskReply(task=paused)
@@ -215,7 +218,7 @@ class Scheduler:
 
     async def delete(self, request: ScheduleAction) -> ScheduledTaskReply:
         task = await self.owned(request.user_id, request.task_id)
-        await self.tasks.delete(task.id)  # first: a firing already queued finds no task
+        await self._drop(task)  # first: a firing already queued finds no task
         await remove_definition(self.bus, task.id)
         await drop_keys(self.bus.js, self.bus.subjects.schedule_runs_bucket, f"{task.id}.>")
         log.info("task %s deleted", task.id)
@@ -223,16 +226,20 @@ class Scheduler:
 
     async def _replace(self, old: ScheduledTask, new: ScheduledTask, schedule: Any) -> ScheduledTask:
         """Write `new` and its definition (if enabled); a definition the server refuses leaves `old`."""
-        await self.tasks.put(new.id, new)
+        await self.tasks.put(new.key, new)
         try:
             if new.status == "enabled":
                 await store_definition(self.bus, new, schedule)
             else:
                 await remove_definition(self.bus, new.id)
         except InvalidSchedule as exc:
-            await self.tasks.put(old.id, old)
+            await self.tasks.put(old.key, old)
             raise ServiceError(str(exc), "invalid") from None
         return new
+
+    async def _drop(self, task: ScheduledTask) -> None:
+        """The task's record gone for good (no delete marker left for key listings to find)."""
+        await drop_keys(self.bus.js, self.bus.subjects.schedules_bucket, task.key)
 
     async def _check_thread(self, task: ScheduledTask) -> None:
         if task.context_mode != "reuse_thread":

@@ -13,6 +13,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bus.messages.base import ChatOrigin, Envelope, Reply, utcnow
+from bus.subjects import safe_token
+
+
+def task_key(user_id: str, task_id: str) -> str:
+    """A task's key in `<prefix>_schedules`: its user first, so one user's tasks are one key filter."""
+    return f"{safe_token(user_id)}.{safe_token(task_id)}"
+
 
 ContextMode = Literal["fresh_thread_per_run", "reuse_thread"]
 ScheduleType = Literal["once", "cron", "interval"]
@@ -39,7 +46,12 @@ class ScheduledTaskFields(BaseModel):
 
 
 class ScheduledTask(Envelope):
-    """A scheduled task as kept in KV `<prefix>_schedules` (key: `id`); the scheduler is its one writer."""
+    """A scheduled task as kept in KV `<prefix>_schedules` (key: `<user as a token>.<id>`, so a user's
+    tasks are listed by key filter); the scheduler is its one writer."""
+
+    @property
+    def key(self) -> str:
+        return task_key(self.user_id, self.id)
 
     id: str
     user_id: str
@@ -71,6 +83,7 @@ class ScheduleFiring(Envelope):
     publishes one itself (`trigger` manual, `trigger_id` its request)."""
 
     task_id: str
+    user_id: str
     generation: int
     trigger: Literal["scheduled", "manual"] = "scheduled"
     trigger_id: str | None = None
