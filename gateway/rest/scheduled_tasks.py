@@ -28,11 +28,13 @@ from bus.messages import (
     ScheduledTaskReply,
     ScheduleQuery,
 )
+from bus.messages.schedules import ContextMode, ScheduleType
 from bus.service import call
 from gateway.deps import GW, Me, http_error
 from gateway.schemas import errors
 
-router = APIRouter()
+# Every route asks the scheduler: 503 when none runs.
+router = APIRouter(responses=errors(503))
 
 _SHOWN = {
     "id",
@@ -58,16 +60,16 @@ UNAVAILABLE = "no scheduler is running (antler up starts one; or antler run sche
 
 class TaskCreate(BaseModel):
     thread_id: str | None = None
-    context_mode: str = "fresh_thread_per_run"
+    context_mode: ContextMode = "fresh_thread_per_run"
     title: str = Field(min_length=1)
     prompt: str = Field(min_length=1)
-    schedule_type: str
+    schedule_type: ScheduleType
     schedule_spec: dict[str, Any]
     timezone: str = "UTC"
 
 
 class TaskUpdate(BaseModel):
-    context_mode: str | None = None
+    context_mode: ContextMode | None = None
     thread_id: str | None = None
     title: str | None = Field(None, min_length=1)
     prompt: str | None = Field(None, min_length=1)
@@ -82,15 +84,7 @@ async def _ask(gw: GW, endpoint: str, request: Any, reply: Any) -> Any:
 
 
 def _fields(body: BaseModel) -> ScheduledTaskFields:
-    """The body as the service's fields; a context_mode or schedule_type it does not know is a 422."""
-    data = body.model_dump(exclude_none=True)
-    try:
-        return ScheduledTaskFields.model_validate(data)
-    except ValueError:
-        raise http_error(
-            "invalid",
-            "context_mode must be fresh_thread_per_run or reuse_thread; schedule_type once, cron or interval",
-        ) from None
+    return ScheduledTaskFields.model_validate(body.model_dump(exclude_none=True))
 
 
 async def task_json(gw: GW, task: ScheduledTask) -> dict[str, Any]:

@@ -20,9 +20,10 @@ import pytest
 pytestmark = pytest.mark.asyncio
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
-# Two answers depend on what exists, not on the request's shape, so a schema-valid request may
-# still be refused with its reason: a `.skill` upload must be a zip archive (400), and a state
-# update `as_node` must name a node of the agent's graph (422).
+# Some answers depend on what exists, not on the request's shape, so a schema-valid request may
+# still be refused with its reason: a `.skill` upload must be a zip archive (400), a state
+# update `as_node` must name a node of the agent's graph (422), and a scheduled task's schedule
+# must be one the scheduler and the NATS server can fire (a cron expression, a zone: 422).
 CONFIG = """
 [[operations]]
 include-name = "POST /api/skills/install"
@@ -30,6 +31,12 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403",
 
 [[operations]]
 include-name = "POST /api/threads/{thread_id}/state"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+[[operations]]
+include-name = "POST /api/scheduled-tasks"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+[[operations]]
+include-name = "PATCH /api/scheduled-tasks/{task_id}"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 """
 
