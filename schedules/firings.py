@@ -102,6 +102,8 @@ class Firings:
             else str(uuid.uuid5(FIRING_NAMESPACE, f"thread:{firing_id}"))
         )
         task = await self._started(task, run_id, thread_id, fired, next_run(next_header), manual)
+        if task.last_run_id == run_id and task.last_run_at is not None:
+            fired = task.last_run_at  # a copy of a firing already recorded: its line keeps its key
         await self._record(
             task,
             ScheduledTaskRun(

@@ -12,7 +12,7 @@ import pytest_asyncio
 from nats.js.errors import NotFoundError
 
 from bus import Bus
-from bus.messages import ScheduleAction, ScheduledRunList, ScheduledTaskRun
+from bus.messages import ScheduleAction, ScheduledRunList, ScheduledTaskRun, ScheduleFiring
 from bus.runs import collect_run
 from bus.service import ServiceError, call
 from config import AppConfig
@@ -185,4 +185,34 @@ async def test_nobody_sees_or_fires_another_users_task(bus: Bus, stack: AppConfi
             await act(bus, action, task.id, user_id="bob")
         assert refused.value.code == "not_found"
     assert (await act(bus, "get", task.id)).task is not None
+    await act(bus, "delete", task.id)
+
+
+async def test_a_firing_stored_twice_starts_one_run(bus: Bus, stack: AppConfig) -> None:
+    """As a firing stored again (a publisher retrying past the dedupe window, a stream leader change):
+    the copies name the same occurrence, so they are one firing, one history line and one run.
+    (Clients may not forge the server's `Nats-Schedule-Next`, so the copies here are trigger-nows.)"""
+    daily = {"cron": "0 8 * * *"}
+    task = await create_task(bus, prompt="once only", schedule_type="cron", schedule_spec=daily)
+    firing = ScheduleFiring(
+        task_id=task.id, user_id="alice", generation=task.generation, trigger="manual", trigger_id="t1"
+    )
+    subject = bus.subjects.schedule_firing(task.id)
+    async with firings(bus, task.id) as lines:
+        await bus.publish(subject, firing)  # no Nats-Msg-Id: the stream stores both copies
+        await bus.publish(subject, firing)
+        # A task's firings are taken in order: once this one is in the history, both copies were handled.
+        await bus.publish(subject, firing.model_copy(update={"trigger_id": "barrier"}))
+        seen = [await next_line(lines)]
+        while len({line.id for line in seen}) < 2:
+            seen.append(await next_line(lines))
+    first = seen[0]
+    assert [line.id for line in seen].count(first.id) == 1
+    history = await history_of(bus, task.id)
+    assert len(history.runs) == 2, "the copy added nothing: two firings, two lines"
+    assert first.run_id is not None
+    assert await answer_of(bus, first) == "You said: once only"
+    refreshed = (await act(bus, "get", task.id)).task
+    assert refreshed is not None
+    assert refreshed.run_count == len([line for line in history.runs if line.run_id]), "counted once"
     await act(bus, "delete", task.id)
