@@ -130,12 +130,3 @@ def next_run(header: str | None) -> datetime | None:
         return datetime.fromisoformat(header.replace("Z", "+00:00")).astimezone(UTC)
     except ValueError:
         return None
-
-
-def describe(task_type: str, spec: dict[str, Any], timezone: str) -> str:
-    """A schedule in a few words, for chat listings."""
-    if task_type == "once":
-        return f"once at {spec.get('run_at')} {timezone}"
-    if task_type == "interval":
-        return f"every {spec.get('every', spec.get('seconds'))}"
-    return f"cron {spec.get('cron')} {timezone}"
