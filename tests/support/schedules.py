@@ -46,7 +46,10 @@ async def firings(bus: Bus, task_id: str) -> AsyncIterator[asyncio.Queue[Schedul
     """Each history line the scheduler writes for the task, as it is written (a KV watch)."""
     kv = await bus.kv(bus.subjects.schedule_runs_bucket)
     queue: asyncio.Queue[ScheduledTaskRun] = asyncio.Queue()
-    watcher = await kv.watch(f"{task_id}.>", include_history=True)
+    # While a cluster node is down the bucket may be electing a leader: wait for it, as components do.
+    watcher = await bus.while_unavailable(
+        "watch a task's firings", lambda: kv.watch(f"{task_id}.>", include_history=True)
+    )
 
     async def pump() -> None:
         async for entry in watcher:
