@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bus.messages import ChatOrigin
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -68,6 +70,7 @@ class RunContext:
     allowed_tools: frozenset[str] | None = None
     tool_groups: frozenset[str] | None = None
     tool_group_of: dict[str, str] = field(default_factory=dict)
+    origin: ChatOrigin | None = None  # the chat a chat's run came from (its scheduled tasks answer there)
 
     def tool_allowed(self, name: str) -> bool:
         if name == "setup_agent" and not self.is_bootstrap:

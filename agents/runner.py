@@ -32,6 +32,7 @@ from agents.run_endings import end_refused_request, ensure_ended
 from agents.run_input import run_timeout
 from agents.run_setup import CannotRun, Ready, ready_to_run
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
+from agents.schedule_tools import make_schedule_tools
 from agents.task_tool import make_task_tool
 from agents.thread_claims import Outcome, ThreadClaims
 from agents.thread_files import ThreadFiles
@@ -78,6 +79,7 @@ class Runner:
             *make_sandbox_tools(bus),
             make_view_image_tool(bus),
             *make_agent_tools(bus, config),
+            *make_schedule_tools(bus),
         ]
         task = make_task_tool(bus, config)
         self.calls = ModelCalls(bus, config)  # the models' cluster budgets, and retries

@@ -20,6 +20,7 @@ Antler: an AI super agent whose components talk over NATS/JetStream.
   antler tail 'runs.ev.>'         watch run events go by
   antler dlq list                 see messages that could not be processed
   antler user add me@x.org --admin  an account for DeerFlow's web UI
+  antler schedule add every weekday 08:00 Europe/Berlin summarize the news
 """
 
 
@@ -229,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     q.add_argument("email")
     add_common(q)
+
+    from antler.schedule import add_arguments as schedule_arguments
+
+    schedule_arguments(sub, add_common)
     return parser
 
 
@@ -259,6 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from antler.user import user as command
         elif args.command == "sandbox":
             from antler.sandbox import sandbox as command
+        elif args.command == "schedule":
+            from antler.schedule import schedule as command
         else:
             from antler.dlq import dlq as command
         return run_main(command(args))

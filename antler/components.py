@@ -50,6 +50,11 @@ COMPONENTS: dict[str, ComponentSpec] = {
             "sandbox.broker:run",
             "commands and files per thread, isolated with bwrap",
         ),
+        ComponentSpec(
+            "scheduler",
+            "schedules.scheduler:run",
+            "scheduled tasks: the server's firings to runs, the schedules service",
+        ),
         ComponentSpec("router", "channels.router:run", "chats to threads, commands, run events to replies"),
         ComponentSpec(
             "telegram",

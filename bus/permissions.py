@@ -75,7 +75,7 @@ RIGHTS: dict[str, Rights] = {
         # custom skills' versions (skills/<name>/<version>), unpacked on this machine; runs' journals
         files=True,
         serve=("threads",),
-        call=("sandbox", "subagents"),
+        call=("sandbox", "subagents", "schedules"),
     ),
     "subagents": Rights(
         consume=(("SUBAGENTS", "subagents", "subagents.submit"),),
@@ -106,6 +106,14 @@ RIGHTS: dict[str, Rights] = {
         kv_read=("threads", "memory", "settings"),
         files=True,
         serve=("router",),
+        call=("threads", "schedules"),
+    ),
+    "scheduler": Rights(
+        consume=(("SCHEDULES", "scheduler", "sched.fire.*"),),
+        publish=("sched.def.*", "sched.fire.*", "runs.submit"),
+        kv_write=("schedules", "schedule_runs", "runs", "thread_runs"),
+        kv_read=("threads",),
+        serve=("schedules",),
         call=("threads",),
     ),
     "gateway": Rights(
@@ -114,7 +122,7 @@ RIGHTS: dict[str, Rights] = {
         kv_write=("runs", "thread_runs", "settings", "agents", "users", "login_failures"),
         kv_read=("threads", "memory"),
         files=True,
-        call=("threads", "memory", "sandbox", "subagents"),
+        call=("threads", "memory", "sandbox", "subagents", "schedules"),
     ),
     **{channel: _adapter(channel) for channel in CHANNELS},
 }

@@ -102,6 +102,17 @@ def stream_configs(bus: Bus) -> list[StreamConfig]:
             max_age=c.dlq_max_age_days * DAY,
             discard=DiscardPolicy.OLD,
         ),
+        stream(
+            s.schedules_stream,
+            [s.schedule_definitions_all, s.schedule_firings_all],
+            "Scheduled tasks: one definition per task the server fires on its schedule, and the firings",
+            # The server fires definitions itself (ADR-51); a definition is replaced by publishing
+            # anew (the server rolls its subject up) and removed by a rollup with a short TTL.
+            allow_msg_schedules=True,
+            allow_rollup_hdrs=True,
+            allow_msg_ttl=True,
+            **work,
+        ),
     ]
 
 
@@ -123,6 +134,8 @@ async def provision(bus: Bus) -> Provisioned:
         s.memory_bucket,
         s.settings_bucket,
         s.agents_bucket,
+        s.schedules_bucket,
+        s.schedule_runs_bucket,
     ]
     for bucket in buckets:
         await _ensure_kv(bus, bucket)

@@ -84,6 +84,22 @@ class Subjects:
     def memory_update_all(self) -> str:
         return f"{self.prefix}.memory.update.>"
 
+    def schedule_definition(self, task_id: str) -> str:
+        """A scheduled task's definition (a message the server fires on its schedule: `Nats-Schedule`)."""
+        return f"{self.prefix}.sched.def.{safe_token(task_id)}"
+
+    def schedule_firing(self, task_id: str) -> str:
+        """Where the server puts each firing of a task's schedule (and a trigger-now puts one)."""
+        return f"{self.prefix}.sched.fire.{safe_token(task_id)}"
+
+    @property
+    def schedule_firings_all(self) -> str:
+        return f"{self.prefix}.sched.fire.*"
+
+    @property
+    def schedule_definitions_all(self) -> str:
+        return f"{self.prefix}.sched.def.*"
+
     def service_subject(self, service: str, endpoint: str) -> str:
         """A request/reply service's endpoint: `<prefix>.<service>.<endpoint>`."""
         return f"{self.prefix}.{service}.{endpoint}"
@@ -146,6 +162,10 @@ class Subjects:
     def dlq_stream(self) -> str:
         return self.stream("DLQ")
 
+    @property
+    def schedules_stream(self) -> str:
+        return self.stream("SCHEDULES")
+
     # -- KV buckets and object store ---------------------------------------
     def bucket(self, name: str) -> str:
         return f"{safe_token(self.prefix)}_{name}"
@@ -191,6 +211,16 @@ class Subjects:
     def replies_bucket(self) -> str:
         """Which platform message shows each run's streaming answer (entries expire after a day)."""
         return self.bucket("replies")
+
+    @property
+    def schedules_bucket(self) -> str:
+        """Scheduled tasks (`ScheduledTask`, key: task id), written only by the scheduler."""
+        return self.bucket("schedules")
+
+    @property
+    def schedule_runs_bucket(self) -> str:
+        """Each task's firings in order (`ScheduledTaskRun`, keys `<task>.<fired ms>.<firing>`)."""
+        return self.bucket("schedule_runs")
 
     @property
     def files_store(self) -> str:

@@ -22,6 +22,9 @@ CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("memory", "what I remember about you"),
     ("goal", "set a goal I keep working on by myself; /goal shows it, /goal clear stops it"),
     ("compact", "summarise this conversation so far, to free room"),
+    ("schedule", "do something on a schedule: /schedule every weekday 08:00 Europe/Berlin <what>"),
+    ("schedules", "your scheduled tasks in this chat"),
+    ("unschedule", "remove a scheduled task: /unschedule <number>"),
     ("help", "this help"),
 )
 

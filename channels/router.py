@@ -5,8 +5,9 @@ Three durable consumers:
 - inbound (`<prefix>.chat.in.>`, each chat's messages in order, chats side
   by side): policy (allowlists, mentions in groups),
   chat -> thread (KV `<prefix>_chats`), commands answered here (/new /status
-  /models /memory /goal /help), everything else becomes a RunRequest with the chat
-  as origin. Runs of one chat queue behind each other (multitask enqueue).
+  /models /memory /goal /compact /help; /schedule /schedules /unschedule by asking the
+  scheduler), everything else becomes a RunRequest with the chat as origin.
+  Runs of one chat queue behind each other (multitask enqueue).
   The run id is derived from the platform message, so a platform's retry —
   even after the dedupe window — never starts a second run.
 - unbind (`<prefix>.events.thread.deleted`): the router owns chat bindings;
@@ -53,6 +54,7 @@ from channels import goal_command
 from channels.commands import CHAT_COMMANDS, spelled
 from channels.compact import compact_chat
 from channels.replies import FinalsInOrder, RecentOrigins, ReplyProjection, projection_consumer
+from channels.schedule_commands import SCHEDULE_COMMANDS, schedule_command
 from config import AppConfig, ChannelConfig
 from skills import read_catalog, skills_help, slash_command
 
@@ -290,6 +292,8 @@ class Router:
                 reply = goal_command.shown(await self.threads.get(binding.thread_id))
         elif name == "compact":
             reply = await compact_chat(self.bus, await self.binding(message))
+        elif name in SCHEDULE_COMMANDS:
+            reply = await schedule_command(self.bus, message, chat_user(message), name, argument)
         else:
             catalog = await read_catalog(self.bus)
             skill = catalog.get(name) if catalog is not None else None

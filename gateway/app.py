@@ -36,6 +36,7 @@ from gateway.rest.models import router as models_router
 from gateway.rest.placeholders import router as placeholders_router
 from gateway.rest.replay import router as replay_router
 from gateway.rest.run_history import router as run_history_router
+from gateway.rest.scheduled_tasks import router as scheduled_tasks_router
 from gateway.rest.skills import router as skills_router
 from gateway.schemas import errors
 from gateway.webui import WebUI
@@ -86,6 +87,7 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(compact_router, prefix="/api", tags=["conversation"], responses=refusals)
     for actions in (replay_router, branches_router, feedback_router, run_history_router):
         app.include_router(actions, prefix="/api", tags=["conversation"], responses=refusals)
+    app.include_router(scheduled_tasks_router, prefix="/api", tags=["scheduled tasks"], responses=refusals)
     app.include_router(accounts_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
     # Compatibility answers for DeerFlow features Antler lacks: not part of Antler's documented API.
     app.include_router(health_router, tags=["health"])

@@ -18,7 +18,7 @@ router = APIRouter()
 async def discover(gw: Gateway, wait: float = 0.25) -> dict[str, int]:
     """Instances per component, from the `$SRV.PING` answers of our micro services."""
     prefix = gw.bus.subjects.service_name("")
-    names = {"threads": "runner", "sandbox": "sandbox", "memory": "memory"}
+    names = {"threads": "runner", "sandbox": "sandbox", "memory": "memory", "schedules": "scheduler"}
     counts: dict[str, int] = {"gateway": 1}
     inbox = gw.bus.nc.new_inbox()
     replies: list[bytes] = []

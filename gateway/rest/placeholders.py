@@ -1,6 +1,6 @@
 """DeerFlow features Antler does not have, answered as "none" or "off" rather than 404.
 
-DeerFlow's web UI asks about scheduled tasks, IM channel connections, the
+DeerFlow's web UI asks about IM channel connections, the
 Lark integration, MCP background tasks, input polish and browser control. Reads answer with an
 empty list or a disabled flag, so the UI shows its empty state; actions answer
 501 saying the feature is not part of Antler (input polish answers with the
@@ -26,25 +26,6 @@ def not_in_antler(feature: str) -> HTTPException:
 
 
 NOT_HERE = {501: {"description": "A DeerFlow feature Antler does not have"}}
-
-
-# ------------------------------------------------------------------ scheduled tasks
-
-
-@router.get("/scheduled-tasks")
-async def scheduled_tasks(me: Me) -> list[dict[str, Any]]:
-    return []
-
-
-@router.post("/scheduled-tasks", responses=NOT_HERE)
-async def create_scheduled_task(me: Me) -> None:
-    raise not_in_antler("scheduled tasks")
-
-
-@router.get("/threads/{thread_id}/scheduled-tasks", responses=errors(404))
-async def thread_scheduled_tasks(gw: GW, me: Me, thread_id: str) -> list[dict[str, Any]]:
-    await gw.own_thread(thread_id, me)
-    return []
 
 
 # ------------------------------------------------------------------ channels and integrations

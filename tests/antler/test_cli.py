@@ -60,6 +60,7 @@ async def test_antler_up_says_it_is_up_once_every_component_serves_and_stops_cle
             "sandbox": 1,
             "subagents": 1,
             "memory": 1,
+            "scheduler": 1,
             "router": 1,
         }
         lock_holder = int((tmp_path / "data" / "antler.lock").read_text().split()[1].rstrip(","))
@@ -72,7 +73,7 @@ async def test_antler_up_says_it_is_up_once_every_component_serves_and_stops_cle
         if proc.returncode is None:
             proc.kill()
     assert code == 0, err
-    assert "components: runner (x2 processes), subagents, memory, sandbox, router, gateway" in err
+    assert "components: runner (x2 processes), subagents, memory, sandbox, scheduler, router, gateway" in err
     runner_pids = [int(pid) for pid in re.findall(r"runner process \d started \(pid (\d+)\)", err)]
     assert len(runner_pids) == 2
     before_up = err[: err.index("Antler is up")]

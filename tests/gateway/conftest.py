@@ -22,6 +22,7 @@ from tests.agents.conftest import running_runner
 from tests.conftest import running_component
 from tests.memory.conftest import running_updater
 from tests.sandbox.conftest import running_broker
+from tests.support.schedules import running_scheduler
 
 
 @contextlib.asynccontextmanager
@@ -77,6 +78,7 @@ async def api_url(nats_url: str, stack_config: AppConfig) -> AsyncIterator[str]:
         running_runner(nats_url, stack_config),
         running_broker(nats_url, stack_config),
         running_updater(nats_url, stack_config),
+        running_scheduler(nats_url, stack_config),
         running_gateway(nats_url, stack_config) as base,
     ):
         yield base

@@ -8,8 +8,6 @@ import httpx
 
 async def test_deerflows_other_features_read_as_empty_or_off(http: httpx.AsyncClient) -> None:
     thread = (await http.post("/threads", json={})).json()["thread_id"]
-    assert (await http.get("/scheduled-tasks")).json() == []
-    assert (await http.get(f"/threads/{thread}/scheduled-tasks")).json() == []
     assert (await http.get("/channels/providers")).json() == {"enabled": False, "providers": []}
     assert (await http.get("/channels/connections")).json() == {"connections": []}
     lark = (await http.get("/integrations/lark/status")).json()
@@ -24,7 +22,6 @@ async def test_deerflows_other_features_read_as_empty_or_off(http: httpx.AsyncCl
 async def test_their_actions_say_antler_does_not_have_them(http: httpx.AsyncClient, api_url: str) -> None:
     thread = (await http.post("/threads", json={})).json()["thread_id"]
     actions = [
-        ("POST", "/scheduled-tasks", "scheduled tasks"),
         ("POST", f"/threads/{thread}/browser/navigate", "browser control"),
         ("POST", "/channels/telegram/connect", "connecting chat channels"),
         ("POST", "/integrations/lark/install", "the Lark integration"),
@@ -35,5 +32,5 @@ async def test_their_actions_say_antler_does_not_have_them(http: httpx.AsyncClie
         assert feature in response.json()["detail"]
         assert "Antler does not have" in response.json()["detail"]
     async with httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}) as bob:
-        for path in ("scheduled-tasks", "mcp-tasks"):
+        for path in ("scheduled-tasks", "mcp-tasks", "goal"):
             assert (await bob.get(f"/threads/{thread}/{path}")).status_code == 404, "not bob's thread"

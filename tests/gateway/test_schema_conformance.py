@@ -22,8 +22,9 @@ pytestmark = pytest.mark.asyncio
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 # Some answers depend on what exists, not on the request's shape, so a schema-valid request may
 # still be refused with its reason: a `.skill` upload must be a zip archive (400), a state
-# update `as_node` must name a node of the agent's graph (422), and a compaction's `model_name`
-# a configured model (422).
+# update `as_node` must name a node of the agent's graph (422), a compaction's `model_name`
+# a configured model (422), and a scheduled task's schedule one the scheduler and the NATS server
+# can fire (a cron expression, a zone: 422).
 CONFIG = """
 [[operations]]
 include-name = "POST /api/skills/install"
@@ -35,6 +36,13 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404",
 
 [[operations]]
 include-name = "POST /api/threads/{thread_id}/compact"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+
+[[operations]]
+include-name = "POST /api/scheduled-tasks"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+[[operations]]
+include-name = "PATCH /api/scheduled-tasks/{task_id}"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 """
 

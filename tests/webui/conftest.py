@@ -30,6 +30,7 @@ from tests.gateway.conftest import running_gateway, skills_dir
 from tests.memory.conftest import running_updater
 from tests.sandbox.conftest import running_broker
 from tests.support.nats_users import SecuredServer
+from tests.support.schedules import running_scheduler
 from tests.support.subagents import running_executor
 
 CHROMIUM = os.environ.get("ANTLER_CHROMIUM", "/usr/bin/chromium")
@@ -127,6 +128,7 @@ async def stack(nats_server: SecuredServer, tmp_path_factory: pytest.TempPathFac
                     running_broker(url, config),
                     running_updater(url, config),
                     running_executor(url, config),
+                    running_scheduler(url, config),
                     running_gateway(url, config) as base,
                 ):
                     admin = bus.model_copy(

@@ -5,6 +5,7 @@ import { settings } from "./api.js";
 import { confirmInPage } from "./confirm.js";
 import { el } from "./conversation.js";
 import { skillsPage } from "./skills.js";
+import { schedulesPage } from "./schedules.js";
 
 const SECTIONS = [
   ["user", "workContext", "Work"],
@@ -129,7 +130,7 @@ async function mcpPage(body, toast) {
   );
 }
 
-const PAGES = { memory: memoryPage, skills: skillsPage, mcp: mcpPage };
+const PAGES = { memory: memoryPage, skills: skillsPage, mcp: mcpPage, schedules: schedulesPage };
 
 export async function showSettings(tab, body, toast) {
   document.querySelectorAll(".tabs a").forEach((a) => a.classList.toggle("active", a.dataset.tab === tab));

@@ -1,0 +1,158 @@
+"""Scheduled tasks: the task record, its firings' history, and the `schedules` service's envelopes.
+
+Field names follow DeerFlow's scheduled-task API (`id`, `context_mode`,
+`schedule_type`, `schedule_spec`, `timezone`, ...), so the gateway hands these
+records to DeerFlow's UI as they are.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bus.messages.base import ChatOrigin, Envelope, Reply, utcnow
+from bus.subjects import safe_token
+
+
+def task_key(user_id: str, task_id: str) -> str:
+    """A task's key in `<prefix>_schedules`: its user first, so one user's tasks are one key filter."""
+    return f"{safe_token(user_id)}.{safe_token(task_id)}"
+
+
+ContextMode = Literal["fresh_thread_per_run", "reuse_thread"]
+ScheduleType = Literal["once", "cron", "interval"]
+TaskStatus = Literal["enabled", "paused", "running", "completed", "failed", "cancelled"]
+FiringStatus = Literal["queued", "running", "success", "failed", "skipped", "interrupted"]
+
+
+class ScheduledTaskFields(BaseModel):
+    """What a user chooses about a task (create takes them all, patch any of them)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    title: str | None = None
+    prompt: str | None = None
+    schedule_type: ScheduleType | None = None
+    schedule_spec: dict[str, Any] | None = Field(
+        None,
+        description='once: {"run_at": ISO 8601, naive = in `timezone`}; cron: {"cron": 5 or 6 fields '
+        '(6: seconds first)}; interval: {"every": "30m"} or {"seconds": 1800}',
+    )
+    timezone: str | None = Field(None, description="An IANA zone (cron and naive run_at are read in it).")
+    context_mode: ContextMode | None = None
+    thread_id: str | None = Field(None, description="The thread a reuse_thread task runs in.")
+
+
+class ScheduledTask(Envelope):
+    """A scheduled task as kept in KV `<prefix>_schedules` (key: `<user as a token>.<id>`, so a user's
+    tasks are listed by key filter); the scheduler is its one writer."""
+
+    @property
+    def key(self) -> str:
+        return task_key(self.user_id, self.id)
+
+    id: str
+    user_id: str
+    title: str
+    prompt: str
+    schedule_type: ScheduleType
+    schedule_spec: dict[str, Any]
+    timezone: str = "UTC"
+    context_mode: ContextMode = "fresh_thread_per_run"
+    thread_id: str | None = None
+    assistant_id: str = "lead_agent"
+    status: TaskStatus = "enabled"
+    generation: int = Field(
+        1, description="Bumped by every change of the definition; older firings still queued are dropped."
+    )
+    origin: ChatOrigin | None = Field(None, description="The chat that asked for it: answers go there.")
+    next_run_at: datetime | None = None
+    last_run_at: datetime | None = None
+    last_run_id: str | None = None
+    last_thread_id: str | None = None
+    last_error: str | None = None
+    run_count: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class ScheduleFiring(Envelope):
+    """The body of a task's definition, which the server copies into every firing; a trigger-now
+    publishes one itself (`trigger` manual, `trigger_id` its request)."""
+
+    task_id: str
+    user_id: str
+    generation: int
+    trigger: Literal["scheduled", "manual"] = "scheduled"
+    trigger_id: str | None = None
+
+
+class ScheduledTaskRun(Envelope):
+    """One firing of a task, in KV `<prefix>_schedule_runs` (key `<task>.<fired ms>.<id>`): the run it
+    started, or why it started none (`skipped`: the task's previous run was still going)."""
+
+    id: str
+    task_id: str
+    thread_id: str | None = None
+    run_id: str | None = None
+    scheduled_for: datetime
+    trigger: Literal["scheduled", "manual"] = "scheduled"
+    status: FiringStatus = "queued"
+    error: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+# ------------------------------------------------------------------ the `schedules` service
+
+
+class ScheduleCreate(Envelope):
+    """`schedules.create`: a new task of `user_id`, from `fields`, or from a chat's `text`
+    (`<when> <prompt>`, the grammar of `/schedule`)."""
+
+    user_id: str
+    fields: ScheduledTaskFields | None = None
+    text: str | None = None
+    origin: ChatOrigin | None = None
+
+
+class ScheduleChange(Envelope):
+    """`schedules.update`: change some of a task's fields."""
+
+    user_id: str
+    task_id: str
+    fields: ScheduledTaskFields
+
+
+class ScheduleAction(Envelope):
+    """`schedules.{get,pause,resume,trigger,delete,runs}`: one task of `user_id`."""
+
+    user_id: str
+    task_id: str
+    limit: int = 50
+    offset: int = 0
+
+
+class ScheduleQuery(Envelope):
+    """`schedules.list`: `user_id`'s tasks, optionally only a thread's or a chat's."""
+
+    user_id: str
+    thread_id: str | None = None
+    channel: str | None = None
+    chat_id: str | None = None
+
+
+class ScheduledTaskReply(Reply):
+    task: ScheduledTask | None = None
+    deleted: bool = False
+
+
+class ScheduledTaskList(Reply):
+    tasks: list[ScheduledTask] = Field(default_factory=list)
+
+
+class ScheduledRunList(Reply):
+    runs: list[ScheduledTaskRun] = Field(default_factory=list)

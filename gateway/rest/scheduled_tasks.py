@@ -1,0 +1,171 @@
+"""DeerFlow's scheduled-task API, for the caller's own tasks: `/api/scheduled-tasks`.
+
+GET/POST /api/scheduled-tasks, GET/PATCH/DELETE /api/scheduled-tasks/{id},
+POST .../{id}/pause, .../{id}/resume, .../{id}/trigger, GET .../{id}/runs, and
+GET /api/threads/{id}/scheduled-tasks, in DeerFlow's shapes (`schedule_type` once or cron, and
+Antler's `interval`; `schedule_spec`; an IANA `timezone`). The scheduler component owns the tasks:
+every request goes to its `schedules` service with the caller's user id, so another user's task
+is a 404 exactly like a missing one. A schedule the scheduler or the NATS server cannot fire is a
+422 saying why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from bus.messages import (
+    RunStatus,
+    ScheduleAction,
+    ScheduleChange,
+    ScheduleCreate,
+    ScheduledRunList,
+    ScheduledTask,
+    ScheduledTaskFields,
+    ScheduledTaskList,
+    ScheduledTaskReply,
+    ScheduleQuery,
+)
+from bus.messages.schedules import ContextMode, ScheduleType
+from bus.service import call
+from gateway.deps import GW, Me, http_error
+from gateway.schemas import errors
+
+# Every route asks the scheduler: 503 when none runs.
+router = APIRouter(responses=errors(503))
+
+_SHOWN = {
+    "id",
+    "thread_id",
+    "context_mode",
+    "title",
+    "prompt",
+    "schedule_type",
+    "schedule_spec",
+    "timezone",
+    "status",
+    "next_run_at",
+    "last_run_at",
+    "last_run_id",
+    "last_thread_id",
+    "last_error",
+    "run_count",
+    "created_at",
+    "updated_at",
+}
+UNAVAILABLE = "no scheduler is running (antler up starts one; or antler run scheduler)"
+
+
+class TaskCreate(BaseModel):
+    thread_id: str | None = None
+    context_mode: ContextMode = "fresh_thread_per_run"
+    title: str = Field(min_length=1)
+    prompt: str = Field(min_length=1)
+    schedule_type: ScheduleType
+    schedule_spec: dict[str, Any]
+    timezone: str = "UTC"
+
+
+class TaskUpdate(BaseModel):
+    context_mode: ContextMode | None = None
+    thread_id: str | None = None
+    title: str | None = Field(None, min_length=1)
+    prompt: str | None = Field(None, min_length=1)
+    schedule_spec: dict[str, Any] | None = None
+    timezone: str | None = None
+
+
+async def _ask(gw: GW, endpoint: str, request: Any, reply: Any) -> Any:
+    return await call(
+        gw.bus, "schedules", endpoint, request, reply, timeout=15, errors=http_error, unavailable=UNAVAILABLE
+    )
+
+
+def _fields(body: BaseModel) -> ScheduledTaskFields:
+    return ScheduledTaskFields.model_validate(body.model_dump(exclude_none=True))
+
+
+async def task_json(gw: GW, task: ScheduledTask) -> dict[str, Any]:
+    """DeerFlow's ScheduledTask shape; `running` while the task's latest run is going."""
+    data = task.model_dump(mode="json", include=_SHOWN)
+    if task.status == "enabled" and task.last_run_id:
+        run = await gw.runs.get(task.last_run_id)
+        if run is not None and run.status in (RunStatus.PENDING, RunStatus.RUNNING):
+            data["status"] = "running"
+    return data
+
+
+@router.get("/scheduled-tasks")
+async def list_tasks(gw: GW, me: Me) -> list[dict[str, Any]]:
+    found: ScheduledTaskList = await _ask(gw, "list", ScheduleQuery(user_id=me), ScheduledTaskList)
+    return [await task_json(gw, task) for task in found.tasks]
+
+
+@router.post("/scheduled-tasks", responses=errors(404, 422, 503))
+async def create_task(gw: GW, me: Me, body: TaskCreate) -> dict[str, Any]:
+    request = ScheduleCreate(user_id=me, fields=_fields(body))
+    reply: ScheduledTaskReply = await _ask(gw, "create", request, ScheduledTaskReply)
+    assert reply.task is not None
+    return await task_json(gw, reply.task)
+
+
+@router.get("/scheduled-tasks/{task_id}", responses=errors(404))
+async def get_task(gw: GW, me: Me, task_id: str) -> dict[str, Any]:
+    reply = await _ask(gw, "get", ScheduleAction(user_id=me, task_id=task_id), ScheduledTaskReply)
+    return await task_json(gw, reply.task)
+
+
+@router.patch("/scheduled-tasks/{task_id}", responses=errors(404, 422))
+async def update_task(gw: GW, me: Me, task_id: str, body: TaskUpdate) -> dict[str, Any]:
+    request = ScheduleChange(user_id=me, task_id=task_id, fields=_fields(body))
+    reply = await _ask(gw, "update", request, ScheduledTaskReply)
+    return await task_json(gw, reply.task)
+
+
+@router.post("/scheduled-tasks/{task_id}/pause", responses=errors(404))
+async def pause_task(gw: GW, me: Me, task_id: str) -> dict[str, Any]:
+    reply = await _ask(gw, "pause", ScheduleAction(user_id=me, task_id=task_id), ScheduledTaskReply)
+    return await task_json(gw, reply.task)
+
+
+@router.post("/scheduled-tasks/{task_id}/resume", responses=errors(404, 422))
+async def resume_task(gw: GW, me: Me, task_id: str) -> dict[str, Any]:
+    reply = await _ask(gw, "resume", ScheduleAction(user_id=me, task_id=task_id), ScheduledTaskReply)
+    return await task_json(gw, reply.task)
+
+
+@router.post("/scheduled-tasks/{task_id}/trigger", responses=errors(404, 409))
+async def trigger_task(gw: GW, me: Me, task_id: str) -> dict[str, Any]:
+    """One firing now (409 while the task's previous run is still going, as DeerFlow)."""
+    await _ask(gw, "trigger", ScheduleAction(user_id=me, task_id=task_id), ScheduledTaskReply)
+    return {"id": task_id, "triggered": True}
+
+
+@router.delete("/scheduled-tasks/{task_id}", responses=errors(404))
+async def delete_task(gw: GW, me: Me, task_id: str) -> dict[str, Any]:
+    await _ask(gw, "delete", ScheduleAction(user_id=me, task_id=task_id), ScheduledTaskReply)
+    return {"id": task_id, "deleted": True}
+
+
+@router.get("/scheduled-tasks/{task_id}/runs", responses=errors(404))
+async def task_runs(
+    gw: GW,
+    me: Me,
+    task_id: str,
+    limit: int = Query(50, ge=1, le=200),
+    offset: int = Query(0, ge=0),
+) -> list[dict[str, Any]]:
+    """The task's firings, newest first: each run's status as it is now, or why none started."""
+    request = ScheduleAction(user_id=me, task_id=task_id, limit=limit, offset=offset)
+    found: ScheduledRunList = await _ask(gw, "runs", request, ScheduledRunList)
+    return [line.model_dump(mode="json", exclude={"v"}) for line in found.runs]
+
+
+@router.get("/threads/{thread_id}/scheduled-tasks", responses=errors(404))
+async def thread_tasks(gw: GW, me: Me, thread_id: str) -> list[dict[str, Any]]:
+    await gw.own_thread(thread_id, me)
+    query = ScheduleQuery(user_id=me, thread_id=thread_id)
+    found: ScheduledTaskList = await _ask(gw, "list", query, ScheduledTaskList)
+    return [await task_json(gw, task) for task in found.tasks]

@@ -1,0 +1,136 @@
+"""DeerFlow's scheduled-task API on Antler: the caller's own tasks, fired by the NATS server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest_asyncio
+
+from bus import Bus
+from bus.runs import collect_run
+from config import AppConfig
+from tests.agents.conftest import running_runner
+from tests.gateway.conftest import running_gateway
+from tests.support.schedules import firings, running_scheduler
+
+
+@pytest_asyncio.fixture
+async def api(nats_url: str, stack_config: AppConfig) -> AsyncIterator[str]:
+    async with (
+        running_runner(nats_url, stack_config),
+        running_scheduler(nats_url, stack_config),
+        running_gateway(nats_url, stack_config) as base,
+    ):
+        yield base
+
+
+@pytest_asyncio.fixture
+async def clients(api: str) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+    async with (
+        httpx.AsyncClient(base_url=f"{api}/api", headers={"x-api-key": "tok-ana"}, timeout=30) as ana,
+        httpx.AsyncClient(base_url=f"{api}/api", headers={"x-api-key": "tok-bob"}, timeout=30) as bob,
+    ):
+        yield ana, bob
+
+
+MORNINGS = {
+    "title": "Morning news",
+    "prompt": "summarize the news",
+    "context_mode": "fresh_thread_per_run",
+    "schedule_type": "cron",
+    "schedule_spec": {"cron": "0 8 * * 1-5"},
+    "timezone": "Europe/Berlin",
+}
+
+
+async def test_a_task_is_created_listed_changed_paused_resumed_and_deleted_in_deerflows_shapes(
+    clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    ana, _ = clients
+    created = await ana.post("/scheduled-tasks", json=MORNINGS)
+    assert created.status_code == 200, created.text
+    task = created.json()
+    assert task["id"].startswith("task-")
+    assert (task["status"], task["timezone"], task["schedule_spec"]) == (
+        "enabled",
+        "Europe/Berlin",
+        {"cron": "0 8 * * 1-5"},
+    )
+    assert task["run_count"] == 0
+    assert [t["id"] for t in (await ana.get("/scheduled-tasks")).json()] == [task["id"]]
+    changed = await ana.patch(
+        f"/scheduled-tasks/{task['id']}", json={"title": "News", "timezone": "Asia/Tokyo"}
+    )
+    assert changed.status_code == 200, changed.text
+    assert (changed.json()["title"], changed.json()["timezone"]) == ("News", "Asia/Tokyo")
+    assert (await ana.post(f"/scheduled-tasks/{task['id']}/pause")).json()["status"] == "paused"
+    assert (await ana.post(f"/scheduled-tasks/{task['id']}/resume")).json()["status"] == "enabled"
+    assert (await ana.delete(f"/scheduled-tasks/{task['id']}")).json() == {"id": task["id"], "deleted": True}
+    assert (await ana.get(f"/scheduled-tasks/{task['id']}")).status_code == 404
+    assert (await ana.get("/scheduled-tasks")).json() == []
+
+
+async def test_trigger_fires_once_now_and_the_run_shows_in_the_tasks_history(
+    bus: Bus, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+) -> None:
+    ana, _ = clients
+    task = (await ana.post("/scheduled-tasks", json=MORNINGS)).json()
+    async with firings(bus, task["id"]) as lines:
+        triggered = await ana.post(f"/scheduled-tasks/{task['id']}/trigger")
+        assert triggered.json() == {"id": task["id"], "triggered": True}
+        line = await lines.get()
+    assert line.run_id is not None
+    await collect_run(bus, line.run_id)
+    history = (await ana.get(f"/scheduled-tasks/{task['id']}/runs")).json()
+    assert [(h["run_id"], h["trigger"], h["status"]) for h in history] == [(line.run_id, "manual", "success")]
+    thread = (await ana.get(f"/threads/{line.thread_id}")).json()
+    assert thread["metadata"]["scheduled_task_id"] == task["id"]
+    shown = (await ana.get(f"/scheduled-tasks/{task['id']}")).json()
+    assert (shown["run_count"], shown["last_run_id"]) == (1, line.run_id)
+
+
+async def test_invalid_schedules_and_zones_are_a_422_that_says_why(
+    clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    ana, _ = clients
+    cases = [
+        ({"timezone": "Mars/Olympus"}, "unknown time zone"),
+        ({"schedule_spec": {"cron": "0 61 * * *"}}, "cannot read"),
+        ({"schedule_spec": {"cron": "every morning"}}, "fields"),
+        ({"schedule_type": "fortnightly"}, "schedule_type"),
+        ({"schedule_type": "once", "schedule_spec": {"run_at": "2001-01-01T08:00"}}, "not in the future"),
+    ]
+    for change, says in cases:
+        refused = await ana.post("/scheduled-tasks", json={**MORNINGS, **change})
+        assert refused.status_code == 422, change
+        assert says in refused.text, refused.text
+    assert (await ana.get("/scheduled-tasks")).json() == [], "nothing was kept of a refused task"
+
+
+async def test_nobody_sees_changes_or_fires_another_users_task(
+    clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    ana, bob = clients
+    thread = (await ana.post("/threads", json={})).json()["thread_id"]
+    body = {**MORNINGS, "context_mode": "reuse_thread", "thread_id": thread}
+    task = (await ana.post("/scheduled-tasks", json=body)).json()
+    assert [t["id"] for t in (await ana.get(f"/threads/{thread}/scheduled-tasks")).json()] == [task["id"]]
+    assert (await bob.get("/scheduled-tasks")).json() == []
+    assert (await bob.get(f"/threads/{thread}/scheduled-tasks")).status_code == 404
+    for method, path in [
+        ("GET", ""),
+        ("PATCH", ""),
+        ("POST", "/pause"),
+        ("POST", "/resume"),
+        ("POST", "/trigger"),
+        ("GET", "/runs"),
+        ("DELETE", ""),
+    ]:
+        answer = await bob.request(
+            method, f"/scheduled-tasks/{task['id']}{path}", json={} if method == "PATCH" else None
+        )
+        assert answer.status_code == 404, (method, path)
+    stolen = await bob.post("/scheduled-tasks", json=body)
+    assert stolen.status_code == 404, "bob cannot run a task in ana's thread"
+    assert (await ana.get(f"/scheduled-tasks/{task['id']}")).json()["status"] == "enabled"

@@ -1,0 +1,68 @@
+"""/schedule from a chat: the real Telegram adapter against its fake, router, scheduler and runner."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest_asyncio
+
+from channels.telegram import run as run_telegram
+from config import AppConfig
+from tests.channels.conftest import adapter_stack
+from tests.fakes.telegram_server import FakeTelegram
+from tests.support.schedules import running_scheduler
+
+
+@pytest_asyncio.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def stack(
+    nats_url: str, telegram: FakeTelegram, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> AsyncIterator[AppConfig]:
+    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
+    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
+        async with running_scheduler(nats_url, config):
+            await telegram.wait_for("getMe")
+            yield config
+
+
+def said(telegram: FakeTelegram, chat_id: int, text: str) -> bool:
+    """Whether the bot has shown `text` in the chat (sent, or edited into a message)."""
+    return any(
+        method in ("sendMessage", "editMessageText")
+        and int(params.get("chat_id", 0)) == chat_id
+        and text in str(params.get("text", ""))
+        for method, params in telegram.calls
+    )
+
+
+async def test_a_task_scheduled_in_a_telegram_chat_answers_in_that_chat(
+    telegram: FakeTelegram, stack: AppConfig
+) -> None:
+    telegram.send_user_message("/schedule every 2s say hello", chat_id=42)
+    await telegram.wait(lambda: said(telegram, 42, "Scheduled #1: every 2s: say hello"))
+    await telegram.wait(lambda: said(telegram, 42, "You said: say hello"), timeout=60)
+    assert not said(telegram, 43, "You said"), "only the chat that asked"
+    telegram.send_user_message("/schedules", chat_id=42)
+    await telegram.wait(lambda: said(telegram, 42, "1. every 2s: say hello"))
+    telegram.send_user_message("/schedules", chat_id=43)
+    await telegram.wait(lambda: said(telegram, 43, "You have no scheduled tasks in this chat"))
+    telegram.send_user_message("/unschedule 1", chat_id=42)
+    await telegram.wait(lambda: said(telegram, 42, "Removed #1: every 2s: say hello"))
+
+
+async def test_a_schedule_the_grammar_cannot_read_is_answered_with_the_usage(
+    telegram: FakeTelegram, stack: AppConfig
+) -> None:
+    telegram.send_user_message("/schedule every fortnight 08:00 water the plants", chat_id=42)
+    await telegram.wait(lambda: said(telegram, 42, "I could not schedule that: every fortnight"))
+    assert said(telegram, 42, "/schedule every weekday 08:00 Europe/Berlin")
+    telegram.send_user_message("/schedule every day 08:00 Mars/Olympus water the plants", chat_id=42)
+    await telegram.wait(lambda: said(telegram, 42, "unknown time zone"))
+    telegram.send_user_message("/unschedule 3", chat_id=42)
+    await telegram.wait(lambda: said(telegram, 42, "Which one?"))
