@@ -26,12 +26,23 @@ async def through_a_fault(
     deadline: float,
     fault: Callable[[], Awaitable[None]],
     recover: Callable[[], Awaitable[None]] = _nothing,
+    *,
+    mid_publish: bool = False,
 ) -> int:
-    """Run the load through `fault` and `recover` (see the module); the runs delivered more than once."""
-    await load.publish(load.part(0, 0.5), deadline)
+    """Run the load through `fault` and `recover` (see the module); the runs delivered more than once.
+
+    `mid_publish`: every message is being published from the start, so the fault strikes while
+    runs are certainly in flight (a runner killed must be holding some; half the load published
+    first may be all answered by the time a quarter is).
+    """
+    if mid_publish:
+        publishing = asyncio.create_task(load.publish(load.messages, deadline))
+    else:
+        await load.publish(load.part(0, 0.5), deadline)
     assert await load.wait_answered(SIZE.messages // 4, deadline), up.tail()
     await fault()
-    publishing = asyncio.create_task(load.publish(load.part(0.5, 1), deadline))
+    if not mid_publish:
+        publishing = asyncio.create_task(load.publish(load.part(0.5, 1), deadline))
     try:
         await recover()
     finally:

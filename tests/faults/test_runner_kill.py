@@ -33,7 +33,7 @@ async def test_runner_killed_mid_run_loses_and_repeats_no_answer(
             victim = await busiest(up.runners())
             os.kill(victim.pid, signal.SIGKILL)
 
-        redelivered = await through_a_fault(up, load, deadline, kill_the_busier_runner)
+        redelivered = await through_a_fault(up, load, deadline, kill_the_busier_runner, mid_publish=True)
         problems = []
         if redelivered == 0:
             problems.append("the killed runner held no run: the scenario proved nothing")
