@@ -33,7 +33,7 @@ from sandbox.providers import bwrap_works
 from tests.conftest import REPO, finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.antler_up import UpProcess
+from tests.support.antler_up import AntlerUp
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.xdist_group("tour")]
 
@@ -50,7 +50,7 @@ PNG = bytes.fromhex(
 @dataclass
 class Tour:
     workdir: Path
-    up: UpProcess
+    up: AntlerUp
     model: FakeOpenAI
     memory_model: FakeOpenAI
     telegram: FakeTelegram
@@ -91,7 +91,7 @@ async def tour(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tour]:
             "env": {"PYTHONPATH": str(REPO)},
         }
         (workdir / "extensions_config.json").write_text(json.dumps({"mcpServers": {"notes": notes}}))
-        up = UpProcess(workdir)
+        up = AntlerUp(workdir)
         try:
             await up.start(runners=2)
             gateway = await up.gateway_url()
@@ -104,7 +104,7 @@ async def tour(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tour]:
             code = await up.stop(90)
             assert code == 0, f"antler up did not stop cleanly on SIGINT ({code}):\n{up.tail()}"
         finally:
-            await up.close()
+            await up.kill_all()
         assert (up.data_dir / "nats-server.log").exists(), "where antler up keeps the server's log"
         refused = up.violations()
         assert not refused, "nats-server refused components on defaults:\n  " + "\n  ".join(refused)

@@ -17,8 +17,9 @@ from config import BusConfig
 from tests.conftest import FAULT_COUNTS as COUNTS
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.faults.budget import ACK_WAIT, CHUNK_DELAY, PREFIX, SIZE
-from tests.faults.harness import AntlerUp, OpenLoad, UpFactory, Verdict, write_config
+from tests.faults.harness import OpenLoad, UpFactory, Verdict, write_config
 from tests.faults.load import ChatLoad
+from tests.support.antler_up import AntlerUp
 from tests.support.nats_users import logged_violations
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from tests.faults.budget import STOP_TIMEOUT
-from tests.faults.harness import AntlerUp
+from tests.support.antler_up import AntlerUp
 
 OUTAGE = 3.0  # seconds the external server stays down: longer than a redelivery (ack wait)
 DRAIN = 30.0  # antler up's own drain timeout: a clean stop takes less

@@ -19,8 +19,9 @@ import pytest
 
 from bus import Bus
 from config import BusConfig
-from tests.faults.budget import ONE_AT_A_TIME, PREFIX, QUIET, SIZE, TIMEOUT
+from tests.faults.budget import ONE_AT_A_TIME, PREFIX, SIZE, TIMEOUT
 from tests.faults.harness import NatsCluster, OpenLoad, UpFactory, Verdict, admin_login
+from tests.faults.scenario import through_a_fault
 from tests.faults.stopping import OUTAGE, stopped_cleanly
 
 pytestmark = [pytest.mark.asyncio, TIMEOUT, ONE_AT_A_TIME]
@@ -55,18 +56,18 @@ async def test_a_cluster_node_killed_under_load_loses_and_repeats_no_answer(
         started = time.monotonic()
         deadline = started + SIZE.budget
         async with chat_load(cluster.url) as load:
-            await load.publish(load.part(0, 0.5), deadline)
-            assert await load.wait_answered(SIZE.messages // 4, deadline), up.tail()
-            victim = await runs_leader(cluster.url, tmp_path / "data")
-            await cluster.kill(victim)
-            # The rest is published with the node down: clients of the dead node reconnect to another.
-            publishing = asyncio.create_task(load.publish(load.part(0.5, 1), deadline))
-            await asyncio.sleep(OUTAGE)  # the outage itself
-            await cluster.start(victim)
-            await publishing
-            await load.wait_all_accepted_answered(deadline)
-            await asyncio.sleep(QUIET)  # a late second reply would land in this window
-            redelivered = await load.redelivered_runs()
+            victim: list[int] = []
+
+            async def kill_the_runs_leader() -> None:
+                # Clients of the dead node reconnect to another; the rest is published meanwhile.
+                victim.append(await runs_leader(cluster.url, tmp_path / "data"))
+                await cluster.kill(victim[0])
+
+            async def outage() -> None:
+                await asyncio.sleep(OUTAGE)
+                await cluster.start(victim[0])
+
+            redelivered = await through_a_fault(up, load, deadline, kill_the_runs_leader, outage)
             problems = [
                 line.strip()
                 for line in up.log().splitlines()

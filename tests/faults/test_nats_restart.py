@@ -18,9 +18,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.faults.budget import ONE_AT_A_TIME, QUIET, SIZE, TIMEOUT
-from tests.faults.harness import AntlerUp, ExternalNats, OpenLoad, Proc, UpFactory, Verdict
+from tests.faults.budget import ONE_AT_A_TIME, SIZE, TIMEOUT
+from tests.faults.harness import ExternalNats, OpenLoad, UpFactory, Verdict
+from tests.faults.scenario import through_a_fault
 from tests.faults.stopping import OUTAGE, stopped_cleanly
+from tests.support.antler_up import AntlerUp
+from tests.support.processes import Proc
 
 pytestmark = [pytest.mark.asyncio, TIMEOUT, ONE_AT_A_TIME]
 
@@ -44,17 +47,12 @@ async def test_external_nats_restarted_mid_load_loses_and_repeats_no_answer(
         started = time.monotonic()
         deadline = started + SIZE.budget
         async with chat_load(nats.url) as load:
-            await load.publish(load.part(0, 0.5), deadline)
-            assert await load.wait_answered(SIZE.messages // 4, deadline), up.tail()
-            await nats.stop(signum)
-            # The rest is published while the server is down: the publisher retries until it is back.
-            publishing = asyncio.create_task(load.publish(load.part(0.5, 1), deadline))
-            await asyncio.sleep(OUTAGE)  # the outage itself
-            await nats.start()
-            await publishing
-            await load.wait_all_accepted_answered(deadline)
-            await asyncio.sleep(QUIET)  # a late second reply would land in this window
-            redelivered = await load.redelivered_runs()
+
+            async def outage() -> None:  # the publisher retries until the server is back
+                await asyncio.sleep(OUTAGE)
+                await nats.start()
+
+            redelivered = await through_a_fault(up, load, deadline, lambda: nats.stop(signum), outage)
             problems = await stopped_cleanly(up)
             name = f"external-nats-{signal.Signals(signum).name.lower()}"
             verdict(load, name, started, up, problems, redelivered_runs=redelivered)
@@ -98,29 +96,30 @@ async def test_embedded_nats_killed_mid_load_is_restarted_and_nothing_is_lost(
     deadline = started + SIZE.budget
     health: list[tuple[int, bool | None]] = []
     async with chat_load(url) as load:
-        await load.publish(load.part(0, 0.5), deadline)
-        assert await load.wait_answered(SIZE.messages // 4, deadline), up.tail()
         [server] = up.nats_servers()
-        watching = asyncio.create_task(watch_health(gateway, health))
-        os.kill(server.pid, signal.SIGKILL)
-        publishing = asyncio.create_task(load.publish(load.part(0.5, 1), deadline))
-        restarted = await replacement(up, server, timeout=20.0)
-        await publishing
-        await load.wait_all_accepted_answered(deadline)
-        await asyncio.sleep(QUIET)  # a late second reply would land in this window
-        watching.cancel()
+        watching: list[asyncio.Task[None]] = []
+        restarted: list[Proc | None] = []
+
+        async def kill_the_server() -> None:
+            watching.append(asyncio.create_task(watch_health(gateway, health)))
+            os.kill(server.pid, signal.SIGKILL)
+
+        async def restarted_by_antler_up() -> None:
+            restarted.append(await replacement(up, server, timeout=20.0))
+
+        redelivered = await through_a_fault(up, load, deadline, kill_the_server, restarted_by_antler_up)
+        watching[0].cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await watching
+            await watching[0]
         problems = []
-        if restarted is None:
+        if restarted[0] is None:
             problems.append("antler up did not start the embedded nats-server again within 20s")
-        now_url = (tmp_path / "data" / "nats.url").read_text().strip() if restarted else url
+        now_url = (tmp_path / "data" / "nats.url").read_text().strip() if restarted[0] else url
         if now_url != url:
             problems.append(f"the restarted server is at {now_url}, not {url} where clients reconnect")
         down = [code for code, nats in health if nats is False or code == 503]
         if any(code != 503 for code in down):
             problems.append(f"GET /health answered {sorted(set(down))} while NATS was down (expected 503)")
-        redelivered = await load.redelivered_runs()
         problems += await stopped_cleanly(up)
         health_seen = f"{len(down)}-down-answers" if down else "bus-down-not-observed"
         extra = {"redelivered_runs": redelivered, "health": health_seen}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import time
@@ -11,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.budget import ONE_AT_A_TIME, QUIET, SIZE, STOP_TIMEOUT, TIMEOUT
-from tests.faults.harness import OpenLoad, UpFactory, Verdict, busiest
+from tests.faults.budget import ONE_AT_A_TIME, SIZE, STOP_TIMEOUT, TIMEOUT
+from tests.faults.harness import OpenLoad, UpFactory, Verdict
+from tests.faults.scenario import through_a_fault
+from tests.support.processes import busiest
 
 pytestmark = [pytest.mark.asyncio, TIMEOUT, ONE_AT_A_TIME]
 
@@ -25,16 +26,14 @@ async def test_runner_killed_mid_run_loses_and_repeats_no_answer(
     started = time.monotonic()
     deadline = started + SIZE.budget
     async with chat_load(await up.nats_url()) as load:
-        publishing = asyncio.create_task(load.publish(load.messages, deadline))
-        # A quarter answered: answers are streaming. The busier runner is killed: one runner may
-        # have fetched every request at once, and killing an idle one would prove nothing.
-        assert await load.wait_answered(SIZE.messages // 4, deadline), up.tail()
-        victim = await busiest(up.runners())
-        os.kill(victim.pid, signal.SIGKILL)
-        await publishing
-        await load.wait_all_accepted_answered(deadline)
-        await asyncio.sleep(QUIET)  # a late second reply would land in this window
-        redelivered = await load.redelivered_runs()
+
+        async def kill_the_busier_runner() -> None:
+            # Answers are streaming. The busier runner is killed: one runner may have fetched every
+            # request at once, and killing an idle one would prove nothing.
+            victim = await busiest(up.runners())
+            os.kill(victim.pid, signal.SIGKILL)
+
+        redelivered = await through_a_fault(up, load, deadline, kill_the_busier_runner, mid_publish=True)
         problems = []
         if redelivered == 0:
             problems.append("the killed runner held no run: the scenario proved nothing")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
@@ -12,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.budget import ONE_AT_A_TIME, QUIET, SIZE, STOP_TIMEOUT, TIMEOUT
+from tests.faults.budget import ONE_AT_A_TIME, SIZE, STOP_TIMEOUT, TIMEOUT
 from tests.faults.harness import OpenLoad, UpFactory, Verdict, free_port
+from tests.faults.scenario import through_a_fault
 
 pytestmark = [pytest.mark.asyncio, TIMEOUT, ONE_AT_A_TIME]
 
@@ -28,30 +28,31 @@ async def test_sigint_under_load_then_restart_answers_every_accepted_message_onc
     deadline = started + SIZE.budget + STOP_TIMEOUT
     problems: list[str] = []
     async with chat_load(await up.nats_url()) as load:
-        await load.publish(load.part(0, 0.5), deadline)
-        assert await load.wait_answered(SIZE.messages // 4, deadline), up.tail()
-        processes = up.children()  # runners, nats-server and anything they started
-        up.send_signal(signal.SIGINT)
-        # The rest is published while it drains and stops, and after: retried until it is back.
-        publishing = asyncio.create_task(load.publish(load.part(0.5, 1), deadline))
-        began = time.monotonic()
-        code = await up.wait_exit(STOP_TIMEOUT)
-        stop_seconds = time.monotonic() - began
-        if code != 0:
-            problems.append(f"antler up exited with {code} after SIGINT (None: still running after 60s)")
-        leftovers = [p for p in processes if p.alive]
-        if leftovers:
-            problems.append(f"left running after antler up exited: {[p.cmdline for p in leftovers]}")
-        await up.kill_all()
-        for process in leftovers:  # the second start needs the data dir (and its lock) free
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
+        processes = []
+        stop_seconds = 0.0
 
-        await up.start()
-        await publishing
-        await load.wait_all_accepted_answered(deadline)
-        await asyncio.sleep(QUIET)  # a late second reply would land in this window
-        redelivered = await load.redelivered_runs()
+        async def ctrl_c() -> None:
+            processes.extend(up.children())  # runners, nats-server and anything they started
+            up.send_signal(signal.SIGINT)
+
+        async def start_again() -> None:
+            # The rest is published while it drains and stops, and after: retried until it is back.
+            nonlocal stop_seconds
+            began = time.monotonic()
+            code = await up.wait_exit(STOP_TIMEOUT)
+            stop_seconds = time.monotonic() - began
+            if code != 0:
+                problems.append(f"antler up exited with {code} after SIGINT (None: still running after 60s)")
+            leftovers = [p for p in processes if p.alive]
+            if leftovers:
+                problems.append(f"left running after antler up exited: {[p.cmdline for p in leftovers]}")
+            await up.kill_all()
+            for process in leftovers:  # the second start needs the data dir (and its lock) free
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGKILL)
+            await up.start()
+
+        redelivered = await through_a_fault(up, load, deadline, ctrl_c, start_again)
         code = await up.stop(STOP_TIMEOUT)
         if code != 0:
             problems.append(f"the second antler up exited with {code} after SIGINT (None: still running)")

@@ -1,4 +1,4 @@
-"""`antler up` as a user starts it, for whole-product tests: a child process in its own directory.
+"""`antler up` as a user starts it, for whole-product and fault tests: a child process in its own directory.
 
 Its stdout and stderr go to files in that directory (a pipe nobody reads would fill up and block
 its logging; its runner children inherit the same stderr, so one file holds the whole log). The
@@ -20,107 +20,150 @@ from typing import IO
 
 from tests.conftest import REPO
 from tests.support.nats_users import logged_violations
+from tests.support.processes import Proc, descendants
 
 
-class UpProcess:
-    """One `python -m antler up` in `workdir` (config.yaml there; the data dir `.antler` beside it)."""
+class AntlerUp:
+    """One `python -m antler up` child in `workdir`: with `config`, started with `--config` (its data dir
+    where that says, `data_dir` here for its logs); without, as a user in a directory holding config.yaml
+    (data dir `.antler` beside it). `start()` again after it exited runs a second one on the same dir."""
 
-    def __init__(self, workdir: Path, data_dir: Path | None = None) -> None:
+    def __init__(self, workdir: Path, config: Path | None = None, data_dir: Path | None = None) -> None:
         self.workdir = workdir
-        self.data_dir = data_dir or workdir / ".antler"
+        self.config = config
+        self.data_dir = data_dir or workdir / ("data" if config else ".antler")
         self.proc: asyncio.subprocess.Process | None = None
-        self.out_path = workdir / "up.out"
-        self.err_path = workdir / "up.err"
-        self._files: list[IO[bytes]] = []
+        self.starts = 0
+        self._out: IO[bytes] | None = None
+        self._err: IO[bytes] | None = None
 
-    async def start(self, runners: int, timeout: float = 120.0) -> None:
-        """Start it; return once it said "Antler is up" and its `runners` runner processes are up."""
-        out, err = self._files = [self.out_path.open("wb"), self.err_path.open("wb")]  # closed in close()
+    @property
+    def out_path(self) -> Path:
+        return self.workdir / f"up-{self.starts}.out"
+
+    @property
+    def err_path(self) -> Path:
+        return self.workdir / f"up-{self.starts}.err"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    async def start(self, runners: int = 2, timeout: float = 120.0) -> None:
+        """Start it and wait until it is up and its `runners` runner processes are connected."""
+        self.starts += 1
+        self._open_files()
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "antler",
             "up",
+            *(["--config", str(self.config)] if self.config else []),
             cwd=self.workdir,
             env={**os.environ, "PYTHONPATH": str(REPO)},
             stdin=asyncio.subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
+            stdout=self._out,
+            stderr=self._err,
         )
         await self.wait_for_line("Antler is up", timeout, stream="err")
         await self.wait_for_line("runner: running against", timeout, stream="err", count=runners)
 
     async def wait_for_line(
-        self, text: str, timeout: float = 60.0, *, stream: str = "out", count: int = 1
+        self, text: str, timeout: float = 30.0, *, stream: str = "out", count: int = 1
     ) -> str:
-        """The first line of its stdout (or stderr) holding `text`, once `count` such lines are there."""
+        """The first line of its stdout (or stderr) containing `text`, once `count` such lines are there."""
         path = self.out_path if stream == "out" else self.err_path
         deadline = time.monotonic() + timeout
         while True:
-            found = [line for line in _lines(path) if text in line]
+            found = [line for line in self._lines(path) if text in line]
             if len(found) >= count:
                 return found[0]
             if self.proc is not None and self.proc.returncode is not None:
-                raise AssertionError(
-                    f"antler up exited ({self.proc.returncode}) before {text!r}:\n{self.tail()}"
-                )
+                code = self.proc.returncode
+                raise AssertionError(f"antler up exited ({code}) before {text!r}:\n{self.tail()}")
             if time.monotonic() > deadline:
                 raise AssertionError(f"antler up did not print {text!r} within {timeout:g}s:\n{self.tail()}")
-            await asyncio.sleep(0.05)  # a log file: nothing to wait on but the file growing
+            # Polling a log file: there is nothing to wait on but the file growing.
+            await asyncio.sleep(0.05)
+
+    async def nats_url(self) -> str:
+        return (await self.wait_for_line("NATS: ")).split()[1]
 
     async def gateway_url(self) -> str:
         return (await self.wait_for_line("Gateway: ")).split()[1]
 
-    async def stop(self, timeout: float = 60.0) -> int | None:
-        """SIGINT, as a user's Ctrl-C: its exit code, or None if it did not exit within `timeout`."""
-        if self.proc is None or self.proc.returncode is not None:
-            return self.proc.returncode if self.proc else None
-        self.proc.send_signal(signal.SIGINT)
+    def children(self) -> list[Proc]:
+        return descendants(self.pid) if self.proc is not None and self.proc.returncode is None else []
+
+    def runners(self) -> list[Proc]:
+        return [p for p in self.children() if " antler run runner" in p.cmdline]
+
+    def nats_servers(self) -> list[Proc]:
+        return [p for p in self.children() if "nats-server" in p.cmdline.split(" ", 1)[0]]
+
+    def send_signal(self, signum: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+    async def wait_exit(self, timeout: float) -> int | None:
+        """Its exit code, or None if it is still running after `timeout`."""
+        assert self.proc is not None
         try:
             return await asyncio.wait_for(self.proc.wait(), timeout)
         except TimeoutError:
             return None
 
-    async def close(self) -> None:
-        """Whatever state it is in: SIGKILL it and its children, close its log files."""
+    async def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGINT, as a user's Ctrl-C; its exit code (None: it did not exit within `timeout`)."""
+        if self.proc is None or self.proc.returncode is not None:
+            return self.proc.returncode if self.proc else None
+        self.send_signal(signal.SIGINT)
+        return await self.wait_exit(timeout)
+
+    async def kill_all(self) -> None:
+        """Teardown: SIGKILL it and everything below it, whatever state the test left them in."""
         if self.proc is not None and self.proc.returncode is None:
-            for pid in _descendants(self.proc.pid):
+            for child in self.children():
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+                    os.kill(child.pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
             await self.proc.wait()
-        for handle in self._files:
-            handle.close()
-        self._files = []
+        self._close_files()
 
     def violations(self) -> list[str]:
         """`<user>: <kind> <subject>` for every refusal the embedded nats-server logged."""
         return logged_violations(self.data_dir)
 
-    def tail(self, count: int = 60) -> str:
-        lines = _lines(self.err_path)[-count:]
-        return "\n".join([f"--- {self.err_path.name} (last {len(lines)} lines)", *lines])
+    def tail(self, lines: int = 40) -> str:
+        text = self._lines(self.err_path)[-lines:]
+        nats_log = self._lines(self.data_dir / "nats-server.log")[-10:]
+        return "\n".join(
+            [f"--- {self.err_path.name} (last {len(text)} lines)", *text]
+            + ([f"--- nats-server.log (last {len(nats_log)} lines)", *nats_log] if nats_log else [])
+        )
 
+    def log(self) -> str:
+        """Every start's stderr, in order."""
+        return "\n".join(
+            line for n in range(1, self.starts + 1) for line in self._lines(self.workdir / f"up-{n}.err")
+        )
 
-def _lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
+    @staticmethod
+    def _lines(path: Path) -> list[str]:
+        try:
+            return path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return []
 
+    def _open_files(self) -> None:
+        self._close_files()
+        self._out = open(self.out_path, "wb")
+        self._err = open(self.err_path, "wb")
 
-def _descendants(root: int) -> list[int]:
-    """Every live process below `root`, by parent pid."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent]
-        found += children
-        frontier += children
-    return found
+    def _close_files(self) -> None:
+        for handle in (self._out, self._err):
+            if handle is not None:
+                handle.close()
+        self._out = self._err = None
