@@ -191,6 +191,9 @@ async def test_a_deleted_threads_files_are_gone_everywhere_and_its_id_starts_emp
     assert fake_model.agent_requests[-1]["messages"][-1]["content"].strip() == "end"
     assert (await http.get(f"/threads/{thread}/uploads/list")).json()["files"] == []
     names = [i.name for i in await list_objects(await bus.files())]
-    assert not [n for n in names if f"/{thread}/" in n]
+    runs = (await http.get(f"/threads/{thread}/runs")).json()
+    kept = {f"journals/ana/{thread}/{run['run_id']}.json" for run in runs}  # the new thread's own run
+    assert len(runs) == 1
+    assert not [n for n in names if f"/{thread}/" in n and n not in kept], "nothing of the deleted thread"
     messages = (await http.get(f"/threads/{thread}/messages")).json()["data"]
     assert [m["content"] for m in messages if m["type"] == "ai" and m["content"]] == ["Nothing here."]
