@@ -240,7 +240,7 @@ async def test_health_reports_the_components_that_answer(api_url: str) -> None:
         health = (await http.get("/health")).json()
     assert health["status"] == "ok"
     assert health["nats"] is True
-    assert health["components"] == {"gateway": 1, "runner": 1, "sandbox": 1, "memory": 1}
+    assert health["components"] == {"gateway": 1, "runner": 1, "sandbox": 1, "memory": 1, "scheduler": 1}
 
 
 async def test_health_is_503_while_the_bus_is_gone(tmp_path: Path, stack_config: AppConfig) -> None:

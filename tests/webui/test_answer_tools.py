@@ -135,6 +135,8 @@ async def test_a_python_block_is_coloured_and_labelled_and_an_unknown_language_s
     answer = page.locator(".msg-ai").last
     python, unknown = answer.locator(".code").first, answer.locator(".code").last
     await expect(answer.locator(".code")).to_have_count(2)
+    await expect(page.locator("#stop")).to_be_hidden()  # the answer is drawn for good
+    await expect(page.locator(".msg-ai.streaming")).to_have_count(0)
     await expect(python.locator(".code-lang")).to_have_text("python")
     await expect(python.locator("code .hljs-keyword").first).to_have_text("def")
     await expect(python.locator("code .hljs-comment")).to_have_text("# wave")
