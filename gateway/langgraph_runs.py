@@ -185,9 +185,12 @@ def _run_path(record: RunRecord, stateless: bool) -> str:
     return f"/runs/{record.run_id}" if stateless else f"/threads/{record.thread_id}/runs/{record.run_id}"
 
 
-def deerflows_path(request: Request) -> bool:
-    """Called under `/api/langgraph`, where DeerFlow's UI calls (a goal's continuations stream in the run)."""
-    return request.url.path.startswith("/api/langgraph/")
+def deerflows_path(request: Request, context: Any = None) -> bool:
+    """A call of DeerFlow's UI, whose run streams carry a goal's continuations: made under
+    `/api/langgraph` (its path, when a proxy passes it on unchanged), or a run whose `context` holds
+    the UI's options (`mode`, `thinking_enabled`: Next.js' rewrite strips the path to `/api`)."""
+    from_ui = isinstance(context, dict) and "mode" in context and "thinking_enabled" in context
+    return from_ui or request.url.path.startswith("/api/langgraph/")
 
 
 def sse_response(
@@ -277,7 +280,10 @@ def wait_response(gw: Gateway, record: RunRecord, me: str, stateless: bool = Fal
 async def stream_run(gw: GW, me: Me, thread_id: str, body: RunCreate, request: Request) -> StreamingResponse:
     record = await start_run(gw, me, thread_id, body)
     return sse_response(
-        gw, record, cancel_on_disconnect=body.on_disconnect == "cancel", follow_goal=deerflows_path(request)
+        gw,
+        record,
+        cancel_on_disconnect=body.on_disconnect == "cancel",
+        follow_goal=deerflows_path(request, body.context),
     )
 
 
