@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
@@ -31,6 +31,7 @@ from bus.messages import (
 from bus.records import drop_keys, keys_matching
 from bus.runs import cancel_run, follow_run, submit_run, thread_run_key
 from gateway.deps import GW, Gateway, Me
+from gateway.goal_stream import stream_with_continuations
 from gateway.ids import is_valid_id, unusable_thread_id
 from gateway.rest.feedback import feedback_json
 from gateway.schemas import ASSISTANT_ID, Body, Run, errors, iso
@@ -184,6 +185,14 @@ def _run_path(record: RunRecord, stateless: bool) -> str:
     return f"/runs/{record.run_id}" if stateless else f"/threads/{record.thread_id}/runs/{record.run_id}"
 
 
+def deerflows_path(request: Request, context: Any = None) -> bool:
+    """A call of DeerFlow's UI, whose run streams carry a goal's continuations: made under
+    `/api/langgraph` (its path, when a proxy passes it on unchanged), or a run whose `context` holds
+    the UI's options (`mode`, `thinking_enabled`: Next.js' rewrite strips the path to `/api`)."""
+    from_ui = isinstance(context, dict) and "mode" in context and "thinking_enabled" in context
+    return from_ui or request.url.path.startswith("/api/langgraph/")
+
+
 def sse_response(
     gw: Gateway,
     record: RunRecord,
@@ -191,17 +200,28 @@ def sse_response(
     after_seq: int = 0,
     cancel_on_disconnect: bool = False,
     stateless: bool = False,
+    follow_goal: bool = False,
 ) -> StreamingResponse:
+    """The run's events as SSE; with `follow_goal` (DeerFlow's path) its goal continuations too."""
+    running = [record.run_id]
+
     async def body() -> AsyncIterator[bytes]:
         ended = False
+        frames = (
+            stream_with_continuations(
+                gw.bus, record.run_id, after_seq, on_run=lambda run: running.append(run)
+            )
+            if follow_goal
+            else stream_events(gw.bus, record.run_id, after_seq)
+        )
         try:
-            async for chunk in stream_events(gw.bus, record.run_id, after_seq):
+            async for chunk in frames:
                 if chunk.startswith(b"event: end\n"):
                     ended = True
                 yield chunk
         finally:
             if cancel_on_disconnect and not ended:
-                await asyncio.shield(cancel_run(gw.bus, record.run_id, reason="the client disconnected"))
+                await asyncio.shield(cancel_run(gw.bus, running[-1], reason="the client disconnected"))
 
     path = _run_path(record, stateless)
     return StreamingResponse(
@@ -257,9 +277,14 @@ def wait_response(gw: Gateway, record: RunRecord, me: str, stateless: bool = Fal
     response_class=StreamingResponse,
     responses={**SSE_BODY, **errors(404, 409, 413)},
 )
-async def stream_run(gw: GW, me: Me, thread_id: str, body: RunCreate) -> StreamingResponse:
+async def stream_run(gw: GW, me: Me, thread_id: str, body: RunCreate, request: Request) -> StreamingResponse:
     record = await start_run(gw, me, thread_id, body)
-    return sse_response(gw, record, cancel_on_disconnect=body.on_disconnect == "cancel")
+    return sse_response(
+        gw,
+        record,
+        cancel_on_disconnect=body.on_disconnect == "cancel",
+        follow_goal=deerflows_path(request, body.context),
+    )
 
 
 @router.post(
@@ -395,10 +420,17 @@ async def join_stream(
     thread_id: str,
     run_id: str,
     after_seq: ResumeAfter,
+    request: Request,
     cancel_on_disconnect: bool = False,
 ) -> StreamingResponse:
     record = await gw.own_run(thread_id, run_id, me)
-    return sse_response(gw, record, after_seq=after_seq, cancel_on_disconnect=cancel_on_disconnect)
+    return sse_response(
+        gw,
+        record,
+        after_seq=after_seq,
+        cancel_on_disconnect=cancel_on_disconnect,
+        follow_goal=deerflows_path(request),
+    )
 
 
 @router.get(

@@ -7,9 +7,11 @@ thread whose answer was stopped (its SDK reads the head checkpoint's task errors
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import httpx
+import pytest
 import pytest_asyncio
 
 from config import AppConfig
@@ -130,3 +132,53 @@ async def test_auth_me_in_auth_disabled_mode_is_deerflows_synthetic_user(open_ur
         "needs_setup": False,
         "oauth_provider": None,
     }
+
+
+@pytest.mark.parametrize(
+    ("prefix", "context"),
+    [
+        # what arrives through Next.js' rewrite (`/api/langgraph/*` -> `/api/*`): the UI's run context
+        ("/api", {"mode": "flash", "thinking_enabled": False, "is_plan_mode": False, "model_name": "fake"}),
+        ("/api/langgraph", {}),  # a proxy that passes the UI's path on unchanged
+    ],
+)
+async def test_deerflows_ui_sees_a_goals_continuations_in_the_run_it_streams(
+    api_url: str, http: httpx.AsyncClient, fake_model: FakeOpenAI, prefix: str, context: dict
+) -> None:
+    # DeerFlow continues a goal inside the run the UI streams (its worker loops); its UI follows
+    # no other run. So for its calls the stream goes on with each continuation run, and ends once,
+    # when the goal is done.
+    async with httpx.AsyncClient(
+        base_url=f"{api_url}{prefix}", headers={"x-api-key": "tok-ana"}, timeout=30
+    ) as ui:
+        thread = (await ui.post("/threads", json={})).json()["thread_id"]
+        # its `/goal` command: the REST API, under `/api`
+        await http.put(f"/threads/{thread}/goal", json={"objective": "Count the does and the stags"})
+        fake_model.script(Reply(text="Twelve does."), Reply(text="Five stags.", when="count the stags"))
+        fake_model.verdicts(
+            {"verdict": "continue", "reason": "stags missing", "next_step": "count the stags"},
+            {"verdict": "done"},
+        )
+        body = {
+            "input": {"messages": [{"role": "user", "content": "Count the herd"}]},
+            "stream_mode": ["values", "messages-tuple", "custom", "updates"],
+            "stream_subgraphs": True,
+            "stream_resumable": True,
+            "context": context,
+        }
+        events: list[tuple[str, str]] = []
+        async with ui.stream("POST", f"/threads/{thread}/runs/stream", json=body) as response:
+            event = ""
+            async for line in response.aiter_lines():
+                if line.startswith("event: "):
+                    event = line[len("event: ") :]
+                elif line.startswith("data: "):
+                    events.append((event, line[len("data: ") :]))
+    names = [name for name, _ in events]
+    assert names.count("end") == 1
+    assert names[-1] == "end"
+    assert json.loads(events[-1][1])["goal"]["verdict"] == "done"
+    assert any("Five stags." in data for name, data in events if name == "values")
+    assert names.count("metadata") == 1  # one run, as the UI sees it
+    # Antler's own clients (`/api`, options in `config.configurable`) keep one run per stream
+    # and follow `next_run_id` themselves (test_goal.py)
