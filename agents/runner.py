@@ -305,9 +305,7 @@ class Runner:
         if await self._stream(run, ready):
             await self._conclude(run, ready)
 
-    async def _prepare(
-        self, request: RunRequest, options: RunOptions, configurable: dict[str, Any]
-    ) -> tuple[Any, Exception | None]:
+    async def _prepare(self, request: RunRequest, options: RunOptions, configurable: dict) -> tuple[Any, Any]:
         try:
             await self._current_tools()
             return await self.memory_and_prompt.prepare(request, options, configurable), None
