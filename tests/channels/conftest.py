@@ -6,10 +6,14 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import pytest_asyncio
+
 from bus import Bus
+from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.agents.conftest import running_runner
 from tests.conftest import running_component
+from tests.fakes.telegram_server import FakeTelegram
 from tests.sandbox.conftest import running_broker
 
 
@@ -36,4 +40,22 @@ async def adapter_stack(
         running_router(nats_url, config),
         running_component(nats_url, config, entry, platform) if entry else contextlib.nullcontext(),
     ):
+        yield config
+
+
+@pytest_asyncio.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    """The fake Bot API the Telegram adapter talks to."""
+    async with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def telegram_stack(
+    nats_url: str, telegram: FakeTelegram, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> AsyncIterator[AppConfig]:
+    """A runner, a router and the Telegram adapter polling the fake, up and answering."""
+    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
+    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
+        await telegram.wait_for("getMe")
         yield config

@@ -3,32 +3,9 @@ the runner goes on by itself, the chat sees a short status per step and the fina
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from typing import Any
-
-import pytest_asyncio
-
-from channels.telegram import run as run_telegram
 from config import AppConfig
-from tests.channels.conftest import adapter_stack
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
-
-
-@pytest_asyncio.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str, telegram: FakeTelegram, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[AppConfig]:
-    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
-        await telegram.wait_for("getMe")
-        yield config
 
 
 def shown(bot: FakeTelegram) -> dict[int, str]:
@@ -49,7 +26,7 @@ def showing(bot: FakeTelegram, text: str) -> bool:
 async def test_goal_in_a_chat_sets_it_the_runner_goes_on_and_the_chat_gets_one_final_answer(
     telegram: FakeTelegram,
     fake_model: FakeOpenAI,
-    stack: AppConfig,
+    telegram_stack: AppConfig,
 ) -> None:
     fake_model.script(
         Reply(text="An old silent pond, a frog jumps in."),
@@ -80,7 +57,7 @@ async def test_goal_in_a_chat_sets_it_the_runner_goes_on_and_the_chat_gets_one_f
 async def test_goal_shows_and_clears_in_a_chat(
     telegram: FakeTelegram,
     fake_model: FakeOpenAI,
-    stack: AppConfig,
+    telegram_stack: AppConfig,
 ) -> None:
     fake_model.script(Reply(text="Which city are you moving to?"))
     fake_model.verdicts({"verdict": "blocked", "question": "Which city, and by when?"})

@@ -6,11 +6,10 @@ import asyncio
 import json
 import re
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import httpx
-import pytest_asyncio
 
 from bus import Bus, list_dead_letters
 from channels.telegram import render_html, split_message
@@ -22,24 +21,8 @@ from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
 
 
-@pytest_asyncio.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str, telegram: FakeTelegram, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[AppConfig]:
-    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
-        await telegram.wait_for("getMe")
-        yield config
-
-
 async def test_a_streamed_answer_is_sent_then_edited_into_the_final_text(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
 ) -> None:
     fake_model.script(Reply(text="The **capital** of France is `Paris`.", chunk_delay=0.1))
     telegram.send_user_message("What is the capital of France?")
@@ -59,7 +42,7 @@ async def test_a_streamed_answer_is_sent_then_edited_into_the_final_text(
 
 
 async def test_polling_resumes_after_the_network_comes_back(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
 ) -> None:
     telegram.outage = True
     failed = telegram.polls
@@ -75,7 +58,7 @@ async def test_polling_resumes_after_the_network_comes_back(
 
 
 async def test_a_presented_file_is_sent_as_a_document(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
 ) -> None:
     fake_model.script(
         Reply(
@@ -97,7 +80,7 @@ async def test_a_presented_file_is_sent_as_a_document(
 
 
 async def test_a_presented_picture_is_sent_as_a_photo(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
 ) -> None:
     fake_model.script(
         Reply(
@@ -162,7 +145,7 @@ async def test_webhook_mode_registers_the_url_and_takes_only_signed_updates(
 
 
 async def test_a_retried_message_gets_one_answer_and_groups_need_a_mention(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
 ) -> None:
     update = telegram.send_user_message("hello")
     telegram.resend(update)
@@ -183,7 +166,7 @@ async def test_a_retried_message_gets_one_answer_and_groups_need_a_mention(
 
 
 async def test_a_document_sent_to_the_bot_reaches_the_agent_as_an_upload(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
 ) -> None:
     fake_model.script(
         Reply(tool_calls=[ToolCall("read_file", {"path": "/mnt/user-data/uploads/minutes.txt"})]),
@@ -245,7 +228,7 @@ async def test_an_adapter_restarted_mid_answer_finishes_the_message_it_started(
 
 
 async def test_a_rate_limited_answer_waits_as_told_and_arrives(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig, bus: Bus
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig, bus: Bus
 ) -> None:
     fake_model.script(Reply(text="Paris."))
     telegram.rate_limit("sendMessage", times=6)  # more 429s than a reply is delivered times
@@ -257,7 +240,7 @@ async def test_a_rate_limited_answer_waits_as_told_and_arrives(
 
 
 async def test_a_sticker_gets_a_helpful_answer_and_runs_nothing(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
 ) -> None:
     sticker = {"file_id": "s1", "file_unique_id": "us1", "type": "regular", "width": 512, "height": 512}
     update = telegram.make_update("", sticker={**sticker, "is_animated": False, "is_video": False})
@@ -272,7 +255,7 @@ async def test_a_sticker_gets_a_helpful_answer_and_runs_nothing(
 
 
 async def test_an_anonymous_group_admin_who_mentions_the_bot_is_answered(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
 ) -> None:
     fake_model.script(Reply(text="Here is the summary."))
     anonymous = {"id": 1087968824, "is_bot": True, "first_name": "Group", "username": "GroupAnonymousBot"}
@@ -291,7 +274,7 @@ async def test_an_anonymous_group_admin_who_mentions_the_bot_is_answered(
 
 
 async def test_an_edited_message_is_answered_with_how_to_send_the_change(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
 ) -> None:
     fake_model.script(Reply(text="Paris."))
     original = telegram.send_user_message("capital of Frnace?")
@@ -307,7 +290,7 @@ async def test_an_edited_message_is_answered_with_how_to_send_the_change(
 
 
 async def test_an_update_the_library_cannot_read_is_dead_lettered_once_and_polling_goes_on(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig, bus: Bus
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig, bus: Bus
 ) -> None:
     fake_model.script(Reply(text="Still here."))
     # An entity of a shape python-telegram-bot does not know (no offset, no length).
@@ -324,7 +307,7 @@ async def test_an_update_the_library_cannot_read_is_dead_lettered_once_and_polli
 
 
 async def test_commands_are_offered_with_names_telegram_accepts_and_help_lists_them_so(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
 ) -> None:
     fake_model.script(Reply(text="Let us look at the data."))
     await telegram.wait(

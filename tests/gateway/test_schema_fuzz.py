@@ -36,7 +36,7 @@ from schemathesis.specs.openapi.checks import response_schema_conformance, statu
 
 from tests.fakes.openai_server import FakeOpenAI
 
-EXAMPLES_PER_OPERATION = int(os.environ.get("ANTLER_FUZZ_EXAMPLES", "10"))
+EXAMPLES_PER_OPERATION = int(os.environ.get("ANTLER_FUZZ_EXAMPLES", "5"))
 CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance]
 TOKEN = {"x-api-key": "tok-ana"}
 POSITIVE = GenerationMode.POSITIVE
