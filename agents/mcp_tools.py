@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import itertools
 import json
 import logging
@@ -43,6 +44,31 @@ from config.environment import scrubbed_env
 log = logging.getLogger(__name__)
 
 _instances = itertools.count(1)
+
+# The MCP client libraries take seconds to import on a busy machine: loaded on a worker thread the
+# first time a server is started, never on the event loop (other runs, heartbeats and, where one
+# process hosts several components, the gateway go on meanwhile).
+_MCP_MODULES = (
+    "mcp",
+    "mcp.client.stdio",
+    "langchain_mcp_adapters.sessions",
+    "langchain_mcp_adapters.tools",
+)
+_modules_loaded = False
+
+
+def _import_mcp_modules() -> None:
+    for name in _MCP_MODULES:
+        importlib.import_module(name)
+
+
+async def _load_mcp_modules() -> None:
+    global _modules_loaded
+    if not _modules_loaded:  # two first starts at once import on two threads: the import lock serialises them
+        await asyncio.to_thread(_import_mcp_modules)
+        _modules_loaded = True
+
+
 EXTENSIONS_KEY = "extensions"
 STATUS_KEY = "mcp_status"
 START_TIMEOUT = 30.0  # seconds a server gets to start and list its tools
@@ -193,9 +219,10 @@ class _Server:
         return RuntimeError(f"{_describe(exc)}; the server said: {said}")
 
     async def _hold(self) -> None:
-        from langchain_mcp_adapters.tools import load_mcp_tools
-
         try:
+            await _load_mcp_modules()
+            from langchain_mcp_adapters.tools import load_mcp_tools
+
             async with contextlib.AsyncExitStack() as stack:
                 session = await self._session(stack)
                 await session.initialize()

@@ -21,7 +21,12 @@ long a request the server has lost (across an outage) goes unnoticed.
 
 `stop()` strands nothing: it sends no more requests, then drains the inbox
 subscription (UNSUB, a round trip, then the messages that were already on
-their way); those are handed on too, and the consumer releases them.
+their way); those are handed on too, and the consumer releases them. A request
+still open on the server after the UNSUB would take the first message released
+after it (the server tries it, finds nobody listening, and puts that message
+back *behind* the others released meanwhile: one chat's replies would come
+again out of order). The server drops requests nobody listens to when it is
+asked for the consumer's info, so `stop()` asks once if a request was open.
 """
 
 from __future__ import annotations
@@ -69,6 +74,7 @@ class Puller:
     ) -> None:
         self.nc = nc
         self.next_subject = next_subject
+        self.info_subject = next_subject.replace(".CONSUMER.MSG.NEXT.", ".CONSUMER.INFO.", 1)
         self.deliver = deliver
         self.free = free
         self.window = window
@@ -99,10 +105,14 @@ class Puller:
         if self._task is not None:
             await self._task
             self._task = None
+        was_open = bool(self._reply)
         if self._sub is not None:
             sub, self._sub = self._sub, None
             with contextlib.suppress(Exception):
                 await sub.drain()
+        if was_open:  # make the server forget it before anything is released (see the module's doc)
+            with contextlib.suppress(Exception):
+                await self.nc.request(self.info_subject, b"", timeout=_GRACE)
 
     def lost(self) -> None:
         """The connection was away: the server may have forgotten the open request; send another."""

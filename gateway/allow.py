@@ -12,6 +12,7 @@ ones, as the routes are declared. Undocumented paths (the web UI, /api/langgraph
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -37,12 +38,23 @@ class MethodsAsDocumented:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self._paths: list[tuple[re.Pattern[str], list[str]]] | None = None
+        self._making: asyncio.Lock | None = None
+
+    async def _documented(self, app: Any) -> list[tuple[re.Pattern[str], list[str]]]:
+        """The document of the whole app, made once at the first request on a worker thread: it takes
+        seconds of CPU on a busy machine, and the event loop (other requests, and the components that
+        share this process under `antler up`) must go on meanwhile. `app.openapi` keeps it."""
+        if self._making is None:
+            self._making = asyncio.Lock()
+        async with self._making:
+            if self._paths is None:
+                self._paths = documented_paths(await asyncio.to_thread(app.openapi))
+        return self._paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            if self._paths is None:  # the document of the whole app, made once at the first request
-                self._paths = documented_paths(scope["app"].openapi())
-            for pattern, methods in self._paths:
+            paths = self._paths if self._paths is not None else await self._documented(scope["app"])
+            for pattern, methods in paths:
                 if pattern.fullmatch(scope["path"]):
                     if scope["method"] not in methods:
                         allow = {"Allow": ", ".join(methods)}

@@ -142,7 +142,7 @@ async def test_a_server_added_through_the_gateway_reaches_every_runner(
         running_runner(nats_url, config),
         running_runner(nats_url, config),
         running_gateway(nats_url, config) as base,
-        httpx.AsyncClient(base_url=f"{base}/api") as http,
+        httpx.AsyncClient(base_url=f"{base}/api", timeout=30) as http,
     ):
         added = await http.put("/mcp/config", json={"mcp_servers": {"notes": STDIO}})
         assert added.status_code == 200, added.text

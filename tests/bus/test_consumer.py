@@ -386,6 +386,39 @@ async def test_a_handler_waiting_out_a_limit_and_its_keys_queue_hold_no_slot_and
     assert again == ["slow 1", "slow 2"]
 
 
+async def test_messages_given_back_at_stop_come_again_in_the_order_they_came_while_a_pull_is_open(
+    bus: Bus,
+) -> None:
+    """A stop with free slots leaves a pull request open on the server after we stop listening; the
+    first message given back must not be spent on it (it would come again after the others)."""
+    taken: list[str] = []
+    five = asyncio.Event()
+
+    async def stuck(msg: InboundMessage, delivery: Delivery) -> None:
+        taken.append(msg.text)
+        if len(taken) == 5:
+            five.set()
+        await asyncio.sleep(60)  # never finishes: the stop gives every one back
+
+    texts = [f"reply {n}" for n in range(1, 6)]
+    async with chat_consumer(bus, stuck, concurrency=10, drain_timeout=0.2):
+        for text in texts:
+            await bus.publish(bus.subjects.chat_in("cli"), inbound(text))
+        await asyncio.wait_for(five.wait(), 10)
+    assert taken == texts
+    again: list[str] = []
+    all_back = asyncio.Event()
+
+    async def record(msg: InboundMessage, delivery: Delivery) -> None:
+        again.append(msg.text)
+        if len(again) == len(texts):
+            all_back.set()
+
+    async with chat_consumer(bus, record, concurrency=1):
+        await asyncio.wait_for(all_back.wait(), 10)
+    assert again == texts
+
+
 # A fetch window far longer than any bound below: a message held for the window would fail them.
 LONG_WINDOW = 60.0
 
