@@ -7,6 +7,8 @@ client (and schemathesis) knows which values are valid before sending one.
 
 from __future__ import annotations
 
+import copy
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -27,13 +29,23 @@ def with_model_names(spec: dict[str, Any], names: list[str]) -> dict[str, Any]:
     return spec
 
 
+# FastAPI's document of our routes, made once per process: it takes more than a second of CPU, and
+# every app `gateway.app.create_app` makes has the same routes (registered unconditionally; only the
+# model names differ, added to a copy). Tests make many apps in one process.
+_routes_document: dict[str, Any] = {}
+_making = threading.Lock()  # made on a worker thread (gateway.allow) or at /openapi.json
+
+
 def document_models(make: Callable[[], dict[str, Any]], names: list[str]) -> Callable[[], dict[str, Any]]:
     """An `app.openapi` that builds the document once, models included."""
     made: dict[str, Any] = {}
 
     def openapi() -> dict[str, Any]:
-        if not made:
-            made.update(with_model_names(make(), names))
+        with _making:
+            if not made:
+                if not _routes_document:
+                    _routes_document.update(make())
+                made.update(with_model_names(copy.deepcopy(_routes_document), names))
         return made
 
     return openapi
