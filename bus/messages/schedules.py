@@ -27,6 +27,17 @@ TaskStatus = Literal["enabled", "paused", "running", "completed", "failed", "can
 FiringStatus = Literal["queued", "running", "success", "failed", "skipped", "interrupted"]
 
 
+class TaskChat(BaseModel):
+    """A chat a task answers in besides its thread (Antler's own field in DeerFlow's shape): one the
+    task's owner talks to the bot from (its binding in KV `<prefix>_chats` is the owner's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    channel: str = Field(min_length=1, description="telegram, slack, feishu or dingtalk")
+    chat_id: str = Field(min_length=1)
+    topic_id: str | None = Field(None, description="A topic or thread within the chat, if it has one.")
+
+
 class ScheduledTaskFields(BaseModel):
     """What a user chooses about a task (create takes them all, patch any of them)."""
 
@@ -43,6 +54,7 @@ class ScheduledTaskFields(BaseModel):
     timezone: str | None = Field(None, description="An IANA zone (cron and naive run_at are read in it).")
     context_mode: ContextMode | None = None
     thread_id: str | None = Field(None, description="The thread a reuse_thread task runs in.")
+    chat: TaskChat | None = Field(None, description="A chat of the owner's to answer in as well.")
 
 
 class ScheduledTask(Envelope):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest_asyncio
@@ -34,6 +36,15 @@ async def clients(api: str) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.Asyn
         yield ana, bob
 
 
+def next_weekday_at(hour: int, zone: str) -> str:
+    """The next Monday-to-Friday `hour`:00 in `zone`, as the API writes times (UTC)."""
+    now = datetime.now(ZoneInfo(zone))
+    day = now.replace(hour=hour, minute=0, second=0, microsecond=0)
+    while day <= now or day.weekday() > 4:
+        day = (day + timedelta(days=1)).replace(hour=hour)
+    return day.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 MORNINGS = {
     "title": "Morning news",
     "prompt": "summarize the news",
@@ -58,14 +69,18 @@ async def test_a_task_is_created_listed_changed_paused_resumed_and_deleted_in_de
         {"cron": "0 8 * * 1-5"},
     )
     assert task["run_count"] == 0
+    assert task["next_run_at"] == next_weekday_at(8, "Europe/Berlin")
     assert [t["id"] for t in (await ana.get("/scheduled-tasks")).json()] == [task["id"]]
     changed = await ana.patch(
         f"/scheduled-tasks/{task['id']}", json={"title": "News", "timezone": "Asia/Tokyo"}
     )
     assert changed.status_code == 200, changed.text
     assert (changed.json()["title"], changed.json()["timezone"]) == ("News", "Asia/Tokyo")
-    assert (await ana.post(f"/scheduled-tasks/{task['id']}/pause")).json()["status"] == "paused"
-    assert (await ana.post(f"/scheduled-tasks/{task['id']}/resume")).json()["status"] == "enabled"
+    assert changed.json()["next_run_at"] == next_weekday_at(8, "Asia/Tokyo")
+    paused = (await ana.post(f"/scheduled-tasks/{task['id']}/pause")).json()
+    assert (paused["status"], paused["next_run_at"]) == ("paused", None)
+    resumed = (await ana.post(f"/scheduled-tasks/{task['id']}/resume")).json()
+    assert (resumed["status"], resumed["next_run_at"]) == ("enabled", next_weekday_at(8, "Asia/Tokyo"))
     assert (await ana.delete(f"/scheduled-tasks/{task['id']}")).json() == {"id": task["id"], "deleted": True}
     assert (await ana.get(f"/scheduled-tasks/{task['id']}")).status_code == 404
     assert (await ana.get("/scheduled-tasks")).json() == []
