@@ -8,6 +8,9 @@ every request goes to its `schedules` service with the caller's user id, so anot
 is a 404 exactly like a missing one. A schedule the scheduler or the NATS server cannot fire is a
 422 saying why.
 
+A once task's `schedule_spec.run_at` is shown as an instant in UTC (`...Z`), whatever zone it was
+written in: DeerFlow's UI reads it as one (a bare time would be read in the browser's zone).
+
 Antler's own field `chat` (`{"channel", "chat_id", "topic_id"}`), on create, patch and every task
 shown: a chat the task answers in besides its thread. Only a chat the caller talks to the bot
 from as the same user may be named (`schedules.chats`); any other is a 403 saying so.
@@ -37,6 +40,7 @@ from bus.messages.schedules import ContextMode, ScheduleType
 from bus.service import call
 from gateway.deps import GW, Me, http_error
 from gateway.schemas import errors
+from schedules.spec import run_at_instant
 
 # Every route asks the scheduler: 503 when none runs.
 router = APIRouter(responses=errors(503))
@@ -97,6 +101,9 @@ def _fields(body: BaseModel) -> ScheduledTaskFields:
 async def task_json(gw: GW, task: ScheduledTask) -> dict[str, Any]:
     """DeerFlow's ScheduledTask shape; `running` while the task's latest run is going."""
     data = task.model_dump(mode="json", include=_SHOWN)
+    run_at = task.schedule_spec.get("run_at")
+    if task.schedule_type == "once" and isinstance(run_at, str):
+        data["schedule_spec"] = {**data["schedule_spec"], "run_at": run_at_instant(run_at, task.timezone)}
     origin = task.origin
     data["chat"] = (
         {"channel": origin.channel, "chat_id": origin.chat_id, "topic_id": origin.topic_id}

@@ -149,3 +149,21 @@ async def test_nobody_sees_changes_or_fires_another_users_task(
     stolen = await bob.post("/scheduled-tasks", json=body)
     assert stolen.status_code == 404, "bob cannot run a task in ana's thread"
     assert (await ana.get(f"/scheduled-tasks/{task['id']}")).json()["status"] == "enabled"
+
+
+async def test_a_once_tasks_run_at_is_shown_as_an_instant_whatever_zone_it_was_written_in(
+    clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    """DeerFlow's UI reads `run_at` as an instant: a bare 09:00 would be read in the browser's zone."""
+    ana, _ = clients
+    body = {**MORNINGS, "schedule_type": "once", "timezone": "Asia/Tokyo"}
+    made = await ana.post("/scheduled-tasks", json={**body, "schedule_spec": {"run_at": "2030-01-02T09:00"}})
+    assert made.status_code == 200, made.text
+    assert made.json()["schedule_spec"] == {"run_at": "2030-01-02T00:00:00Z"}
+    assert made.json()["next_run_at"] == "2030-01-02T00:00:00Z"
+    listed = (await ana.get("/scheduled-tasks")).json()
+    assert [t["schedule_spec"]["run_at"] for t in listed] == ["2030-01-02T00:00:00Z"]
+    as_the_ui_sends_it = await ana.post(
+        "/scheduled-tasks", json={**body, "schedule_spec": {"run_at": "2030-01-02T00:00:00.000Z"}}
+    )
+    assert as_the_ui_sends_it.json()["schedule_spec"] == {"run_at": "2030-01-02T00:00:00Z"}

@@ -21,7 +21,7 @@ export const schedules = {
 export function describe(task) {
   const spec = task.schedule_spec || {};
   if (task.schedule_type === "interval") return `every ${spec.every ?? `${spec.seconds}s`}`;
-  if (task.schedule_type === "once") return `once at ${spec.run_at} (${task.timezone})`;
+  if (task.schedule_type === "once") return `once at ${when(spec.run_at, task.timezone)}`;
   const fields = String(spec.cron || "").split(/\s+/);
   const [minute, hour, , , weekdays] = fields.length === 6 ? fields.slice(1) : fields;
   if (/^\d+$/.test(minute) && /^\d+$/.test(hour)) {
