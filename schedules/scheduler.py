@@ -177,6 +177,11 @@ class Scheduler:
         changes: dict[str, Any] = request.fields.model_dump(exclude_none=True, exclude={"chat"})
         if request.fields.chat is not None:
             changes["origin"] = await chat_origin(self.chats, request.user_id, request.fields.chat)
+        spec = changes.get("schedule_spec")
+        if task.schedule_type == "interval" and spec is not None and not {"every", "seconds"} & spec.keys():
+            # DeerFlow's edit form knows once and cron only: with every edit of an interval task it
+            # sends a cron spec the task cannot take. The interval stays as it was.
+            del changes["schedule_spec"]
         if changes.get("context_mode") == "fresh_thread_per_run":
             changes["thread_id"] = None
         changed = task.model_copy(

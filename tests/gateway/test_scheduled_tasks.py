@@ -167,3 +167,29 @@ async def test_a_once_tasks_run_at_is_shown_as_an_instant_whatever_zone_it_was_w
         "/scheduled-tasks", json={**body, "schedule_spec": {"run_at": "2030-01-02T00:00:00.000Z"}}
     )
     assert as_the_ui_sends_it.json()["schedule_spec"] == {"run_at": "2030-01-02T00:00:00Z"}
+
+
+async def test_an_interval_task_is_renamed_with_the_cron_spec_deerflows_edit_form_sends(
+    clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    """DeerFlow's edit form knows once and cron only: it sends a cron spec with every edit."""
+    ana, _ = clients
+    body = {**MORNINGS, "schedule_type": "interval", "schedule_spec": {"every": "2h"}, "timezone": "UTC"}
+    task = (await ana.post("/scheduled-tasks", json=body)).json()
+    as_the_form_sends_it = {
+        "title": "Every two hours",
+        "prompt": "check",
+        "schedule_spec": {"cron": "0 9 * * *"},
+    }
+    renamed = await ana.patch(
+        f"/scheduled-tasks/{task['id']}", json={**as_the_form_sends_it, "timezone": "UTC"}
+    )
+    assert renamed.status_code == 200, renamed.text
+    shown = renamed.json()
+    assert (shown["title"], shown["schedule_type"], shown["schedule_spec"]) == (
+        "Every two hours",
+        "interval",
+        {"every": "2h"},
+    )
+    faster = await ana.patch(f"/scheduled-tasks/{task['id']}", json={"schedule_spec": {"every": "30m"}})
+    assert faster.json()["schedule_spec"] == {"every": "30m"}
