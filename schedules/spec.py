@@ -144,19 +144,6 @@ def build(
     raise InvalidSchedule(f"unknown schedule_type {schedule_type!r}: once, cron or interval")
 
 
-def run_at_instant(raw: str, timezone: str) -> str:
-    """A once task's `run_at` as an instant in UTC (`2030-01-02T00:00:00Z`): a time without an offset
-    is read in `timezone`, as `build` reads it. Clients that take `run_at` for an instant (DeerFlow's
-    UI) would read a bare time in the browser's zone. Returns `raw` unchanged if it is no time."""
-    try:
-        at = datetime.fromisoformat(raw)
-        if at.tzinfo is None:
-            at = at.replace(tzinfo=check_zone(timezone or "UTC"))
-    except (ValueError, InvalidSchedule):
-        return raw
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def headers(schedule: Schedule, target: str) -> dict[str, str]:
     """The definition's headers: fire `schedule` onto `target`."""
     found = {SCHEDULE: schedule.expression, TARGET: target}

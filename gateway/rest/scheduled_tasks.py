@@ -40,7 +40,6 @@ from bus.messages.schedules import ContextMode, ScheduleType
 from bus.service import call
 from gateway.deps import GW, Me, http_error
 from gateway.schemas import errors
-from schedules.spec import run_at_instant
 
 # Every route asks the scheduler: 503 when none runs.
 router = APIRouter(responses=errors(503))
@@ -101,9 +100,7 @@ def _fields(body: BaseModel) -> ScheduledTaskFields:
 async def task_json(gw: GW, task: ScheduledTask) -> dict[str, Any]:
     """DeerFlow's ScheduledTask shape; `running` while the task's latest run is going."""
     data = task.model_dump(mode="json", include=_SHOWN)
-    run_at = task.schedule_spec.get("run_at")
-    if task.schedule_type == "once" and isinstance(run_at, str):
-        data["schedule_spec"] = {**data["schedule_spec"], "run_at": run_at_instant(run_at, task.timezone)}
+    data["schedule_spec"] = task.shown_spec()
     origin = task.origin
     data["chat"] = (
         {"channel": origin.channel, "chat_id": origin.chat_id, "topic_id": origin.topic_id}

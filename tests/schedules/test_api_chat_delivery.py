@@ -16,8 +16,7 @@ from config import AppConfig
 from tests.channels.conftest import adapter_stack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.gateway.conftest import running_gateway
-from tests.schedules.test_chat_schedules import said
-from tests.support.schedules import firings, running_scheduler
+from tests.support.schedules import firings, running_scheduler, said
 
 # The Telegram user 7 of the fake talks to the bot as `telegram:7`; a token of that user is theirs.
 TOKENS = [

@@ -13,7 +13,7 @@ from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.channels.conftest import adapter_stack
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.schedules import running_scheduler
+from tests.support.schedules import running_scheduler, said
 
 
 @pytest_asyncio.fixture
@@ -31,16 +31,6 @@ async def stack(
         async with running_scheduler(nats_url, config):
             await telegram.wait_for("getMe")
             yield config
-
-
-def said(telegram: FakeTelegram, chat_id: int, text: str) -> bool:
-    """Whether the bot has shown `text` in the chat (sent, or edited into a message)."""
-    return any(
-        method in ("sendMessage", "editMessageText")
-        and int(params.get("chat_id", 0)) == chat_id
-        and text in str(params.get("text", ""))
-        for method, params in telegram.calls
-    )
 
 
 async def test_a_task_scheduled_in_a_telegram_chat_answers_in_that_chat(
