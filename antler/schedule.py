@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import getpass
+from datetime import datetime
 from typing import TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel
 
@@ -73,8 +75,16 @@ def _row(task: ScheduledTask) -> str:
         "interval": f"every {spec.get('every', spec.get('seconds'))}",
         "cron": f"cron {spec.get('cron')} {task.timezone}",
     }[task.schedule_type]
-    nxt = task.next_run_at.isoformat() if task.next_run_at else "-"
+    nxt = _in_zone(task.next_run_at, task.timezone) if task.next_run_at else "-"
     return f"{task.id}  {task.status:9} {task.run_count:>4}  {nxt:25}  {when}: {task.prompt}"
+
+
+def _in_zone(at: datetime, zone: str) -> str:
+    """`at` as the task's zone reads it, with the offset (2026-11-25T08:00:00+01:00)."""
+    try:
+        return at.astimezone(ZoneInfo(zone)).isoformat()
+    except (ZoneInfoNotFoundError, ValueError):
+        return at.isoformat()
 
 
 R = TypeVar("R", bound=Reply)

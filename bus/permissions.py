@@ -112,7 +112,7 @@ RIGHTS: dict[str, Rights] = {
         consume=(("SCHEDULES", "scheduler", "sched.fire.*"),),
         publish=("sched.def.*", "sched.fire.*", "runs.submit"),
         kv_write=("schedules", "schedule_runs", "runs", "thread_runs"),
-        kv_read=("threads",),
+        kv_read=("threads", "chats"),
         serve=("schedules",),
         call=("threads",),
     ),

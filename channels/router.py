@@ -49,7 +49,6 @@ from bus.messages import (
 from bus.records import RecordStore
 from bus.runs import SubmissionOrder, submit_new_run
 from bus.service import ServiceError, call, start_service
-from bus.subjects import safe_token
 from channels import goal_command
 from channels.commands import CHAT_COMMANDS, spelled
 from channels.compact import compact_chat
@@ -71,8 +70,7 @@ HELP = "I am an AI agent. Send me a message and I will work on it.\n" + "\n".joi
 
 def chat_key(channel: str, chat_id: str, topic_id: str | None) -> str:
     """KV key of a chat (dots separate the parts; each part made a safe token)."""
-    parts = [channel, chat_id] + ([topic_id] if topic_id else [])
-    return ".".join(safe_token(p) for p in parts)
+    return ChatBinding.key_of(channel, chat_id, topic_id)
 
 
 def chat_user(message: InboundMessage) -> str:

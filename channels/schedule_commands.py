@@ -12,6 +12,8 @@ chat as their origin).
 
 from __future__ import annotations
 
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
 from bus import Bus
 from bus.messages import (
     ChatOrigin,
@@ -35,13 +37,25 @@ def _when(task: ScheduledTask) -> str:
         return f"once at {spec.get('run_at')} ({task.timezone})"
     if task.schedule_type == "interval":
         return f"every {spec.get('every', spec.get('seconds'))}"
-    return f"cron {spec.get('cron')} ({task.timezone})"
+    return f"cron `{spec.get('cron')}` ({task.timezone})"  # as code: its stars are no Markdown
+
+
+def _next(task: ScheduledTask) -> str:
+    """` (next Wed 2026-11-25 08:00 Europe/Berlin)`: the next firing in the task's zone, if one is due."""
+    if task.status != "enabled" or task.next_run_at is None:
+        return ""
+    try:
+        local = task.next_run_at.astimezone(ZoneInfo(task.timezone))
+    except (ZoneInfoNotFoundError, ValueError):
+        local = task.next_run_at
+    seconds = ":%S" if local.second else ""
+    return f" (next {local.strftime(f'%a %Y-%m-%d %H:%M{seconds}')} {task.timezone})"
 
 
 def _line(number: int, task: ScheduledTask) -> str:
     paused = " [paused]" if task.status == "paused" else ""
     done = " [done]" if task.status == "completed" else ""
-    return f"{number}. {_when(task)}{paused}{done}: {task.prompt}"
+    return f"{number}. {_when(task)}{paused}{done}: {task.prompt}{_next(task)}"
 
 
 async def _mine(bus: Bus, message: InboundMessage, user_id: str) -> list[ScheduledTask]:
@@ -66,7 +80,7 @@ async def schedule_command(bus: Bus, message: InboundMessage, user_id: str, name
             assert reply.task is not None
             number = len(await _mine(bus, message, user_id))
             return (
-                f"Scheduled #{number}: {_when(reply.task)}: {reply.task.prompt}\n"
+                f"Scheduled #{number}: {_when(reply.task)}: {reply.task.prompt}{_next(reply.task)}\n"
                 "I will answer here. /schedules lists your tasks; /unschedule <number> removes one."
             )
         tasks = await _mine(bus, message, user_id)

@@ -18,6 +18,7 @@ from typing import Any
 
 from bus import Bus, Consumer, run_consumers
 from bus.messages import (
+    ChatBinding,
     RunRecord,
     RunStatus,
     ScheduleAction,
@@ -40,6 +41,7 @@ from bus.service import Endpoint, ServiceError, start_service
 from bus.subjects import safe_token
 from config import AppConfig
 from schedules import grammar
+from schedules.chats import chat_origin
 from schedules.definitions import remove_definition, schedule_of, store_definition, trigger
 from schedules.firings import ACTIVE, Firings
 from schedules.spec import InvalidSchedule
@@ -69,6 +71,7 @@ class Scheduler:
         self.history = RecordStore(await self.bus.kv(s.schedule_runs_bucket), ScheduledTaskRun)
         self.runs = RecordStore(await self.bus.kv(s.runs_bucket), RunRecord)
         self.threads = RecordStore(await self.bus.kv(s.threads_bucket), ThreadRecord)
+        self.chats = RecordStore(await self.bus.kv(s.chats_bucket), ChatBinding)
 
     # ------------------------------------------------------------------ reading
 
@@ -148,7 +151,9 @@ class Scheduler:
             timezone=fields.timezone or "UTC",
             context_mode=fields.context_mode or "fresh_thread_per_run",
             thread_id=fields.thread_id,
-            origin=request.origin,
+            origin=await chat_origin(self.chats, request.user_id, fields.chat)
+            if fields.chat
+            else request.origin,
         )
         await self._check_thread(task)
         schedule = _checked(lambda: schedule_of(task))
@@ -169,7 +174,14 @@ class Scheduler:
 
     async def update(self, request: ScheduleChange) -> ScheduledTaskReply:
         task = await self.owned(request.user_id, request.task_id)
-        changes: dict[str, Any] = request.fields.model_dump(exclude_none=True)
+        changes: dict[str, Any] = request.fields.model_dump(exclude_none=True, exclude={"chat"})
+        if request.fields.chat is not None:
+            changes["origin"] = await chat_origin(self.chats, request.user_id, request.fields.chat)
+        spec = changes.get("schedule_spec")
+        if task.schedule_type == "interval" and spec is not None and not {"every", "seconds"} & spec.keys():
+            # DeerFlow's edit form knows once and cron only: with every edit of an interval task it
+            # sends a cron spec the task cannot take. The interval stays as it was.
+            del changes["schedule_spec"]
         if changes.get("context_mode") == "fresh_thread_per_run":
             changes["thread_id"] = None
         changed = task.model_copy(
@@ -178,7 +190,8 @@ class Scheduler:
         await self._check_thread(changed)
         schedule = _checked(lambda: schedule_of(changed))
         if any(name in changes for name in _SCHEDULE_FIELDS):
-            changed = changed.model_copy(update={"next_run_at": schedule.first_run})
+            due = None if changed.status == "paused" else schedule.first_run
+            changed = changed.model_copy(update={"next_run_at": due})
             if changed.status == "completed":
                 changed = changed.model_copy(update={"status": "enabled"})
         return ScheduledTaskReply(task=await self._replace(task, changed, schedule))
@@ -186,7 +199,12 @@ class Scheduler:
     async def pause(self, request: ScheduleAction) -> ScheduledTaskReply:
         task = await self.owned(request.user_id, request.task_id)
         paused = task.model_copy(
-            update={"status": "paused", "generation": task.generation + 1, "updated_at": utcnow()}
+            update={
+                "status": "paused",
+                "generation": task.generation + 1,
+                "next_run_at": None,  # nothing is due while paused
+                "updated_at": utcnow(),
+            }
         )
         await self.tasks.put(task.key, paused)
         await remove_definition(self.bus, task.id)
@@ -197,10 +215,13 @@ class Scheduler:
         task = await self.owned(request.user_id, request.task_id)
         schedule = _checked(lambda: schedule_of(task))
         resumed = task.model_copy(
-            update={"status": "enabled", "generation": task.generation + 1, "updated_at": utcnow()}
+            update={
+                "status": "enabled",
+                "generation": task.generation + 1,
+                "next_run_at": schedule.first_run,  # counted from now (a once: its time)
+                "updated_at": utcnow(),
+            }
         )
-        if task.schedule_type == "interval":
-            resumed = resumed.model_copy(update={"next_run_at": schedule.first_run})
         return ScheduledTaskReply(task=await self._replace(task, resumed, schedule))
 
     async def trigger(self, request: ScheduleAction) -> ScheduledTaskReply:

@@ -4,7 +4,8 @@ Three kinds, in DeerFlow's `schedule_type` / `schedule_spec` / `timezone` shape:
 
 - `once`: `{"run_at": "2026-12-01T09:00"}` (no offset: read in `timezone`) -> `@at <UTC>`
 - `cron`: `{"cron": "0 8 * * 1-5"}` (5 fields, as DeerFlow) or 6 fields with seconds first
-  -> the 6-field expression, with `Nats-Schedule-Time-Zone` (the server applies the zone, DST included)
+  -> the 6-field expression, with `Nats-Schedule-Time-Zone` (the server applies the zone, DST included);
+  its first firing is forecast with croniter (see `next_cron`), later ones are the server's word
 - `interval`: `{"every": "30m"}` or `{"seconds": 1800}` -> `@every 1800s` (at least 1 s)
 
 The zone is checked here (zoneinfo); a cron expression the server cannot read is refused by the
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterError, croniter
 
 SCHEDULE = "Nats-Schedule"
 TARGET = "Nats-Schedule-Target"
@@ -34,8 +37,8 @@ class InvalidSchedule(ValueError):
 
 @dataclass(frozen=True)
 class Schedule:
-    """A validated schedule: what to put in the definition's headers, and when it fires next if
-    that can be known without the server (`once` and `interval`)."""
+    """A validated schedule: what to put in the definition's headers, and when it fires first
+    (for a cron, as croniter forecasts it: None if it cannot)."""
 
     expression: str
     zone: str | None
@@ -73,6 +76,31 @@ def cron_fields(expression: str) -> str:
     return " ".join(fields)
 
 
+def next_cron(expression: str, zone: ZoneInfo, after: datetime) -> datetime | None:
+    """When the server fires the 6-field `expression` in `zone` first after `after` (UTC, whole
+    seconds); None when croniter cannot say (the server is the judge of what is valid).
+
+    nats-server's cron (robfig's algorithm) and croniter agree on fields, names, `?`, steps, the
+    day-of-month / day-of-week "or" and a repeated hour (it fires in both); they differ on a time
+    the clock skips: croniter moves it to the end of the gap, the server skips that day. So a
+    forecast whose wall-clock minute or hour the expression does not allow is passed over.
+    """
+    try:
+        found = croniter(expression, after.astimezone(zone), second_at_beginning=True)
+        allowed_minutes, allowed_hours = found.expanded[0], found.expanded[1]
+        for _ in range(8):
+            at: datetime = found.get_next(datetime)
+            if _allows(allowed_minutes, at.minute) and _allows(allowed_hours, at.hour):
+                return at.astimezone(UTC).replace(microsecond=0)
+    except (CroniterError, ValueError, KeyError, OverflowError):
+        return None
+    return None
+
+
+def _allows(values: list[Any], value: int) -> bool:
+    return "*" in values or value in values
+
+
 def build(
     schedule_type: str, spec: dict[str, Any], timezone: str, *, now: datetime | None = None
 ) -> Schedule:
@@ -101,7 +129,9 @@ def build(
         raw = spec.get("cron")
         if not isinstance(raw, str):
             raise InvalidSchedule('a cron schedule needs schedule_spec.cron, e.g. "0 8 * * 1-5"')
-        return Schedule(cron_fields(raw), timezone or "UTC", None, {"cron": " ".join(raw.split())})
+        expression = cron_fields(raw)
+        first = next_cron(expression, zone, now)
+        return Schedule(expression, timezone or "UTC", first, {"cron": " ".join(raw.split())})
     if schedule_type == "interval":
         every = spec.get("every", spec.get("seconds"))
         if every is None:

@@ -102,6 +102,7 @@ from bus.messages.schedules import (
     ScheduledTaskRun,
     ScheduleFiring,
     ScheduleQuery,
+    TaskChat,
 )
 from bus.messages.subagents import (
     ComponentReady,
@@ -262,6 +263,7 @@ __all__ = [
     "SubagentResult",
     "SubagentStatus",
     "SubagentTask",
+    "TaskChat",
     "ThreadCompactReply",
     "ThreadCompactRequest",
     "ThreadCreateReply",

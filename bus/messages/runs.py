@@ -19,6 +19,7 @@ from bus.messages.base import (
     utcnow,
 )
 from bus.messages.goals import ThreadGoal
+from bus.subjects import safe_token
 
 # --------------------------------------------------------------------- runs
 
@@ -189,7 +190,13 @@ class ThreadRecord(Envelope):
 
 
 class ChatBinding(Envelope):
-    """A chat's current thread and choices, in KV `<prefix>_chats` (key: chat key)."""
+    """A chat's current thread and choices, in KV `<prefix>_chats` (key: `key_of` the chat)."""
+
+    @staticmethod
+    def key_of(channel: str, chat_id: str, topic_id: str | None = None) -> str:
+        """KV key of a chat (dots separate the parts; each part made a safe token)."""
+        parts = [channel, chat_id] + ([topic_id] if topic_id else [])
+        return ".".join(safe_token(p) for p in parts)
 
     channel: str
     chat_id: str

@@ -7,8 +7,9 @@ records to DeerFlow's UI as they are.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +28,17 @@ TaskStatus = Literal["enabled", "paused", "running", "completed", "failed", "can
 FiringStatus = Literal["queued", "running", "success", "failed", "skipped", "interrupted"]
 
 
+class TaskChat(BaseModel):
+    """A chat a task answers in besides its thread (Antler's own field in DeerFlow's shape): one the
+    task's owner talks to the bot from (its binding in KV `<prefix>_chats` is the owner's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    channel: str = Field(min_length=1, description="telegram, slack, feishu or dingtalk")
+    chat_id: str = Field(min_length=1)
+    topic_id: str | None = Field(None, description="A topic or thread within the chat, if it has one.")
+
+
 class ScheduledTaskFields(BaseModel):
     """What a user chooses about a task (create takes them all, patch any of them)."""
 
@@ -43,6 +55,7 @@ class ScheduledTaskFields(BaseModel):
     timezone: str | None = Field(None, description="An IANA zone (cron and naive run_at are read in it).")
     context_mode: ContextMode | None = None
     thread_id: str | None = Field(None, description="The thread a reuse_thread task runs in.")
+    chat: TaskChat | None = Field(None, description="A chat of the owner's to answer in as well.")
 
 
 class ScheduledTask(Envelope):
@@ -76,6 +89,23 @@ class ScheduledTask(Envelope):
     run_count: int = 0
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+
+    def shown_spec(self) -> dict[str, Any]:
+        """`schedule_spec` with a once task's `run_at` as an instant in UTC (`2030-01-02T00:00:00Z`).
+
+        A `run_at` without an offset is read in the task's zone, as the scheduler reads it; clients
+        that take `run_at` for an instant (DeerFlow's UI) would read a bare time in their own zone.
+        """
+        raw = self.schedule_spec.get("run_at")
+        if self.schedule_type != "once" or not isinstance(raw, str):
+            return dict(self.schedule_spec)
+        try:
+            at = datetime.fromisoformat(raw)
+            if at.tzinfo is None:
+                at = at.replace(tzinfo=ZoneInfo(self.timezone or "UTC"))
+        except (ValueError, ZoneInfoNotFoundError):
+            return dict(self.schedule_spec)
+        return {**self.schedule_spec, "run_at": at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 class ScheduleFiring(Envelope):

@@ -7,6 +7,13 @@ Antler's `interval`; `schedule_spec`; an IANA `timezone`). The scheduler compone
 every request goes to its `schedules` service with the caller's user id, so another user's task
 is a 404 exactly like a missing one. A schedule the scheduler or the NATS server cannot fire is a
 422 saying why.
+
+A once task's `schedule_spec.run_at` is shown as an instant in UTC (`...Z`), whatever zone it was
+written in: DeerFlow's UI reads it as one (a bare time would be read in the browser's zone).
+
+Antler's own field `chat` (`{"channel", "chat_id", "topic_id"}`), on create, patch and every task
+shown: a chat the task answers in besides its thread. Only a chat the caller talks to the bot
+from as the same user may be named (`schedules.chats`); any other is a 403 saying so.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from bus.messages import (
     ScheduledTaskList,
     ScheduledTaskReply,
     ScheduleQuery,
+    TaskChat,
 )
 from bus.messages.schedules import ContextMode, ScheduleType
 from bus.service import call
@@ -66,6 +74,7 @@ class TaskCreate(BaseModel):
     schedule_type: ScheduleType
     schedule_spec: dict[str, Any]
     timezone: str = "UTC"
+    chat: TaskChat | None = Field(None, description="Antler: a chat of yours to answer in as well.")
 
 
 class TaskUpdate(BaseModel):
@@ -75,6 +84,7 @@ class TaskUpdate(BaseModel):
     prompt: str | None = Field(None, min_length=1)
     schedule_spec: dict[str, Any] | None = None
     timezone: str | None = None
+    chat: TaskChat | None = Field(None, description="Antler: a chat of yours to answer in as well.")
 
 
 async def _ask(gw: GW, endpoint: str, request: Any, reply: Any) -> Any:
@@ -90,6 +100,13 @@ def _fields(body: BaseModel) -> ScheduledTaskFields:
 async def task_json(gw: GW, task: ScheduledTask) -> dict[str, Any]:
     """DeerFlow's ScheduledTask shape; `running` while the task's latest run is going."""
     data = task.model_dump(mode="json", include=_SHOWN)
+    data["schedule_spec"] = task.shown_spec()
+    origin = task.origin
+    data["chat"] = (
+        {"channel": origin.channel, "chat_id": origin.chat_id, "topic_id": origin.topic_id}
+        if origin
+        else None
+    )
     if task.status == "enabled" and task.last_run_id:
         run = await gw.runs.get(task.last_run_id)
         if run is not None and run.status in (RunStatus.PENDING, RunStatus.RUNNING):
@@ -103,7 +120,7 @@ async def list_tasks(gw: GW, me: Me) -> list[dict[str, Any]]:
     return [await task_json(gw, task) for task in found.tasks]
 
 
-@router.post("/scheduled-tasks", responses=errors(404, 422, 503))
+@router.post("/scheduled-tasks", responses=errors(403, 404, 422, 503))
 async def create_task(gw: GW, me: Me, body: TaskCreate) -> dict[str, Any]:
     request = ScheduleCreate(user_id=me, fields=_fields(body))
     reply: ScheduledTaskReply = await _ask(gw, "create", request, ScheduledTaskReply)
@@ -117,7 +134,7 @@ async def get_task(gw: GW, me: Me, task_id: str) -> dict[str, Any]:
     return await task_json(gw, reply.task)
 
 
-@router.patch("/scheduled-tasks/{task_id}", responses=errors(404, 422))
+@router.patch("/scheduled-tasks/{task_id}", responses=errors(403, 404, 422))
 async def update_task(gw: GW, me: Me, task_id: str, body: TaskUpdate) -> dict[str, Any]:
     request = ScheduleChange(user_id=me, task_id=task_id, fields=_fields(body))
     reply = await _ask(gw, "update", request, ScheduledTaskReply)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from bus import Bus
 from bus.runs import collect_run
@@ -11,6 +13,14 @@ from config import AppConfig, BusConfig
 from tests.agents.conftest import running_runner
 from tests.conftest import finished, run_antler
 from tests.support.schedules import firings, running_scheduler
+
+
+def next_weekday_8am_berlin() -> datetime:
+    now = datetime.now(ZoneInfo("Europe/Berlin"))
+    due = now.replace(hour=8, minute=0, second=0, microsecond=0)
+    while due <= now or due.weekday() > 4:
+        due = (due + timedelta(days=1)).replace(hour=8)
+    return due
 
 
 async def test_add_list_run_pause_resume_and_remove_a_task_from_the_shell(
@@ -32,6 +42,7 @@ async def test_add_list_run_pause_resume_and_remove_a_task_from_the_shell(
         code, out, _ = await antler("list")
         assert task_id in out
         assert "enabled" in out
+        assert next_weekday_8am_berlin().isoformat() in out, "when it fires next, as its zone reads it"
         async with firings(bus, task_id) as lines:
             code, out, err = await antler("run", task_id)
             assert (code, out.strip()) == (0, f"{task_id}: fired once now"), err

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest_asyncio
@@ -34,6 +36,15 @@ async def clients(api: str) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.Asyn
         yield ana, bob
 
 
+def next_weekday_at(hour: int, zone: str) -> str:
+    """The next Monday-to-Friday `hour`:00 in `zone`, as the API writes times (UTC)."""
+    now = datetime.now(ZoneInfo(zone))
+    day = now.replace(hour=hour, minute=0, second=0, microsecond=0)
+    while day <= now or day.weekday() > 4:
+        day = (day + timedelta(days=1)).replace(hour=hour)
+    return day.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 MORNINGS = {
     "title": "Morning news",
     "prompt": "summarize the news",
@@ -58,14 +69,18 @@ async def test_a_task_is_created_listed_changed_paused_resumed_and_deleted_in_de
         {"cron": "0 8 * * 1-5"},
     )
     assert task["run_count"] == 0
+    assert task["next_run_at"] == next_weekday_at(8, "Europe/Berlin")
     assert [t["id"] for t in (await ana.get("/scheduled-tasks")).json()] == [task["id"]]
     changed = await ana.patch(
         f"/scheduled-tasks/{task['id']}", json={"title": "News", "timezone": "Asia/Tokyo"}
     )
     assert changed.status_code == 200, changed.text
     assert (changed.json()["title"], changed.json()["timezone"]) == ("News", "Asia/Tokyo")
-    assert (await ana.post(f"/scheduled-tasks/{task['id']}/pause")).json()["status"] == "paused"
-    assert (await ana.post(f"/scheduled-tasks/{task['id']}/resume")).json()["status"] == "enabled"
+    assert changed.json()["next_run_at"] == next_weekday_at(8, "Asia/Tokyo")
+    paused = (await ana.post(f"/scheduled-tasks/{task['id']}/pause")).json()
+    assert (paused["status"], paused["next_run_at"]) == ("paused", None)
+    resumed = (await ana.post(f"/scheduled-tasks/{task['id']}/resume")).json()
+    assert (resumed["status"], resumed["next_run_at"]) == ("enabled", next_weekday_at(8, "Asia/Tokyo"))
     assert (await ana.delete(f"/scheduled-tasks/{task['id']}")).json() == {"id": task["id"], "deleted": True}
     assert (await ana.get(f"/scheduled-tasks/{task['id']}")).status_code == 404
     assert (await ana.get("/scheduled-tasks")).json() == []
@@ -134,3 +149,47 @@ async def test_nobody_sees_changes_or_fires_another_users_task(
     stolen = await bob.post("/scheduled-tasks", json=body)
     assert stolen.status_code == 404, "bob cannot run a task in ana's thread"
     assert (await ana.get(f"/scheduled-tasks/{task['id']}")).json()["status"] == "enabled"
+
+
+async def test_a_once_tasks_run_at_is_shown_as_an_instant_whatever_zone_it_was_written_in(
+    clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    """DeerFlow's UI reads `run_at` as an instant: a bare 09:00 would be read in the browser's zone."""
+    ana, _ = clients
+    body = {**MORNINGS, "schedule_type": "once", "timezone": "Asia/Tokyo"}
+    made = await ana.post("/scheduled-tasks", json={**body, "schedule_spec": {"run_at": "2030-01-02T09:00"}})
+    assert made.status_code == 200, made.text
+    assert made.json()["schedule_spec"] == {"run_at": "2030-01-02T00:00:00Z"}
+    assert made.json()["next_run_at"] == "2030-01-02T00:00:00Z"
+    listed = (await ana.get("/scheduled-tasks")).json()
+    assert [t["schedule_spec"]["run_at"] for t in listed] == ["2030-01-02T00:00:00Z"]
+    as_the_ui_sends_it = await ana.post(
+        "/scheduled-tasks", json={**body, "schedule_spec": {"run_at": "2030-01-02T00:00:00.000Z"}}
+    )
+    assert as_the_ui_sends_it.json()["schedule_spec"] == {"run_at": "2030-01-02T00:00:00Z"}
+
+
+async def test_an_interval_task_is_renamed_with_the_cron_spec_deerflows_edit_form_sends(
+    clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    """DeerFlow's edit form knows once and cron only: it sends a cron spec with every edit."""
+    ana, _ = clients
+    body = {**MORNINGS, "schedule_type": "interval", "schedule_spec": {"every": "2h"}, "timezone": "UTC"}
+    task = (await ana.post("/scheduled-tasks", json=body)).json()
+    as_the_form_sends_it = {
+        "title": "Every two hours",
+        "prompt": "check",
+        "schedule_spec": {"cron": "0 9 * * *"},
+    }
+    renamed = await ana.patch(
+        f"/scheduled-tasks/{task['id']}", json={**as_the_form_sends_it, "timezone": "UTC"}
+    )
+    assert renamed.status_code == 200, renamed.text
+    shown = renamed.json()
+    assert (shown["title"], shown["schedule_type"], shown["schedule_spec"]) == (
+        "Every two hours",
+        "interval",
+        {"every": "2h"},
+    )
+    faster = await ana.patch(f"/scheduled-tasks/{task['id']}", json={"schedule_spec": {"every": "30m"}})
+    assert faster.json()["schedule_spec"] == {"every": "30m"}

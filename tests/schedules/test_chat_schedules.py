@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest_asyncio
 
@@ -11,7 +13,7 @@ from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.channels.conftest import adapter_stack
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.schedules import running_scheduler
+from tests.support.schedules import running_scheduler, said
 
 
 @pytest_asyncio.fixture
@@ -29,16 +31,6 @@ async def stack(
         async with running_scheduler(nats_url, config):
             await telegram.wait_for("getMe")
             yield config
-
-
-def said(telegram: FakeTelegram, chat_id: int, text: str) -> bool:
-    """Whether the bot has shown `text` in the chat (sent, or edited into a message)."""
-    return any(
-        method in ("sendMessage", "editMessageText")
-        and int(params.get("chat_id", 0)) == chat_id
-        and text in str(params.get("text", ""))
-        for method, params in telegram.calls
-    )
 
 
 async def test_a_task_scheduled_in_a_telegram_chat_answers_in_that_chat(
@@ -66,3 +58,20 @@ async def test_a_schedule_the_grammar_cannot_read_is_answered_with_the_usage(
     await telegram.wait(lambda: said(telegram, 42, "unknown time zone"))
     telegram.send_user_message("/unschedule 3", chat_id=42)
     await telegram.wait(lambda: said(telegram, 42, "Which one?"))
+
+
+async def test_the_chat_is_told_when_a_cron_task_fires_next_in_its_zone(
+    telegram: FakeTelegram, stack: AppConfig
+) -> None:
+    now = datetime.now(ZoneInfo("Europe/Berlin"))
+    due = now.replace(hour=8, minute=0, second=0, microsecond=0)
+    while due <= now or due.weekday() > 4:
+        due = (due + timedelta(days=1)).replace(hour=8)
+    shown = f"(next {due.strftime('%a %Y-%m-%d')} 08:00 Europe/Berlin)"
+    telegram.send_user_message("/schedule every weekday 08:00 Europe/Berlin summarize the news", chat_id=42)
+    # The expression is shown as code: its stars are not Markdown emphasis.
+    made = f"Scheduled #1: cron <code>0 0 8 * * 1-5</code> (Europe/Berlin): summarize the news {shown}"
+    await telegram.wait(lambda: said(telegram, 42, made))
+    telegram.send_user_message("/schedules", chat_id=42)
+    listed = f"1. cron <code>0 0 8 * * 1-5</code> (Europe/Berlin): summarize the news {shown}"
+    await telegram.wait(lambda: said(telegram, 42, listed))

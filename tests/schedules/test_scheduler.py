@@ -92,6 +92,7 @@ async def test_a_cron_task_with_seconds_fires_at_that_second_in_its_zone(bus: Bu
         schedule_spec={"cron": f"{local.second} {local.minute} {local.hour} * * *"},
         timezone="America/St_Johns",
     )
+    assert task.next_run_at == target, "shown before the first firing: when the server fires it"
     async with firings(bus, task.id) as lines:
         line = await next_line(lines)
     assert line.scheduled_for.replace(microsecond=0) == target

@@ -20,6 +20,7 @@ from bus.service import call
 from config import AppConfig
 from schedules.scheduler import run as run_scheduler
 from tests.conftest import running_component, until_answering
+from tests.fakes.telegram_server import FakeTelegram
 
 
 def running_scheduler(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
@@ -65,3 +66,13 @@ async def firings(bus: Bus, task_id: str) -> AsyncIterator[asyncio.Queue[Schedul
             await task
         with contextlib.suppress(Exception):
             await watcher.stop()
+
+
+def said(telegram: FakeTelegram, chat_id: int, text: str) -> bool:
+    """Whether the bot has shown `text` in the Telegram chat (sent, or edited into a message)."""
+    return any(
+        method in ("sendMessage", "editMessageText")
+        and int(params.get("chat_id", 0)) == chat_id
+        and text in str(params.get("text", ""))
+        for method, params in telegram.calls
+    )

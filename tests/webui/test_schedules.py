@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from playwright.async_api import expect
@@ -24,6 +25,7 @@ async def test_a_schedule_is_built_paused_resumed_run_now_and_its_run_opened(
     await body.get_by_role("button", name="Create schedule").click()
     card = body.locator(".card", has_text="Morning news")
     await expect(card).to_contain_text("weekdays at 07:30 (Europe/Berlin)")
+    await expect(card).to_contain_text(re.compile(r"next \w{3}, .*07:30 \(Europe/Berlin\)"))
     await expect(card.locator(".badge")).to_have_text("enabled")
     await card.get_by_role("button", name="Pause").click()
     await expect(card.locator(".badge")).to_have_text("paused")

@@ -21,7 +21,7 @@ export const schedules = {
 export function describe(task) {
   const spec = task.schedule_spec || {};
   if (task.schedule_type === "interval") return `every ${spec.every ?? `${spec.seconds}s`}`;
-  if (task.schedule_type === "once") return `once at ${spec.run_at} (${task.timezone})`;
+  if (task.schedule_type === "once") return `once at ${when(spec.run_at, task.timezone)}`;
   const fields = String(spec.cron || "").split(/\s+/);
   const [minute, hour, , , weekdays] = fields.length === 6 ? fields.slice(1) : fields;
   if (/^\d+$/.test(minute) && /^\d+$/.test(hour)) {
@@ -34,8 +34,16 @@ export function describe(task) {
   return `cron ${spec.cron} (${task.timezone})`;
 }
 
-function when(iso) {
-  return iso ? new Date(iso).toLocaleString() : "—";
+/** A time as the browser's locale writes it; with `zone`, as read in that zone (and named). */
+function when(iso, zone) {
+  if (!iso) return "—";
+  if (!zone) return new Date(iso).toLocaleString();
+  const shown = { weekday: "short", year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZone: zone };
+  try {
+    return `${new Intl.DateTimeFormat(undefined, shown).format(new Date(iso))} (${zone})`;
+  } catch {
+    return new Date(iso).toLocaleString(); // a zone this browser does not know
+  }
 }
 
 /** The builder's choices as DeerFlow's schedule_type and schedule_spec. */
@@ -160,7 +168,7 @@ export async function schedulesPage(body, toast) {
       { class: "card", "data-task": task.id },
       el("strong", { text: task.title }),
       el("span", { class: "badge", text: task.status }),
-      el("p", { class: "muted", text: `${describe(task)} · next ${when(task.next_run_at)} · ${task.run_count} runs` }),
+      el("p", { class: "muted", text: `${describe(task)} · next ${task.status === "enabled" ? when(task.next_run_at, task.timezone) : "—"} · ${task.run_count} runs` }),
       el("p", { text: task.prompt }),
       el(
         "div",
