@@ -49,7 +49,9 @@ async def compact_thread(service: ThreadService, req: ThreadCompactRequest) -> T
     if len(messages) < 2:
         return reply(False, "the thread has nothing to compact yet")
     model = create_chat_model(config, req.model_name)
-    summarizer = ThreadSummarizer(config, model, req.model_name, MemoryFlush(service.bus))
+    summarizer = ThreadSummarizer(
+        config, model, req.model_name, MemoryFlush(service.bus), service.runner.calls
+    )
     try:
         update = await summarizer.summarize(
             messages, req.user_id, req.agent_name, req.thread_id, None, force=True

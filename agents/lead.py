@@ -90,9 +90,10 @@ def build_middlewares(
     chosen = config.get_model(options.model_name)
     budget = config.tool_output
     middlewares: list[AgentMiddleware[Any, Any]] = []
+    calls = calls or ModelCalls(None, config)
     if config.summarization.enabled:  # outermost: every link inside sees the shortened history
         flush = MemoryFlush(files.bus) if files is not None else None
-        middlewares.append(ThreadSummarizer(config, model, options.model_name, flush))
+        middlewares.append(ThreadSummarizer(config, model, options.model_name, flush, calls))
     middlewares += [
         RunPromptMiddleware(),
         *([ToolOutputBudgetMiddleware(budget, files)] if budget.enabled else []),
@@ -101,7 +102,7 @@ def build_middlewares(
         DanglingToolCallMiddleware(),
         LLMErrorHandlingMiddleware(
             (chosen.display_name or chosen.name) if chosen else None,
-            calls or ModelCalls(None, config),
+            calls,
             chosen.name if chosen else None,
         ),
         ToolErrorMiddleware(aon_error=tool_error),

@@ -37,6 +37,7 @@ from agents.middleware._util import messages_of, with_update
 from bus import Bus
 from bus.messages import MemoryUpdate
 from config import AppConfig, ContextSize
+from llm.guard import ModelCalls
 from llm.models import create_chat_model
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,12 @@ class ThreadSummarizer(AgentMiddleware):  # type: ignore[type-arg]
     """
 
     def __init__(
-        self, config: AppConfig, model: Any, model_name: str | None, flush: MemoryFlush | None
+        self,
+        config: AppConfig,
+        model: Any,
+        model_name: str | None,
+        flush: MemoryFlush | None,
+        calls: ModelCalls | None = None,
     ) -> None:
         super().__init__()
         summary = config.summarization
@@ -107,6 +113,9 @@ class ThreadSummarizer(AgentMiddleware):  # type: ignore[type-arg]
         if summary.summary_prompt:
             kwargs["summary_prompt"] = summary.summary_prompt
         writer = create_chat_model(config, summary.model_name) if summary.model_name else model
+        # The summary is a model call like any other: within its model's cluster budget.
+        self.writer_name = summary.model_name or model_name
+        self.calls = calls
         self.engine = SummarizationMiddleware(model, **kwargs)
         # Its tokens are not the answer's: kept out of the streamed messages (as the title's are).
         self.engine._summary_model = writer.with_config({"tags": ["nostream"]}).with_retry(
@@ -172,6 +181,9 @@ class ThreadSummarizer(AgentMiddleware):  # type: ignore[type-arg]
         older, kept = engine._partition_messages(messages, cutoff)
         if self.flush is not None:
             await self.flush(older, user_id, agent_name, thread_id, run_id)
-        summary = await engine._acreate_summary(older)
+        if self.calls is not None:
+            summary = await self.calls.call(self.writer_name, lambda: engine._acreate_summary(older))
+        else:
+            summary = await engine._acreate_summary(older)
         fresh = engine._build_new_messages(summary)
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *fresh, *kept]}

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from bus import Bus
+from bus.messages import ThreadCompactReply, ThreadCompactRequest
 from bus.runs import collect_run, submit_run
 from config import AppConfig
-from tests.agents.conftest import ask, running_runner
+from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.conftest import finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -96,3 +97,37 @@ async def test_a_runner_killed_while_holding_a_slot_does_not_leak_it(
 
     assert [events[-1].data["status"] for events in results] == ["success"] * 3
     assert fake_model.max_in_flight <= 2
+
+
+async def test_a_summary_waits_for_the_models_slot_like_any_other_call(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    limited: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+    nats_url: str,
+) -> None:
+    limited["models"][0]["max_concurrent_calls"] = 1
+    fake_model.concurrency_limit = 1  # the provider refuses a second call at once
+    stuck = asyncio.Event()
+    async with running_runner(nats_url, app_config()):
+        for text in ("first", "second"):
+            fake_model.script(Reply(text=f"About the {text}."))
+            await submit_and_collect(bus, ask("t-long", text))
+        fake_model.script(Reply(text="held", hold=stuck), Reply(text="They talked about two things."))
+        await submit_run(bus, ask("t-other", "take the only slot"))
+        await fake_model.wait_until(lambda: fake_model.holding == 1)
+        compact = asyncio.create_task(
+            bus.request(
+                bus.subjects.threads("compact"),
+                ThreadCompactRequest(thread_id="t-long"),
+                ThreadCompactReply,
+                timeout=60,
+            )
+        )
+        done, _ = await asyncio.wait({compact}, timeout=1.0)  # a chance to overtake: it must not
+        assert not done, "the summary did not go out while the other call held the slot"
+        stuck.set()
+        reply = await compact
+    assert reply.compacted, reply
+    assert fake_model.refused == 0, "no call was sent over the provider's limit"
+    assert fake_model.max_in_flight == 1
