@@ -32,6 +32,7 @@ from agents.tools import ask_clarification, present_files
 from bus import Bus
 from bus.messages import (
     ID_RULE,
+    RunStart,
     ThreadCompactReply,
     ThreadCompactRequest,
     ThreadCreateReply,
@@ -46,6 +47,8 @@ from bus.messages import (
     ThreadPatchReply,
     ThreadPatchRequest,
     ThreadRecord,
+    ThreadRunStartsReply,
+    ThreadRunStartsRequest,
     ThreadState,
     ThreadStateReply,
     ThreadStateRequest,
@@ -154,6 +157,26 @@ class ThreadService:
             )
         ]
         return ThreadHistoryReply(states=states)
+
+    async def run_starts(self, req: ThreadRunStartsRequest) -> ThreadRunStartsReply:
+        """From the checkpoints tagged `input` (one per run that brought input), newest first as the
+        checkpointer lists them; only their message counts leave this process."""
+        await self._own(req.thread_id, req.user_id)
+        starts = []
+        saver = self.graph.checkpointer
+        async for found in saver.alist(
+            self._config(req.thread_id), filter={"source": "input"}, limit=req.limit
+        ):
+            messages = found.checkpoint.get("channel_values", {}).get("messages") or []
+            starts.append(
+                RunStart(
+                    messages_before=len(messages),
+                    run_id=str(found.metadata.get("run_id") or ""),
+                    created_at=found.checkpoint.get("ts"),
+                )
+            )
+        starts.sort(key=lambda start: (start.messages_before, start.created_at or ""))
+        return ThreadRunStartsReply(starts=starts)
 
     async def update_state(self, req: ThreadUpdateStateRequest) -> ThreadUpdateStateReply:
         await self._own(req.thread_id, req.user_id)
@@ -264,6 +287,7 @@ async def serve_threads(bus: Bus, config: AppConfig, runner: Runner) -> Running:
     endpoints: list[Endpoint[Any, Any]] = [
         Endpoint("state", ThreadStateRequest, ThreadStateReply, threads.state),
         Endpoint("history", ThreadHistoryRequest, ThreadHistoryReply, threads.history),
+        Endpoint("run_starts", ThreadRunStartsRequest, ThreadRunStartsReply, threads.run_starts),
         Endpoint("update_state", ThreadUpdateStateRequest, ThreadUpdateStateReply, threads.update_state),
         Endpoint("create", ThreadCreateRequest, ThreadCreateReply, threads.create),
         Endpoint("patch", ThreadPatchRequest, ThreadPatchReply, threads.patch),

@@ -63,6 +63,27 @@ class ThreadHistoryReply(Reply):
     states: list[ThreadState] = Field(default_factory=list)
 
 
+class ThreadRunStartsRequest(Envelope):
+    """Where each of a thread's newest runs began: `<prefix>.threads.run_starts`. Small where the
+    history is not: counted on the runner side, no state is sent."""
+
+    thread_id: str
+    user_id: str = "default"
+    limit: int = Field(100, ge=1, le=1000)
+
+
+class RunStart(BaseModel):
+    messages_before: int = Field(description="Messages the thread had when the run's input came.")
+    run_id: str = ""
+    created_at: str | None = None
+
+
+class ThreadRunStartsReply(Reply):
+    """The newest `limit` runs that brought input, oldest first."""
+
+    starts: list[RunStart] = Field(default_factory=list)
+
+
 class ThreadUpdateStateRequest(Envelope):
     """Change a thread's state as a node would: `<prefix>.threads.update_state`."""
 

@@ -9,8 +9,8 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field, StrictInt
 
 from bus.messages import (
-    ThreadHistoryReply,
-    ThreadHistoryRequest,
+    ThreadRunStartsReply,
+    ThreadRunStartsRequest,
     ThreadStateReply,
     ThreadStateRequest,
     ThreadSuggestionsReply,
@@ -107,16 +107,10 @@ async def run_starts(gw: Gateway, thread_id: str, user_id: str) -> list[tuple[in
     """Where each run's messages begin: (messages before it, run id, when), oldest first.
 
     Every run that brought input has an `input` checkpoint (LangGraph's, tagged with our run id)
-    whose messages are the ones before it."""
-    request = ThreadHistoryRequest(
-        thread_id=thread_id, user_id=user_id, limit=MAX_RUNS_ATTRIBUTED, metadata={"source": "input"}
-    )
-    reply = await gw.ask("history", request, ThreadHistoryReply)
-    starts = [
-        (len(state.values.get("messages") or []), str(state.metadata.get("run_id") or ""), state.created_at)
-        for state in reply.states
-    ]
-    return sorted(starts, key=lambda start: (start[0], start[2] or ""))
+    whose messages are the ones before it; the runner counts them (no state crosses the bus)."""
+    request = ThreadRunStartsRequest(thread_id=thread_id, user_id=user_id, limit=MAX_RUNS_ATTRIBUTED)
+    reply = await gw.ask("run_starts", request, ThreadRunStartsReply)
+    return [(start.messages_before, start.run_id, start.created_at) for start in reply.starts]
 
 
 @router.get("/threads/{thread_id}/messages/page", response_model=MessagesPage, responses=errors(404))

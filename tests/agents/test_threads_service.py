@@ -104,6 +104,7 @@ async def test_the_service_is_discoverable(bus: Bus, runner: None) -> None:
         "patch",
         "state",
         "history",
+        "run_starts",
         "update_state",
         "delete",
         "suggestions",
