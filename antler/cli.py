@@ -93,13 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
         "chat.out): latency percentiles, turns/s and CPU per process over 10/50/200 chats at once. "
         "turns: runs only (RunRequest in, run events out). subagents: a lead turn with one subagent "
         "against one with three at once. deerflow: Antler beside DeerFlow's in-process chat() against "
-        "the same model, in interleaved rounds (needs --deerflow-python).",
+        "the same model, in interleaved rounds (needs --deerflow-python). memory: `antler up` on its "
+        "defaults, RSS/PSS/USS of every process idle and after --turns chat turns.",
     )
     p.add_argument(
         "name",
         nargs="?",
         default="turns",
-        choices=["chat", "turns", "subagents", "deerflow"],
+        choices=["chat", "turns", "subagents", "deerflow", "memory"],
         help="which benchmark (default: turns)",
     )
     p.add_argument("--chats", type=int, default=50, help="chats at once for the throughput part (default 50)")

@@ -13,7 +13,8 @@ them) and runs nowhere on its own.
 
 And the components that need no model do not load LangChain: `antler run
 sandbox` and `antler run router` are started as real processes and asked what
-they imported.
+they imported; so is `antler run subagents` while idle (it loads LangChain for
+its first task: `antler up` hosts it beside the router and the gateway).
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from typing import Any
 
 import pytest
 import yaml
+from nats.js.errors import NotFoundError
 
+from agents.subagents import EXECUTOR_DURABLE
 from bus import Bus, NoResponders
 from bus.messages import ExecReply, ExecRequest, InboundMessage
 from tests.conftest import REPO, finished, run_antler
@@ -210,11 +213,25 @@ async def route_a_message(bus: Bus) -> None:
     await submitted.unsubscribe()
 
 
+async def wait_for_the_executor(bus: Bus) -> None:
+    """Until the subagent executor takes tasks: it loads LangChain only for its first one."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while True:
+        try:
+            await bus.js.consumer_info(bus.subjects.subagents_stream, EXECUTOR_DURABLE)
+            return
+        except NotFoundError:
+            assert loop.time() < deadline, "the subagent executor never started"
+            await asyncio.sleep(0.05)
+
+
 @pytest.mark.parametrize(
     ("component", "package", "exercise"),
     [
         pytest.param("sandbox", "sandbox", run_a_command, id="sandbox"),
         pytest.param("router", "channels", route_a_message, id="router"),
+        pytest.param("subagents", "agents", wait_for_the_executor, id="subagent-executor-idle"),
     ],
 )
 async def test_components_without_a_model_do_not_load_langchain_or_other_components(
