@@ -220,7 +220,7 @@ async def up(args: argparse.Namespace) -> int:
         # What users send the sandbox (commands, patterns) must never hold up the gateway or the router.
         children = {"sandbox": process_pool("sandbox", args, url)}
         if runners > 1:
-            children["runner"] = runner_pool(args, url, runners)
+            children["runner"] = runner_pool(args, url, runners, config.runner.fork_processes)
         components = {
             name: entry if name in children else own_ready(url, config, name, entry)
             for name, entry in enabled_components(config, children).items()

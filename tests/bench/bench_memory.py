@@ -16,7 +16,11 @@ Per process it prints three figures from /proc/<pid>/smaps_rollup:
   running the same Python or libraries take their share, so it can read a little low.
 - USS: pages only this process maps: what stopping it would give back.
 
-Run: `antler bench memory [--turns 50] [--chats 5] [--runners 0] [--json out.json]`.
+Before the load it also times `--single` first messages of new chats, one after the other: the
+first three are the first turns after start-up.
+
+Run: `antler bench memory [--turns 100] [--chats 5] [--single 10] [--runners 0] [--json out.json]`
+(`--no-fork`: runners started one by one, as with `runner.fork_processes: false`).
 """
 
 from __future__ import annotations
@@ -73,10 +77,13 @@ def smaps_rollup(pid: int) -> dict[str, int]:
 
 
 def process_name(proc: psutil.Process, seen: dict[str, int]) -> str:
-    """`antler up`, `nats-server`, `runner-1`, `sandbox` ...: what the process is, from its command."""
+    """`antler up`, `nats-server`, `runner-1`, `sandbox` ...: what the process is, from its command
+    (`runner forks`: the process the runners were forked from, see antler/forkserver.py)."""
     cmd = proc.cmdline()
     if "run" in cmd and "antler" in cmd:
         base = cmd[cmd.index("run") + 1]
+        if any(child.cmdline() == cmd for child in proc.children()):
+            return f"{base} forks"
     elif "up" in cmd and "antler" in cmd:
         base = "antler up"
     else:
@@ -145,12 +152,24 @@ async def drain_output(proc: asyncio.subprocess.Process) -> None:
         pass
 
 
-async def turns(config_path: Path, url: str, count: int, chats: int) -> float:
-    """`count` chat turns, `chats` at once; the seconds they took."""
+async def turns(
+    config_path: Path, url: str, count: int, chats: int, single: int
+) -> tuple[list[float], float]:
+    """`single` first messages of new chats one after the other (their latencies: the first ones
+    are the first turns after start-up), then `count` chat turns, `chats` at once (the seconds
+    they took)."""
     config = load_config(config_path)
     bus = await login(config).connect(url, "antler-bench-memory", provision=False)
     client = ChatClient(bus)
     await client.start()
+    latencies = []
+    try:
+        for n in range(single):
+            latencies.append((await client.turn(f"single-{n}", "hello " * 40)).latency)
+    except BaseException:
+        await client.stop()
+        await bus.close()
+        raise
     started = time.perf_counter()
     try:
         queue: asyncio.Queue[int] = asyncio.Queue()
@@ -166,7 +185,22 @@ async def turns(config_path: Path, url: str, count: int, chats: int) -> float:
     finally:
         await client.stop()
         await bus.close()
-    return time.perf_counter() - started
+    return latencies, time.perf_counter() - started
+
+
+def print_single(latencies: list[float]) -> dict[str, Any]:
+    ordered = sorted(latencies)
+    figures = {
+        "first_three_ms": [round(x * 1000, 1) for x in latencies[:3]],
+        "median_ms": round(ordered[len(ordered) // 2] * 1000, 1),
+        "slowest_ms": round(ordered[-1] * 1000, 1),
+    }
+    print(
+        f"{len(latencies)} chats' first messages, one after the other: the first three after start-up "
+        f"{', '.join(f'{x:.1f}' for x in figures['first_three_ms'])} ms; median {figures['median_ms']} ms, "
+        f"slowest {figures['slowest_ms']} ms"
+    )
+    return figures
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -182,7 +216,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             config = {
                 "bus": {"data_dir": str(tmp_path / "data")},
                 "models": [{"name": "fake", "model": "m", "api_key": "k", "base_url": fake.base_url}],
-                "runner": {"processes": args.runners},
+                "runner": {"processes": args.runners, "fork_processes": not args.no_fork},
                 # Building the toolbox takes minutes of pip and does not change what any process holds.
                 "sandbox": {"toolbox": {"enabled": False}},
             }
@@ -209,14 +243,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 results["idle"] = [asdict(f) for f in idle]
                 label = f"idle, {args.settle:g}s after 'Antler is up'"
                 results["idle_totals"] = print_footprints(label, idle)
-                if args.turns:
-                    took = await turns(config_path, url, args.turns, args.chats)
+                if args.turns or args.single:
+                    latencies, took = await turns(config_path, url, args.turns, args.chats, args.single)
+                    if latencies:
+                        results["single"] = print_single(latencies)
                     await asyncio.sleep(args.settle)
                     after = footprints(proc.pid)
                     results["after"] = [asdict(f) for f in after]
                     results["after_totals"] = print_footprints(
-                        f"after {args.turns} turns ({args.chats} chats at once, {took:.1f}s), "
-                        f"{args.settle:g}s later",
+                        f"after {args.single} + {args.turns} turns ({args.chats} chats at once, "
+                        f"{took:.1f}s), {args.settle:g}s later",
                         after,
                     )
             finally:
@@ -239,6 +275,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--turns", type=int, default=100, help="chat turns between the two readings")
     parser.add_argument("--chats", type=int, default=5, help="chats at once while turning")
     parser.add_argument("--runners", type=int, default=0, help="runner.processes (0: one per core)")
+    parser.add_argument("--single", type=int, default=10, help="first messages of chats one at a time")
+    parser.add_argument(
+        "--no-fork", action="store_true", help="runner.fork_processes false: each runner starts anew"
+    )
     parser.add_argument("--settle", type=float, default=5.0, help="seconds to wait before each reading")
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--label", default="", help="a name for this run in the JSON")
