@@ -39,8 +39,26 @@ from bus.runtime import run_main
 
 log = logging.getLogger("antler.up")
 
-# What a component loads on its first work rather than at import, loaded here before forking too.
-PRELOAD: dict[str, tuple[str, ...]] = {"runner": ("agents.threads", "llm.reasoning", "llm.http")}
+# What a component loads once it runs rather than at import (seen in a runner's `sys.modules` after
+# start-up): loaded before forking too, so no process builds its own copy. A missing one costs memory,
+# never correctness.
+PRELOAD_ALL = ("uvloop",)
+PRELOAD: dict[str, tuple[str, ...]] = {
+    "runner": (
+        "agents.threads",
+        "agents.sqlite_saver",
+        "langgraph.checkpoint.sqlite",
+        "langchain_core.runnables.retry",
+        "llm.reasoning",
+        "llm.http",
+        "llm.streaming",
+        "openai.resources.chat",
+        "openai.lib.streaming.chat",
+        "httpcore2",
+        "truststore",
+        "jiter",
+    )
+}
 
 
 def supported() -> bool:
@@ -53,7 +71,7 @@ def preload(component: str, args: argparse.Namespace) -> None:
     """Import what the component would load on its first work: its warm-up modules and the
     provider module of every configured model."""
     config = load(args)
-    modules = list(PRELOAD.get(component, ()))
+    modules = [*PRELOAD_ALL, *PRELOAD.get(component, ())]
     modules += [model.use.partition(":")[0] for model in config.models if ":" in model.use]
     for name in dict.fromkeys(modules):
         try:

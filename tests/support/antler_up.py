@@ -104,7 +104,14 @@ class AntlerUp:
         return descendants(self.pid) if self.proc is not None and self.proc.returncode is None else []
 
     def runners(self) -> list[Proc]:
-        return [p for p in self.children() if " antler run runner" in p.cmdline]
+        """The runner processes (not the one they were forked from, see antler/forkserver.py)."""
+        found = [p for p in self.children() if " antler run runner" in p.cmdline]
+        return [p for p in found if not any(" antler run runner" in c.cmdline for c in descendants(p.pid))]
+
+    def runner_leader(self) -> Proc | None:
+        """The process the runners were forked from, if they were."""
+        found = [p for p in self.children() if " antler run runner" in p.cmdline]
+        return next((p for p in found if p not in self.runners()), None)
 
     def nats_servers(self) -> list[Proc]:
         return [p for p in self.children() if "nats-server" in p.cmdline.split(" ", 1)[0]]
