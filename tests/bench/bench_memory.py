@@ -76,6 +76,16 @@ def smaps_rollup(pid: int) -> dict[str, int]:
     return figures
 
 
+def minor_faults(pid: int) -> int:
+    """Minor page faults of a process so far (/proc/<pid>/stat, field 10)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return times.user + times.system
+
+
 def process_name(proc: psutil.Process, seen: dict[str, int]) -> str:
     """`antler up`, `nats-server`, `runner-1`, `sandbox` ...: what the process is, from its command
     (`runner forks`: the process the runners were forked from, see antler/forkserver.py)."""
@@ -244,9 +254,22 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 label = f"idle, {args.settle:g}s after 'Antler is up'"
                 results["idle_totals"] = print_footprints(label, idle)
                 if args.turns or args.single:
-                    latencies, took = await turns(config_path, url, args.turns, args.chats, args.single)
+                    runners = [psutil.Process(f.pid) for f in idle if f.name.startswith("runner-")]
+                    before = {p.pid: (minor_faults(p.pid), cpu_seconds(p)) for p in runners}
+                    latencies, _ = await turns(config_path, url, 0, args.chats, args.single)
                     if latencies:
                         results["single"] = print_single(latencies)
+                        # A page first written after a fork is copied then: a fault each.
+                        cost = {
+                            str(p.pid): {
+                                "minor_faults": minor_faults(p.pid) - before[p.pid][0],
+                                "cpu_ms": round(1000 * (cpu_seconds(p) - before[p.pid][1]), 1),
+                            }
+                            for p in runners
+                        }
+                        results["runners_during_single"] = cost
+                        print(f"the runners meanwhile (minor page faults, CPU): {cost}")
+                    _, took = await turns(config_path, url, args.turns, args.chats, 0)
                     await asyncio.sleep(args.settle)
                     after = footprints(proc.pid)
                     results["after"] = [asdict(f) for f in after]
