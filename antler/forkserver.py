@@ -36,6 +36,7 @@ from antler.components import resolve_component
 from antler.pool import MAX_QUICK_DEATHS, QUICK_DEATH, die_with_parent
 from bus.launcher import load, run_component, setup_logging
 from bus.runtime import run_main
+from config import AppConfig
 
 log = logging.getLogger("antler.up")
 
@@ -43,6 +44,7 @@ log = logging.getLogger("antler.up")
 # start-up): loaded before forking too, so no process builds its own copy. A missing one costs memory,
 # never correctness.
 PRELOAD_ALL = ("uvloop",)
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
 PRELOAD: dict[str, tuple[str, ...]] = {
     "runner": (
         "agents.threads",
@@ -67,10 +69,9 @@ def supported() -> bool:
     return hasattr(os, "fork") and os.uname().sysname == "Linux"
 
 
-def preload(component: str, args: argparse.Namespace) -> None:
+def preload(component: str, config: AppConfig) -> None:
     """Import what the component would load on its first work: its warm-up modules and the
     provider module of every configured model."""
-    config = load(args)
     modules = [*PRELOAD_ALL, *PRELOAD.get(component, ())]
     modules += [model.use.partition(":")[0] for model in config.models if ":" in model.use]
     for name in dict.fromkeys(modules):
@@ -86,7 +87,7 @@ def serve_forked(args: argparse.Namespace) -> int:
     config = load(args)
     setup_logging(config, args.verbose)
     name, entry = resolve_component(args.component)
-    preload(name, args)
+    preload(name, config)
     gc.collect()
     gc.freeze()
     if threading.active_count() > 1:  # a thread would be missing (and its locks held) in every fork
@@ -105,21 +106,27 @@ def serve_forked(args: argparse.Namespace) -> int:
                 os.kill(pid, signal.SIGTERM)
 
     def start(slot: int) -> int | None:
-        """Fork one process; None in the forked process itself (which then runs the component)."""
+        """Fork one process; None in the forked process itself (which then runs the component).
+
+        Signals wait meanwhile: one reaching the new process before it has its own handlers would
+        run `forward` there, on its copy of the siblings' pids."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         pid = os.fork()
         if pid == 0:
             return None
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
         children[pid] = slot
         log.info("%s process %d forked (pid %d)", name, slot + 1, pid)
         return pid
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    leader = os.getpid()
+    previous = {sig: signal.signal(sig, forward) for sig in SIGNALS}
     started: dict[int, float] = {}
     quick_deaths: dict[int, int] = {}
     for slot in range(args.processes):
         started[slot] = time.monotonic()
         if start(slot) is None:
-            return _child(name, entry, args, previous)
+            return _child(name, entry, args, previous, leader)
     failed = False
     while children:
         try:
@@ -143,13 +150,16 @@ def serve_forked(args: argparse.Namespace) -> int:
             continue
         started[slot] = time.monotonic()
         if start(slot) is None:
-            return _child(name, entry, args, previous)
+            return _child(name, entry, args, previous, leader)
     return 1 if failed else 0
 
 
-def _child(name: str, entry: Any, args: argparse.Namespace, handlers: dict[int, Any]) -> int:
+def _child(name: str, entry: Any, args: argparse.Namespace, handlers: dict[int, Any], leader: int) -> int:
     """In a forked process: the component, as `antler run` runs it (errors go up to `antler.cli`)."""
     for sig, handler in handlers.items():
         signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
     die_with_parent()
+    if os.getppid() != leader:  # the leader is gone already: nobody would stop this process
+        return 1
     return run_main(run_component(name, entry, args))

@@ -7,12 +7,13 @@ import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bus import Bus, decode
 from bus.messages import ComponentReady
-from tests.conftest import finished, run_antler
+from tests.conftest import REPO, finished, run_antler
 from tests.support.processes import descendants, pid_alive
 
 pytestmark = pytest.mark.skipif(os.uname().sysname != "Linux", reason="forking a loaded process: Linux")
@@ -32,8 +33,8 @@ async def test_forked_runners_share_what_they_loaded_are_forked_again_when_kille
 ) -> None:
     ready: asyncio.Queue[int] = asyncio.Queue()
 
-    async def on_ready(msg: object) -> None:
-        ready.put_nowait(decode(ComponentReady, msg.data).pid)  # type: ignore[attr-defined]
+    async def on_ready(msg: Any) -> None:
+        ready.put_nowait(decode(ComponentReady, msg.data).pid)
 
     sub = await bus.nc.subscribe(bus.subjects.component_ready("runner"), cb=on_ready)
     leader = await run_antler(
@@ -60,3 +61,26 @@ async def test_forked_runners_share_what_they_loaded_are_forked_again_when_kille
     assert code == 0, err
     assert not any(pid_alive(pid) for pid in runners | {again}), "every forked runner stopped with it"
     assert err.count("runner: stopped") == 2, err
+
+
+async def test_a_forked_process_that_keeps_failing_at_once_fails_the_leader_loudly(
+    nats_url: str, config_file: Callable[[], Path], tmp_path: Path
+) -> None:
+    (tmp_path / "broken_component.py").write_text(
+        "async def run(bus, config):\n    raise RuntimeError('cannot start')\n", encoding="utf-8"
+    )
+    leader = await run_antler(
+        "run",
+        "broken_component:run",
+        "--processes",
+        "2",
+        "-c",
+        str(config_file()),
+        "--nats-url",
+        nats_url,
+        env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"},
+    )
+    code, _, err = await finished(leader, 60)
+    assert code == 1
+    assert "cannot start" in err
+    assert "keeps exiting (code 1)" in err
