@@ -1,4 +1,5 @@
-"""The subagent executor: SubagentTasks in, results out (`antler run subagents`).
+"""The subagent executor: SubagentTasks in, results out (`antler run subagents`, whose entry,
+`agents.subagents.run`, loads it on the first task).
 
 One durable consumer on `<prefix>.subagents.submit`, shared by every executor
 process. Each task runs as an agent of its type on a child thread of its own
@@ -30,7 +31,6 @@ from langchain_core.tools import BaseTool
 from langgraph.errors import GraphRecursionError
 from nats.js.errors import KeyWrongLastSequenceError
 
-from agents.checkpoints import checkpointer_ready
 from agents.context import RunContext
 from agents.events import jsonable
 from agents.guardrails import GuardrailMiddleware, make_provider
@@ -50,10 +50,10 @@ from agents.prompt import skills_section
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 from agents.state import ThreadState, thread_data
 from agents.subagent_types import SubagentType, subagent_types
-from agents.task_tool import EXECUTOR_DURABLE
+from agents.subagents import REMEMBER_STOPS, Stops
 from agents.thread_files import ThreadFiles
 from agents.tools import config_tools
-from bus import Bus, Consumer, Delivery, decode, encode, run_consumers
+from bus import Bus, Delivery, decode, encode
 from bus.content import text_of
 from bus.messages import (
     RunControl,
@@ -66,7 +66,6 @@ from bus.messages import (
     utcnow,
 )
 from bus.records import RecordStore
-from bus.service import start_service
 from config import AppConfig
 from llm.guard import ModelCalls
 from llm.models import create_chat_model
@@ -74,11 +73,9 @@ from skills import SkillsFollower
 
 log = logging.getLogger(__name__)
 
-REMEMBER_STOPS = 600.0  # seconds a stop is kept for tasks of that parent still to arrive
-
 
 class SubagentExecutor:
-    def __init__(self, bus: Bus, config: AppConfig, checkpointer: Any) -> None:
+    def __init__(self, bus: Bus, config: AppConfig, checkpointer: Any, stopped: Stops | None = None) -> None:
         self.bus = bus
         self.config = config
         self.checkpointer = checkpointer
@@ -98,7 +95,7 @@ class SubagentExecutor:
         self._jobs: dict[str, dict[str, asyncio.Task[SubagentResult]]] = {}  # parent run -> task -> job
         self._cancelled: dict[tuple[str, str], str] = {}  # (parent run, task) stopped on purpose -> why
         # (parent run, task or None for all) -> (when, why): stops that may reach a task just starting
-        self._stopped: dict[tuple[str, str | None], tuple[float, str]] = {}
+        self._stopped: Stops = dict(stopped or {})
         self.runs: RecordStore[RunRecord] | None = None
         self.results: Any = None
 
@@ -109,6 +106,11 @@ class SubagentExecutor:
         await self.mcp.start()
         await self.skills.start()
         await self.calls.start()
+
+    async def close(self) -> None:
+        await self.mcp.close()
+        await self.skills.close()
+        await self.calls.close()
 
     # ------------------------------------------------------------------ the agent of a type
 
@@ -412,38 +414,3 @@ class SubagentExecutor:
             await self.results.create(key, encode(result))
         except KeyWrongLastSequenceError:
             log.info("subagent %s: an outcome was stored already; keeping it", result.task_id)
-
-
-async def run(bus: Bus, config: AppConfig) -> None:
-    """The subagent executor component: consume SubagentTasks until cancelled, then drain."""
-    async with checkpointer_ready(config) as checkpointer:
-        executor = SubagentExecutor(bus, config, checkpointer)
-        await executor.open()
-        control = await bus.nc.subscribe(bus.subjects.run_control_all, cb=executor.on_control)
-        cancels = await bus.nc.subscribe(bus.subjects.subagent_cancel_all, cb=executor.on_cancel)
-        # No requests to answer; a service so that `$SRV` discovery (and /health) counts executors.
-        presence = await start_service(
-            bus, "subagents", [], description="Subagent executors (the task tool's work)"
-        )
-        s = bus.subjects
-        try:
-            await run_consumers(
-                Consumer(
-                    bus,
-                    stream=s.subagents_stream,
-                    durable=EXECUTOR_DURABLE,
-                    filter_subjects=[s.subagents_submit],
-                    model=SubagentTask,
-                    handler=executor.handle,
-                    on_dead_letter=executor.on_dead_letter,
-                    concurrency=config.subagents.executor_concurrency,
-                    drain_timeout=15.0,
-                )
-            )
-        finally:
-            await executor.mcp.close()
-            await executor.skills.close()
-            await executor.calls.close()
-            await presence.stop()
-            await control.unsubscribe()
-            await cancels.unsubscribe()

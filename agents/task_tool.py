@@ -34,7 +34,6 @@ from config import AppConfig
 
 log = logging.getLogger(__name__)
 
-EXECUTOR_DURABLE = "subagents"
 # Beyond the task's own time limit, how long the tool waits for a result before it gives up
 # (an executor that died mid-task is replaced after the bus's ack wait, and resumes the task).
 WAIT_GRACE_SECONDS = 120.0

@@ -21,6 +21,7 @@ BENCHMARKS = {
     "turns": "tests.bench.bench_turns",
     "subagents": "tests.bench.bench_subagents",
     "deerflow": "tests.bench.bench_deerflow",
+    "memory": "tests.bench.bench_memory",
 }
 
 

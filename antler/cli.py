@@ -46,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
         "then drain it: in-flight messages finish or are released, nothing is lost.",
     )
     p.add_argument("component", help="component name (see `antler up` output) or module:function")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="run this many processes of it, forked from one that loaded it, so they share that memory "
+        "(Linux; each forked again if it dies)",
+    )
     add_common(p)
 
     p = sub.add_parser(
@@ -93,13 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
         "chat.out): latency percentiles, turns/s and CPU per process over 10/50/200 chats at once. "
         "turns: runs only (RunRequest in, run events out). subagents: a lead turn with one subagent "
         "against one with three at once. deerflow: Antler beside DeerFlow's in-process chat() against "
-        "the same model, in interleaved rounds (needs --deerflow-python).",
+        "the same model, in interleaved rounds (needs --deerflow-python). memory: `antler up` on its "
+        "defaults, RSS/PSS/USS of every process idle and after --turns chat turns.",
     )
     p.add_argument(
         "name",
         nargs="?",
         default="turns",
-        choices=["chat", "turns", "subagents", "deerflow"],
+        choices=["chat", "turns", "subagents", "deerflow", "memory"],
         help="which benchmark (default: turns)",
     )
     p.add_argument("--chats", type=int, default=50, help="chats at once for the throughput part (default 50)")
@@ -122,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeline",
         action="store_true",
         help="chat: print every bus message of one follow-up turn, with its time since the message was sent",
+    )
+    p.add_argument(
+        "--no-fork", action="store_true", default=None, help="memory: runners started one by one, not forked"
     )
     p.add_argument(
         "--deerflow-python", help="deerflow: a Python interpreter with DeerFlow's backend installed"
@@ -250,6 +261,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return creds(args)
         if args.command == "up":
             from antler.up import up as command
+        elif args.command == "run" and args.processes > 1:
+            from antler.run import run_forked
+
+            return run_forked(args)
         elif args.command == "run":
             from antler.run import run as command
         elif args.command == "send":

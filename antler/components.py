@@ -35,7 +35,7 @@ COMPONENTS: dict[str, ComponentSpec] = {
         ComponentSpec("runner", "agents.runner:run", "the lead agent: RunRequests in, run events out"),
         ComponentSpec(
             "subagents",
-            "agents.subagent_executor:run",
+            "agents.subagents:run",
             "subagent tasks (the task tool) in agents of their own",
             lambda c: c.subagents.enabled,
         ),

@@ -60,15 +60,24 @@ def child_environment() -> dict[str, str]:
     return env
 
 
-def runner_pool(args: argparse.Namespace, url: str, count: int) -> ComponentEntry:
-    """A component entry that keeps `count` runner processes alive until cancelled."""
-    return process_pool("runner", args, url, count)
+def runner_pool(args: argparse.Namespace, url: str, count: int, fork: bool = True) -> ComponentEntry:
+    """A component entry that keeps `count` runner processes alive until cancelled: with `fork`, on
+    Linux, one child that forks them all from what it loaded, so they share those pages
+    (`antler.forkserver`; `runner.fork_processes`)."""
+    from antler.forkserver import supported
+
+    return process_pool("runner", args, url, count, forked=fork and supported())
 
 
-def process_pool(name: str, args: argparse.Namespace, url: str, count: int = 1) -> ComponentEntry:
+def process_pool(
+    name: str, args: argparse.Namespace, url: str, count: int = 1, *, forked: bool = False
+) -> ComponentEntry:
     """A component entry that keeps `count` `antler run <name>` processes alive until cancelled;
-    ready once each has announced itself (`ComponentReady` on `<p>.ready.<name>`)."""
+    ready once each has announced itself (`ComponentReady` on `<p>.ready.<name>`). `forked`: one
+    child, `antler run <name> --processes <count>`, forks them (and forks again one that dies)."""
     command = [sys.executable, "-P", "-m", "antler", "run", name, "--nats-url", url]
+    if forked and count > 1:
+        command += ["--processes", str(count)]
     for flag, value in (("--config", args.config), ("--data-dir", args.data_dir), ("--prefix", args.prefix)):
         if value:
             command += [flag, str(value)]
@@ -85,7 +94,7 @@ def process_pool(name: str, args: argparse.Namespace, url: str, count: int = 1) 
                 announcement = decode(ComponentReady, msg.data)
             except EnvelopeError:
                 return
-            if announcement.pid in {child.pid for child in _children}:
+            if _ours(announcement.pid):
                 ready_pids.add(announcement.pid)
                 if len(ready_pids) >= count:
                     all_ready.set()
@@ -94,7 +103,8 @@ def process_pool(name: str, args: argparse.Namespace, url: str, count: int = 1) 
         announcer = asyncio.create_task(_ready_when(all_ready, sub))
         env = child_environment()
         children = [
-            asyncio.create_task(_keep_alive(name, command, env, n), name=f"{name}-{n}") for n in range(count)
+            asyncio.create_task(_keep_alive(name, command, env, n), name=f"{name}-{n}")
+            for n in range(1 if forked and count > 1 else count)
         ]
         try:
             done, _ = await asyncio.wait(children, return_when=asyncio.FIRST_EXCEPTION)
@@ -107,6 +117,19 @@ def process_pool(name: str, args: argparse.Namespace, url: str, count: int = 1) 
             await asyncio.gather(announcer, *children, return_exceptions=True)
 
     return run
+
+
+def _ours(pid: int) -> bool:
+    """A process we started, or one forked by it (`antler.forkserver`)."""
+    mine = {child.pid for child in _children}
+    if pid in mine:
+        return True
+    import psutil  # only here: forked runners announce themselves once each
+
+    try:
+        return psutil.Process(pid).ppid() in mine
+    except psutil.Error:
+        return False
 
 
 async def _ready_when(all_ready: asyncio.Event, sub: Any) -> None:
@@ -126,7 +149,7 @@ async def _keep_alive(name: str, command: list[str], env: dict[str, str], number
         # Its own session: a Ctrl-C reaches only `antler up`, which then stops each child exactly once
         # (a second signal would make a runner abort instead of draining).
         child = await asyncio.create_subprocess_exec(
-            *command, env=env, start_new_session=True, preexec_fn=_die_with_parent
+            *command, env=env, start_new_session=True, preexec_fn=die_with_parent
         )
         _children.add(child)
         log.info("%s process %d started (pid %d)", name, number + 1, child.pid)
@@ -145,7 +168,7 @@ async def _keep_alive(name: str, command: list[str], env: dict[str, str], number
         await asyncio.sleep(min(quick_deaths, 3))
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child before exec: SIGTERM it if `antler up` dies without stopping it (Linux)."""
     try:
         import ctypes

@@ -15,3 +15,15 @@ async def run(args: argparse.Namespace) -> int:
     except UnknownComponent as exc:
         raise CliError(str(exc), code=2) from None
     return await run_component(name, entry, args)
+
+
+def run_forked(args: argparse.Namespace) -> int:
+    """`antler run <component> --processes N` (no event loop here: each forked process runs its own)."""
+    from antler.forkserver import serve_forked, supported
+
+    if not supported():
+        raise CliError("--processes needs Linux (a process forked after loading libraries)", code=2)
+    try:
+        return serve_forked(args)
+    except UnknownComponent as exc:
+        raise CliError(str(exc), code=2) from None

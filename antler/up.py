@@ -14,7 +14,7 @@ import argparse
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +55,22 @@ def own_connection(url: str, config: AppConfig, name: str, entry: ComponentEntry
     return run
 
 
-def enabled_components(config: AppConfig) -> dict[str, ComponentEntry]:
+def enabled_components(
+    config: AppConfig, children: Mapping[str, ComponentEntry] | None = None
+) -> dict[str, ComponentEntry]:
+    """The components `antler up` starts, by name, each with its entry.
+
+    Those named in `children` run as processes of their own and get the entry given there (their
+    pool): their own modules are not imported into this process (the runner's would load
+    LangChain and the model provider, about 45 MB, into a process that runs no agent).
+    """
     found: dict[str, ComponentEntry] = {}
     for spec in COMPONENTS.values():
-        if spec.enabled(config):
+        if not spec.enabled(config):
+            continue
+        if children and spec.name in children:
+            found[spec.name] = children[spec.name]
+        else:
             name, entry = resolve_component(spec.name)
             found[name] = entry
     return found
@@ -86,6 +98,11 @@ async def service_answers(bus: Bus, name: str) -> None:
             return
         except Exception:  # no responders yet, or a timeout: not up yet
             await asyncio.sleep(PROBE_INTERVAL)
+
+
+def own_ready(url: str, config: AppConfig, name: str, entry: ComponentEntry) -> ComponentEntry:
+    """A component run in this process: on its own connection, saying when it is ready."""
+    return with_readiness(name, own_connection(url, config, name, entry), config)
 
 
 def with_readiness(name: str, entry: ComponentEntry, config: AppConfig) -> ComponentEntry:
@@ -199,16 +216,15 @@ async def up(args: argparse.Namespace) -> int:
         status(f"bus ready: streams, KV buckets and object store under prefix '{config.bus.prefix}'")
         # A URL file left by a gateway that died would say "listening" before this one is.
         await asyncio.to_thread(gateway_url_file(config).unlink, missing_ok=True)
-        components = {
-            name: with_readiness(name, own_connection(url, config, name, entry), config)
-            for name, entry in enabled_components(config).items()
-        }
         runners = process_count(config.runner.processes)
-        if runners > 1 and "runner" in components:
-            components["runner"] = runner_pool(args, url, runners)
-        if "sandbox" in components:
-            # What users send it (commands, patterns) must never hold up the gateway or the router.
-            components["sandbox"] = process_pool("sandbox", args, url)
+        # What users send the sandbox (commands, patterns) must never hold up the gateway or the router.
+        children = {"sandbox": process_pool("sandbox", args, url)}
+        if runners > 1:
+            children["runner"] = runner_pool(args, url, runners, config.runner.fork_processes)
+        components = {
+            name: entry if name in children else own_ready(url, config, name, entry)
+            for name, entry in enabled_components(config, children).items()
+        }
         print(f"NATS: {url}", flush=True)
         if components:
             names = [

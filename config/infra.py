@@ -76,6 +76,11 @@ class RunnerConfig(Section):
         description="Runner processes `antler up` starts (they share the work); 1 = inside `antler up` "
         "itself; 0 = one per CPU core, at most 4.",
     )
+    fork_processes: bool = Field(
+        True,
+        description="On Linux, `antler up` forks its runner processes from one that loaded the libraries, "
+        "so they share that memory; false = each starts on its own (the way before).",
+    )
     run_timeout_seconds: float = Field(
         3600.0, gt=0, description="A run longer than this is stopped (timeout)."
     )

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from langchain_core.utils.json import parse_json_markdown
-
 from bus.messages import ChatTurn, MemoryDocument
 from memory.document import SECTIONS, MemoryChange, fact_fields
 
@@ -60,6 +58,9 @@ def prompt(doc: MemoryDocument, turns: list[ChatTurn]) -> str:
 
 def parse(reply: str) -> MemoryChange:
     """The usable part of a model's reply (fences, prose around it, a cut-off end are all fine)."""
+    # Here, not at the top: `antler up` hosts the memory updater and loads no LangChain at idle.
+    from langchain_core.utils.json import parse_json_markdown
+
     change = MemoryChange()
     try:
         data: Any = parse_json_markdown(reply)

@@ -13,7 +13,8 @@ them) and runs nowhere on its own.
 
 And the components that need no model do not load LangChain: `antler run
 sandbox` and `antler run router` are started as real processes and asked what
-they imported.
+they imported; so is `antler run subagents` while idle (it loads LangChain for
+its first task: `antler up` hosts it beside the router and the gateway).
 """
 
 from __future__ import annotations
@@ -29,10 +30,13 @@ from typing import Any
 
 import pytest
 import yaml
+from nats.js.errors import NotFoundError
 
+from agents.subagents import EXECUTOR_DURABLE
 from bus import Bus, NoResponders
 from bus.messages import ExecReply, ExecRequest, InboundMessage
 from tests.conftest import REPO, finished, run_antler
+from tests.support.antler_up import AntlerUp
 
 COMPONENTS = ("agents", "sandbox", "channels", "gateway", "memory", "schedules")
 SHARED = ("bus", "config", "llm", "skills")
@@ -183,6 +187,17 @@ def _report():
 
 atexit.register(_report)
 """
+# The same, each process writing `<pid>.txt` into ANTLER_TEST_MODULES_DIR: for `antler up` and its children.
+_REPORT_MODULES_PER_PROCESS = """
+import atexit, os, sys
+
+def _report():
+    path = os.path.join(os.environ["ANTLER_TEST_MODULES_DIR"], f"{os.getpid()}.txt")
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("\\n".join(sorted(sys.modules)))
+
+atexit.register(_report)
+"""
 HEAVY = ("langchain", "langgraph")
 UNUSED = ("aiohttp.",)  # nats-py's websocket transport (ws:// URLs only); see bus/_lazy_imports.py
 
@@ -210,11 +225,25 @@ async def route_a_message(bus: Bus) -> None:
     await submitted.unsubscribe()
 
 
+async def wait_for_the_executor(bus: Bus) -> None:
+    """Until the subagent executor takes tasks: it loads LangChain only for its first one."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while True:
+        try:
+            await bus.js.consumer_info(bus.subjects.subagents_stream, EXECUTOR_DURABLE)
+            return
+        except NotFoundError:
+            assert loop.time() < deadline, "the subagent executor never started"
+            await asyncio.sleep(0.05)
+
+
 @pytest.mark.parametrize(
     ("component", "package", "exercise"),
     [
         pytest.param("sandbox", "sandbox", run_a_command, id="sandbox"),
         pytest.param("router", "channels", route_a_message, id="router"),
+        pytest.param("subagents", "agents", wait_for_the_executor, id="subagent-executor-idle"),
     ],
 )
 async def test_components_without_a_model_do_not_load_langchain_or_other_components(
@@ -248,3 +277,38 @@ async def test_components_without_a_model_do_not_load_langchain_or_other_compone
     assert [name for name in imported if name.startswith(HEAVY)] == []
     assert [name for name in imported if name.startswith(UNUSED)] == [], "loaded, never used"
     assert sorted(packages & set(COMPONENTS) - {package}) == []
+
+
+async def test_antler_up_itself_does_not_load_langchain_when_runners_are_processes(
+    tmp_path: Path, config_data: dict[str, Any]
+) -> None:
+    """`antler up` hosts the router, the gateway, the memory updater, the scheduler and the subagent
+    executor (LangChain only for its first task); with runner processes, no agent runs in it."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_REPORT_MODULES_PER_PROCESS, encoding="utf-8")
+    reports = tmp_path / "modules"
+    reports.mkdir()
+    settings = {
+        "models": config_data["models"],
+        "runner": {**config_data["runner"], "processes": 2},
+        "gateway": {"port": 0},
+        "sandbox": {"provider": "local", "toolbox": {"enabled": False}},
+    }
+    workdir = tmp_path / "up"
+    workdir.mkdir()
+    (workdir / "config.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
+    up = AntlerUp(workdir)
+    try:
+        await up.start(runners=2, env={"PYTHONPATH": str(hook), "ANTLER_TEST_MODULES_DIR": str(reports)})
+        runners = {p.pid for p in up.runners()}
+        assert await up.stop() == 0, up.tail()
+    finally:
+        await up.kill_all()
+
+    def imported(pid: int) -> list[str]:
+        return (reports / f"{pid}.txt").read_text(encoding="utf-8").split()
+
+    assert [m for m in imported(up.pid) if m.startswith(HEAVY)] == []
+    for pid in runners:  # the report works in children too: LangChain is where the agents run
+        assert "langchain.agents" in imported(pid)

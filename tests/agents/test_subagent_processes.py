@@ -141,7 +141,7 @@ async def test_a_resumed_parent_gets_its_finished_subagents_result_without_runni
 
 
 async def _consumer_exists(bus: Bus) -> bool:
-    from agents.task_tool import EXECUTOR_DURABLE
+    from agents.subagents import EXECUTOR_DURABLE
 
     try:
         await bus.js.consumer_info(bus.subjects.subagents_stream, EXECUTOR_DURABLE)

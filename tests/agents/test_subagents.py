@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from agents.task_tool import EXECUTOR_DURABLE
+from agents.subagents import EXECUTOR_DURABLE
 from bus import Bus, list_dead_letters
 from bus.messages import RunStatus, SubagentResult, ThreadRecord
 from bus.records import RecordStore

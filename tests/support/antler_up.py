@@ -50,8 +50,11 @@ class AntlerUp:
         assert self.proc is not None
         return self.proc.pid
 
-    async def start(self, runners: int = 2, timeout: float = 120.0) -> None:
-        """Start it and wait until it is up and its `runners` runner processes are connected."""
+    async def start(
+        self, runners: int = 2, timeout: float = 120.0, env: dict[str, str] | None = None
+    ) -> None:
+        """Start it and wait until it is up and its `runners` runner processes are connected
+        (`env`: more environment, PYTHONPATH put after this checkout's)."""
         self.starts += 1
         self._open_files()
         self.proc = await asyncio.create_subprocess_exec(
@@ -61,7 +64,11 @@ class AntlerUp:
             "up",
             *(["--config", str(self.config)] if self.config else []),
             cwd=self.workdir,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env={
+                **os.environ,
+                **(env or {}),
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), (env or {}).get("PYTHONPATH")])),
+            },
             stdin=asyncio.subprocess.DEVNULL,
             stdout=self._out,
             stderr=self._err,
@@ -97,7 +104,14 @@ class AntlerUp:
         return descendants(self.pid) if self.proc is not None and self.proc.returncode is None else []
 
     def runners(self) -> list[Proc]:
-        return [p for p in self.children() if " antler run runner" in p.cmdline]
+        """The runner processes (not the one they were forked from, see antler/forkserver.py)."""
+        found = [p for p in self.children() if " antler run runner" in p.cmdline]
+        return [p for p in found if not any(" antler run runner" in c.cmdline for c in descendants(p.pid))]
+
+    def runner_leader(self) -> Proc | None:
+        """The process the runners were forked from, if they were."""
+        found = [p for p in self.children() if " antler run runner" in p.cmdline]
+        return next((p for p in found if p not in self.runners()), None)
 
     def nats_servers(self) -> list[Proc]:
         return [p for p in self.children() if "nats-server" in p.cmdline.split(" ", 1)[0]]

@@ -6,8 +6,8 @@ import asyncio
 import contextlib
 from typing import Any
 
-from agents.subagent_executor import run as run_executor
-from agents.task_tool import EXECUTOR_DURABLE
+from agents.subagents import EXECUTOR_DURABLE
+from agents.subagents import run as run_executor
 from bus import Bus
 from bus.messages import RunEvent, RunRequest
 from config import AppConfig
