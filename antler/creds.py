@@ -18,6 +18,7 @@ CLI context (or write it: --file, or --context <name> into ~/.config/nats/contex
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -31,12 +32,14 @@ from bus.clients import (
     context,
     embedded_authorization,
     mint,
+    owner_key,
 )
-from bus.errors import ServerStartError
+from bus.errors import BusError, ServerStartError
 from bus.launcher import NATS_PASSWORD_ENV, NATS_USER_ENV, LaunchError
 from bus.permissions import ADMIN, NatsUser, generate_users, save_users, server_block, users_for
 from bus.server import reload_running
 from bus.subjects import Subjects
+from config import AppConfig
 
 SERVER_FILE = "nats-auth.conf"
 SAVED_FILE = "nats-users.json"
@@ -92,6 +95,9 @@ def mint_client(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     if reloaded:
         status(f"user {client.user} is live on the embedded nats-server of {data_dir}")
+    if kind == "agents":
+        await_enable = enable_owner(args, config, client.scope)
+        asyncio.run(await_enable)
     else:
         status(
             f"no embedded nats-server runs on {data_dir}: `antler up` there takes {client.user} at its "
@@ -112,6 +118,22 @@ def mint_client(args: argparse.Namespace) -> int:
         _write_private(target, text)
         status(f"wrote {target}: `antler send --creds {target} ...` uses it from any directory")
     return 0
+
+
+async def enable_owner(args: argparse.Namespace, config: AppConfig, owner: str) -> None:
+    """Tell the agent hosts (`agentproto`) to serve `owner`'s agents (a settings key, as the admin)."""
+    try:
+        url = nats_url(args, config)
+        bus = await login(config).connect(url, "antler-creds", provision=False)
+    except (LaunchError, BusError) as exc:
+        status(f"owner {owner} not enabled on the bus yet ({exc}); run this again once it is up")
+        return
+    try:
+        settings = await bus.kv(bus.subjects.settings_bucket)
+        await settings.put(owner_key(owner), json.dumps({"owner": owner}).encode())
+        status(f"owner {owner}: their agents are on the NATS agent protocol (agents.*.*.{owner}.*)")
+    finally:
+        await bus.close()
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -41,6 +41,8 @@ PROTOCOL_PROMPT = "agents.prompt"
 PROTOCOL_STATUS = "agents.status"
 PROTOCOL_HEARTBEAT = "agents.hb"
 SDK_INBOX = "_INBOX.agents"  # the client SDK's reply subjects (not configurable in the SDK)
+OWNERS_KEY = "agentproto.owners"  # settings keys `agentproto.owners.<owner>`: owners the agent hosts serve
+_OWNER_TOKEN = re.compile(r"^[a-z0-9_-]{1,64}$")  # the protocol's owner token (lower case)
 
 
 class InvalidScope(ValueError):
@@ -69,6 +71,11 @@ def check_scope(scope: str) -> str:
             f"{scope!r} is not a valid name here: use letters, digits, '-' and '_' only (at most 64)"
         )
     return scope
+
+
+def owner_key(owner: str) -> str:
+    """The settings key that has the agent hosts (`agentproto`) serve `owner`'s agents."""
+    return f"{OWNERS_KEY}.{owner}"
 
 
 def query_subject_prefix(subjects: Subjects, owner: str) -> str:
@@ -129,6 +136,10 @@ def mint(subjects: Subjects, path: Path, kind: ClientKind, scope: str) -> Client
         InvalidScope: `scope` is not one subject token.
     """
     check_scope(scope)
+    if kind == "agents" and not _OWNER_TOKEN.match(scope):
+        raise InvalidScope(
+            f"{scope!r} is not an owner the agent protocol allows: lower case letters, digits, '-', '_'"
+        )
     data = _load(path)
     key = f"{kind}:{scope}"
     if key not in data:
