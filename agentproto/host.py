@@ -35,6 +35,7 @@ from agentproto.prompt import PromptStream, Target, create_thread
 from bus import Bus, component_ready
 from bus.agent_store import AgentStore
 from bus.clients import OWNERS_KEY
+from bus.records import keys_matching
 from bus.runs import SubmissionOrder
 from config import AppConfig
 
@@ -97,11 +98,7 @@ class AgentHost:
 
     async def wanted(self) -> dict[tuple[str, str], Target]:
         """(agent, owner) -> target, for every enabled owner's lead agent and custom agents."""
-        settings = await self.bus.kv(self.bus.subjects.settings_bucket)
-        try:
-            keys = await settings.keys(filters=[f"{OWNERS_KEY}.*"])
-        except Exception:  # no keys at all (nats-py raises NoKeysError)
-            keys = []
+        keys = await keys_matching(self.bus.js, self.bus.subjects.settings_bucket, f"{OWNERS_KEY}.*")
         owners = [k.rsplit(".", 1)[1] for k in keys if OWNER_TOKEN.match(k.rsplit(".", 1)[1])]
         lead = self.config.agent_protocol.lead_agent
         session = self.config.agent_protocol.sessions[0] if self.config.agent_protocol.sessions else "main"
