@@ -7,8 +7,10 @@ concatenates them), each tool call and its result, and each subagent task's star
 callers ignore tokens they do not know, §6.4). What the run's `end` means — an answer, a question
 (`ask_clarification`), an error — is read from `outcome()`.
 
-A run redelivered after its runner died streams its answer again from the start (a higher
-`attempt`): only the words beyond what was already sent go out, so the caller reads one answer.
+A run redelivered after its runner died resumes from its last checkpoint (a higher `attempt`):
+the step that was interrupted streams its message again from the start, under a new message id.
+What the caller already has of that message is not sent again, only the words beyond it, so the
+caller reads one answer (a model that words it differently the second time is streamed as it comes).
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ class RunAnswer:
 
     texts: dict[str, tuple[int, str]] = field(default_factory=dict)  # AI message id -> (attempt, text)
     sent: dict[str, str] = field(default_factory=dict)  # AI message id -> text sent to the caller
+    attempt: int = 0  # the latest delivery of the run seen
+    last_message: str | None = None  # the AI message that spoke last
+    replay: str | None = None  # what was sent of the message a resumed delivery is likely repeating
     calls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # call id -> (name, args)
     announced: set[str] = field(default_factory=set)  # tool calls and results already told
     question: str | None = None
@@ -85,17 +90,29 @@ class RunAnswer:
         message_id = chunk.get("id")
         if not text or not message_id:
             return []
-        seen_attempt, so_far = self.texts.get(message_id, (attempt, ""))
-        if attempt < seen_attempt:
+        if attempt < self.attempt:
             return []  # a late piece of an earlier delivery
-        if attempt > seen_attempt:
-            so_far = ""  # streamed again from the start by a resumed delivery
+        if attempt > self.attempt:
+            # A resumed delivery runs the interrupted step again (its message under a new id): what
+            # was sent of the last message is not sent twice.
+            self.replay = self.sent.get(self.last_message, "") if self.last_message else None
+            self.attempt = attempt
+        seen_attempt, so_far = self.texts.get(message_id, (attempt, ""))
+        if seen_attempt != attempt:
+            so_far = ""
         so_far = text if chunk.get("type") == "ai" else so_far + text
         self.texts[message_id] = (attempt, so_far)
+        self.last_message = message_id
         self.question = None  # the agent went on talking after a question
+        if self.replay and message_id not in self.sent:
+            if self.replay.startswith(so_far):
+                return []  # still repeating what the caller has
+            if so_far.startswith(self.replay):
+                self.sent[message_id] = self.replay  # the interrupted message again: only what is new
+            self.replay = None  # (else: another message, streamed as it comes)
         sent = self.sent.get(message_id, "")
         if len(so_far) <= len(sent) or not so_far.startswith(sent):
-            return []  # nothing new (a resumed delivery catching up with what was sent)
+            return []
         self.sent[message_id] = so_far
         return [ResponseChunk(text=so_far[len(sent) :])]
 
