@@ -56,8 +56,9 @@ async def up(tmp_path_factory: pytest.TempPathFactory, model: FakeOpenAI) -> Asy
     try:
         await stack.start(runners=0)  # the runner runs inside `antler up` (one process)
         yield stack
-        # The tripwire: only refusals the tests provoked (a client stepping outside its owner).
-        others = [v for v in stack.violations() if not v.startswith(f"{PREFIX}-client-")]
+        # The tripwire: only the refusals a test provoked (bob stepping outside his owner); alice's
+        # client, used as the SDK is, was never refused anything.
+        others = [v for v in stack.violations() if not v.startswith(f"{PREFIX}-client-agents-bob")]
         assert others == []
     finally:
         await stack.kill_all()
@@ -134,6 +135,29 @@ async def test_an_attachment_reaches_the_agent_as_an_uploaded_file(up: AntlerUp,
     assert "".join(texts) == "Got your notes."
     asked = json.dumps(model.agent_requests[-1]["messages"])
     assert "/mnt/user-data/uploads/notes.txt" in asked
+
+
+async def test_tool_steps_are_status_chunks_and_presented_files_come_as_attachments(
+    up: AntlerUp, model: FakeOpenAI
+) -> None:
+    write = "mkdir -p /mnt/user-data/outputs && printf '# Report' > /mnt/user-data/outputs/report.md"
+    model.script(
+        Reply(tool_calls=[ToolCall("bash", {"description": "write", "command": write})], when="MAKE-FILE"),
+        Reply(tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/report.md"]})]),
+        Reply(text="Here it is."),
+    )
+    async with client(up, "alice") as (agents, _, _):
+        agent = await find(agents, "antler", "alice")
+        messages = [m async for m in agent.prompt("MAKE-FILE please")]
+    statuses = [m.status for m in messages if not isinstance(m, ResponseChunk | Query)]
+    texts = [m.text for m in messages if isinstance(m, ResponseChunk)]
+    files = [a for m in messages if isinstance(m, ResponseChunk) for a in m.attachments or []]
+    assert statuses[:1] == ["ack"]
+    assert ["tool:bash", "tool_done:bash", "tool:present_files", "tool_done:present_files"] == [
+        s for s in statuses if s.startswith("tool")
+    ]
+    assert "".join(texts) == "Here it is."
+    assert [(f.filename, f.to_bytes()) for f in files] == [("report.md", b"# Report")]
 
 
 async def test_a_clarification_is_a_query_whose_answer_resumes_the_conversation(
