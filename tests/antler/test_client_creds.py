@@ -81,6 +81,40 @@ async def test_script_with_minted_channel_creds_gets_its_reply_from_any_director
     assert "You said: hello from a script" in out
 
 
+async def test_antler_send_takes_a_nats_cli_context_by_name(up: AntlerUp, tmp_path: Path) -> None:
+    config_home = tmp_path / "config-home"
+    code, _, err = await finished(
+        await run_antler(
+            "creds", "--channel", "scripts", "--context", "antler-scripts",
+            cwd=up.workdir, env={"XDG_CONFIG_HOME": str(config_home)},
+        )
+    )  # fmt: skip
+    assert code == 0, err
+    assert (config_home / "nats" / "context" / "antler-scripts.json").is_file()
+
+    code, out, err = await finished(
+        await run_antler(
+            "send", "--context", "antler-scripts", "--chat", "c2", "hello by context",
+            cwd=tmp_path, env={"XDG_CONFIG_HOME": str(config_home)},
+        ),
+        timeout=120,
+    )  # fmt: skip
+
+    assert code == 0, err
+    assert "You said: hello by context" in out
+
+
+async def test_an_owner_the_agent_protocol_cannot_carry_is_refused_with_a_clear_message(
+    tmp_path: Path,
+) -> None:
+    code, _, err = await finished(
+        await run_antler("creds", "--agent-owner", "Alice.Smith", "--data-dir", str(tmp_path), cwd=tmp_path)
+    )
+    assert code == 2
+    assert "'Alice.Smith' is not a valid name here" in err
+    assert not (tmp_path / "nats-clients.json").exists()
+
+
 async def test_minting_the_same_channel_again_gives_the_same_credentials(up: AntlerUp) -> None:
     first = await mint(up, "--channel", "reports")
     second = await mint(up, "--channel", "reports")
