@@ -45,12 +45,11 @@ from bus.files import output_key, safe_filename, upload_key
 from bus.layout import output_relative, upload_path
 from bus.messages import (
     MultitaskStrategy,
-    RunControl,
     RunRequest,
     ThreadCreateReply,
     ThreadCreateRequest,
 )
-from bus.runs import follow_run, submit_new_run
+from bus.runs import cancel_run, follow_run, submit_new_run
 from bus.service import ServiceError, call
 
 if TYPE_CHECKING:
@@ -287,10 +286,10 @@ class PromptStream:
     async def _cancel_run(self) -> None:
         if self.run_id is None:
             return
-        bus = self.host.bus
-        control = RunControl(run_id=self.run_id, action="cancel", reason="the protocol caller went away")
-        with contextlib.suppress(Exception):
-            await bus.publish_core(bus.subjects.run_control(self.run_id), control)
+        try:  # running, or still waiting its turn (then marked so no runner starts it)
+            await cancel_run(self.host.bus, self.run_id, reason="the protocol caller went away")
+        except Exception as exc:
+            log.warning("run %s of a caller gone away not cancelled: %s", self.run_id, exc)
 
     async def _chunk(self, chunk: ResponseChunk | StatusChunk | QueryChunk) -> None:
         await self._send(encode_chunk(chunk))
