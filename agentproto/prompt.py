@@ -94,11 +94,6 @@ class Target:
         return str(uuid.uuid5(SESSION_NAMESPACE, f"{self.agent}/{self.owner}/{self.session}"))
 
 
-def session_thread_id(agent: str, owner: str, session: str) -> str:
-    """The thread a session is (the same for every host process, so any of them continues it)."""
-    return Target(agent, owner, session).thread_id
-
-
 @dataclass
 class PromptStream:
     """Serves one prompt request from receipt to terminator."""
