@@ -138,11 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "creds",
-        help="print NATS users and credentials for your own NATS cluster",
+        help="print NATS users for your own NATS cluster, or mint one for a script or agent-protocol client",
         description="Print a nats-server authorization block with one user per component, each allowed "
         "only the subjects it needs (plus an admin), and each component's credentials as "
         "ANTLER_NATS_USER/ANTLER_NATS_PASSWORD lines. With --out, write nats-auth.conf and one "
-        "<component>.env per component to a directory (passwords already there are kept).",
+        "<component>.env per component to a directory (passwords already there are kept). With --channel or "
+        "--agent-owner, mint a user for a client instead and print its nats context.",
     )
     p.add_argument("--out", help="directory to write nats-auth.conf, <component>.env and nats-users.json to")
     p.add_argument(
