@@ -64,7 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", nargs="*", help="the message (read from stdin when omitted)")
     p.add_argument("--chat", help="chat id (default: cli-<user>)")
     p.add_argument("--user", help="user id (default: your login name)")
-    p.add_argument("--channel", default="cli", help="channel name (default: cli)")
+    p.add_argument("--channel", help="channel name (default: the credentials' channel, else cli)")
+    p.add_argument(
+        "--creds",
+        help="a nats context JSON from `antler creds --channel` (URL, user, prefix), from any directory",
+    )
+    p.add_argument("--context", help="like --creds, the nats context ~/.config/nats/context/<CONTEXT>.json")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the final reply")
     p.add_argument("--no-wait", action="store_true", help="publish and exit without waiting for a reply")
     add_common(p)
@@ -144,14 +149,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "creds",
-        help="print NATS users and credentials for your own NATS cluster",
+        help="print NATS users for your own NATS cluster, or mint one for a script or agent-protocol client",
         description="Print a nats-server authorization block with one user per component, each allowed "
         "only the subjects it needs (plus an admin), and each component's credentials as "
         "ANTLER_NATS_USER/ANTLER_NATS_PASSWORD lines. With --out, write nats-auth.conf and one "
-        "<component>.env per component to a directory (passwords already there are kept).",
+        "<component>.env per component to a directory (passwords already there are kept). With --channel or "
+        "--agent-owner, mint a user for a client instead and print its nats context.",
     )
     p.add_argument("--out", help="directory to write nats-auth.conf, <component>.env and nats-users.json to")
-    add_common(p, nats=False)
+    p.add_argument(
+        "--channel",
+        help="mint a user for one script channel (publish chat.in.<channel>, read chat.out.<channel>)",
+    )
+    p.add_argument(
+        "--agent-owner", help="mint a user for NATS agent protocol clients acting for this owner (a user id)"
+    )
+    p.add_argument("--file", help="with --channel/--agent-owner: write the nats context JSON here")
+    p.add_argument(
+        "--context", help="with --channel/--agent-owner: write it as ~/.config/nats/context/<CONTEXT>.json"
+    )
+    add_common(p, nats=True)
 
     p = sub.add_parser(
         "provision",

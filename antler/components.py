@@ -78,6 +78,12 @@ COMPONENTS: dict[str, ComponentSpec] = {
             lambda c: c.channels.dingtalk.enabled,
         ),
         ComponentSpec(
+            "agentproto",
+            "agentproto.host:run",
+            "the NATS agent protocol: agents discoverable and promptable by any NATS client",
+            lambda c: c.agent_protocol.enabled,
+        ),
+        ComponentSpec(
             "gateway",
             "gateway.server:run",
             "HTTP: the LangGraph-compatible API",

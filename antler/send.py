@@ -1,14 +1,24 @@
-"""`antler send`: talk to the agent from a terminal, as a chat on channel `cli`."""
+"""`antler send`: talk to the agent from a terminal, as a chat on channel `cli`.
+
+With `--creds <file>` (or `--context <name>`), a `nats` context `antler creds --channel` wrote,
+it connects as that channel's user from any directory: the URL, user, inbox and prefix come from
+the file, the channel too unless `--channel` names one (which that user may then not publish on).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import getpass
+import json
+import os
 import sys
+from pathlib import Path
+from typing import Any
 
 from antler._common import CliError, load, login, nats_url, setup_logging
-from bus import EnvelopeError, decode
+from bus import Bus, EnvelopeError, decode
+from bus.errors import BusConnectError
 from bus.messages import InboundMessage, OutboundMessage
 
 
@@ -18,8 +28,26 @@ async def send(args: argparse.Namespace) -> int:
     text = " ".join(args.text) if args.text else sys.stdin.read()
     if not text.strip():
         raise CliError("nothing to send: give the message as arguments or on stdin", code=2)
-    url = nats_url(args, config)
-    bus = await login(config).connect(url, "antler-send", provision=False)
+    client = read_context(args)
+    if client is not None:
+        config.bus.prefix = client.get("antler", {}).get("prefix", config.bus.prefix)
+        args.channel = args.channel or client.get("antler", {}).get("channel")
+        url = args.nats_url or client.get("url") or nats_url(args, config)
+        user = {"user": client.get("user"), "password": client.get("password")}
+        try:
+            bus = await Bus.connect(
+                url,
+                config.bus.model_copy(update=user),
+                name="antler-send",
+                inbox_prefix=client.get("inbox_prefix"),
+            )
+        except BusConnectError as exc:
+            source = args.creds or args.context
+            raise CliError(f"{exc} (as {user['user']!r}, from {source})", code=2) from None
+    else:
+        url = nats_url(args, config)
+        bus = await login(config).connect(url, "antler-send", provision=False)
+    args.channel = args.channel or "cli"
     try:
         message = InboundMessage(
             channel=args.channel,
@@ -89,3 +117,27 @@ async def _print_replies(replies: asyncio.Queue[OutboundMessage], timeout: float
             kind = file.content_type or "unknown type"
             print(f"[file] {file.path or file.name} ({kind}, {file.size or '?'} bytes)")
         return 0
+
+
+def read_context(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The nats context `--creds` or `--context` names (None: neither was given).
+
+    Raises:
+        CliError: it cannot be read, or is not a context.
+    """
+    if args.creds:
+        path = Path(args.creds).expanduser()
+    elif args.context:
+        config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+        path = config_home / "nats" / "context" / f"{args.context}.json"
+    else:
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read the credentials {path}: {exc}", code=2) from None
+    if not isinstance(data, dict) or not data.get("user"):
+        raise CliError(
+            f"{path} is not a nats context with a user (`antler creds --channel` writes one)", code=2
+        )
+    return data

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from bus import (
     serve,
     stop_on_signals,
 )
-from bus.permissions import USERS_FILE, save_users, server_block, users_for
+from bus.clients import embedded_authorization
 from bus.subjects import Subjects
 from config import AppConfig
 
@@ -193,10 +194,10 @@ async def up(args: argparse.Namespace) -> int:
             emb = config.bus.embedded
             authorization = None
             if emb.component_users:
-                users_file = Path(config.bus.data_dir) / USERS_FILE
-                users = users_for(Subjects(config.bus.prefix), users_file)
-                save_users(users_file, users)
-                authorization = server_block(users)
+                subjects, data_dir = Subjects(config.bus.prefix), Path(config.bus.data_dir)
+                # Made again at each (re)start of the server: clients minted meanwhile stay users.
+                authorization = partial(embedded_authorization, subjects, data_dir)
+                authorization()  # the users file, before any component reads it
             server = EmbeddedServer(
                 config.bus.data_dir,
                 host=emb.host,

@@ -43,6 +43,9 @@ class Rights:
     files: bool = False  # the object store (read and write)
     serve: tuple[str, ...] = ()  # micro services answered
     call: tuple[str, ...] = ()  # micro services asked
+    # Subjects outside the prefix that a protocol fixes (the NATS agent protocol's `agents.*`).
+    publish_absolute: tuple[str, ...] = ()
+    subscribe_absolute: tuple[str, ...] = ()
 
 
 def _adapter(channel: str) -> Rights:
@@ -125,6 +128,18 @@ RIGHTS: dict[str, Rights] = {
         call=("threads", "memory", "sandbox", "subagents", "schedules"),
     ),
     **{channel: _adapter(channel) for channel in CHANNELS},
+    "agentproto": Rights(
+        read_streams=("RUN_EVENTS",),
+        publish=("runs.submit", "runs.ctl.*"),
+        kv_write=("runs", "thread_runs"),
+        kv_read=("settings", "agents"),
+        files=True,  # attachments in, presented files out
+        call=("threads",),
+        # Heartbeats, and the chunks of a streamed answer on the caller's reply subject (more than
+        # the one reply `allow_responses` grants); prompts and status requests of every owner.
+        publish_absolute=("agents.hb.>", "_INBOX.agents.>"),
+        subscribe_absolute=("agents.prompt.>", "agents.status.>", "$SRV.>"),
+    ),
 }
 
 
@@ -143,7 +158,8 @@ def rights_table() -> str:
         consumes = [f"{durable}: {filter_subject}" for _, durable, filter_subject in r.consume]
         reads = [f"{kind} (read)" for kind in r.read_streams]
         rows.append(
-            f"| {name} | {cell(consumes + reads)} | {cell(r.publish)} | {cell(r.subscribe)} | "
+            f"| {name} | {cell(consumes + reads)} | {cell(r.publish + r.publish_absolute)} | "
+            f"{cell(r.subscribe + r.subscribe_absolute)} | "
             f"{cell(r.kv_write)} | {cell(r.kv_read)} | {'yes' if r.files else '—'} | {cell(r.serve)} | "
             f"{cell(r.call)} |"
         )
@@ -217,6 +233,8 @@ def permissions(component: str, subjects: Subjects) -> dict[str, object]:
         publish.append(subjects.full(f"{service}.>"))
     if rights.call:
         publish.append("$SRV.>")
+    publish += rights.publish_absolute
+    subscribe += rights.subscribe_absolute
     return {
         "publish": {"allow": sorted(set(publish))},
         "subscribe": {"allow": sorted(set(subscribe))},

@@ -21,6 +21,7 @@ import signal
 import sys
 import sysconfig
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -32,6 +33,8 @@ _LISTENING = re.compile(r"Listening for client connections on (\S+):(\d+)")
 _READY = "Server is ready"
 _RELOADED = b"Reloaded server configuration"
 _PR_SET_PDEATHSIG = 1
+AUTHORIZATION_FILE = "nats-authorization.conf"  # the users, included by nats-server.conf
+PID_FILE = "nats-server.pid"
 
 
 def find_nats_server() -> str:
@@ -108,11 +111,12 @@ class EmbeddedServer:
         port: int = 0,
         max_payload_mb: int = 8,
         server_name: str = "antler",
-        authorization: str | None = None,
+        authorization: str | Callable[[], str] | None = None,
         extra_config: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
-        self.authorization = authorization  # a nats-server `authorization` block (bus.permissions)
+        # A nats-server `authorization` block (bus.permissions), or how to make it at each (re)start.
+        self.authorization = authorization
         self.extra_config = extra_config  # more nats-server config, e.g. a `cluster` block
         self.host = host
         self.port = port
@@ -291,6 +295,12 @@ class EmbeddedServer:
         store = self.data_dir / "jetstream"
         store.mkdir(parents=True, exist_ok=True)
         port = self.port if self.port else -1
+        authorization = self.authorization() if callable(self.authorization) else self.authorization
+        include = ""
+        if authorization:
+            # A file of its own, so `antler creds` can change the users of a running server.
+            _write_private(self.data_dir / AUTHORIZATION_FILE, authorization)
+            include = f'include "{AUTHORIZATION_FILE}"\n'
         conf = self.data_dir / "nats-server.conf"
         conf.write_text(
             "# written by Antler at each start; edit config.yaml (bus.embedded) instead\n"
@@ -298,12 +308,13 @@ class EmbeddedServer:
             f'listen: "{self.host}:{port}"\n'
             f"max_payload: {self.max_payload_mb * 1024 * 1024}\n"
             f'log_file: "{self.log_path}"\n'
+            f'pid_file: "{self.data_dir / PID_FILE}"\n'
             "jetstream {\n"
             f'  store_dir: "{store}"\n'
-            "}\n" + (self.authorization or "") + (self.extra_config or ""),
+            "}\n" + include + (self.extra_config or ""),
             encoding="utf-8",
         )
-        conf.chmod(0o600)  # it may hold passwords
+        conf.chmod(0o600)
         return conf
 
     async def _wait_ready(self) -> tuple[str, int]:
@@ -342,3 +353,50 @@ class EmbeddedServer:
                 self._proc.kill()
             await self._proc.wait()
         self._proc = None
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def reload_running(data_dir: str | os.PathLike[str], authorization: str, timeout: float = 10.0) -> bool:
+    """Give the embedded server running on `data_dir` (another process's, `antler up`'s) new users.
+
+    Returns False if no embedded server runs there (it takes the users from `antler up` at its
+    next start). Blocking: for command line tools.
+
+    Raises:
+        ServerStartError: the server runs without users (`bus.embedded.component_users: false`: adding
+            some would lock its components out), or did not confirm the reload within `timeout`.
+    """
+    directory = Path(data_dir).resolve()
+    lock = DataDirLock(directory)
+    try:
+        lock.acquire()
+    except DataDirLocked:
+        pass  # held: a server runs there
+    else:
+        lock.release()
+        return False
+    conf = directory / "nats-server.conf"
+    if f'include "{AUTHORIZATION_FILE}"' not in conf.read_text(encoding="utf-8"):
+        raise ServerStartError(
+            f"the embedded nats-server on {directory} runs without users (bus.embedded.component_users "
+            "is false): anyone may connect, so there is nobody to add"
+        )
+    pid = int((directory / PID_FILE).read_text(encoding="utf-8").strip())
+    log_path = directory / "nats-server.log"
+    start = log_path.stat().st_size if log_path.exists() else 0
+    _write_private(directory / AUTHORIZATION_FILE, authorization)
+    os.kill(pid, signal.SIGHUP)
+    deadline = time.monotonic() + timeout
+    while True:
+        with log_path.open("rb") as handle:
+            handle.seek(start)
+            if _RELOADED in handle.read():
+                return True
+        if time.monotonic() > deadline:
+            raise ServerStartError(f"nats-server (pid {pid}) did not reload within {timeout:g}s", "")
+        time.sleep(0.01)

@@ -29,6 +29,7 @@ from config.agent import (
     ToolOutputConfig,
     ToolSearchConfig,
 )
+from config.agentproto import AgentProtocolConfig
 from config.channels import (
     ChannelConfig,
     ChannelsConfig,
@@ -114,6 +115,7 @@ class AppConfig(Section):
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    agent_protocol: AgentProtocolConfig = Field(default_factory=AgentProtocolConfig)
 
     @field_validator("models")
     @classmethod

@@ -73,7 +73,9 @@ async def test_antler_up_says_it_is_up_once_every_component_serves_and_stops_cle
         if proc.returncode is None:
             proc.kill()
     assert code == 0, err
-    assert "components: runner (x2 processes), subagents, memory, sandbox, scheduler, router, gateway" in err
+    listed = "components: runner (x2 processes), subagents, memory, sandbox, scheduler, router, agentproto, "
+    listed += "gateway"
+    assert listed in err
     runner_pids = [int(pid) for pid in re.findall(r"runner process \d started \(pid (\d+)\)", err)]
     assert len(runner_pids) == 2
     before_up = err[: err.index("Antler is up")]

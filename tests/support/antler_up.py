@@ -74,7 +74,8 @@ class AntlerUp:
             stderr=self._err,
         )
         await self.wait_for_line("Antler is up", timeout, stream="err")
-        await self.wait_for_line("runner: running against", timeout, stream="err", count=runners)
+        if runners:  # 0: `runner.processes: 1`, the runner inside `antler up` (ready once it is up)
+            await self.wait_for_line("runner: running against", timeout, stream="err", count=runners)
 
     async def wait_for_line(
         self, text: str, timeout: float = 30.0, *, stream: str = "out", count: int = 1
