@@ -312,3 +312,18 @@ async def test_antler_up_itself_does_not_load_langchain_when_runners_are_process
     assert [m for m in imported(up.pid) if m.startswith(HEAVY)] == []
     for pid in runners:  # the report works in children too: LangChain is where the agents run
         assert "langchain.agents" in imported(pid)
+
+
+def test_every_package_of_ours_is_in_the_installed_distribution() -> None:
+    """`pip install .` (the Docker image) installs only the packages pyproject.toml includes: a new
+    top-level package left out works in the checkout and fails with ModuleNotFoundError there."""
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    found = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    ours = sorted(p.name for p in root.iterdir() if (p / "__init__.py").exists() and p.name not in ("tests",))
+    missing = [
+        name for name in ours if not any(fnmatch.fnmatch(name, pattern) for pattern in found["include"])
+    ]
+    assert not missing, f"add to [tool.setuptools.packages.find] include: {missing}"
