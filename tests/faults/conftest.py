@@ -11,13 +11,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bus import Bus
-from bus.permissions import ADMIN, USERS_FILE, load_credentials
-from config import BusConfig
 from tests.conftest import FAULT_COUNTS as COUNTS
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.faults.budget import ACK_WAIT, CHUNK_DELAY, PREFIX, SIZE
-from tests.faults.harness import OpenLoad, UpFactory, Verdict, write_config
+from tests.faults.harness import OpenLoad, UpFactory, Verdict, admin_bus, write_config
 from tests.faults.load import ChatLoad
 from tests.support.antler_up import AntlerUp
 from tests.support.nats_users import logged_violations
@@ -123,10 +120,7 @@ def chat_load(tmp_path: Path) -> OpenLoad:
 
     @contextlib.asynccontextmanager
     async def open_load(url: str) -> AsyncIterator[ChatLoad]:
-        admin = load_credentials(tmp_path / "data" / USERS_FILE).get(ADMIN)
-        user, password = admin if admin else (None, None)
-        config = BusConfig(prefix=PREFIX, user=user, password=password)
-        bus = await Bus.connect(url, config, name="faults-test")
+        bus = await admin_bus(url, tmp_path / "data")
         load = ChatLoad(bus, SIZE.chats, SIZE.per_chat)
         await load.start_collecting()
         try:

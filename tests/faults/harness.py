@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
-from bus import EmbeddedServer
+from bus import Bus, EmbeddedServer
 from bus.permissions import ADMIN, USERS_FILE, load_credentials, save_users, server_block, users_for
 from bus.subjects import Subjects
+from config import BusConfig
 from tests.faults.budget import PREFIX
 from tests.support.antler_up import AntlerUp
 
@@ -50,6 +51,14 @@ def admin_login(data_dir: Path) -> dict[str, str]:
     """nats-py's connect options for the admin saved in `data_dir` (probes of the test's own)."""
     user, password = load_credentials(data_dir / USERS_FILE)[ADMIN]
     return {"user": user, "password": password}
+
+
+async def admin_bus(url: str, data_dir: Path, name: str = "faults-test") -> Bus:
+    """The test's own connection to an `antler up`'s bus, as the admin it generated for its embedded
+    server (if it did: an external server of the test's may have no users)."""
+    admin = load_credentials(data_dir / USERS_FILE).get(ADMIN)
+    user, password = admin if admin else (None, None)
+    return await Bus.connect(url, BusConfig(prefix=PREFIX, user=user, password=password), name=name)
 
 
 class ExternalNats:

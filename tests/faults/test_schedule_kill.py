@@ -15,15 +15,13 @@ from pathlib import Path
 import pytest
 from nats.js.api import DeliverPolicy
 
-from bus import Bus, decode
+from bus import decode
 from bus.messages import InboundMessage, OutboundMessage, RunRecord
-from bus.permissions import ADMIN, USERS_FILE, load_credentials
 from bus.records import RecordStore
-from config import BusConfig
 from tests.fakes.openai_server import Reply
-from tests.faults.budget import ONE_AT_A_TIME, PREFIX, QUIET, STOP_TIMEOUT, TIMEOUT
+from tests.faults.budget import ONE_AT_A_TIME, QUIET, STOP_TIMEOUT, TIMEOUT
 from tests.faults.conftest import SlowEcho
-from tests.faults.harness import UpFactory
+from tests.faults.harness import UpFactory, admin_bus
 from tests.support.nats_users import logged_violations
 
 pytestmark = [pytest.mark.asyncio, TIMEOUT, ONE_AT_A_TIME]
@@ -36,9 +34,7 @@ async def test_runner_killed_during_a_scheduled_run_resumes_it_and_the_chat_gets
 ) -> None:
     up = antler_up(fault_config())
     await up.start()
-    admin = load_credentials(tmp_path / "data" / USERS_FILE).get(ADMIN)
-    user, password = admin if admin else (None, None)
-    bus = await Bus.connect(await up.nats_url(), BusConfig(prefix=PREFIX, user=user, password=password))
+    bus = await admin_bus(await up.nats_url(), tmp_path / "data")
     finals: list[OutboundMessage] = []
     answered = asyncio.Event()
 
