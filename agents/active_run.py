@@ -11,6 +11,7 @@ thread is free) and the run's journal written side by side, then `end`.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from agents.run_journal import JournalRecorder
 from agents.thread_claims import ThreadClaims
 from bus import Abandon, Bus
 from bus.messages import ErrorInfo, RunRecord, RunRequest, RunStatus, SubagentCancel, Usage, utcnow
+from bus.metrics import RUN_DURATION, RUN_QUEUE_WAIT, RUNS_FINISHED
 from bus.records import RecordStore
 from config import AppConfig
 
@@ -35,6 +37,11 @@ class ActiveRun:
     revision: Any = None  # the run record as last written here, (record, revision): no re-read
     model: str | None = None  # the model it runs on, once known
     journal: JournalRecorder | None = None  # what its journal will hold, once it streams
+    taken_at: float = field(default_factory=time.monotonic)  # when this delivery took it (its duration)
+
+    def __post_init__(self) -> None:
+        if self.attempt == 1:  # the queue wait of its first attempt (later ones wait for a redelivery)
+            RUN_QUEUE_WAIT.observe(max((utcnow() - self.request.created_at).total_seconds(), 0.0))
 
     @property
     def run_id(self) -> str:
@@ -117,6 +124,8 @@ async def finish_run(
     )
     if superseded:
         raise Abandon(f"run {request.run_id} belongs to delivery {superseded[0]}, not {events.attempt}")
+    RUNS_FINISHED.labels(status.value).inc()
+    RUN_DURATION.labels(status.value).observe(time.monotonic() - run.taken_at)
     if status != RunStatus.SUCCESS:  # subagents still at work for it stop (its tool waits no more)
         stop = SubagentCancel(parent_run_id=request.run_id, reason=f"the parent run ended: {status.value}")
         await bus.publish_core(bus.subjects.subagent_cancel(request.run_id), stop)

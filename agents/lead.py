@@ -54,6 +54,7 @@ from agents.middleware import (
     LoopDetectionMiddleware,
     RunPromptMiddleware,
     TitleMiddleware,
+    ToolMetricsMiddleware,
     ViewImageMiddleware,
 )
 from agents.middleware.read_before_write import ReadBeforeWriteMiddleware
@@ -104,6 +105,7 @@ def build_middlewares(
             calls or ModelCalls(None, config),
             chosen.name if chosen else None,
         ),
+        ToolMetricsMiddleware(),
         ToolErrorMiddleware(aon_error=tool_error),
     ]
     if options.is_plan_mode:

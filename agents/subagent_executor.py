@@ -42,6 +42,7 @@ from agents.middleware import (
     LLMErrorHandlingMiddleware,
     LoopDetectionMiddleware,
     RunPromptMiddleware,
+    ToolMetricsMiddleware,
     ViewImageMiddleware,
 )
 from agents.middleware.read_before_write import ReadBeforeWriteMiddleware
@@ -136,6 +137,7 @@ class SubagentExecutor:
                 self.calls,
                 model_config.name if model_config else None,
             ),
+            ToolMetricsMiddleware(),
             ToolErrorMiddleware(aon_error=tool_error),
             *([ViewImageMiddleware()] if sees else []),
             FinishReasonMiddleware(),

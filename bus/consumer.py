@@ -60,6 +60,7 @@ from bus.delivery import Abandon, Defer, Delivery, Reject, Retry
 from bus.dlq import dead_letter
 from bus.errors import EnvelopeError
 from bus.messages import decode
+from bus.metrics import CONSUMER_IN_FLIGHT, DEAD_LETTERS, dead_letter_reason
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -155,6 +156,7 @@ class Consumer(Generic[M]):
         self.key = key
         self._turns = KeyTurns()
         self.stats = ConsumerStats()
+        self._in_flight = CONSUMER_IN_FLIGHT.labels(durable)
         self._puller: Puller | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._arrival: dict[asyncio.Task[None], int] = {}  # in-flight handlers by arrival
@@ -282,6 +284,7 @@ class Consumer(Generic[M]):
         delivered = meta.num_delivered or 1
         seq = meta.sequence.stream if meta.sequence else 0
         self.stats.in_flight += 1
+        self._in_flight.inc()
         try:
             if delivered > self.max_deliver:
                 # Earlier deliveries were never settled: their processes died or hung.
@@ -347,6 +350,7 @@ class Consumer(Generic[M]):
             log.exception("consumer %s: could not settle message seq %d", self.name, seq)
         finally:
             self.stats.in_flight -= 1
+            self._in_flight.dec()
 
     def _after_outage(self, outage: float) -> None:
         """Back after `outage` seconds: messages whose heartbeats may have missed `ack_wait` can have
@@ -412,6 +416,7 @@ class Consumer(Generic[M]):
             return
         await msg.term()
         self.stats.dead_lettered += 1
+        DEAD_LETTERS.labels(self.stream, self.durable, dead_letter_reason(reason)).inc()
         if self.on_dead_letter is not None:
             try:
                 await self.on_dead_letter(msg, reason)

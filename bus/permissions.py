@@ -43,6 +43,7 @@ class Rights:
     files: bool = False  # the object store (read and write)
     serve: tuple[str, ...] = ()  # micro services answered
     call: tuple[str, ...] = ()  # micro services asked
+    observe: bool = False  # every process's metrics and every durable's JetStream counts (`/metrics`)
 
 
 def _adapter(channel: str) -> Rights:
@@ -123,6 +124,7 @@ RIGHTS: dict[str, Rights] = {
         kv_read=("threads", "memory"),
         files=True,
         call=("threads", "memory", "sandbox", "subagents", "schedules"),
+        observe=True,
     ),
     **{channel: _adapter(channel) for channel in CHANNELS},
 }
@@ -184,6 +186,13 @@ def permissions(component: str, subjects: Subjects) -> dict[str, object]:
     subscribe: list[str] = [subjects.full(s) for s in rights.subscribe]
     subscribe.append(f"{inbox_prefix(subjects, component)}.>")
     publish.append(subjects.component_ready(component))  # "ready to serve", for `antler up`
+    publish.append(subjects.full(f"metrics.{component}.*"))  # its process's metrics (bus.metrics_feed)
+    if rights.observe:
+        subscribe.append(subjects.metrics_all)
+        for other in RIGHTS.values():
+            publish += [
+                f"{js}.CONSUMER.INFO.{subjects.stream(kind)}.{durable}" for kind, durable, _ in other.consume
+            ]
     for kind, durable, filter_subject in rights.consume:
         stream = subjects.stream(kind)
         publish += [

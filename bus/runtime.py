@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from bus.connection import Bus
 from bus.consumer import Consumer
+from bus.metrics_feed import MetricsFeed
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,10 @@ async def serve(
     Raises:
         ComponentFailed: a component ended or raised on its own; the others are drained first.
     """
+    # This process's metrics, on the bus for the gateway's /metrics and `antler top` (bus.metrics_feed).
+    observability = getattr(config, "observability", None)
+    feed = MetricsFeed(bus, list(components), getattr(observability, "metrics_interval_seconds", 0.0))
+    feed.start()
     tasks: dict[asyncio.Task[None], str] = {}
     for name, entry in components.items():
         context = contextvars.copy_context()
@@ -173,6 +178,7 @@ async def serve(
                 log.error("%s", failed)
     finally:
         stopper.cancel()
+        await feed.stop()
         running = [t for t in tasks if not t.done()]
         for task in running:
             task.cancel()

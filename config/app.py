@@ -49,6 +49,7 @@ from config.models import (
     ModelCallsConfig,
     ModelConfig,
 )
+from config.observability import ObservabilityConfig
 from config.sandbox import (
     DEFAULT_TOOLBOX_PACKAGES,
     SandboxConfig,
@@ -114,6 +115,7 @@ class AppConfig(Section):
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
 
     @field_validator("models")
     @classmethod

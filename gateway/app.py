@@ -20,6 +20,7 @@ from gateway.deps import Gateway
 from gateway.health import router as health_router
 from gateway.langgraph_api import router as langgraph_router
 from gateway.limits import BodyLimitMiddleware, body_limits
+from gateway.metrics import router as metrics_router
 from gateway.openapi import document_models
 from gateway.rest.accounts import router as accounts_router
 from gateway.rest.agents import router as agents_router
@@ -91,6 +92,7 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(accounts_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
     # Compatibility answers for DeerFlow features Antler lacks: not part of Antler's documented API.
     app.include_router(health_router, tags=["health"])
+    app.include_router(metrics_router, tags=["health"], responses=refusals)
     app.include_router(placeholders_router, prefix="/api", include_in_schema=False, responses=refusals)
 
     @app.exception_handler(HTTPException)

@@ -6,6 +6,7 @@ from agents.middleware.limits import LoopDetectionMiddleware
 from agents.middleware.model_errors import LLMErrorHandlingMiddleware
 from agents.middleware.prompt import RunPromptMiddleware
 from agents.middleware.title import TitleMiddleware
+from agents.middleware.tool_metrics import ToolMetricsMiddleware
 from agents.middleware.view_image import ViewImageMiddleware
 
 __all__ = [
@@ -15,5 +16,6 @@ __all__ = [
     "LoopDetectionMiddleware",
     "RunPromptMiddleware",
     "TitleMiddleware",
+    "ToolMetricsMiddleware",
     "ViewImageMiddleware",
 ]
