@@ -61,7 +61,8 @@ async def test_a_component_process_publishes_its_metrics_and_leaves_the_board_wh
                 break
             board.changed.clear()
             await asyncio.wait_for(board.changed.wait(), 10)
-        assert child and child != process_id()
+        assert child, "the child's snapshot came"
+        assert child != process_id()
         [done] = samples_of(board, "antler_sandbox_commands_total", child)
         assert (done.labels["outcome"], done.value) == ("ok", 1.0)
         [info] = samples_of(board, "antler_process_info", child)
