@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from agents.context import RunOptions
 from agents.event_log import EventLog
 from agents.run_journal import JournalRecorder
+from agents.telemetry import invoke_agent
 from agents.thread_claims import ThreadClaims
 from bus import Abandon, Bus
 from bus.messages import ErrorInfo, RunRecord, RunRequest, RunStatus, SubagentCancel, Usage, utcnow
 from bus.metrics import RUN_DURATION, RUN_QUEUE_WAIT, RUNS_FINISHED
 from bus.records import RecordStore
 from config import AppConfig
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -42,6 +46,13 @@ class ActiveRun:
     def __post_init__(self) -> None:
         if self.attempt == 1:  # the queue wait of its first attempt (later ones wait for a redelivery)
             RUN_QUEUE_WAIT.observe(max((utcnow() - self.request.created_at).total_seconds(), 0.0))
+
+    def traced(self, work: Awaitable[T]) -> Awaitable[T]:
+        """`work` in the run's `invoke_agent` span, when tracing is on (`agents.telemetry`)."""
+        request = self.request
+        return invoke_agent(
+            work, request.assistant_id, request.thread_id, request.run_id, **{"antler.attempt": self.attempt}
+        )
 
     @property
     def run_id(self) -> str:

@@ -54,7 +54,7 @@ from agents.middleware import (
     LoopDetectionMiddleware,
     RunPromptMiddleware,
     TitleMiddleware,
-    ToolMetricsMiddleware,
+    ToolTelemetryMiddleware,
     ViewImageMiddleware,
 )
 from agents.middleware.read_before_write import ReadBeforeWriteMiddleware
@@ -105,7 +105,7 @@ def build_middlewares(
             calls or ModelCalls(None, config),
             chosen.name if chosen else None,
         ),
-        ToolMetricsMiddleware(),
+        ToolTelemetryMiddleware(),
         ToolErrorMiddleware(aon_error=tool_error),
     ]
     if options.is_plan_mode:

@@ -207,7 +207,7 @@ class Runner:
         run = self._runs[request.run_id] = ActiveRun(request, attempt, events)
         try:
             with RUNS_RUNNING.track_inprogress():
-                await self._claim_and_execute(run, delivery, known)
+                await run.traced(self._claim_and_execute(run, delivery, known))
         finally:
             events.close()  # deltas still held belong to a run left to another delivery
             del self._runs[request.run_id]

@@ -52,6 +52,7 @@ from nats.errors import ConnectionClosedError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import BaseModel
 
+from bus import tracing
 from bus._pull import Puller
 from bus._turns import KeyTurns
 from bus.connection import Bus
@@ -114,6 +115,8 @@ class Consumer(Generic[M]):
             order this process received them (a run's events, a chat's messages), while messages
             with other keys go on concurrently (a message waiting for its key's turn holds no slot).
             A message retried after a failure comes back later.
+        spans: whether each message is handled in a `process` span when tracing is on (`bus.tracing`);
+            False for many small messages (a run's events): they still carry their trace on.
     """
 
     def __init__(
@@ -135,6 +138,7 @@ class Consumer(Generic[M]):
         on_invalid: Callable[[Msg, EnvelopeError], Awaitable[None]] | None = None,
         on_dead_letter: Callable[[Msg, str], Awaitable[None]] | None = None,
         key: Callable[[M], str] | None = None,
+        spans: bool = True,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -157,6 +161,8 @@ class Consumer(Generic[M]):
         self._turns = KeyTurns()
         self.stats = ConsumerStats()
         self._in_flight = CONSUMER_IN_FLIGHT.labels(durable)
+        self.spans = spans
+        self._client = bus.client_name
         self._puller: Puller | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._arrival: dict[asyncio.Task[None], int] = {}  # in-flight handlers by arrival
@@ -320,7 +326,8 @@ class Consumer(Generic[M]):
                     await turn.lock.acquire()
                     has_turn = True
                     self._take_slot()
-                await self.handler(payload, delivery)
+                with tracing.consuming(msg.headers, msg.subject, self.durable, self._client, span=self.spans):
+                    await self.handler(payload, delivery)
             except Reject as exc:
                 await self._dead_letter(msg, f"rejected: {exc.reason}", delivered, seq)
             except Abandon as exc:

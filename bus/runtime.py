@@ -18,6 +18,7 @@ import signal
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
+from bus import tracing
 from bus.connection import Bus
 from bus.consumer import Consumer
 from bus.metrics_feed import MetricsFeed
@@ -159,6 +160,10 @@ async def serve(
     """
     # This process's metrics, on the bus for the gateway's /metrics and `antler top` (bus.metrics_feed).
     observability = getattr(config, "observability", None)
+    # Traces (off unless config or the OTEL_* environment asks): one exporter per process.
+    tracing.setup(
+        getattr(observability, "tracing", None), next(iter(components)) if len(components) == 1 else "up"
+    )
     feed = MetricsFeed(bus, list(components), getattr(observability, "metrics_interval_seconds", 0.0))
     feed.start()
     tasks: dict[asyncio.Task[None], str] = {}

@@ -14,3 +14,9 @@ class ObservabilityConfig(Section):
         description="How often each process publishes its metrics on the bus (the gateway's /metrics and "
         "`antler top` read them); 0 = never (the gateway's /metrics then shows its own process only).",
     )
+    tracing: bool | None = Field(
+        None,
+        description="OpenTelemetry traces across the bus, exported by each process over OTLP (or as "
+        "OTEL_TRACES_EXPORTER says); null = on when OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_ENDPOINT "
+        "is set.",
+    )

@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
+from bus import tracing
 from gateway.allow import MethodsAsDocumented
 from gateway.auth import RequireToken
 from gateway.crashes import AnswerCrashes
@@ -40,6 +41,7 @@ from gateway.rest.run_history import router as run_history_router
 from gateway.rest.scheduled_tasks import router as scheduled_tasks_router
 from gateway.rest.skills import router as skills_router
 from gateway.schemas import errors
+from gateway.tracing import TraceRequests
 from gateway.webui import WebUI
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,8 @@ def create_app(gw: Gateway) -> FastAPI:
             expose_headers=["Content-Location", "Location"],
         )
     app.add_middleware(WebUI)  # answers only GET / and /ui/..., files without data
+    if tracing.ON:  # a caller's traceparent continued, X-Trace-Id answered (gateway.tracing)
+        app.add_middleware(TraceRequests)
     app.add_middleware(AnswerCrashes)  # outermost of ours: a 500 that keeps the connection open
     # Any API route may refuse the caller (RequireToken), a body it cannot parse (400) or its shape (422).
     refusals = errors(400, 401, 422)

@@ -77,9 +77,9 @@ class ModelCalls:
         model = self.config.get_model(model_name)
         name = model.name if model is not None else (model_name or "model")
         shown = label or (model.display_name or model.name if model is not None else name)
-        with measured(name):
+        with measured(name) as timing:
             result = await self._tries(model, name, shown, attempt, on_retry, tokens)
-        count_tokens(name, result)
+            count_tokens(timing, result)
         return result
 
     async def _tries(

@@ -18,6 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.trace import SpanKind
+
+from bus import tracing
 from bus.metrics import MODEL_DURATION, MODEL_FIRST_CHUNK, MODEL_TOKENS
 
 OPERATION = "chat"
@@ -28,6 +31,7 @@ class CallTiming:
     model: str
     started: float
     first_chunk: float | None = None
+    span: Any = None  # the call's `chat` span, when tracing is on
 
 
 _current: contextvars.ContextVar[CallTiming | None] = contextvars.ContextVar(
@@ -40,7 +44,10 @@ def first_chunk() -> None:
     timing = _current.get()
     if timing is not None and timing.first_chunk is None:
         timing.first_chunk = time.monotonic()
-        MODEL_FIRST_CHUNK.labels(OPERATION, timing.model).observe(timing.first_chunk - timing.started)
+        waited = timing.first_chunk - timing.started
+        MODEL_FIRST_CHUNK.labels(OPERATION, timing.model).observe(waited)
+        if timing.span is not None:
+            timing.span.set_attribute("gen_ai.response.time_to_first_chunk", waited)
 
 
 @contextlib.contextmanager
@@ -49,8 +56,11 @@ def measured(model: str) -> Iterator[CallTiming]:
     timing = CallTiming(model, time.monotonic())
     token = _current.set(timing)
     error = ""
+    attributes = {"gen_ai.operation.name": OPERATION, "gen_ai.request.model": model}
     try:
-        yield timing
+        with tracing.span(f"{OPERATION} {model}", attributes, SpanKind.CLIENT) as span:
+            timing.span = span
+            yield timing
     except BaseException as exc:
         error = type(exc).__name__
         raise
@@ -71,10 +81,12 @@ def usage_of(result: Any) -> dict[str, int]:
     return dict(usage or {})
 
 
-def count_tokens(model: str, result: Any) -> dict[str, int]:
-    """Observe the answer's input and output tokens; returns its usage."""
+def count_tokens(timing: CallTiming, result: Any) -> dict[str, int]:
+    """Observe the answer's input and output tokens (and put them on the call's span); its usage."""
     usage = usage_of(result)
     for kind, key in (("input", "input_tokens"), ("output", "output_tokens")):
         if usage.get(key):
-            MODEL_TOKENS.labels(OPERATION, model, kind).observe(usage[key])
+            MODEL_TOKENS.labels(OPERATION, timing.model, kind).observe(usage[key])
+            if timing.span is not None:
+                timing.span.set_attribute(f"gen_ai.usage.{key}", usage[key])
     return usage
