@@ -22,6 +22,7 @@ from agents.run_journal import JournalRecorder
 from agents.telemetry import invoke_agent
 from agents.thread_claims import ThreadClaims
 from bus import Abandon, Bus
+from bus.log_context import with_run
 from bus.messages import ErrorInfo, RunRecord, RunRequest, RunStatus, SubagentCancel, Usage, utcnow
 from bus.metrics import RUN_DURATION, RUN_QUEUE_WAIT, RUNS_FINISHED
 from bus.records import RecordStore
@@ -44,6 +45,7 @@ class ActiveRun:
     taken_at: float = field(default_factory=time.monotonic)  # when this delivery took it (its duration)
 
     def __post_init__(self) -> None:
+        with_run(self.request.run_id)  # made in the run's handler task: its log lines name the run
         if self.attempt == 1:  # the queue wait of its first attempt (later ones wait for a redelivery)
             RUN_QUEUE_WAIT.observe(max((utcnow() - self.request.created_at).total_seconds(), 0.0))
 

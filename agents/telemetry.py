@@ -10,6 +10,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from bus import tracing
+from bus.log_context import with_run
 from bus.messages import SubagentTask
 
 T = TypeVar("T")
@@ -30,13 +31,14 @@ def invoke_agent(work: Awaitable[T], agent: str, thread_id: str, run_id: str, **
 
 
 def invoke_subagent(task: SubagentTask, work: Awaitable[T]) -> Awaitable[T]:
-    """A subagent task's work, as a child of the parent run's `task` tool call (its message's trace)."""
-    if not tracing.ON:
-        return work
-    return invoke_agent(
-        work,
-        task.subagent_type,
-        task.thread_id,
-        task.parent_run_id,
-        **{"antler.task_id": task.task_id, "gen_ai.agent.description": task.description[:200]},
-    )
+    """A subagent task's work, its log lines naming `<parent run>:<task>`; with tracing on, in an
+    `invoke_agent` span, a child of the parent run's `task` tool call (its message's trace)."""
+    if tracing.ON:
+        more = {"antler.task_id": task.task_id, "gen_ai.agent.description": task.description[:200]}
+        work = invoke_agent(work, task.subagent_type, task.thread_id, task.parent_run_id, **more)
+
+    async def logged() -> T:
+        with_run(f"{task.parent_run_id}:{task.task_id}")
+        return await work
+
+    return logged()
