@@ -24,7 +24,7 @@ from agents.thread_claims import ThreadClaims
 from bus import Abandon, Bus
 from bus.log_context import with_run
 from bus.messages import ErrorInfo, RunRecord, RunRequest, RunStatus, SubagentCancel, Usage, utcnow
-from bus.metrics import RUN_DURATION, RUN_QUEUE_WAIT, RUNS_FINISHED
+from bus.metrics import RUN_DURATION, RUN_QUEUE_WAIT, RUNS_FINISHED, labelled
 from bus.records import RecordStore
 from config import AppConfig
 
@@ -137,8 +137,8 @@ async def finish_run(
     )
     if superseded:
         raise Abandon(f"run {request.run_id} belongs to delivery {superseded[0]}, not {events.attempt}")
-    RUNS_FINISHED.labels(status.value).inc()
-    RUN_DURATION.labels(status.value).observe(time.monotonic() - run.taken_at)
+    labelled(RUNS_FINISHED, status.value).inc()
+    labelled(RUN_DURATION, status.value).observe(time.monotonic() - run.taken_at)
     if status != RunStatus.SUCCESS:  # subagents still at work for it stop (its tool waits no more)
         stop = SubagentCancel(parent_run_id=request.run_id, reason=f"the parent run ended: {status.value}")
         await bus.publish_core(bus.subjects.subagent_cancel(request.run_id), stop)

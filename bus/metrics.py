@@ -15,6 +15,9 @@ Counting costs a dict lookup and a lock per call: cheap enough for every model c
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "TOOL_CALLS",
     "TOOL_DURATION",
     "dead_letter_reason",
+    "labelled",
 ]
 
 # `_created` series double every counter's series and say nothing a restart's reset does not.
@@ -154,3 +158,10 @@ def dead_letter_reason(reason: str) -> str:
         if reason.startswith(prefix):
             return label
     return "other"
+
+
+@functools.lru_cache(maxsize=4096)
+def labelled(metric: Any, *values: str) -> Any:
+    """`metric.labels(*values)`, remembered: prometheus_client checks and locks on every `labels()`
+    (microseconds); the hot paths (each model call, tool call, run) look their child up here instead."""
+    return metric.labels(*values)

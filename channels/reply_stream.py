@@ -44,7 +44,7 @@ from nats.js.errors import NotFoundError, ObjectDeletedError, ObjectNotFoundErro
 
 from bus import Bus, Delivery
 from bus.messages import FileRef, OutboundMessage
-from bus.metrics import CHAT_RATE_LIMITED, CHAT_REPLIES
+from bus.metrics import CHAT_RATE_LIMITED, CHAT_REPLIES, labelled
 from channels.live import LiveReplies, RateLimited, ReplyEntry, Surface
 
 log = logging.getLogger(__name__)
@@ -124,14 +124,14 @@ class ReplyStream:
                 try:
                     await self._final(out)
                 except RateLimited as exc:
-                    CHAT_RATE_LIMITED.labels(self.channel).inc()
+                    labelled(CHAT_RATE_LIMITED, self.channel).inc()
                     log.info("%s: chat %s: %s", self.channel, out.chat_id, exc)
                     await self._limited(exc, out.chat_id, chat)
                 except Exception:  # the consumer tries it again, with backoff
-                    CHAT_REPLIES.labels(self.channel, "failed").inc()
+                    labelled(CHAT_REPLIES, self.channel, "failed").inc()
                     raise
                 else:
-                    CHAT_REPLIES.labels(self.channel, "delivered").inc()
+                    labelled(CHAT_REPLIES, self.channel, "delivered").inc()
                     return
 
     # ------------------------------------------------------------------ rate limits
@@ -215,7 +215,7 @@ class ReplyStream:
                     try:
                         await self._partial(out, run_id)
                     except RateLimited as exc:
-                        CHAT_RATE_LIMITED.labels(self.channel).inc()
+                        labelled(CHAT_RATE_LIMITED, self.channel).inc()
                         log.info("%s: partial reply of run %s waits: %s", self.channel, run_id, exc)
                         await self._limited(exc, run.chat_id, chat)
                         run.newest = run.newest or out

@@ -21,7 +21,7 @@ from typing import Any
 from opentelemetry.trace import SpanKind
 
 from bus import tracing
-from bus.metrics import MODEL_DURATION, MODEL_FIRST_CHUNK, MODEL_TOKENS
+from bus.metrics import MODEL_DURATION, MODEL_FIRST_CHUNK, MODEL_TOKENS, labelled
 
 OPERATION = "chat"
 
@@ -45,7 +45,7 @@ def first_chunk() -> None:
     if timing is not None and timing.first_chunk is None:
         timing.first_chunk = time.monotonic()
         waited = timing.first_chunk - timing.started
-        MODEL_FIRST_CHUNK.labels(OPERATION, timing.model).observe(waited)
+        labelled(MODEL_FIRST_CHUNK, OPERATION, timing.model).observe(waited)
         if timing.span is not None:
             timing.span.set_attribute("gen_ai.response.time_to_first_chunk", waited)
 
@@ -66,7 +66,7 @@ def measured(model: str) -> Iterator[CallTiming]:
         raise
     finally:
         _current.reset(token)
-        MODEL_DURATION.labels(OPERATION, model, error).observe(time.monotonic() - timing.started)
+        labelled(MODEL_DURATION, OPERATION, model, error).observe(time.monotonic() - timing.started)
 
 
 def usage_of(result: Any) -> dict[str, int]:
@@ -86,7 +86,7 @@ def count_tokens(timing: CallTiming, result: Any) -> dict[str, int]:
     usage = usage_of(result)
     for kind, key in (("input", "input_tokens"), ("output", "output_tokens")):
         if usage.get(key):
-            MODEL_TOKENS.labels(OPERATION, timing.model, kind).observe(usage[key])
+            labelled(MODEL_TOKENS, OPERATION, timing.model, kind).observe(usage[key])
             if timing.span is not None:
                 timing.span.set_attribute(f"gen_ai.usage.{key}", usage[key])
     return usage

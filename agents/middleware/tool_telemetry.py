@@ -17,7 +17,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import ToolMessage
 
 from bus import tracing
-from bus.metrics import TOOL_CALLS, TOOL_DURATION
+from bus.metrics import TOOL_CALLS, TOOL_DURATION, labelled
 
 
 class ToolTelemetryMiddleware(AgentMiddleware):  # type: ignore[type-arg]
@@ -44,5 +44,5 @@ class ToolTelemetryMiddleware(AgentMiddleware):  # type: ignore[type-arg]
                 outcome = "ok"
             raise
         finally:
-            TOOL_CALLS.labels(name, outcome).inc()
-            TOOL_DURATION.labels(name).observe(time.monotonic() - started)
+            labelled(TOOL_CALLS, name, outcome).inc()
+            labelled(TOOL_DURATION, name).observe(time.monotonic() - started)
