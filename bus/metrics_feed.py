@@ -156,6 +156,9 @@ class MetricsBoard:
         )
         if local:
             sources.append((own, REGISTRY.collect()))
+            heard = next((s for s in self.live() if s.process == own), None)
+            components = ",".join(heard.components) if heard else ""
+            info.add_metric([own, socket.gethostname(), str(os.getpid()), components], 1)
         for snap in self.live():
             if local and snap.process == own:
                 continue
