@@ -204,11 +204,14 @@ async def up(args: argparse.Namespace) -> int:
             for name, entry in enabled_components(config).items()
         }
         runners = process_count(config.runner.processes)
+        children: set[str] = set()  # components whose processes are this one's children
         if runners > 1 and "runner" in components:
             components["runner"] = runner_pool(args, url, runners)
+            children.add("runner")
         if "sandbox" in components:
             # What users send it (commands, patterns) must never hold up the gateway or the router.
             components["sandbox"] = process_pool("sandbox", args, url)
+            children.add("sandbox")
         print(f"NATS: {url}", flush=True)
         if components:
             names = [
@@ -220,7 +223,16 @@ async def up(args: argparse.Namespace) -> int:
         readiness = Readiness(list(components))
         announcer = asyncio.create_task(announce_when_ready(readiness, config, started))
         try:
-            await serve(bus, config, components, stop, drain_timeout=DRAIN_TIMEOUT, on_ready=readiness.mark)
+            here = [name for name in components if name not in children]
+            await serve(
+                bus,
+                config,
+                components,
+                stop,
+                drain_timeout=DRAIN_TIMEOUT,
+                on_ready=readiness.mark,
+                in_process=here,
+            )
         except ComponentFailed as exc:
             raise CliError(str(exc)) from None
         finally:

@@ -15,7 +15,7 @@ import contextvars
 import gc
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from bus import tracing
@@ -150,10 +150,13 @@ async def serve(
     *,
     drain_timeout: float = 30.0,
     on_ready: Callable[[str], None] | None = None,
+    in_process: Sequence[str] | None = None,
 ) -> None:
     """Run `components` until `stop` is set, then cancel (drain) them.
 
     `on_ready(name)` is called once for each component that says it is ready (`component_ready`).
+    `in_process`: the components whose work this process does, as its metrics say (default: all;
+    `antler up` leaves out those it runs in child processes).
 
     Raises:
         ComponentFailed: a component ended or raised on its own; the others are drained first.
@@ -164,7 +167,8 @@ async def serve(
     tracing.setup(
         getattr(observability, "tracing", None), next(iter(components)) if len(components) == 1 else "up"
     )
-    feed = MetricsFeed(bus, list(components), getattr(observability, "metrics_interval_seconds", 0.0))
+    here = list(components) if in_process is None else list(in_process)
+    feed = MetricsFeed(bus, here, getattr(observability, "metrics_interval_seconds", 0.0))
     feed.start()
     tasks: dict[asyncio.Task[None], str] = {}
     for name, entry in components.items():
