@@ -36,7 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bus.connection import Bus
 from bus.errors import EnvelopeError
-from bus.messages import MetricsSnapshot, decode
+from bus.messages import MetricsSnapshot, decode, encode
 from bus.metrics import REGISTRY
 from bus.permissions import RIGHTS
 
@@ -92,7 +92,8 @@ class MetricsFeed:
         failing = False
         while True:
             try:
-                await self.bus.publish_core(self.subject, snapshot(self.components, self.interval))
+                # Straight on the connection: no trace context (a snapshot belongs to no one's trace).
+                await self.bus.nc.publish(self.subject, encode(snapshot(self.components, self.interval)))
                 failing = False
             except Exception as exc:  # the bus away: the next one goes out once it is back
                 if not failing:
@@ -199,17 +200,19 @@ async def consumer_families(bus: Bus) -> list[Metric]:
         "Messages delivered to the durable more than once and not yet settled",
         labels=labels,
     )
-    seen: set[tuple[str, str]] = set()
-    for rights in RIGHTS.values():
-        for kind, durable, _ in rights.consume:
-            stream = bus.subjects.stream(kind)
-            if (stream, durable) in seen:
-                continue
-            seen.add((stream, durable))
-            try:
-                info = await bus.js.consumer_info(stream, durable, timeout=2.0)
-            except Exception:  # not created yet (its component never ran), or the bus is away
-                continue
+    durables = sorted(
+        {(bus.subjects.stream(kind), durable) for r in RIGHTS.values() for kind, durable, _ in r.consume}
+    )
+
+    async def info_of(stream: str, durable: str) -> Any:
+        try:
+            return await bus.js.consumer_info(stream, durable, timeout=2.0)
+        except Exception:  # not created yet (its component never ran), or the bus is away
+            return None
+
+    infos = await asyncio.gather(*(info_of(stream, durable) for stream, durable in durables))
+    for (stream, durable), info in zip(durables, infos, strict=True):
+        if info is not None:
             pending.add_metric([stream, durable], info.num_pending or 0)
             ack_pending.add_metric([stream, durable], info.num_ack_pending or 0)
             redelivered.add_metric([stream, durable], info.num_redelivered or 0)
