@@ -11,17 +11,24 @@ thread is free) and the run's journal written side by side, then `end`.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from agents.context import RunOptions
 from agents.event_log import EventLog
 from agents.run_journal import JournalRecorder
+from agents.telemetry import invoke_agent
 from agents.thread_claims import ThreadClaims
 from bus import Abandon, Bus
+from bus.log_context import with_run
 from bus.messages import ErrorInfo, RunRecord, RunRequest, RunStatus, SubagentCancel, Usage, utcnow
+from bus.metrics import RUN_DURATION, RUN_QUEUE_WAIT, RUNS_FINISHED, labelled
 from bus.records import RecordStore
 from config import AppConfig
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -35,6 +42,19 @@ class ActiveRun:
     revision: Any = None  # the run record as last written here, (record, revision): no re-read
     model: str | None = None  # the model it runs on, once known
     journal: JournalRecorder | None = None  # what its journal will hold, once it streams
+    taken_at: float = field(default_factory=time.monotonic)  # when this delivery took it (its duration)
+
+    def __post_init__(self) -> None:
+        with_run(self.request.run_id)  # made in the run's handler task: its log lines name the run
+        if self.attempt == 1:  # the queue wait of its first attempt (later ones wait for a redelivery)
+            RUN_QUEUE_WAIT.observe(max((utcnow() - self.request.created_at).total_seconds(), 0.0))
+
+    def traced(self, work: Awaitable[T]) -> Awaitable[T]:
+        """`work` in the run's `invoke_agent` span, when tracing is on (`agents.telemetry`)."""
+        request = self.request
+        return invoke_agent(
+            work, request.assistant_id, request.thread_id, request.run_id, **{"antler.attempt": self.attempt}
+        )
 
     @property
     def run_id(self) -> str:
@@ -117,6 +137,8 @@ async def finish_run(
     )
     if superseded:
         raise Abandon(f"run {request.run_id} belongs to delivery {superseded[0]}, not {events.attempt}")
+    labelled(RUNS_FINISHED, status.value).inc()
+    labelled(RUN_DURATION, status.value).observe(time.monotonic() - run.taken_at)
     if status != RunStatus.SUCCESS:  # subagents still at work for it stop (its tool waits no more)
         stop = SubagentCancel(parent_run_id=request.run_id, reason=f"the parent run ended: {status.value}")
         await bus.publish_core(bus.subjects.subagent_cancel(request.run_id), stop)

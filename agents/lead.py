@@ -54,6 +54,7 @@ from agents.middleware import (
     LoopDetectionMiddleware,
     RunPromptMiddleware,
     TitleMiddleware,
+    ToolTelemetryMiddleware,
     ViewImageMiddleware,
 )
 from agents.middleware.read_before_write import ReadBeforeWriteMiddleware
@@ -105,6 +106,7 @@ def build_middlewares(
             calls,
             chosen.name if chosen else None,
         ),
+        ToolTelemetryMiddleware(),
         ToolErrorMiddleware(aon_error=tool_error),
     ]
     if options.is_plan_mode:

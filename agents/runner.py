@@ -48,6 +48,7 @@ from bus.messages import (
     ThreadRecord,
     utcnow,
 )
+from bus.metrics import RUNS_RUNNING
 from bus.records import RecordStore
 from bus.runs import thread_run_key
 from config import AppConfig, ConfigError, MissingEnvError
@@ -205,7 +206,8 @@ class Runner:
         events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt)
         run = self._runs[request.run_id] = ActiveRun(request, attempt, events)
         try:
-            await self._claim_and_execute(run, delivery, known)
+            with RUNS_RUNNING.track_inprogress():
+                await run.traced(self._claim_and_execute(run, delivery, known))
         finally:
             events.close()  # deltas still held belong to a run left to another delivery
             del self._runs[request.run_id]

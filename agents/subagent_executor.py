@@ -42,6 +42,7 @@ from agents.middleware import (
     LLMErrorHandlingMiddleware,
     LoopDetectionMiddleware,
     RunPromptMiddleware,
+    ToolTelemetryMiddleware,
     ViewImageMiddleware,
 )
 from agents.middleware.read_before_write import ReadBeforeWriteMiddleware
@@ -51,6 +52,7 @@ from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 from agents.state import ThreadState, thread_data
 from agents.subagent_types import SubagentType, subagent_types
 from agents.subagents import REMEMBER_STOPS, Stops
+from agents.telemetry import invoke_subagent
 from agents.thread_files import ThreadFiles
 from agents.tools import config_tools
 from bus import Bus, Delivery, decode, encode
@@ -138,6 +140,7 @@ class SubagentExecutor:
                 self.calls,
                 model_config.name if model_config else None,
             ),
+            ToolTelemetryMiddleware(),
             ToolErrorMiddleware(aon_error=tool_error),
             *([ViewImageMiddleware()] if sees else []),
             FinishReasonMiddleware(),
@@ -219,7 +222,7 @@ class SubagentExecutor:
         if parent is not None and parent.status.finished:
             await self._store(key, self._ended(task, "cancelled", f"the parent run is {parent.status.value}"))
             return
-        job = asyncio.create_task(self._run(task), name=f"subagent:{task.task_id}")
+        job = asyncio.create_task(invoke_subagent(task, self._run(task)), name=f"subagent:{task.task_id}")
         self._jobs.setdefault(task.parent_run_id, {})[task.task_id] = job
         reason = self._stop_reason(task)
         if reason is not None:  # stopped while this delivery was on its way in

@@ -18,6 +18,7 @@ Antler: an AI super agent whose components talk over NATS/JetStream.
   antler up                       start everything on the embedded defaults
   antler send "hello"             chat with the agent from this terminal
   antler tail 'runs.ev.>'         watch run events go by
+  antler top                      processes, queues, rates and runs in flight, live
   antler dlq list                 see messages that could not be processed
   antler user add me@x.org --admin  an account for DeerFlow's web UI
   antler schedule add every weekday 08:00 Europe/Berlin summarize the news
@@ -85,6 +86,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--full", action="store_true", help="pretty-print whole payloads instead of one line each")
     p.add_argument("-n", "--count", type=int, default=0, help="exit after this many messages")
+    add_common(p)
+
+    p = sub.add_parser(
+        "top",
+        help="a live view of the running installation, from the bus",
+        description="Processes and their components (CPU, memory, runs, messages in hand), each "
+        "durable's queue, rates and errors, runs in flight and the slowest recent turns; redrawn in "
+        "place until Ctrl-C.",
+    )
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between frames (default 2)")
+    p.add_argument("--once", action="store_true", help="print one frame and exit")
     add_common(p)
 
     p = sub.add_parser(
@@ -288,6 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from antler.send import send as command
         elif args.command == "tail":
             from antler.tail import tail as command
+        elif args.command == "top":
+            from antler.top import top as command
         elif args.command == "provision":
             from antler.creds import provision as command
         elif args.command == "bench":

@@ -237,7 +237,16 @@ async def up(args: argparse.Namespace) -> int:
         readiness = Readiness(list(components))
         announcer = asyncio.create_task(announce_when_ready(readiness, config, started))
         try:
-            await serve(bus, config, components, stop, drain_timeout=DRAIN_TIMEOUT, on_ready=readiness.mark)
+            here = [name for name in components if name not in children]
+            await serve(
+                bus,
+                config,
+                components,
+                stop,
+                drain_timeout=DRAIN_TIMEOUT,
+                on_ready=readiness.mark,
+                in_process=here,
+            )
         except ComponentFailed as exc:
             raise CliError(str(exc)) from None
         finally:

@@ -23,6 +23,7 @@ from nats.js.kv import KeyValue
 from nats.js.object_store import ObjectStore
 from pydantic import BaseModel
 
+from bus import tracing
 from bus.errors import BusConnectError, NoResponders, RequestTimeout
 from bus.messages import decode, encode
 from bus.subjects import Subjects
@@ -120,6 +121,12 @@ class Bus:
         return bus
 
     @property
+    def client_name(self) -> str:
+        """The connection's name (`antler-<component>`), which spans say they came from."""
+        options = getattr(self.nc, "options", None) or {}
+        return str(options.get("name") or "")
+
+    @property
     def url(self) -> str:
         server = self.nc.connected_url
         return f"nats://{server.netloc}" if server else ""
@@ -147,12 +154,19 @@ class Bus:
         hdrs = dict(headers or {})
         if msg_id is not None:
             hdrs[MSG_ID] = msg_id
-        for _ in range(NO_STREAM_RETRIES):
-            try:
-                return await self.js.publish(subject, data, timeout=timeout, headers=hdrs or None)
-            except NoStreamResponseError:
-                await asyncio.sleep(NO_STREAM_RETRY_WAIT)
-        return await self.js.publish(subject, data, timeout=timeout, headers=hdrs or None)
+        sent = None
+        if tracing.ON:  # the trace goes on in whoever takes the message
+            hdrs, sent = tracing.inject(hdrs, subject, self.client_name)
+        try:
+            for _ in range(NO_STREAM_RETRIES):
+                try:
+                    return await self.js.publish(subject, data, timeout=timeout, headers=hdrs or None)
+                except NoStreamResponseError:
+                    await asyncio.sleep(NO_STREAM_RETRY_WAIT)
+            return await self.js.publish(subject, data, timeout=timeout, headers=hdrs or None)
+        finally:
+            if sent is not None:
+                sent.end()
 
     async def publish_pipelined(
         self, subject: str, message: BaseModel | bytes, *, msg_id: str | None = None
@@ -167,12 +181,22 @@ class Bus:
         """
         data = message if isinstance(message, bytes) else encode(message)
         headers = {MSG_ID: msg_id} if msg_id is not None else None
-        return await self.js.publish_async(subject, data, headers=headers)
+        if tracing.ON:
+            headers, sent = tracing.inject(headers, subject, self.client_name)
+            if sent is not None:
+                sent.end()
+        return await self.js.publish_async(subject, data, headers=headers or None)
 
     async def publish_core(self, subject: str, message: BaseModel | bytes) -> None:
         """Fire-and-forget core NATS publish (control messages, not stored)."""
         data = message if isinstance(message, bytes) else encode(message)
-        await self.nc.publish(subject, data)
+        if not tracing.ON:
+            await self.nc.publish(subject, data)
+            return
+        headers, sent = tracing.inject(None, subject, self.client_name)
+        await self.nc.publish(subject, data, headers=headers)
+        if sent is not None:
+            sent.end()
 
     async def request(
         self, subject: str, message: BaseModel, reply_model: type[R], timeout: float = 10.0
@@ -183,12 +207,16 @@ class Bus:
             NoResponders: no service listens on `subject`.
             RequestTimeout: no reply within `timeout`.
         """
+        headers, sent = tracing.inject(None, subject, self.client_name) if tracing.ON else (None, None)
         try:
-            reply = await self.nc.request(subject, encode(message), timeout=timeout)
+            reply = await self.nc.request(subject, encode(message), timeout=timeout, headers=headers)
         except NoRespondersError:
             raise NoResponders(subject) from None
         except NatsTimeoutError:
             raise RequestTimeout(subject, timeout) from None
+        finally:
+            if sent is not None:
+                sent.end()
         return decode(reply_model, reply.data)
 
     async def while_unavailable(

@@ -52,6 +52,7 @@ from nats.errors import ConnectionClosedError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import BaseModel
 
+from bus import tracing
 from bus._pull import Puller
 from bus._turns import KeyTurns
 from bus.connection import Bus
@@ -60,6 +61,7 @@ from bus.delivery import Abandon, Defer, Delivery, Reject, Retry
 from bus.dlq import dead_letter
 from bus.errors import EnvelopeError
 from bus.messages import decode
+from bus.metrics import CONSUMER_IN_FLIGHT, DEAD_LETTERS, dead_letter_reason
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -113,6 +115,8 @@ class Consumer(Generic[M]):
             order this process received them (a run's events, a chat's messages), while messages
             with other keys go on concurrently (a message waiting for its key's turn holds no slot).
             A message retried after a failure comes back later.
+        spans: whether each message is handled in a `process` span when tracing is on (`bus.tracing`);
+            False for many small messages (a run's events): they still carry their trace on.
     """
 
     def __init__(
@@ -134,6 +138,7 @@ class Consumer(Generic[M]):
         on_invalid: Callable[[Msg, EnvelopeError], Awaitable[None]] | None = None,
         on_dead_letter: Callable[[Msg, str], Awaitable[None]] | None = None,
         key: Callable[[M], str] | None = None,
+        spans: bool = True,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -155,6 +160,9 @@ class Consumer(Generic[M]):
         self.key = key
         self._turns = KeyTurns()
         self.stats = ConsumerStats()
+        self._in_flight = CONSUMER_IN_FLIGHT.labels(durable)
+        self.spans = spans
+        self._client = bus.client_name
         self._puller: Puller | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._arrival: dict[asyncio.Task[None], int] = {}  # in-flight handlers by arrival
@@ -282,6 +290,7 @@ class Consumer(Generic[M]):
         delivered = meta.num_delivered or 1
         seq = meta.sequence.stream if meta.sequence else 0
         self.stats.in_flight += 1
+        self._in_flight.inc()
         try:
             if delivered > self.max_deliver:
                 # Earlier deliveries were never settled: their processes died or hung.
@@ -317,7 +326,8 @@ class Consumer(Generic[M]):
                     await turn.lock.acquire()
                     has_turn = True
                     self._take_slot()
-                await self.handler(payload, delivery)
+                with tracing.consuming(msg.headers, msg.subject, self.durable, self._client, span=self.spans):
+                    await self.handler(payload, delivery)
             except Reject as exc:
                 await self._dead_letter(msg, f"rejected: {exc.reason}", delivered, seq)
             except Abandon as exc:
@@ -347,6 +357,7 @@ class Consumer(Generic[M]):
             log.exception("consumer %s: could not settle message seq %d", self.name, seq)
         finally:
             self.stats.in_flight -= 1
+            self._in_flight.dec()
 
     def _after_outage(self, outage: float) -> None:
         """Back after `outage` seconds: messages whose heartbeats may have missed `ack_wait` can have
@@ -412,6 +423,7 @@ class Consumer(Generic[M]):
             return
         await msg.term()
         self.stats.dead_lettered += 1
+        DEAD_LETTERS.labels(self.stream, self.durable, dead_letter_reason(reason)).inc()
         if self.on_dead_letter is not None:
             try:
                 await self.on_dead_letter(msg, reason)

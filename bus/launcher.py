@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bus.connection import Bus
 from bus.errors import BusConnectError, BusError
+from bus.log_context import LogIds
 from bus.messages import ComponentReady
 from bus.permissions import ADMIN, RIGHTS, USERS_FILE, inbox_prefix, load_credentials, user_name
 from bus.runtime import ComponentEntry, ComponentFailed, run_main, serve, stop_on_signals
@@ -63,10 +64,13 @@ def setup_logging(config: AppConfig, verbose: bool) -> None:
     level = logging.DEBUG if verbose else getattr(logging, config.log_level)
     logging.basicConfig(
         level=level,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s%(antler_ids)s",
         datefmt="%H:%M:%S",
         stream=sys.stderr,
     )
+    for handler in logging.getLogger().handlers:  # the run and trace of the line, when it has them
+        if not any(isinstance(f, LogIds) for f in handler.filters):
+            handler.addFilter(LogIds())
     if not verbose:
         # nats-py logs every reconnect attempt at ERROR; ours say it once, readably.
         logging.getLogger("nats.aio.client").setLevel(logging.CRITICAL)

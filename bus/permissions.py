@@ -46,6 +46,7 @@ class Rights:
     # Subjects outside the prefix that a protocol fixes (the NATS agent protocol's `agents.*`).
     publish_absolute: tuple[str, ...] = ()
     subscribe_absolute: tuple[str, ...] = ()
+    observe: bool = False  # every process's metrics and every durable's JetStream counts (`/metrics`)
 
 
 def _adapter(channel: str) -> Rights:
@@ -126,6 +127,7 @@ RIGHTS: dict[str, Rights] = {
         kv_read=("threads", "memory"),
         files=True,
         call=("threads", "memory", "sandbox", "subagents", "schedules"),
+        observe=True,
     ),
     **{channel: _adapter(channel) for channel in CHANNELS},
     "agentproto": Rights(
@@ -200,6 +202,13 @@ def permissions(component: str, subjects: Subjects) -> dict[str, object]:
     subscribe: list[str] = [subjects.full(s) for s in rights.subscribe]
     subscribe.append(f"{inbox_prefix(subjects, component)}.>")
     publish.append(subjects.component_ready(component))  # "ready to serve", for `antler up`
+    publish.append(subjects.full(f"metrics.{component}.*"))  # its process's metrics (bus.metrics_feed)
+    if rights.observe:
+        subscribe.append(subjects.metrics_all)
+        for other in RIGHTS.values():
+            publish += [
+                f"{js}.CONSUMER.INFO.{subjects.stream(kind)}.{durable}" for kind, durable, _ in other.consume
+            ]
     for kind, durable, filter_subject in rights.consume:
         stream = subjects.stream(kind)
         publish += [

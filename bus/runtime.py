@@ -15,11 +15,13 @@ import contextvars
 import gc
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
+from bus import tracing
 from bus.connection import Bus
 from bus.consumer import Consumer
+from bus.metrics_feed import MetricsFeed
 
 log = logging.getLogger(__name__)
 
@@ -148,14 +150,26 @@ async def serve(
     *,
     drain_timeout: float = 30.0,
     on_ready: Callable[[str], None] | None = None,
+    in_process: Sequence[str] | None = None,
 ) -> None:
     """Run `components` until `stop` is set, then cancel (drain) them.
 
     `on_ready(name)` is called once for each component that says it is ready (`component_ready`).
+    `in_process`: the components whose work this process does, as its metrics say (default: all;
+    `antler up` leaves out those it runs in child processes).
 
     Raises:
         ComponentFailed: a component ended or raised on its own; the others are drained first.
     """
+    # This process's metrics, on the bus for the gateway's /metrics and `antler top` (bus.metrics_feed).
+    observability = getattr(config, "observability", None)
+    # Traces (off unless config or the OTEL_* environment asks): one exporter per process.
+    tracing.setup(
+        getattr(observability, "tracing", None), next(iter(components)) if len(components) == 1 else "up"
+    )
+    here = list(components) if in_process is None else list(in_process)
+    feed = MetricsFeed(bus, here, getattr(observability, "metrics_interval_seconds", 0.0))
+    feed.start()
     tasks: dict[asyncio.Task[None], str] = {}
     for name, entry in components.items():
         context = contextvars.copy_context()
@@ -173,6 +187,7 @@ async def serve(
                 log.error("%s", failed)
     finally:
         stopper.cancel()
+        await feed.stop()
         running = [t for t in tasks if not t.done()]
         for task in running:
             task.cancel()

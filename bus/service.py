@@ -31,6 +31,7 @@ from nats.micro.request import Request
 from nats.micro.service import Service
 from pydantic import BaseModel
 
+from bus import tracing
 from bus.connection import Bus
 from bus.errors import EnvelopeError, NoResponders, RequestTimeout
 from bus.messages import ErrorInfo, Reply, decode, encode
@@ -69,11 +70,12 @@ class Endpoint(Generic[Q, R]):
 
 
 def _answer(
-    endpoint: Endpoint[Any, Any], service: str, invalid: tuple[type[Exception], ...]
+    endpoint: Endpoint[Any, Any], service: str, invalid: tuple[type[Exception], ...], client: str = ""
 ) -> Callable[[Request], Awaitable[None]]:
     async def answer(request: Request) -> None:
         try:
-            reply = await endpoint.handle(decode(endpoint.request, request.data))
+            with tracing.serving(request.headers, service, endpoint.name, client):
+                reply = await endpoint.handle(decode(endpoint.request, request.data))
         except EnvelopeError as exc:
             reply = endpoint.reply(error=ErrorInfo(code="invalid", message=str(exc)))
         except ServiceError as exc:
@@ -160,7 +162,7 @@ async def start_service(
         await service.add_endpoint(
             name=endpoint.name,
             subject=s.service_subject(name, endpoint.name),
-            handler=tasks.wrap(_answer(endpoint, name, invalid)),
+            handler=tasks.wrap(_answer(endpoint, name, invalid, bus.client_name)),
         )
     return Running(service, tasks)
 

@@ -73,6 +73,14 @@ class Subjects:
         """ComponentReady announcements of one component's processes (core NATS)."""
         return f"{self.prefix}.ready.{safe_token(component)}"
 
+    def metrics(self, component: str, process: str) -> str:
+        """MetricsSnapshot of one process (core NATS; `bus.metrics_feed`)."""
+        return f"{self.prefix}.metrics.{safe_token(component)}.{safe_token(process)}"
+
+    @property
+    def metrics_all(self) -> str:
+        return f"{self.prefix}.metrics.>"
+
     def subagent_cancel(self, parent_run_id: str) -> str:
         return f"{self.prefix}.subagents.cancel.{safe_token(parent_run_id)}"
 

@@ -382,4 +382,5 @@ def projection_consumer(bus: Bus, projection: ReplyProjection) -> Consumer[RunEv
         concurrency=64,
         max_ack_pending=1024,
         deliver_policy=DeliverPolicy.NEW,
+        spans=False,  # a span per event would bury the run's; the replies it sends carry its trace on
     )

@@ -44,6 +44,7 @@ from nats.js.errors import NotFoundError, ObjectDeletedError, ObjectNotFoundErro
 
 from bus import Bus, Delivery
 from bus.messages import FileRef, OutboundMessage
+from bus.metrics import CHAT_RATE_LIMITED, CHAT_REPLIES, labelled
 from channels.live import LiveReplies, RateLimited, ReplyEntry, Surface
 
 log = logging.getLogger(__name__)
@@ -122,10 +123,16 @@ class ReplyStream:
                     continue
                 try:
                     await self._final(out)
-                    return
                 except RateLimited as exc:
+                    labelled(CHAT_RATE_LIMITED, self.channel).inc()
                     log.info("%s: chat %s: %s", self.channel, out.chat_id, exc)
                     await self._limited(exc, out.chat_id, chat)
+                except Exception:  # the consumer tries it again, with backoff
+                    labelled(CHAT_REPLIES, self.channel, "failed").inc()
+                    raise
+                else:
+                    labelled(CHAT_REPLIES, self.channel, "delivered").inc()
+                    return
 
     # ------------------------------------------------------------------ rate limits
 
@@ -208,6 +215,7 @@ class ReplyStream:
                     try:
                         await self._partial(out, run_id)
                     except RateLimited as exc:
+                        labelled(CHAT_RATE_LIMITED, self.channel).inc()
                         log.info("%s: partial reply of run %s waits: %s", self.channel, run_id, exc)
                         await self._limited(exc, run.chat_id, chat)
                         run.newest = run.newest or out

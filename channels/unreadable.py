@@ -13,6 +13,7 @@ import logging
 
 from bus import Bus
 from bus.dlq import dead_letter
+from bus.metrics import DEAD_LETTERS
 
 log = logging.getLogger(__name__)
 
@@ -33,5 +34,6 @@ async def dead_letter_unreadable(bus: Bus, channel: str, raw: bytes, reason: str
             reason=f"unreadable {channel} message: {reason}",
             deliveries=1,
         )
+        DEAD_LETTERS.labels(channel, f"{channel}-adapter", "unreadable").inc()
     except Exception:
         log.exception("%s: could not dead-letter an unreadable message", channel)

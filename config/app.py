@@ -50,6 +50,7 @@ from config.models import (
     ModelCallsConfig,
     ModelConfig,
 )
+from config.observability import ObservabilityConfig
 from config.sandbox import (
     DEFAULT_TOOLBOX_PACKAGES,
     SandboxConfig,
@@ -116,6 +117,7 @@ class AppConfig(Section):
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     agent_protocol: AgentProtocolConfig = Field(default_factory=AgentProtocolConfig)
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
 
     @field_validator("models")
     @classmethod

@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
+from bus import tracing
 from gateway.allow import MethodsAsDocumented
 from gateway.auth import RequireToken
 from gateway.crashes import AnswerCrashes
@@ -20,6 +21,7 @@ from gateway.deps import Gateway
 from gateway.health import router as health_router
 from gateway.langgraph_api import router as langgraph_router
 from gateway.limits import BodyLimitMiddleware, body_limits
+from gateway.metrics import router as metrics_router
 from gateway.openapi import document_models
 from gateway.rest.accounts import router as accounts_router
 from gateway.rest.agents import router as agents_router
@@ -39,6 +41,7 @@ from gateway.rest.run_history import router as run_history_router
 from gateway.rest.scheduled_tasks import router as scheduled_tasks_router
 from gateway.rest.skills import router as skills_router
 from gateway.schemas import errors
+from gateway.tracing import TraceRequests
 from gateway.webui import WebUI
 
 log = logging.getLogger(__name__)
@@ -70,6 +73,8 @@ def create_app(gw: Gateway) -> FastAPI:
             expose_headers=["Content-Location", "Location"],
         )
     app.add_middleware(WebUI)  # answers only GET / and /ui/..., files without data
+    if tracing.ON:  # a caller's traceparent continued, X-Trace-Id answered (gateway.tracing)
+        app.add_middleware(TraceRequests)
     app.add_middleware(AnswerCrashes)  # outermost of ours: a 500 that keeps the connection open
     # Any API route may refuse the caller (RequireToken), a body it cannot parse (400) or its shape (422).
     refusals = errors(400, 401, 422)
@@ -91,6 +96,7 @@ def create_app(gw: Gateway) -> FastAPI:
     app.include_router(accounts_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
     # Compatibility answers for DeerFlow features Antler lacks: not part of Antler's documented API.
     app.include_router(health_router, tags=["health"])
+    app.include_router(metrics_router, tags=["health"], responses=refusals)
     app.include_router(placeholders_router, prefix="/api", include_in_schema=False, responses=refusals)
 
     @app.exception_handler(HTTPException)

@@ -9,6 +9,7 @@ from fastapi import Depends, HTTPException, Request
 
 from bus import Bus
 from bus.messages import Reply, RunRecord, ThreadCreateReply, ThreadCreateRequest, ThreadRecord
+from bus.metrics_feed import MetricsBoard
 from bus.records import RecordStore
 from bus.runs import SubmissionOrder
 from bus.service import call
@@ -46,6 +47,7 @@ class Gateway:
     view: ThreadView
     lockout: LoginLockout | None = None
     order: SubmissionOrder = field(default_factory=SubmissionOrder)  # a thread's runs start in order sent
+    board: MetricsBoard | None = None  # every process's metrics, heard on the bus (GET /metrics)
 
     @classmethod
     async def open(cls, bus: Bus, config: AppConfig) -> Gateway:
@@ -54,7 +56,10 @@ class Gateway:
         accounts = await AccountStore.open(bus)
         secret = settings.resolved("session_secret") or await accounts.session_secret()
         sessions = Sessions(secret, settings.session_days * 86_400)
+        board = MetricsBoard(bus)
+        await board.start()
         return cls(
+            board=board,
             bus=bus,
             config=config,
             auth=Auth(config.gateway, accounts, sessions),

@@ -25,6 +25,7 @@ from config import AppConfig
 from llm.budget import ModelSlots
 from llm.errors import ModelCallFailed
 from llm.retry import RetryNotice, backoff, describe, is_transient
+from llm.telemetry import count_tokens, measured
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,20 @@ class ModelCalls:
         model = self.config.get_model(model_name)
         name = model.name if model is not None else (model_name or "model")
         shown = label or (model.display_name or model.name if model is not None else name)
+        with measured(name) as timing:
+            result = await self._tries(model, name, shown, attempt, on_retry, tokens)
+            count_tokens(timing, result)
+        return result
+
+    async def _tries(
+        self,
+        model: Any,
+        name: str,
+        shown: str,
+        attempt: Callable[[], Awaitable[T]],
+        on_retry: OnRetry | None,
+        tokens: Callable[[T], int] | None,
+    ) -> T:
         tries = self.policy.max_attempts
         for number in range(1, tries + 1):
             try:

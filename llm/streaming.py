@@ -27,6 +27,8 @@ from typing import Any, TypeVar
 import orjson
 from openai import APIError, AsyncStream
 
+from llm.telemetry import first_chunk
+
 _T = TypeVar("_T")
 DRAIN_SECONDS = 0.1  # what the rest of a finished body may take to arrive (as the SDK allows)
 
@@ -64,12 +66,16 @@ class CoalescingStream(AsyncStream[_T]):
                 more.set()
 
         reader = asyncio.create_task(read(), name="model-stream-reader")
+        first = True
         try:
             while True:
                 if not arrived and not ended:
                     more.clear()
                     await more.wait()
                 if arrived:
+                    if first:
+                        first = False
+                        first_chunk()
                     batch = arrived[:]
                     arrived.clear()
                     for chunk in merge_chunks(batch):

@@ -23,6 +23,7 @@ from nats.js.errors import NotFoundError
 from bus import Bus, Consumer, Defer, Delivery, run_consumers
 from bus.content import text_of
 from bus.messages import MemoryDocument, MemoryUpdate, utcnow
+from bus.metrics import MEMORY_UPDATES
 from bus.records import RecordStore
 from config import AppConfig
 from llm.guard import ModelCalls
@@ -57,6 +58,15 @@ class MemoryUpdater:
         return self._model
 
     async def handle(self, update: MemoryUpdate, delivery: Delivery) -> None:
+        try:
+            await self._revise(update, delivery)
+        except Defer:
+            raise
+        except Exception:  # tried again by the consumer
+            MEMORY_UPDATES.labels("failed").inc()
+            raise
+
+    async def _revise(self, update: MemoryUpdate, delivery: Delivery) -> None:
         settings = self.config.memory
         if not settings.enabled:
             return
@@ -84,6 +94,7 @@ class MemoryUpdater:
         if change.dropped:
             log.warning("memory reply for %s: dropped %s", update.user_id, "; ".join(change.dropped))
         if change.empty:
+            MEMORY_UPDATES.labels("unchanged").inc()
             return
         now = utcnow()
 
@@ -99,6 +110,7 @@ class MemoryUpdater:
             )
 
         await self.documents.update(key, revise)
+        MEMORY_UPDATES.labels("updated").inc()
         log.info("memory of %s revised from thread %s", update.user_id, update.thread_id)
 
     async def _newest(self, delivery: Delivery) -> bool:

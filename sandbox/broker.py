@@ -40,6 +40,7 @@ from bus.messages import (
     WriteFileReply,
     WriteFileRequest,
 )
+from bus.metrics import SANDBOX_COMMAND_DURATION, SANDBOX_COMMANDS, SANDBOX_REFUSALS
 from bus.service import Endpoint, Running, start_service
 from config import AppConfig
 from sandbox import files, quota, search
@@ -95,7 +96,7 @@ class Broker:
             try:
                 outcome = await self._run_within_quota(fs, req.command, timeout)
             except TooLarge as exc:
-                self._audit(req, exit_code=None, started=started, refused=exc.message)
+                self._audit(req, exit_code=None, started=started, refused=exc.message, refusal="too_large")
                 raise
             await self.sync.push_outputs(fs)
             used = await asyncio.to_thread(quota.usage, fs)
@@ -258,7 +259,16 @@ class Broker:
         started: float,
         timed_out: bool = False,
         refused: str | None = None,
+        refusal: str | None = None,  # the refusal's kind for metrics (default: from `refused`)
     ) -> None:
+        took = time.monotonic() - started
+        if refused is not None:
+            SANDBOX_REFUSALS.labels(
+                refusal or ("policy" if refused.startswith("refused") else "invalid")
+            ).inc()
+        else:
+            SANDBOX_COMMANDS.labels("timed_out" if timed_out else "ok" if exit_code == 0 else "failed").inc()
+            SANDBOX_COMMAND_DURATION.observe(took)
         audit.info(
             json.dumps(
                 {
@@ -269,7 +279,7 @@ class Broker:
                     "exit_code": exit_code,
                     "timed_out": timed_out,
                     "refused": refused,
-                    "duration_ms": round((time.monotonic() - started) * 1000, 1),
+                    "duration_ms": round(took * 1000, 1),
                     "provider": self.provider.name,
                 },
                 ensure_ascii=False,

@@ -32,6 +32,7 @@ from bus.messages import (
     utcnow,
 )
 from bus.messages.schedules import task_key
+from bus.metrics import SCHEDULE_FIRINGS
 from bus.records import RecordStore
 from bus.runs import submit_new_run
 from bus.service import ServiceError, call
@@ -73,6 +74,7 @@ class Firings:
         manual = firing.trigger == "manual"
         if not manual and (task.status != "enabled" or firing.generation != task.generation):
             log.info("task %s: a firing of an older definition is dropped (%s)", task.id, task.status)
+            SCHEDULE_FIRINGS.labels("dropped").inc()
             return
         next_header = delivery.headers.get(NEXT)
         occurrence = firing.trigger_id if manual else (next_header or f"seq{delivery.stream_seq}")
@@ -95,6 +97,7 @@ class Firings:
                 fired,
             )
             log.info("task %s: firing skipped, run %s still %s", task.id, busy.run_id, busy.status.value)
+            SCHEDULE_FIRINGS.labels("skipped").inc()
             return
         thread_id = (
             task.thread_id
@@ -120,6 +123,7 @@ class Firings:
             await self._new_thread(task, thread_id)
         submitted = await submit_new_run(self.bus, self._request(task, run_id, thread_id))
         again = "" if submitted else " (again)"
+        SCHEDULE_FIRINGS.labels("started").inc()
         log.info("task %s fired run %s on thread %s%s", task.id, run_id, thread_id, again)
 
     async def _previous_still_going(self, task: ScheduledTask, run_id: str) -> RunRecord | None:

@@ -6,6 +6,7 @@ from agents.middleware.limits import LoopDetectionMiddleware
 from agents.middleware.model_errors import LLMErrorHandlingMiddleware
 from agents.middleware.prompt import RunPromptMiddleware
 from agents.middleware.title import TitleMiddleware
+from agents.middleware.tool_telemetry import ToolTelemetryMiddleware
 from agents.middleware.view_image import ViewImageMiddleware
 
 __all__ = [
@@ -15,5 +16,6 @@ __all__ = [
     "LoopDetectionMiddleware",
     "RunPromptMiddleware",
     "TitleMiddleware",
+    "ToolTelemetryMiddleware",
     "ViewImageMiddleware",
 ]

@@ -59,6 +59,9 @@ from bus.messages.memory import (
     MemoryUpdate,
     MemoryUser,
 )
+from bus.messages.observe import (
+    MetricsSnapshot,
+)
 from bus.messages.runs import (
     ChatBinding,
     MultitaskStrategy,
@@ -234,6 +237,7 @@ __all__ = [
     "MemorySection",
     "MemoryUpdate",
     "MemoryUser",
+    "MetricsSnapshot",
     "ModelTokens",
     "MultitaskStrategy",
     "OutboundMessage",

@@ -79,7 +79,8 @@ async def test_antler_up_says_it_is_up_once_every_component_serves_and_stops_cle
     # Two runners, forked by one leader that loaded the libraries (runner.fork_processes)
     leaders = [int(pid) for pid in re.findall(r"runner process \d started \(pid (\d+)\)", err)]
     runner_pids = [int(pid) for pid in re.findall(r"runner process \d forked \(pid (\d+)\)", err)]
-    assert len(leaders) == 1 and len(runner_pids) == 2, err
+    assert len(leaders) == 1, err
+    assert len(runner_pids) == 2, err
     runner_pids += leaders
     before_up = err[: err.index("Antler is up")]
     assert before_up.count("runner: ready") == 2, "both runner processes took work before 'Antler is up'"

@@ -1,0 +1,22 @@
+"""What Antler tells operators about itself: metrics on the bus (`bus.metrics_feed`)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from config._env import Section
+
+
+class ObservabilityConfig(Section):
+    metrics_interval_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="How often each process publishes its metrics on the bus (the gateway's /metrics and "
+        "`antler top` read them); 0 = never (the gateway's /metrics then shows its own process only).",
+    )
+    tracing: bool | None = Field(
+        None,
+        description="OpenTelemetry traces across the bus, exported by each process over OTLP (or as "
+        "OTEL_TRACES_EXPORTER says); null = on when OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_ENDPOINT "
+        "is set.",
+    )
