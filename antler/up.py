@@ -206,6 +206,9 @@ async def up(args: argparse.Namespace) -> int:
         runners = process_count(config.runner.processes)
         if runners > 1 and "runner" in components:
             components["runner"] = runner_pool(args, url, runners)
+        routers = config.channels.router_processes
+        if routers > 1 and "router" in components:
+            components["router"] = process_pool("router", args, url, routers)
         if "sandbox" in components:
             # What users send it (commands, patterns) must never hold up the gateway or the router.
             components["sandbox"] = process_pool("sandbox", args, url)

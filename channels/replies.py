@@ -368,18 +368,22 @@ class ReplyProjection:
         await self.bus.publish(self.bus.subjects.chat_out(origin.channel), out, msg_id=msg_id)
 
 
-def projection_consumer(bus: Bus, projection: ReplyProjection) -> Consumer[RunEvent]:
-    """Every run's events: a run's in order, runs side by side; only new ones (replies are for now)."""
+def projection_consumer(
+    bus: Bus, projection: ReplyProjection, partition: int, start_seq: int | None
+) -> Consumer[RunEvent]:
+    """One partition's chat runs' events: a run's in order, runs side by side; from `start_seq` (where
+    the partition's last owner left off), or only new ones for a partition never consumed."""
     s = bus.subjects
     return Consumer(
         bus,
         stream=s.run_events_stream,
-        durable="router-projection",
-        filter_subjects=[s.run_events_all],
+        durable=f"router-ev-{partition}",
+        filter_subjects=[s.run_events_partition(partition)],
         model=RunEvent,
         handler=projection.on_event,
         key=lambda event: event.run_id,
-        concurrency=64,
-        max_ack_pending=1024,
+        concurrency=32,
+        max_ack_pending=512,
         deliver_policy=DeliverPolicy.NEW,
+        start_seq=start_seq,
     )

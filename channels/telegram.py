@@ -206,7 +206,9 @@ class TelegramAdapter(Surface):
             text=text,
             files=files,
         )
-        await self.bus.publish(self.bus.subjects.chat_in("telegram"), inbound, msg_id=inbound.dedupe_id())
+        await self.bus.publish(
+            self.bus.subjects.chat_in("telegram", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
+        )
 
     async def _notice(self, message: Message, text: str) -> None:
         """A short answer from the adapter itself, to the message it is about."""

@@ -94,7 +94,9 @@ class ChatClient:
         waiting = _Waiting(time.perf_counter(), asyncio.get_running_loop().create_future())
         self._waiting[message.message_id] = waiting
         try:
-            await self.bus.publish(self.bus.subjects.chat_in(CHANNEL), message, msg_id=message.dedupe_id())
+            await self.bus.publish(
+                self.bus.subjects.chat_in(CHANNEL, message.chat_id), message, msg_id=message.dedupe_id()
+            )
             kind = await asyncio.wait_for(waiting.done, timeout)
         finally:
             self._waiting.pop(message.message_id, None)

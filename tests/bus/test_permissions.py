@@ -149,8 +149,8 @@ async def fetch_denied(nc: Client, violations: Violations, stream: str, durable:
         pytest.param(
             "runner",
             S.run_events_stream,
-            "router-projection",
-            S.run_events("r1"),
+            "router-ev-0",
+            S.run_events_for("r1", ("cli", "c")),
             id="a-reader-drains-no-ones-durable",
         ),
     ],
