@@ -209,7 +209,7 @@ class Router:
         routed = subject.rsplit(".", 1)[0] == self.bus.subjects.chat_in(message.channel, message.chat_id)
         if not routed and subject != self.bus.subjects.chat_in_channel(message.channel):
             raise Reject(
-                f"channel {message.channel!r} and chat {message.chat_id!r} do not match the subject "
+                f"channel {message.channel!r} (chat {message.chat_id!r}) does not match the subject "
                 f"it came on ({subject})"
             )
         staged = inbox_prefix(message.channel, message.chat_id)
