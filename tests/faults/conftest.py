@@ -16,7 +16,7 @@ from bus.permissions import ADMIN, USERS_FILE, load_credentials
 from config import BusConfig
 from tests.conftest import FAULT_COUNTS as COUNTS
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.faults.budget import ACK_WAIT, CHUNK_DELAY, PREFIX, SIZE
+from tests.faults.budget import ACK_WAIT, CHUNK_DELAY, PREFIX, SIZE, Size
 from tests.faults.harness import OpenLoad, UpFactory, Verdict, write_config
 from tests.faults.load import ChatLoad
 from tests.support.antler_up import AntlerUp
@@ -122,12 +122,12 @@ def chat_load(tmp_path: Path) -> OpenLoad:
     (as the admin `antler up` generated for its embedded server, if it did)."""
 
     @contextlib.asynccontextmanager
-    async def open_load(url: str) -> AsyncIterator[ChatLoad]:
+    async def open_load(url: str, size: Size = SIZE) -> AsyncIterator[ChatLoad]:
         admin = load_credentials(tmp_path / "data" / USERS_FILE).get(ADMIN)
         user, password = admin if admin else (None, None)
         config = BusConfig(prefix=PREFIX, user=user, password=password)
         bus = await Bus.connect(url, config, name="faults-test")
-        load = ChatLoad(bus, SIZE.chats, SIZE.per_chat)
+        load = ChatLoad(bus, size.chats, size.per_chat)
         await load.start_collecting()
         try:
             yield load
