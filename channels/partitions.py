@@ -34,8 +34,10 @@ from typing import Any
 
 from nats.js.errors import NotFoundError
 
-from bus import Bus, Consumer
+from bus import Bus, Consumer, decode
 from bus.leases import Lease, Leases
+from bus.messages import RunEvent, RunRecord
+from bus.records import RecordStore
 from bus.runtime import component_ready
 
 log = logging.getLogger(__name__)
@@ -183,6 +185,25 @@ class Partitions:
         await asyncio.gather(*(c.stop(drain) for c in consumers), return_exceptions=True)
         if release:
             await self.leases.release(lease)
+
+
+async def final_still_due(
+    bus: Bus, runs: RecordStore[RunRecord], run_id: str, events_start: int | None
+) -> bool:
+    """Whether the final reply of `run_id` (a run of a chat in a partition this router took over) is
+    still to be sent from here: the run has not ended, or its `end` is at or after where this
+    router's events durable of the partition started (`events_start`), so it comes here. A run whose
+    `end` lies before it had its final sent by the partition's earlier owner."""
+    record = await runs.get(run_id)
+    if record is None or not record.status.finished:
+        return record is not None
+    try:
+        last = await bus.js.get_last_msg(bus.subjects.run_events_stream, bus.subjects.run_events(run_id))
+    except NotFoundError:
+        return False
+    if decode(RunEvent, last.data or b"{}").event != "end":
+        return True  # its record says ended, its `end` is on its way
+    return events_start is not None and (last.seq or 0) >= events_start
 
 
 async def _restart_point(bus: Bus, stream: str, durable: str) -> int | None:

@@ -54,7 +54,7 @@ from bus.subjects import safe_token
 from channels import goal_command
 from channels.commands import CHAT_COMMANDS, spelled
 from channels.compact import compact_chat
-from channels.partitions import DIRECT_DURABLE, Partitions, inbound_durable
+from channels.partitions import DIRECT_DURABLE, Partitions, final_still_due, inbound_durable
 from channels.replies import FinalsInOrder, RecentOrigins, ReplyProjection, projection_consumer
 from channels.schedule_commands import SCHEDULE_COMMANDS, schedule_command
 from config import AppConfig, ChannelConfig
@@ -77,6 +77,11 @@ def chat_key(channel: str, chat_id: str, topic_id: str | None) -> str:
     return ".".join(safe_token(p) for p in parts)
 
 
+def routed_subject(delivery: Delivery) -> bool:
+    """Stored with its chat's partition (not a raw publish on the channel's own subject)."""
+    return delivery.subject.count(".") >= 5 and delivery.subject.rsplit(".", 1)[-1].isdigit()
+
+
 def chat_user(message: InboundMessage) -> str:
     """The user id a chat user has in Antler: per platform, so memory and files never mix."""
     return f"{message.channel}:{message.user_id}"
@@ -93,6 +98,7 @@ class Router:
         self.origins = RecentOrigins()  # the chats of runs submitted here, for the reply projection
         self.finals = FinalsInOrder()  # a thread's finals in the order its runs were submitted here
         self.order = SubmissionOrder()  # a chat's runs are taken by runners in the order sent
+        self.events_start: dict[int, int | None] = {}  # partition -> where its events durable began
 
     async def open(self) -> None:
         s = self.bus.subjects
@@ -191,6 +197,13 @@ class Router:
             last = await latest_run(self.bus, binding.thread_id)
             if last is not None and last != run_id:
                 request = request.model_copy(update={"after": last})
+                # Its final reply comes through here: this run's waits for it.
+                partition = int(delivery.subject.rsplit(".", 1)[-1]) if routed_subject(delivery) else -1
+                assert self.runs is not None
+                due = await final_still_due(self.bus, self.runs, last, self.events_start.get(partition))
+                if due:
+                    self.finals.submitted(binding.thread_id, last)
+                log.info("run %s goes after run %s (taken over; its final due here: %s)", run_id, last, due)
         request = self.order.stamp(request)
         self.finals.submitted(binding.thread_id, run_id)
         if not await submit_new_run(self.bus, request):
@@ -397,6 +410,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     projection = ReplyProjection(bus, config, router.runs, router.origins, router.finals)
 
     def partition_consumers(partition: int, events_start: int | None) -> list[Consumer[Any]]:
+        router.events_start[partition] = events_start
         inbound = Consumer(
             bus,
             stream=s.chat_in_stream,
