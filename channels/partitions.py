@@ -36,9 +36,11 @@ from nats.js.errors import NotFoundError
 
 from bus import Bus, Consumer, decode
 from bus.leases import Lease, Leases
-from bus.messages import RunEvent, RunRecord
+from bus.messages import RunEvent, RunRecord, RunRequest
 from bus.records import RecordStore
+from bus.runs import latest_run
 from bus.runtime import component_ready
+from channels.replies import FinalsInOrder
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +187,32 @@ class Partitions:
         await asyncio.gather(*(c.stop(drain) for c in consumers), return_exceptions=True)
         if release:
             await self.leases.release(lease)
+
+
+def partition_of(subject: str) -> int | None:
+    """The partition a stored chat message's subject names (None: published without its route)."""
+    last = subject.rsplit(".", 1)[-1]
+    return int(last) if subject.count(".") >= 5 and last.isdigit() else None
+
+
+async def continue_chat(
+    bus: Bus,
+    runs: RecordStore[RunRecord],
+    finals: FinalsInOrder,
+    request: RunRequest,
+    events_start: int | None,
+) -> RunRequest:
+    """`request`, for a thread this router has not submitted to (it took the chat's partition over),
+    made to go `after` the thread's last run; that run's final, when it is still due from here,
+    goes before this one's (`FinalsInOrder`)."""
+    last = await latest_run(bus, request.thread_id)
+    if last is None or last == request.run_id:
+        return request
+    due = await final_still_due(bus, runs, last, events_start)
+    if due:
+        finals.submitted(request.thread_id, last)
+    log.info("run %s goes after run %s (its final due here: %s)", request.run_id, last, due)
+    return request.model_copy(update={"after": last})
 
 
 async def final_still_due(

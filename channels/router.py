@@ -48,13 +48,13 @@ from bus.messages import (
     utcnow,
 )
 from bus.records import RecordStore
-from bus.runs import SubmissionOrder, latest_run, submit_new_run
+from bus.runs import SubmissionOrder, submit_new_run
 from bus.service import ServiceError, call, start_service
 from bus.subjects import safe_token
 from channels import goal_command
 from channels.commands import CHAT_COMMANDS, spelled
 from channels.compact import compact_chat
-from channels.partitions import DIRECT_DURABLE, Partitions, final_still_due, inbound_durable
+from channels.partitions import DIRECT_DURABLE, Partitions, continue_chat, inbound_durable, partition_of
 from channels.replies import FinalsInOrder, RecentOrigins, ReplyProjection, projection_consumer
 from channels.schedule_commands import SCHEDULE_COMMANDS, schedule_command
 from config import AppConfig, ChannelConfig
@@ -75,11 +75,6 @@ def chat_key(channel: str, chat_id: str, topic_id: str | None) -> str:
     """KV key of a chat (dots separate the parts; each part made a safe token)."""
     parts = [channel, chat_id] + ([topic_id] if topic_id else [])
     return ".".join(safe_token(p) for p in parts)
-
-
-def routed_subject(delivery: Delivery) -> bool:
-    """Stored with its chat's partition (not a raw publish on the channel's own subject)."""
-    return delivery.subject.count(".") >= 5 and delivery.subject.rsplit(".", 1)[-1].isdigit()
 
 
 def chat_user(message: InboundMessage) -> str:
@@ -193,17 +188,12 @@ class Router:
             multitask_strategy=MultitaskStrategy.ENQUEUE,
             origin=origin,
         )
-        if not self.order.knows(binding.thread_id):  # a partition taken over: its last owner's runs
-            last = await latest_run(self.bus, binding.thread_id)
-            if last is not None and last != run_id:
-                request = request.model_copy(update={"after": last})
-                # Its final reply comes through here: this run's waits for it.
-                partition = int(delivery.subject.rsplit(".", 1)[-1]) if routed_subject(delivery) else -1
-                assert self.runs is not None
-                due = await final_still_due(self.bus, self.runs, last, self.events_start.get(partition))
-                if due:
-                    self.finals.submitted(binding.thread_id, last)
-                log.info("run %s goes after run %s (taken over; its final due here: %s)", run_id, last, due)
+        if not self.order.knows(binding.thread_id):  # a chat taken over: after its last owner's runs
+            assert self.runs is not None
+            partition = partition_of(delivery.subject)
+            request = await continue_chat(
+                self.bus, self.runs, self.finals, request, self.events_start.get(partition, None)
+            )
         request = self.order.stamp(request)
         self.finals.submitted(binding.thread_id, run_id)
         if not await submit_new_run(self.bus, request):
