@@ -50,7 +50,7 @@ def _adapter(channel: str) -> Rights:
         consume=(("CHAT_OUT", channel, f"chat.out.{channel}"),),
         # Its own messages in; a platform message it cannot read, dead-lettered with the reason.
         publish=(f"chat.in.{channel}.*", f"dlq.{channel}"),
-        kv_write=("replies",),
+        kv_write=("replies", "leases"),  # leases: one active copy per bot (channels.standby)
         kv_read=("settings",),  # the skills catalog: Telegram registers their commands
         files=True,
     )

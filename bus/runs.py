@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 
 from nats.js.api import DeliverPolicy
-from nats.js.errors import NoKeysError
+from nats.js.errors import NotFoundError
 
 from bus.connection import Bus
 from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus, decode
@@ -213,17 +213,18 @@ class SubmissionOrder:
 
 
 async def latest_run(bus: Bus, thread_id: str) -> str | None:
-    """The run submitted last to a thread, by anyone (the per-thread index), or None.
+    """The run submitted last to a thread, by anyone (the per-thread index's newest key), or None.
 
     For a submitter that does not remember the thread (it took over another's chats): its next run
-    goes `after` this one, as if it had submitted it.
+    goes `after` this one, as if it had submitted it. One read: the last message under the thread's
+    keys in the bucket's stream (a key deleted since names a finished run: harmless as `after`).
     """
-    index = await bus.kv(bus.subjects.thread_runs_bucket)
+    bucket = bus.subjects.thread_runs_bucket
     try:
-        keys = await index.keys(filters=[f"{thread_id}.>"])
-    except NoKeysError:
+        last = await bus.js.get_last_msg(f"KV_{bucket}", f"$KV.{bucket}.{thread_id}.>")
+    except NotFoundError:
         return None
-    return max(keys).rsplit(".", 1)[-1] if keys else None
+    return last.subject.rsplit(".", 1)[-1]
 
 
 async def _list_with_thread(bus: Bus, request: RunRequest) -> None:
