@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 _EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
 # The marker an expired or released lease leaves: kept long enough for every reader to see it.
 MARKER_TTL = 60
+RELEASE_TIMEOUT = 1.0  # seconds a release waits for the server's acknowledgement
 
 
 def _conflict(exc: BaseException) -> bool:
@@ -116,6 +117,7 @@ class Leases:
                 b"",
                 headers={_EXPECTED_LAST: str(lease.revision), "KV-Operation": "DEL"},
                 msg_ttl=MARKER_TTL,
+                timeout=RELEASE_TIMEOUT,  # at shutdown: not worth waiting for, it lapses anyway
             )
         except Exception as exc:
             if not _conflict(exc):  # a conflict: it lapsed and is someone else's now
