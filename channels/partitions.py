@@ -85,9 +85,13 @@ class Partitions:
         self.consumers = consumers
         self.member: Lease | None = None
         self.owned: dict[int, tuple[Lease, list[Consumer[Any]]]] = {}
+        # One renewal at a time (a renewal is a compare-and-set on the revision last written).
+        self._renewing = asyncio.Lock()
 
     async def run(self) -> None:
         await self.leases.open()
+        # Renewals go on by themselves: a look that drains or starts partitions takes a while.
+        renewing = asyncio.create_task(self._keep_renewing(), name="router-leases")
         try:
             await self.look()
             component_ready()
@@ -99,8 +103,9 @@ class Partitions:
                     raise
                 except Exception as exc:  # the bus is away: what we hold lapses unless renewed
                     log.warning("router %s: could not look at the partitions: %s", self.holder, exc)
-                    await self._drop_stale()
         finally:
+            renewing.cancel()
+            await asyncio.gather(renewing, return_exceptions=True)
             await asyncio.gather(*(self._give_up(k, HANDOVER_DRAIN) for k in list(self.owned)))
             if self.member is not None:
                 await self.leases.release(self.member)
@@ -114,9 +119,9 @@ class Partitions:
         surplus = len(self.owned) - fair
         if surplus > 0:
             # Highest first: a joining router takes them (anyone's order would do).
-            for partition in sorted(self.owned, reverse=True)[:surplus]:
-                await self._give_up(partition, HANDOVER_DRAIN)
-                log.info("router %s: gave partition %d back (fair share %d)", self.holder, partition, fair)
+            given = sorted(self.owned, reverse=True)[:surplus]
+            await asyncio.gather(*(self._give_up(partition, HANDOVER_DRAIN) for partition in given))
+            log.info("router %s: gave partitions %s back (fair share %d)", self.holder, given, fair)
             return
         free = [k for k in range(self.count) if self._partition_key(k) not in held and k not in self.owned]
         # Each router tries the free partitions in an order of its own, so joiners rarely collide.
@@ -134,13 +139,24 @@ class Partitions:
     def _partition_key(partition: int) -> str:
         return f"{GROUP}.partition.{partition}"
 
+    async def _keep_renewing(self) -> None:
+        while True:
+            await asyncio.sleep(self.leases.ttl / 3)
+            try:
+                await self._renew()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("router %s: could not renew its leases: %s", self.holder, exc)
+
     async def _renew(self) -> None:
-        if self.member is None or not await self._renewed(self.member):
-            self.member = await self.leases.claim(self._member_key)
-        for partition, (lease, _) in list(self.owned.items()):
-            if not await self._renewed(lease):
-                log.warning("router %s: lost partition %d; stopping its consumers", self.holder, partition)
-                await self._give_up(partition, LOST_DRAIN, release=False)
+        async with self._renewing:
+            if self.member is None or not await self._renewed(self.member):
+                self.member = await self.leases.claim(self._member_key)
+            lost = [p for p, (lease, _) in list(self.owned.items()) if not await self._renewed(lease)]
+        for partition in lost:
+            log.warning("router %s: lost partition %d; stopping its consumers", self.holder, partition)
+            await self._give_up(partition, LOST_DRAIN, release=False)
 
     async def _renewed(self, lease: Lease) -> bool:
         try:
@@ -150,12 +166,6 @@ class Partitions:
         except Exception as exc:
             log.warning("router %s: could not renew %s: %s", self.holder, lease.key, exc)
             return lease.fresh
-
-    async def _drop_stale(self) -> None:
-        for partition, (lease, _) in list(self.owned.items()):
-            if not lease.fresh:
-                log.warning("router %s: partition %d's lease is stale; stopping it", self.holder, partition)
-                await self._give_up(partition, LOST_DRAIN, release=False)
 
     async def _take(self, partition: int, lease: Lease) -> None:
         """Start the partition's consumers afresh from what its last owner did not settle."""
@@ -183,8 +193,16 @@ class Partitions:
         log.info("router %s: took partition %d", self.holder, partition)
 
     async def _give_up(self, partition: int, drain: float, *, release: bool = True) -> None:
-        lease, consumers = self.owned.pop(partition)
+        """Stop the partition's consumers (draining up to `drain` seconds), then let it go. Its lease
+        is renewed until the consumers have stopped: nobody may take it over while it drains."""
+        found = self.owned.get(partition)
+        if found is None:
+            return
+        lease, consumers = found
         await asyncio.gather(*(c.stop(drain) for c in consumers), return_exceptions=True)
+        if self.owned.get(partition) is not found:
+            return  # given up meanwhile (lost while a rebalance drained it, say)
+        del self.owned[partition]
         if release:
             await self.leases.release(lease)
 
