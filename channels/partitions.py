@@ -106,7 +106,11 @@ class Partitions:
         finally:
             renewing.cancel()
             await asyncio.gather(renewing, return_exceptions=True)
-            await asyncio.gather(*(self._give_up(k, HANDOVER_DRAIN) for k in list(self.owned)))
+            giving_up = asyncio.gather(*(self._give_up(k, HANDOVER_DRAIN) for k in list(self.owned)))
+            try:  # bounded: what is not given back lapses by itself
+                await asyncio.wait_for(giving_up, HANDOVER_DRAIN + 10)
+            except TimeoutError:
+                log.warning("router %s: partitions not given back in time; they lapse", self.holder)
             if self.member is not None:
                 await self.leases.release(self.member)
 
