@@ -23,7 +23,7 @@ from nats.js.errors import NotFoundError
 
 from agents.events import delta_size, merge_deltas
 from bus import Bus, NotStored, decode
-from bus.messages import RunEvent
+from bus.messages import RunEvent, RunRequest
 
 log = logging.getLogger(__name__)
 
@@ -32,16 +32,41 @@ DELTA_WINDOW = 0.05  # seconds a streamed delta may wait to go out with the ones
 DELTA_MAX_CHARS = 2000  # held text that goes out at once, window or not
 
 
+def chat_of(origin: Any) -> tuple[str, str] | None:
+    """The (channel, chat id) of a run's chat origin (a `ChatOrigin` or its dict), or None."""
+    if isinstance(origin, dict):
+        channel, chat_id = origin.get("channel"), origin.get("chat_id")
+    else:
+        channel, chat_id = getattr(origin, "channel", None), getattr(origin, "chat_id", None)
+    if isinstance(channel, str) and isinstance(chat_id, str) and channel and chat_id:
+        return channel, chat_id
+    return None
+
+
+def request_chat(request: RunRequest) -> tuple[str, str] | None:
+    """The chat a run answers (its request's origin, else the origin in its metadata)."""
+    return chat_of(request.origin) or chat_of(request.metadata.get("origin"))
+
+
 class EventLog:
     """Publishes one run's events in order, numbering them across attempts."""
 
-    def __init__(self, bus: Bus, run_id: str, thread_id: str, attempt: int, start_seq: int = 0) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        run_id: str,
+        thread_id: str,
+        attempt: int,
+        start_seq: int = 0,
+        chat: tuple[str, str] | None = None,
+    ) -> None:
         self.bus = bus
         self.run_id = run_id
         self.thread_id = thread_id
         self.attempt = attempt
         self.seq = start_seq
-        self.subject = bus.subjects.run_events(run_id)
+        # A chat's run: published on the chat's route, so its events land in the chat's partition.
+        self.subject = bus.subjects.run_events_for(run_id, chat)
         self._unconfirmed: list[tuple[RunEvent, asyncio.Future[Any]]] = []
         self.confirm_timeout = CONFIRM_TIMEOUT
         self.delta_window = DELTA_WINDOW
@@ -54,7 +79,9 @@ class EventLog:
         self._failure: BaseException | None = None  # a timed flush that could not publish
 
     @classmethod
-    async def resume(cls, bus: Bus, run_id: str, thread_id: str, attempt: int) -> EventLog:
+    async def resume(
+        cls, bus: Bus, run_id: str, thread_id: str, attempt: int, chat: tuple[str, str] | None = None
+    ) -> EventLog:
         """Continue numbering after what an earlier attempt already published."""
         seq = 0
         if attempt > 1:
@@ -65,7 +92,7 @@ class EventLog:
                 seq = decode(RunEvent, last.data or b"{}").seq
             except (NotFoundError, Exception) as exc:  # nothing published yet, or unreadable
                 log.debug("no earlier events for run %s: %s", run_id, exc)
-        return cls(bus, run_id, thread_id, attempt, seq)
+        return cls(bus, run_id, thread_id, attempt, seq, chat)
 
     async def emit(self, event: str, data: Any = None) -> None:
         """Publish the next event. Stores are confirmed in bulk (`confirm`), not one by one:

@@ -9,7 +9,7 @@ import json
 
 from nats.js.errors import NotFoundError
 
-from agents.event_log import EventLog
+from agents.event_log import EventLog, chat_of, request_chat
 from bus import Bus, decode
 from bus.messages import ErrorInfo, RunEvent, RunRecord, RunRequest, RunStatus, is_valid_id, utcnow
 from bus.records import RecordStore
@@ -37,8 +37,9 @@ async def end_refused_request(bus: Bus, runs: RecordStore[RunRecord], data: byte
         update = {"status": RunStatus.ERROR, "ended_at": now, "updated_at": now, "error": info}
         return rec.model_copy(update=update)
 
-    await runs.update(run_id, failed)
-    events = await EventLog.resume(bus, run_id, thread_id, attempt=2)
+    record = await runs.update(run_id, failed) or await runs.get(run_id)
+    chat = chat_of(record.metadata.get("origin")) if record is not None else None
+    events = await EventLog.resume(bus, run_id, thread_id, attempt=2, chat=chat)
     await events.emit("metadata", {"run_id": run_id, "thread_id": thread_id})
     await events.error("InvalidRunRequest", message)
     await events.emit("end", {"status": RunStatus.ERROR.value, "usage": {}})
@@ -54,7 +55,7 @@ async def ensure_ended(bus: Bus, request: RunRequest, record: RunRecord, attempt
             return
     except NotFoundError:
         pass
-    events = await EventLog.resume(bus, request.run_id, request.thread_id, attempt)
+    events = await EventLog.resume(bus, request.run_id, request.thread_id, attempt, request_chat(request))
     await events.emit(
         "metadata", {"run_id": request.run_id, "thread_id": request.thread_id, "attempt": attempt}
     )

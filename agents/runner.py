@@ -23,7 +23,7 @@ from agents.assembly import PromptAssembly
 from agents.checkpoints import checkpointer_ready, rollback
 from agents.context import RunOptions
 from agents.errors import AgentError, ModelConfigError
-from agents.event_log import EventLog
+from agents.event_log import EventLog, request_chat
 from agents.goal import GoalLoop
 from agents.lead import AgentCache
 from agents.mcp_tools import McpServers
@@ -203,7 +203,8 @@ class Runner:
             if finished is None or not finished.status.finished:
                 raise Retry("the earlier delivery stopped before the run ended", delay=0.5)
             return
-        events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt)
+        chat = request_chat(request)
+        events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt, chat)
         run = self._runs[request.run_id] = ActiveRun(request, attempt, events)
         try:
             with RUNS_RUNNING.track_inprogress():

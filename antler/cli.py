@@ -140,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--single", type=int, default=20, help="chat: chats in the single-turn part")
     p.add_argument("--words", type=int, default=40, help="chat: words per message (the model echoes them)")
     p.add_argument("--repeat", type=int, default=1, help="chat: measure every level this many times")
+    p.add_argument(
+        "--routers", type=int, default=1, help="chat: router processes (they share the partitions)"
+    )
     p.add_argument("--json", help="chat: write the figures to this JSON file")
     p.add_argument("--compare", help="chat: an earlier --json file to compare with")
     p.add_argument("--label", default="", help="chat: a name for this run in the JSON")

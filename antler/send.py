@@ -67,7 +67,9 @@ async def send(args: argparse.Namespace) -> int:
 
         # Listen before publishing, so not even the first partial is missed.
         sub = await bus.nc.subscribe(bus.subjects.chat_out(args.channel), cb=on_reply)
-        ack = await bus.publish(bus.subjects.chat_in(args.channel), message, msg_id=message.dedupe_id())
+        ack = await bus.publish(
+            bus.subjects.chat_in(args.channel, message.chat_id), message, msg_id=message.dedupe_id()
+        )
         if args.no_wait:
             print(f"sent (stream seq {ack.seq})")
             return 0

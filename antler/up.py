@@ -222,6 +222,9 @@ async def up(args: argparse.Namespace) -> int:
         children = {"sandbox": process_pool("sandbox", args, url)}
         if runners > 1:
             children["runner"] = runner_pool(args, url, runners, config.runner.fork_processes)
+        routers = config.channels.router_processes
+        if routers > 1:
+            children["router"] = process_pool("router", args, url, routers)
         components = {
             name: entry if name in children else own_ready(url, config, name, entry)
             for name, entry in enabled_components(config, children).items()

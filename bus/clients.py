@@ -1,7 +1,7 @@
 """NATS users for clients that are not Antler's components nor its admin: scripts and agent-protocol callers.
 
 `antler creds --channel <name>` mints a user for one script channel: it may publish only
-`<prefix>.chat.in.<name>` (messages in, as an adapter would) and read only
+`<prefix>.chat.in.<name>` and `<prefix>.chat.in.<name>.*` (messages in, as an adapter would) and read only
 `<prefix>.chat.out.<name>` (the replies), through its own inbox (`_INBOX_<prefix>-client-<label>`),
 so it sees no other channel, no run, no bucket. `antler creds --agent-owner <owner>` mints one for
 NATS agent protocol clients (`agentproto/`) acting for one owner: prompts and status requests only
@@ -87,7 +87,8 @@ def client_permissions(kind: ClientKind, scope: str, subjects: Subjects) -> dict
     """The NATS permissions of a client user of `kind` for `scope` (a channel, or an owner)."""
     inbox = inbox_prefix(subjects, f"client-{kind}-{scope}")
     if kind == "channel":
-        publish = [subjects.chat_in(scope)]
+        # Its chats' routed subjects (what `antler send` publishes) and the bare one (raw scripts).
+        publish = [subjects.chat_in_channel(scope), f"{subjects.chat_in_channel(scope)}.*"]
         subscribe = [subjects.chat_out(scope), f"{inbox}.>"]
     else:
         publish = [

@@ -106,6 +106,7 @@ class Consumer(Generic[M]):
         backoff: nak delays by delivery number; the last value repeats.
         drain_timeout: how long `stop()` lets in-flight handlers finish.
         deliver_policy: where a new durable starts (ALL for work queues; NEW for projections).
+        start_seq: a new durable starts at this stream sequence (overrides `deliver_policy`).
         max_ack_pending: messages out at once across all processes of the durable (1: strict order).
         on_invalid: `async (msg, error) -> None`, told about a payload that is not a valid `model`
             before it is dead-lettered (to answer whoever waits for it); its failures are logged.
@@ -139,6 +140,7 @@ class Consumer(Generic[M]):
         on_dead_letter: Callable[[Msg, str], Awaitable[None]] | None = None,
         key: Callable[[M], str] | None = None,
         spans: bool = True,
+        start_seq: int | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -158,6 +160,7 @@ class Consumer(Generic[M]):
         self.on_invalid = on_invalid
         self.on_dead_letter = on_dead_letter
         self.key = key
+        self.start_seq = start_seq
         self._turns = KeyTurns()
         self.stats = ConsumerStats()
         self._in_flight = CONSUMER_IN_FLIGHT.labels(durable)
@@ -191,6 +194,9 @@ class Consumer(Generic[M]):
             max_ack_pending=self.max_ack_pending,
             deliver_policy=self.deliver_policy,
         )
+        if self.start_seq is not None:
+            config.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+            config.opt_start_seq = self.start_seq
         if len(self.filter_subjects) == 1:
             config.filter_subject = self.filter_subjects[0]
         else:

@@ -53,8 +53,8 @@ def _adapter(channel: str) -> Rights:
     return Rights(
         consume=(("CHAT_OUT", channel, f"chat.out.{channel}"),),
         # Its own messages in; a platform message it cannot read, dead-lettered with the reason.
-        publish=(f"chat.in.{channel}", f"dlq.{channel}"),
-        kv_write=("replies",),
+        publish=(f"chat.in.{channel}.*", f"dlq.{channel}"),
+        kv_write=("replies", "leases"),  # leases: one active copy per bot (channels.standby)
         kv_read=("settings",),  # the skills catalog: Telegram registers their commands
         files=True,
     )
@@ -100,13 +100,15 @@ RIGHTS: dict[str, Rights] = {
     "sandbox": Rights(read_streams=("EVENTS",), kv_read=("settings",), files=True, serve=("sandbox",)),
     "router": Rights(
         consume=(
-            ("CHAT_IN", "router", "chat.in.>"),
-            ("RUN_EVENTS", "router-projection", "runs.ev.>"),
+            # One durable per chat partition (`router-in-<k>`, `router-ev-<k>`: channels.partitions).
+            ("CHAT_IN", "*", "chat.in.*.*.*"),
+            ("CHAT_IN", "router-in-direct", "chat.in.*"),  # published without the chat's route
+            ("RUN_EVENTS", "*", "runs.ev.*.chat.*.*"),
             ("EVENTS", "router-thread-deleted", "events.thread.deleted"),
         ),
         read_streams=("RUN_EVENTS",),
         publish=("runs.submit", "runs.ctl.*", "chat.out.*"),
-        kv_write=("chats", "runs", "thread_runs"),
+        kv_write=("chats", "runs", "thread_runs", "leases"),
         kv_read=("threads", "memory", "settings"),
         files=True,
         serve=("router",),
@@ -216,6 +218,7 @@ def permissions(component: str, subjects: Subjects) -> dict[str, object]:
             # Only this durable, and only with this filter: nobody redirects another's consumer.
             f"{js}.CONSUMER.CREATE.{stream}.{durable}.{subjects.full(filter_subject)}",
             f"{js}.CONSUMER.INFO.{stream}.{durable}",
+            f"{js}.CONSUMER.DELETE.{stream}.{durable}",  # started afresh (a router's partition)
             f"{js}.CONSUMER.MSG.NEXT.{stream}.{durable}",
             f"$JS.ACK.{stream}.{durable}.>",
             subjects.dlq(stream),

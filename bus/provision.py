@@ -17,11 +17,13 @@ from nats.js.api import (
     RetentionPolicy,
     StorageType,
     StreamConfig,
+    SubjectTransform,
 )
 from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
 
 from bus.connection import Bus
 from bus.errors import BusError
+from bus.subjects import partition_transform
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +54,19 @@ def stream_configs(bus: Bus) -> list[StreamConfig]:
         )
 
     work = {"retention": RetentionPolicy.WORK_QUEUE}
+    # A chat's messages and its runs' events are stored with the chat's partition appended, so each
+    # partition's router consumes both; publishers never need to know the partition count.
+    partitions = c.chat_partitions
+    chat_in = SubjectTransform(*partition_transform(s.chat_in_published, partitions))
+    chat_events = SubjectTransform(*partition_transform(s.chat_run_events_published, partitions))
     return [
-        stream(s.chat_in_stream, [s.chat_in_all], "Inbound chat messages (adapters, scripts)", **work),
+        stream(
+            s.chat_in_stream,
+            [s.chat_in_all],
+            "Inbound chat messages (adapters, scripts), by chat partition",
+            subject_transform=chat_in,
+            **work,
+        ),
         stream(
             s.chat_out_stream,
             [s.chat_out_all],
@@ -65,7 +78,8 @@ def stream_configs(bus: Bus) -> list[StreamConfig]:
         stream(
             s.run_events_stream,
             [s.run_events_all],
-            "Ordered event log of every run",
+            "Ordered event log of every run (a chat's runs by chat partition)",
+            subject_transform=chat_events,
             retention=RetentionPolicy.LIMITS,
             max_age=c.run_events_max_age_hours * HOUR,
         ),
@@ -146,16 +160,33 @@ async def provision(bus: Bus) -> Provisioned:
     await _ensure_kv(bus, s.subagent_results_bucket, ttl=bus.config.subagent_results_ttl_hours * HOUR)
     # Model budgets (llm.budget): leases with their own TTL; watchers see the ones that lapse.
     await _ensure_kv(bus, s.bucket("model_slots"), marker_ttl=60.0)
+    # Leases (bus.leases): routers' partitions, adapters' single connections; each with its own TTL.
+    await _ensure_kv(bus, s.leases_bucket, marker_ttl=60.0)
     buckets += [
         s.replies_bucket,
         s.subagent_results_bucket,
         s.bucket("users"),
         s.bucket("login_failures"),
         s.bucket("model_slots"),
+        s.leases_bucket,
     ]
+    await _drop_unpartitioned_router(bus)
     await _ensure_object_store(bus, s.files_store)
     log.debug("provisioned %d streams, %d buckets, 1 object store", len(streams), len(buckets))
     return Provisioned(streams=streams, buckets=buckets, object_stores=[s.files_store])
+
+
+async def _drop_unpartitioned_router(bus: Bus) -> None:
+    """Remove the durables of routers from before partitioning (one durable over all chat messages,
+    one over all run events): on a work queue, an overlapping filter would stop the partitions'
+    durables from being created. Messages stay in their streams."""
+    s = bus.subjects
+    for stream, durable in ((s.chat_in_stream, "router"), (s.run_events_stream, "router-projection")):
+        try:
+            await bus.js.delete_consumer(stream, durable)
+            log.info("removed the unpartitioned router durable %s/%s", stream, durable)
+        except NotFoundError:
+            pass
 
 
 async def _ensure_stream(bus: Bus, config: StreamConfig) -> None:

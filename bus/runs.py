@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 
 from nats.js.api import DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from bus.connection import Bus
 from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus, decode
@@ -195,6 +196,10 @@ class SubmissionOrder:
         self.size = size
         self._last: OrderedDict[str, str] = OrderedDict()
 
+    def knows(self, thread_id: str) -> bool:
+        """Whether this submitter remembers the last run it sent to the thread."""
+        return thread_id in self._last
+
     def stamp(self, request: RunRequest) -> RunRequest:
         """`request` with `after` set to the run sent to its thread before it (if any), noted as last."""
         before = self._last.get(request.thread_id)
@@ -205,6 +210,21 @@ class SubmissionOrder:
         if before is None or before == request.run_id or request.after is not None:
             return request
         return request.model_copy(update={"after": before})
+
+
+async def latest_run(bus: Bus, thread_id: str) -> str | None:
+    """The run submitted last to a thread, by anyone (the per-thread index's newest key), or None.
+
+    For a submitter that does not remember the thread (it took over another's chats): its next run
+    goes `after` this one, as if it had submitted it. One read: the last message under the thread's
+    keys in the bucket's stream (a key deleted since names a finished run: harmless as `after`).
+    """
+    bucket = bus.subjects.thread_runs_bucket
+    try:
+        last = await bus.js.get_last_msg(f"KV_{bucket}", f"$KV.{bucket}.{thread_id}.>")
+    except NotFoundError:
+        return None
+    return last.subject.rsplit(".", 1)[-1]
 
 
 async def _list_with_thread(bus: Bus, request: RunRequest) -> None:

@@ -19,6 +19,24 @@ def safe_token(value: str) -> str:
     return _TOKEN_UNSAFE.sub("_", value) or "_"
 
 
+def chat_route(channel: str, chat_id: str) -> str:
+    """The subject token that decides a chat's partition: the same for its messages and its runs'
+    events, so one router handles both. Topics of a chat share it (each is still a chat of its own)."""
+    return safe_token(f"{channel}-{chat_id}")
+
+
+def partition_transform(source: str, partitions: int) -> tuple[str, str]:
+    """A stream's subject transform that appends the partition of the source's last wildcard token
+    (nats-server's `partition()`: a hash of the token, modulo the count) as one more token."""
+    tokens = source.split(".")
+    wildcards = [i for i, token in enumerate(tokens) if token == "*"]
+    destination = list(tokens)
+    for n, index in enumerate(wildcards, start=1):
+        destination[index] = f"{{{{wildcard({n})}}}}"
+    destination.append(f"{{{{partition({partitions},{len(wildcards)})}}}}")
+    return source, ".".join(destination)
+
+
 @dataclass(frozen=True)
 class Subjects:
     """The names on the bus (docs/architecture.md), computed for one prefix."""
@@ -26,8 +44,26 @@ class Subjects:
     prefix: str = DEFAULT_PREFIX
 
     # -- subjects ---------------------------------------------------------
-    def chat_in(self, channel: str) -> str:
+    def chat_in(self, channel: str, chat_id: str) -> str:
+        """Where a chat's inbound messages are published: `<p>.chat.in.<channel>.<chat route>`.
+
+        The stream adds the chat's partition as a last token (`bus.chat_partitions`), so every
+        message of one chat is stored under one partition, which one router at a time owns.
+        """
+        return f"{self.prefix}.chat.in.{safe_token(channel)}.{chat_route(channel, chat_id)}"
+
+    def chat_in_channel(self, channel: str) -> str:
+        """The stem of one channel's inbound subjects (a label: where an unreadable message was bound)."""
         return f"{self.prefix}.chat.in.{safe_token(channel)}"
+
+    @property
+    def chat_in_direct(self) -> str:
+        """Inbound messages published without their chat's route (`<p>.chat.in.<channel>`: scripts)."""
+        return f"{self.prefix}.chat.in.*"
+
+    def chat_in_partition(self, partition: int) -> str:
+        """One partition's inbound messages, as stored (`<p>.chat.in.<channel>.<route>.<partition>`)."""
+        return f"{self.prefix}.chat.in.*.*.{partition}"
 
     def chat_out(self, channel: str) -> str:
         return f"{self.prefix}.chat.out.{safe_token(channel)}"
@@ -45,11 +81,34 @@ class Subjects:
         return f"{self.prefix}.runs.submit"
 
     def run_events(self, run_id: str) -> str:
-        return f"{self.prefix}.runs.ev.{safe_token(run_id)}"
+        """Every event of one run, whatever the route it was published on (a filter, not a subject)."""
+        return f"{self.prefix}.runs.ev.{safe_token(run_id)}.>"
+
+    def run_events_for(self, run_id: str, chat: tuple[str, str] | None) -> str:
+        """Where a run's events are published: `<p>.runs.ev.<run>.chat.<chat route>` for a run with a
+        chat (`chat` = its channel and chat id), so the stream adds that chat's partition (as for
+        its inbound messages), and `<p>.runs.ev.<run>.api` for any other."""
+        if chat is None:
+            return f"{self.prefix}.runs.ev.{safe_token(run_id)}.api"
+        return f"{self.prefix}.runs.ev.{safe_token(run_id)}.chat.{chat_route(*chat)}"
+
+    def run_events_partition(self, partition: int) -> str:
+        """The events of the chat runs of one partition, as stored."""
+        return f"{self.prefix}.runs.ev.*.chat.*.{partition}"
 
     @property
     def run_events_all(self) -> str:
         return f"{self.prefix}.runs.ev.>"
+
+    @property
+    def chat_in_published(self) -> str:
+        """What publishers use (the stream's transform source): `<p>.chat.in.<channel>.<route>`."""
+        return f"{self.prefix}.chat.in.*.*"
+
+    @property
+    def chat_run_events_published(self) -> str:
+        """What runners use for a chat run's events (the stream's transform source)."""
+        return f"{self.prefix}.runs.ev.*.chat.*"
 
     def run_control(self, run_id: str) -> str:
         return f"{self.prefix}.runs.ctl.{safe_token(run_id)}"
@@ -229,6 +288,11 @@ class Subjects:
     def schedule_runs_bucket(self) -> str:
         """Each task's firings in order (`ScheduledTaskRun`, keys `<task>.<fired ms>.<firing>`)."""
         return self.bucket("schedule_runs")
+
+    @property
+    def leases_bucket(self) -> str:
+        """Leases with a TTL per key (`bus.leases`): routers' partitions, adapters' connections."""
+        return self.bucket("leases")
 
     @property
     def files_store(self) -> str:

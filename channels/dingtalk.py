@@ -200,7 +200,7 @@ class DingTalkAdapter(Surface):
                 self.bus,
                 stream="dingtalk",
                 stream_seq=number,
-                subject=self.bus.subjects.chat_in("dingtalk"),
+                subject=self.bus.subjects.chat_in_channel("dingtalk"),
                 data=data,
                 headers=None,
                 consumer="dingtalk-stream",
@@ -248,7 +248,9 @@ class DingTalkAdapter(Surface):
                 "robot_code": message.robot_code or self.config.resolved("client_id"),
             },
         )
-        await self.bus.publish(self.bus.subjects.chat_in("dingtalk"), inbound, msg_id=inbound.dedupe_id())
+        await self.bus.publish(
+            self.bus.subjects.chat_in("dingtalk", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
+        )
 
     async def _files_in(self, message: ChatbotMessage, content: dict[str, Any]) -> list[FileRef]:
         """Pictures and files of the message, fetched through the robot's download codes."""

@@ -236,7 +236,9 @@ class FeishuAdapter(Surface):
             )
             return
         if inbound is not None:
-            await self.bus.publish(self.bus.subjects.chat_in("feishu"), inbound, msg_id=inbound.dedupe_id())
+            await self.bus.publish(
+                self.bus.subjects.chat_in("feishu", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
+            )
 
     async def _inbound(self, event: dict[str, Any]) -> InboundMessage | None:
         sender = event.get("sender") or {}

@@ -13,7 +13,6 @@ and delivers it once.
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import contextlib
 import logging
@@ -23,7 +22,7 @@ from typing import Any
 
 from nats.js.api import DeliverPolicy
 
-from bus import Bus, Consumer, Delivery
+from bus import Bus, Consumer, Defer, Delivery
 from bus.content import text_of
 from bus.files import output_key
 from bus.layout import output_relative
@@ -36,6 +35,7 @@ from config import AppConfig
 log = logging.getLogger(__name__)
 
 FINAL_ORDER_WAIT = 30.0  # seconds a final waits for the finals of its thread's earlier runs
+FINAL_RETRY = 1.0  # seconds before a final that waits for an earlier one is looked at again
 # The custom events that end a subagent task (as the runner's task tool sends them).
 FINAL_TASK_EVENTS = frozenset({"task_completed", "task_failed", "task_cancelled", "task_timed_out"})
 
@@ -172,16 +172,17 @@ class FinalsInOrder:
     """The final replies of one thread's runs go out in the order this router submitted the runs.
 
     A thread's runs run one after another, but the runner frees the thread just before it
-    publishes the run's `end`, and the projection handles runs side by side: on a stalled machine
-    the next run's final could overtake. A final waits (at most `wait` seconds, in case an earlier
-    run's end never comes) until the finals of the thread's earlier runs from here are out.
+    publishes the run's `end`: on a stalled machine the next run's `end` could be stored first. Its
+    final is deferred (the message given back for a moment, so the thread's later events, the
+    earlier `end` among them, go on) until the finals of the thread's earlier runs from here are
+    out, for at most `wait` seconds in case an earlier run's end never comes.
     """
 
     def __init__(self, wait: float = FINAL_ORDER_WAIT, size: int = 100) -> None:
         self.wait = wait
         self.size = size  # runs remembered per thread
         self._runs: dict[str, list[str]] = {}  # thread id -> runs submitted here, final not yet sent
-        self._sent: dict[str, asyncio.Event] = {}  # thread id -> set when a final went out
+        self._asked: dict[str, float] = {}  # run id -> when its final stops waiting (time.monotonic)
 
     def submitted(self, thread_id: str, run_id: str) -> None:
         runs = self._runs.setdefault(thread_id, [])
@@ -189,21 +190,20 @@ class FinalsInOrder:
             runs.append(run_id)
             del runs[: -self.size]
 
-    async def turn(self, thread_id: str, run_id: str) -> None:
-        """Until no earlier run of the thread submitted here is still without its final."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.wait
-        while (runs := self._runs.get(thread_id)) and run_id in runs and runs[0] != run_id:
-            left = deadline - loop.time()
-            if left <= 0:
-                log.warning(
-                    "run %s: its final goes out before run %s's, which has not ended", run_id, runs[0]
-                )
-                return
-            sent = self._sent.setdefault(thread_id, asyncio.Event())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(sent.wait(), left)
-            sent.clear()
+    def must_wait(self, thread_id: str, run_id: str) -> bool:
+        """Whether an earlier run of the thread submitted here still has no final (for at most
+        `wait` seconds from the first time this run asked)."""
+        runs = self._runs.get(thread_id)
+        if not runs or run_id not in runs or runs[0] == run_id:
+            self._asked.pop(run_id, None)
+            return False
+        now = time.monotonic()
+        deadline = self._asked.setdefault(run_id, now + self.wait)
+        if now < deadline:
+            return True
+        log.warning("run %s: its final goes out before run %s's, which has not ended", run_id, runs[0])
+        self._asked.pop(run_id, None)
+        return False
 
     def sent(self, thread_id: str, run_id: str) -> None:
         runs = self._runs.get(thread_id)
@@ -213,9 +213,6 @@ class FinalsInOrder:
             runs.remove(run_id)
         if not runs:
             del self._runs[thread_id]
-        event = self._sent.pop(thread_id, None) if not runs else self._sent.get(thread_id)
-        if event is not None:
-            event.set()
 
 
 class ReplyProjection:
@@ -279,6 +276,9 @@ class ReplyProjection:
             projection.error = str(data.get("message") or data.get("error") or "unknown error")
 
     async def on_event(self, event: RunEvent, delivery: Delivery) -> None:
+        if event.event == "end" and self.finals.must_wait(event.thread_id, event.run_id):
+            # Not holding the thread's turn: its earlier run's `end` (behind it) goes first.
+            raise Defer(FINAL_RETRY)
         projection = await self._projection(event)
         if event.event == "end":
             self._projections.pop(event.run_id, None)
@@ -333,7 +333,6 @@ class ReplyProjection:
                 for path in projection.files
             ]
         projection.seq += 1
-        await self.finals.turn(projection.thread_id, event.run_id)
         try:
             await self._send(
                 event.run_id, projection, kind, text, msg_id=f"reply:{event.run_id}", files=files
@@ -368,19 +367,27 @@ class ReplyProjection:
         await self.bus.publish(self.bus.subjects.chat_out(origin.channel), out, msg_id=msg_id)
 
 
-def projection_consumer(bus: Bus, projection: ReplyProjection) -> Consumer[RunEvent]:
-    """Every run's events: a run's in order, runs side by side; only new ones (replies are for now)."""
+def projection_consumer(
+    bus: Bus, projection: ReplyProjection, partition: int, start_seq: int | None
+) -> Consumer[RunEvent]:
+    """One partition's chat runs' events: a run's in order, runs side by side; from `start_seq` (where
+    the partition's last owner left off), or only new ones for a partition never consumed."""
     s = bus.subjects
     return Consumer(
         bus,
         stream=s.run_events_stream,
-        durable="router-projection",
-        filter_subjects=[s.run_events_all],
+        durable=f"router-ev-{partition}",
+        filter_subjects=[s.run_events_partition(partition)],
         model=RunEvent,
         handler=projection.on_event,
-        key=lambda event: event.run_id,
-        concurrency=64,
-        max_ack_pending=1024,
+        # A thread's events one at a time, in stream order: its runs' finals go out in the order
+        # their `end`s were stored, also when a router taking the partition over replays them.
+        key=lambda event: event.thread_id,
+        concurrency=32,
+        max_ack_pending=512,
+        # Deferred finals are deliveries too: room for FINAL_ORDER_WAIT's worth besides failures.
+        max_deliver=bus.config.max_deliver + int(FINAL_ORDER_WAIT / FINAL_RETRY) + 1,
         deliver_policy=DeliverPolicy.NEW,
         spans=False,  # a span per event would bury the run's; the replies it sends carry its trace on
+        start_seq=start_seq,
     )

@@ -2,8 +2,8 @@
 
 Three durable consumers:
 
-- inbound (`<prefix>.chat.in.>`, each chat's messages in order, chats side
-  by side): policy (allowlists, mentions in groups),
+- inbound (`<prefix>.chat.in.*.*.<partition>`, per partition this router owns: each chat's
+  messages in order, chats side by side): policy (allowlists, mentions in groups),
   chat -> thread (KV `<prefix>_chats`), commands answered here (/new /status
   /models /memory /goal /compact /help; /schedule /schedules /unschedule by asking the
   scheduler), everything else becomes a RunRequest with the chat as origin.
@@ -12,11 +12,12 @@ Three durable consumers:
   even after the dedupe window — never starts a second run.
 - unbind (`<prefix>.events.thread.deleted`): the router owns chat bindings;
   a chat whose thread was deleted starts a fresh one.
-- projection (`<prefix>.runs.ev.>`): run events back as chat replies
-  (`channels.replies`).
+- projection (`<prefix>.runs.ev.*.chat.*.<partition>`, per partition owned): chat runs' events
+  back as chat replies (`channels.replies`).
 
-With several router processes, a chat's messages may become runs out of
-order; run one router per prefix where that matters.
+Inbound messages and chat runs' events are stored by chat partition; any number of router
+processes share the partitions, one owner each, through leases in the bus (`channels.partitions`),
+so each chat's messages become runs in the order sent and its replies go out in order.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from bus.service import ServiceError, call, start_service
 from channels import goal_command
 from channels.commands import CHAT_COMMANDS, spelled
 from channels.compact import compact_chat
+from channels.partitions import DIRECT_DURABLE, Partitions, continue_chat, inbound_durable, partition_of
 from channels.replies import FinalsInOrder, RecentOrigins, ReplyProjection, projection_consumer
 from channels.schedule_commands import SCHEDULE_COMMANDS, schedule_command
 from config import AppConfig, ChannelConfig
@@ -89,6 +91,7 @@ class Router:
         self.origins = RecentOrigins()  # the chats of runs submitted here, for the reply projection
         self.finals = FinalsInOrder()  # a thread's finals in the order its runs were submitted here
         self.order = SubmissionOrder()  # a chat's runs are taken by runners in the order sent
+        self.events_start: dict[int, int | None] = {}  # partition -> where its events durable began
 
     async def open(self) -> None:
         s = self.bus.subjects
@@ -183,6 +186,12 @@ class Router:
             multitask_strategy=MultitaskStrategy.ENQUEUE,
             origin=origin,
         )
+        if not self.order.knows(binding.thread_id):  # a chat taken over: after its last owner's runs
+            assert self.runs is not None
+            partition = partition_of(delivery.subject)
+            request = await continue_chat(
+                self.bus, self.runs, self.finals, request, self.events_start.get(partition, None)
+            )
         request = self.order.stamp(request)
         self.finals.submitted(binding.thread_id, run_id)
         if not await submit_new_run(self.bus, request):
@@ -196,8 +205,14 @@ class Router:
             Reject: its `channel` is not its subject's, or it names a file that was not staged for
                 its own chat (another user's upload, say); dead-lettered, nothing moved or deleted.
         """
-        if subject != self.bus.subjects.chat_in(message.channel):
-            raise Reject(f"channel {message.channel!r} does not match the subject it came on ({subject})")
+        # As stored: the subject published on, then the partition the stream added; or, without the
+        # chat's route (a script's raw publish), the channel's own subject.
+        routed = subject.rsplit(".", 1)[0] == self.bus.subjects.chat_in(message.channel, message.chat_id)
+        if not routed and subject != self.bus.subjects.chat_in_channel(message.channel):
+            raise Reject(
+                f"channel {message.channel!r} (chat {message.chat_id!r}) does not match the subject "
+                f"it came on ({subject})"
+            )
         staged = inbox_prefix(message.channel, message.chat_id)
         for file in message.files:
             if file.object_name and not file.object_name.startswith(staged):
@@ -375,25 +390,45 @@ class Router:
 
 
 async def run(bus: Bus, config: AppConfig) -> None:
-    """The router component: its consumers until cancelled, then drain."""
+    """The router component: its share of the chat partitions until cancelled, then drain."""
     router = Router(bus, config)
     await router.open()
     assert router.runs is not None
     s = bus.subjects
-    inbound = Consumer(
-        bus,
-        stream=s.chat_in_stream,
-        durable="router",
-        filter_subjects=[s.chat_in_all],
-        model=InboundMessage,
-        handler=router.on_inbound,
-        # A chat's messages become runs in the order sent; different chats go on at once.
-        key=lambda message: chat_key(message.channel, message.chat_id, message.topic_id),
-        concurrency=32,
-    )
-    projection = projection_consumer(
-        bus, ReplyProjection(bus, config, router.runs, router.origins, router.finals)
-    )
+    projection = ReplyProjection(bus, config, router.runs, router.origins, router.finals)
+
+    def partition_consumers(partition: int, events_start: int | None) -> list[Consumer[Any]]:
+        router.events_start[partition] = events_start
+        inbound = Consumer(
+            bus,
+            stream=s.chat_in_stream,
+            durable=inbound_durable(partition),
+            filter_subjects=[s.chat_in_partition(partition)],
+            model=InboundMessage,
+            handler=router.on_inbound,
+            # A chat's messages become runs in the order sent; different chats go on at once.
+            key=lambda message: chat_key(message.channel, message.chat_id, message.topic_id),
+            concurrency=16,
+        )
+        consumers: list[Consumer[Any]] = [
+            inbound,
+            projection_consumer(bus, projection, partition, events_start),
+        ]
+        if partition == 0:  # and those published without their chat's route (scripts)
+            direct = Consumer(
+                bus,
+                stream=s.chat_in_stream,
+                durable=DIRECT_DURABLE,
+                filter_subjects=[s.chat_in_direct],
+                model=InboundMessage,
+                handler=router.on_inbound,
+                key=lambda message: chat_key(message.channel, message.chat_id, message.topic_id),
+                concurrency=16,
+            )
+            consumers.append(direct)
+        return consumers
+
+    partitions = Partitions(bus, config.bus.chat_partitions, config.bus.lease_seconds, partition_consumers)
     unbind = Consumer(
         bus,
         stream=s.events_stream,
@@ -405,7 +440,10 @@ async def run(bus: Bus, config: AppConfig) -> None:
     )
     # No requests to answer; a service so that `$SRV` discovery (and /health) counts routers.
     presence = await start_service(bus, "router", [], description="Chat router (chats -> runs -> replies)")
+    sharing = asyncio.create_task(partitions.run(), name="router-partitions")
     try:
-        await run_consumers(inbound, projection, unbind)
+        await run_consumers(unbind)
     finally:
+        sharing.cancel()
+        await asyncio.gather(sharing, return_exceptions=True)
         await presence.stop()

@@ -112,7 +112,9 @@ class SlackAdapter(Surface):
             text=text.replace(mention, "").strip(),
             files=files,
         )
-        await self.bus.publish(self.bus.subjects.chat_in("slack"), inbound, msg_id=inbound.dedupe_id())
+        await self.bus.publish(
+            self.bus.subjects.chat_in("slack", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
+        )
 
     async def on_command(self, command: dict[str, Any]) -> None:
         """A slash command (`/status`, `/new`, a skill's `/name`), already acknowledged: the router
@@ -165,7 +167,9 @@ class SlackAdapter(Surface):
             mentioned=True,  # invoked on the bot by name
             text=text,
         )
-        await self.bus.publish(self.bus.subjects.chat_in("slack"), inbound, msg_id=inbound.dedupe_id())
+        await self.bus.publish(
+            self.bus.subjects.chat_in("slack", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
+        )
 
     async def _files_in(self, event: dict[str, Any]) -> list[FileRef]:
         """Files attached to the message, downloaded with the bot token and staged for the router."""

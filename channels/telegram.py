@@ -34,6 +34,7 @@ from bus import Bus, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.watch import follow_key
+from channels import standby
 from channels.commands import telegram_commands
 from channels.live import RateLimited, Surface, reply_consumer
 from channels.reply_stream import ReplyStream
@@ -206,7 +207,9 @@ class TelegramAdapter(Surface):
             text=text,
             files=files,
         )
-        await self.bus.publish(self.bus.subjects.chat_in("telegram"), inbound, msg_id=inbound.dedupe_id())
+        await self.bus.publish(
+            self.bus.subjects.chat_in("telegram", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
+        )
 
     async def _notice(self, message: Message, text: str) -> None:
         """A short answer from the adapter itself, to the message it is about."""
@@ -319,7 +322,13 @@ def build_application(
 
 
 async def run(bus: Bus, config: AppConfig) -> None:
-    """The Telegram adapter component: poll Telegram, send replies, until cancelled."""
+    """The Telegram adapter component: poll Telegram, send replies, until cancelled. One copy per bot
+    is active at a time; others stand by and take over when it dies (`channels.standby`)."""
+    async with standby.active(bus, "telegram", config.bus.lease_seconds) as lost:
+        await _serve(bus, config, lost)
+
+
+async def _serve(bus: Bus, config: AppConfig, lost: asyncio.Event) -> None:
     settings = config.channels.telegram
     app = build_application(settings, dead_letterer(bus))
     adapter = TelegramAdapter(bus, app, settings)
@@ -356,6 +365,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         menu = asyncio.create_task(offer_commands(bus, app), name="telegram-commands")
         # The replies, and the webhook server if any: either ending (failing) ends the adapter.
         work = [asyncio.create_task(run_consumers(outbound)), *([receiving] if receiving else [])]
+        work.append(asyncio.create_task(standby.watch(lost, "telegram")))
         try:
             done, _ = await asyncio.wait(work, return_when=asyncio.FIRST_COMPLETED)
             for task in done:

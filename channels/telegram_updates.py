@@ -160,7 +160,7 @@ def dead_letterer(bus: Bus) -> OnUnreadable:
                 bus,
                 stream="telegram",
                 stream_seq=update_id if isinstance(update_id, int) else 0,
-                subject=bus.subjects.chat_in("telegram"),
+                subject=bus.subjects.chat_in_channel("telegram"),
                 data=json.dumps(raw).encode(),
                 headers=None,
                 consumer="telegram-updates",

@@ -27,7 +27,7 @@ async def dead_letter_unreadable(bus: Bus, channel: str, raw: bytes, reason: str
             bus,
             stream=channel,
             stream_seq=number,
-            subject=bus.subjects.chat_in(channel),
+            subject=bus.subjects.chat_in_channel(channel),
             data=raw,
             headers=None,
             consumer=f"{channel}-adapter",

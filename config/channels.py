@@ -51,6 +51,12 @@ class DingTalkConfig(ChannelConfig):
 
 class ChannelsConfig(Section):
     stream_update_seconds: float = Field(1.0, ge=0, description="Least time between partial reply edits.")
+    router_processes: int = Field(
+        1,
+        ge=1,
+        description="Router processes `antler up` starts (they share the chat partitions, "
+        "`bus.chat_partitions`); 1 = inside `antler up` itself.",
+    )
     subagent_enabled: bool = Field(
         False, description="Chat runs may delegate to subagents (the task tool); progress shows in the reply."
     )

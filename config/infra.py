@@ -45,6 +45,20 @@ class BusConfig(Section):
     credentials: str | None = Field(None, description="Path of a NATS .creds file.")
     connect_timeout_seconds: float = Field(5.0, gt=0)
     dedupe_window_seconds: float = Field(120.0, gt=0, description="Nats-Msg-Id duplicate window.")
+    chat_partitions: int = Field(
+        16,
+        ge=1,
+        le=1024,
+        description="Partitions of the chat traffic (inbound messages and chat runs' events, by chat); "
+        "each is owned by one router process at a time, so at most this many routers share the work. "
+        "Changing it: see docs/scaling.md.",
+    )
+    lease_seconds: float = Field(
+        6.0,
+        ge=2,
+        description="How long a lease (a router's partition, an adapter's connection) outlives its "
+        "holder's last renewal: a dead holder's work is taken over within about this time.",
+    )
     max_deliver: int = Field(5, ge=1, description="Deliveries before a failing message goes to the DLQ.")
     ack_wait_seconds: float = Field(30.0, gt=0, description="Redelivery delay of an un-acked message.")
     run_events_max_age_hours: float = Field(24.0, gt=0, description="How long run event logs are kept.")

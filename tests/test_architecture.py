@@ -220,7 +220,7 @@ async def route_a_message(bus: Bus) -> None:
     submitted = await bus.nc.subscribe(bus.subjects.runs_submit)
     message = InboundMessage(channel="cli", chat_id="c1", user_id="u1", text="hello")
     # The chat stream keeps it until the router's durable consumer exists.
-    await bus.publish(bus.subjects.chat_in("cli"), message, msg_id=message.dedupe_id())
+    await bus.publish(bus.subjects.chat_in("cli", message.chat_id), message, msg_id=message.dedupe_id())
     await submitted.next_msg(timeout=30)
     await submitted.unsubscribe()
 

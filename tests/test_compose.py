@@ -75,6 +75,7 @@ def test_every_component_is_a_service_of_one_image_with_its_own_nats_user(compos
         assert ("profiles" in service) == (name in ADAPTERS), "adapters start only with their profile"
     assert images == {("antler:latest", ".")}
     assert services["runner"]["deploy"]["replicas"] == 2
+    assert services["router"]["deploy"]["replicas"] == 2, "no single router: they share the partitions"
     assert services["provision"]["command"] == ["provision"]
     assert services["postgres"]["volumes"] == ["postgres:/var/lib/postgresql/data"]
     assert "healthcheck" in services["postgres"]

@@ -271,7 +271,7 @@ async def _run_ends(up: AntlerUp) -> AsyncIterator[asyncio.Queue[str]]:
             ends.put_nowait((event.get("data") or {}).get("status"))
 
     try:
-        await nc.subscribe(f"{PREFIX}.runs.ev.*", cb=on_event)
+        await nc.subscribe(f"{PREFIX}.runs.ev.>", cb=on_event)
         await nc.flush()
         yield ends
     finally:

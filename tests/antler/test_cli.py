@@ -217,13 +217,15 @@ async def test_dlq_list_show_and_replay(
             dead.set()
 
         await bus.nc.subscribe(s.dlq_all, cb=on_dlq)
-        await bus.publish(s.chat_in("cli"), InboundMessage(channel="cli", chat_id="c", text="needs care"))
+        await bus.publish(
+            s.chat_in("cli", "c"), InboundMessage(channel="cli", chat_id="c", text="needs care")
+        )
         await asyncio.wait_for(dead.wait(), 10)
 
         code, out, err = await finished(await run_antler("dlq", "list", *args))
         assert code == 0, err
         assert "rejected: cannot handle this yet" in out
-        assert s.chat_in("cli") in out
+        assert s.chat_in("cli", "c") in out
         seq = int(out.splitlines()[1].split()[0])
 
         code, out, err = await finished(await run_antler("dlq", "show", str(seq), *args))
@@ -261,11 +263,11 @@ async def test_tail_prints_matching_traffic_readably(
     banner = await asyncio.wait_for(proc.stderr.readline(), 30)
     assert b"tailing" in banner
     await bus.publish(
-        bus.subjects.chat_in("cli"), InboundMessage(channel="cli", chat_id="c9", text="watch me")
+        bus.subjects.chat_in("cli", "c9"), InboundMessage(channel="cli", chat_id="c9", text="watch me")
     )
     code, out, err = await finished(proc)
     assert code == 0, err
-    assert bus.subjects.chat_in("cli") in out
+    assert bus.subjects.chat_in("cli", "c9") in out
     assert '"text": "watch me"' in out
     # What the message is comes first, before its body and ids.
     assert out.index("channel=cli chat_id=c9") < out.index('"text": "watch me"')

@@ -28,6 +28,7 @@ import collections
 import json
 import os
 import platform
+import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -94,7 +95,9 @@ class ChatClient:
         waiting = _Waiting(time.perf_counter(), asyncio.get_running_loop().create_future())
         self._waiting[message.message_id] = waiting
         try:
-            await self.bus.publish(self.bus.subjects.chat_in(CHANNEL), message, msg_id=message.dedupe_id())
+            await self.bus.publish(
+                self.bus.subjects.chat_in(CHANNEL, message.chat_id), message, msg_id=message.dedupe_id()
+            )
             kind = await asyncio.wait_for(waiting.done, timeout)
         finally:
             self._waiting.pop(message.message_id, None)
@@ -151,9 +154,9 @@ class TrafficCounter:
                 return f"kv read {stream.removeprefix(bucket_prefix)}"
             return f"stream read {stream}"
         if subject.startswith("$JS.API.CONSUMER.MSG.NEXT."):
-            return f"fetch {parts[-1]}"
+            return f"fetch {_durable(parts[-1])}"
         if subject.startswith("$JS.ACK."):
-            durable = parts[3] if len(parts) > 3 else "?"
+            durable = _durable(parts[3]) if len(parts) > 3 else "?"
             what = "in-progress" if data.startswith(b"+WPI") else "settle"
             return f"{what} {durable}"
         if subject.startswith("$JS.API."):
@@ -498,6 +501,11 @@ async def warm_up(client: ChatClient, chats: int) -> None:
         await asyncio.gather(*(client.turn(f"warm-{round_}-{i}", "hello") for i in range(max(4, chats))))
 
 
+def _durable(name: str) -> str:
+    """A durable's name with a router partition's number made `<k>` (counted together)."""
+    return re.sub(r"^(router-(?:in|ev))-\d+$", r"\1-<k>", name)
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     levels = [int(x) for x in str(args.levels).split(",") if x.strip()]
     runners = process_count(args.runners)
@@ -508,12 +516,21 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         f"Python {info['python']}"
     )
     print(
-        f"chat path: chat.in -> router (1 process) -> runner ({runners} processes) -> chat.out; "
+        f"chat path: chat.in -> router ({args.routers} process{'es' if args.routers > 1 else ''}) -> "
+        f"runner ({runners} processes) -> chat.out; "
         f"scripted model, zero latency, {args.words + 2} streamed words per answer"
     )
-    results: dict[str, Any] = {"label": args.label, "machine": info, "runners": runners, "words": args.words}
+    results: dict[str, Any] = {
+        "label": args.label,
+        "machine": info,
+        "runners": runners,
+        "routers": args.routers,
+        "words": args.words,
+    }
     settings = {"title": {"enabled": True}, "memory": {"enabled": True}}
-    async with bench_stack(settings, runners=runners, others=["router"]) as stack:
+    async with bench_stack(settings, runners=runners) as stack:
+        for n in range(args.routers):  # they share the chat partitions (channels.partitions)
+            await stack.start("router", "router" if args.routers == 1 else f"router-{n + 1}")
         processes = Processes()
         processes.add("bench+model", os.getpid())
         for name, pid in stack.processes.items():
@@ -575,6 +592,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=1, help="measure every level this many times")
     parser.add_argument("--runners", type=int, default=2, help="runner processes (0: as antler up starts)")
+    parser.add_argument("--routers", type=int, default=1, help="router processes (they share the partitions)")
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--compare", help="an earlier --json file to compare with")
     parser.add_argument("--label", default="", help="a name for this run in the JSON")

@@ -67,7 +67,9 @@ async def test_sigterm_drains_in_flight_work_and_exits_zero(
 ) -> None:
     proc = await start_echo(nats_url, config_file(tmp_path, bus_config))
     try:
-        await bus.publish(bus.subjects.chat_in("cli"), InboundMessage(channel="cli", chat_id="c", text="1.5"))
+        await bus.publish(
+            bus.subjects.chat_in("cli", "c"), InboundMessage(channel="cli", chat_id="c", text="1.5")
+        )
         assert (await replies.next()).text == "started"
         proc.send_signal(signal.SIGTERM)
         final = await replies.next()
@@ -87,7 +89,9 @@ async def test_a_consumer_killed_before_acking_leaves_its_message_to_another_con
 ) -> None:
     proc = await start_echo(nats_url, config_file(tmp_path, bus_config))
     try:
-        await bus.publish(bus.subjects.chat_in("cli"), InboundMessage(channel="cli", chat_id="c", text="60"))
+        await bus.publish(
+            bus.subjects.chat_in("cli", "c"), InboundMessage(channel="cli", chat_id="c", text="60")
+        )
         assert (await replies.next()).text == "started"
     finally:
         proc.kill()  # SIGKILL: no drain, no nak, nothing
@@ -126,7 +130,9 @@ async def test_a_message_whose_handling_process_keeps_dying_ends_in_the_dlq(
     sub = await bus.nc.subscribe(bus.subjects.dlq_all, cb=on_dlq)
     victim = await start_echo(nats_url, config)
     try:
-        await bus.publish(bus.subjects.chat_in("cli"), InboundMessage(channel="cli", chat_id="c", text="60"))
+        await bus.publish(
+            bus.subjects.chat_in("cli", "c"), InboundMessage(channel="cli", chat_id="c", text="60")
+        )
         assert (await replies.next()).text == "started"
         victim.kill()  # its only allowed delivery dies with it
         await victim.wait()

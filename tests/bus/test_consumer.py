@@ -66,7 +66,7 @@ async def test_successful_handler_acks_and_the_work_queue_empties(bus: Bus) -> N
         done.set()
 
     async with chat_consumer(bus, handle) as consumer:
-        await bus.publish(bus.subjects.chat_in("cli"), inbound("hello"))
+        await bus.publish(bus.subjects.chat_in("cli", "c"), inbound("hello"))
         await asyncio.wait_for(done.wait(), 10)
     assert seen == ["hello"]
     assert consumer.stats.acked == 1
@@ -84,14 +84,14 @@ async def test_a_failing_handler_sees_the_message_again_then_it_is_dead_lettered
         raise RuntimeError("model endpoint unreachable")
 
     async with chat_consumer(bus, handle, max_deliver=3):
-        await bus.publish(bus.subjects.chat_in("cli"), inbound("poison"))
+        await bus.publish(bus.subjects.chat_in("cli", "c"), inbound("poison"))
         letter = await dlq_watch.next()
 
     assert deliveries == [1, 2, 3]
     assert letter.headers[H_CONSUMER] == "test"
     assert letter.headers[H_DELIVERIES] == "3"
     assert "RuntimeError: model endpoint unreachable" in letter.headers[H_REASON]
-    assert letter.headers[H_SUBJECT] == bus.subjects.chat_in("cli")
+    assert letter.headers[H_SUBJECT].startswith(bus.subjects.chat_in("cli", "c"))
     assert InboundMessage.model_validate_json(letter.data).text == "poison", "the original payload is kept"
     info = await bus.js.stream_info(bus.subjects.chat_in_stream)
     assert info.state.messages == 0, "the dead letter no longer blocks the work queue"
@@ -109,7 +109,7 @@ async def test_a_handler_that_recovers_on_redelivery_is_not_dead_lettered(bus: B
         done.set()
 
     async with chat_consumer(bus, handle) as consumer:
-        await bus.publish(bus.subjects.chat_in("cli"), inbound())
+        await bus.publish(bus.subjects.chat_in("cli", "c"), inbound())
         await asyncio.wait_for(done.wait(), 10)
     assert attempts == 2
     assert consumer.stats.dead_lettered == 0
@@ -137,9 +137,9 @@ async def test_bad_payloads_go_to_the_dlq_at_once_and_the_consumer_keeps_consumi
         good.set()
 
     async with chat_consumer(bus, handle):
-        await bus.publish(bus.subjects.chat_in("cli"), payload)
+        await bus.publish(bus.subjects.chat_in("cli", "c"), payload)
         letter = await dlq_watch.next()
-        await bus.publish(bus.subjects.chat_in("cli"), inbound("after the bad one"))
+        await bus.publish(bus.subjects.chat_in("cli", "c"), inbound("after the bad one"))
         await asyncio.wait_for(good.wait(), 10)
 
     assert letter.data == payload
@@ -158,7 +158,7 @@ async def test_reject_dead_letters_without_retrying(bus: Bus, dlq_watch: Watch) 
         raise Reject("unknown channel 'fax'")
 
     async with chat_consumer(bus, handle, max_deliver=5):
-        await bus.publish(bus.subjects.chat_in("cli"), inbound())
+        await bus.publish(bus.subjects.chat_in("cli", "c"), inbound())
         letter = await dlq_watch.next()
     assert calls == 1
     assert letter.headers[H_REASON] == "rejected: unknown channel 'fax'"
@@ -180,7 +180,7 @@ async def test_concurrency_is_bounded_and_every_message_is_handled(bus: Bus) -> 
             all_done.set()
 
     for i in range(8):
-        await bus.publish(bus.subjects.chat_in("cli"), inbound(str(i)))
+        await bus.publish(bus.subjects.chat_in("cli", "c"), inbound(str(i)))
     async with chat_consumer(bus, handle, concurrency=2):
         await asyncio.wait_for(all_done.wait(), 10)
     assert sorted(handled) == [str(i) for i in range(8)]
@@ -197,7 +197,7 @@ async def test_heartbeats_keep_a_handler_longer_than_ack_wait_from_being_redeliv
         done.set()
 
     async with chat_consumer(bus, handle, ack_wait=1.0):
-        await bus.publish(bus.subjects.chat_in("cli"), inbound())
+        await bus.publish(bus.subjects.chat_in("cli", "c"), inbound())
         await asyncio.wait_for(done.wait(), 10)
     assert deliveries == [1]
 
@@ -220,7 +220,7 @@ async def test_two_instances_of_one_durable_share_the_work(bus: Bus) -> None:
         chat_consumer(bus, handler_for("b"), concurrency=1),
     ):
         for i in range(20):
-            await bus.publish(bus.subjects.chat_in("cli"), inbound(str(i)))
+            await bus.publish(bus.subjects.chat_in("cli", "c"), inbound(str(i)))
         await asyncio.wait_for(total.wait(), 10)
     assert sorted(seen["a"] + seen["b"], key=int) == [str(i) for i in range(20)], "each message handled once"
     assert seen["a"], "both instances took work"
@@ -240,7 +240,7 @@ async def test_stop_releases_a_message_whose_handler_cannot_finish_in_time(bus: 
 
     consumer = chat_consumer(bus, stuck, drain_timeout=0.2)
     await consumer.start()
-    await bus.publish(bus.subjects.chat_in("cli"), inbound())
+    await bus.publish(bus.subjects.chat_in("cli", "c"), inbound())
     await asyncio.wait_for(started.wait(), 10)
     await consumer.stop()
     assert consumer.stats.released == 1
@@ -270,7 +270,7 @@ async def test_messages_with_one_key_are_handled_in_order_while_other_keys_go_on
 
     for n in range(20):
         for chat in ("a", "b"):
-            await bus.publish(bus.subjects.chat_in("cli"), inbound(str(n), chat_id=chat))
+            await bus.publish(bus.subjects.chat_in("cli", "c"), inbound(str(n), chat_id=chat))
     async with chat_consumer(bus, handle, concurrency=8, key=lambda m: m.chat_id):
         await asyncio.wait_for(done.wait(), 20)
     assert seen == {"a": list(range(20)), "b": list(range(20))}
@@ -303,7 +303,7 @@ async def test_after_a_long_outage_a_handler_leaves_its_message_to_the_new_deliv
 
     try:
         async with chat_consumer(conn, handle, ack_wait=1.0) as consumer:
-            await conn.publish(conn.subjects.chat_in("cli"), inbound("long job"))
+            await conn.publish(conn.subjects.chat_in("cli", "c"), inbound("long job"))
             await asyncio.wait_for(started.wait(), 10)
             await server.stop()
             await asyncio.sleep(1.5)  # longer than ack_wait: the server will hand the message out again
@@ -344,7 +344,7 @@ async def test_a_consumer_started_while_nats_is_away_starts_once_it_is_back(
         server = EmbeddedServer(tmp_path / "nats", port=port)
         await server.start()
         await asyncio.wait_for(starting, 30)
-        await conn.publish(conn.subjects.chat_in("cli"), inbound("after the outage"))
+        await conn.publish(conn.subjects.chat_in("cli", "c"), inbound("after the outage"))
         await asyncio.wait_for(handled.wait(), 10)
     finally:
         await consumer.stop()
@@ -368,8 +368,8 @@ async def test_a_handler_waiting_out_a_limit_and_its_keys_queue_hold_no_slot_and
     key = {"key": lambda m: m.chat_id, "concurrency": 1}
     async with chat_consumer(bus, handle, **key):
         for text in ("slow 1", "slow 2"):
-            await bus.publish(bus.subjects.chat_in("cli"), inbound(text, chat_id="slow"))
-        await bus.publish(bus.subjects.chat_in("cli"), inbound("other", chat_id="fast"))
+            await bus.publish(bus.subjects.chat_in("cli", "c"), inbound(text, chat_id="slow"))
+        await bus.publish(bus.subjects.chat_in("cli", "c"), inbound("other", chat_id="fast"))
         await asyncio.wait_for(other_done.wait(), 10)
     # The stop did not sit out the wait: both went back to the server, in their order.
     assert seen[:2] == [("slow 1", 1), ("other", 1)], "the waiting chat held neither the slot nor the other"
@@ -435,7 +435,7 @@ async def test_an_idle_consumer_handles_a_message_and_stops_while_a_long_fetch_w
     consumer = chat_consumer(bus, handle, concurrency=4)
     await consumer.start()
     for text in ("first", "second", "third"):  # each one to a consumer idle in a lingering pull
-        await bus.publish(bus.subjects.chat_in("cli"), inbound(text))
+        await bus.publish(bus.subjects.chat_in("cli", "c"), inbound(text))
         assert await asyncio.wait_for(seen.get(), LONG_WINDOW / 2) == text
     # Idle again, with a pull request open: stopping does not wait for it to expire.
     await asyncio.wait_for(consumer.stop(), LONG_WINDOW / 2)
@@ -463,7 +463,7 @@ async def test_a_burst_while_every_slot_is_busy_is_handled_as_slots_free_up(
 
     async with chat_consumer(bus, handle, concurrency=2) as consumer:
         for i in range(8):
-            await bus.publish(bus.subjects.chat_in("cli"), inbound(f"m{i}"))
+            await bus.publish(bus.subjects.chat_in("cli", "c"), inbound(f"m{i}"))
         busy = {await next_started(), await next_started()}
         # Free one slot at a time: each frees exactly one waiting message, long before the window ends.
         handled = set(busy)
@@ -493,7 +493,7 @@ async def test_nothing_is_lost_or_handled_twice_across_stop_and_start_with_a_lon
 
     async def publish(first: int, last: int) -> None:
         for i in range(first, last):
-            await bus.publish(bus.subjects.chat_in("cli"), inbound(f"m{i}"))
+            await bus.publish(bus.subjects.chat_in("cli", "c"), inbound(f"m{i}"))
 
     for first in (0, 10, 20):  # three lives of the durable; messages published during each stop
         consumer = chat_consumer(bus, handle, concurrency=3)
@@ -527,6 +527,6 @@ async def test_bursts_shared_by_two_instances_of_a_durable_are_all_handled_while
             burst_done.clear()
             for i in range(1 + burst % 5):
                 expected += 1
-                await bus.publish(bus.subjects.chat_in("cli"), inbound(f"b{burst}m{i}"))
+                await bus.publish(bus.subjects.chat_in("cli", "c"), inbound(f"b{burst}m{i}"))
             await asyncio.wait_for(burst_done.wait(), LONG_WINDOW / 2)
     assert len(seen) == len(set(seen)) == expected

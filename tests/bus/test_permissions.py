@@ -96,7 +96,12 @@ async def admin(secured: tuple[str, list[NatsUser]]) -> AsyncIterator[Bus]:
             "sandbox", "memory.get", f"$O.{S.files_store}.C.marker", id="sandbox-cannot-ask-for-memory"
         ),
         pytest.param("gateway", "chat.out.slack", "runs.ctl.r1", id="gateway-cannot-post-in-chats"),
-        pytest.param("telegram", "chat.in.slack", "chat.in.telegram", id="adapter-only-its-own-channel"),
+        pytest.param(
+            "telegram",
+            "chat.in.slack.slack-c1",
+            "chat.in.telegram.telegram-c1",
+            id="adapter-only-its-own-channel",
+        ),
     ],
 )
 async def test_a_component_publishing_outside_its_subjects_is_refused_and_nothing_is_delivered(
@@ -149,8 +154,8 @@ async def fetch_denied(nc: Client, violations: Violations, stream: str, durable:
         pytest.param(
             "runner",
             S.run_events_stream,
-            "router-projection",
-            S.run_events("r1"),
+            "router-ev-0",
+            S.run_events_for("r1", None),
             id="a-reader-drains-no-ones-durable",
         ),
     ],

@@ -46,7 +46,7 @@ async def test_everything_of_the_architecture_exists_under_the_prefix(bus: Bus) 
 
 
 async def test_provisioning_again_keeps_data_and_applies_changed_settings(nats_url: str, bus: Bus) -> None:
-    await bus.publish(bus.subjects.run_events("r1"), b"{}")
+    await bus.publish(bus.subjects.run_events_for("r1", None), b"{}")
     kv = await bus.kv(bus.subjects.runs_bucket)
     await kv.put("r1", b"kept")
 

@@ -18,7 +18,7 @@ async def store(bus: Bus, run_id: str, *seqs: int, end: int | None = None) -> No
     for seq in seqs:
         event = "end" if seq == end else "messages"
         await bus.publish(
-            bus.subjects.run_events(run_id),
+            bus.subjects.run_events_for(run_id, None),
             RunEvent(run_id=run_id, thread_id="t", seq=seq, event=event, data={"n": seq}),
         )
 

@@ -99,7 +99,9 @@ async def test_a_platform_retry_of_the_same_message_gets_one_answer(
         message = await chat.say("hello once", message_id="m-77")
         retry = message.model_copy()
         # A retry after JetStream's dedupe window: a different Nats-Msg-Id, the same platform message.
-        await bus.publish(bus.subjects.chat_in("telegram"), retry, msg_id=message.dedupe_id() + ":late")
+        await bus.publish(
+            bus.subjects.chat_in("telegram", retry.chat_id), retry, msg_id=message.dedupe_id() + ":late"
+        )
         reply = await chat.final()
         with pytest.raises(TimeoutError):
             await chat.final(timeout=2)
@@ -270,8 +272,8 @@ async def test_a_message_whose_run_could_not_be_queued_is_answered_once_it_can_b
         # The run is recorded, its request refused, and the message delivered again.
         while True:
             if await records.get(run_id) is not None:  # (the router's consumer exists by now)
-                router = await bus.js.consumer_info(bus.subjects.chat_in_stream, "router")
-                if router.num_redelivered:
+                inbound = await bus.js.consumers_info(bus.subjects.chat_in_stream)
+                if any(c.num_redelivered for c in inbound if c.name.startswith("router-in-")):
                     break
             await asyncio.sleep(0.05)
         stream.subjects = taken
@@ -334,10 +336,12 @@ async def test_a_chat_sees_subagent_progress_as_a_status_line_not_their_output(
 
 
 async def projection_ready(bus: Bus) -> None:
-    """Until the router's projection has its durable: it reads only events newer than that."""
+    """Until the router's projection has the durable of every partition: it reads only events newer
+    than that."""
     for _ in range(600):
         with contextlib.suppress(Exception):
-            await bus.js.consumer_info(bus.subjects.run_events_stream, "router-projection")
+            for partition in range(bus.config.chat_partitions):
+                await bus.js.consumer_info(bus.subjects.run_events_stream, f"router-ev-{partition}")
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the router's projection never started")
@@ -372,7 +376,7 @@ async def test_two_deliveries_of_one_run_at_once_answer_with_the_words_of_the_on
     async with running_router(nats_url, config), Chat(bus) as chat:
         await projection_ready(bus)
         for event in events:
-            await bus.publish(bus.subjects.run_events(run_id), event)
+            await bus.publish(bus.subjects.run_events_for(run_id, ("cli", "c-two")), event)
         final = await chat.final()
     assert final.kind == "final"
     assert final.text == "The whole answer.", final
@@ -405,7 +409,9 @@ async def test_an_adapter_cannot_speak_for_another_channel(
     spoof = InboundMessage(channel="slack", chat_id="C-victim", user_id="U-victim", text="hello")
     nc = await as_adapter(bus, stack, "telegram")
     try:
-        await nc.jetstream().publish(bus.subjects.chat_in("telegram"), spoof.model_dump_json().encode())
+        await nc.jetstream().publish(
+            bus.subjects.chat_in("telegram", spoof.chat_id), spoof.model_dump_json().encode()
+        )
     finally:
         await nc.close()
     [reason] = await dead_letter_reasons(bus, 1)
@@ -430,7 +436,9 @@ async def test_a_message_naming_a_file_it_did_not_stage_moves_and_deletes_nothin
     )
     nc = await as_adapter(bus, stack, "telegram")
     try:
-        await nc.jetstream().publish(bus.subjects.chat_in("telegram"), message.model_dump_json().encode())
+        await nc.jetstream().publish(
+            bus.subjects.chat_in("telegram", message.chat_id), message.model_dump_json().encode()
+        )
     finally:
         await nc.close()
     [reason] = await dead_letter_reasons(bus, 1)
@@ -466,8 +474,9 @@ async def test_a_threads_finals_go_out_in_the_order_its_messages_were_sent(
             for seq, (event, data) in enumerate(
                 [("messages", [chunk, {}]), ("end", {"status": "success"})], start=1
             ):
+                origin = record.metadata["origin"]
                 await bus.publish(
-                    bus.subjects.run_events(record.run_id),
+                    bus.subjects.run_events_for(record.run_id, (origin["channel"], origin["chat_id"])),
                     RunEvent(
                         run_id=record.run_id, thread_id=record.thread_id, seq=seq, event=event, data=data
                     ),

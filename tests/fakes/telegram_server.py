@@ -39,6 +39,8 @@ class FakeTelegram(LocalServer):
         self.files: dict[str, bytes] = {}
         self.outage = False
         self.polls = 0
+        self.polling = 0  # getUpdates calls being answered now
+        self.conflicts = 0  # getUpdates calls refused because another was being answered
         self.deliveries: Counter[int] = Counter()  # update id -> times getUpdates returned it
         self.rate_limits: dict[str, int] = {}  # method -> how many more calls answer 429
         self.retry_after = 1
@@ -149,7 +151,15 @@ class FakeTelegram(LocalServer):
             self.polls += 1
             if self.outage:  # the network between bot and Telegram is down
                 return JSONResponse({"ok": False, "error_code": 502, "description": "Bad Gateway"}, 502)
-            return {"ok": True, "result": await self._get_updates(params)}
+            if self.polling:  # as Telegram: one poller per bot
+                self.conflicts += 1
+                description = "Conflict: terminated by other getUpdates request"
+                return JSONResponse({"ok": False, "error_code": 409, "description": description}, 409)
+            self.polling += 1
+            try:
+                return {"ok": True, "result": await self._get_updates(params)}
+            finally:
+                self.polling -= 1
         flood = self.flood.refusal(method, str(params.get("chat_id", "")) or None)
         if self.rate_limits.get(method, 0) > 0 or flood is not None:
             if flood is None:

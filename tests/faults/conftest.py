@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from tests.conftest import FAULT_COUNTS as COUNTS
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.faults.budget import ACK_WAIT, CHUNK_DELAY, PREFIX, SIZE
+from tests.faults.budget import ACK_WAIT, CHUNK_DELAY, PREFIX, SIZE, Size
 from tests.faults.harness import OpenLoad, UpFactory, Verdict, admin_bus, write_config
 from tests.faults.load import ChatLoad
 from tests.support.antler_up import AntlerUp
@@ -119,9 +119,9 @@ def chat_load(tmp_path: Path) -> OpenLoad:
     (as the admin `antler up` generated for its embedded server, if it did)."""
 
     @contextlib.asynccontextmanager
-    async def open_load(url: str) -> AsyncIterator[ChatLoad]:
+    async def open_load(url: str, size: Size = SIZE) -> AsyncIterator[ChatLoad]:
         bus = await admin_bus(url, tmp_path / "data")
-        load = ChatLoad(bus, SIZE.chats, SIZE.per_chat)
+        load = ChatLoad(bus, size.chats, size.per_chat)
         await load.start_collecting()
         try:
             yield load

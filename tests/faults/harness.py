@@ -105,7 +105,7 @@ class ExternalNats:
 
 # The fixtures' types, for the tests' signatures.
 UpFactory = Callable[[Path], AntlerUp]
-OpenLoad = Callable[[str], AbstractAsyncContextManager["ChatLoad"]]
+OpenLoad = Callable[..., AbstractAsyncContextManager["ChatLoad"]]  # (nats_url, size=SIZE)
 
 
 class Verdict(Protocol):

@@ -126,7 +126,10 @@ class ChatLoad:
             while time.monotonic() < deadline:
                 try:
                     await self.bus.publish(
-                        self.bus.subjects.chat_in(CHANNEL), inbound, msg_id=inbound.dedupe_id(), timeout=2.0
+                        self.bus.subjects.chat_in(CHANNEL, inbound.chat_id),
+                        inbound,
+                        msg_id=inbound.dedupe_id(),
+                        timeout=2.0,
                     )
                 except Exception as exc:  # NATS down or restarting: the same msg id again is safe
                     self.publish_errors[type(exc).__name__] += 1

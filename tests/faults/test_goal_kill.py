@@ -64,7 +64,9 @@ async def test_runner_killed_during_a_goal_continuation_resumes_the_loop_and_ans
         message = InboundMessage(
             channel="script", chat_id="poet", message_id=uuid.uuid4().hex, text="/goal Write a titled haiku"
         )
-        await bus.publish(bus.subjects.chat_in("script"), message, msg_id=message.dedupe_id())
+        await bus.publish(
+            bus.subjects.chat_in("script", message.chat_id), message, msg_id=message.dedupe_id()
+        )
         first_run = str(uuid.uuid5(RUN_NAMESPACE, message.dedupe_id()))
         continuation = continuation_run_id(first_run)
 

@@ -62,7 +62,9 @@ async def test_runner_killed_during_a_scheduled_run_resumes_it_and_the_chat_gets
             message_id=uuid.uuid4().hex,
             text="/schedule in 1s water the plants",
         )
-        await bus.publish(bus.subjects.chat_in("script"), message, msg_id=message.dedupe_id())
+        await bus.publish(
+            bus.subjects.chat_in("script", message.chat_id), message, msg_id=message.dedupe_id()
+        )
 
         def at_work() -> bool:
             return any("water the plants" in str(body.get("messages")) for body in echo_model.agent_requests)

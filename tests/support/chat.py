@@ -44,7 +44,9 @@ class Chat:
         message = InboundMessage(
             channel=self.channel, chat_id=chat_id, text=text, user_id=kw.pop("user_id", "u1"), **kw
         )
-        await self.bus.publish(self.bus.subjects.chat_in(self.channel), message, msg_id=message.dedupe_id())
+        await self.bus.publish(
+            self.bus.subjects.chat_in(self.channel, message.chat_id), message, msg_id=message.dedupe_id()
+        )
         return message
 
     async def final(self, timeout: float = 30) -> OutboundMessage:

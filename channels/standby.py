@@ -1,0 +1,68 @@
+"""One active copy of an adapter, the others standing by: a lease in the bus decides which.
+
+Some platforms allow one connection per bot (Telegram's `getUpdates` answers a second poller with
+409 Conflict), and an adapter's replies to one chat must come from one process (`ReplyStream` keeps
+a chat's replies in order within a process). So copies of such an adapter share nothing but a
+lease (`bus.leases`, key `adapter.<name>`): the holder connects to the platform and delivers
+replies; the others wait, trying for the lease every third of its TTL. When the holder dies its
+lease lapses after `bus.lease_seconds`, a standby takes it and starts: the platform hands it the
+updates the dead one fetched but never confirmed (an update's offset moves only with the next
+poll), and the replies the dead one had not acknowledged are redelivered to it; the reply
+bookkeeping (KV `replies`) lets it edit the message already shown instead of posting a second one.
+
+A holder that loses its lease (it stalled, or lost the bus, for two thirds of the TTL) stops: the
+component ends with `LeaseLost` and its supervisor starts it again, as a standby.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+
+from bus import Bus
+from bus.leases import Leases, renew_until_lost
+from bus.runtime import component_ready
+
+log = logging.getLogger(__name__)
+
+
+class LeaseLost(RuntimeError):
+    """This copy of an adapter no longer holds its lease: another may be active now."""
+
+
+@contextlib.asynccontextmanager
+async def active(bus: Bus, name: str, ttl: float) -> AsyncIterator[asyncio.Event]:
+    """Wait until this process holds the lease of adapter `name`, then yield an event set if it is
+    lost (the caller stops its work then: `watch`); the lease is given back on exit."""
+    holder = f"{name}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    leases = Leases(bus, holder, ttl)
+    await leases.open()
+    key = f"adapter.{name}"
+    lease = await leases.claim(key)
+    if lease is None:
+        log.info("%s adapter: another copy is active; standing by (%s)", name, holder)
+        component_ready()  # ready to take over: that is all a standby serves
+    while lease is None:
+        await asyncio.sleep(leases.ttl / 3)
+        lease = await leases.claim(key)
+    log.info("%s adapter: active (%s)", name, holder)
+    lost = asyncio.Event()
+    renewing = asyncio.create_task(renew_until_lost(leases, lease, lost), name=f"{name}-lease")
+    try:
+        yield lost
+    finally:
+        renewing.cancel()
+        await asyncio.gather(renewing, return_exceptions=True)
+        if not lost.is_set():
+            await leases.release(lease)
+
+
+async def watch(lost: asyncio.Event, name: str) -> None:
+    """Until the lease is lost, then raise `LeaseLost` (one of the adapter's tasks)."""
+    await lost.wait()
+    raise LeaseLost(f"the {name} adapter lost its lease; stopping so that only one copy is active")

@@ -1,0 +1,60 @@
+"""Routers share the chat partitions through leases in the bus: a joining router gets its share, a
+dead router's partitions go to the others, and no partition ever has two owners."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bus import Bus
+from channels.partitions import Partitions
+
+COUNT = 8
+TTL = 2.0  # the least `bus.lease_seconds` allows
+
+
+def router(bus: Bus) -> Partitions:
+    # No consumers: what is tested is who holds which partition.
+    return Partitions(bus, COUNT, TTL, lambda partition, start: [])
+
+
+async def settle(*routers: Partitions) -> None:
+    """Each router looks (as it does every third of a lease) until they hold every partition, each
+    its fair share, none twice."""
+    for _ in range(200):
+        for r in routers:
+            await r.look()
+        shares = {len(r.owned) for r in routers}
+        if sum(len(r.owned) for r in routers) == COUNT and shares == {COUNT // len(routers)}:
+            assert not owned_twice(*routers)
+            return
+        await asyncio.sleep(TTL / 3)
+    raise AssertionError(f"never settled: {[sorted(r.owned) for r in routers]}")
+
+
+def owned_twice(*routers: Partitions) -> set[int]:
+    seen: set[int] = set()
+    twice = set()
+    for r in routers:
+        twice |= seen & set(r.owned)
+        seen |= set(r.owned)
+    return twice
+
+
+async def test_a_joining_router_takes_its_share_and_a_dead_ones_partitions_are_taken_over(bus: Bus) -> None:
+    first, second = router(bus), router(bus)
+    await first.leases.open()
+    await second.leases.open()
+    await first.look()
+    assert sorted(first.owned) == list(range(COUNT)), "alone, a router holds every partition"
+
+    await settle(first, second)
+    assert len(first.owned) == len(second.owned) == COUNT // 2, "a joining router gets its share"
+
+    # The first router dies: it renews nothing any more (no release either).
+    for _ in range(200):
+        await second.look()
+        assert not owned_twice(first, second) or any(not lease.fresh for lease, _ in first.owned.values())
+        if len(second.owned) == COUNT:
+            break
+        await asyncio.sleep(TTL / 3)
+    assert sorted(second.owned) == list(range(COUNT)), "the dead router's partitions were taken over"
