@@ -166,11 +166,35 @@ class Leases:
         return (entry.value.decode() if live else "", entry.revision or 0)
 
 
-async def renew_until_lost(leases: Leases, lease: Lease, lost: asyncio.Event) -> None:
-    """Renew `lease` every third of its TTL until cancelled; set `lost` once it cannot be shown to be
-    ours (renewal refused, or no renewal for two thirds of the TTL while the bus is away)."""
+def cancel_swallowed() -> bool:
+    """Whether this task was asked to stop (cancelled) but goes on: Python 3.11's `asyncio.wait_for`,
+    under every nats-py request, returns the reply and drops a cancellation that arrives just as
+    the reply does. A loop of requests that is stopped by cancelling it checks this after each one,
+    or it may go on forever (seen under load: a router's teardown hung)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def pause(stop: asyncio.Event, seconds: float) -> bool:
+    """Wait `seconds` or until `stop` is set; whether it is set."""
+    if not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), seconds)
+    if cancel_swallowed():
+        raise asyncio.CancelledError
+    return stop.is_set()
+
+
+async def renew_until_lost(
+    leases: Leases, lease: Lease, lost: asyncio.Event, stop: asyncio.Event | None = None
+) -> None:
+    """Renew `lease` every third of its TTL until `stop` is set (or this is cancelled); set `lost` once
+    it cannot be shown to be ours (renewal refused, or no renewal for two thirds of the TTL while the
+    bus is away)."""
+    stop = stop or asyncio.Event()
     while not lost.is_set():
-        await asyncio.sleep(leases.ttl / 3)
+        if await pause(stop, leases.ttl / 3):
+            return
         try:
             if not await leases.renew(lease):
                 log.warning("lease %s was lost (it lapsed before it was renewed)", lease.key)

@@ -35,7 +35,7 @@ from typing import Any
 from nats.js.errors import NotFoundError
 
 from bus import Bus, Consumer, decode
-from bus.leases import Lease, Leases
+from bus.leases import Lease, Leases, pause
 from bus.messages import RunEvent, RunRecord, RunRequest
 from bus.records import RecordStore
 from bus.runs import latest_run
@@ -87,16 +87,23 @@ class Partitions:
         self.owned: dict[int, tuple[Lease, list[Consumer[Any]]]] = {}
         # One renewal at a time (a renewal is a compare-and-set on the revision last written).
         self._renewing = asyncio.Lock()
+        self._stopping = asyncio.Event()
+        self._renewals_end = asyncio.Event()
+
+    def stop(self) -> None:
+        """Make `run()` give everything back and return (rather than cancelling it: a cancellation
+        can be lost in a request, `bus.leases.cancel_swallowed`)."""
+        self._stopping.set()
 
     async def run(self) -> None:
+        """Hold a fair share until `stop()` (or cancelled), then drain and give back what is held."""
         await self.leases.open()
         # Renewals go on by themselves: a look that drains or starts partitions takes a while.
         renewing = asyncio.create_task(self._keep_renewing(), name="router-leases")
         try:
             await self.look()
             component_ready()
-            while True:
-                await asyncio.sleep(self.leases.ttl / 3)
+            while not await pause(self._stopping, self.leases.ttl / 3):
                 try:
                     await self.look()
                 except asyncio.CancelledError:
@@ -104,13 +111,15 @@ class Partitions:
                 except Exception as exc:  # the bus is away: what we hold lapses unless renewed
                     log.warning("router %s: could not look at the partitions: %s", self.holder, exc)
         finally:
-            renewing.cancel()
-            await asyncio.gather(renewing, return_exceptions=True)
+            self._stopping.set()
+            # What is held stays renewed while it drains: nobody may take a partition still handled.
             giving_up = asyncio.gather(*(self._give_up(k, HANDOVER_DRAIN) for k in list(self.owned)))
             try:  # bounded: what is not given back lapses by itself
                 await asyncio.wait_for(giving_up, HANDOVER_DRAIN + 10)
             except TimeoutError:
                 log.warning("router %s: partitions not given back in time; they lapse", self.holder)
+            self._renewals_end.set()
+            await asyncio.gather(renewing, return_exceptions=True)
             if self.member is not None:
                 await self.leases.release(self.member)
 
@@ -144,8 +153,7 @@ class Partitions:
         return f"{GROUP}.partition.{partition}"
 
     async def _keep_renewing(self) -> None:
-        while True:
-            await asyncio.sleep(self.leases.ttl / 3)
+        while not await pause(self._renewals_end, self.leases.ttl / 3):
             try:
                 await self._renew()
             except asyncio.CancelledError:

@@ -444,6 +444,6 @@ async def run(bus: Bus, config: AppConfig) -> None:
     try:
         await run_consumers(unbind)
     finally:
-        sharing.cancel()
+        partitions.stop()
         await asyncio.gather(sharing, return_exceptions=True)
         await presence.stop()

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 from bus import Bus
-from bus.leases import Leases, renew_until_lost
+from bus.leases import Leases, cancel_swallowed, renew_until_lost
 from bus.runtime import component_ready
 
 log = logging.getLogger(__name__)
@@ -50,13 +50,16 @@ async def active(bus: Bus, name: str, ttl: float) -> AsyncIterator[asyncio.Event
     while lease is None:
         await asyncio.sleep(leases.ttl / 3)
         lease = await leases.claim(key)
+        if cancel_swallowed():
+            raise asyncio.CancelledError
     log.info("%s adapter: active (%s)", name, holder)
     lost = asyncio.Event()
-    renewing = asyncio.create_task(renew_until_lost(leases, lease, lost), name=f"{name}-lease")
+    done = asyncio.Event()  # not a cancellation: one can be lost in a request (`cancel_swallowed`)
+    renewing = asyncio.create_task(renew_until_lost(leases, lease, lost, done), name=f"{name}-lease")
     try:
         yield lost
     finally:
-        renewing.cancel()
+        done.set()
         await asyncio.gather(renewing, return_exceptions=True)
         if not lost.is_set():
             await leases.release(lease)

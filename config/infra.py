@@ -51,7 +51,7 @@ class BusConfig(Section):
         le=1024,
         description="Partitions of the chat traffic (inbound messages and chat runs' events, by chat); "
         "each is owned by one router process at a time, so at most this many routers share the work. "
-        "Changing it: see docs/scaling.md.",
+        "Changing it: see docs/operating.md (Chat routers).",
     )
     lease_seconds: float = Field(
         6.0,

@@ -403,7 +403,7 @@ async def test_messages_given_back_at_stop_come_again_in_the_order_they_came_whi
     texts = [f"reply {n}" for n in range(1, 6)]
     async with chat_consumer(bus, stuck, concurrency=10, drain_timeout=0.2):
         for text in texts:
-            await bus.publish(bus.subjects.chat_in("cli"), inbound(text))
+            await bus.publish(bus.subjects.chat_in("cli", "c"), inbound(text))
         await asyncio.wait_for(five.wait(), 10)
     assert taken == texts
     again: list[str] = []

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from bus import Bus
+from bus.leases import pause
 from channels.partitions import Partitions
 
 COUNT = 8
@@ -58,3 +61,41 @@ async def test_a_joining_router_takes_its_share_and_a_dead_ones_partitions_are_t
             break
         await asyncio.sleep(TTL / 3)
     assert sorted(second.owned) == list(range(COUNT)), "the dead router's partitions were taken over"
+
+
+async def test_a_stopped_router_gives_its_partitions_back_and_another_takes_them_at_once(bus: Bus) -> None:
+    first, second = router(bus), router(bus)
+    running = asyncio.create_task(first.run())
+    for _ in range(100):
+        if len(first.owned) == COUNT:
+            break
+        await asyncio.sleep(0.05)
+    assert len(first.owned) == COUNT
+
+    first.stop()
+    await running  # returns by itself: no cancellation needed
+    await second.leases.open()
+    await second.look()
+    assert sorted(second.owned) == list(range(COUNT)), "given back, not left to lapse"
+
+
+async def test_a_lease_loop_whose_cancellation_a_reply_swallowed_still_stops() -> None:
+    """Python 3.11's `asyncio.wait_for` (under every nats-py request) returns the reply and drops a
+    cancellation that arrives with it; the lease loops notice (`pause`) instead of going on forever."""
+    replies = 0
+    stop = asyncio.Event()
+    reply: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def renewing() -> None:
+        nonlocal replies
+        while not await pause(stop, 0.01):
+            await asyncio.wait_for(reply, 5)  # a request whose reply is in
+            replies += 1
+
+    task = asyncio.create_task(renewing())
+    await asyncio.sleep(0.05)  # waiting for its reply
+    reply.set_result("renewed")
+    task.cancel()  # in the same step as the reply: wait_for returns it and drops the cancellation
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)
+    assert replies == 1, "the reply was taken, and the loop stopped at its next pause"
