@@ -18,6 +18,7 @@ from agents.events import StreamTranslator, jsonable
 from agents.lead import AgentCache
 from agents.run_input import graph_config, graph_input_of
 from agents.run_journal import JournalRecorder
+from agents.tracing_services import with_tracing
 from config import AppConfig, ConfigError, MissingEnvError
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,15 @@ async def ready_to_run(
         raise CannotRun(type(exc).__name__, str(exc)) from None
     try:
         graph = graph_config(request, configurable, config.runner.recursion_limit)
+        with_tracing(
+            graph,
+            config,
+            thread_id=request.thread_id,
+            user_id=request.user_id,
+            run_id=request.run_id,
+            agent=request.assistant_id or "lead_agent",
+            model=options.model_name,
+        )
         graph_input, done_so_far = await graph_input_of(request, agent, resumed)
     except (TypeError, ValueError) as exc:  # a request that can never run: say so, do not retry
         raise CannotRun("InvalidRunRequest", f"the run request cannot run: {exc}") from None

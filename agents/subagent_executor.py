@@ -55,6 +55,7 @@ from agents.subagents import REMEMBER_STOPS, Stops
 from agents.telemetry import invoke_subagent
 from agents.thread_files import ThreadFiles
 from agents.tools import config_tools
+from agents.tracing_services import with_tracing
 from bus import Bus, Delivery, decode, encode
 from bus.content import text_of
 from bus.messages import (
@@ -283,6 +284,15 @@ class SubagentExecutor:
             },
             "recursion_limit": 2 * max_turns,  # a turn is a model step, then a tools step
         }
+        with_tracing(
+            config,
+            self.config,
+            thread_id=task.thread_id,
+            user_id=task.user_id,
+            run_id=task.parent_run_id,
+            agent=task.subagent_type,
+            model=model_name,
+        )
         context = RunContext(
             run_id=task.task_id,
             thread_id=task.thread_id,  # the parent's: its sandbox directories, its uploads
