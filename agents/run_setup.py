@@ -65,15 +65,6 @@ async def ready_to_run(
         raise CannotRun(type(exc).__name__, str(exc)) from None
     try:
         graph = graph_config(request, configurable, config.runner.recursion_limit)
-        with_tracing(
-            graph,
-            config,
-            thread_id=request.thread_id,
-            user_id=request.user_id,
-            run_id=request.run_id,
-            agent=request.assistant_id or "lead_agent",
-            model=options.model_name,
-        )
         graph_input, done_so_far = await graph_input_of(request, agent, resumed)
     except (TypeError, ValueError) as exc:  # a request that can never run: say so, do not retry
         raise CannotRun("InvalidRunRequest", f"the run request cannot run: {exc}") from None
@@ -92,6 +83,15 @@ async def ready_to_run(
             await run.events.emit("messages", [jsonable(message), {"resumed": True}])
     default = config.get_model()
     run.model = options.model_name or (default.name if default else None)
+    await with_tracing(  # LangSmith, Langfuse: when switched on, the run's callbacks and whose it is
+        graph,
+        config,
+        thread_id=request.thread_id,
+        user_id=request.user_id,
+        run_id=request.run_id,
+        agent=request.assistant_id or "lead_agent",
+        model=run.model,
+    )
     context = RunContext(
         run_id=run.run_id,
         thread_id=run.thread_id,

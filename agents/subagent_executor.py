@@ -284,14 +284,14 @@ class SubagentExecutor:
             },
             "recursion_limit": 2 * max_turns,  # a turn is a model step, then a tools step
         }
-        with_tracing(
+        await with_tracing(  # LangSmith, Langfuse: a trace of its own, in the parent's thread (session)
             config,
             self.config,
             thread_id=task.thread_id,
             user_id=task.user_id,
             run_id=task.parent_run_id,
-            agent=task.subagent_type,
-            model=model_name,
+            agent=f"subagent:{task.subagent_type}",
+            model=model_name or getattr(self.config.get_model(), "name", None),
         )
         context = RunContext(
             run_id=task.task_id,
