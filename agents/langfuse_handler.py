@@ -19,6 +19,7 @@ not wait for the service.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any
 from uuid import UUID
@@ -26,6 +27,7 @@ from uuid import UUID
 from langfuse import Langfuse
 from langfuse.langchain import CallbackHandler
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,13 @@ class AntlerLangfuseHandler(CallbackHandler):
     def on_retriever_start(self, *args: Any, parent_run_id: UUID | None = None, **kwargs: Any) -> Any:
         return super().on_retriever_start(*args, parent_run_id=self._known(parent_run_id), **kwargs)
 
+    async def on_llm_new_token(
+        self, token: str, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        """On the event loop, not a thread hop per streamed token (LangChain runs a handler's sync
+        methods in an executor): only a generation's first token is noted, which is cheap."""
+        super().on_llm_new_token(token, run_id=run_id, parent_run_id=parent_run_id, **kwargs)
+
     def on_chain_end(self, *args: Any, parent_run_id: UUID | None = None, **kwargs: Any) -> Any:
         try:
             return super().on_chain_end(*args, parent_run_id=parent_run_id, **kwargs)
@@ -107,8 +116,15 @@ class AntlerLangfuseHandler(CallbackHandler):
 
 
 def langfuse_handler(*, public_key: str, secret_key: str, base_url: str) -> AntlerLangfuseHandler:
-    """The process's Langfuse client (registered under its public key) and a handler reporting to it."""
+    """The process's Langfuse client (registered under its public key) and a handler reporting to it.
+
+    Raises:
+        ValueError: LANGFUSE_SAMPLE_RATE is not a number.
+    """
+    # What Langfuse's own provider would sample (it reads LANGFUSE_SAMPLE_RATE only for a provider it makes).
+    rate = float(os.environ.get("LANGFUSE_SAMPLE_RATE") or 1.0)
+    provider = TracerProvider(sampler=TraceIdRatioBased(rate) if rate < 1 else None)
     client = Langfuse(
-        public_key=public_key, secret_key=secret_key, base_url=base_url, tracer_provider=TracerProvider()
+        public_key=public_key, secret_key=secret_key, base_url=base_url, tracer_provider=provider
     )
     return AntlerLangfuseHandler(client, public_key=public_key)

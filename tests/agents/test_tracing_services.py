@@ -104,13 +104,19 @@ def meta(span: dict[str, Any], key: str) -> Any:
     return json.loads(raw) if isinstance(raw, str) else raw
 
 
+@pytest.mark.parametrize(
+    "switched_on_by",
+    [pytest.param("environment", id="by-environment"), pytest.param("config", id="by-config")],
+)
 async def test_a_turn_and_its_subagent_are_traced_in_langsmith_and_langfuse_with_their_thread_and_user(
     bus: Bus,
     fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
     config_file: Callable[[], Path],
     nats_url: str,
     services: FakeTracingServices,
     tmp_path: Path,
+    switched_on_by: str,
 ) -> None:
     fake_model.script(
         Reply(text="Yes.", when="are you there?"),
@@ -118,7 +124,11 @@ async def test_a_turn_and_its_subagent_are_traced_in_langsmith_and_langfuse_with
         Reply(text="The report says sales grew.", when="Summarize the report"),
         Reply(text="Sales grew, says the report.", when="sales grew"),
     )
-    env, config, log = environment(services.url), config_file(), tmp_path / "components.log"
+    env = environment(services.url)
+    if switched_on_by == "config":  # the keys in the environment, the switches in config.yaml
+        env |= {"LANGSMITH_TRACING": "", "LANGFUSE_TRACING": ""}
+        config_data["observability"] = {"langsmith": True, "langfuse": True}
+    config, log = config_file(), tmp_path / "components.log"
     request = delegate("t-traced", "Summarize the report for me").model_copy(update={"user_id": "ana"})
     async with (
         component("runner", nats_url, config, env, log),
@@ -229,6 +239,9 @@ async def test_an_unreachable_service_does_not_stop_a_run_from_answering(
             assert events[-1].data["status"] == "success", events[-1].data
             final = next(e.data for e in reversed(events) if e.event == "values")["messages"][-1]
             assert final["content"].startswith("Still here")
+    said = log.read_text(encoding="utf-8")
+    assert "langsmith tracing on" in said, "the runs were traced, the sending failed"
+    assert "langfuse tracing on" in said
 
 
 async def test_with_nothing_switched_on_a_run_carries_no_callback_and_imports_no_tracing_library() -> None:
