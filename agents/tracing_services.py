@@ -76,6 +76,7 @@ def enabled_services(config: AppConfig) -> list[str]:
 
 _warned: set[str] = set()
 _callbacks: dict[str, Any] = {}  # service -> its callback handler, made once per process
+_failed: set[str] = set()  # services whose handler could not be made: not tried again
 _making = threading.Lock()  # two first runs at once make one handler, not two
 _langsmith_silenced = False
 
@@ -126,13 +127,14 @@ async def run_callbacks(config: AppConfig) -> list[Any]:
     callbacks = []
     for service in services:
         handler = _callbacks.get(service)
-        if handler is None:
+        if handler is None and service not in _failed:
             try:
                 handler = await asyncio.to_thread(_make, service)
             except Exception as exc:  # a library missing or refusing its settings: say so once
+                _failed.add(service)
                 _warn_once(service, f"{service} tracing could not start: {type(exc).__name__}: {exc}")
-                continue
-        callbacks.append(handler)
+        if handler is not None:
+            callbacks.append(handler)
     return callbacks
 
 
