@@ -18,6 +18,7 @@ from agents.events import StreamTranslator, jsonable
 from agents.lead import AgentCache
 from agents.run_input import graph_config, graph_input_of
 from agents.run_journal import JournalRecorder
+from agents.tracing_services import with_tracing
 from config import AppConfig, ConfigError, MissingEnvError
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,15 @@ async def ready_to_run(
             await run.events.emit("messages", [jsonable(message), {"resumed": True}])
     default = config.get_model()
     run.model = options.model_name or (default.name if default else None)
+    await with_tracing(  # LangSmith, Langfuse: when switched on, the run's callbacks and whose it is
+        graph,
+        config,
+        thread_id=request.thread_id,
+        user_id=request.user_id,
+        run_id=request.run_id,
+        agent=request.assistant_id or "lead_agent",
+        model=run.model,
+    )
     context = RunContext(
         run_id=run.run_id,
         thread_id=run.thread_id,

@@ -55,6 +55,7 @@ from agents.subagents import REMEMBER_STOPS, Stops
 from agents.telemetry import invoke_subagent
 from agents.thread_files import ThreadFiles
 from agents.tools import config_tools
+from agents.tracing_services import with_tracing
 from bus import Bus, Delivery, decode, encode
 from bus.content import text_of
 from bus.messages import (
@@ -283,6 +284,15 @@ class SubagentExecutor:
             },
             "recursion_limit": 2 * max_turns,  # a turn is a model step, then a tools step
         }
+        await with_tracing(  # LangSmith, Langfuse: a trace of its own, in the parent's thread (session)
+            config,
+            self.config,
+            thread_id=task.thread_id,
+            user_id=task.user_id,
+            run_id=task.parent_run_id,
+            agent=f"subagent:{task.subagent_type}",
+            model=model_name or getattr(self.config.get_model(), "name", None),
+        )
         context = RunContext(
             run_id=task.task_id,
             thread_id=task.thread_id,  # the parent's: its sandbox directories, its uploads

@@ -20,3 +20,13 @@ class ObservabilityConfig(Section):
         "OTEL_TRACES_EXPORTER says); null = on when OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_ENDPOINT "
         "is set.",
     )
+    langsmith: bool | None = Field(
+        None,
+        description="LangSmith traces of every agent run (LANGSMITH_API_KEY, LANGSMITH_PROJECT, "
+        "LANGSMITH_ENDPOINT from the environment); null = on when LANGSMITH_TRACING is true.",
+    )
+    langfuse: bool | None = Field(
+        None,
+        description="Langfuse traces of every agent run (LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, "
+        "LANGFUSE_BASE_URL from the environment); null = on when LANGFUSE_TRACING is true.",
+    )
