@@ -96,7 +96,7 @@ class Leases:
         return None
 
     async def renew(self, lease: Lease) -> bool:
-        """Write the lease again; False if it is no longer ours (it lapsed, and maybe was taken).
+        """Write the lease again; False if it is no longer ours (it lapsed and someone took it).
 
         Raises:
             Exception: the bus is away (the lease may still be ours: `Lease.fresh` decides).
@@ -105,7 +105,13 @@ class Leases:
         try:
             lease.revision = await self._write(lease.key, lease.revision)
         except KeyWrongLastSequenceError:
-            return False
+            # It lapsed (this process stalled past the TTL, a busy machine): still ours if nobody
+            # took it meanwhile, and then nothing has to stop and start again.
+            again = await self.claim(lease.key)
+            if again is None:
+                return False
+            log.warning("lease %s lapsed before it was renewed; nobody had taken it: held again", lease.key)
+            lease.revision = again.revision
         lease.renewed_at = began
         return True
 

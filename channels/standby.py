@@ -10,8 +10,9 @@ updates the dead one fetched but never confirmed (an update's offset moves only 
 poll), and the replies the dead one had not acknowledged are redelivered to it; the reply
 bookkeeping (KV `replies`) lets it edit the message already shown instead of posting a second one.
 
-A holder that loses its lease (it stalled, or lost the bus, for two thirds of the TTL) stops: the
-component ends with `LeaseLost` and its supervisor starts it again, as a standby.
+A holder that stalled past the TTL keeps its lease if nobody took it meanwhile (`Leases.renew`). One
+that loses it (another copy holds it now, or the bus was away for two thirds of the TTL) stops
+serving and stands by again (`serve_while_active`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from bus import Bus
 from bus.leases import Leases, cancel_swallowed, renew_until_lost
@@ -63,6 +64,21 @@ async def active(bus: Bus, name: str, ttl: float) -> AsyncIterator[asyncio.Event
         await asyncio.gather(renewing, return_exceptions=True)
         if not lost.is_set():
             await leases.release(lease)
+
+
+async def serve_while_active(
+    bus: Bus, name: str, ttl: float, serve: Callable[[asyncio.Event], Awaitable[None]]
+) -> None:
+    """`serve(lost)` while this process holds adapter `name`'s lease; if the lease is lost (`serve`
+    raises `LeaseLost`), stand by again rather than fail: the process stays a copy that can take
+    over, and `antler up`, which runs every component in one process, goes on."""
+    while True:
+        try:
+            async with active(bus, name, ttl) as lost:
+                await serve(lost)
+            return
+        except LeaseLost as exc:
+            log.warning("%s; standing by again", exc)
 
 
 async def watch(lost: asyncio.Event, name: str) -> None:

@@ -324,8 +324,9 @@ def build_application(
 async def run(bus: Bus, config: AppConfig) -> None:
     """The Telegram adapter component: poll Telegram, send replies, until cancelled. One copy per bot
     is active at a time; others stand by and take over when it dies (`channels.standby`)."""
-    async with standby.active(bus, "telegram", config.bus.lease_seconds) as lost:
-        await _serve(bus, config, lost)
+    await standby.serve_while_active(
+        bus, "telegram", config.bus.lease_seconds, lambda lost: _serve(bus, config, lost)
+    )
 
 
 async def _serve(bus: Bus, config: AppConfig, lost: asyncio.Event) -> None:

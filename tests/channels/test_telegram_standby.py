@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from bus import Bus, decode
+from bus.leases import Leases, renew_until_lost
 from bus.messages import ComponentReady
 from config import AppConfig
 from tests.channels.conftest import adapter_stack
@@ -120,3 +121,33 @@ async def test_the_standby_adapter_takes_over_and_finishes_the_answer_once(
     assert {int(e["message_id"]) for e in edits} == {answer_messages[0]["sent_message_id"]}
     assert conflicts == 0, "never two pollers at once"
     assert len(fake_model.agent_requests) == 2, "each message became one run"
+
+
+async def test_an_adapter_whose_lease_another_copy_took_stands_by_and_takes_over_again(
+    bus: Bus, telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
+) -> None:
+    """Losing the lease stops polling but not the process (under `antler up` a component that failed
+    would stop every other): it stands by and is the active copy again once the other goes."""
+    other = Leases(bus, "telegram-elsewhere", telegram_stack.bus.lease_seconds)
+    await other.open()
+    kv = await bus.kv(bus.subjects.leases_bucket)
+    await kv.purge("adapter.telegram")  # as if ours had lapsed while its process stalled
+    taken = await other.claim("adapter.telegram")
+    assert taken is not None
+    renewing = asyncio.create_task(renew_until_lost(other, taken, asyncio.Event()))
+    try:
+        for _ in range(200):  # ours notices at its next renewal and stops polling
+            before = telegram.polls
+            await asyncio.sleep(telegram_stack.bus.lease_seconds / 3)
+            if telegram.polls == before:
+                break
+        else:
+            pytest.fail("the adapter went on polling without its lease")
+        fake_model.script(Reply(text="Back again."))
+        telegram.send_user_message("anyone there?")
+    finally:
+        renewing.cancel()
+        await asyncio.gather(renewing, return_exceptions=True)
+    await other.release(taken)  # the other copy goes
+    sent = await telegram.wait_for("sendMessage", timeout=60)
+    assert sent[0]["text"] == "Back again."
