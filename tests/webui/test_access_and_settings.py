@@ -22,7 +22,7 @@ def api(stack: Stack, token: str = "tok-ana") -> httpx.AsyncClient:
 
 
 async def test_the_page_is_served_at_the_root_without_shadowing_the_api(stack: Stack) -> None:
-    async with httpx.AsyncClient(base_url=stack.url) as http:
+    async with httpx.AsyncClient(base_url=stack.url, timeout=60) as http:  # a busy machine's first answers
         page = await http.get("/")
         assert page.status_code == 200
         assert page.headers["content-type"].startswith("text/html")
