@@ -254,7 +254,13 @@ class ThreadClaims:
                 order = -1 if strategy in _GOES_NEXT else delivery.stream_seq
                 queued = QueuedRun(run_id=me, order=order)
             # Those queued ahead: submitted earlier (or sent to go next); later ones wait behind this run.
-            ahead = [q for q in queue if q.run_id != me and q.order <= queued.order]
+            # Once queued, its place in the queue decides: two runs sent to go next share an order, and
+            # each counting the other as ahead would leave the thread idle with both waiting forever.
+            place = next((i for i, q in enumerate(queue) if q.run_id == me), None)
+            if place is not None:
+                ahead = queue[:place]
+            else:
+                ahead = [q for q in queue if q.order <= queued.order]
             if free and not ahead and not await self._after_pending(request, rec, queue):
                 result.outcome = Outcome.TAKEN
                 self._since.pop(me, None)

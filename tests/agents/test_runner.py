@@ -222,6 +222,25 @@ async def test_interrupt_strategy_stops_the_running_run_and_takes_over(
     assert (await run_record(bus, first.run_id)).status == RunStatus.INTERRUPTED
 
 
+async def test_two_runs_sent_to_go_next_at_once_both_run_and_the_thread_goes_on(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    """Two `interrupt`/`rollback` runs sent while a run goes on (a user pressing send twice) take the
+    thread one after the other; neither waits for the other forever."""
+    fake_model.script(Reply(text="never finished", delay=30), Reply(text="next answer"))
+    first = ask("t-next", "long job")
+    await submit_run(bus, first)
+    await fake_model.wait_for_requests(1)
+    rollback = ask("t-next", "never mind", multitask_strategy="rollback")
+    interrupt = ask("t-next", "actually, this", multitask_strategy="interrupt")
+    await asyncio.gather(submit_run(bus, rollback), submit_run(bus, interrupt))
+    later = ask("t-next", "and then", multitask_strategy="enqueue")
+    await submit_run(bus, later)
+    ends = [await collect_run(bus, r.run_id) for r in (rollback, interrupt, later)]
+    assert all(any(e.event == "end" for e in events) for events in ends)
+    assert (await run_record(bus, later.run_id)).status == RunStatus.SUCCESS, "the thread went on"
+
+
 async def test_cancel_mid_stream_stops_the_run_and_records_interrupted(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:
