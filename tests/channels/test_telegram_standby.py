@@ -76,7 +76,7 @@ async def test_the_standby_adapter_takes_over_and_finishes_the_answer_once(
     app_config: Callable[[], AppConfig],
     config_file: Callable[[], Path],
 ) -> None:
-    config_data["bus"]["lease_seconds"] = 2
+    config_data["bus"]["lease_seconds"] = 4  # a busy machine stalls a process for a second or two
     fake_model.script(
         Reply(text=ANSWER, when="tell me slowly", chunk_delay=0.4), Reply(text="still here", when="and now?")
     )

@@ -38,6 +38,13 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404",
 include-name = "POST /api/threads/{thread_id}/compact"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 
+# The operations that start runs get their invalid requests here (each must be refused); a valid one
+# starts a real run, and the coverage phase sends hundreds of those per operation (about half of the
+# suite's CPU for this test alone): their valid requests are test_schema_fuzz's, with real ids.
+[[operations]]
+include-name-regex = "^POST /api/(threads/[^/]+/)?runs(/wait|/stream)?$"
+generation.mode = "negative"
+
 [[operations]]
 include-name = "POST /api/scheduled-tasks"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
