@@ -45,14 +45,16 @@ import websockets
 from dingtalk_stream.chatbot import ChatbotMessage
 from dingtalk_stream.frames import AckMessage, CallbackMessage, SystemMessage
 
-from bus import Bus, run_consumers
+from bus import Bus
 from bus.dlq import dead_letter
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from channels import standby
 from channels.dingtalk_api import DingTalkApi, DingTalkError, DingTalkUnavailable, retry_after
-from channels.live import RateLimited, Surface, reply_consumer
+from channels.live import RateLimited, Surface
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
+from channels.standby import ReplyHandler
 from config import AppConfig, DingTalkConfig
 
 log = logging.getLogger(__name__)
@@ -385,9 +387,12 @@ class DingTalkAdapter(Surface):
         """`text` as Markdown into the conversation: through its session webhook while that lasts and
         takes it, else through the robot API."""
         title = text.strip().splitlines()[0][:20] if text.strip() else "Reply"
-        webhook, expires = self.webhooks.get(out.chat_id) or (
-            out.metadata.get("session_webhook"),
-            float(out.metadata.get("session_webhook_expires") or 0),
+        # The newest this copy saw, or the one the reply carries (another copy may have taken the
+        # conversation's later messages): whichever lasts longer.
+        webhook, expires = max(
+            self.webhooks.get(out.chat_id) or ("", 0.0),
+            (out.metadata.get("session_webhook"), float(out.metadata.get("session_webhook_expires") or 0)),
+            key=lambda found: found[1],
         )
         if webhook and expires > time.time() + 30:
             response = await self.http.post(
@@ -426,15 +431,26 @@ class DingTalkAdapter(Surface):
 
 
 async def run(bus: Bus, config: AppConfig) -> None:
-    """The DingTalk adapter component: the stream in, replies out, until cancelled."""
+    """The DingTalk adapter component: the stream in, replies out, until cancelled.
+
+    Any number of copies may run: each opens its own Stream connection, DingTalk hands each robot
+    message to one of them and sends it again if it is not acknowledged. A copy acknowledges a
+    message only once the bus has it; one that reaches a second copy is the same message
+    (`InboundMessage.dedupe_id`) and becomes no second run. One copy at a time delivers the
+    replies (`channels.standby.deliver_replies_while_active`); what it needs to answer (the
+    session webhook) travels with each reply."""
     settings = config.channels.dingtalk
     if not settings.resolved("client_id") or not settings.resolved("client_secret"):
         raise ValueError("channels.dingtalk.client_id and client_secret must be set")
     adapter = DingTalkAdapter(bus, settings)
-    outbound = reply_consumer(bus, "dingtalk", adapter.replies.deliver)
+
+    def new_replies() -> ReplyHandler:
+        adapter.replies = ReplyStream(bus, "dingtalk", adapter)
+        return adapter.replies.deliver
+
     stream = asyncio.create_task(adapter.stream_forever(), name="dingtalk-stream")
     try:
-        await run_consumers(outbound)
+        await standby.deliver_replies_while_active(bus, "dingtalk", config.bus.lease_seconds, new_replies)
     finally:
         stream.cancel()
         await asyncio.gather(stream, return_exceptions=True)

@@ -49,13 +49,15 @@ from lark_oapi.api.im.v1 import (
     ReplyMessageRequestBody,
 )
 
-from bus import Bus, Retry, run_consumers
+from bus import Bus, Retry
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from channels import standby
 from channels.feishu_ws import LongConnection
-from channels.live import RateLimited, Surface, reply_consumer
+from channels.live import RateLimited, Surface
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
+from channels.standby import ReplyHandler
 from channels.unreadable import dead_letter_unreadable
 from config import AppConfig, FeishuConfig
 
@@ -386,7 +388,14 @@ def _reset_seconds(raw: Any) -> float:
 
 
 async def run(bus: Bus, config: AppConfig) -> None:
-    """The Feishu/Lark adapter component: the long connection in, cards out, until cancelled."""
+    """The Feishu/Lark adapter component: the long connection in, cards out, until cancelled.
+
+    Any number of copies may run: Feishu takes up to 50 long connections per app and pushes each
+    event to one of them (never to all), pushing it again if it is not acknowledged within 3
+    seconds. Every copy stays connected and acknowledges an event only once the bus has it
+    (`channels.feishu_ws`); a push that reaches a second copy is the same message
+    (`InboundMessage.dedupe_id`) and becomes no second run. One copy at a time delivers the
+    replies (`channels.standby.deliver_replies_while_active`)."""
     settings = config.channels.feishu
     if not settings.resolved("app_id") or not settings.resolved("app_secret"):
         raise ValueError("channels.feishu.app_id and app_secret must be set")
@@ -399,8 +408,15 @@ async def run(bus: Bus, config: AppConfig) -> None:
         log.warning("feishu: could not look up the bot (%s); carrying on", exc)
     connection = LongConnection(settings, adapter.domain, adapter.on_event)
     connection.start()
-    outbound = reply_consumer(bus, "feishu", adapter.replies.deliver)
-    replies = asyncio.create_task(run_consumers(outbound), name="feishu-replies")
+
+    def new_replies() -> ReplyHandler:
+        adapter.replies = ReplyStream(bus, "feishu", adapter)
+        return adapter.replies.deliver
+
+    replies = asyncio.create_task(
+        standby.deliver_replies_while_active(bus, "feishu", config.bus.lease_seconds, new_replies),
+        name="feishu-replies",
+    )
     try:
         done, _ = await asyncio.wait({replies, connection.failed}, return_when=asyncio.FIRST_COMPLETED)
         if connection.failed in done:

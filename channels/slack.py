@@ -32,12 +32,14 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bus import Bus, run_consumers
+from bus import Bus
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
-from channels.live import RateLimited, Surface, reply_consumer
+from channels import standby
+from channels.live import RateLimited, Surface
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
+from channels.standby import ReplyHandler
 from channels.unreadable import dead_letter_unreadable
 from config import AppConfig, SlackConfig
 
@@ -241,11 +243,20 @@ def build_app(config: SlackConfig) -> AsyncApp:
     if not token:
         raise ValueError("channels.slack.bot_token is not set")
     client = AsyncWebClient(token=token, base_url=config.base_url or AsyncWebClient.BASE_URL)
-    return AsyncApp(client=client, signing_secret="socket-mode")
+    # Handlers run before Slack is acknowledged: an event is acknowledged once it is on the bus, so
+    # one whose process died first is delivered again (to another copy, if several run).
+    return AsyncApp(client=client, signing_secret="socket-mode", process_before_response=True)
 
 
 async def run(bus: Bus, config: AppConfig) -> None:
-    """The Slack adapter component: Socket Mode in, replies out, until cancelled."""
+    """The Slack adapter component: Socket Mode in, replies out, until cancelled.
+
+    Any number of copies may run: Slack takes up to ten Socket Mode connections per app and hands
+    each event to one of them. Every copy stays connected and acknowledges an event only after the
+    bus has it (`process_before_response`), so an event whose copy died first is sent again by
+    Slack, to a copy still there; a retry that reaches another copy is the same message
+    (`InboundMessage.dedupe_id`) and becomes no second run. One copy at a time delivers the
+    replies (`channels.standby.deliver_replies_while_active`)."""
     settings = config.channels.slack
     app = build_app(settings)
     adapter = SlackAdapter(bus, app, settings)
@@ -258,7 +269,8 @@ async def run(bus: Bus, config: AppConfig) -> None:
     async def on_mention(event: dict[str, Any]) -> None:
         await adapter.on_event(event)
 
-    # Slack wants an acknowledgement within 3 seconds: first that, then the work.
+    # Slack wants an acknowledgement within 3 seconds: first that, then the work (the ack goes out
+    # when the handler returns: by then the command is on the bus).
     @app.command(re.compile(r"^/"))
     async def on_command(ack: AsyncAck, command: dict[str, Any]) -> None:
         await ack()
@@ -270,10 +282,14 @@ async def run(bus: Bus, config: AppConfig) -> None:
         await adapter.on_shortcut(shortcut)
 
     handler = AsyncSocketModeHandler(app, app_token=settings.resolved("app_token"), web_client=app.client)
-    outbound = reply_consumer(bus, "slack", adapter.replies.deliver)
     await handler.connect_async()
     log.info("slack adapter connected in Socket Mode")
+
+    def new_replies() -> ReplyHandler:
+        adapter.replies = ReplyStream(bus, "slack", adapter)
+        return adapter.replies.deliver
+
     try:
-        await run_consumers(outbound)
+        await standby.deliver_replies_while_active(bus, "slack", config.bus.lease_seconds, new_replies)
     finally:
         await handler.close_async()

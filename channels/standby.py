@@ -13,6 +13,11 @@ bookkeeping (KV `replies`) lets it edit the message already shown instead of pos
 A holder that stalled past the TTL keeps its lease if nobody took it meanwhile (`Leases.renew`). One
 that loses it (another copy holds it now, or the bus was away for two thirds of the TTL) stops
 serving and stands by again (`serve_while_active`).
+
+Platforms that take several connections per app (Slack Socket Mode, Feishu's and DingTalk's long
+connections) give each event to one of them and send it again, to any, if it is not acknowledged.
+Every copy of those adapters stays connected and acknowledges an event only once the bus has it;
+only their replies are leased (`deliver_replies_while_active`).
 """
 
 from __future__ import annotations
@@ -25,11 +30,15 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from bus import Bus
+from bus import Bus, Delivery, run_consumers
 from bus.leases import Leases, cancel_swallowed, renew_until_lost
+from bus.messages import OutboundMessage
 from bus.runtime import component_ready
+from channels.live import reply_consumer
 
 log = logging.getLogger(__name__)
+
+ReplyHandler = Callable[[OutboundMessage, Delivery], Awaitable[None]]
 
 
 class LeaseLost(RuntimeError):
@@ -85,3 +94,36 @@ async def watch(lost: asyncio.Event, name: str) -> None:
     """Until the lease is lost, then raise `LeaseLost` (one of the adapter's tasks)."""
     await lost.wait()
     raise LeaseLost(f"the {name} adapter lost its lease; stopping so that only one copy is active")
+
+
+async def deliver_replies_while_active(
+    bus: Bus, name: str, ttl: float, new_handler: Callable[[], ReplyHandler]
+) -> None:
+    """Deliver adapter `name`'s replies while this copy holds its lease; stand by otherwise.
+
+    For platforms that take several connections at once (Slack Socket Mode, Feishu's and DingTalk's
+    long connections), every copy stays connected and publishes what the platform hands it; only the
+    replies are leased: a chat's replies must come from one process, in order, each edit after the
+    post it edits (`ReplyStream` keeps that within a process, not across two). `new_handler()` makes
+    a fresh reply handler for each time this copy becomes active (`ReplyStream.deliver`): what an
+    earlier turn remembered may have been changed by another copy since, and is read from KV again.
+    Runs until cancelled.
+    """
+
+    async def serve(lost: asyncio.Event) -> None:
+        work = [
+            asyncio.create_task(
+                run_consumers(reply_consumer(bus, name, new_handler())), name=f"{name}-replies"
+            ),
+            asyncio.create_task(watch(lost, name), name=f"{name}-lease-watch"),
+        ]
+        try:
+            done, _ = await asyncio.wait(work, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
+        finally:
+            for task in work:
+                task.cancel()
+            await asyncio.gather(*work, return_exceptions=True)
+
+    await serve_while_active(bus, name, ttl, serve)
