@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Self
 
 import uvicorn
@@ -44,6 +44,52 @@ class Flood:
         return None
 
 
+class Outbox:
+    """Events for the platform's connected clients, handed out as Slack, Feishu and DingTalk do when
+    an app holds several connections: each event to one client (whichever asks next here; a random
+    one there), and an event its client did not acknowledge before its connection closed is sent
+    again to another (the platforms resend after their acknowledgement timeout).
+
+    Each connection runs `serve(send, client)`; `acked(client, event_id)` when its client
+    acknowledges. `receivers` says which client (its `host:port`) each event went to last.
+    """
+
+    def __init__(self, changed: Callable[[], None]) -> None:
+        self._waiting: asyncio.Queue[tuple[str, Any, bool] | None] = asyncio.Queue()
+        self._unacked: dict[str, dict[str, Any]] = {}  # client -> event id -> item
+        self._changed = changed
+        self.receivers: dict[str, str] = {}
+        self.resent: list[str] = []  # event ids sent again because their client went away
+
+    def put(self, event_id: str, item: Any, *, lasting: bool = True) -> None:
+        """Queue `item` for the next client; unless `lasting` is False (a ping, a notice), it is
+        sent again if its client goes away without acknowledging it."""
+        self._waiting.put_nowait((event_id, item, lasting))
+
+    def close_next(self) -> None:
+        """The next connection to take an event is closed by the platform instead."""
+        self._waiting.put_nowait(None)
+
+    def acked(self, client: str, event_id: str) -> None:
+        self._unacked.get(client, {}).pop(event_id, None)
+
+    async def serve(self, send: Callable[[Any], Awaitable[None]], client: str) -> None:
+        """Send this connection its events until `close_next` picks it (returns) or it is cancelled."""
+        unacked = self._unacked.setdefault(client, {})
+        try:
+            while (waiting := await self._waiting.get()) is not None:
+                event_id, item, lasting = waiting
+                if lasting:
+                    unacked[event_id] = item
+                self.receivers[event_id] = client
+                self._changed()
+                await send(item)
+        finally:
+            for event_id, item in self._unacked.pop(client, {}).items():
+                self.resent.append(event_id)
+                self._waiting.put_nowait((event_id, item, True))
+
+
 class LocalServer:
     """Subclasses set `self.app` and get `port` once inside `async with`."""
 
@@ -57,6 +103,25 @@ class LocalServer:
         self._new_call = asyncio.Event()
         self.flood = Flood()
         self.server_errors: dict[str, int] = {}  # method -> how many more calls fail with a 5xx
+        self._holds: dict[str, asyncio.Event] = {}
+        self.holding: set[str] = set()  # methods whose held call is waiting now
+
+    def hold(self, method: str) -> asyncio.Event:
+        """The next call of `method` waits (as on a slow network, before the platform sees it) until
+        the returned event is set."""
+        gate = self._holds[method] = asyncio.Event()
+        return gate
+
+    async def held(self, method: str) -> None:
+        """A call of `method` arriving: wait first if a test holds it (`hold`)."""
+        gate = self._holds.pop(method, None)
+        if gate is not None:
+            self.holding.add(method)
+            self.changed()
+            try:
+                await gate.wait()
+            finally:
+                self.holding.discard(method)
 
     def break_method(self, method: str, times: int) -> None:
         """The next `times` calls of `method` fail as a platform's server errors do (HTTP 502)."""

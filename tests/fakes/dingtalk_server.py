@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
 
-from tests.fakes._server import LocalServer
+from tests.fakes._server import LocalServer, Outbox
 
 TOPIC = "/v1.0/im/bot/messages/get"
 
@@ -28,7 +28,7 @@ class FakeDingTalk(LocalServer):
         self.acks: list[dict[str, Any]] = []
         self.replies: list[tuple[str, dict[str, Any]]] = []
         self.connections = 0
-        self._frames: asyncio.Queue[Any] = asyncio.Queue()
+        self.outbox = Outbox(self.changed)
         self.webhook_errcodes: list[int] = []  # errcodes the next webhook posts answer (HTTP 200)
         self.webhook_refusals: list[tuple[str, dict[str, Any]]] = []
         self.app = FastAPI()
@@ -91,12 +91,16 @@ class FakeDingTalk(LocalServer):
             "headers": {"messageId": str(uuid.uuid4()), "topic": TOPIC, "contentType": "application/json"},
             "data": json.dumps(data) if raw_data is None else raw_data,
         }
-        self._frames.put_nowait(frame)
+        self.outbox.put(frame["headers"]["messageId"], frame)
         return frame
 
     def send_frame(self, frame: Any) -> None:
-        """Any JSON value as a frame (a text frame as is, if a str)."""
-        self._frames.put_nowait(frame)
+        """Any JSON value as a frame (a text frame as is, if a str); one with a `messageId` header is
+        sent again to another connection if its own closes before acknowledging it."""
+        headers = frame.get("headers") if isinstance(frame, dict) else None
+        frame_id = headers.get("messageId") if isinstance(headers, dict) else None
+        lasting = isinstance(frame, dict) and frame.get("type") in ("CALLBACK", "EVENT") and bool(frame_id)
+        self.outbox.put(str(frame_id or uuid.uuid4()), frame, lasting=lasting)
 
     def ping(self) -> str:
         message_id = str(uuid.uuid4())
@@ -105,11 +109,11 @@ class FakeDingTalk(LocalServer):
             "headers": {"messageId": message_id, "topic": "ping"},
             "data": '{"opaque": "x"}',
         }
-        self._frames.put_nowait(frame)
+        self.outbox.put(message_id, frame, lasting=False)
         return message_id
 
     def drop_connection(self) -> None:
-        self._frames.put_nowait(None)
+        self.outbox.close_next()
 
     async def _open(self, request: Request) -> Any:
         body = await request.json()
@@ -119,18 +123,25 @@ class FakeDingTalk(LocalServer):
 
     async def _socket(self, websocket: WebSocket) -> None:
         await websocket.accept()
+        client = f"{websocket.client.host}:{websocket.client.port}" if websocket.client else "?"
         self.connections += 1
         self.changed()
 
+        async def send(frame: Any) -> None:
+            await websocket.send_text(frame if isinstance(frame, str) else json.dumps(frame))
+
         async def pump() -> None:
-            while (frame := await self._frames.get()) is not None:
-                await websocket.send_text(frame if isinstance(frame, str) else json.dumps(frame))
+            await self.outbox.serve(send, client)
             await websocket.close()
 
         sender = asyncio.create_task(pump())
         try:
             while True:
-                self.acks.append(json.loads(await websocket.receive_text()))
+                ack = json.loads(await websocket.receive_text())
+                self.acks.append(ack)
+                headers = ack.get("headers") if isinstance(ack, dict) else None
+                if isinstance(headers, dict) and ack.get("code") == 200:  # else: DingTalk sends it again
+                    self.outbox.acked(client, str(headers.get("messageId")))
                 self.changed()
         except (WebSocketDisconnect, RuntimeError):
             pass
@@ -171,6 +182,7 @@ class FakeDingTalk(LocalServer):
         return {"accessToken": "ding-token", "expireIn": 7200}
 
     async def _api(self, request: Request) -> Any:
+        await self.held(request.url.path)
         if not self._authorized(request):
             return JSONResponse({"code": "InvalidAuthentication", "message": "token"}, status_code=401)
         body = await request.json()

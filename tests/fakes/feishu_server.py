@@ -21,7 +21,7 @@ from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
-from tests.fakes._server import LocalServer
+from tests.fakes._server import LocalServer, Outbox
 
 APP_ID, APP_SECRET = "cli_test", "secret-test"
 BOT_OPEN_ID = "ou_bot"
@@ -41,7 +41,7 @@ class FakeFeishu(LocalServer):
         self.uploads: dict[str, bytes] = {}  # image or file key -> bytes the bot uploaded
         self.resources: dict[str, tuple[bytes, str, str]] = {}  # key -> (bytes, content type, name)
         self.refuse_credentials = False
-        self._frames: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.outbox = Outbox(self.changed)
         self._messages = 0
         self.message_chats: dict[str, str] = {}  # users' message ids -> their chat (whom a reply goes to)
         self.app = FastAPI()
@@ -135,14 +135,14 @@ class FakeFeishu(LocalServer):
             header = frame.headers.add()
             header.key, header.value = key, value
         frame.payload = json.dumps(event).encode()
-        self._frames.put_nowait(frame.SerializeToString())
+        self.outbox.put(frame_id, frame.SerializeToString())
         return frame_id
 
     def add_resource(self, key: str, data: bytes, content_type: str, name: str = "") -> None:
         self.resources[key] = (data, content_type, name)
 
     def drop_connection(self) -> None:
-        self._frames.put_nowait(None)
+        self.outbox.close_next()
 
     def limit_chat(self, chat_id: str, seconds: float) -> None:
         """The next message sent into `chat_id` trips Feishu's per-chat send limit (code 230020, no
@@ -180,12 +180,12 @@ class FakeFeishu(LocalServer):
 
     async def _socket(self, websocket: WebSocket) -> None:
         await websocket.accept()
+        client = f"{websocket.client.host}:{websocket.client.port}" if websocket.client else "?"
         self.connections += 1
         self.changed()
 
         async def pump() -> None:
-            while (frame := await self._frames.get()) is not None:
-                await websocket.send_bytes(frame)
+            await self.outbox.serve(websocket.send_bytes, client)
             await websocket.close()
 
         sender = asyncio.create_task(pump())
@@ -203,6 +203,8 @@ class FakeFeishu(LocalServer):
                 elif frame.method == 1:
                     answer = json.loads(frame.payload or b"{}")
                     self.acks.append({"message_id": headers.get("message_id"), "code": answer.get("code")})
+                    if answer.get("code") == 200:  # anything else: Feishu pushes it again (here: later)
+                        self.outbox.acked(client, str(headers.get("message_id")))
                 self.changed()
         except (WebSocketDisconnect, RuntimeError):
             pass
@@ -264,12 +266,14 @@ class FakeFeishu(LocalServer):
         return {"code": 0, "msg": "ok", "bot": {"app_name": "Antler", "open_id": BOT_OPEN_ID}}
 
     async def _create(self, request: Request) -> Any:
+        await self.held("create")
         if not self._authorized(request):
             return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
         params = {**await request.json(), "receive_id_type": request.query_params.get("receive_id_type")}
         return self._message("create", params)
 
     async def _reply(self, message_id: str, request: Request) -> Any:
+        await self.held("reply")
         if not self._authorized(request):
             return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
         return self._message("reply", {**await request.json(), "reply_to": message_id})

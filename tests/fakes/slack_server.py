@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
-from tests.fakes._server import LocalServer
+from tests.fakes._server import LocalServer, Outbox
 
 BOT_USER = "UBOT"
 
@@ -26,7 +26,7 @@ class FakeSlack(LocalServer):
         super().__init__()
         self.acks: list[str] = []
         self.uploads: dict[str, bytes] = {}
-        self._events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.outbox = Outbox(self.changed)
         self.connected = asyncio.Event()
         self.connections = 0
         self._dropped = asyncio.Event()
@@ -57,7 +57,7 @@ class FakeSlack(LocalServer):
                 "event": event,
             },
         }
-        self._events.put_nowait(envelope)
+        self.outbox.put(envelope["envelope_id"], envelope)
         return envelope
 
     def send_command(
@@ -84,7 +84,7 @@ class FakeSlack(LocalServer):
                 "trigger_id": f"{int(time.time())}.1.{uuid.uuid4().hex[:16]}",
             },
         }
-        self._events.put_nowait(envelope)
+        self.outbox.put(envelope["envelope_id"], envelope)
         return envelope
 
     def share_file(self, name: str, data: bytes) -> dict[str, Any]:
@@ -107,10 +107,15 @@ class FakeSlack(LocalServer):
             return Response(b"<html>login</html>", status_code=302, headers={"location": "/login"})
         return Response(self.private_files[file_id], media_type="text/plain")
 
-    def resend(self, envelope: dict[str, Any]) -> None:
-        self._events.put_nowait({**envelope, "envelope_id": str(uuid.uuid4())})
+    def resend(self, envelope: dict[str, Any]) -> dict[str, Any]:
+        """Slack's retry of an event (as after no acknowledgement in time): a new envelope, the same
+        event, to whichever connection; returns the new envelope."""
+        again = {**envelope, "envelope_id": str(uuid.uuid4()), "retry_attempt": 1, "retry_reason": "timeout"}
+        self.outbox.put(again["envelope_id"], again)
+        return again
 
     async def _api(self, method: str, request: Request) -> Any:
+        await self.held(method)
         params = await _params(request)
         wait = self.flood.refusal(method, str(params.get("channel") or "") or None)
         if wait is not None:  # Web API rate limits (per channel for chat.postMessage): 429, Retry-After
@@ -161,16 +166,15 @@ class FakeSlack(LocalServer):
 
     async def _socket(self, websocket: WebSocket) -> None:
         await websocket.accept()
+        client = f"{websocket.client.host}:{websocket.client.port}" if websocket.client else "?"
         await websocket.send_text(json.dumps({"type": "hello", "num_connections": 1}))
         self.connected.set()
 
-        async def pump() -> None:
-            while True:
-                envelope = await self._events.get()
-                await websocket.send_text(json.dumps(envelope))
+        async def send(envelope: dict[str, Any]) -> None:
+            await websocket.send_text(json.dumps(envelope))
 
-        sender = asyncio.create_task(pump())
-        receiver = asyncio.create_task(self._acks(websocket))
+        sender = asyncio.create_task(self.outbox.serve(send, client))
+        receiver = asyncio.create_task(self._acks(websocket, client))
         dropped = asyncio.create_task(self._dropped.wait())
         self.connections += 1
         try:
@@ -182,12 +186,13 @@ class FakeSlack(LocalServer):
             for task in (sender, receiver, dropped):
                 task.cancel()
 
-    async def _acks(self, websocket: WebSocket) -> None:
+    async def _acks(self, websocket: WebSocket, client: str) -> None:
         try:
             while True:
                 data = json.loads(await websocket.receive_text())
                 if "envelope_id" in data:
                     self.acks.append(data["envelope_id"])
+                    self.outbox.acked(client, data["envelope_id"])
                     self.changed()
         except (WebSocketDisconnect, RuntimeError):
             pass
