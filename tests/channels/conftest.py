@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
@@ -12,7 +16,7 @@ from bus import Bus
 from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.agents.conftest import running_runner
-from tests.conftest import running_component
+from tests.conftest import REPO, running_component
 from tests.fakes.telegram_server import FakeTelegram
 from tests.sandbox.conftest import running_broker
 
@@ -41,6 +45,43 @@ async def adapter_stack(
         running_component(nats_url, config, entry, platform) if entry else contextlib.nullcontext(),
     ):
         yield config
+
+
+@contextlib.asynccontextmanager
+async def adapter_processes(
+    config: Path, nats_url: str, logs: Path, count: int, platform: str = "telegram"
+) -> AsyncIterator[list[asyncio.subprocess.Process]]:
+    """`count` `antler run <platform>` processes (stderr to files: a pipe nobody reads would fill up)."""
+    procs = []
+    try:
+        for n in range(count):
+            with (logs / f"{platform}-{n}.log").open("wb") as log:
+                procs.append(
+                    await asyncio.create_subprocess_exec(
+                        sys.executable,
+                        "-m",
+                        "antler",
+                        "run",
+                        platform,
+                        "-c",
+                        str(config),
+                        "--nats-url",
+                        nats_url,
+                        cwd=REPO,
+                        env={**os.environ, "PYTHONPATH": str(REPO)},
+                        stdout=asyncio.subprocess.DEVNULL,
+                        stderr=log,
+                    )
+                )
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.returncode is None:
+                proc.terminate()
+        await asyncio.gather(*(asyncio.wait_for(p.wait(), 30) for p in procs), return_exceptions=True)
+        for proc in procs:
+            if proc.returncode is None:
+                proc.kill()
 
 
 @pytest_asyncio.fixture

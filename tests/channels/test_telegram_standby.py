@@ -5,11 +5,9 @@ one polled is answered, and Telegram never sees two pollers at once."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
-import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,51 +17,13 @@ from bus import Bus, decode
 from bus.leases import Leases, renew_until_lost
 from bus.messages import ComponentReady
 from config import AppConfig
-from tests.channels.conftest import adapter_stack
-from tests.conftest import REPO
+from tests.channels.conftest import adapter_processes, adapter_stack
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(150)]
 
 ANSWER = "one two three four five six seven eight nine ten eleven twelve"
-
-
-@contextlib.asynccontextmanager
-async def adapter_processes(
-    config: Path, nats_url: str, logs: Path, count: int
-) -> AsyncIterator[list[asyncio.subprocess.Process]]:
-    """`count` `antler run telegram` processes (stderr to files: a pipe nobody reads would fill up)."""
-    procs = []
-    try:
-        for n in range(count):
-            with (logs / f"telegram-{n}.log").open("wb") as log:
-                procs.append(
-                    await asyncio.create_subprocess_exec(
-                        sys.executable,
-                        "-m",
-                        "antler",
-                        "run",
-                        "telegram",
-                        "-c",
-                        str(config),
-                        "--nats-url",
-                        nats_url,
-                        cwd=REPO,
-                        env={**os.environ, "PYTHONPATH": str(REPO)},
-                        stdout=asyncio.subprocess.DEVNULL,
-                        stderr=log,
-                    )
-                )
-        yield procs
-    finally:
-        for proc in procs:
-            if proc.returncode is None:
-                proc.terminate()
-        await asyncio.gather(*(asyncio.wait_for(p.wait(), 30) for p in procs), return_exceptions=True)
-        for proc in procs:
-            if proc.returncode is None:
-                proc.kill()
 
 
 async def test_the_standby_adapter_takes_over_and_finishes_the_answer_once(

@@ -46,38 +46,67 @@ class Flood:
 
 class Outbox:
     """Events for the platform's connected clients, handed out as Slack, Feishu and DingTalk do when
-    an app holds several connections: each event to one client (whichever asks next here; a random
-    one there), and an event its client did not acknowledge before its connection closed is sent
-    again to another (the platforms resend after their acknowledgement timeout).
+    an app holds several connections: each event to one client (in turn here; a random one there),
+    and an event its client did not acknowledge before its connection closed is sent again to
+    another (the platforms resend after their acknowledgement timeout).
 
     Each connection runs `serve(send, client)`; `acked(client, event_id)` when its client
     acknowledges. `receivers` says which client (its `host:port`) each event went to last.
     """
 
     def __init__(self, changed: Callable[[], None]) -> None:
-        self._waiting: asyncio.Queue[tuple[str, Any, bool] | None] = asyncio.Queue()
+        self._queues: dict[str, asyncio.Queue[tuple[str, Any, bool] | None]] = {}  # client -> its own
+        self._backlog: list[tuple[str, Any, bool] | None] = []  # for whoever connects next
         self._unacked: dict[str, dict[str, Any]] = {}  # client -> event id -> item
+        self._turn = 0
         self._changed = changed
         self.receivers: dict[str, str] = {}
         self.resent: list[str] = []  # event ids sent again because their client went away
 
-    def put(self, event_id: str, item: Any, *, lasting: bool = True) -> None:
-        """Queue `item` for the next client; unless `lasting` is False (a ping, a notice), it is
-        sent again if its client goes away without acknowledging it."""
-        self._waiting.put_nowait((event_id, item, lasting))
+    @property
+    def clients(self) -> list[str]:
+        """The clients connected now."""
+        return list(self._queues)
+
+    def _next(self, to: str | None) -> asyncio.Queue[tuple[str, Any, bool] | None] | None:
+        if to in self._queues:
+            return self._queues[to]
+        if not self._queues:
+            return None
+        self._turn += 1
+        return list(self._queues.values())[self._turn % len(self._queues)]
+
+    def put(self, event_id: str, item: Any, *, lasting: bool = True, to: str | None = None) -> None:
+        """Send `item` to a client (`to` that one, while it is connected: a test's pick of the
+        platform's random choice); unless `lasting` is False (a ping, a notice), it is sent again if
+        its client goes away without acknowledging it."""
+        queue = self._next(to)
+        if queue is None:
+            self._backlog.append((event_id, item, lasting))
+        else:
+            queue.put_nowait((event_id, item, lasting))
 
     def close_next(self) -> None:
-        """The next connection to take an event is closed by the platform instead."""
-        self._waiting.put_nowait(None)
+        """The next connection in turn is closed by the platform (after what it was sent already)."""
+        queue = self._next(None)
+        if queue is None:
+            self._backlog.append(None)
+        else:
+            queue.put_nowait(None)
 
     def acked(self, client: str, event_id: str) -> None:
         self._unacked.get(client, {}).pop(event_id, None)
 
     async def serve(self, send: Callable[[Any], Awaitable[None]], client: str) -> None:
         """Send this connection its events until `close_next` picks it (returns) or it is cancelled."""
+        queue: asyncio.Queue[tuple[str, Any, bool] | None] = asyncio.Queue()
+        for waiting in self._backlog:
+            queue.put_nowait(waiting)
+        self._backlog.clear()
+        self._queues[client] = queue
         unacked = self._unacked.setdefault(client, {})
         try:
-            while (waiting := await self._waiting.get()) is not None:
+            while (waiting := await queue.get()) is not None:
                 event_id, item, lasting = waiting
                 if lasting:
                     unacked[event_id] = item
@@ -85,9 +114,15 @@ class Outbox:
                 self._changed()
                 await send(item)
         finally:
-            for event_id, item in self._unacked.pop(client, {}).items():
-                self.resent.append(event_id)
-                self._waiting.put_nowait((event_id, item, True))
+            del self._queues[client]
+            again = [(event_id, item, True) for event_id, item in self._unacked.pop(client, {}).items()]
+            self.resent.extend(event_id for event_id, _, _ in again)
+            while not queue.empty():  # not sent yet: to another client
+                waiting = queue.get_nowait()
+                if waiting is not None:
+                    again.append(waiting)
+            for event_id, item, lasting in again:
+                self.put(event_id, item, lasting=lasting)
 
 
 class LocalServer:

@@ -64,6 +64,7 @@ class FakeDingTalk(LocalServer):
         content: dict[str, Any] | None = None,
         webhook_expired: bool = False,
         raw_data: str | None = None,
+        to: str | None = None,
     ) -> dict[str, Any]:
         """A robot message down the stream (`raw_data` replaces its data, malformed as you like)."""
         data: dict[str, Any] = {
@@ -91,7 +92,7 @@ class FakeDingTalk(LocalServer):
             "headers": {"messageId": str(uuid.uuid4()), "topic": TOPIC, "contentType": "application/json"},
             "data": json.dumps(data) if raw_data is None else raw_data,
         }
-        self.outbox.put(frame["headers"]["messageId"], frame)
+        self.outbox.put(frame["headers"]["messageId"], frame, to=to)
         return frame
 
     def send_frame(self, frame: Any) -> None:
@@ -182,7 +183,6 @@ class FakeDingTalk(LocalServer):
         return {"accessToken": "ding-token", "expireIn": 7200}
 
     async def _api(self, request: Request) -> Any:
-        await self.held(request.url.path)
         if not self._authorized(request):
             return JSONResponse({"code": "InvalidAuthentication", "message": "token"}, status_code=401)
         body = await request.json()
@@ -202,6 +202,7 @@ class FakeDingTalk(LocalServer):
             return JSONResponse({"code": "param.invalid", "message": "msgParam is too long"}, status_code=400)
         self.record(request.url.path, body)
         self.changed()
+        await self.held(request.url.path)  # the platform has it; its answer is slow
         if self.refuse_cards and request.url.path.startswith("/v1.0/card/"):
             return JSONResponse({"code": "param.invalid", "message": "no such template"}, status_code=400)
         return {"success": True, "result": {"outTrackId": body.get("outTrackId")}}
@@ -214,6 +215,7 @@ class FakeDingTalk(LocalServer):
         return {"downloadUrl": f"{self.base_url}/download/{body['downloadCode']}"}
 
     async def _download(self, code: str) -> Any:
+        await self.held("download")
         data, content_type = self.files[code]
         return Response(data, media_type=content_type)
 

@@ -75,8 +75,10 @@ class FakeFeishu(LocalServer):
         message_type: str = "text",
         content: dict[str, Any] | str | None = None,
         event_id: str = "",
+        to: str | None = None,
     ) -> dict[str, Any]:
-        """Push an `im.message.receive_v1` event down the socket; returns it (send it again to retry)."""
+        """Push an `im.message.receive_v1` event down a socket (`to` one client, `host:port`, if
+        given); returns it (send it again to retry)."""
         mentions = []
         if mention_bot:
             text = "@_user_1 " + text
@@ -117,10 +119,10 @@ class FakeFeishu(LocalServer):
                 },
             },
         }
-        self.send_event(event)
+        self.send_event(event, to=to)
         return event
 
-    def send_event(self, event: dict[str, Any]) -> str:
+    def send_event(self, event: dict[str, Any], *, to: str | None = None) -> str:
         """Any event JSON as a data frame; returns the frame's message id."""
         frame = Frame()
         frame.SeqID, frame.LogID, frame.service, frame.method = 1, 1, 1, 1  # method 1: data
@@ -135,7 +137,7 @@ class FakeFeishu(LocalServer):
             header = frame.headers.add()
             header.key, header.value = key, value
         frame.payload = json.dumps(event).encode()
-        self.outbox.put(frame_id, frame.SerializeToString())
+        self.outbox.put(frame_id, frame.SerializeToString(), to=to)
         return frame_id
 
     def add_resource(self, key: str, data: bytes, content_type: str, name: str = "") -> None:
@@ -266,17 +268,19 @@ class FakeFeishu(LocalServer):
         return {"code": 0, "msg": "ok", "bot": {"app_name": "Antler", "open_id": BOT_OPEN_ID}}
 
     async def _create(self, request: Request) -> Any:
-        await self.held("create")
         if not self._authorized(request):
             return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
         params = {**await request.json(), "receive_id_type": request.query_params.get("receive_id_type")}
-        return self._message("create", params)
+        answer = self._message("create", params)
+        await self.held("create")  # the platform has it; its answer is slow
+        return answer
 
     async def _reply(self, message_id: str, request: Request) -> Any:
-        await self.held("reply")
         if not self._authorized(request):
             return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
-        return self._message("reply", {**await request.json(), "reply_to": message_id})
+        answer = self._message("reply", {**await request.json(), "reply_to": message_id})
+        await self.held("reply")  # the platform has it; its answer is slow
+        return answer
 
     async def _patch(self, message_id: str, request: Request) -> Any:
         if not self._authorized(request):
@@ -289,6 +293,7 @@ class FakeFeishu(LocalServer):
         return {"code": 0, "msg": "success", "data": {}}
 
     async def _resource(self, message_id: str, key: str, request: Request) -> Any:
+        await self.held("resource")
         if not self._authorized(request):
             return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
         self.record(

@@ -41,8 +41,9 @@ class FakeSlack(LocalServer):
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api/"
 
-    def send_event(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Deliver an Events API event over the socket; returns the envelope (send it again to retry)."""
+    def send_event(self, event: dict[str, Any], *, to: str | None = None) -> dict[str, Any]:
+        """Deliver an Events API event over a socket (`to` one client, `host:port`, if given); returns
+        the envelope (`resend` it to retry)."""
         envelope = {
             "envelope_id": str(uuid.uuid4()),
             "type": "events_api",
@@ -57,7 +58,7 @@ class FakeSlack(LocalServer):
                 "event": event,
             },
         }
-        self.outbox.put(envelope["envelope_id"], envelope)
+        self.outbox.put(envelope["envelope_id"], envelope, to=to)
         return envelope
 
     def send_command(
@@ -103,6 +104,7 @@ class FakeSlack(LocalServer):
     async def _download(self, file_id: str, request: Request) -> Any:
         from fastapi.responses import Response
 
+        await self.held("download")
         if request.headers.get("authorization") != "Bearer xoxb-test":
             return Response(b"<html>login</html>", status_code=302, headers={"location": "/login"})
         return Response(self.private_files[file_id], media_type="text/plain")
@@ -115,7 +117,6 @@ class FakeSlack(LocalServer):
         return again
 
     async def _api(self, method: str, request: Request) -> Any:
-        await self.held(method)
         params = await _params(request)
         wait = self.flood.refusal(method, str(params.get("channel") or "") or None)
         if wait is not None:  # Web API rate limits (per channel for chat.postMessage): 429, Retry-After
@@ -135,6 +136,8 @@ class FakeSlack(LocalServer):
             return {"ok": True, "user_id": BOT_USER, "bot_id": "B1", "team_id": "T1", "user": "antler"}
         if method in ("chat.postMessage", "chat.update"):
             ts = params.get("ts") or f"{time.time():.6f}"
+            params.setdefault("posted_ts", ts)  # the message's id, for tests (as recorded)
+            await self.held(method)  # the platform has it; its answer is slow
             return {
                 "ok": True,
                 "channel": params.get("channel"),
