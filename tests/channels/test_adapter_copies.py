@@ -34,8 +34,9 @@ from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.slack_server import FakeSlack
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(200)]
 
+FIRST = "alpha beta gamma delta epsilon"
 ANSWER = "one two three four five six seven eight nine ten eleven twelve"
 
 
@@ -187,16 +188,56 @@ async def wait_until(condition: Callable[[], bool], what: str, platform: Platfor
     pytest.fail(f"{what}: {platform.messages()}")
 
 
-async def test_the_copy_answering_killed_mid_answer_leaves_the_reply_completed_once(
+async def test_two_copies_answer_each_message_once_and_one_finishes_what_the_killed_one_began(
     bus: Bus, platform: Platform, fake_model: FakeOpenAI, two_copies: list[asyncio.subprocess.Process]
 ) -> None:
+    """(One test, not two: each starts the whole stack and two adapter processes.)"""
     fake_model.script(
-        Reply(text=ANSWER, when="tell me slowly", chunk_delay=0.4), Reply(text="still here", when="notes.txt")
+        Reply(text=FIRST, when="hello twice", chunk_delay=0.1),
+        Reply(text=ANSWER, when="tell me slowly", chunk_delay=0.4),
+        Reply(text="still here", when="notes.txt"),
     )
+    await a_message_sent_to_both_copies_is_answered_once_in_one_message(bus, platform)
+    assert len(fake_model.agent_requests) == 1, "the message sent twice became one run"
+    await the_copy_answering_killed_mid_answer_leaves_the_reply_completed_once(bus, platform, two_copies)
+    assert len(fake_model.agent_requests) == 3, "each message became one run"
+
+
+async def a_message_sent_to_both_copies_is_answered_once_in_one_message(bus: Bus, platform: Platform) -> None:
+    finals: asyncio.Queue[OutboundMessage] = asyncio.Queue()
+
+    async def on_reply(msg: Any) -> None:
+        reply = decode(OutboundMessage, msg.data)
+        if reply.kind != "partial":
+            finals.put_nowait(reply)
+
+    replies = await bus.nc.subscribe(bus.subjects.chat_out(platform.name), cb=on_reply)
+    # The platform is slow to confirm the message the answer starts with, and sends the user's
+    # message to both copies (the first copy's acknowledgement came too late).
+    slow = platform.fake.hold(platform.post)
+    sent = platform.send("hello twice")
+    platform.resend(sent)
+    await asyncio.wait_for(finals.get(), 60)  # the whole answer is out of the router
+    await replies.unsubscribe()
+    stream, durable = bus.subjects.chat_out_stream, platform.name
+    for _ in range(600):  # and taken by the adapters, all but what waits for the slow post
+        info = await bus.js.consumer_info(stream, durable)
+        if info.num_pending == 0 and info.num_ack_pending <= 1:
+            break
+        await asyncio.sleep(0.05)
+    slow.set()
+    await wait_until(lambda: bool(platform.showing(FIRST)), "the answer was not finished", platform)
+    assert len(platform.messages()) == 1, f"one message for the answer: {platform.messages()}"
+    assert len(set(platform.fake.outbox.receivers.values())) == 2, "the message reached both copies"
+
+
+async def the_copy_answering_killed_mid_answer_leaves_the_reply_completed_once(
+    bus: Bus, platform: Platform, two_copies: list[asyncio.subprocess.Process]
+) -> None:
     platform.send("tell me slowly")
     # Once the message shown has been edited, the copy answering has recorded it (killed between
     # the platform's answer to its first post and that record, no copy could know it exists).
-    await wait_until(lambda: any(len(t) >= 2 for t in platform.messages().values()), "no edit", platform)
+    await wait_until(lambda: any(len(t) >= 2 for t in answers(platform).values()), "no edit", platform)
     kv = await bus.kv(bus.subjects.leases_bucket)
     try:
         holder = (await kv.get(f"adapter.{platform.name}")).value or b""
@@ -217,38 +258,12 @@ async def test_the_copy_answering_killed_mid_answer_leaves_the_reply_completed_o
         platform,
     )
     assert len(platform.showing("still here")) == 1, "the message sent again is answered once"
-    started = [key for key, texts in platform.messages().items() if any(ANSWER.startswith(t) for t in texts)]
+    started = list(answers(platform))
     assert started == platform.showing(ANSWER), "the answer is finished in the message it started in"
     assert len(started) == 1, f"one message for the answer: {platform.messages()}"
-    assert len(fake_model.agent_requests) == 2, "each message became one run"
 
 
-async def test_two_copies_answer_a_message_sent_to_both_once_in_one_message(
-    bus: Bus, platform: Platform, fake_model: FakeOpenAI, two_copies: list[asyncio.subprocess.Process]
-) -> None:
-    fake_model.script(Reply(text=ANSWER, when="tell me", chunk_delay=0.1))
-    finals: asyncio.Queue[OutboundMessage] = asyncio.Queue()
-
-    async def on_reply(msg: Any) -> None:
-        reply = decode(OutboundMessage, msg.data)
-        if reply.kind != "partial":
-            finals.put_nowait(reply)
-
-    await bus.nc.subscribe(bus.subjects.chat_out(platform.name), cb=on_reply)
-    # The platform is slow to confirm the message the answer starts with, and sends the user's
-    # message to both copies (the first copy's acknowledgement came too late).
-    slow = platform.fake.hold(platform.post)
-    sent = platform.send("tell me")
-    platform.resend(sent)
-    await asyncio.wait_for(finals.get(), 60)  # the whole answer is out of the router
-    stream, durable = bus.subjects.chat_out_stream, platform.name
-    for _ in range(600):  # and taken by the adapters, all but what waits for the slow post
-        info = await bus.js.consumer_info(stream, durable)
-        if info.num_pending == 0 and info.num_ack_pending <= 1:
-            break
-        await asyncio.sleep(0.05)
-    slow.set()
-    await wait_until(lambda: bool(platform.showing(ANSWER)), "the answer was not finished", platform)
-    assert len(platform.messages()) == 1, f"one message for the answer: {platform.messages()}"
-    assert len(set(platform.fake.outbox.receivers.values())) == 2, "the message reached both copies"
-    assert len(fake_model.agent_requests) == 1, "and became one run"
+def answers(platform: Platform) -> dict[str, list[str]]:
+    """The messages that showed some of ANSWER."""
+    shown = platform.messages().items()
+    return {key: texts for key, texts in shown if any(text and ANSWER.startswith(text) for text in texts)}
