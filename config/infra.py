@@ -56,7 +56,7 @@ class BusConfig(Section):
     lease_seconds: float = Field(
         6.0,
         ge=2,
-        description="How long a lease (a router's partition, an adapter's connection) outlives its "
+        description="How long a lease (a router's partition, an adapter's connection or replies) outlives its "
         "holder's last renewal: a dead holder's work is taken over within about this time.",
     )
     max_deliver: int = Field(5, ge=1, description="Deliveries before a failing message goes to the DLQ.")
