@@ -56,8 +56,8 @@ class BusConfig(Section):
     lease_seconds: float = Field(
         6.0,
         ge=2,
-        description="How long a lease (a router's partition, an adapter's connection or replies) outlives its "
-        "holder's last renewal: a dead holder's work is taken over within about this time.",
+        description="How long a lease (a router's partition, an adapter's connection or replies) "
+        "outlives its holder's last renewal: a dead holder's work is taken over within about this time.",
     )
     max_deliver: int = Field(5, ge=1, description="Deliveries before a failing message goes to the DLQ.")
     ack_wait_seconds: float = Field(30.0, gt=0, description="Redelivery delay of an un-acked message.")
