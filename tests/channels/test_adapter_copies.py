@@ -2,13 +2,12 @@
 
 Each platform hands an event to one connection and sends it again, to any, if it is not
 acknowledged; the fakes do the same. One copy delivers the replies (it holds the adapter's lease).
-Killed mid-answer while it also holds a user's message it had not handed to the bus, the other copy
-gets the message again and takes over the replies: the answer is finished in the message already
-shown, the message is answered once. And with both copies running, a message the platform sends
-twice, to each copy, is answered once, in one message, even when the platform is slow to confirm
-the message the answer starts with.
+With both copies running, a message the platform sends to each copy is answered once, in one
+message, even when the platform is slow to confirm the post the answer starts with. Then the copy
+answering is killed mid-answer while it also holds a user's message it had not handed to the bus:
+the other copy gets that message again and answers it once, and finishes the first answer in the
+message already shown.
 """
-
 from __future__ import annotations
 
 import asyncio
