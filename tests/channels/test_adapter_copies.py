@@ -8,6 +8,7 @@ answering is killed mid-answer while it also holds a user's message it had not h
 the other copy gets that message again and answers it once, and finishes the first answer in the
 message already shown.
 """
+
 from __future__ import annotations
 
 import asyncio
