@@ -59,11 +59,13 @@ from agents.middleware import (
 )
 from agents.middleware.read_before_write import ReadBeforeWriteMiddleware
 from agents.middleware.tool_output import ToolOutputBudgetMiddleware
+from agents.patches import middleware_spans
 from agents.state import ThreadState
 from agents.summarize import MemoryFlush, ThreadSummarizer
 from agents.thread_files import ThreadFiles
 from agents.tool_search import DeferredToolsMiddleware, make_tool_search
 from agents.tools import ask_clarification, config_tools, present_files
+from agents.tracing_services import enabled_services
 from config import AppConfig
 from llm.guard import ModelCalls
 from llm.models import create_chat_model
@@ -164,15 +166,17 @@ def build_lead_agent(
     tools = build_tools(config, options, extra_tools, task_tool)
     if deferred:  # known to the tool node, bound for the model once found (agents.tool_search)
         tools += [*deferred, make_tool_search(deferred, config.tool_search.max_results)]
-    return create_agent(
-        model,
-        tools,
-        middleware=build_middlewares(config, options, model, deferred, calls, files),
-        state_schema=ThreadState,
-        context_schema=RunContext,
-        checkpointer=checkpointer,
-        name="lead_agent",
-    )
+    # Middleware hooks in LangSmith spans only when runs are traced there (agents.patches).
+    with middleware_spans("langsmith" in enabled_services(config)):
+        return create_agent(
+            model,
+            tools,
+            middleware=build_middlewares(config, options, model, deferred, calls, files),
+            state_schema=ThreadState,
+            context_schema=RunContext,
+            checkpointer=checkpointer,
+            name="lead_agent",
+        )
 
 
 class AgentCache:

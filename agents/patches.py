@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
+
+_middleware_spans: ContextVar[bool] = ContextVar("antler_middleware_spans", default=True)
 
 
 def inline_trace_bookkeeping() -> None:
@@ -22,3 +27,41 @@ def inline_trace_bookkeeping() -> None:
         return ctx.run(func, *args, **kwargs)
 
     langsmith.set_runtime_overrides(aio_to_thread=inline)
+
+
+@contextlib.contextmanager
+def middleware_spans(enabled: bool) -> Iterator[None]:
+    """Agents compiled inside wrap their middleware hooks in LangSmith spans only if `enabled`.
+
+    create_agent wraps every `wrap_model_call`/`wrap_tool_call` hook in langsmith's `traceable`,
+    traced or not; unused, each wrapper still sets up and tears down a run context per hook and
+    model call (about a twentieth of a chat turn's CPU in the runner with the default middlewares).
+    Compiled without LangSmith, the hooks are called as they are: nothing else depends on the
+    wrapper, and the agent's own LangChain callbacks (Langfuse's among them) are untouched. The
+    choice is made per compile (a context variable: concurrent compiles do not see each other's).
+    """
+    _switch_traceable()
+    token = _middleware_spans.set(enabled)
+    try:
+        yield
+    finally:
+        _middleware_spans.reset(token)
+
+
+def _unwrapped(hook: Callable[..., Any]) -> Callable[..., Any]:
+    return hook
+
+
+def _switch_traceable() -> None:
+    """create_agent's `traceable`, made to consult `middleware_spans` (installed once per process)."""
+    from langchain.agents import factory
+
+    if getattr(factory.traceable, "antler_switch", False):
+        return
+    real = factory.traceable
+
+    def traceable(*args: Any, **kwargs: Any) -> Any:
+        return real(*args, **kwargs) if _middleware_spans.get() else _unwrapped
+
+    traceable.antler_switch = True  # type: ignore[attr-defined]
+    factory.traceable = traceable

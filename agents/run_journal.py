@@ -18,6 +18,8 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from langchain_core.messages import BaseMessage
+
 from agents.events import jsonable
 from bus import Bus
 from bus.journal import write_journal
@@ -69,8 +71,10 @@ class JournalRecorder:
     # ------------------------------------------------------------------ rows
 
     def _run_messages(self) -> list[dict[str, Any]]:
-        """The messages this run added, its user message first (when it brought one)."""
-        final = [m for m in jsonable(self.final_values.get("messages") or []) if isinstance(m, dict)]
+        """The messages this run added, its user message first (when it brought one).
+
+        Only those are made JSON: the thread's earlier messages (its whole history) are not."""
+        final = [m for m in self.final_values.get("messages") or [] if isinstance(m, BaseMessage | dict)]
         first = self.first_values or []
         brought = (self.request.input or {}).get("messages") if not self.resumed else None
         if isinstance(brought, list) and first:
@@ -78,8 +82,8 @@ class JournalRecorder:
         elif not self.resumed and self.request.command is not None:
             start = len(first)  # a resumed interrupt: what came after the state it resumed
         else:
-            start = max((i for i, m in enumerate(final) if m.get("type") == "human"), default=0)
-        return final[min(start, len(final)) :]
+            start = max((i for i, m in enumerate(final) if _kind(m) == "human"), default=0)
+        return [m for m in jsonable(final[min(start, len(final)) :]) if isinstance(m, dict)]
 
     def rows(self, status: RunStatus, error: ErrorInfo | None) -> list[dict[str, Any]]:
         request = self.request
@@ -147,7 +151,7 @@ class JournalRecorder:
             add("workspace_changes", "workspace", text, {"workspace_changes": changes})
         if error is not None:
             add("run.error", "error", error.message, {"error": error.code})
-        outputs = {k: v for k, v in jsonable(self.final_values).items() if k != "messages"}
+        outputs = jsonable({k: v for k, v in self.final_values.items() if k != "messages"})
         add("run.end", "outputs", outputs, {"status": status.value})
         return rows
 
@@ -165,6 +169,11 @@ class JournalRecorder:
             await write_journal(await bus.files(), journal)
         except Exception as exc:
             log.warning("run %s: journal not kept: %s: %s", self.request.run_id, type(exc).__name__, exc)
+
+
+def _kind(message: BaseMessage | dict[str, Any]) -> Any:
+    """A message's type ("human", "ai", "tool" ...), whether a message object or its JSON."""
+    return message.type if isinstance(message, BaseMessage) else message.get("type")
 
 
 def subagent_row(part: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:

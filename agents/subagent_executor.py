@@ -47,6 +47,7 @@ from agents.middleware import (
 )
 from agents.middleware.read_before_write import ReadBeforeWriteMiddleware
 from agents.middleware.tool_output import ToolOutputBudgetMiddleware
+from agents.patches import middleware_spans
 from agents.prompt import skills_section
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 from agents.state import ThreadState, thread_data
@@ -55,7 +56,7 @@ from agents.subagents import REMEMBER_STOPS, Stops
 from agents.telemetry import invoke_subagent
 from agents.thread_files import ThreadFiles
 from agents.tools import config_tools
-from agents.tracing_services import with_tracing
+from agents.tracing_services import enabled_services, with_tracing
 from bus import Bus, Delivery, decode, encode
 from bus.content import text_of
 from bus.messages import (
@@ -152,15 +153,16 @@ class SubagentExecutor:
                 else []
             ),
         ]
-        agent = create_agent(
-            model,
-            tools,
-            middleware=middleware,
-            state_schema=ThreadState,
-            context_schema=RunContext,
-            checkpointer=self.checkpointer,
-            name=f"subagent_{kind.name}",
-        )
+        with middleware_spans("langsmith" in enabled_services(self.config)):  # as the lead's (agents.lead)
+            agent = create_agent(
+                model,
+                tools,
+                middleware=middleware,
+                state_schema=ThreadState,
+                context_schema=RunContext,
+                checkpointer=self.checkpointer,
+                name=f"subagent_{kind.name}",
+            )
         self._agents[(kind.name, model_name)] = agent
         return agent
 

@@ -214,9 +214,19 @@ async def _ensure_stream(bus: Bus, config: StreamConfig) -> None:
 async def _ensure_kv(
     bus: Bus, bucket: str, ttl: float | None = None, marker_ttl: float | None = None
 ) -> None:
+    """The bucket, created if missing; on one server it answers reads by direct get.
+
+    A direct get is a plain request answered with the stored message; without it nats-py reads
+    a key through the JSON stream API (the value and headers in base64, headers parsed by
+    `email.parser`), several times the CPU in client and server for the same answer. Only on
+    one server (`replicas` 1): in a cluster every replica answers direct gets, and a follower
+    may not have the latest write yet, which our compare-and-set reads must see.
+    """
+    direct = bus.config.replicas == 1
+    stream = f"KV_{bucket}"
     try:
-        await bus.js.key_value(bucket)
-    except BucketNotFoundError:
+        info = await bus.js.stream_info(stream)
+    except NotFoundError:
         await bus.js.create_key_value(
             KeyValueConfig(
                 bucket=bucket,
@@ -225,9 +235,17 @@ async def _ensure_kv(
                 ttl=ttl,
                 replicas=bus.config.replicas,
                 limit_marker_ttl=marker_ttl,  # markers for entries whose TTL ran out, seen by watchers
+                direct=direct or None,
             )
         )
         log.info("created KV bucket %s", bucket)
+        return
+    if direct and not info.config.allow_direct:  # a bucket made before direct gets were used
+        info.config.allow_direct = True
+        try:
+            await bus.js.update_stream(info.config)
+        except BadRequestError as exc:  # e.g. a server too old for it: reads work as they did
+            log.warning("KV bucket %s keeps reads through the stream API: %s", bucket, exc.description)
 
 
 async def _ensure_object_store(bus: Bus, bucket: str) -> None:

@@ -3,7 +3,7 @@
 Runs inside the model call (no extra graph node): when the model gives a final
 answer and the thread has no title yet, a short title is generated and stored
 with the same state update. The title call is tagged `nostream`, so its tokens
-never appear in the run's message stream.
+never appear in the run's message stream, and it is not streamed at all.
 """
 
 from __future__ import annotations
@@ -51,6 +51,19 @@ class TitleMiddleware(AgentMiddleware[ThreadState, Any]):  # type: ignore[type-v
         super().__init__()
         self.config = config
         self.title_model = title_model
+        self._copies: dict[int, tuple[Any, Any]] = {}  # id(model) -> (model, its non-streaming copy)
+
+    def _unstreamed(self, model: Any) -> Any:
+        """The model asked for its whole answer at once: the title is never shown as it streams
+        (`nostream`), but inside a run LangGraph's stream handler would still have the model stream
+        it, chunk by chunk through the callbacks. A copy per model (an agent has one or two)."""
+        if not isinstance(model, BaseChatModel) or model.disable_streaming is True:
+            return model
+        found = self._copies.get(id(model))
+        if found is None or found[0] is not model:
+            found = (model, model.model_copy(update={"disable_streaming": True}))
+            self._copies[id(model)] = found
+        return found[1]
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
@@ -69,7 +82,7 @@ class TitleMiddleware(AgentMiddleware[ThreadState, Any]):  # type: ignore[type-v
         prompt = (self.config.prompt_template or PROMPT).format(
             max_words=self.config.max_words, user_msg=user_msg[:1000], assistant_msg=assistant_msg[:1000]
         )
-        model = self.title_model or run_model
+        model = self._unstreamed(self.title_model or run_model)
         try:
             reply = await model.ainvoke([HumanMessage(prompt)], config={"tags": [TAG_NOSTREAM]})
             title = clean_title(text_of(reply.content), self.config)

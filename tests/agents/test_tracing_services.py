@@ -173,6 +173,9 @@ async def test_a_turn_and_its_subagent_are_traced_in_langsmith_and_langfuse_with
         "the tool call, inside the run"
     )
     assert any(r["run_type"] == "llm" for r in services.children(subagent))
+    # Traced in LangSmith, the middleware steps are spans too (compiled without them otherwise).
+    assert any(r["name"].endswith(".awrap_model_call") for r in below), "the middleware steps"
+    assert any(r["name"].endswith(".awrap_model_call") for r in services.children(subagent))
     assert "lsv2-test-key" in services.auth, "LangSmith was called with its key"
 
     # Langfuse: one trace per run, its session the thread, its user the user, everything inside it

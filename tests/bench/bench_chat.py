@@ -378,6 +378,14 @@ def print_level(level: Level) -> None:
         f"            CPU s: {cpu}  -> {level.cores_used:.2f} cores used; "
         f"other programs meanwhile {level.others_cores:.2f} cores; load {level.load_average}"
     )
+    # Per turn: what a process costs, whatever the machine's other load did to the wall clock.
+    per_turn = {name: 1000 * secs / max(1, level.turns) for name, secs in level.cpu_s.items()}
+    stack = sum(ms for name, ms in per_turn.items() if name != "bench+model")
+    print(
+        "            CPU ms per turn: "
+        + "  ".join(f"{name} {ms:.1f}" for name, ms in per_turn.items())
+        + f"  -> the stack (without bench+model) {stack:.1f}"
+    )
 
 
 TRAFFIC_PAIRS = 3  # first message + follow-up pairs whose bus traffic is counted

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from nats.js.api import RetentionPolicy
+from nats.js.api import KeyValueConfig, RetentionPolicy
+from nats.js.errors import KeyNotFoundError
 
 from bus import Bus, provision
+from bus.provision import _ensure_kv
 
 pytestmark = pytest.mark.asyncio
 
@@ -74,3 +76,28 @@ async def test_two_prefixes_on_one_server_do_not_see_each_other(nats_url: str, b
         assert theirs.state.messages == 1
     finally:
         await other.close()
+
+
+async def test_a_bucket_from_before_direct_gets_keeps_its_records_and_reads_them_directly(
+    nats_url: str, bus: Bus
+) -> None:
+    # As provisioning made buckets before: reads went through the JSON stream API.
+    bucket = f"{bus.subjects.prefix}_old"
+    await bus.js.create_key_value(KeyValueConfig(bucket=bucket, history=1))
+    old = await bus.js.key_value(bucket)
+    await old.put("kept", b"value")
+    await old.put("gone", b"x")
+    await old.delete("gone")
+    assert not (await bus.js.stream_info(f"KV_{bucket}")).config.allow_direct
+
+    await _ensure_kv(bus, bucket)
+    assert (await bus.js.stream_info(f"KV_{bucket}")).config.allow_direct
+    again = await bus.js.key_value(bucket)
+    assert (await again.get("kept")).value == b"value"
+    with pytest.raises(KeyNotFoundError):
+        await again.get("gone")
+    with pytest.raises(KeyNotFoundError):
+        await again.get("never")
+    for name in ("threads", "runs", "chats"):
+        info = await bus.js.stream_info(f"KV_{bus.subjects.prefix}_{name}")
+        assert info.config.allow_direct, "one server: a new bucket is read by direct get"
