@@ -16,9 +16,10 @@ from typing import Any
 
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool, ToolException, tool
+from langchain_core.tools import BaseTool, ToolException
 from langgraph.types import Command
 
+from agents.tool_decorator import tool
 from bus import Bus
 from bus.layout import USER_DATA
 from sandbox.client import SandboxClient

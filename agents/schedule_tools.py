@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from langchain.tools import ToolRuntime
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool
 
+from agents.tool_decorator import tool
 from bus import Bus
 from bus.messages import (
     ScheduleAction,

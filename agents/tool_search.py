@@ -17,9 +17,10 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain.tools import ToolRuntime
 from langchain_core.messages import SystemMessage, ToolMessage
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
+from agents.tool_decorator import tool
 from bus.content import text_of
 
 
