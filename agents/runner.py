@@ -17,6 +17,8 @@ import os
 import socket
 from typing import Any
 
+from langchain_core.tools import BaseTool
+
 from agents.active_run import ActiveRun, finish_run
 from agents.agent_tools import make_agent_tools, tool_group_map
 from agents.assembly import PromptAssembly
@@ -59,6 +61,24 @@ log = logging.getLogger(__name__)
 DURABLE = "runner"
 
 
+def own_tools(bus: Bus, config: AppConfig) -> list[BaseTool]:
+    """The runner's built-in tools, bound to its bus connection (the task tool aside)."""
+    return [
+        *make_sandbox_tools(bus),
+        make_view_image_tool(bus),
+        *make_agent_tools(bus, config),
+        *make_schedule_tools(bus),
+    ]
+
+
+def build_tool_schemas(config: AppConfig) -> None:
+    """Build the built-in tools' argument schemas once (`agents.tool_decorator`), bound to no bus:
+    `antler.forkserver` does it before forking, so no runner process builds its own."""
+    unbound: Any = None
+    own_tools(unbound, config)
+    make_task_tool(unbound, config)
+
+
 class Runner:
     """Executes runs for one process; `run()` below wires it to the bus. Made by `open()`."""
 
@@ -76,12 +96,7 @@ class Runner:
         self.checkpointer = checkpointer
         self.runs = runs
         self.threads = threads
-        self._own_tools = [
-            *make_sandbox_tools(bus),
-            make_view_image_tool(bus),
-            *make_agent_tools(bus, config),
-            *make_schedule_tools(bus),
-        ]
+        self._own_tools = own_tools(bus, config)
         task = make_task_tool(bus, config)
         self.calls = ModelCalls(bus, config)  # the models' cluster budgets, and retries
         files = ThreadFiles(bus)

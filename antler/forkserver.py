@@ -63,6 +63,11 @@ PRELOAD: dict[str, tuple[str, ...]] = {
 }
 
 
+# What a component builds the same way in every process, done once before forking (`module:function`,
+# called with the config).
+BUILD: dict[str, str] = {"runner": "agents.runner:build_tool_schemas"}
+
+
 def supported() -> bool:
     """Forking a loaded process is safe where `fork` is the platform's way (Linux); not on macOS,
     whose system libraries do not survive it."""
@@ -79,6 +84,12 @@ def preload(component: str, config: AppConfig) -> None:
             importlib.import_module(name)
         except ImportError as exc:  # a provider not installed: the component says so when it is used
             log.debug("not preloaded: %s (%s)", name, exc)
+    if component in BUILD:
+        module, _, function = BUILD[component].partition(":")
+        try:
+            getattr(importlib.import_module(module), function)(config)
+        except Exception as exc:  # each process builds what is missing itself
+            log.info("not built before forking: %s (%s: %s)", BUILD[component], type(exc).__name__, exc)
 
 
 def serve_forked(args: argparse.Namespace) -> int:
