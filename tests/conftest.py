@@ -58,6 +58,31 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             terminalreporter.write_line(line)
 
 
+# The longest tests outside an xdist group (a minute or more on a loaded machine), started first: a
+# parallel run ends when its last test does, and one of these started late runs on alone at the end.
+# xdist hands out the groups first (largest first), then single tests in collection order.
+LONG_FIRST = (
+    "tests/gateway/test_schema_fuzz.py",
+    "tests/gateway/test_schema_conformance.py",
+    "tests/e2e/test_cli_verbs.py",
+    "tests/test_docs.py::test_blocks_that_need_antler_run_against_a_running_antler",
+    "tests/agents/test_tracing_services.py",
+    "tests/agents/test_subagent_processes.py",
+    "tests/agents/test_model_budget.py",
+    "tests/e2e/test_antler_up.py",
+    "tests/channels/test_adapter_copies.py",
+    "tests/skills/test_script_determinism.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        hits = [n for n, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)]
+        return hits[0] if hits else len(LONG_FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     try:
         find_nats_server()

@@ -392,6 +392,20 @@ function steps(conversation, calls, results, plan) {
   });
 }
 
+/** Below a finished answer: copy, its token count, and the actions `hooks.answerFoot` gives. */
+function answerFootNode(message, streaming, usage, hooks) {
+  const text = textOf(message.content);
+  if (!text || streaming) return null;
+  const tokens = usage.get(message.id);
+  return el(
+    "div",
+    { class: "msg-foot" },
+    copyButton("Copy answer", () => text),
+    tokens ? el("span", { class: "msg-usage", text: `${tokens.toLocaleString()} tokens` }) : null,
+    hooks.answerFoot?.(message),
+  );
+}
+
 export function draw(conversation, root, hooks, cache) {
   const messages = conversation.messages();
   const results = toolResults(messages);
@@ -409,9 +423,22 @@ export function draw(conversation, root, hooks, cache) {
     const cards = calls
       .filter((c) => c.name === "task" || c.id === plan.id)
       .map((c) => JSON.stringify(c.name === "task" ? taskOf(conversation, c, results.get(c.id)) : plan.todos));
-    const signature = [kind, hooks.footKey?.(message) ?? "", message.id === streamingId, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}`).join(","), usage.get(message.id), ...cards].join("|");
+    const streaming = message.id === streamingId;
+    const signature = [kind, streaming, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}`).join(","), ...cards].join("|");
+    // The buttons and token count below a message change on their own (the run ends, its id or
+    // usage arrives): only the foot is redrawn then, so the message a reader is looking at (or
+    // selecting text in) stays the same node.
+    const footSignature = [hooks.footKey?.(message) ?? "", usage.get(message.id)].join("|");
+    const foot = () =>
+      kind === "human" ? (isSummary(message) ? null : hooks.humanFoot?.(message)) : answerFootNode(message, streaming, usage, hooks);
     const hit = cache.get(key);
     if (hit && hit.signature === signature) {
+      if (hit.footSignature !== footSignature) {
+        hit.node.querySelector(":scope > .msg-foot")?.remove();
+        const fresh = foot();
+        if (fresh) hit.node.append(fresh);
+        hit.footSignature = footSignature;
+      }
       nodes.push(hit.node);
       return;
     }
@@ -419,25 +446,16 @@ export function draw(conversation, root, hooks, cache) {
     if (kind === "human" && isSummary(message)) {
       node = summaryBlock(message, el, textOf(message.content));
     } else if (kind === "human") {
-      node = humanBubble(message, hooks.humanFoot?.(message));
+      node = humanBubble(message, foot());
     } else {
       const text = textOf(message.content);
-      const streaming = message.id === streamingId;
       node = el(
         "div",
         { class: `msg msg-ai${streaming ? " streaming" : ""}` },
         reasoning ? thinkingBlock(reasoning, streaming && !text) : null,
         text ? markdownBlock(text) : null,
         calls.length ? el("div", { class: "steps" }, steps(conversation, calls, results, plan)) : null,
-        text && !streaming
-          ? el(
-              "div",
-              { class: "msg-foot" },
-              copyButton("Copy answer", () => text),
-              usage.get(message.id) ? el("span", { class: "msg-usage", text: `${usage.get(message.id).toLocaleString()} tokens` }) : null,
-              hooks.answerFoot?.(message),
-            )
-          : null,
+        foot(),
       );
       if (!text && !calls.length && !reasoning) return;
     }
@@ -448,7 +466,7 @@ export function draw(conversation, root, hooks, cache) {
         if (i < open.length) d.open = open[i];
       });
     }
-    cache.set(key, { signature, node });
+    cache.set(key, { signature, footSignature, node });
     nodes.push(node);
   });
   const extras = [];
