@@ -35,6 +35,7 @@ from bus import tracing
 from bus.connection import Bus
 from bus.errors import EnvelopeError, NoResponders, RequestTimeout
 from bus.messages import ErrorInfo, Reply, decode, encode
+from bus.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +116,7 @@ class _Tasks:
             log.warning("%s service: a reply was not sent: %s", self.service, task.exception())
 
     async def cancel(self) -> None:
-        for task in list(self.running):
-            task.cancel()
-        await asyncio.gather(*self.running, return_exceptions=True)
+        await cancel_and_wait(*self.running)
 
 
 class Running:

@@ -49,6 +49,7 @@ from bus import Bus
 from bus.dlq import dead_letter
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from bus.tasks import cancel_and_wait
 from channels import standby
 from channels.dingtalk_api import DingTalkApi, DingTalkError, DingTalkUnavailable, retry_after
 from channels.live import RateLimited, Surface
@@ -452,6 +453,5 @@ async def run(bus: Bus, config: AppConfig) -> None:
     try:
         await standby.deliver_replies_while_active(bus, "dingtalk", config.bus.lease_seconds, new_replies)
     finally:
-        stream.cancel()
-        await asyncio.gather(stream, return_exceptions=True)
+        await cancel_and_wait(stream)
         await adapter.http.aclose()

@@ -52,6 +52,7 @@ from lark_oapi.api.im.v1 import (
 from bus import Bus, Retry
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from bus.tasks import cancel_and_wait
 from channels import standby
 from channels.feishu_ws import LongConnection
 from channels.live import RateLimited, Surface
@@ -423,6 +424,5 @@ async def run(bus: Bus, config: AppConfig) -> None:
             raise RuntimeError(f"feishu: the long connection gave up: {connection.failed.result()}")
         await replies
     finally:
-        replies.cancel()
-        await asyncio.gather(replies, return_exceptions=True)
+        await cancel_and_wait(replies)
         await connection.stop()

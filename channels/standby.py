@@ -34,6 +34,7 @@ from bus import Bus, Delivery, run_consumers
 from bus.leases import Leases, cancel_swallowed, renew_until_lost
 from bus.messages import OutboundMessage
 from bus.runtime import component_ready
+from bus.tasks import cancel_and_wait
 from channels.live import reply_consumer
 
 log = logging.getLogger(__name__)
@@ -122,8 +123,6 @@ async def deliver_replies_while_active(
             for task in done:
                 task.result()
         finally:
-            for task in work:
-                task.cancel()
-            await asyncio.gather(*work, return_exceptions=True)
+            await cancel_and_wait(*work)
 
     await serve_while_active(bus, name, ttl, serve)

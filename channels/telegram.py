@@ -33,6 +33,7 @@ from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageH
 from bus import Bus, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from bus.tasks import cancel_and_wait
 from bus.watch import follow_key
 from channels import standby
 from channels.commands import telegram_commands
@@ -372,9 +373,7 @@ async def _serve(bus: Bus, config: AppConfig, lost: asyncio.Event) -> None:
             for task in done:
                 task.result()
         finally:
-            for task in (*work, menu):
-                task.cancel()
-            await asyncio.gather(*work, menu, return_exceptions=True)
+            await cancel_and_wait(*work, menu)
             await asyncio.shield(_stop(app))
 
 

@@ -30,6 +30,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from bus import Bus
 from bus.messages import ThreadDeleted, decode
+from bus.tasks import cancel_and_wait
 from sandbox.paths import ThreadFS
 
 log = logging.getLogger(__name__)
@@ -112,8 +113,7 @@ class ThreadCleaner:
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()
         if self._worker is not None:
-            self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
+            await cancel_and_wait(self._worker)
 
     async def _work(self) -> None:
         while True:

@@ -23,6 +23,7 @@ from typing import Any
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from pydantic import BaseModel, Field
 
+from bus.tasks import cancel_and_wait
 from bus.watch import follow_key
 from config import AppConfig, ExtensionsConfig, extensions_path, read_raw_extensions
 from skills import store
@@ -225,8 +226,7 @@ class SkillsFollower:
 
     async def close(self) -> None:
         if self._watch is not None:
-            self._watch.cancel()
-            await asyncio.gather(self._watch, return_exceptions=True)
+            await cancel_and_wait(self._watch)
 
     async def enabled(self, only: list[str] | None = None) -> list[Skill]:
         """The enabled skills (of `only`, when given), as found in this machine's copy."""

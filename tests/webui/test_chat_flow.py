@@ -110,6 +110,7 @@ async def test_stop_keeps_the_partial_answer_with_a_marker_also_after_a_reload(
     await page.locator("#input").fill("shorter please")
     await page.locator("#send").click()
     await expect(page.locator(".msg-ai > .md").last).to_have_text("A short one.")
+    await expect(page.locator("#stop")).to_be_hidden()  # the run is over (no "Working" dots below)
     order = await page.locator("#messages > .msg").evaluate_all(
         "nodes => nodes.map(n => n.classList.contains('msg-human') ? 'Q' : 'A')"
     )

@@ -1,0 +1,26 @@
+"""Stopping a background task for sure, on Python 3.11.
+
+Python 3.11's `asyncio.wait_for` returns a result that arrives together with a cancellation and
+drops the cancellation (python/cpython#86296, fixed in 3.12). nats-py wraps every request in it, so
+a worker loop cancelled while one of its requests is answered goes on as if nothing happened, and
+whoever awaits it after `cancel()` waits forever (a component's shutdown hung this way under load).
+`cancel_and_wait` cancels again until the task has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+
+async def cancel_and_wait(*tasks: asyncio.Future[Any] | None, every: float = 1.0) -> None:
+    """Cancel `tasks` (None and finished ones are skipped) and return once each has ended; a task
+    still running `every` seconds later is cancelled again. Their results and errors are dropped."""
+    pending = {task for task in tasks if task is not None and not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=every)
+    for task in tasks:
+        if task is not None and task.done() and not task.cancelled():
+            task.exception()  # retrieved: no "exception was never retrieved" at exit
