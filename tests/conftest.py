@@ -66,6 +66,7 @@ LONG_FIRST = (
     "tests/gateway/test_schema_conformance.py",
     "tests/e2e/test_cli_verbs.py",
     "tests/test_docs.py::test_blocks_that_need_antler_run_against_a_running_antler",
+    "tests/test_docs.py::test_shell_block_runs_as_written",
     "tests/agents/test_tracing_services.py",
     "tests/agents/test_subagent_processes.py",
     "tests/agents/test_model_budget.py",
