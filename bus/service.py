@@ -119,6 +119,9 @@ class _Tasks:
         await cancel_and_wait(*self.running)
 
 
+STOP_SECONDS = 10.0
+
+
 class Running:
     """A started service: `stop()` leaves the queue group and cancels requests still in work."""
 
@@ -127,7 +130,17 @@ class Running:
         self._tasks = tasks
 
     async def stop(self) -> None:
-        await self.service.stop()
+        try:
+            # nats-py drains each endpoint's subscriptions with a round trip of up to 10 s each: on a
+            # connection that stopped answering (seen under load), shutdown took minutes.
+            async with asyncio.timeout(STOP_SECONDS):
+                await self.service.stop()
+        except TimeoutError:
+            log.warning(
+                "%s service: leaving its subscriptions took over %ss; stopping anyway",
+                self._tasks.service,
+                STOP_SECONDS,
+            )
         await self._tasks.cancel()
 
 
