@@ -238,3 +238,35 @@ async def test_bound_tools_reach_the_model_as_langchain_openai_formats_them(fake
     fake_model.script(Reply(text="three"))
     await strict.ainvoke("third")
     assert fake_model.requests[-1]["tools"][0]["function"]["strict"] is True
+
+
+async def test_a_request_reaches_the_model_as_the_sdk_would_send_it(fake_model: FakeOpenAI) -> None:
+    """The request body is encoded by us, not the SDK: text in any script arrives as written, the
+    model's `extra_body` fields are still merged in, and numbers keep their value."""
+    cfg = _build(
+        AppConfig,
+        {
+            "models": [
+                {
+                    "name": "m",
+                    "model": "m",
+                    "api_key": "sk-test",
+                    "base_url": fake_model.base_url,
+                    "temperature": 0.25,
+                    "extra_body": {"top_k": 5},
+                },
+                {"name": "plain", "model": "m", "api_key": "sk-test", "base_url": fake_model.base_url},
+            ]
+        },
+        "config.yaml",
+    )
+    text = 'héllo 日本語 "quoted" \\ emoji 🦌 \u2028 end'
+    fake_model.script(Reply(text="one"), Reply(text="two"))
+    await create_chat_model(cfg, "m").ainvoke(text)
+    await create_chat_model(cfg, "plain").ainvoke(text)
+    with_extra, plain = fake_model.requests[-2:]
+    assert with_extra["top_k"] == 5
+    assert with_extra["temperature"] == 0.25
+    assert [m["content"] for m in with_extra["messages"]] == [text]
+    assert [m["content"] for m in plain["messages"]] == [text]
+    assert plain["model"] == "m"
