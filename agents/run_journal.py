@@ -41,10 +41,12 @@ _TASK_END = {
 class JournalRecorder:
     """Collects one attempt of a run as it streams; `rows()` turns it into journal rows."""
 
-    def __init__(self, request: RunRequest, attempt: int, resumed: bool) -> None:
+    def __init__(self, request: RunRequest, attempt: int, resumed: bool, first_start: bool = False) -> None:
         self.request = request
         self.attempt = attempt
         self.resumed = resumed
+        # No delivery started the run before this one: no journal of it can exist yet.
+        self.first_start = first_start
         self.started = utcnow()
         self.first_values: list[Any] | None = None
         self.final_values: dict[str, Any] = {}
@@ -166,7 +168,7 @@ class JournalRecorder:
                 attempt=self.attempt,
                 events=self.rows(status, error),
             )
-            await write_journal(await bus.files(), journal)
+            await write_journal(await bus.files(), journal, new=self.first_start)
         except Exception as exc:
             log.warning("run %s: journal not kept: %s: %s", self.request.run_id, type(exc).__name__, exc)
 

@@ -51,8 +51,10 @@ async def ready_to_run(
     configurable: dict[str, Any],
     resumed: bool,
     tool_group_of: dict[str, str],
+    first_start: bool = False,
 ) -> Ready:
-    """`setup`: the run's prompt and options (`PromptAssembly.prepare`).
+    """`setup`: the run's prompt and options (`PromptAssembly.prepare`); `first_start`: its record
+    said no delivery had started it before this one.
 
     Raises:
         CannotRun: nothing has been sent yet for the run.
@@ -71,7 +73,7 @@ async def ready_to_run(
     metadata: dict[str, Any] = {"run_id": run.run_id, "thread_id": run.thread_id, "attempt": run.attempt}
     if resumed:
         metadata["resumed"] = graph_input is None
-    run.journal = JournalRecorder(request, run.attempt, graph_input is None)
+    run.journal = JournalRecorder(request, run.attempt, graph_input is None, first_start)
     await run.events.emit("metadata", metadata)
     if resumed:
         log.info("run %s: attempt %d resumes from the last checkpoint", run.run_id, run.attempt)

@@ -309,8 +309,9 @@ class Runner:
             setup, failure = await preparing
             if failure is not None:
                 raise CannotRun(type(failure).__name__, str(failure))
+            first_start = known[0].started_at is None
             ready = await ready_to_run(
-                run, setup, self.agents, self.config, configurable, resumed, self._tool_groups
+                run, setup, self.agents, self.config, configurable, resumed, self._tool_groups, first_start
             )
         except CannotRun as exc:
             metadata = {"run_id": run.run_id, "thread_id": run.thread_id, "attempt": run.attempt}
