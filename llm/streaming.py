@@ -97,22 +97,19 @@ class CoalescingStream(AsyncStream[_T]):
         from openai._exceptions import APIConnectionError, APITimeoutError
         from openai._httpx2 import request_exceptions, timeout_exceptions
 
-        decoder = self._decoder
         lines = _Lines()
+        events = _Events(self._decoder)
         try:
             async for data in self.response.aiter_bytes():
                 batch: list[Any] = []
-                for line in lines.feed(data):
-                    sse = decoder.decode(line.decode("utf-8"))  # type: ignore[union-attr]
-                    if sse is None:
-                        continue
-                    if sse.data.startswith("[DONE]"):
+                for event in events.feed(lines.feed(data)):
+                    if event.startswith("[DONE]"):
                         if batch:
                             yield batch
                         await self._drain()
                         return
                     try:
-                        batch.append(self._parsed(sse.data))
+                        batch.append(self._parsed(event))
                     except Exception:
                         if batch:  # what came before the error is passed on first
                             yield batch
@@ -167,6 +164,46 @@ class _Lines:
         self._rest = data[end + 1 :]
         self._after_cr = data[end] == 13 and not self._rest
         return data[: end + 1].splitlines()
+
+
+class _Events:
+    """The data of each server-sent event in the lines given, as the SDK's decoder would give it.
+
+    An OpenAI-compatible stream is `data: <json>` lines, each event ended by a blank line: those are
+    read here, a line costing a prefix check (the decoder parsed each line as a field, and made an
+    event object of each). Any other line (an `event:` or `retry:` field, a comment, `data:` with no
+    space, a blank line with no data before it) goes to the decoder itself, with the data lines of
+    the event it belongs to, until that event ends.
+    """
+
+    def __init__(self, decoder: Any) -> None:
+        self._decoder = decoder
+        self._data: list[bytes] = []  # data lines of the event being read here
+        self._decoder_busy = False  # the decoder holds part of the event being read
+
+    def feed(self, lines: list[bytes]) -> list[str]:
+        events: list[str] = []
+        for line in lines:
+            if not self._decoder_busy:
+                if line.startswith(b"data: "):
+                    self._data.append(line[6:])
+                    continue
+                if not line and self._data:
+                    events.append(b"\n".join(self._data).decode("utf-8"))
+                    self._data.clear()
+                    continue
+            if self._data:  # the event's data so far, then this line: the decoder's now
+                for value in self._data:
+                    self._decoder.decode("data: " + value.decode("utf-8"))
+                self._data.clear()
+                self._decoder_busy = True
+            sse = self._decoder.decode(line.decode("utf-8"))
+            if sse is not None:
+                self._decoder_busy = False
+                events.append(sse.data)
+            elif line.split(b":", 1)[0] in (b"data", b"event", b"retry"):
+                self._decoder_busy = True
+        return events
 
 
 def merge_chunks(chunks: list[Any]) -> Iterator[Any]:

@@ -127,6 +127,32 @@ def test_sse_lines_cut_anywhere_between_reads_parse_the_same() -> None:
     assert lines.feed(b"data: a\r") + lines.feed(b"\nxx") + lines.feed(b"\n\n") == [b"data: a", b"xx", b""]
 
 
+@pytest.mark.parametrize(
+    "stream",
+    [
+        pytest.param(b'data: {"a": 1}\n\ndata: {"b": 2}\n\ndata: [DONE]\n\n', id="plain"),
+        pytest.param(b'data: {"a":\ndata: 1}\n\n', id="data-over-two-lines"),
+        pytest.param(b": keep-alive\n\ndata: 1\n\n\n\ndata: 2\n\n", id="comments-and-blank-lines"),
+        pytest.param(b"event: error\ndata: 1\n\ndata: 2\nevent: x\n\n", id="event-fields"),
+        pytest.param(b"data:1\ndata: 2\n\ndata:3\n\n", id="data-without-space"),
+        pytest.param(b"id: 7\ndata: 1\n\n\ndata: 2\nretry: 10\n\nretry: 5\n\n", id="ids-and-retries"),
+        pytest.param(b"data: 1\nfoo: bar\ndata: 2\n\nevent: only\n\n", id="unknown-fields-event-alone"),
+        pytest.param('data: "héllo 🦌"\n\n'.encode(), id="utf-8"),
+    ],
+)
+def test_server_sent_events_read_as_the_sdks_decoder_reads_them(stream: bytes) -> None:
+    from openai._streaming import SSEDecoder
+
+    from llm.streaming import _Events
+
+    lines = _Lines().feed(stream)
+    decoder = SSEDecoder()
+    expected = [sse.data for line in lines if (sse := decoder.decode(line.decode())) is not None]
+    assert _Events(SSEDecoder()).feed(lines) == expected
+    one_by_one = _Events(SSEDecoder())
+    assert [event for line in lines for event in one_by_one.feed([line])] == expected
+
+
 def test_only_deltas_that_concatenate_are_merged() -> None:
     def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
         choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
