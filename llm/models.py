@@ -190,9 +190,11 @@ class _LeanCompletions:
         # The body as JSON bytes, made by orjson: the SDK's own encoder (the stdlib's, with a Python
         # hook per object) was a fortieth of a chat turn's CPU. `extra_body` is merged by the SDK.
         body = _json_body(params) if self._encode_body and extra_body is None else params
+        encoded = isinstance(body, bytes)
         return await self._completions._post(
             "/chat/completions",
-            body=body,
+            body=None if encoded else body,
+            content=body if encoded else None,
             options=options,
             cast_to=self._cast_to,
             stream=bool(params.get("stream")),
