@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 # the bytecode they compile, whatever the shell says (PYTHONDONTWRITEBYTECODE=1 doubles every start's import cost).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install bwrap toolbox postgres chromium up test lint format clean
+.PHONY: install debian bwrap toolbox postgres chromium up test lint format clean
 
 # The sandbox isolates commands with bubblewrap (Debian package); without it they run unisolated.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
@@ -23,7 +23,13 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -m compileall -qq -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || true
 	@touch $(STAMP)
 
-install: $(STAMP) bwrap postgres chromium toolbox
+# The Python packages and the Debian ones (apt-get, one at a time) download side by side; then the toolbox.
+install:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) debian
+	@$(MAKE) --no-print-directory toolbox
+
+debian:
+	@env -u MAKEFLAGS -u MFLAGS $(MAKE) --no-print-directory bwrap postgres chromium  # dpkg takes one at a time
 
 bwrap:
 	@command -v bwrap >/dev/null 2>&1 || { \
