@@ -15,7 +15,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import pytest_asyncio
@@ -31,6 +31,9 @@ from sandbox.toolbox import Toolbox, ToolboxError
 from tests.fakes.openai_server import FakeOpenAI
 from tests.postgres import PostgresNotInstalled, PostgresServer
 from tests.support.nats_users import SecuredServer, StackUsers
+
+if TYPE_CHECKING:
+    from tests.support.shared_up import SharedUp
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
@@ -133,6 +136,22 @@ async def nats_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
         yield SecuredServer(server)
     finally:
         await server.stop()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def shared_up_session(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SharedUp]:
+    """The worker's shared `antler up` (tests/support/shared_up.py), started by the first test asking."""
+    from tests.support.shared_up import shared_stack  # it imports this module
+
+    async with shared_stack(tmp_path_factory.mktemp("shared-up")) as stack:
+        yield stack
+
+
+@pytest.fixture
+def shared_up(shared_up_session: SharedUp) -> Iterator[SharedUp]:
+    """The shared `antler up`, for a test marked `SHARED_UP`; the model replies it left unused are dropped."""
+    yield shared_up_session
+    shared_up_session.model._script.clear()
 
 
 @pytest.fixture
