@@ -210,11 +210,12 @@ async def test_blocks_that_need_antler_run_against_a_running_antler(shared_up: S
         venv.symlink_to(VENV)
     blocks = [b for b in shell_blocks() if b.marker == "needs-antler"]
     failures = []
-    for block in blocks:
-        # In a thread: the scripted model answers on this loop meanwhile.
-        code, output = await asyncio.to_thread(run_block, block, shared_up.workdir, reader_env(REPO))
-        if code != 0:
-            failures.append(f"{block.id} exited {code}:\n{block.code}--- output ---\n{output}")
+    async with shared_up.accounts_left_as_found():  # `antler user add you@example.com` is one
+        for block in blocks:
+            # In a thread: the scripted model answers on this loop meanwhile.
+            code, output = await asyncio.to_thread(run_block, block, shared_up.workdir, reader_env(REPO))
+            if code != 0:
+                failures.append(f"{block.id} exited {code}:\n{block.code}--- output ---\n{output}")
     assert not failures, "\n\n".join(failures)
 
 

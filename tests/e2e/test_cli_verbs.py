@@ -60,13 +60,14 @@ async def test_every_verb_finds_the_stack_next_to_its_config(shared_up: SharedUp
     assert '"text": "VERBS-WATCHED"' in out
 
     first, second = b"a long passphrase\n", b"another passphrase\n"
-    await antler(
-        "user", "add", "ops@example.com", "--admin", "--password-stdin", *c, cwd=elsewhere, stdin=first
-    )
-    assert "ops@example.com" in await antler("user", "list", *c, cwd=elsewhere)
-    await antler("user", "passwd", "ops@example.com", "--password-stdin", *c, cwd=elsewhere, stdin=second)
-    await antler("user", "remove", "ops@example.com", *c, cwd=elsewhere)
-    assert "ops@example.com" not in await antler("user", "list", *c, cwd=elsewhere)
+    async with shared_up.accounts_left_as_found():  # also when it fails half-way
+        await antler(
+            "user", "add", "ops@example.com", "--admin", "--password-stdin", *c, cwd=elsewhere, stdin=first
+        )
+        assert "ops@example.com" in await antler("user", "list", *c, cwd=elsewhere)
+        await antler("user", "passwd", "ops@example.com", "--password-stdin", *c, cwd=elsewhere, stdin=second)
+        await antler("user", "remove", "ops@example.com", *c, cwd=elsewhere)
+        assert "ops@example.com" not in await antler("user", "list", *c, cwd=elsewhere)
 
     assert "empty" in await antler("dlq", "list", *c, cwd=elsewhere)
     await antler("provision", *c, cwd=elsewhere)

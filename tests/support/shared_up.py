@@ -12,6 +12,7 @@ How a test uses it (the contract that keeps one test's leftovers from deciding a
   tests' runs ask the same model, and an unconditional reply goes to whoever asks first (what a test
   leaves unused is dropped after it);
 - never kill, restart or reconfigure the stack, and provoke no dead letter (a verb lists them);
+- leave no sign-in account behind (`accounts_left_as_found`): with one, the gateway wants sign-in;
 - count what the stack counts (metrics, runs) as a difference, never as a total.
 
 The stack is `antler up` started as users start it, in a directory holding config.yaml: only the model,
@@ -61,6 +62,26 @@ class SharedUp:
     @property
     def data_dir(self) -> Path:
         return self.up.data_dir
+
+    @contextlib.asynccontextmanager
+    async def accounts_left_as_found(self) -> AsyncIterator[None]:
+        """Remove, on leaving, the sign-in accounts made inside: while one exists, the gateway asks
+        every caller to sign in (no more single-user mode), which would decide later tests' outcome."""
+        from bus.launcher import login
+        from config import AppConfig, BusConfig
+        from gateway.accounts import AccountStore
+
+        as_admin = login(AppConfig(bus=BusConfig(data_dir=str(self.data_dir))))
+        bus = await as_admin.connect(self.nats_url, "test-accounts", provision=False)
+        try:
+            accounts = await AccountStore.open(bus)
+            before = {account.email for account in await accounts.all()}
+            yield
+            for account in await accounts.all():
+                if account.email not in before:
+                    await accounts.remove(account.email)
+        finally:
+            await bus.close()
 
 
 @contextlib.asynccontextmanager
