@@ -2,7 +2,8 @@
 
 Starting a whole stack (runner processes, sandbox broker, gateway, ...) costs ~9 s of CPU; tests that
 only send, read, query or run CLI verbs against one, without killing or reconfiguring it, share this
-one: the `shared_up` fixture (tests/conftest.py), session-scoped, on one pytest-xdist worker.
+one: the `shared_up` fixture (tests/conftest.py), session-scoped, on one pytest-xdist worker, where
+its tests run one after another; it is stopped after the last of them (`pytest_runtest_teardown`).
 
 How a test uses it (the contract that keeps one test's leftovers from deciding another's outcome):
 - mark it `SHARED_UP` (the xdist group, so every such test runs on the worker that holds the stack;
