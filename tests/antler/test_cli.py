@@ -96,7 +96,7 @@ async def test_antler_up_says_it_is_up_once_every_component_serves_and_stops_cle
 @pytest.mark.xdist_group(GROUP)
 @pytest.mark.asyncio(loop_scope="session")  # SHARED_UP
 async def test_a_second_antler_up_on_the_same_data_dir_refuses_clearly(shared_up: SharedUp) -> None:
-    """On the shared stack; that it still stops cleanly (on SIGTERM) is checked when the session ends."""
+    """On the shared stack; that it still stops cleanly (on SIGTERM) is checked when that stops."""
     data_dir = str(shared_up.data_dir)
     second = await run_antler("up", "--data-dir", data_dir, cwd=shared_up.workdir)
     code, _, err = await finished(second)
