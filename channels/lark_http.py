@@ -54,7 +54,8 @@ def install() -> None:
 
     if getattr(transport.httpx, "antler_kept", False):
         return
-    shim = types.SimpleNamespace(**{name: getattr(httpx, name) for name in dir(httpx) if not name.startswith("__")})
+    names = [name for name in dir(httpx) if not name.startswith("__")]
+    shim = types.SimpleNamespace(**{name: getattr(httpx, name) for name in names})
     shim.AsyncClient = kept_client
     shim.antler_kept = True
     transport.httpx = shim
