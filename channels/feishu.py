@@ -53,7 +53,7 @@ from bus import Bus, Retry
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
-from channels import standby
+from channels import lark_http, standby
 from channels.feishu_ws import LongConnection
 from channels.live import RateLimited, Surface
 from channels.reply_stream import ReplyStream
@@ -151,6 +151,7 @@ class FeishuAdapter(Surface):
     def __init__(self, bus: Bus, config: FeishuConfig) -> None:
         self.bus = bus
         self.config = config
+        lark_http.install()  # lark-oapi's calls on one kept connection, not a new client each
         domain = config.domain or "feishu"
         self.domain = DOMAINS.get(domain.lower(), domain).rstrip("/")
         self.client = (
@@ -426,3 +427,4 @@ async def run(bus: Bus, config: AppConfig) -> None:
     finally:
         await cancel_and_wait(replies)
         await connection.stop()
+        await lark_http.close()

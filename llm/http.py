@@ -76,6 +76,16 @@ def shared_client(base_url: str | None) -> Any | None:
     return Client(base_url=base_url or "")
 
 
+@functools.lru_cache(maxsize=64)
+def shared_sync_client(base_url: str | None) -> Any:
+    """The synchronous client langchain-openai builds with every model (Antler's agents call models
+    asynchronously, so it carries only a sync `invoke`), with the shared TLS context: its own would
+    load the CA certificates again for every endpoint (~20 ms of CPU each)."""
+    from openai import DefaultHttpxClient
+
+    return DefaultHttpxClient(base_url=base_url or "", verify=_default_tls(True))
+
+
 _transports: list[Any] = []
 
 

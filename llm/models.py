@@ -136,11 +136,14 @@ def create_chat_model(
     if model.use.startswith("langchain_openai:"):
         kwargs.setdefault("stream_usage", True)
         if not {"http_async_client", "openai_proxy", "http_socket_options"} & kwargs.keys():
-            from llm.http import shared_client
+            from llm.http import shared_client, shared_sync_client
 
-            client = shared_client(kwargs.get("base_url") or kwargs.get("openai_api_base"))
+            base_url = kwargs.get("base_url") or kwargs.get("openai_api_base")
+            client = shared_client(base_url)
             if client is not None:
                 kwargs["http_async_client"] = client
+            if "http_client" not in kwargs:
+                kwargs["http_client"] = shared_sync_client(base_url)
     try:
         chat_model = cls(**kwargs)
     except Exception as exc:

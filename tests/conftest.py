@@ -15,7 +15,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import pytest_asyncio
@@ -31,6 +31,9 @@ from sandbox.toolbox import Toolbox, ToolboxError
 from tests.fakes.openai_server import FakeOpenAI
 from tests.postgres import PostgresNotInstalled, PostgresServer
 from tests.support.nats_users import SecuredServer, StackUsers
+
+if TYPE_CHECKING:
+    from tests.support.shared_up import SharedUp
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
@@ -82,6 +85,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return hits[0] if hits else len(LONG_FIRST)
 
     items.sort(key=rank)  # stable: the rest keep their order
+    # The shared `antler up`'s tests one after another (as xdist's loadgroup runs them), where the first is.
+    shared = [item for item in items if _on_shared_up(item)]
+    if shared:
+        first = items.index(shared[0])
+        rest = [item for item in items if not _on_shared_up(item)]
+        items[:] = rest[:first] + shared + rest[first:]
+
+
+def _on_shared_up(item: pytest.Item | None) -> bool:
+    from tests.support.shared_up import GROUP
+
+    mark = item.get_closest_marker("xdist_group") if item is not None else None
+    return mark is not None and (mark.args[:1] or [mark.kwargs.get("name")])[0] == GROUP
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Stop the shared `antler up` after the last of its tests: idle, it still spends ~1.7 s of CPU a
+    minute, and the worker holding it runs on for minutes. (With no next test, the session ends.)"""
+    result = yield
+    if nextitem is not None and _on_shared_up(item) and not _on_shared_up(nextitem):
+        fixturedefs = getattr(item, "_fixtureinfo", None)
+        for fixturedef in fixturedefs.name2fixturedefs.get("shared_up_session", ()) if fixturedefs else ():
+            fixturedef.finish(item._request)  # type: ignore[attr-defined]
+    return result
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -133,6 +161,22 @@ async def nats_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
         yield SecuredServer(server)
     finally:
         await server.stop()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def shared_up_session(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SharedUp]:
+    """The worker's shared `antler up` (tests/support/shared_up.py), started by the first test asking."""
+    from tests.support.shared_up import shared_stack  # it imports this module
+
+    async with shared_stack(tmp_path_factory.mktemp("shared-up")) as stack:
+        yield stack
+
+
+@pytest.fixture
+def shared_up(shared_up_session: SharedUp) -> Iterator[SharedUp]:
+    """The shared `antler up`, for a test marked `SHARED_UP`; the model replies it left unused are dropped."""
+    yield shared_up_session
+    shared_up_session.model._script.clear()
 
 
 @pytest.fixture

@@ -7,8 +7,9 @@ How to mark a fenced block in README.md or docs/*.md (the convention this test e
   virtualenv linked as `.venv` and its `bin/` first on `PATH` (as after `. .venv/bin/activate`).
   It must exit 0.
 - `<!-- needs-antler -->` on the line before the fence: the block is run instead in the
-  directory of an `antler up` this module starts (a scripted model, the local sandbox), as a
-  reader would in a second terminal. Password prompts (`Password:`, `Again:`) are answered.
+  directory of a running `antler up` (the tests' shared one, on its defaults with a scripted
+  model), as a reader would in a second terminal. Password prompts (`Password:`, `Again:`) are
+  answered.
 - `<!-- no-test: <reason> -->` on the line before the fence: the block is not run, because it
   needs something tests do not have (a platform token, Docker, a NATS cluster) or runs until
   Ctrl-C. The reason is required and says which.
@@ -31,14 +32,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.fakes.openai_server import FakeOpenAI
+from tests.support.shared_up import GROUP, SharedUp
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -200,56 +200,20 @@ def test_shell_block_runs_as_written(block: Block, repo_copy: Path, tmp_path: Pa
 # --- blocks that need a running Antler -----------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def antler_up(directory: Path) -> AsyncIterator[None]:
-    """`antler up` in `directory` on a scripted model, until the block is done."""
-    (directory / ".venv").symlink_to(VENV)
-    async with FakeOpenAI(api_key="sk-test") as model:
-        config = {
-            "models": [{"name": "fake", "model": "fake-1", "api_key": "sk-test", "base_url": model.base_url}],
-            "runner": {"processes": 1},  # inside `antler up`: the lightest stack on a shared machine
-            "subagents": {"enabled": False},
-            "memory": {"enabled": False},
-            "gateway": {"port": 0},
-            "sandbox": {"provider": "local"},
-        }
-        (directory / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-        log_path = directory / "antler-up.log"
-        with log_path.open("wb") as log:
-            up = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "antler",
-                "up",
-                cwd=directory,
-                env=reader_env(REPO),
-                stdout=asyncio.subprocess.PIPE,
-                stderr=log,
-            )
-            try:
-                assert up.stdout is not None
-                async with asyncio.timeout(120):  # "Gateway: ..." comes once every component is ready
-                    while not (line := (await up.stdout.readline()).decode()).startswith("Gateway:"):
-                        assert line, f"antler up ended:\n{log_path.read_text()}"
-                yield
-            finally:
-                if up.returncode is None:
-                    up.send_signal(signal.SIGINT)
-                    try:
-                        await asyncio.wait_for(up.wait(), 60)
-                    except TimeoutError:
-                        up.kill()
-                        await up.wait()
-
-
-async def test_blocks_that_need_antler_run_against_a_running_antler(tmp_path: Path) -> None:
-    """One `antler up` for all of them (one test, so pytest-xdist never starts two)."""
+@pytest.mark.xdist_group(GROUP)
+@pytest.mark.asyncio(loop_scope="session")  # SHARED_UP
+async def test_blocks_that_need_antler_run_against_a_running_antler(shared_up: SharedUp) -> None:
+    """All of them in the directory of the shared `antler up` (tests/support/shared_up.py), a reader's
+    second terminal: its config.yaml, its data dir and the reader's `.venv`."""
+    venv = shared_up.workdir / ".venv"
+    if not venv.is_symlink():
+        venv.symlink_to(VENV)
     blocks = [b for b in shell_blocks() if b.marker == "needs-antler"]
     failures = []
-    async with antler_up(tmp_path):
+    async with shared_up.accounts_left_as_found():  # `antler user add you@example.com` is one
         for block in blocks:
             # In a thread: the scripted model answers on this loop meanwhile.
-            code, output = await asyncio.to_thread(run_block, block, tmp_path, reader_env(REPO))
+            code, output = await asyncio.to_thread(run_block, block, shared_up.workdir, reader_env(REPO))
             if code != 0:
                 failures.append(f"{block.id} exited {code}:\n{block.code}--- output ---\n{output}")
     assert not failures, "\n\n".join(failures)

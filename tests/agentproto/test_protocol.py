@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -64,10 +65,18 @@ async def up(tmp_path_factory: pytest.TempPathFactory, model: FakeOpenAI) -> Asy
         await stack.kill_all()
 
 
+_minted: dict[tuple[Path, str], dict[str, Any]] = {}
+
+
 async def mint(up: AntlerUp, owner: str) -> dict[str, Any]:
-    code, out, err = await finished(await run_antler("creds", "--agent-owner", owner, cwd=up.workdir))
-    assert code == 0, err
-    return dict(json.loads(out))
+    """`antler creds --agent-owner`'s context for `owner`, minted once per stack: minting again gives
+    the same credentials (tests/antler/test_client_creds.py) and costs a process start."""
+    key = (up.workdir, owner)
+    if key not in _minted:
+        code, out, err = await finished(await run_antler("creds", "--agent-owner", owner, cwd=up.workdir))
+        assert code == 0, err
+        _minted[key] = dict(json.loads(out))
+    return _minted[key]
 
 
 @contextlib.asynccontextmanager

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from bus import Bus
-from bus.messages import ThreadCompactReply, ThreadCompactRequest
+from bus import Bus, decode
+from bus.messages import ComponentReady, ThreadCompactReply, ThreadCompactRequest
 from bus.runs import collect_run, submit_run
 from config import AppConfig
 from tests.agents.conftest import ask, running_runner, submit_and_collect
@@ -21,6 +21,8 @@ from tests.conftest import finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.asyncio
+
+RUNS = 15  # runs at once over three processes, each call held 0.2 s: far more than two slots' worth
 
 
 @pytest.fixture
@@ -47,18 +49,43 @@ async def runner_processes(count: int, config: Path, nats_url: str) -> AsyncIter
             await finished(proc)
 
 
+@contextlib.asynccontextmanager
+async def forked_runners(count: int, config: Path, nats_url: str) -> AsyncIterator[None]:
+    """`antler run runner --processes <count>`: one process loads the runner and forks `count`."""
+    leader = await run_antler(
+        "run", "runner", "--processes", str(count), "-c", str(config), "--nats-url", nats_url
+    )
+    try:
+        yield
+    finally:
+        if leader.returncode is None:
+            leader.terminate()  # passed on to every process it forked
+        await finished(leader, timeout=60)
+
+
 async def test_three_runner_processes_never_exceed_the_models_limit_of_two(
     bus: Bus, fake_model: FakeOpenAI, limited: dict[str, Any], config_file: Callable[[], Path], nats_url: str
 ) -> None:
     fake_model.concurrency_limit = 2  # the provider answers 429 to a third call at once
-    fake_model.script(*[Reply(text="done", delay=0.2) for _ in range(30)])
-    requests = [ask(f"t-budget-{i}", f"question {i}") for i in range(30)]
-    async with runner_processes(3, config_file(), nats_url):
+    fake_model.script(*[Reply(text="done", delay=0.2) for _ in range(RUNS)])
+    requests = [ask(f"t-budget-{i}", f"question {i}") for i in range(RUNS)]
+    ready: asyncio.Queue[int] = asyncio.Queue()
+
+    async def on_ready(msg: Any) -> None:
+        ready.put_nowait(decode(ComponentReady, msg.data).pid)
+
+    announced = await bus.nc.subscribe(bus.subjects.component_ready("runner"), cb=on_ready)
+    # Three runner processes forked from one that loaded them, as `antler up` starts its runners.
+    async with forked_runners(3, config_file(), nats_url):
+        # Every process waits for work before the runs come: each takes some, and their calls overlap.
+        pids = {await asyncio.wait_for(ready.get(), 90) for _ in range(3)}
+        await announced.unsubscribe()
+        assert len(pids) == 3, pids
         for request in requests:
             await submit_run(bus, request)
         results = await asyncio.gather(*(collect_run(bus, r.run_id, timeout=120) for r in requests))
 
-    assert [events[-1].data["status"] for events in results] == ["success"] * 30
+    assert [events[-1].data["status"] for events in results] == ["success"] * RUNS
     assert fake_model.max_in_flight == 2, "both slots were used, never a third"
     assert fake_model.refused == 0, "no call was sent over the provider's limit"
 

@@ -104,10 +104,6 @@ def meta(span: dict[str, Any], key: str) -> Any:
     return json.loads(raw) if isinstance(raw, str) else raw
 
 
-@pytest.mark.parametrize(
-    "switched_on_by",
-    [pytest.param("environment", id="by-environment"), pytest.param("config", id="by-config")],
-)
 async def test_a_turn_and_its_subagent_are_traced_in_langsmith_and_langfuse_with_their_thread_and_user(
     bus: Bus,
     fake_model: FakeOpenAI,
@@ -116,23 +112,25 @@ async def test_a_turn_and_its_subagent_are_traced_in_langsmith_and_langfuse_with
     nats_url: str,
     services: FakeTracingServices,
     tmp_path: Path,
-    switched_on_by: str,
 ) -> None:
+    """Both ways of switching the services on, one per process (both go through
+    `agents.tracing_services`; a process each would double the test's cost): the runner by the
+    usual environment, the subagent executor by config.yaml with the keys in the environment."""
     fake_model.script(
         Reply(text="Yes.", when="are you there?"),
         Reply(tool_calls=[task_call("call_t", "Summarize the report")]),
         Reply(text="The report says sales grew.", when="Summarize the report"),
         Reply(text="Sales grew, says the report.", when="sales grew"),
     )
-    env = environment(services.url)
-    if switched_on_by == "config":  # the keys in the environment, the switches in config.yaml
-        env |= {"LANGSMITH_TRACING": "", "LANGFUSE_TRACING": ""}
-        config_data["observability"] = {"langsmith": True, "langfuse": True}
-    config, log = config_file(), tmp_path / "components.log"
+    by_environment = environment(services.url)
+    by_config = by_environment | {"LANGSMITH_TRACING": "", "LANGFUSE_TRACING": ""}
+    config = config_file().rename(tmp_path / "config-runner.yaml")  # no switch in it
+    config_data["observability"] = {"langsmith": True, "langfuse": True}
+    switched_on, log = config_file(), tmp_path / "components.log"
     request = delegate("t-traced", "Summarize the report for me").model_copy(update={"user_id": "ana"})
     async with (
-        component("runner", nats_url, config, env, log),
-        component("subagents", nats_url, config, env, log),
+        component("runner", nats_url, config, by_environment, log),
+        component("subagents", nats_url, switched_on, by_config, log),
     ):
         await until_answering(bus)
         await submit_run(bus, request)

@@ -20,6 +20,7 @@ from bus.messages import InboundMessage
 from config import AppConfig, BusConfig
 from tests.conftest import finished, run_antler
 from tests.support.processes import pid_alive
+from tests.support.shared_up import GROUP, SharedUp
 
 pytestmark = pytest.mark.asyncio
 
@@ -92,28 +93,25 @@ async def test_antler_up_says_it_is_up_once_every_component_serves_and_stops_cle
     assert not pid_alive(server_pid), "the embedded nats-server is gone"
 
 
-async def test_a_second_antler_up_on_the_same_data_dir_refuses_clearly(tmp_path: Path) -> None:
-    (tmp_path / "config.yaml").write_text("gateway:\n  port: 0\nrunner:\n  processes: 2\n", encoding="utf-8")
-    first = await run_antler("up", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
-    try:
-        url = await read_url(first)
-        second = await run_antler("up", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
-        code, _, err = await finished(second)
-        assert code == 1
-        assert "in use by another Antler" in err
-        assert "Traceback" not in err
-        # The refused one left the running one as it was: found and reachable from that directory.
-        assert (tmp_path / "data" / "nats.url").read_text().strip() == url
-        send = await run_antler(
-            "send", "--data-dir", str(tmp_path / "data"), "--no-wait", "--chat", "c", "ping",
-            cwd=tmp_path,
-        )  # fmt: skip
-        code, _, err = await finished(send)
-        assert code == 0, err
-    finally:
-        first.send_signal(signal.SIGTERM)
-        code, _, err = await finished(first)
+@pytest.mark.xdist_group(GROUP)
+@pytest.mark.asyncio(loop_scope="session")  # SHARED_UP
+async def test_a_second_antler_up_on_the_same_data_dir_refuses_clearly(shared_up: SharedUp) -> None:
+    """On the shared stack; that it still stops cleanly (on SIGTERM) is checked when that stops."""
+    data_dir = str(shared_up.data_dir)
+    second = await run_antler("up", "--data-dir", data_dir, cwd=shared_up.workdir)
+    code, _, err = await finished(second)
+    assert code == 1
+    assert "in use by another Antler" in err
+    assert "Traceback" not in err
+    # The refused one left the running one as it was: found and reachable from that directory.
+    assert (shared_up.data_dir / "nats.url").read_text().strip() == shared_up.nats_url
+    send = await run_antler(
+        "send", "--data-dir", data_dir, "--no-wait", "--chat", "second-up", "ping", cwd=shared_up.workdir
+    )
+    code, _, err = await finished(send)
     assert code == 0, err
+    assert shared_up.up.proc is not None
+    assert shared_up.up.proc.returncode is None, "the running one still runs"
 
 
 async def test_schema_output_validates_a_sample_envelope_and_rejects_a_bad_one(tmp_path: Path) -> None:

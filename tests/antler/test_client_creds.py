@@ -1,58 +1,33 @@
 """`antler creds --channel`: a script gets a NATS user of its own, not the admin's, on a running `antler up`.
 
-One `antler up` child for the module (per-component users, as on defaults). The credentials are
-minted while it runs (the embedded server takes the new user without a restart) and used the way
-a user would: `antler send --creds <file>` from a directory with no config.yaml and no data dir,
-and a raw nats-py script that tries to step outside its channel.
+The shared `antler up` child (tests/support/shared_up.py: per-component users, as on defaults; its
+tripwire allows only the refusals of these scripts' users). The credentials are minted while it
+runs (the embedded server takes the new user without a restart) and used the way a user would:
+`antler send --creds <file>` from a directory with no config.yaml and no data dir, and a raw
+nats-py script that tries to step outside its channel.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 import pytest_asyncio
-import yaml
 
 from tests.conftest import finished, run_antler
-from tests.fakes.openai_server import FakeOpenAI
 from tests.support.antler_up import AntlerUp
+from tests.support.shared_up import PREFIX, SHARED_UP, SharedUp
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.xdist_group("client-creds")]
-
-PREFIX = "credtest"
+pytestmark = SHARED_UP
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def up(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[AntlerUp]:
-    workdir = tmp_path_factory.mktemp("creds-up")
-    async with FakeOpenAI(api_key="sk-test") as model:
-        config = {
-            "bus": {"prefix": PREFIX},
-            "runner": {"processes": 1},
-            "models": [
-                {"name": "fake", "model": "fake-1", "api_key": "sk-test", "base_url": model.base_url,
-                 "max_retries": 0},
-            ],
-            "gateway": {"port": 0},
-            "sandbox": {"provider": "local"},
-            "memory": {"enabled": False},
-        }  # fmt: skip
-        (workdir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-        stack = AntlerUp(workdir)
-        try:
-            await stack.start(runners=0)  # the runner runs inside `antler up` (one process)
-            yield stack
-            # The tripwire: only the scripts' provoked refusals, none of a component's.
-            components = [v for v in stack.violations() if not v.startswith(f"{PREFIX}-client-")]
-            assert components == []
-        finally:
-            await stack.kill_all()
+@pytest.fixture
+def up(shared_up: SharedUp) -> AntlerUp:
+    return shared_up.up
 
 
 async def mint(up: AntlerUp, *args: str) -> dict[str, Any]:
@@ -121,6 +96,12 @@ async def test_minting_the_same_channel_again_gives_the_same_credentials(up: Ant
     assert (first["user"], first["password"]) == (second["user"], second["password"])
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def scripts_channel(shared_up_session: SharedUp) -> dict[str, Any]:
+    """The `scripts` channel's credentials, minted once for the tests that only use them."""
+    return await mint(shared_up_session.up, "--channel", "scripts")
+
+
 @pytest.mark.parametrize(
     ("action", "subject"),
     [
@@ -135,9 +116,9 @@ async def test_minting_the_same_channel_again_gives_the_same_credentials(up: Ant
     ],
 )
 async def test_channel_creds_cannot_step_outside_their_channel(
-    up: AntlerUp, action: str, subject: str
+    up: AntlerUp, scripts_channel: dict[str, Any], action: str, subject: str
 ) -> None:
-    context = await mint(up, "--channel", "scripts")
+    context = scripts_channel
     user, password = _admin(up)
     errors: asyncio.Queue[Exception] = asyncio.Queue()
 

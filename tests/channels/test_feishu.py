@@ -50,6 +50,9 @@ async def test_a_private_message_gets_one_card_patched_as_the_answer_streams(
     assert reply["reply_to"] == user_message
     assert json.loads(reply["content"])["config"]["update_multi"] is True
     assert {p["message_id"] for c, p in feishu.calls if c == "patch"} == {reply["message_id"]}
+    card_calls = [port for path, port in feishu.api_peers if path.startswith("/open-apis/im/v1/messages")]
+    assert len(card_calls) == len(cards)
+    assert len(set(card_calls)) == 1, "the card and its updates go over one kept connection"
     await feishu.wait(lambda: any(a["message_id"] for a in feishu.acks))
     assert [a["code"] for a in feishu.acks] == [200]
     assert fake_model.agent_requests[0]["messages"][-1]["content"] == "hello bot"

@@ -4,6 +4,9 @@ A user starts `antler up` next to their config.yaml and later runs the other ver
 they are, pointing at that config (`-c` or `$ANTLER_CONFIG_PATH`): each must find the data dir
 beside the file, and with it the URL and the admin's credentials of the embedded server (which
 has per-component users on by default). Without them, a verb says which credentials it needs.
+
+The stack is the shared one (tests/support/shared_up.py): `antler up` on its defaults in a
+directory holding its config.yaml, the verbs run from directories of the test's own.
 """
 
 from __future__ import annotations
@@ -11,43 +14,15 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
-import yaml
 
 from tests.conftest import finished, run_antler
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import Reply
+from tests.support.shared_up import SHARED_UP, SharedUp
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(300)]
-
-
-@pytest_asyncio.fixture
-async def stack(tmp_path: Path, fake_model: FakeOpenAI) -> AsyncIterator[Path]:
-    """`antler up` with the defaults (a model and a free gateway port added) in `<tmp>/home`;
-    yields the config file's path."""
-    home = tmp_path / "home"
-    home.mkdir()
-    config = home / "config.yaml"
-    model = {"name": "fake", "model": "fake-1", "api_key": "sk-test", "base_url": fake_model.base_url}
-    config.write_text(yaml.safe_dump({"models": [model], "gateway": {"port": 0}}), encoding="utf-8")
-    up = await run_antler("up", cwd=home)
-    try:
-        assert up.stdout is not None
-        while True:
-            line = (await asyncio.wait_for(up.stdout.readline(), 120)).decode()
-            assert line, "antler up ended before it was up"
-            if line.startswith("Gateway:"):
-                break
-        yield config
-    finally:
-        up.send_signal(signal.SIGINT)
-        code, _, err = await finished(up, 90)
-        assert code == 0, err
-        log = (home / ".antler" / "nats-server.log").read_text(errors="replace")
-        assert "Violation" not in log, "a verb or component was refused by the server"
+pytestmark = [*SHARED_UP, pytest.mark.timeout(300)]
 
 
 async def antler(*args: str, cwd: Path, stdin: bytes = b"", env: dict[str, str] | None = None) -> str:
@@ -58,41 +33,41 @@ async def antler(*args: str, cwd: Path, stdin: bytes = b"", env: dict[str, str] 
     return out.decode()
 
 
-async def test_every_verb_finds_the_stack_next_to_its_config(
-    stack: Path, tmp_path: Path, fake_model: FakeOpenAI
-) -> None:
+async def test_every_verb_finds_the_stack_next_to_its_config(shared_up: SharedUp, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    stack = shared_up.config
     c = ("-c", str(stack))
 
-    fake_model.script(Reply(text="Hello from the other directory."))
-    assert (await antler("send", "hi", "--chat", "verbs", *c, cwd=elsewhere)).strip() == (
+    shared_up.model.script(Reply(text="Hello from the other directory.", when="VERBS-HI"))
+    assert (await antler("send", "VERBS-HI", "--chat", "verbs", *c, cwd=elsewhere)).strip() == (
         "Hello from the other directory."
     )
     # The same through $ANTLER_CONFIG_PATH.
-    fake_model.script(Reply(text="Found by the environment."))
+    shared_up.model.script(Reply(text="Found by the environment.", when="VERBS-AGAIN"))
     out = await antler(
-        "send", "again", "--chat", "verbs", cwd=elsewhere, env={"ANTLER_CONFIG_PATH": str(stack)}
+        "send", "VERBS-AGAIN", "--chat", "verbs", cwd=elsewhere, env={"ANTLER_CONFIG_PATH": str(stack)}
     )
     assert out.strip() == "Found by the environment."
 
     tail = await run_antler("tail", "chat.in.>", "-n", "1", *c, cwd=elsewhere, env={"COLUMNS": "200"})
     assert tail.stderr is not None
     assert b"tailing" in await asyncio.wait_for(tail.stderr.readline(), 60)
-    fake_model.script(Reply(text="Seen by tail."))
-    await antler("send", "watched", "--chat", "verbs", *c, cwd=elsewhere)
+    shared_up.model.script(Reply(text="Seen by tail.", when="VERBS-WATCHED"))
+    await antler("send", "VERBS-WATCHED", "--chat", "verbs", *c, cwd=elsewhere)
     code, out, err = await finished(tail, 60)
     assert code == 0, err
-    assert '"text": "watched"' in out
+    assert '"text": "VERBS-WATCHED"' in out
 
     first, second = b"a long passphrase\n", b"another passphrase\n"
-    await antler(
-        "user", "add", "ops@example.com", "--admin", "--password-stdin", *c, cwd=elsewhere, stdin=first
-    )
-    assert "ops@example.com" in await antler("user", "list", *c, cwd=elsewhere)
-    await antler("user", "passwd", "ops@example.com", "--password-stdin", *c, cwd=elsewhere, stdin=second)
-    await antler("user", "remove", "ops@example.com", *c, cwd=elsewhere)
-    assert "no accounts yet" in await antler("user", "list", *c, cwd=elsewhere)
+    async with shared_up.accounts_left_as_found():  # also when it fails half-way
+        await antler(
+            "user", "add", "ops@example.com", "--admin", "--password-stdin", *c, cwd=elsewhere, stdin=first
+        )
+        assert "ops@example.com" in await antler("user", "list", *c, cwd=elsewhere)
+        await antler("user", "passwd", "ops@example.com", "--password-stdin", *c, cwd=elsewhere, stdin=second)
+        await antler("user", "remove", "ops@example.com", *c, cwd=elsewhere)
+        assert "ops@example.com" not in await antler("user", "list", *c, cwd=elsewhere)
 
     assert "empty" in await antler("dlq", "list", *c, cwd=elsewhere)
     await antler("provision", *c, cwd=elsewhere)
@@ -113,8 +88,8 @@ async def test_every_verb_finds_the_stack_next_to_its_config(
     assert code == 0, err
 
 
-async def test_a_verb_without_credentials_says_which_it_needs(stack: Path, tmp_path: Path) -> None:
-    url = (stack.parent / ".antler" / "nats.url").read_text().strip()
+async def test_a_verb_without_credentials_says_which_it_needs(shared_up: SharedUp, tmp_path: Path) -> None:
+    url = (shared_up.config.parent / ".antler" / "nats.url").read_text().strip()
     nowhere = tmp_path / "nowhere"
     nowhere.mkdir()
     code, _, err = await finished(await run_antler("send", "hi", "--nats-url", url, cwd=nowhere), 60)

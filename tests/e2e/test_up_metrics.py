@@ -1,19 +1,21 @@
 """`antler up` as users run it: the gateway's /metrics serves every process's counts, its runner
-and sandbox children's included, each under its own `process` label (bus.metrics_feed)."""
+and sandbox children's included, each under its own `process` label (bus.metrics_feed).
+
+On the shared `antler up` (tests/support/shared_up.py): the run counted is the difference to what
+it counted before; that it lets every process publish its metrics is its nats-server's tripwire."""
 
 from __future__ import annotations
 
 import asyncio
-import signal
-from pathlib import Path
+import time
 
 import httpx
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import finished, run_antler
-from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.support.nats_users import logged_violations
+from tests.fakes.openai_server import Reply
+from tests.support.shared_up import SHARED_UP, SharedUp
+
+pytestmark = SHARED_UP
 
 
 def processes_and_runs(text: str) -> tuple[dict[str, str], dict[str, float]]:
@@ -30,43 +32,28 @@ def processes_and_runs(text: str) -> tuple[dict[str, str], dict[str, float]]:
     return components, finished_runs
 
 
-async def test_up_serves_the_metrics_of_its_runner_and_sandbox_processes(
-    tmp_path: Path, fake_model: FakeOpenAI
-) -> None:
-    config = {
-        "models": [
-            {"name": "fake", "model": "fake-1", "api_key": "sk-test", "base_url": fake_model.base_url}
-        ],
-        "gateway": {"port": 0},
-        "runner": {"processes": 2},
-        "sandbox": {"provider": "local", "toolbox": {"path": "box", "python_packages": []}},
-        "observability": {"metrics_interval_seconds": 0.3},
-    }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    up = await run_antler("up", cwd=tmp_path)
-    try:
-        assert up.stdout is not None
-        lines = [(await asyncio.wait_for(up.stdout.readline(), 90)).decode() for _ in range(2)]
-        gateway = next(line.split()[1] for line in lines if line.startswith("Gateway:"))
-        fake_model.script(Reply(text="counted"))
-        async with httpx.AsyncClient(base_url=gateway, timeout=30) as http:
-            body = {"assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": "hi"}]}}
-            assert (await http.post("/api/runs/wait", json=body)).status_code == 200
-            for _ in range(200):  # until the runner child's next snapshot has the run
-                answer = await http.get("/metrics")
-                assert answer.status_code == 200, answer.text
-                components, runs = processes_and_runs(answer.text)
-                if sum(runs.values()) == 1:
-                    break
-                await asyncio.sleep(0.1)
-        assert sorted(components.values()).count("runner") == 2, components
-        assert "sandbox" in components.values()
-        [main] = [c for c in components.values() if "gateway" in c.split(",")]
-        assert not {"runner", "sandbox"} & set(main.split(",")), "its children's components are theirs"
-        [(process, count)] = [(p, n) for p, n in runs.items() if n]
-        assert (components[process], count) == ("runner", 1.0), "counted in the runner child that ran it"
-    finally:
-        up.send_signal(signal.SIGINT)
-        code, _, err = await finished(up, 60)
-        assert code == 0, err
-        assert logged_violations(tmp_path / ".antler") == [], "every process may publish its metrics"
+async def test_up_serves_the_metrics_of_its_runner_and_sandbox_processes(shared_up: SharedUp) -> None:
+    shared_up.model.script(Reply(text="counted", when="METRICS-RUN"))
+    async with httpx.AsyncClient(base_url=shared_up.gateway, timeout=30) as http:
+        # What the shared stack counted before (other tests' runs): this run is the difference.
+        _, before = processes_and_runs((await http.get("/metrics")).text)
+        body = {
+            "assistant_id": "lead_agent",
+            "input": {"messages": [{"role": "user", "content": "METRICS-RUN"}]},
+        }
+        assert (await http.post("/api/runs/wait", json=body)).status_code == 200
+        deadline = time.monotonic() + 60  # bounds a failure: a snapshot comes every 5 s (the default)
+        while True:  # until the runner child's next snapshot has the run
+            answer = await http.get("/metrics")
+            assert answer.status_code == 200, answer.text
+            components, runs = processes_and_runs(answer.text)
+            counted = {p: n - before.get(p, 0.0) for p, n in runs.items() if n > before.get(p, 0.0)}
+            if counted or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+    assert sorted(components.values()).count("runner") == 2, components
+    assert "sandbox" in components.values()
+    [main] = [c for c in components.values() if "gateway" in c.split(",")]
+    assert not {"runner", "sandbox"} & set(main.split(",")), "its children's components are theirs"
+    assert counted, f"no runner counted the run: {runs}"
+    assert {components[p] for p in counted} == {"runner"}, "counted in the runner child that ran it"

@@ -43,6 +43,7 @@ class FakeFeishu(LocalServer):
         self.refuse_credentials = False
         self.outbox = Outbox(self.changed)
         self._messages = 0
+        self.api_peers: list[tuple[str, int]] = []  # (path, client port) of each call with a token
         self.message_chats: dict[str, str] = {}  # users' message ids -> their chat (whom a reply goes to)
         self.app = FastAPI()
         self.app.post("/callback/ws/endpoint")(self._endpoint)
@@ -216,6 +217,7 @@ class FakeFeishu(LocalServer):
     # ------------------------------------------------------------------ REST
 
     def _authorized(self, request: Request) -> bool:
+        self.api_peers.append((request.url.path, request.client.port if request.client else 0))
         return request.headers.get("authorization") == f"Bearer {TOKEN}"
 
     def _refused(self, call: str, params: dict[str, Any]) -> Any | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from tests.faults.budget import QUIET, SIZE
+from tests.faults.budget import QUIET
 from tests.faults.load import ChatLoad
 from tests.support.antler_up import AntlerUp
 
@@ -35,18 +35,45 @@ async def through_a_fault(
     runs are certainly in flight (a runner killed must be holding some; half the load published
     first may be all answered by the time a quarter is).
     """
-    if mid_publish:
-        publishing = asyncio.create_task(load.publish(load.messages, deadline))
-    else:
-        await load.publish(load.part(0, 0.5), deadline)
-    assert await load.wait_answered(SIZE.messages // 4, deadline), up.tail()
-    await fault()
     if not mid_publish:
-        publishing = asyncio.create_task(load.publish(load.part(0.5, 1), deadline))
+        return await through_faults(up, load, deadline, [(fault, recover)])
+    publishing = asyncio.create_task(load.publish(load.messages, deadline))
+    assert await load.wait_answered(len(load.messages) // 4, deadline), up.tail()
+    await fault()
     try:
         await recover()
     finally:
         await publishing
+    return await _settled(load, deadline)
+
+
+async def through_faults(
+    up: AntlerUp,
+    load: ChatLoad,
+    deadline: float,
+    faults: list[tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]],
+) -> int:
+    """`through_a_fault` with several `(fault, recover)` in turn, on one stack: the load in
+    `len(faults) + 1` equal parts; the first is published, and each fault strikes once half of
+    what was published so far beyond the last fault's share is answered, while the next part is
+    published; so each strikes with runs in flight. One fault: as the module says."""
+    parts = len(faults) + 1
+    messages = len(load.messages)
+    await load.publish(load.part(0, 1 / parts), deadline)
+    for n, (fault, recover) in enumerate(faults):
+        answered = round(messages * (n + 0.5) / parts)
+        assert await load.wait_answered(answered, deadline), up.tail()
+        await fault()
+        publishing = asyncio.create_task(load.publish(load.part((n + 1) / parts, (n + 2) / parts), deadline))
+        try:
+            await recover()
+        finally:
+            await publishing
+    return await _settled(load, deadline)
+
+
+async def _settled(load: ChatLoad, deadline: float) -> int:
+    """Until every accepted message is answered, then the quiet window; the runs delivered twice."""
     await load.wait_all_accepted_answered(deadline)
     await asyncio.sleep(QUIET)  # a late second reply would land in this window
     return await load.redelivered_runs()

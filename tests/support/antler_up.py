@@ -28,9 +28,16 @@ class AntlerUp:
     where that says, `data_dir` here for its logs); without, as a user in a directory holding config.yaml
     (data dir `.antler` beside it). `start()` again after it exited runs a second one on the same dir."""
 
-    def __init__(self, workdir: Path, config: Path | None = None, data_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        config: Path | None = None,
+        data_dir: Path | None = None,
+        python_flags: tuple[str, ...] = (),
+    ) -> None:
         self.workdir = workdir
         self.config = config
+        self.python_flags = python_flags  # e.g. ("-P",): as the installed `antler` command starts
         self.data_dir = data_dir or workdir / ("data" if config else ".antler")
         self.proc: asyncio.subprocess.Process | None = None
         self.starts = 0
@@ -59,6 +66,7 @@ class AntlerUp:
         self._open_files()
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
+            *self.python_flags,
             "-m",
             "antler",
             "up",

@@ -70,7 +70,8 @@ async def browser() -> AsyncIterator[Browser]:
         pytest.fail(
             f"the web UI tests need Chromium at {CHROMIUM}: `make install` (apt-get install chromium)"
         )
-    playwright = await async_playwright().start()
+    manager = async_playwright()
+    playwright = await manager.start()
     try:
         launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         try:
@@ -78,16 +79,23 @@ async def browser() -> AsyncIterator[Browser]:
         finally:
             await _bounded(launched.close(), "closing Chromium")
     finally:
-        # Once, at the very end of a worker's session, this waited forever (Chromium gone, the driver
-        # still there): a worker that never ends stalls the whole run, so give up after a while.
-        await _bounded(playwright.stop(), "stopping Playwright's driver")
+        # At the end of a worker's session this has waited forever (Chromium gone, the driver still
+        # there, its stdin closed): a worker that never ends stalls the whole run, and one that waits
+        # holds up its end. Give the driver a moment, then end it.
+        if not await _bounded(playwright.stop(), "stopping Playwright's driver", seconds=5.0):
+            driver = getattr(getattr(manager._client, "_transport", None), "_proc", None)
+            if driver is not None and driver.returncode is None:
+                driver.kill()
 
 
-async def _bounded(step: Awaitable[Any], what: str, seconds: float = 30.0) -> None:
+async def _bounded(step: Awaitable[Any], what: str, seconds: float = 30.0) -> bool:
+    """Whether `step` finished within `seconds`."""
     try:
         await asyncio.wait_for(step, seconds)
     except Exception as exc:  # teardown: say so, do not hang or fail the last test for it
         warnings.warn(f"{what} did not finish: {type(exc).__name__}: {exc}", stacklevel=1)
+        return False
+    return True
 
 
 @dataclass
