@@ -170,6 +170,10 @@ class FakeOpenAI(LocalServer):
         return Reply(text=f"You said: {_last_text(messages, ('user',))}")
 
     async def _completions(self, request: Request) -> Any:
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            # As OpenAI's API does: a body it is not told is JSON is not read as JSON.
+            refusal = {"message": "Content-Type must be application/json", "type": "invalid_request_error"}
+            return JSONResponse({"error": refusal}, 415)
         body = await request.json()
         self.requests.append(body)
         if self.api_key is not None and request.headers.get("authorization") != f"Bearer {self.api_key}":
