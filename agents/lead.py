@@ -65,10 +65,10 @@ from agents.summarize import MemoryFlush, ThreadSummarizer
 from agents.thread_files import ThreadFiles
 from agents.tool_search import DeferredToolsMiddleware, make_tool_search
 from agents.tools import ask_clarification, config_tools, present_files
-from agents.tracing_services import enabled_services
 from config import AppConfig
 from llm.guard import ModelCalls
 from llm.models import create_chat_model
+from llm.tracing_services import enabled_services
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from agents.events import StreamTranslator, jsonable
 from agents.lead import AgentCache
 from agents.run_input import graph_config, graph_input_of
 from agents.run_journal import JournalRecorder
-from agents.tracing_services import with_tracing
 from config import AppConfig, ConfigError, MissingEnvError
+from llm.tracing_services import with_tracing
 
 log = logging.getLogger(__name__)
 

@@ -56,7 +56,6 @@ from agents.subagents import REMEMBER_STOPS, Stops
 from agents.telemetry import invoke_subagent
 from agents.thread_files import ThreadFiles
 from agents.tools import config_tools
-from agents.tracing_services import enabled_services, with_tracing
 from bus import Bus, Delivery, decode, encode
 from bus.content import text_of
 from bus.messages import (
@@ -73,6 +72,7 @@ from bus.records import RecordStore
 from config import AppConfig
 from llm.guard import ModelCalls
 from llm.models import create_chat_model
+from llm.tracing_services import enabled_services, with_tracing
 from skills import SkillsFollower
 
 log = logging.getLogger(__name__)

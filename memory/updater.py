@@ -27,6 +27,7 @@ from bus.metrics import MEMORY_UPDATES
 from bus.records import RecordStore
 from config import AppConfig
 from llm.guard import ModelCalls
+from llm.tracing_services import run_callbacks
 from memory.document import apply, conversation
 from memory.extract import parse, prompt
 from memory.service import serve_memory
@@ -44,6 +45,7 @@ class MemoryUpdater:
         self.documents = documents
         self._model: Any = None
         self.calls = ModelCalls(bus, config)  # the memory model's cluster budget, and retries
+        self.callbacks: list[Any] = []  # the tracing services' handlers (`run`), as agent runs carry them
 
     def model(self) -> Any:
         """The memory model (`memory.model_name`, else the default model), built once.
@@ -56,6 +58,16 @@ class MemoryUpdater:
 
             self._model = create_chat_model(self.config, self.config.memory.model_name)
         return self._model
+
+    def _run_config(self, update: MemoryUpdate) -> dict[str, Any] | None:
+        """The model call's RunnableConfig when a tracing service is on (None otherwise)."""
+        if not self.callbacks:
+            return None
+        return {
+            "callbacks": self.callbacks,
+            "run_name": "memory_update",
+            "metadata": {"thread_id": update.thread_id, "user_id": update.user_id, "agent": "memory"},
+        }
 
     async def handle(self, update: MemoryUpdate, delivery: Delivery) -> None:
         try:
@@ -87,7 +99,7 @@ class MemoryUpdater:
         messages = prompt(current, turns)
         reply = await self.calls.call(
             settings.model_name,
-            lambda: model.ainvoke(messages),
+            lambda: model.ainvoke(messages, self._run_config(update)),
             tokens=lambda answer: int((getattr(answer, "usage_metadata", None) or {}).get("total_tokens", 0)),
         )
         change = parse(text_of(reply.content, sep=""))
@@ -126,6 +138,9 @@ async def run(bus: Bus, config: AppConfig) -> None:
     """The memory updater component: the update consumer and the memory service, until cancelled."""
     documents = RecordStore(await bus.kv(bus.subjects.memory_bucket), MemoryDocument)
     updater = MemoryUpdater(bus, config, documents)
+    # `observability.langsmith: false` must hold here too: LangChain would trace this process's model
+    # calls on LANGSMITH_TRACING by itself (run_callbacks switches that off, as for agent runs).
+    updater.callbacks = await run_callbacks(config)
     await updater.calls.start()
     service = await serve_memory(bus, config, documents)
     s = bus.subjects

@@ -18,11 +18,13 @@ import pytest
 import pytest_asyncio
 
 from bus import Bus
+from bus.messages import ChatTurn, MemoryUpdate
 from bus.runs import collect_run, submit_run
 from tests.agents.conftest import ask, submit_and_collect
 from tests.conftest import REPO
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.tracing_services import FakeTracingServices
+from tests.support.memory import facts, memory_of, memory_reply
 from tests.support.subagents import delegate, task_call
 
 pytestmark = pytest.mark.asyncio
@@ -114,7 +116,7 @@ async def test_a_turn_and_its_subagent_are_traced_in_langsmith_and_langfuse_with
     tmp_path: Path,
 ) -> None:
     """Both ways of switching the services on, one per process (both go through
-    `agents.tracing_services`; a process each would double the test's cost): the runner by the
+    `llm.tracing_services`; a process each would double the test's cost): the runner by the
     usual environment, the subagent executor by config.yaml with the keys in the environment."""
     fake_model.script(
         Reply(text="Yes.", when="are you there?"),
@@ -248,7 +250,7 @@ async def test_an_unreachable_service_does_not_stop_a_run_from_answering(
 async def test_with_nothing_switched_on_a_run_carries_no_callback_and_imports_no_tracing_library() -> None:
     script = """
 import asyncio, sys
-from agents.tracing_services import with_tracing
+from llm.tracing_services import with_tracing
 from config import AppConfig
 graph = {"metadata": {"run_id": "r1"}}
 asyncio.run(with_tracing(graph, AppConfig(), thread_id="t", user_id="u", run_id="r1", agent="a", model=None))
@@ -266,3 +268,38 @@ print(sorted(graph), "langfuse" in sys.modules)
     out, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
     assert out.decode().split() == ["['metadata']", "False"]
+
+
+@pytest.mark.parametrize("langsmith", [False, None], ids=["off-in-config", "on-by-environment"])
+async def test_the_memory_updater_traces_its_model_calls_as_agent_runs_do(
+    langsmith: bool | None,
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    config_file: Callable[[], Path],
+    nats_url: str,
+    services: FakeTracingServices,
+    tmp_path: Path,
+) -> None:
+    """`observability.langsmith: false` holds in the memory updater's process too (LangChain would
+    trace its model calls on LANGSMITH_TRACING by itself); switched on, its calls are traced."""
+    config_data["memory"] = {"enabled": True, "debounce_seconds": 0}
+    config_data["observability"] = {"langsmith": langsmith, "langfuse": False}
+    fake_model.script(memory_reply("Plays the cello"))
+    update = MemoryUpdate(
+        user_id="cleo",
+        thread_id="t-cleo",
+        messages=[
+            ChatTurn(role="user", content="I play the cello"),
+            ChatTurn(role="assistant", content="Nice."),
+        ],
+    )
+    async with component(
+        "memory", nats_url, config_file(), environment(services.url), tmp_path / "memory.log"
+    ):
+        await bus.publish(bus.subjects.memory_update("t-cleo"), update)
+        assert facts(await memory_of(bus, "cleo", lambda d: bool(d.facts))) == ["Plays the cello"]
+        if langsmith is None:
+            await services.wait(lambda: any(r.get("name") == "memory_update" for r in services.runs))
+    if langsmith is False:  # the process has ended: what its tracer held is sent by now
+        assert services.runs == [], "nothing reaches LangSmith when the config says off"

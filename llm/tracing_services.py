@@ -97,7 +97,7 @@ def _make(service: str) -> Any:
                 project = _env("LANGSMITH_PROJECT", "LANGCHAIN_PROJECT") or "antler"
                 _callbacks[service] = LangChainTracer(project_name=project)
             else:
-                from agents.langfuse_handler import langfuse_handler
+                from llm.langfuse_handler import langfuse_handler
 
                 _callbacks[service] = langfuse_handler(
                     public_key=_env("LANGFUSE_PUBLIC_KEY") or "",
