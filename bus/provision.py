@@ -21,6 +21,8 @@ from nats.js.api import (
 )
 from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
 
+from bus.chat_partitions import DEFAULT as DEFAULT_PARTITIONS
+from bus.chat_partitions import count_to_provision
 from bus.connection import Bus
 from bus.errors import BusError
 from bus.subjects import partition_transform
@@ -38,8 +40,9 @@ class Provisioned:
     object_stores: list[str]
 
 
-def stream_configs(bus: Bus) -> list[StreamConfig]:
-    """The streams, configured from `bus.config`."""
+def stream_configs(bus: Bus, partitions: int | None = None) -> list[StreamConfig]:
+    """The streams, configured from `bus.config`; the chat streams with `partitions` partitions
+    (default: the configured count, else `bus.chat_partitions.DEFAULT`)."""
     s, c = bus.subjects, bus.config
     dedupe = c.dedupe_window_seconds
 
@@ -56,7 +59,7 @@ def stream_configs(bus: Bus) -> list[StreamConfig]:
     work = {"retention": RetentionPolicy.WORK_QUEUE}
     # A chat's messages and its runs' events are stored with the chat's partition appended, so each
     # partition's router consumes both; publishers never need to know the partition count.
-    partitions = c.chat_partitions
+    partitions = partitions or c.chat_partitions or DEFAULT_PARTITIONS
     chat_in = SubjectTransform(*partition_transform(s.chat_in_published, partitions))
     chat_events = SubjectTransform(*partition_transform(s.chat_run_events_published, partitions))
     return [
@@ -136,7 +139,8 @@ REPLIES_TTL = 24 * 3600.0  # seconds a streaming reply's message id is kept
 async def provision(bus: Bus) -> Provisioned:
     """Create or update everything; safe to run any number of times, concurrently too."""
     streams = []
-    for config in stream_configs(bus):
+    # The chat streams' partition count is theirs to keep: changed only while nothing waits in CHAT_IN.
+    for config in stream_configs(bus, await count_to_provision(bus)):
         await _ensure_stream(bus, config)
         streams.append(config.name or "")
     s = bus.subjects

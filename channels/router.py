@@ -30,6 +30,7 @@ from typing import Any
 from nats.js.api import DeliverPolicy, ObjectMeta
 
 from bus import Abandon, Bus, Consumer, Defer, Delivery, Reject, Retry, run_consumers
+from bus.chat_partitions import chat_partitions
 from bus.files import inbox_prefix, safe_filename, upload_key
 from bus.layout import upload_path
 from bus.messages import (
@@ -428,7 +429,9 @@ async def run(bus: Bus, config: AppConfig) -> None:
             consumers.append(direct)
         return consumers
 
-    partitions = Partitions(bus, config.bus.chat_partitions, config.bus.lease_seconds, partition_consumers)
+    # The streams' count, not this process's setting: every partition that stores messages is served.
+    count = await chat_partitions(bus)
+    partitions = Partitions(bus, count, config.bus.lease_seconds, partition_consumers)
     unbind = Consumer(
         bus,
         stream=s.events_stream,

@@ -45,13 +45,14 @@ class BusConfig(Section):
     credentials: str | None = Field(None, description="Path of a NATS .creds file.")
     connect_timeout_seconds: float = Field(5.0, gt=0)
     dedupe_window_seconds: float = Field(120.0, gt=0, description="Nats-Msg-Id duplicate window.")
-    chat_partitions: int = Field(
-        16,
+    chat_partitions: int | None = Field(
+        None,
         ge=1,
         le=1024,
         description="Partitions of the chat traffic (inbound messages and chat runs' events, by chat); "
         "each is owned by one router process at a time, so at most this many routers share the work. "
-        "Changing it: see docs/operating.md (Chat routers).",
+        "Unset: 4 for a new installation, and an existing one keeps the count its streams have. A new "
+        "count is applied only while nothing waits in CHAT_IN: see docs/operating.md (Chat routers).",
     )
     lease_seconds: float = Field(
         6.0,

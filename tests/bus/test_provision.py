@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from nats.js.api import KeyValueConfig, RetentionPolicy
+from nats.js.api import KeyValueConfig, RetentionPolicy, StreamInfo
 from nats.js.errors import KeyNotFoundError
 
 from bus import Bus, provision
+from bus.chat_partitions import chat_partitions, stored_count
 from bus.provision import _ensure_kv
+from config import BusConfig
 
 pytestmark = pytest.mark.asyncio
 
@@ -101,3 +103,57 @@ async def test_a_bucket_from_before_direct_gets_keeps_its_records_and_reads_them
     for name in ("threads", "runs", "chats"):
         info = await bus.js.stream_info(f"KV_{bus.subjects.prefix}_{name}")
         assert info.config.allow_direct, "one server: a new bucket is read by direct get"
+
+
+def partitions_of(info: StreamInfo) -> int | None:
+    return stored_count(info)
+
+
+async def test_a_new_installation_has_four_chat_partitions_and_an_older_one_keeps_its_count(
+    nats_url: str, bus_config: BusConfig
+) -> None:
+    """An installation made when the default was 16 is upgraded without a message stranded in a
+    partition no router serves any more: its streams, and so its routers, keep 16."""
+    older = bus_config.model_copy(update={"prefix": f"{bus_config.prefix}o", "chat_partitions": 16})
+    fresh = bus_config.model_copy(update={"prefix": f"{bus_config.prefix}n"})
+    old_bus = await Bus.connect(nats_url, older, provision=True)
+    new_bus = await Bus.connect(nats_url, fresh, provision=True)
+    try:
+        assert await chat_partitions(new_bus) == 4
+        for stream in (new_bus.subjects.chat_in_stream, new_bus.subjects.run_events_stream):
+            assert partitions_of(await new_bus.js.stream_info(stream)) == 4
+        # The same installation, provisioned by a version (or a process) with no count set.
+        no_count = older.model_copy(update={"chat_partitions": None})
+        unset = await Bus.connect(nats_url, no_count, provision=True)
+        try:
+            assert await chat_partitions(unset) == 16
+            for stream in (unset.subjects.chat_in_stream, unset.subjects.run_events_stream):
+                assert partitions_of(await unset.js.stream_info(stream)) == 16
+        finally:
+            await unset.close()
+    finally:
+        await old_bus.close()
+        await new_bus.close()
+
+
+async def test_a_new_partition_count_waits_until_nothing_waits_in_chat_in(
+    nats_url: str, bus_config: BusConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = bus_config.model_copy(update={"prefix": f"{bus_config.prefix}c", "chat_partitions": 16})
+    first = await Bus.connect(nats_url, config, provision=True)
+    eight = config.model_copy(update={"chat_partitions": 8})
+    try:
+        await first.publish(first.subjects.chat_in("telegram", "42"), b"{}")
+        changed = await Bus.connect(nats_url, eight, provision=True)
+        try:
+            assert await chat_partitions(changed) == 16, "a message waits under the old count"
+            assert "still holds 1 message(s)" in caplog.text
+            info = await changed.js.stream_info(changed.subjects.chat_in_stream)
+            await changed.js.purge_stream(info.config.name)  # the routers answered it
+            await provision(changed)
+            assert await chat_partitions(changed) == 8
+            assert partitions_of(await changed.js.stream_info(changed.subjects.run_events_stream)) == 8
+        finally:
+            await changed.close()
+    finally:
+        await first.close()

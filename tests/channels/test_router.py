@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 
 from bus import Bus, list_dead_letters
+from bus.chat_partitions import chat_partitions
 from bus.messages import (
     ChatBinding,
     FileRef,
@@ -335,12 +336,31 @@ async def test_a_chat_sees_subagent_progress_as_a_status_line_not_their_output(
     assert "SECRET" not in final.text
 
 
+async def test_routers_serve_the_partitions_the_streams_have_whatever_their_own_setting(
+    bus: Bus, nats_url: str, fake_model: FakeOpenAI, app_config: Callable[[], AppConfig]
+) -> None:
+    """An installation made when 16 partitions were the default, its components now started with
+    none set (a new installation would get 4): chats in partitions 4 to 15 are answered too."""
+    older = await Bus.connect(nats_url, bus.config.model_copy(update={"chat_partitions": 16}), provision=True)
+    await older.close()
+    config = app_config()
+    assert config.bus.chat_partitions is None
+    async with running_runner(nats_url, config), running_router(nats_url, config), Chat(bus) as chat:
+        assert await chat_partitions(bus) == 16
+        # Twelve chats: the chance that none lands in partitions 4 to 15 is 4**-12.
+        for c in range(12):
+            await chat.say(f"hello from {c}", chat_id=f"spread-{c}", message_id=f"m-{c}")
+        answers = {(await chat.final(timeout=60)).reply_to for _ in range(12)}
+    assert answers == {f"m-{c}" for c in range(12)}
+
+
 async def projection_ready(bus: Bus) -> None:
     """Until the router's projection has the durable of every partition: it reads only events newer
     than that."""
+    count = await chat_partitions(bus)
     for _ in range(600):
         with contextlib.suppress(Exception):
-            for partition in range(bus.config.chat_partitions):
+            for partition in range(count):
                 await bus.js.consumer_info(bus.subjects.run_events_stream, f"router-ev-{partition}")
             return
         await asyncio.sleep(0.05)
