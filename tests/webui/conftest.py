@@ -11,6 +11,7 @@ pytest's temporary directory (printed at the end of the run).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import uuid
@@ -165,26 +166,72 @@ async def stack(nats_server: SecuredServer, tmp_path_factory: pytest.TempPathFac
 
 OpenPage = Callable[..., Awaitable[Page]]
 
+CALL_FAILED = pytest.StashKey[bool]()
+# Every toast the page shows, on its console: a toast lasts 5 s, a failed expectation waits 15.
+TOAST_RECORDER = """
+document.addEventListener("DOMContentLoaded", () => {
+  const box = document.getElementById("toast");
+  const told = () => console.info(`[toast] ${box.textContent}`);
+  if (box) new MutationObserver(told).observe(box, { childList: true });
+});
+"""
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[CALL_FAILED] = report.failed
+    return report
+
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def open_page(browser: Browser, stack: Stack) -> AsyncIterator[OpenPage]:
-    """`await open_page(user="ana", size=DESKTOP)`: a signed-in page in a fresh context, at `/`."""
+async def open_page(
+    browser: Browser, stack: Stack, screenshots: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[OpenPage]:
+    """`await open_page(user="ana", size=DESKTOP)`: a signed-in page in a fresh context, at `/`.
+
+    When the test fails, what its pages showed and were told is printed with the failure (toasts,
+    console messages, the gateway's error answers) and each page is screenshot: a flake in CI
+    can be read afterwards."""
     contexts: list[BrowserContext] = []
+    pages: list[Page] = []
     errors: list[str] = []
+    seen: list[str] = []
+
+    def note(line: str) -> None:
+        seen.append(f"{len(pages)}: {line}")
 
     async def make(user: str | None = "ana", size: dict[str, int] = DESKTOP, path: str = "/") -> Page:
         context = await browser.new_context(viewport=size, accept_downloads=True)
         contexts.append(context)
+        await context.add_init_script(TOAST_RECORDER)
         if user is not None:
             await context.add_init_script(f"localStorage.setItem('antler.token', {TOKENS[user]!r})")
         page = await context.new_page()
+        pages.append(page)
         page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("console", lambda message: note(f"console {message.type}: {message.text}"))
+        page.on(
+            "response",
+            lambda response: (
+                note(f"HTTP {response.status} {response.request.method} {response.url}")
+                if response.status >= 400
+                else None
+            ),
+        )
         await page.goto(stack.url + path)
         if user is not None:
             await page.locator("#app").wait_for()
         return page
 
     yield make
+    if request.node.stash.get(CALL_FAILED, False):
+        for n, page in enumerate(pages):
+            with contextlib.suppress(Exception):
+                await page.screenshot(path=screenshots / f"FAILED-{request.node.name}-{n}.png")
+        print(f"what the pages showed and were told (page: line), screenshots in {screenshots}:")
+        print("\n".join(seen[-60:]) or "(nothing)")
     for context in contexts:
         await context.close()
     stack.model._script.clear()  # a failed test's unused replies must not answer the next test
