@@ -15,7 +15,8 @@ Choosing the count when provisioning:
   when the default was 16 keeps 16);
 - a different count that is set is applied only while `CHAT_IN` holds no message: a message
   stored under the old count's partition would otherwise wait for a router that never comes.
-  Until then provisioning keeps the old count and says so.
+  Until then provisioning keeps the old count and says so. Running routers follow a changed
+  count at their next look (`channels.partitions.Partitions`).
 
 Why 4 by default: each partition is two durables on the server, and nats-server writes a
 durable's state to disk after every delivery and ack (coalesced over 10 ms). At 50 chats at once

@@ -29,7 +29,7 @@ import hashlib
 import logging
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nats.js.errors import NotFoundError
@@ -72,14 +72,25 @@ class Partitions:
 
     Args:
         bus: the connection.
-        count: the partition count (`bus.chat_partitions`, as the streams were provisioned with).
+        count: the partition count (the chat streams', `bus.chat_partitions`).
         ttl: seconds a lease outlives its last renewal (`bus.lease_seconds`).
         consumers: builds a partition's consumers (inbound first, events second).
+        recount: `async () -> int`, the streams' count now, looked at on every look: a count changed
+            by provisioning is served without restarting the routers (partitions beyond a smaller
+            count are drained and given back, new ones claimed).
     """
 
-    def __init__(self, bus: Bus, count: int, ttl: float, consumers: ConsumersFor) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        count: int,
+        ttl: float,
+        consumers: ConsumersFor,
+        recount: Callable[[], Awaitable[int]] | None = None,
+    ) -> None:
         self.bus = bus
         self.count = count
+        self.recount = recount
         self.holder = f"router-{uuid.uuid4().hex[:12]}"
         self.leases = Leases(bus, self.holder, ttl)
         self.consumers = consumers
@@ -126,6 +137,7 @@ class Partitions:
     async def look(self) -> None:
         """Renew what is held, then claim or give back partitions towards a fair share."""
         await self._renew()
+        await self._follow_count()
         held = await self.leases.holders(GROUP)
         members = {key for key in held if key.startswith(f"{GROUP}.member.")} | {self._member_key}
         fair = math.ceil(self.count / len(members))
@@ -143,6 +155,25 @@ class Partitions:
             lease = await self.leases.claim(self._partition_key(partition))
             if lease is not None:
                 await self._take(partition, lease)
+
+    async def _follow_count(self) -> None:
+        """The streams' partition count changed (provisioning applied a new `bus.chat_partitions`):
+        serve the new one; partitions that no longer exist are drained and given back."""
+        if self.recount is None:
+            return
+        try:
+            count = await self.recount()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the bus is away: keep serving what we serve
+            log.warning("router %s: could not read the partition count: %s", self.holder, exc)
+            return
+        if count == self.count or count < 1:
+            return
+        log.info("router %s: the chat streams have %d partitions now, not %d", self.holder, count, self.count)
+        self.count = count
+        gone = [k for k in self.owned if k >= count]
+        await asyncio.gather(*(self._give_up(k, HANDOVER_DRAIN) for k in gone))
 
     @property
     def _member_key(self) -> str:

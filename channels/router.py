@@ -429,9 +429,12 @@ async def run(bus: Bus, config: AppConfig) -> None:
             consumers.append(direct)
         return consumers
 
-    # The streams' count, not this process's setting: every partition that stores messages is served.
+    # The streams' count, not this process's setting: every partition that stores messages is served
+    # (and a count changed by provisioning is followed at the next look).
     count = await chat_partitions(bus)
-    partitions = Partitions(bus, count, config.bus.lease_seconds, partition_consumers)
+    partitions = Partitions(
+        bus, count, config.bus.lease_seconds, partition_consumers, recount=lambda: chat_partitions(bus)
+    )
     unbind = Consumer(
         bus,
         stream=s.events_stream,

@@ -354,6 +354,43 @@ async def test_routers_serve_the_partitions_the_streams_have_whatever_their_own_
     assert answers == {f"m-{c}" for c in range(12)}
 
 
+async def test_a_router_follows_a_partition_count_changed_while_it_runs(
+    bus: Bus, nats_url: str, fake_model: FakeOpenAI, app_config: Callable[[], AppConfig]
+) -> None:
+    """An operator raises the count and provisions (nothing waits in CHAT_IN): the chats that now
+    fall in the new partitions are answered by the routers already running, without a restart."""
+    config = app_config()
+    async with running_runner(nats_url, config), running_router(nats_url, config), Chat(bus) as chat:
+        assert await chat_partitions(bus) == 4
+        raised = await Bus.connect(
+            nats_url, bus.config.model_copy(update={"chat_partitions": 8}), provision=True
+        )
+        await raised.close()
+        assert await chat_partitions(bus) == 8
+        # Twelve chats: the chance that none lands in partitions 4 to 7 is 2**-12.
+        for c in range(12):
+            await chat.say(f"hello from {c}", chat_id=f"raised-{c}", message_id=f"r-{c}")
+        answers = {(await chat.final(timeout=60)).reply_to for _ in range(12)}
+        assert answers == {f"r-{c}" for c in range(12)}
+
+        # And back to 4: partitions 4 to 7 are drained and given back; every chat is still answered.
+        lowered = await Bus.connect(
+            nats_url, bus.config.model_copy(update={"chat_partitions": 4}), provision=True
+        )
+        await lowered.close()
+        leases = await bus.kv(bus.subjects.leases_bucket)
+        for _ in range(300):
+            held = {key for key in await leases.keys() if key.startswith("router.partition.")}
+            if held == {f"router.partition.{k}" for k in range(4)}:
+                break
+            await asyncio.sleep(0.05)
+        assert held == {f"router.partition.{k}" for k in range(4)}
+        for c in range(4):
+            await chat.say(f"again from {c}", chat_id=f"raised-{c}", message_id=f"a-{c}")
+        again = {(await chat.final(timeout=60)).reply_to for _ in range(4)}
+    assert again == {f"a-{c}" for c in range(4)}
+
+
 async def projection_ready(bus: Bus) -> None:
     """Until the router's projection has the durable of every partition: it reads only events newer
     than that."""
