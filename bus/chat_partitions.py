@@ -49,13 +49,17 @@ def stored_count(info: StreamInfo) -> int | None:
     return int(match.group(1)) if match else None
 
 
+async def streams_count(bus: Bus) -> int | None:
+    """The chat streams' partition count; None if `CHAT_IN` is not there or has no partitions."""
+    try:
+        return stored_count(await bus.js.stream_info(bus.subjects.chat_in_stream))
+    except NotFoundError:
+        return None
+
+
 async def chat_partitions(bus: Bus) -> int:
     """The count routers serve: the chat streams', else the configured one, else `DEFAULT`."""
-    try:
-        counted = stored_count(await bus.js.stream_info(bus.subjects.chat_in_stream))
-    except NotFoundError:
-        counted = None
-    return counted or bus.config.chat_partitions or DEFAULT
+    return await streams_count(bus) or bus.config.chat_partitions or DEFAULT
 
 
 async def count_to_provision(bus: Bus) -> int:

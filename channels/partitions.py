@@ -75,7 +75,8 @@ class Partitions:
         count: the partition count (the chat streams', `bus.chat_partitions`).
         ttl: seconds a lease outlives its last renewal (`bus.lease_seconds`).
         consumers: builds a partition's consumers (inbound first, events second).
-        recount: `async () -> int`, the streams' count now, looked at on every look: a count changed
+        recount: `async () -> int | None`, the streams' count now (None: not known), looked at on
+            every look: a count changed
             by provisioning is served without restarting the routers (partitions beyond a smaller
             count are drained and given back, new ones claimed).
     """
@@ -86,7 +87,7 @@ class Partitions:
         count: int,
         ttl: float,
         consumers: ConsumersFor,
-        recount: Callable[[], Awaitable[int]] | None = None,
+        recount: Callable[[], Awaitable[int | None]] | None = None,
     ) -> None:
         self.bus = bus
         self.count = count
@@ -168,8 +169,8 @@ class Partitions:
         except Exception as exc:  # the bus is away: keep serving what we serve
             log.warning("router %s: could not read the partition count: %s", self.holder, exc)
             return
-        if count == self.count or count < 1:
-            return
+        if count is None or count == self.count or count < 1:
+            return  # not known just now (a stream that went away): keep serving what we serve
         log.info("router %s: the chat streams have %d partitions now, not %d", self.holder, count, self.count)
         self.count = count
         gone = [k for k in self.owned if k >= count]

@@ -30,7 +30,7 @@ from typing import Any
 from nats.js.api import DeliverPolicy, ObjectMeta
 
 from bus import Abandon, Bus, Consumer, Defer, Delivery, Reject, Retry, run_consumers
-from bus.chat_partitions import chat_partitions
+from bus.chat_partitions import chat_partitions, streams_count
 from bus.files import inbox_prefix, safe_filename, upload_key
 from bus.layout import upload_path
 from bus.messages import (
@@ -433,7 +433,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     # (and a count changed by provisioning is followed at the next look).
     count = await chat_partitions(bus)
     partitions = Partitions(
-        bus, count, config.bus.lease_seconds, partition_consumers, recount=lambda: chat_partitions(bus)
+        bus, count, config.bus.lease_seconds, partition_consumers, recount=lambda: streams_count(bus)
     )
     unbind = Consumer(
         bus,
