@@ -280,9 +280,9 @@ class ReplyProjection:
             # Not holding the thread's turn: its earlier run's `end` (behind it) goes first.
             raise Defer(FINAL_RETRY)
         projection = await self._projection(event)
-        if event.event == "end":
-            self._projections.pop(event.run_id, None)
         if projection is None:
+            if event.event == "end":
+                self._projections.pop(event.run_id, None)
             return  # not a chat's run (the gateway's, say)
         if event.seq > projection.last_seq + 1:
             await self._catch_up(event, projection)
@@ -291,6 +291,9 @@ class ReplyProjection:
             await self._partial(event.run_id, projection)
         elif event.event == "end":
             await self._final(event, projection)
+            # Forgotten only once the final is out: a send that failed (CHAT_OUT's node down) comes
+            # again with what was collected, not with what the log can still be read for.
+            self._projections.pop(event.run_id, None)
 
     async def _partial(self, run_id: str, projection: RunReply) -> None:
         now = time.monotonic()

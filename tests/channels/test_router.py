@@ -14,7 +14,7 @@ import nats
 import pytest
 import pytest_asyncio
 
-from bus import Bus, list_dead_letters
+from bus import Bus, decode, list_dead_letters
 from bus.chat_partitions import chat_partitions
 from bus.messages import (
     ChatBinding,
@@ -22,6 +22,7 @@ from bus.messages import (
     InboundMessage,
     MemoryDocument,
     MemoryFact,
+    OutboundMessage,
     RunEvent,
     RunRecord,
     ThreadDeleteReply,
@@ -284,6 +285,52 @@ async def test_a_message_whose_run_could_not_be_queued_is_answered_once_it_can_b
             await chat.final(timeout=2)
     assert reply.text == "You said: are you there?"
     assert len(fake_model.agent_requests) == 1
+
+
+async def test_a_final_reply_cut_short_is_sent_with_the_answer_it_had_collected(
+    bus: Bus, nats_url: str, fake_model: FakeOpenAI, app_config: Callable[[], AppConfig]
+) -> None:
+    """Sending the final reply fails (in a cluster: CHAT_OUT's node died) and the run's earlier
+    events cannot be read back meanwhile: the next delivery of `end` still answers with the text the
+    router had collected, not "(no answer)"."""
+    base = app_config()
+    # One partial at once, then none until the end: only the final's send can fail below.
+    channels = base.channels.model_copy(update={"stream_update_seconds": 600})
+    config = base.model_copy(update={"channels": channels})
+    fake_model.script(Reply(text="The herd has nine deer.", chunk_delay=0.1))
+    events = bus.subjects.run_events_stream
+    out = (await bus.js.stream_info(bus.subjects.chat_out_stream)).config
+    taken = list(out.subjects or [])
+    async with running_runner(nats_url, config), running_router(nats_url, config), Chat(bus) as chat:
+        message = await chat.say("how many deer?")
+        assert (await asyncio.wait_for(chat.replies.get(), 30)).kind == "partial"
+        out.subjects = [f"{bus.config.prefix}.chat.parked"]  # nothing stores replies now
+        await bus.js.update_stream(out)
+        run_id = str(uuid.uuid5(RUN_NAMESPACE, message.dedupe_id()))
+        log = await bus.js.subscribe(bus.subjects.run_events(run_id), ordered_consumer=True)
+        stored = [await log.next_msg(timeout=30)]
+        while json.loads(stored[-1].data)["event"] != "end":
+            stored.append(await log.next_msg(timeout=30))
+        await log.unsubscribe()
+        # The run's log loses everything before its `end` (a reader could not get it in time).
+        for msg in stored[:-1]:
+            await bus.js.delete_msg(events, msg.metadata.sequence.stream)
+        durable = f"router-ev-{stored[-1].subject.rsplit('.', 1)[-1]}"
+        for _ in range(600):  # the final failed, and `end` is delivered again
+            if (await bus.js.consumer_info(events, durable)).num_redelivered:
+                break
+            await asyncio.sleep(0.05)
+        out.subjects = taken
+        await bus.js.update_stream(out)
+        # What adapters deliver: the final CHAT_OUT stores (a watcher on the subject itself also
+        # saw the send that failed to be stored).
+        stored_out = await bus.js.subscribe(bus.subjects.chat_out("cli"), ordered_consumer=True)
+        while (
+            reply := decode(OutboundMessage, (await stored_out.next_msg(timeout=60)).data)
+        ).kind != "final":
+            pass
+        await stored_out.unsubscribe()
+    assert reply.text == "The herd has nine deer."
 
 
 async def test_every_reply_answers_its_own_message_when_chats_send_fast(
