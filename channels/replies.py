@@ -14,6 +14,7 @@ and delivers it once.
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
 import logging
 import time
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 FINAL_ORDER_WAIT = 30.0  # seconds a final waits for the finals of its thread's earlier runs
 FINAL_RETRY = 1.0  # seconds before a final that waits for an earlier one is looked at again
+FINISHED_KEPT = 10_000  # runs whose final went out, remembered so their late events send nothing
 # The custom events that end a subagent task (as the runner's task tool sends them).
 FINAL_TASK_EVENTS = frozenset({"task_completed", "task_failed", "task_cancelled", "task_timed_out"})
 
@@ -232,6 +234,9 @@ class ReplyProjection:
         self.origins = origins or RecentOrigins()
         self.finals = finals or FinalsInOrder()
         self._projections: dict[str, RunReply | None] = {}
+        # Runs whose final this process sent (the newest FINISHED_KEPT): an event of theirs that comes
+        # again afterwards (its partial's send failed in an outage) sends nothing after the final.
+        self._finished: collections.OrderedDict[str, None] = collections.OrderedDict()
 
     async def _projection(self, event: RunEvent) -> RunReply | None:
         if event.run_id in self._projections:
@@ -279,6 +284,8 @@ class ReplyProjection:
         if event.event == "end" and self.finals.must_wait(event.thread_id, event.run_id):
             # Not holding the thread's turn: its earlier run's `end` (behind it) goes first.
             raise Defer(FINAL_RETRY)
+        if event.run_id in self._finished:
+            return
         projection = await self._projection(event)
         if projection is None:
             if event.event == "end":
@@ -294,6 +301,9 @@ class ReplyProjection:
             # Forgotten only once the final is out: a send that failed (CHAT_OUT's node down) comes
             # again with what was collected, not with what the log can still be read for.
             self._projections.pop(event.run_id, None)
+            self._finished[event.run_id] = None
+            while len(self._finished) > FINISHED_KEPT:
+                self._finished.popitem(last=False)
 
     async def _partial(self, run_id: str, projection: RunReply) -> None:
         now = time.monotonic()
