@@ -199,8 +199,8 @@ async def open_page(
     errors: list[str] = []
     seen: list[str] = []
 
-    def note(line: str) -> None:
-        seen.append(f"{len(pages)}: {line}")
+    def note(page: int, line: str) -> None:
+        seen.append(f"{page}: {line}")
 
     async def make(user: str | None = "ana", size: dict[str, int] = DESKTOP, path: str = "/") -> Page:
         context = await browser.new_context(viewport=size, accept_downloads=True)
@@ -210,12 +210,13 @@ async def open_page(
             await context.add_init_script(f"localStorage.setItem('antler.token', {TOKENS[user]!r})")
         page = await context.new_page()
         pages.append(page)
+        n = len(pages) - 1  # the page's number in what is printed and in its screenshot's name
         page.on("pageerror", lambda error: errors.append(str(error)))
-        page.on("console", lambda message: note(f"console {message.type}: {message.text}"))
+        page.on("console", lambda message: note(n, f"console {message.type}: {message.text}"))
         page.on(
             "response",
             lambda response: (
-                note(f"HTTP {response.status} {response.request.method} {response.url}")
+                note(n, f"HTTP {response.status} {response.request.method} {response.url}")
                 if response.status >= 400
                 else None
             ),
