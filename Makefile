@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 # the bytecode they compile, whatever the shell says (PYTHONDONTWRITEBYTECODE=1 doubles every start's import cost).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install debian bwrap toolbox postgres chromium up test lint format clean
+.PHONY: install debian bwrap toolbox postgres chromium fuse up test lint format clean
 
 # The sandbox isolates commands with bubblewrap (Debian package); without it they run unisolated.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
@@ -29,7 +29,7 @@ install:
 	@$(MAKE) --no-print-directory toolbox
 
 debian:
-	@env -u MAKEFLAGS -u MFLAGS $(MAKE) --no-print-directory bwrap postgres chromium  # dpkg takes one at a time
+	@env -u MAKEFLAGS -u MFLAGS $(MAKE) --no-print-directory bwrap postgres chromium fuse  # dpkg takes one at a time
 
 bwrap:
 	@command -v bwrap >/dev/null 2>&1 || { \
@@ -61,6 +61,15 @@ chromium:
 	  $(SUDO) apt-get install -y -q chromium >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q chromium >/dev/null 2>&1; } || \
 	  echo "warning: could not install chromium; the web UI tests (tests/webui) cannot run"; }
+
+# libfuse3 and fusermount3 for the power-loss tests: the JetStream store on a filesystem layer that
+# forgets what was not fsynced (tests/support/lazyfs.py); users of Antler never need it.
+fuse:
+	@command -v fusermount3 >/dev/null 2>&1 || { \
+	  echo "installing fuse3 for the power-loss tests ..."; \
+	  $(SUDO) apt-get install -y -q fuse3 >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q fuse3 >/dev/null 2>&1; } || \
+	  echo "warning: could not install fuse3; the power-loss tests will be skipped"; }
 
 up: install
 	$(BIN)/antler up

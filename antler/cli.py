@@ -147,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", help="chat: an earlier --json file to compare with")
     p.add_argument("--label", default="", help="chat: a name for this run in the JSON")
     p.add_argument(
+        "--sync-interval",
+        default=None,
+        help="chat: the nats-server's JetStream sync_interval (default always, as antler up; 2m is "
+        "nats-server's own default)",
+    )
+    p.add_argument(
         "--timeline",
         action="store_true",
         help="chat: print every bus message of one follow-up turn, with its time since the message was sent",

@@ -204,6 +204,7 @@ async def up(args: argparse.Namespace) -> int:
                 port=emb.port,
                 max_payload_mb=emb.max_payload_mb,
                 authorization=authorization,
+                sync_interval=emb.sync_interval,
             )
             status(f"starting nats-server (JetStream in {server.data_dir / 'jetstream'}) ...")
             try:

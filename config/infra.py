@@ -12,6 +12,9 @@ from config._env import Section
 _SUBJECT_TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
+_SYNC_INTERVAL = re.compile(r"^(always|\d+(ms|s|m|h))$")
+
+
 class EmbeddedNatsConfig(Section):
     host: str = Field("127.0.0.1", description="Interface the embedded nats-server listens on.")
     port: int = Field(0, ge=0, le=65535, description="Client port; 0 picks a free port.")
@@ -21,6 +24,21 @@ class EmbeddedNatsConfig(Section):
         description="Each component connects as its own NATS user, allowed only the subjects it needs "
         "(credentials in <data_dir>/nats-users.json); false = one user with every right.",
     )
+    sync_interval: str = Field(
+        "always",
+        description="When JetStream writes what it stored to disk (fsync): `always` = before it "
+        "acknowledges each message, so nothing acknowledged is lost on a power cut or OS crash. A "
+        "duration (`10s`, `2m`: nats-server's own default) is faster under load, but a power cut loses "
+        "up to that long of acknowledged chat messages, runs and replies on this one server. See "
+        "docs/operating.md (Durability).",
+    )
+
+    @field_validator("sync_interval")
+    @classmethod
+    def _sync_interval_is_always_or_a_duration(cls, value: str) -> str:
+        if not _SYNC_INTERVAL.match(value):
+            raise ValueError("must be `always` or a duration such as 500ms, 10s, 2m, 1h")
+        return value
 
 
 class BusConfig(Section):

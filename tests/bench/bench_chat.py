@@ -526,7 +526,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     print(
         f"chat path: chat.in -> router ({args.routers} process{'es' if args.routers > 1 else ''}) -> "
         f"runner ({runners} processes) -> chat.out; "
-        f"scripted model, zero latency, {args.words + 2} streamed words per answer"
+        f"scripted model, zero latency, {args.words + 2} streamed words per answer; "
+        f"JetStream sync_interval {getattr(args, 'sync_interval', 'always')}"
     )
     results: dict[str, Any] = {
         "label": args.label,
@@ -534,9 +535,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "runners": runners,
         "routers": args.routers,
         "words": args.words,
+        "sync_interval": getattr(args, "sync_interval", "always"),
     }
     settings = {"title": {"enabled": True}, "memory": {"enabled": True}}
-    async with bench_stack(settings, runners=runners) as stack:
+    sync_interval = getattr(args, "sync_interval", "always")
+    async with bench_stack(settings, runners=runners, sync_interval=sync_interval) as stack:
         for n in range(args.routers):  # they share the chat partitions (channels.partitions)
             await stack.start("router", "router" if args.routers == 1 else f"router-{n + 1}")
         processes = Processes()
@@ -604,6 +607,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--compare", help="an earlier --json file to compare with")
     parser.add_argument("--label", default="", help="a name for this run in the JSON")
+    parser.add_argument(
+        "--sync-interval", default="always", help="the nats-server's JetStream sync_interval (always, 2m)"
+    )
     parser.add_argument(
         "--timeline",
         action="store_true",

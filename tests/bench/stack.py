@@ -78,12 +78,18 @@ class BenchStack:
 
 @contextlib.asynccontextmanager
 async def bench_stack(
-    settings: dict[str, Any] | None = None, *, runners: int = 1, others: Sequence[str] = ()
+    settings: dict[str, Any] | None = None,
+    *,
+    runners: int = 1,
+    others: Sequence[str] = (),
+    sync_interval: str = "always",
 ) -> AsyncIterator[BenchStack]:
-    """A fresh stack in a temporary directory: `runners` runner processes, then `others`."""
+    """A fresh stack in a temporary directory: `runners` runner processes, then `others`; its
+    nats-server fsyncs as `antler up`'s does (`bus.embedded.sync_interval`)."""
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
-        async with EmbeddedServer(tmp_path / "nats") as server, FakeOpenAI() as fake:
+        server = EmbeddedServer(tmp_path / "nats", sync_interval=sync_interval)
+        async with server, FakeOpenAI() as fake:
             prefix = f"bench{uuid.uuid4().hex[:6]}"
             config = {
                 "bus": {"prefix": prefix, "data_dir": str(tmp_path / "data")},
