@@ -57,6 +57,7 @@ def test_three_nats_nodes_cluster_with_jetstream_on_persistent_volumes(compose: 
     conf = (REPO / "deploy" / "nats.conf").read_text(encoding="utf-8")
     assert "jetstream" in conf
     assert "store_dir: /data" in conf
+    assert "sync_interval: always" in conf, "acknowledged means on disk, on every node"
     assert "include ./nats-auth.conf" in conf
 
 

@@ -167,6 +167,15 @@ def test_postgres_checkpoints_without_a_database_url_are_refused_naming_the_fiel
         load_config()
 
 
+def test_acknowledged_means_fsynced_unless_an_operator_sets_a_duration(tmp_path: Path) -> None:
+    assert load_config().bus.embedded.sync_interval == "always"
+    write(tmp_path / "config.yaml", {"bus": {"embedded": {"sync_interval": "10s"}}})
+    assert load_config().bus.embedded.sync_interval == "10s"
+    write(tmp_path / "config.yaml", {"bus": {"embedded": {"sync_interval": "sometimes"}}})
+    with pytest.raises(ConfigValidationError, match=r"bus\.embedded\.sync_interval.*always.*duration"):
+        load_config()
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
