@@ -59,7 +59,9 @@ class RunReply:
     applied: set[tuple[int, int]] = field(default_factory=set)  # (attempt, seq) of events taken in
     last_seq: int = 0
     seq: int = 0
-    last_sent: float = 0.0
+    # Never: the first partial goes out at once. (0.0 held it back on a machine up for less than
+    # stream_update_seconds, the monotonic clock counting from boot.)
+    last_sent: float = float("-inf")
     sent_text: str = ""
     error: str | None = None
     tasks: dict[str, tuple[str, bool]] = field(default_factory=dict)  # subagent task -> (label, done)
