@@ -22,9 +22,10 @@ import pytest
 from nats.js.errors import NotFoundError
 
 from tests.faults.budget import ONE_AT_A_TIME, SIZE, TIMEOUT, Size
-from tests.faults.harness import OpenLoad, UpFactory, Verdict, free_port
+from tests.faults.harness import ExternalNats, OpenLoad, UpFactory, Verdict, free_port
 from tests.faults.load import COLLECTOR, ChatLoad
 from tests.faults.scenario import through_faults
+from tests.faults.stopping import OUTAGE, stopped_cleanly
 from tests.support import lazyfs
 from tests.support.antler_up import AntlerUp
 from tests.support.processes import descendants
@@ -141,3 +142,55 @@ async def test_power_cut_under_load_loses_no_acknowledged_message(
                 unsynced_bytes_dropped=dropped,
                 seed=seed,
             )
+
+
+async def test_the_bus_machine_losing_power_loses_no_acknowledged_message(
+    tmp_path: Path,
+    fault_config: Callable[..., Path],
+    antler_up: UpFactory,
+    chat_load: OpenLoad,
+    verdict: Verdict,
+) -> None:
+    """Only the machine of an external nats-server (`bus.url`) loses power, twice: the components,
+    elsewhere, keep running and reconnect when it is back on what it had fsynced."""
+    reason = lazyfs.unavailable()
+    if reason:
+        pytest.skip(f"no power-loss layer on this machine: {reason}")
+    seed = random.randrange(1 << 30)
+    moments = random.Random(seed)
+    nats = ExternalNats(tmp_path / "external-nats", users_dir=tmp_path / "data")
+    async with lazyfs.LazyFS(tmp_path / "disk", tmp_path / "external-nats" / "jetstream") as disk:
+        await nats.start()
+        try:
+            up = antler_up(fault_config(url=nats.url))
+            await up.start()
+            started = time.monotonic()
+            deadline = started + TWO_CUTS.budget
+            async with chat_load(nats.url, TWO_CUTS) as load:
+                await collecting(load)
+                await disk.writeback()
+
+                async def cut() -> None:
+                    await asyncio.sleep(moments.uniform(0.0, 1.0))
+                    await nats.stop(signal.SIGKILL)  # reaped: nothing writes to the store any more
+                    await disk.cut()
+
+                async def power_back() -> None:
+                    await asyncio.sleep(OUTAGE)  # the publisher retries until the server is back
+                    await nats.start()
+
+                redelivered = await through_faults(up, load, deadline, [(cut, power_back), (cut, power_back)])
+                problems = await stopped_cleanly(up)
+                dropped = "+".join(str(report.bytes_dropped) for report in disk.cuts)
+                verdict(
+                    load,
+                    "bus-power-cut",
+                    started,
+                    up,
+                    problems,
+                    redelivered_runs=redelivered,
+                    unsynced_bytes_dropped=dropped,
+                    seed=seed,
+                )
+        finally:
+            await nats.close()
