@@ -27,6 +27,7 @@ async def watch_connection(
     """Until cancelled: unhealthy with `down` while `connected()` is false."""
     was_up = True
     while True:
+        await asyncio.sleep(every)  # (a connection being made at start is not down)
         try:
             up = await connected()
         except Exception as exc:  # a client in a state it cannot say: ask again next time
@@ -39,4 +40,3 @@ async def watch_connection(
             log.warning("%s: %s", name, down)
             component_unhealthy(down)
         was_up = up
-        await asyncio.sleep(every)
