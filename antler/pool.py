@@ -108,7 +108,9 @@ def process_pool(
             if announcement.problem is not None:
                 # A child failing at start retries by itself; `antler up` must not wait on it meanwhile.
                 problems[announcement.pid] = announcement.problem
-                component_unhealthy(f"process {announcement.pid}: {announcement.problem}")
+                component_unhealthy(
+                    f"process {announcement.pid}: {announcement.problem}; it retries by itself"
+                )
                 return
             ready_pids.add(announcement.pid)
             problems.pop(announcement.pid, None)

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from bus.connection import Bus
 from bus.errors import BusConnectError, BusError
-from bus.health import describe
 from bus.log_context import LogIds
 from bus.messages import ComponentHealth, ComponentReady
 from bus.permissions import ADMIN, RIGHTS, USERS_FILE, inbox_prefix, load_credentials, user_name
@@ -196,7 +195,8 @@ async def run_component(name: str, entry: ComponentEntry, args: argparse.Namespa
                 status(f"{component}: ready")
                 announce(component)
             elif health.status == "unhealthy" and not said_ready:
-                announce(component, describe(health))  # so `antler up` is not left waiting for it
+                # So that `antler up` is not left waiting for it (its countdown would go stale there).
+                announce(component, health.reason or "unhealthy")
 
         try:
             await serve(bus, config, {name: entry}, stop, on_health=on_health)
