@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -142,20 +141,17 @@ async def supervised(
         reason, kind = explain(error)
         delay = backoff.delay(in_a_row, kind)
         tracker.set_failed(reason, datetime.now(UTC) + timedelta(seconds=delay))
+        pause = f"{delay:.0f}s" if delay >= 1 else f"{delay:.1f}s"
         if kind is Kind.UNREACHABLE:
-            log.warning("%s: unhealthy — %s; retrying in %.0fs", name, reason, delay)
+            log.warning("%s: unhealthy — %s; retrying in %s", name, reason, pause)
         elif kind is Kind.MISCONFIGURED:
-            log.error("%s: down — %s; this will not fix itself (trying again in %.0fs)", name, reason, delay)
+            log.error("%s: down — %s; this will not fix itself (trying again in %s)", name, reason, pause)
         else:
             log.error(
-                "%s failed: %s; starting it again in %.0fs",
+                "%s failed: %s; starting it again in %s",
                 name,
                 reason,
-                delay,
+                pause,
                 exc_info=error if in_a_row == 1 else None,
             )
-        began = time.monotonic()
         await asyncio.sleep(delay)
-        log.debug(
-            "%s: starting again after %.1fs (failure %d in a row)", name, time.monotonic() - began, in_a_row
-        )
