@@ -51,9 +51,13 @@ class ToolboxBuild:
 
     async def _run(self) -> int:
         # Its own session: a Ctrl-C reaches only `antler up`, which stops it (`stop`).
-        self._child = await asyncio.create_subprocess_exec(
-            *self._command, env=child_environment(), start_new_session=True, preexec_fn=die_with_parent
-        )
+        try:
+            self._child = await asyncio.create_subprocess_exec(
+                *self._command, env=child_environment(), start_new_session=True, preexec_fn=die_with_parent
+            )
+        except OSError as exc:
+            log.warning("the sandbox toolbox could not be built: %s; sandboxes get the bare python3", exc)
+            return 127
         code = await self._child.wait()
         if self._stopping:
             return code
