@@ -38,7 +38,8 @@ bwrap:
 	  { $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q bubblewrap >/dev/null 2>&1; } || \
 	  echo "warning: could not install bubblewrap; sandboxed commands will run WITHOUT isolation"; }
 
-# The sandbox's toolbox (pandas, matplotlib, python-pptx, ...: sandbox.toolbox in config.yaml) in .antler/toolbox;
+# The sandbox's toolbox (pandas, matplotlib, python-pptx, ...: sandbox.toolbox in config.yaml) in the venv
+# (.venv/share/antler/toolbox), which every data dir of this checkout uses (and `make clean` removes);
 # a no-op when it was built for the same package list. The tests' sandboxes use it too.
 toolbox: $(STAMP)
 	@$(BIN)/antler sandbox install || \

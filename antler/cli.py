@@ -227,8 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
         "sandbox",
         help="install the sandbox's toolbox, or say what sandboxed commands get",
         description="The toolbox is a Python environment for sandboxed commands with the packages of "
-        "sandbox.toolbox.python_packages (pandas, matplotlib, python-pptx, ...), installed into the data "
-        "dir and mounted read-only into every sandbox; antler up installs it too.",
+        "sandbox.toolbox.python_packages (pandas, matplotlib, python-pptx, ...), installed once per "
+        "installation (shared by every data dir) and mounted read-only into every sandbox; antler up "
+        "builds it in the background when none is current.",
     )
     box_sub = p.add_subparsers(dest="sandbox_command", metavar="ACTION", required=True)
     q = box_sub.add_parser(

@@ -31,7 +31,15 @@ from pathlib import Path
 from typing import Any
 
 import antler
-from bus import Bus, ComponentEntry, EnvelopeError, component_ready, decode
+from bus import (
+    Bus,
+    ComponentEntry,
+    EnvelopeError,
+    component_healthy,
+    component_ready,
+    component_unhealthy,
+    decode,
+)
 from bus.messages import ComponentReady
 
 log = logging.getLogger("antler.up")
@@ -88,16 +96,29 @@ def process_pool(
         # Listening before any child starts: a child announces once, when its consumer takes work.
         ready_pids: set[int] = set()
         all_ready = asyncio.Event()
+        problems: dict[int, str] = {}  # pid -> why that process cannot serve yet
 
         async def on_ready(msg: Any) -> None:
             try:
                 announcement = decode(ComponentReady, msg.data)
             except EnvelopeError:
                 return
-            if _ours(announcement.pid):
-                ready_pids.add(announcement.pid)
-                if len(ready_pids) >= count:
-                    all_ready.set()
+            if not _ours(announcement.pid):
+                return
+            if announcement.problem is not None:
+                # A child failing at start retries by itself; `antler up` must not wait on it meanwhile.
+                problems[announcement.pid] = announcement.problem
+                component_unhealthy(
+                    f"process {announcement.pid}: {announcement.problem}; it retries by itself"
+                )
+                return
+            ready_pids.add(announcement.pid)
+            problems.pop(announcement.pid, None)
+            if len(ready_pids) >= count:
+                problems.clear()  # those of processes that died since, if any
+                all_ready.set()
+            if not problems:
+                component_healthy()
 
         sub = await bus.nc.subscribe(bus.subjects.component_ready(name), cb=on_ready)
         announcer = asyncio.create_task(_ready_when(all_ready, sub))

@@ -1,9 +1,9 @@
 """`antler sandbox install|doctor`: the sandbox's toolbox, and what a sandboxed command really gets.
 
-`install` builds the toolbox (`sandbox.toolbox`) unless it is current; `antler up` does the same
-before it starts the sandbox broker. `doctor` runs one probe command through the configured
-provider, exactly as the broker would run an agent's command, and reports what it found: the
-isolation, the Python with each toolbox package's version, and Node.js.
+`install` builds the toolbox (`sandbox.toolbox`) unless it is current; `antler up` runs it in the
+background when it finds none current (`antler.up_toolbox`). `doctor` runs one probe command
+through the configured provider, exactly as the broker would run an agent's command, and reports
+what it found: the isolation, the Python with each toolbox package's version, and Node.js.
 """
 
 from __future__ import annotations
@@ -41,18 +41,6 @@ if node:
 print(json.dumps({"python": sys.executable, "version": sys.version.split()[0], "packages": packages,
                   "node": node, "node_version": node_version}))
 """
-
-
-async def prepare_toolbox(config: AppConfig) -> None:
-    """Install the toolbox if it is enabled and not current; a failure is a warning (the sandbox
-    then offers the bare system Python), never a reason not to start."""
-    toolbox = Toolbox.from_config(config)
-    if not toolbox.enabled:
-        return
-    try:
-        await asyncio.to_thread(toolbox.ensure, status)
-    except ToolboxError as exc:
-        log.warning("the sandbox toolbox could not be installed, sandboxes get the bare python3: %s", exc)
 
 
 async def sandbox(args: argparse.Namespace) -> int:

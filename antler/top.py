@@ -2,7 +2,8 @@
 
 What it reads, all of it from NATS (so it works against any deployment it can log in to):
 - every process's metrics snapshot (`bus.metrics_feed`): which processes run which components,
-  their CPU and memory, runs running, messages in hand, and the counters rates are made of;
+  their CPU and memory, runs running, messages in hand, and the counters rates are made of; and
+  the components that are not well (`bus.health`: unhealthy or degraded, and why);
 - each durable's JetStream counts (pending, unsettled, redelivered): the queues;
 - the `runs` KV bucket, watched: runs in flight (pending or running, with their age) and the
   slowest of the turns that ended while it watched.
@@ -26,6 +27,7 @@ from typing import Any
 
 from antler._common import load, login, nats_url, setup_logging
 from bus import Bus, stop_on_signals
+from bus.health import summarize
 from bus.messages import MetricsSnapshot, RunRecord, decode
 from bus.metrics_feed import MetricsBoard, consumer_families
 
@@ -118,6 +120,7 @@ def _row(cells: Iterable[tuple[object, int]]) -> str:
 PROCESS_COLUMNS = (("PROCESS", -28), ("COMPONENTS", -34), ("UP", 6), ("CPU%", 6), ("RSS MB", 7), ("RUNS", 5))
 QUEUE_COLUMNS = (("QUEUE (stream/durable)", -44), ("PENDING", 8), ("UNSETTLED", 10), ("REDELIVERED", 12))
 RUN_COLUMNS = (("RUN", -38), ("THREAD", -38), ("STATUS", -8))
+HEALTH_COLUMNS = (("COMPONENT", -14), ("HEALTH", -10), ("WHY", -120))
 
 
 def frame(
@@ -153,6 +156,14 @@ def frame(
         ]
         in_hand = f"{value(own, 'antler_consumer_in_flight_messages'):.0f}"
         lines.append(_row([*zip(cells, (w for _, w in PROCESS_COLUMNS), strict=True), (in_hand, 5)]))
+    unwell = [(n, s) for n, s in summarize(snapshots).items() if s.status in ("unhealthy", "degraded")]
+    if unwell:
+        lines += ["", _row(HEALTH_COLUMNS)]
+        lines += [
+            _row(zip((n, s.status, s.text), (w for _, w in HEALTH_COLUMNS), strict=True)) for n, s in unwell
+        ]
+    elif snapshots:
+        lines += ["", "HEALTH  every component is well"]
     lines += ["", _row(QUEUE_COLUMNS)]
     for labels, pending in queue_samples.get("antler_consumer_pending_messages", []):
         key = {"stream": labels["stream"], "durable": labels["durable"]}

@@ -4,8 +4,11 @@ Components run in this process, each on its own connection, except the sandbox b
 and (with `runner.processes` above 1) the runners: those run as supervised child
 processes (`antler.pool`).
 
-"Antler is up" is printed once every component is ready to serve: consumers taking
-work (runner processes included), services answering, the gateway listening.
+"Antler is up" is printed once every component is ready to serve (consumers taking
+work, runner processes included, services answering, the gateway listening) or has
+failed and is being retried (`bus.supervision`): one whose platform cannot be reached
+holds up neither the announcement nor the others, and the lines before it say which
+and why.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 from antler._common import CliError, load, login, nats_url, setup_logging, status
 from antler.components import COMPONENTS, resolve_component
 from antler.pool import kill_children, process_count, process_pool, runner_pool
+from antler.up_toolbox import ToolboxBuild, toolbox_at_start, with_toolbox
 from bus import (
     Bus,
     ComponentEntry,
@@ -33,6 +37,8 @@ from bus import (
     stop_on_signals,
 )
 from bus.clients import embedded_authorization
+from bus.health import describe
+from bus.messages import ComponentHealth
 from bus.subjects import Subjects
 from config import AppConfig
 
@@ -134,24 +140,33 @@ def ready_when(entry: ComponentEntry, probe: Callable[[Bus], Awaitable[None]]) -
 
 
 class Readiness:
-    """Which components have said they are ready to serve."""
+    """Which components have settled: ready to serve, or failed and being retried."""
 
     def __init__(self, names: list[str]) -> None:
         self.waiting = list(names)
+        self.health: dict[str, ComponentHealth] = {}
         self.all_ready = asyncio.Event()
         if not self.waiting:
             self.all_ready.set()
 
-    def mark(self, name: str) -> None:
-        log.info("%s is ready", name)
+    def update(self, name: str, health: ComponentHealth) -> None:
+        self.health[name] = health
+        if health.status == "starting":
+            return
         if name in self.waiting:
+            if health.status != "unhealthy":  # (an unhealthy one: the runtime said why)
+                log.info("%s is ready", name)
             self.waiting.remove(name)
         if not self.waiting:
             self.all_ready.set()
 
+    def not_well(self) -> dict[str, ComponentHealth]:
+        return {n: h for n, h in self.health.items() if h.status in ("unhealthy", "degraded")}
+
 
 async def announce_when_ready(readiness: Readiness, config: AppConfig, started: float) -> None:
-    """Print "Antler is up" (and the gateway's URL) once every component is ready to serve."""
+    """Print "Antler is up" (and the gateway's URL) once every component has settled, after a line
+    for each that is not well."""
     while True:
         try:
             await asyncio.wait_for(readiness.all_ready.wait(), STILL_WAITING)
@@ -162,6 +177,8 @@ async def announce_when_ready(readiness: Readiness, config: AppConfig, started: 
     if await asyncio.to_thread(url_file.is_file):
         url = (await asyncio.to_thread(url_file.read_text, encoding="utf-8")).strip()
         print(f"Gateway: {url}  (API: {url}/api, docs: {url}/docs)", flush=True)
+    for name, health in readiness.not_well().items():
+        status(f"{name} is {health.status}: {describe(health)} (the rest serves; see /health)")
     status(f"Antler is up ({time.monotonic() - started:.2f}s). Press Ctrl-C to stop.")
 
 
@@ -178,14 +195,14 @@ async def supervise(server: EmbeddedServer, stop: asyncio.Event) -> None:
 async def up(args: argparse.Namespace) -> int:
     config = load(args)
     setup_logging(config, args.verbose)
-    if COMPONENTS["sandbox"].enabled(config):
-        from antler.sandbox import prepare_toolbox
-
-        await prepare_toolbox(config)  # the first time: minutes of pip, before anything is started
     stop = asyncio.Event()
     undo_signals = stop_on_signals(stop)
     server: EmbeddedServer | None = None
     supervisor: asyncio.Task[None] | None = None
+    # Built (when not current) while everything else starts: nobody waits minutes of pip for it.
+    toolbox: ToolboxBuild | None = None
+    if COMPONENTS["sandbox"].enabled(config):
+        toolbox = toolbox_at_start(config, args)
     try:
         if config.bus.url or args.nats_url:
             url = nats_url(args, config)
@@ -221,6 +238,8 @@ async def up(args: argparse.Namespace) -> int:
         runners = process_count(config.runner.processes)
         # What users send the sandbox (commands, patterns) must never hold up the gateway or the router.
         children = {"sandbox": process_pool("sandbox", args, url)}
+        if toolbox is not None:
+            children["sandbox"] = with_toolbox(children["sandbox"], toolbox)
         if runners > 1:
             children["runner"] = runner_pool(args, url, runners, config.runner.fork_processes)
         routers = config.channels.router_processes
@@ -248,7 +267,7 @@ async def up(args: argparse.Namespace) -> int:
                 components,
                 stop,
                 drain_timeout=DRAIN_TIMEOUT,
-                on_ready=readiness.mark,
+                on_health=readiness.update,
                 in_process=here,
             )
         except ComponentFailed as exc:
@@ -262,6 +281,8 @@ async def up(args: argparse.Namespace) -> int:
             raise CliError(f"the embedded nats-server is gone: {supervisor.exception()}")
     finally:
         undo_signals()
+        if toolbox is not None:
+            await toolbox.stop()
         if server is not None:
             await server.stop()
         if supervisor is not None:

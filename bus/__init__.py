@@ -15,6 +15,7 @@ from bus.errors import (
     BusError,
     DataDirLocked,
     EnvelopeError,
+    Misconfigured,
     NoResponders,
     NotStored,
     RequestError,
@@ -22,7 +23,9 @@ from bus.errors import (
     ServerBinaryNotFound,
     ServerError,
     ServerStartError,
+    Unreachable,
 )
+from bus.health import component_degraded, component_healthy, component_unhealthy
 from bus.messages import ENVELOPES, Envelope, decode, encode
 from bus.provision import Provisioned, provision, stream_configs
 from bus.runtime import (
@@ -54,6 +57,7 @@ __all__ = [
     "EmbeddedServer",
     "Envelope",
     "EnvelopeError",
+    "Misconfigured",
     "NoResponders",
     "NotStored",
     "Provisioned",
@@ -65,7 +69,11 @@ __all__ = [
     "ServerError",
     "ServerStartError",
     "Subjects",
+    "Unreachable",
+    "component_degraded",
+    "component_healthy",
     "component_ready",
+    "component_unhealthy",
     "dead_letter",
     "decode",
     "encode",

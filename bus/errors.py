@@ -10,7 +10,11 @@
     ├── RequestError
     │   ├── RequestTimeout (TimeoutError)  no reply in time (no service, or it is busy)
     │   └── NoResponders                nobody serves that subject
-    └── EnvelopeError (ValueError)      a payload that is not valid JSON of the expected envelope
+    ├── EnvelopeError (ValueError)      a payload that is not valid JSON of the expected envelope
+    ├── Misconfigured (ValueError)      a component cannot work until its configuration changes
+    └── Unreachable (ConnectionError)   a component cannot reach its platform or a dependency
+
+The last two are what a component raises to tell the runtime how to retry it (`bus.supervision`).
 
 Control-flow exceptions for consumer handlers live apart, in `bus.consumer`
 (`Reject`, `Retry`, `Defer`, `Abandon`, defined in `bus.delivery`): they are decisions, not failures.
@@ -88,3 +92,21 @@ class EnvelopeError(BusError, ValueError):
         self.envelope = envelope
         self.detail = detail
         super().__init__(f"invalid {envelope}: {detail}")
+
+
+class Misconfigured(BusError, ValueError):
+    """A component cannot work until someone changes its configuration: a setting is missing, the
+    platform refused its credentials. Retrying soon cannot help (`bus.supervision` waits long)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class Unreachable(BusError, ConnectionError):
+    """A component cannot reach its platform or a dependency (`where`: a host, or a name) now;
+    trying again later may (`bus.supervision` does, with backoff)."""
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.where = where
+        self.detail = detail
+        super().__init__(f"cannot reach {where}: {detail}")

@@ -18,7 +18,7 @@ from pathlib import Path
 from bus.connection import Bus
 from bus.errors import BusConnectError, BusError
 from bus.log_context import LogIds
-from bus.messages import ComponentReady
+from bus.messages import ComponentHealth, ComponentReady
 from bus.permissions import ADMIN, RIGHTS, USERS_FILE, inbox_prefix, load_credentials, user_name
 from bus.runtime import ComponentEntry, ComponentFailed, run_main, serve, stop_on_signals
 from bus.subjects import Subjects
@@ -179,17 +179,27 @@ async def run_component(name: str, entry: ComponentEntry, args: argparse.Namespa
         bus = await login(config, name).connect(url, f"antler-{name}")
         status(f"{name}: running against {url} (prefix '{config.bus.prefix}')")
         announcements: set[asyncio.Task[None]] = set()
+        said_ready = False
 
-        def ready(component: str) -> None:
-            status(f"{component}: ready")
-            # Whoever started this process (`antler up`'s runner pool) learns it over the bus.
-            announce = ComponentReady(component=component, pid=os.getpid())
-            task = asyncio.create_task(bus.publish_core(bus.subjects.component_ready(component), announce))
+        def announce(component: str, problem: str | None = None) -> None:
+            # Whoever started this process (`antler up`'s pools) learns it over the bus.
+            message = ComponentReady(component=component, pid=os.getpid(), problem=problem)
+            task = asyncio.create_task(bus.publish_core(bus.subjects.component_ready(component), message))
             announcements.add(task)
             task.add_done_callback(announcements.discard)
 
+        def on_health(component: str, health: ComponentHealth) -> None:
+            nonlocal said_ready
+            if health.status in ("healthy", "degraded") and not said_ready:
+                said_ready = True
+                status(f"{component}: ready")
+                announce(component)
+            elif health.status == "unhealthy" and not said_ready:
+                # So that `antler up` is not left waiting for it (its countdown would go stale there).
+                announce(component, health.reason or "unhealthy")
+
         try:
-            await serve(bus, config, {name: entry}, stop, on_ready=ready)
+            await serve(bus, config, {name: entry}, stop, on_health=on_health)
         except ComponentFailed as exc:
             raise LaunchError(str(exc)) from None
         finally:

@@ -13,6 +13,8 @@ and one reader serves them all: the gateway's `GET /metrics` (one scrape target)
 
 A process that stops publishing is gone: its series leave the merge after three intervals
 (Prometheus treats the counters of a process that comes back as reset, as it does on a restart).
+A snapshot also carries the health of the process's components (`bus.health`); when one changes,
+the process publishes at once instead of at its next interval, so `/health` follows it closely.
 The JetStream side — what waits in each durable, what was redelivered — is read from the server
 (`consumer_families`), so it is right even when no process of a component runs.
 """
@@ -24,8 +26,9 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -36,7 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bus.connection import Bus
 from bus.errors import EnvelopeError
-from bus.messages import MetricsSnapshot, decode, encode
+from bus.messages import ComponentHealth, MetricsSnapshot, decode, encode
 from bus.metrics import REGISTRY
 from bus.permissions import RIGHTS
 
@@ -51,9 +54,15 @@ def process_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def snapshot(components: Sequence[str], interval: float) -> MetricsSnapshot:
+HealthSource = Callable[[], Mapping[str, ComponentHealth]]
+
+
+def snapshot(
+    components: Sequence[str], interval: float, health: HealthSource | None = None
+) -> MetricsSnapshot:
     """This process's registry now (a millisecond or so of CPU for a few hundred series)."""
     return MetricsSnapshot(
+        health=dict(health()) if health is not None else {},
         process=process_id(),
         host=socket.gethostname(),
         pid=os.getpid(),
@@ -65,21 +74,35 @@ def snapshot(components: Sequence[str], interval: float) -> MetricsSnapshot:
 
 
 class MetricsFeed:
-    """Publishes this process's registry every `interval` seconds until stopped. Best effort: a
-    publish that fails (the bus away) is logged once and tried again next time."""
+    """Publishes this process's registry (and its components' `health`) every `interval` seconds
+    until stopped, and at once after `poke()`. Best effort: a publish that fails (the bus away) is
+    logged once and tried again next time."""
 
-    def __init__(self, bus: Bus, components: Sequence[str], interval: float) -> None:
+    def __init__(
+        self, bus: Bus, components: Sequence[str], interval: float, health: HealthSource | None = None
+    ) -> None:
         self.bus = bus
         self.components = list(components)
         self.interval = interval
+        self.health = health
         self.subject = bus.subjects.metrics(
             self.components[0] if self.components else "process", process_id()
         )
         self._task: asyncio.Task[None] | None = None
+        self._poked = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
 
     def start(self) -> None:
         if self._task is None and self.interval > 0:
             self._task = asyncio.create_task(self._run(), name="metrics-feed")
+
+    def poke(self) -> None:
+        """Publish now (something changed); safe from any thread."""
+        if threading.get_ident() == self._thread:
+            self._poked.set()
+        else:
+            self._loop.call_soon_threadsafe(self._poked.set)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -93,13 +116,16 @@ class MetricsFeed:
         while True:
             try:
                 # Straight on the connection: no trace context (a snapshot belongs to no one's trace).
-                await self.bus.nc.publish(self.subject, encode(snapshot(self.components, self.interval)))
+                self._poked.clear()
+                current = snapshot(self.components, self.interval, self.health)
+                await self.bus.nc.publish(self.subject, encode(current))
                 failing = False
             except Exception as exc:  # the bus away: the next one goes out once it is back
                 if not failing:
                     log.warning("could not publish this process's metrics: %s", exc)
                 failing = True
-            await asyncio.sleep(self.interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._poked.wait(), self.interval)
 
 
 @dataclass

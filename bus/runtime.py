@@ -2,16 +2,17 @@
 
 A component is an `async def run(bus, config)` that works until it is
 cancelled and then drains (see `run_consumers`). `serve()` runs several on one
-bus; it returns when asked to stop, or raises when a component fails. A
-component says when it is ready to serve with `component_ready()` (`run_consumers`
-does, once every consumer takes work); `serve(on_ready=...)` hears it.
+bus until asked to stop; one that fails is started again with backoff while the
+others go on (`bus.supervision`). A component says how it is doing with
+`component_ready()` (`run_consumers` does, once every consumer takes work) and
+the other functions of `bus.health`; `serve(on_health=...)` hears it, and every
+process publishes it with its metrics.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import gc
 import logging
 import signal
@@ -21,40 +22,26 @@ from typing import Any, TypeVar
 from bus import tracing
 from bus.connection import Bus
 from bus.consumer import Consumer
+from bus.health import Tracker, component_ready, tracking
+from bus.messages import ComponentHealth
 from bus.metrics_feed import MetricsFeed
+from bus.supervision import Backoff, supervised
 
 log = logging.getLogger(__name__)
 
 ComponentEntry = Callable[[Bus, Any], Awaitable[None]]
 T = TypeVar("T")
 
-# Set by `serve()` in each component's task: what `component_ready()` calls.
-_on_ready: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
-    "antler_component_ready", default=None
-)
-
-
-_frozen = False  # whether start-up's objects are frozen (component_ready)
-
-
-def component_ready() -> None:
-    """Tell whoever runs this component that it is ready to serve (safe to call more than once).
-
-    `run_consumers` calls it once its consumers take work; a component that serves another
-    way (an HTTP server, services only) may call it itself.
-    """
-    # What the component built to start (modules, compiled agents, clients) lives as long as the
-    # process: out of the cyclic collector's sight, so its collections scan only what work makes.
-    # Once per process (later, objects of work under way in other components would be frozen too).
-    global _frozen
-    if not _frozen:
-        _frozen = True
-        gc.collect()
-        gc.freeze()
-    callback = _on_ready.get()
-    if callback is not None:
-        callback()
-
+__all__ = [
+    "ComponentEntry",
+    "ComponentFailed",
+    "component_ready",
+    "on_main_exit",
+    "run_consumers",
+    "run_main",
+    "serve",
+    "stop_on_signals",
+]
 
 # Coroutine functions run when `run_main`'s coroutine ends, on its loop (connection pools to close).
 _at_exit: list[Callable[[], Awaitable[None]]] = []
@@ -149,17 +136,21 @@ async def serve(
     stop: asyncio.Event,
     *,
     drain_timeout: float = 30.0,
-    on_ready: Callable[[str], None] | None = None,
+    on_health: Callable[[str, ComponentHealth], None] | None = None,
     in_process: Sequence[str] | None = None,
 ) -> None:
-    """Run `components` until `stop` is set, then cancel (drain) them.
+    """Run `components` until `stop` is set, then cancel (drain) them. A component that fails is
+    started again with backoff (`bus.supervision`, `bus.restart_*` in the config); the others go on.
 
-    `on_ready(name)` is called once for each component that says it is ready (`component_ready`).
+    `on_health(name, health)` is called each time a component's health changes (`bus.health`): it
+    is ready, it failed and when it is tried again, it says it is unhealthy or degraded.
     `in_process`: the components whose work this process does, as its metrics say (default: all;
-    `antler up` leaves out those it runs in child processes).
+    `antler up` leaves out those it runs in child processes, whose health it publishes only when
+    they are not well: the children publish their own).
 
     Raises:
-        ComponentFailed: a component ended or raised on its own; the others are drained first.
+        ComponentFailed: a component's task ended with what is not an `Exception` (the others are
+            drained first); failures are retried instead.
     """
     # This process's metrics, on the bus for the gateway's /metrics and `antler top` (bus.metrics_feed).
     observability = getattr(config, "observability", None)
@@ -168,14 +159,30 @@ async def serve(
         getattr(observability, "tracing", None), next(iter(components)) if len(components) == 1 else "up"
     )
     here = list(components) if in_process is None else list(in_process)
-    feed = MetricsFeed(bus, here, getattr(observability, "metrics_interval_seconds", 0.0))
+    trackers: dict[str, Tracker] = {}
+
+    def published() -> dict[str, ComponentHealth]:
+        reports = {name: tracker.report() for name, tracker in trackers.items()}
+        return {n: r for n, r in reports.items() if n in here or r.status in ("unhealthy", "degraded")}
+
+    feed = MetricsFeed(bus, here, getattr(observability, "metrics_interval_seconds", 0.0), published)
+
+    def changed(tracker: Tracker) -> None:
+        feed.poke()
+        if on_health is not None:
+            on_health(tracker.name, tracker.report())
+
     feed.start()
+    backoff = Backoff.from_config(config)
     tasks: dict[asyncio.Task[None], str] = {}
     for name, entry in components.items():
-        context = contextvars.copy_context()
-        if on_ready is not None:
-            context.run(_on_ready.set, _once(on_ready, name))
-        tasks[asyncio.create_task(_call(entry, bus, config), name=name, context=context)] = name
+        tracker = trackers[name] = Tracker(name, changed)
+        task = asyncio.create_task(
+            supervised(name, _starter(entry, bus, config), tracker, backoff),
+            name=name,
+            context=tracking(tracker),
+        )
+        tasks[task] = name
     stopper = asyncio.create_task(stop.wait(), name="stop")
     failed: ComponentFailed | None = None
     try:
@@ -202,20 +209,8 @@ async def serve(
         raise failed
 
 
-async def _call(entry: ComponentEntry, bus: Bus, config: Any) -> None:
-    await entry(bus, config)
+def _starter(entry: ComponentEntry, bus: Bus, config: Any) -> Callable[[], Awaitable[None]]:
+    async def start() -> None:
+        await entry(bus, config)
 
-
-def _once(on_ready: Callable[[str], None], name: str) -> Callable[[], None]:
-    called = False
-
-    def ready() -> None:
-        nonlocal called
-        if not called:
-            called = True
-            try:
-                on_ready(name)
-            except Exception:  # a listener's failure is not the component's
-                log.exception("on_ready failed for component %s", name)
-
-    return ready
+    return start

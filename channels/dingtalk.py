@@ -45,10 +45,11 @@ import websockets
 from dingtalk_stream.chatbot import ChatbotMessage
 from dingtalk_stream.frames import AckMessage, CallbackMessage, SystemMessage
 
-from bus import Bus
+from bus import Bus, Misconfigured, component_healthy, component_unhealthy
 from bus.dlq import dead_letter
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from bus.supervision import explain
 from bus.tasks import cancel_and_wait
 from channels import standby
 from channels.dingtalk_api import DingTalkApi, DingTalkError, DingTalkUnavailable, retry_after
@@ -123,7 +124,9 @@ class DingTalkAdapter(Surface):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # network loss, a refused ticket: try again, a little later each time
-                log.warning("dingtalk: stream dropped (%s); reconnecting in %.0fs", exc, delay)
+                reason, _ = explain(exc)
+                log.warning("dingtalk: stream dropped (%s); reconnecting in %.0fs", reason, delay)
+                component_unhealthy(f"the stream is down ({reason}); reconnecting")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
 
@@ -142,6 +145,7 @@ class DingTalkAdapter(Surface):
         uri = f"{connection['endpoint']}?ticket={quote_plus(connection['ticket'])}"
         async with websockets.connect(uri) as socket:
             log.info("dingtalk: stream connected")
+            component_healthy()
             async for raw in socket:
                 try:
                     frame = json.loads(raw)
@@ -442,7 +446,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     session webhook) travels with each reply."""
     settings = config.channels.dingtalk
     if not settings.resolved("client_id") or not settings.resolved("client_secret"):
-        raise ValueError("channels.dingtalk.client_id and client_secret must be set")
+        raise Misconfigured("channels.dingtalk.client_id and client_secret must be set")
     adapter = DingTalkAdapter(bus, settings)
 
     def new_replies() -> ReplyHandler:

@@ -48,12 +48,14 @@ from lark_oapi.api.im.v1 import (
     ReplyMessageRequest,
     ReplyMessageRequestBody,
 )
+from lark_oapi.ws.exception import ClientException
 
-from bus import Bus, Retry
+from bus import Bus, Misconfigured, Retry
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from channels import lark_http, standby
+from channels.connection_health import watch_connection
 from channels.feishu_ws import LongConnection
 from channels.live import RateLimited, Surface
 from channels.reply_stream import ReplyStream
@@ -400,16 +402,20 @@ async def run(bus: Bus, config: AppConfig) -> None:
     replies (`channels.standby.deliver_replies_while_active`)."""
     settings = config.channels.feishu
     if not settings.resolved("app_id") or not settings.resolved("app_secret"):
-        raise ValueError("channels.feishu.app_id and app_secret must be set")
+        raise Misconfigured("channels.feishu.app_id and app_secret must be set")
     adapter = FeishuAdapter(bus, settings)
     try:
         await adapter.fetch_bot_identity()
-    except FeishuError:
-        raise
+    except FeishuError as exc:  # the credentials, or the app's permissions: retrying will not help
+        await lark_http.close()
+        raise Misconfigured(f"{exc}: check channels.feishu") from exc
     except Exception as exc:  # Feishu unreachable now: mentions are told apart without the bot's id
         log.warning("feishu: could not look up the bot (%s); carrying on", exc)
     connection = LongConnection(settings, adapter.domain, adapter.on_event)
     connection.start()
+    # lark-oapi connects (and reconnects) by itself, quietly: the adapter says when it cannot.
+    down = f"the long connection to {adapter.domain} is down; lark-oapi is reconnecting"
+    watching = asyncio.create_task(watch_connection("feishu", connection.connected, down))
 
     def new_replies() -> ReplyHandler:
         adapter.replies = ReplyStream(bus, "feishu", adapter)
@@ -422,9 +428,12 @@ async def run(bus: Bus, config: AppConfig) -> None:
     try:
         done, _ = await asyncio.wait({replies, connection.failed}, return_when=asyncio.FIRST_COMPLETED)
         if connection.failed in done:
-            raise RuntimeError(f"feishu: the long connection gave up: {connection.failed.result()}")
+            failure = connection.failed.result()
+            if isinstance(failure, ClientException):  # the credentials or the app, as Feishu said
+                raise Misconfigured(f"Feishu refused the long connection: {failure}") from failure
+            raise RuntimeError(f"feishu: the long connection gave up: {failure}")
         await replies
     finally:
-        await cancel_and_wait(replies)
+        await cancel_and_wait(replies, watching)
         await connection.stop()
         await lark_http.close()

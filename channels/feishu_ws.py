@@ -53,6 +53,10 @@ class LongConnection:
     def start(self) -> None:
         self._thread.start()
 
+    async def connected(self) -> bool:
+        """Whether the long connection is up now (the client reconnects by itself when it is not)."""
+        return self._client is not None and getattr(self._client, "_conn", None) is not None
+
     def _main(self) -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)

@@ -20,11 +20,13 @@ only its channel, the other methods' limits the whole app.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 from collections.abc import Awaitable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 from slack_bolt.adapter.socket_mode.websockets import AsyncSocketModeHandler
@@ -32,10 +34,12 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bus import Bus
+from bus import Bus, Misconfigured
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
+from bus.tasks import cancel_and_wait
 from channels import standby
+from channels.connection_health import watch_connection
 from channels.live import RateLimited, Surface
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
@@ -47,6 +51,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# apps.connections.open's answers for an app token that cannot work (retrying soon will not help).
+REFUSED_TOKEN = {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "not_allowed_token_type"}
 LIMIT = 4_000  # characters per message: Slack's advice "for best results" (it truncates past 40,000)
 MAX_TEXT = 40_000  # Slack's limit, counted after mrkdwn escaping
 MAX_FILE_BYTES = 50 * 1024 * 1024
@@ -241,7 +247,7 @@ async def _patiently(call: Awaitable[T], *, scope: str = "platform") -> T:
 def build_app(config: SlackConfig) -> AsyncApp:
     token = config.resolved("bot_token")
     if not token:
-        raise ValueError("channels.slack.bot_token is not set")
+        raise Misconfigured("channels.slack.bot_token is not set")
     client = AsyncWebClient(token=token, base_url=config.base_url or AsyncWebClient.BASE_URL)
     # Handlers run before Slack is acknowledged: an event is acknowledged once it is on the bus, so
     # one whose process died first is delivered again (to another copy, if several run).
@@ -281,15 +287,34 @@ async def run(bus: Bus, config: AppConfig) -> None:
         await ack()
         await adapter.on_shortcut(shortcut)
 
+    if not settings.resolved("app_token"):
+        raise Misconfigured("channels.slack.app_token is not set (Socket Mode needs an app-level token)")
     handler = AsyncSocketModeHandler(app, app_token=settings.resolved("app_token"), web_client=app.client)
-    await handler.connect_async()
-    log.info("slack adapter connected in Socket Mode")
 
     def new_replies() -> ReplyHandler:
         adapter.replies = ReplyStream(bus, "slack", adapter)
         return adapter.replies.deliver
 
+    watching: asyncio.Task[None] | None = None
     try:
+        try:  # Slack out of reach raises the client's OSError, which the runtime retries with backoff
+            await handler.connect_async()
+        except SlackApiError as exc:
+            error = exc.response.get("error")
+            if error in REFUSED_TOKEN:
+                raise Misconfigured(
+                    f"Slack refused the app token ({error}): check channels.slack.app_token"
+                ) from exc
+            raise
+        log.info("slack adapter connected in Socket Mode")
+        # Later, slack_sdk reconnects by itself; meanwhile the adapter says it is unhealthy.
+        down = f"the Socket Mode connection to {_host(settings)} is down; slack_sdk is reconnecting"
+        watching = asyncio.create_task(watch_connection("slack", handler.client.is_connected, down))
         await standby.deliver_replies_while_active(bus, "slack", config.bus.lease_seconds, new_replies)
     finally:
+        await cancel_and_wait(watching)
         await handler.close_async()
+
+
+def _host(settings: SlackConfig) -> str:
+    return urlsplit(settings.base_url or AsyncWebClient.BASE_URL).netloc

@@ -26,11 +26,12 @@ from collections.abc import Awaitable
 from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
+import httpx
 from telegram import BotCommand, InputFile, Message, Update
-from telegram.error import BadRequest, RetryAfter, TelegramError
+from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
-from bus import Bus, run_consumers
+from bus import Bus, Misconfigured, Unreachable, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
@@ -308,11 +309,11 @@ def build_application(
     polling (`channels.telegram_updates`)."""
     token = config.resolved("bot_token")
     if not token:
-        raise ValueError("channels.telegram.bot_token is not set")
+        raise Misconfigured("channels.telegram.bot_token is not set")
     builder = ApplicationBuilder().token(token)
     if on_unreadable is not None:
         builder = builder.get_updates_request(
-            ScreenedUpdates(on_unreadable, connection_pool_size=1, read_timeout=30)
+            ScreenedUpdates(on_unreadable, where=api_host(config), connection_pool_size=1, read_timeout=30)
         )
     else:
         builder = builder.get_updates_read_timeout(30)
@@ -322,12 +323,32 @@ def build_application(
     return builder.build()
 
 
+def api_host(config: TelegramConfig) -> str:
+    """The Bot API's `host[:port]`, as a reason for an outage names it."""
+    url = httpx.URL(config.base_url or "https://api.telegram.org")
+    return f"{url.host}:{url.port}" if url.port else url.host
+
+
 async def run(bus: Bus, config: AppConfig) -> None:
     """The Telegram adapter component: poll Telegram, send replies, until cancelled. One copy per bot
-    is active at a time; others stand by and take over when it dies (`channels.standby`)."""
-    await standby.serve_while_active(
-        bus, "telegram", config.bus.lease_seconds, lambda lost: _serve(bus, config, lost)
-    )
+    is active at a time; others stand by and take over when it dies (`channels.standby`).
+
+    Telegram out of reach at start raises `Unreachable` and a token it refuses `Misconfigured`:
+    the runtime starts the adapter again later (`bus.supervision`) while the rest of Antler serves.
+    Once polling, an outage is python-telegram-bot's to ride out; the adapter says it is unhealthy
+    meanwhile (`channels.telegram_updates.ScreenedUpdates`)."""
+    settings = config.channels.telegram
+    try:
+        await standby.serve_while_active(
+            bus, "telegram", config.bus.lease_seconds, lambda lost: _serve(bus, config, lost)
+        )
+    except InvalidToken as exc:  # its own message quotes the token: not for logs
+        answer = exc.__cause__ or "rejected"
+        raise Misconfigured(
+            f"Telegram refused the bot token ({answer}): check channels.telegram.bot_token"
+        ) from exc
+    except NetworkError as exc:  # TimedOut, a 5xx, the connection refused: the library's words for it
+        raise Unreachable(api_host(settings), str(exc)) from exc
 
 
 async def _serve(bus: Bus, config: AppConfig, lost: asyncio.Event) -> None:

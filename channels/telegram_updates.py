@@ -33,10 +33,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from telegram import Update
+from telegram.error import TelegramError
 from telegram.ext import Application
 from telegram.request import HTTPXRequest
 
-from bus import Bus
+from bus import Bus, component_healthy, component_unhealthy
 from bus.dlq import dead_letter
 
 log = logging.getLogger("channels.telegram")
@@ -45,15 +46,33 @@ OnUnreadable = Callable[[Any, str], Awaitable[None]]
 
 
 class ScreenedUpdates(HTTPXRequest):
-    """The request object for `getUpdates` only (`ApplicationBuilder.get_updates_request`)."""
+    """The request object for `getUpdates` only (`ApplicationBuilder.get_updates_request`). Each
+    poll also tells the adapter's health (`bus.health`): python-telegram-bot rides out an outage
+    by polling again, so a failed poll is where the adapter learns Telegram is out of reach (`where`
+    names it), and the next good one that it is back."""
 
-    def __init__(self, on_unreadable: OnUnreadable, **kwargs: Any) -> None:
+    def __init__(
+        self, on_unreadable: OnUnreadable, *, where: str = "api.telegram.org", **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self._on_unreadable = on_unreadable
+        self._where = where
 
     async def do_request(self, url: str, method: str, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
-        code, payload = await super().do_request(url, method, *args, **kwargs)
-        if code != 200 or not url.rstrip("/").endswith("/getUpdates"):
+        polling = url.rstrip("/").endswith("/getUpdates")
+        try:
+            code, payload = await super().do_request(url, method, *args, **kwargs)
+        except TelegramError as exc:  # NetworkError, TimedOut: the library polls again
+            if polling:
+                component_unhealthy(f"cannot reach {self._where}: {exc}; polling again")
+            raise
+        if not polling:
+            return code, payload
+        if code == 200:
+            component_healthy()
+        elif code >= 500 or code == 409:  # Telegram's trouble, or another process polling this bot
+            component_unhealthy(f"{self._where} answers getUpdates with HTTP {code}; polling again")
+        if code != 200:
             return code, payload
         try:
             body = json.loads(payload)

@@ -78,6 +78,19 @@ class BusConfig(Section):
         description="How long a lease (a router's partition, an adapter's connection or replies) "
         "outlives its holder's last renewal: a dead holder's work is taken over within about this time.",
     )
+    restart_delay_seconds: float = Field(
+        1.0,
+        gt=0,
+        description="A component that fails (its platform unreachable, say) is started again after this "
+        "pause, doubled after each failure in a row (jittered) up to restart_max_delay_seconds; the "
+        "others go on meanwhile.",
+    )
+    restart_max_delay_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="The longest pause between a failing component's starts; one whose configuration "
+        "is wrong (a credential the platform refused) waits five times this.",
+    )
     max_deliver: int = Field(5, ge=1, description="Deliveries before a failing message goes to the DLQ.")
     ack_wait_seconds: float = Field(30.0, gt=0, description="Redelivery delay of an un-acked message.")
     run_events_max_age_hours: float = Field(24.0, gt=0, description="How long run event logs are kept.")

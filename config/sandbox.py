@@ -25,7 +25,9 @@ class ToolboxConfig(Section):
     enabled: bool = Field(True, description="Mount the toolbox into every sandbox (when it is installed).")
     path: str | None = Field(
         None,
-        description="Where it is installed; default $ANTLER_TOOLBOX_PATH, else <bus.data_dir>/toolbox.",
+        description="Where it is installed; default $ANTLER_TOOLBOX_PATH, else the installation's "
+        "(<sys.prefix>/share/antler/toolbox, or the user's cache when that is not writable), shared "
+        "by every data dir.",
     )
     python_packages: list[str] = Field(
         default_factory=lambda: list(DEFAULT_TOOLBOX_PACKAGES),

@@ -6,9 +6,12 @@ the packages of `sandbox.toolbox.python_packages` installed from the package ind
 gets it read-only at `/opt/toolbox/python`, first on PATH, so `python3` finds the packages. A
 Node.js outside the system directories (nvm, /opt) is mounted at `/opt/toolbox/node` the same way.
 
-It is installed once per machine (`antler sandbox install`, `make install`, or `antler up` before
-it starts the sandbox) under `sandbox.toolbox.path` (default `$ANTLER_TOOLBOX_PATH`, else
-`<bus.data_dir>/toolbox`):
+It is installed once per installation (`make install`, `antler sandbox install`, or `antler up`
+when it finds none) under `sandbox.toolbox.path`, else `$ANTLER_TOOLBOX_PATH`, else a place shared
+by every data dir of the installation (`shared_root`): `<sys.prefix>/share/antler/toolbox`, beside
+the Python Antler runs on (in its venv, so `make install` builds it once for every stack and `make
+clean` removes it with the venv), or, when that one is not current and cannot be written (a
+system-wide install run by another user), `$XDG_CACHE_HOME/antler/toolbox` (`~/.cache/...`):
 
     <root>/python/                    the venv
     <root>/python/antler-toolbox.json the stamp: the package list and base Python it was built for
@@ -67,6 +70,35 @@ def system_python() -> str | None:
     return found if found is not None and in_system_dirs(found) else None
 
 
+def installation_root() -> Path:
+    """The toolbox's place in this installation: beside the Python Antler runs on (its venv)."""
+    return Path(sys.prefix).resolve() / "share" / "antler" / "toolbox"
+
+
+def user_root() -> Path:
+    """The user's own, for an installation whose place they cannot write."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser().resolve() / "antler" / "toolbox"
+
+
+def shared_root(packages: tuple[str, ...]) -> Path:
+    """Where a toolbox with `packages` is when no path is configured: the installation's if it is
+    current there or can be built there, else the user's (current, or to be built)."""
+    places = [installation_root(), user_root()]
+    for root in places:
+        if Toolbox(root, packages).current():
+            return root
+    return next((root for root in places if _writable(root)), places[0])
+
+
+def _writable(root: Path) -> bool:
+    """Whether this user could create or replace the toolbox at `root`."""
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    return os.access(existing, os.W_OK | os.X_OK)
+
+
 @dataclass(frozen=True)
 class Toolbox:
     root: Path
@@ -74,12 +106,16 @@ class Toolbox:
     enabled: bool = True
     node: bool = True
 
+    shared: bool = False  # in the installation's shared place (no path configured)
+
     @classmethod
     def from_config(cls, config: AppConfig) -> Toolbox:
         section = config.sandbox.toolbox
-        path = section.path or os.environ.get(ENV_PATH) or str(Path(config.bus.data_dir) / "toolbox")
-        root = Path(path).expanduser().resolve()
-        return cls(root, tuple(section.python_packages), section.enabled, section.node)
+        packages = tuple(section.python_packages)
+        path = section.path or os.environ.get(ENV_PATH)
+        if not path:
+            return cls(shared_root(packages), packages, section.enabled, section.node, shared=True)
+        return cls(Path(path).expanduser().resolve(), packages, section.enabled, section.node)
 
     @property
     def python_dir(self) -> Path:

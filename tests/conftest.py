@@ -26,7 +26,6 @@ from bus.launcher import Login
 from bus.permissions import ADMIN, USERS_FILE, inbox_prefix, load_credentials
 from bus.subjects import Subjects
 from config import AppConfig, BusConfig
-from sandbox.toolbox import ENV_PATH as TOOLBOX_ENV
 from sandbox.toolbox import Toolbox, ToolboxError
 from tests.fakes.openai_server import FakeOpenAI
 from tests.postgres import PostgresNotInstalled, PostgresServer
@@ -37,9 +36,10 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
-# Every sandbox of the session, in this process and in `antler up` children, shares the toolbox that
-# `make install` builds in the checkout's data dir; the session installs it if it is not there yet.
-os.environ.setdefault(TOOLBOX_ENV, str(REPO / ".antler" / "toolbox"))
+# Every sandbox of the session, in this process and in `antler up` children, gets the toolbox the
+# installation shares (`sandbox.toolbox`: in the venv, where `make install` builds it), as users'
+# stacks do; the session installs it if it is not there yet. An $ANTLER_TOOLBOX_PATH set outside
+# is left to decide, as it would for `antler up`.
 _toolbox_error: list[str] = []
 
 
@@ -125,10 +125,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def session_toolbox() -> Toolbox:
-    """The toolbox every test sandbox gets, with the default package list."""
-    from config.app import DEFAULT_TOOLBOX_PACKAGES
-
-    return Toolbox(Path(os.environ[TOOLBOX_ENV]), tuple(DEFAULT_TOOLBOX_PACKAGES))
+    """The toolbox every test sandbox gets: where a config leaving `sandbox.toolbox` alone finds it."""
+    return Toolbox.from_config(AppConfig())
 
 
 @pytest.fixture(scope="session")

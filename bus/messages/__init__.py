@@ -60,6 +60,8 @@ from bus.messages.memory import (
     MemoryUser,
 )
 from bus.messages.observe import (
+    ComponentHealth,
+    HealthStatus,
     MetricsSnapshot,
 )
 from bus.messages.runs import (
@@ -210,6 +212,7 @@ __all__ = [
     "ChatBinding",
     "ChatOrigin",
     "ChatTurn",
+    "ComponentHealth",
     "ComponentReady",
     "Envelope",
     "ErrorInfo",
@@ -223,6 +226,7 @@ __all__ = [
     "GrepMatch",
     "GrepReply",
     "GrepRequest",
+    "HealthStatus",
     "Id",
     "InboundMessage",
     "ListDirReply",

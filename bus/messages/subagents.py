@@ -50,10 +50,12 @@ class SubagentCancel(Envelope):
 
 class ComponentReady(Envelope):
     """A component process is ready to serve (its consumers take work, its services answer), on
-    `<prefix>.ready.<component>` (core NATS): how `antler up` knows its runner processes are."""
+    `<prefix>.ready.<component>` (core NATS): how `antler up` knows its runner processes are. With
+    `problem`, it cannot serve yet and says why (it failed and is being started again)."""
 
     component: str
     pid: int
+    problem: str | None = None
 
 
 SubagentStatus = Literal["completed", "failed", "cancelled", "timed_out"]

@@ -66,8 +66,9 @@ async def test_forked_runners_share_what_they_loaded_are_forked_again_when_kille
 async def test_a_forked_process_that_keeps_failing_at_once_fails_the_leader_loudly(
     nats_url: str, config_file: Callable[[], Path], tmp_path: Path
 ) -> None:
+    # A process that dies (an exception is retried inside the process: bus.supervision).
     (tmp_path / "broken_component.py").write_text(
-        "async def run(bus, config):\n    raise RuntimeError('cannot start')\n", encoding="utf-8"
+        "async def run(bus, config):\n    raise SystemExit('cannot start')\n", encoding="utf-8"
     )
     leader = await run_antler(
         "run",

@@ -12,13 +12,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bus import Bus
+import httpx
+
+from bus import Bus, component_ready
 from bus.metrics_feed import MetricsFeed, process_id
 from bus.runs import submit_run
 from config import AppConfig
 from tests.agents.conftest import ask, running_runner
 from tests.conftest import REPO
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.faults.harness import free_port
+from tests.support.health import served
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -112,4 +116,36 @@ async def test_top_shows_the_running_processes_their_queues_and_a_run_in_flight(
         finally:
             code = await terminal.stop()
             await feed.stop()
+    assert code == 0, terminal.output[-2000:]
+
+
+async def test_top_names_a_component_that_is_not_well_and_why(
+    bus: Bus,
+    nats_url: str,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+    config_file: Callable[[], Path],
+) -> None:
+    config_data["observability"] = {"metrics_interval_seconds": 0.2}
+    config_data["bus"].update(restart_delay_seconds=0.2, restart_max_delay_seconds=1.0)
+    port = free_port()
+
+    async def fetcher(bus: Bus, config: AppConfig) -> None:  # its dependency never listens here
+        async with httpx.AsyncClient() as http:
+            await http.get(f"http://127.0.0.1:{port}/")
+        component_ready()
+        await asyncio.Future()
+
+    async with served(bus, app_config(), {"fetcher": fetcher}, bus):
+        terminal = Terminal("top", "-c", str(config_file()), "--nats-url", nats_url, "--interval", "0.3")
+        await terminal.start()
+        try:
+            screen = await terminal.until(
+                lambda s: re.search(r"fetcher\s+unhealthy", ANSI.sub("", s)) is not None
+            )
+        finally:
+            code = await terminal.stop()
+    [row] = [line for line in screen.splitlines() if line.startswith("fetcher ")]
+    assert f"cannot reach 127.0.0.1:{port}: ConnectError" in row, screen
+    assert "retrying" in row, screen
     assert code == 0, terminal.output[-2000:]

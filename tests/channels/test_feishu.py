@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bus import Bus, list_dead_letters
-from channels.feishu import FeishuError, message_text
+from bus import Bus, Misconfigured, list_dead_letters
+from channels.feishu import message_text
 from channels.feishu import run as run_feishu
 from config import AppConfig
 from tests.channels.conftest import adapter_stack
@@ -174,11 +174,11 @@ def test_rich_text_and_mentions_become_plain_text() -> None:
     )
 
 
-async def test_wrong_app_credentials_stop_the_adapter_with_a_clear_error(
+async def test_wrong_app_credentials_stop_the_adapter_with_a_clear_error_retrying_cannot_fix(
     bus: Bus, feishu: FakeFeishu, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
 ) -> None:
     config_data["channels"] = {
         "feishu": {"enabled": True, "app_id": APP_ID, "app_secret": "wrong", "domain": feishu.base_url}
     }
-    with pytest.raises(FeishuError, match="app credentials"):
+    with pytest.raises(Misconfigured, match="Feishu refused the app credentials"):
         await run_feishu(bus, app_config())

@@ -2,10 +2,10 @@
 
 One `antler up` for the module, started the way the installed `antler` command starts (`python -P`:
 the working directory is not on its own sys.path) in a directory that holds what each test needs:
-`$FAKE_KEY` in config.yaml, a toolbox of its own for the first `up` to install, a skills folder,
-folders named like Antler's packages, and a short grep timeout. The rest is the defaults (the bwrap
-sandbox where the host has it, memory on). At the end Ctrl-C must stop it cleanly and its server must
-have refused none of its components (the tripwire).
+`$FAKE_KEY` in config.yaml, a toolbox of its own for the first `up` to build (while it serves), a
+skills folder, folders named like Antler's packages, and a short grep timeout. The rest is the
+defaults (the bwrap sandbox where the host has it, memory on). At the end Ctrl-C must stop it
+cleanly and its server must have refused none of its components (the tripwire).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
             "gateway": {"port": 0},
             "runner": {"processes": 2},  # the default on two cores
             "skills": {"path": "./skills"},
-            # A toolbox of its own (no packages, so no package index): the first `up` installs it.
+            # A toolbox of its own (no packages, so no package index): the first `up` builds it.
             "sandbox": {"grep_timeout_seconds": 5, "toolbox": {"path": "box", "python_packages": []}},
         }
         (workdir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
@@ -98,9 +98,22 @@ def clean_script(stack: Stack) -> Iterator[None]:
     stack.model._script.clear()
 
 
+async def test_a_toolbox_the_first_up_must_build_is_built_while_the_rest_serves(stack: Stack) -> None:
+    assert "building it while Antler starts" in stack.up.log()
+    async with httpx.AsyncClient(base_url=stack.gateway, timeout=10) as http:
+        for _ in range(600):  # the sandbox is degraded (bare python3) until its toolbox is in
+            body = (await http.get("/health")).json()
+            if "sandbox" not in body["degraded"]:
+                break
+            assert "building the toolbox" in body["degraded"]["sandbox"], body
+            await asyncio.sleep(0.2)
+    assert "sandbox" not in body["degraded"], body
+    assert (stack.up.workdir / "box" / "python" / "antler-toolbox.json").is_file(), "built"
+    assert "sandbox toolbox: built" in stack.up.log()
+
+
 async def test_up_then_send_then_the_api_sees_the_same_conversation(stack: Stack) -> None:
     workdir = stack.up.workdir
-    assert (workdir / "box" / "python" / "antler-toolbox.json").is_file(), "installed before the sandbox"
     async with httpx.AsyncClient(base_url=f"{stack.gateway}/api", timeout=30) as http:
         threads_before = (await http.post("/threads/search", json={"limit": 10})).json()
 

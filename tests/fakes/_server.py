@@ -126,7 +126,8 @@ class Outbox:
 
 
 class LocalServer:
-    """Subclasses set `self.app` and get `port` once inside `async with`."""
+    """Subclasses set `self.app` and get `port` once inside `async with` (set `port` before, to
+    listen on that one: a platform coming up where a stack already expects it)."""
 
     app: FastAPI
 
@@ -195,7 +196,9 @@ class LocalServer:
                 await self._new_call.wait()
 
     async def __aenter__(self) -> Self:
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
+        )
         self._server = uvicorn.Server(config)
         self._task = asyncio.create_task(self._server.serve())
         while not self._server.started:  # noqa: ASYNC110 - uvicorn offers no event for this

@@ -166,6 +166,8 @@ class FakeFeishu(LocalServer):
 
     async def _endpoint(self, request: Request) -> Any:
         body = await request.json()
+        if self.broken("endpoint"):  # `break_method("endpoint", n)`: Feishu busy, the client retries
+            return JSONResponse({"code": 1, "msg": "system busy"}, 503)
         if self.refuse_credentials or body.get("AppID") != APP_ID or body.get("AppSecret") != APP_SECRET:
             return {"code": 1000040343, "msg": "app credentials are invalid"}
         return {

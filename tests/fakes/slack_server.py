@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from tests.fakes._server import LocalServer, Outbox
 
 BOT_USER = "UBOT"
+APP_TOKEN = "xapp-test"  # the app-level token apps.connections.open accepts
 
 
 class FakeSlack(LocalServer):
@@ -131,6 +132,8 @@ class FakeSlack(LocalServer):
             return {"ok": False, "error": "msg_too_long"}
         self.record(method, params)
         if method == "apps.connections.open":
+            if request.headers.get("authorization") != f"Bearer {APP_TOKEN}":
+                return {"ok": False, "error": "invalid_auth"}
             return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/link"}
         if method == "auth.test":
             return {"ok": True, "user_id": BOT_USER, "bot_id": "B1", "team_id": "T1", "user": "antler"}

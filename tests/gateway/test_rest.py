@@ -258,7 +258,13 @@ async def test_health_is_503_while_the_bus_is_gone(tmp_path: Path, stack_config:
             await server.stop()
             gone = await http.get("/health")
             assert gone.status_code == 503
-            assert gone.json() == {"status": "unavailable", "nats": False, "components": {}}
+            assert gone.json() == {
+                "status": "unavailable",
+                "nats": False,
+                "components": {},
+                "unhealthy": {},
+                "degraded": {},
+            }
     finally:
         await server.stop()
 

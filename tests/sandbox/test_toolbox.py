@@ -1,11 +1,12 @@
 """The sandbox's toolbox: sandboxed `python3` finds its packages, `antler sandbox install` builds it
-once per package list, `antler sandbox doctor` says what a command gets."""
+once per package list and installation, `antler sandbox doctor` says what a command gets."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import os
+import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,7 @@ import yaml
 
 from config import AppConfig
 from sandbox import SandboxClient
-from sandbox.toolbox import STAMP, Toolbox
+from sandbox.toolbox import ENV_PATH, STAMP, Toolbox
 from tests.conftest import finished, run_antler
 from tests.sandbox.conftest import PROVIDERS, needs_bwrap, running_broker
 
@@ -156,3 +157,30 @@ async def test_a_node_outside_usr_is_mounted_read_only_and_found_first(
     assert lines[:2] == ["/opt/toolbox/node/bin/node", "v99.0.0-outside-usr"]
     assert "Read-only file system" in lines[2]
     assert str(home) not in result.output
+
+
+def test_with_no_path_set_an_installation_keeps_its_toolbox_and_a_current_one_in_the_users_cache_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another installation (its own sys.prefix): a new toolbox is built in that installation, for
+    every data dir of it; a current one already in the user's cache is used rather than built again."""
+    monkeypatch.delenv(ENV_PATH, raising=False)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    installation = tmp_path / "venv" / "share" / "antler" / "toolbox"
+    cache = tmp_path / "cache" / "antler" / "toolbox"
+    configs = [
+        AppConfig.model_validate(
+            {"bus": {"data_dir": str(tmp_path / d)}, "sandbox": {"toolbox": {"python_packages": []}}}
+        )
+        for d in ("data-1", "data-2")
+    ]
+    assert {Toolbox.from_config(c).root for c in configs} == {installation}, (
+        "one place, whatever the data dir"
+    )
+
+    Toolbox(cache, ()).ensure()
+    [chosen] = {Toolbox.from_config(c) for c in configs}
+    assert chosen.root == cache
+    assert chosen.current()
+    assert chosen.shared
