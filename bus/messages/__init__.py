@@ -35,6 +35,14 @@ from bus.messages.chat import (
     InboundMessage,
     OutboundMessage,
 )
+from bus.messages.commands import (
+    ASSISTANT_IDS,
+    LEAD_AGENT,
+    RunCommand,
+    SendTo,
+    is_known_assistant,
+    unknown_assistant,
+)
 from bus.messages.goals import (
     MAX_OBJECTIVE_CHARS,
     GoalEvaluation,
@@ -202,9 +210,11 @@ ENVELOPES: dict[str, type[Envelope]] = {
 }
 
 __all__ = [
+    "ASSISTANT_IDS",
     "ENVELOPES",
     "ID_PATTERN",
     "ID_RULE",
+    "LEAD_AGENT",
     "MAX_OBJECTIVE_CHARS",
     "AgentDefinition",
     "ChatBinding",
@@ -245,6 +255,7 @@ __all__ = [
     "ReadFileReply",
     "ReadFileRequest",
     "Reply",
+    "RunCommand",
     "RunControl",
     "RunEvent",
     "RunEventName",
@@ -266,6 +277,7 @@ __all__ = [
     "ScheduledTaskList",
     "ScheduledTaskReply",
     "ScheduledTaskRun",
+    "SendTo",
     "StrReplaceReply",
     "StrReplaceRequest",
     "SubagentCancel",
@@ -303,7 +315,9 @@ __all__ = [
     "WriteFileRequest",
     "decode",
     "encode",
+    "is_known_assistant",
     "is_valid_id",
     "new_id",
+    "unknown_assistant",
     "utcnow",
 ]
