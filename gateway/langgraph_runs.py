@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from bus.messages import (
     MultitaskStrategy,
@@ -42,6 +43,7 @@ from gateway.rest.feedback import feedback_json
 from gateway.schemas import ASSISTANT_ID, Body, Run, errors, iso
 from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of, stream_events
 
+log = logging.getLogger(__name__)
 router = APIRouter()
 
 CHECK_RUN_SECONDS = 10.0  # a runner's answer whether a run can run; without one it is checked as it starts
@@ -109,6 +111,14 @@ class RunConfig(BaseModel):
     configurable: Configurable | None = None
 
 
+class CheckpointRef(BaseModel):
+    """LangGraph's run `checkpoint`: where on the thread to start (other keys go through as they are)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    checkpoint_id: StrictStr | None = None
+
+
 class RunCreate(Body):
     """A run as LangGraph clients ask for it. What a runner cannot start with (a `command` that is
     none, a `recursion_limit` that is no number) is refused here, naming the field: a runner would
@@ -129,7 +139,7 @@ class RunCreate(Body):
     if_not_exists: Literal["reject", "create"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
     checkpoint_id: str | None = None
-    checkpoint: dict[str, Any] | None = None
+    checkpoint: CheckpointRef | None = None
     interrupt_before: InterruptAt = None
     interrupt_after: InterruptAt = None
 
@@ -156,7 +166,7 @@ async def start_run(
             unusable_thread_id(thread_id) if creates else HTTPException(404, f"thread {thread_id} not found")
         )
     config = body.config.model_dump(exclude_none=True) if body.config else {}
-    checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
+    checkpoint_id = body.checkpoint_id or (body.checkpoint.checkpoint_id if body.checkpoint else None)
     request = RunRequest(
         thread_id=thread_id,
         assistant_id=body.assistant_id,
@@ -192,13 +202,15 @@ async def start_run(
 async def refuse_what_cannot_run(gw: Gateway, request: RunRequest) -> None:
     """A runner's threads service checks the run against the agent's graph and the thread: a `goto`
     to a node the agent lacks, an update or input the state cannot hold, a `resume` nothing waits
-    for (422, naming the field). With no runner to ask (none is up, or none answers in time) the
-    run goes ahead: the runner that takes it checks it again, and ends it with that error."""
+    for (422, naming the field). With no answer (no runner is up, none answers in time, or the
+    check itself failed) the run goes ahead: the runner that takes it checks it again, and ends it
+    with that error."""
     try:
         await gw.ask("check_run", request, Reply, timeout=CHECK_RUN_SECONDS)
     except HTTPException as exc:
-        if exc.status_code not in (503, 504):
+        if exc.status_code in (404, 422):
             raise
+        log.info("run %s goes unchecked to the runners: %s %s", request.run_id, exc.status_code, exc.detail)
 
 
 def _run_path(record: RunRecord, stateless: bool) -> str:
@@ -323,14 +335,14 @@ async def create_run(gw: GW, me: Me, thread_id: str, body: RunCreate) -> Run:
     return run_json(record)
 
 
-@router.post("/runs/stream", response_class=StreamingResponse, responses={**SSE_BODY, **errors(413)})
+@router.post("/runs/stream", response_class=StreamingResponse, responses={**SSE_BODY, **errors(404, 413)})
 async def stream_stateless(gw: GW, me: Me, body: RunCreate) -> StreamingResponse:
     body.if_not_exists = "create"
     record = await start_run(gw, me, str(uuid.uuid4()), body)
     return sse_response(gw, record, cancel_on_disconnect=body.on_disconnect == "cancel", stateless=True)
 
 
-@router.post("/runs/wait", response_class=StreamingResponse, responses={**WAIT_BODY, **errors(413)})
+@router.post("/runs/wait", response_class=StreamingResponse, responses={**WAIT_BODY, **errors(404, 413)})
 async def wait_stateless(gw: GW, me: Me, body: RunCreate) -> StreamingResponse:
     body.if_not_exists = "create"
     record = await start_run(gw, me, str(uuid.uuid4()), body, modes=["values"])

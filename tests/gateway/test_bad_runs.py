@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.support.bad_runs import EMPTY_THREAD, HI, MALFORMED, UNKNOWN_ASSISTANT
+from tests.support.bad_runs import EMPTY_THREAD, GATEWAY_ONLY, HI, MALFORMED, UNKNOWN_ASSISTANT
 
 pytestmark = pytest.mark.asyncio
 
@@ -61,7 +61,7 @@ async def test_every_malformed_run_is_refused_with_the_field_it_gets_wrong(
     assert answered.json()["messages"][-1]["content"] == "Hello to you."
     model_calls = len(fake_model.agent_requests)
 
-    cases = refusals(MALFORMED)
+    cases = refusals(MALFORMED + GATEWAY_ONLY)
     assert await refused(http, thread, cases) == []
     # The routes that wait for the run or stream it share the check: a sample of each kind.
     assert await refused(http, thread, cases[::6], routes=ROUTES[1:]) == []

@@ -133,4 +133,14 @@ EMPTY_THREAD: list[Any] = [
     case({"command": {"resume": "yes"}}, "command.resume", "resume-on-a-new-thread"),
 ]
 
+# Fields only the gateway's API has (a RunRequest carries the checkpoint's id alone).
+GATEWAY_ONLY: list[Any] = [
+    case(
+        {"input": HI, "checkpoint": {"checkpoint_id": 5}},
+        "checkpoint.checkpoint_id",
+        "checkpoint-id-a-number",
+    ),
+    case({"input": HI, "checkpoint": "latest"}, "checkpoint", "checkpoint-a-string"),
+]
+
 UNKNOWN_ASSISTANT = case({"assistant_id": "no-such-agent", "input": HI}, "assistant_id", "unknown-assistant")
