@@ -47,6 +47,7 @@ def _why_not_a_message(exc: Exception) -> str:
     return _first_line(exc)
 
 
+@functools.cache
 def state_keys() -> list[str]:
     """The lead agent's state keys, from its schema."""
     return sorted(typing.get_type_hints(ThreadState))

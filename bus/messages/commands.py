@@ -58,11 +58,12 @@ class SendTo(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    node: StrictStr = Field(min_length=1)
+    node: NodeName
     input: dict[str, Any] | None = None
 
 
-Goto = StrictStr | SendTo
+NodeName = Annotated[StrictStr, Field(min_length=1)]
+Goto = NodeName | SendTo
 _ONE_GOTO: TypeAdapter[Goto] = TypeAdapter(Goto)
 
 
