@@ -15,7 +15,7 @@ import pytest
 
 from bus import Bus
 from bus.messages import RunEvent, RunRecord, RunStatus
-from bus.records import RecordStore
+from bus.records import RecordStore, keys_matching
 from bus.runs import collect_run
 from tests.agents.conftest import ask, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -78,3 +78,24 @@ async def test_runs_with_nothing_to_answer_on_a_new_thread_end_as_failed_runs(
 ) -> None:
     assert await failures(bus, "t-bad-empty", EMPTY_THREAD) == []
     assert fake_model.agent_requests == []
+
+
+async def test_a_request_whose_command_is_no_command_is_dead_lettered_with_the_field(
+    bus: Bus, fake_model: FakeOpenAI, runner: None
+) -> None:
+    """Not a RunRequest at all: dead-lettered at once with its reason, and its run still ends failed."""
+    dead: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def on_dlq(msg: Any) -> None:
+        dead.put_nowait(msg)
+
+    await bus.nc.subscribe(bus.subjects.dlq_all, cb=on_dlq)
+    run_id = await publish_raw(bus, "t-bad-dlq", {"command": {"goto": {"input": {}}}})
+    events = await collect_run(bus, run_id, timeout=30)
+    runs = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    assert how_it_ended("goto-without-node", "command.goto", events, await runs.get(run_id)) is None
+    letter = await asyncio.wait_for(dead.get(), 30)
+    assert letter.headers["Antler-Dlq-Reason"].startswith("bad input: invalid RunRequest: command.goto:")
+    assert letter.headers["Antler-Dlq-Deliveries"] == "1", "refused at once, never retried"
+    listed = await keys_matching(bus.js, bus.subjects.thread_runs_bucket, "t-bad-dlq.>")
+    assert [key.rsplit(".", 1)[1] for key in listed] == [run_id], "the failed run is listed with its thread"
