@@ -71,8 +71,9 @@ def _command_brings_messages(request: RunRequest, nodes: list[str]) -> bool:
 async def check_run(request: RunRequest, graph: Any) -> None:
     """Raise unless `graph` (the lead agent compiled for the run, with its checkpointer) can run it.
 
-    The thread's state is read only when the answer depends on it: a `resume`, a `checkpoint_id`,
-    or a run that brings no messages (is there a conversation to answer?).
+    The thread's state is read only when the answer depends on it: a command (has the thread
+    run, does anything wait for its `resume`?), a `checkpoint_id`, or a run that brings no
+    messages (is there a conversation to answer?).
 
     Raises:
         InvalidRun: naming the first field that does not fit.
@@ -90,7 +91,7 @@ async def check_run(request: RunRequest, graph: Any) -> None:
     if command is not None:
         brings_messages = _command_brings_messages(request, nodes)
     resumes = command is not None and command.resume is not None
-    if brings_messages and not resumes and not request.checkpoint_id:
+    if brings_messages and command is None and not request.checkpoint_id:
         return
     configurable = {"thread_id": request.thread_id, "checkpoint_ns": ""}
     if request.checkpoint_id:
@@ -99,6 +100,13 @@ async def check_run(request: RunRequest, graph: Any) -> None:
     thread = f"thread {request.thread_id}"
     if request.checkpoint_id and state.created_at is None:
         raise InvalidRun(f"checkpoint_id: {thread} has no checkpoint {request.checkpoint_id!r}")
+    if command is not None and not resumes and state.created_at is None:
+        # LangGraph takes a command on a thread with no checkpoint as the graph's input as well:
+        # its update is applied twice and its entry runs the model beside any Send.
+        raise InvalidRun(
+            f"command: {thread} has not run yet, and a command steers a thread that has; "
+            'start it with input such as {"messages": [{"role": "user", "content": "..."}]}'
+        )
     if resumes:
         if not state.interrupts:
             raise InvalidRun(

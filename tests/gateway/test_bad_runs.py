@@ -11,6 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
+from langgraph_sdk.schema import Command, Send
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.bad_runs import EMPTY_THREAD, GATEWAY_ONLY, HI, MALFORMED, UNKNOWN_ASSISTANT
@@ -96,18 +99,46 @@ async def test_commands_the_lead_agent_can_follow_still_run(
 ) -> None:
     """`goto` a node with the new message as an update, and a `Send` as the SDK writes it."""
     thread = (await http.post("/threads", json={})).json()["thread_id"]
+    fake_model.script(Reply(text="Hello to you."))
+    await http.post(f"/threads/{thread}/runs/wait", json={**LEAD, "input": HI})
+
     fake_model.script(Reply(text="Updated and answered.", when="via update"))
     update = {"messages": [{"role": "user", "content": "via update"}]}
     done = await http.post(
-        f"/threads/{thread}/runs/wait",
-        json={**LEAD, "command": {"update": update, "goto": "model"}},
+        f"/threads/{thread}/runs/wait", json={**LEAD, "command": {"update": update, "goto": "model"}}
     )
     assert done.status_code == 200, done.text
-    assert done.json()["messages"][-1]["content"] == "Updated and answered."
+    said = [(m["type"], m["content"]) for m in done.json()["messages"]]
+    assert said[2:] == [("human", "via update"), ("ai", "Updated and answered.")], "each once"
 
     fake_model.script(Reply(text="Sent and answered.", when="via send"))
     send = {"node": "model", "input": {"messages": [{"role": "user", "content": "via send"}]}}
     done = await http.post(f"/threads/{thread}/runs/wait", json={**LEAD, "command": {"goto": [send]}})
     assert done.status_code == 200, done.text
     assert done.json()["messages"][-1]["content"] == "Sent and answered."
-    assert [run["status"] for run in await runs_of(http, thread)] == ["success", "success"]
+    assert [run["status"] for run in await runs_of(http, thread)] == ["success"] * 3
+
+
+async def test_the_langgraph_sdk_gets_its_own_errors_and_its_send_runs(
+    ana: LangGraphClient, fake_model: FakeOpenAI
+) -> None:
+    thread = (await ana.threads.create())["thread_id"]
+    with pytest.raises(httpx.HTTPStatusError) as nowhere:  # what its wait raises for any status
+        await ana.runs.wait(thread, "lead_agent", command={"goto": "nowhere"})
+    assert nowhere.value.response.status_code == 422
+    told = " ".join(getattr(nowhere.value, "__notes__", []))  # the SDK adds the body as a note
+    assert "command.goto: the lead agent has no node 'nowhere'" in told
+    with pytest.raises(UnprocessableEntityError) as resume:
+        await ana.runs.create(thread, "lead_agent", command={"resume": "yes"})
+    assert "command.resume: nothing on thread" in str(resume.value)
+    with pytest.raises(NotFoundError):
+        await ana.runs.create(thread, "no-such-agent", input=HI)
+
+    fake_model.script(Reply(text="Hello to you."))
+    await ana.runs.wait(thread, "lead_agent", input=HI)
+    fake_model.script(Reply(text="The SDK's Send ran.", when="via the sdk"))
+    send: Send = {"node": "model", "input": {"messages": [{"role": "user", "content": "via the sdk"}]}}
+    command: Command = {"goto": send}
+    result = await ana.runs.wait(thread, "lead_agent", command=command)
+    assert isinstance(result, dict)
+    assert result["messages"][-1]["content"] == "The SDK's Send ran."

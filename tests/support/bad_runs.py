@@ -122,7 +122,7 @@ MALFORMED: list[Any] = [
     case({"input": HI, "checkpoint_id": "no-such-checkpoint"}, "checkpoint_id", "unknown-checkpoint"),
 ]
 
-# Runs that would have the model answer nothing: a thread with no messages, and a run that brings none.
+# Runs on a thread that has not run yet: nothing to answer, or a command with nothing to steer.
 EMPTY_THREAD: list[Any] = [
     case({}, "input", "neither-input-nor-command"),
     case({"input": None}, "input", "input-null"),
@@ -130,6 +130,9 @@ EMPTY_THREAD: list[Any] = [
     case({"input": {"messages": []}}, "input.messages", "input-no-messages"),
     case({"input": {"title": "a title"}}, "input", "input-only-a-title"),
     case({"command": {"goto": "model"}}, "command", "goto-model-with-nothing-to-answer"),
+    # LangGraph would take these as the graph's input too: the update twice, the model beside the Send
+    case({"command": {"update": HI, "goto": "model"}}, "command", "command-before-the-first-run"),
+    case({"command": {"goto": {"node": "model", "input": HI}}}, "command", "send-before-the-first-run"),
     case({"command": {"resume": "yes"}}, "command.resume", "resume-on-a-new-thread"),
 ]
 
