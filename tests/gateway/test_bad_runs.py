@@ -15,7 +15,10 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 from langgraph_sdk.schema import Command, Send
 
+from config import AppConfig
+from tests.agents.conftest import running_runner
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.gateway.conftest import running_gateway
 from tests.support.bad_runs import EMPTY_THREAD, GATEWAY_ONLY, HI, MALFORMED, UNKNOWN_ASSISTANT
 
 pytestmark = pytest.mark.asyncio
@@ -142,3 +145,24 @@ async def test_the_langgraph_sdk_gets_its_own_errors_and_its_send_runs(
     result = await ana.runs.wait(thread, "lead_agent", command=command)
     assert isinstance(result, dict)
     assert result["messages"][-1]["content"] == "The SDK's Send ran."
+
+
+async def test_with_no_runner_to_ask_a_bad_run_is_accepted_and_ends_failed_when_a_runner_takes_it(
+    nats_url: str, stack_config: AppConfig, fake_model: FakeOpenAI
+) -> None:
+    async with (
+        running_gateway(nats_url, stack_config) as base,
+        httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": "tok-ana"}, timeout=60) as http,
+    ):
+        async with running_runner(nats_url, stack_config):
+            thread = (await http.post("/threads", json={})).json()["thread_id"]
+        accepted = await http.post(f"/threads/{thread}/runs", json={**LEAD, "command": {"goto": "nowhere"}})
+        assert accepted.status_code == 200, accepted.text
+        run = accepted.json()["run_id"]
+        async with running_runner(nats_url, stack_config):
+            joined = await http.get(f"/threads/{thread}/runs/{run}/join")
+            failed = joined.json()["__error__"]
+            assert failed["error"] == "InvalidRunRequest"
+            assert "command.goto: the lead agent has no node 'nowhere'" in failed["message"]
+            assert (await http.get(f"/threads/{thread}/runs/{run}")).json()["status"] == "error"
+    assert fake_model.agent_requests == []
