@@ -162,9 +162,9 @@ async def start_run(
         record is not None and record.user_id != me
     ):
         # As if the thread did not exist: not found, or (to create it) an id that cannot be used.
-        raise (
-            unusable_thread_id(thread_id) if creates else HTTPException(404, f"thread {thread_id} not found")
-        )
+        if creates:
+            raise unusable_thread_id(thread_id)
+        raise HTTPException(404, f"thread {thread_id} not found")
     config = body.config.model_dump(exclude_none=True) if body.config else {}
     checkpoint_id = body.checkpoint_id or (body.checkpoint.checkpoint_id if body.checkpoint else None)
     request = RunRequest(
