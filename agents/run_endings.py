@@ -13,11 +13,13 @@ from agents.event_log import EventLog, chat_of, request_chat
 from bus import Bus, decode
 from bus.messages import ErrorInfo, RunEvent, RunRecord, RunRequest, RunStatus, is_valid_id, utcnow
 from bus.records import RecordStore
+from bus.runs import thread_run_key
 
 
 async def end_refused_request(bus: Bus, runs: RecordStore[RunRecord], data: bytes, error: Exception) -> None:
     """A request that is not a valid RunRequest still ends its run, if it names a usable run id:
-    its record (if its submitter made one) says error, and its log gets `error` and `end`."""
+    its record (made here for a request no submitter recorded, when it names a usable thread) says
+    error, and its log gets `error` and `end`."""
     try:
         raw = json.loads(data)
     except ValueError:
@@ -27,17 +29,28 @@ async def end_refused_request(bus: Bus, runs: RecordStore[RunRecord], data: byte
         return
     thread_id = raw.get("thread_id")
     thread_id = thread_id if isinstance(thread_id, str) and is_valid_id(thread_id) else ""
+    user_id = raw.get("user_id")
     message = f"the run request was refused: {error}"
     now = utcnow()
 
     def failed(rec: RunRecord | None) -> RunRecord | None:
+        if rec is None and thread_id:  # a script's request: listed with its thread's runs, failed
+            rec = RunRecord(
+                run_id=run_id,
+                thread_id=thread_id,
+                user_id=user_id if isinstance(user_id, str) and user_id else "default",
+                created_at=now,
+            )
         if rec is None or rec.status.finished:
-            return None  # only a run its submitter recorded (as pending) has a record to end
+            return None
         info = ErrorInfo(code="InvalidRunRequest", message=message)
         update = {"status": RunStatus.ERROR, "ended_at": now, "updated_at": now, "error": info}
         return rec.model_copy(update=update)
 
     record = await runs.update(run_id, failed) or await runs.get(run_id)
+    if record is not None and record.created_at == now:  # made here: index it as submitters do
+        index = await bus.kv(bus.subjects.thread_runs_bucket)
+        await index.put(thread_run_key(thread_id, run_id, now), b"")
     chat = chat_of(record.metadata.get("origin")) if record is not None else None
     events = await EventLog.resume(bus, run_id, thread_id, attempt=2, chat=chat)
     await events.emit("metadata", {"run_id": run_id, "thread_id": thread_id})

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.types import Command
+from langgraph.types import Command, Send
 
 from agents.checkpoints import since_last_input
+from agents.run_check import check_run
 from agents.state import thread_data
-from bus.messages import RunRequest
+from bus.messages import RunCommand, RunRequest, SendTo
 
 
 def graph_config(request: RunRequest, configurable: dict[str, Any], recursion_limit: int) -> dict[str, Any]:
@@ -32,19 +33,30 @@ async def graph_input_of(request: RunRequest, agent: Any, resumed: bool) -> tupl
     """The graph's input, and for a run resumed mid-way the messages it already finished.
 
     Raises:
-        TypeError, ValueError: the request's command cannot be a LangGraph Command.
+        InvalidRun: the request cannot run on the agent's graph or its thread (`agents.run_check`).
     """
     if resumed:
         # Continue only if this run's input made it into a checkpoint; else start it afresh.
         snapshot = await agent.aget_state({"configurable": {"thread_id": request.thread_id}})
         if snapshot and (snapshot.metadata or {}).get("run_id") == request.run_id:
             return None, since_last_input(snapshot.values.get("messages") or [])
+    await check_run(request, agent)
     if request.command is not None:
-        return Command(**request.command), []
+        return command_of(request.command), []
     graph_input = dict(request.input or {})
     graph_input.setdefault("thread_data", thread_data(request.user_id))
     graph_input.setdefault("sandbox", {"sandbox_id": f"{request.user_id}:{request.thread_id}"})
     return graph_input, []
+
+
+def command_of(command: RunCommand) -> Command:
+    """LangGraph's Command for a run's: a Send as the SDK writes it (`{"node", "input"}`) made one."""
+    goto = command.goto if isinstance(command.goto, list) else [command.goto] if command.goto else []
+    return Command(
+        update=command.update,
+        resume=command.resume,
+        goto=[Send(target.node, target.input) if isinstance(target, SendTo) else target for target in goto],
+    )
 
 
 def run_timeout(configurable: dict[str, Any], default: float) -> float:

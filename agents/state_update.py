@@ -37,6 +37,77 @@ def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
+def _why_not_a_message(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        error = exc.errors()[0]
+        if error["loc"] and error["loc"][0] == "content":
+            return "its content must be text or a list of content blocks"
+        where = ".".join(str(p) for p in error["loc"])
+        return f"{where}: {error['msg']}" if where else error["msg"]
+    return _first_line(exc)
+
+
+@functools.cache
+def state_keys() -> list[str]:
+    """The lead agent's state keys, from its schema."""
+    return sorted(typing.get_type_hints(ThreadState))
+
+
+def check_messages(messages: Any, where: str, *, single: bool = False) -> None:
+    """Raise unless `messages` is a list of what LangGraph's add_messages reducer takes as messages
+    (with `single`, one such message is taken too, as the reducer does)."""
+    one = not isinstance(messages, list)
+    if one and not single:
+        raise InvalidStateUpdate(f"{where}: a list of messages, not {type(messages).__name__}")
+    for index, message in enumerate([messages] if one else messages):
+        try:
+            convert_to_messages([message])
+        except Exception as exc:  # the reducer's own conversion, whatever it raises
+            which = "" if one else f"entry {index} is "
+            raise InvalidStateUpdate(
+                f"{where}: {which}not a message ({_why_not_a_message(exc)}); "
+                'a message is {"role": "user", "content": "..."}'
+            ) from None
+
+
+def check_values(values: Any, where: str, *, unknown_keys: bool = True, single_message: bool = False) -> None:
+    """Raise unless `values` is an object the lead agent's state can take: messages that are
+    messages, every other key of its type.
+
+    Args:
+        where: the field `values` came in, which every message starts with (`input`, `values`).
+        unknown_keys: whether keys the state does not have are let through (LangGraph ignores them).
+        single_message: whether `messages` may be one message instead of a list.
+
+    Raises:
+        InvalidStateUpdate: naming the first field that does not fit.
+    """
+    if not isinstance(values, dict):
+        raise InvalidStateUpdate(
+            f"{where}: the lead agent's state is an object of state keys, not {type(values).__name__}"
+        )
+    if not unknown_keys:
+        known = state_keys()
+        for key in values:
+            if key not in known:
+                raise InvalidStateUpdate(
+                    f"{where}.{key}: the lead agent's state has no key {key!r} (it has {', '.join(known)})"
+                )
+    if "messages" in values:
+        check_messages(values["messages"], f"{where}.messages", single=single_message)
+    fields = _field_types()
+    for key, value in values.items():
+        adapter = fields.get(key)
+        if adapter is None:
+            continue
+        try:
+            adapter.validate_python(value, strict=True)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            place = ".".join(str(p) for p in (where, key, *error["loc"]))
+            raise InvalidStateUpdate(f"{place}: {error['msg']}") from None
+
+
 def check_state_update(values: Any, as_node: str | None, nodes: Collection[str]) -> None:
     """Raise for an update the lead agent's graph (with `nodes`) would refuse.
 
@@ -53,20 +124,4 @@ def check_state_update(values: Any, as_node: str | None, nodes: Collection[str])
         return
     if not isinstance(values, dict):
         raise InvalidStateUpdate("values: the lead agent's state is an object of state keys, not a list")
-    if "messages" in values:
-        messages = values["messages"]
-        try:  # what LangGraph's add_messages reducer does with them
-            convert_to_messages(messages if isinstance(messages, list) else [messages])
-        except Exception as exc:
-            raise InvalidStateUpdate(f"values.messages: not messages ({_first_line(exc)})") from None
-    fields = _field_types()
-    for key, value in values.items():
-        adapter = fields.get(key)
-        if adapter is None:
-            continue
-        try:
-            adapter.validate_python(value, strict=True)
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            where = ".".join(str(p) for p in ("values", key, *error["loc"]))
-            raise InvalidStateUpdate(f"{where}: {error['msg']}") from None
+    check_values(values, "values", single_message=True)

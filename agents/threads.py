@@ -22,9 +22,10 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langgraph.errors import InvalidUpdateError
 
 from agents.compact import compact_thread
-from agents.context import RunContext
+from agents.context import RunContext, RunOptions
 from agents.events import jsonable
 from agents.goal import change_goal
+from agents.run_check import InvalidRun, check_run
 from agents.state import ThreadState as ThreadStateSchema
 from agents.state_update import InvalidStateUpdate, check_state_update
 from agents.suggestions import SuggestionFailed, suggest, turns_of
@@ -32,6 +33,8 @@ from agents.tools import ask_clarification, present_files
 from bus import Bus
 from bus.messages import (
     ID_RULE,
+    Reply,
+    RunRequest,
     RunStart,
     ThreadCompactReply,
     ThreadCompactRequest,
@@ -195,6 +198,22 @@ class ThreadService:
             checkpoint={k: conf.get(k) for k in ("thread_id", "checkpoint_ns", "checkpoint_id")}
         )
 
+    async def check_run(self, req: RunRequest) -> Reply:
+        """Whether the run can run, before the gateway accepts it (`agents.run_check`), against the
+        agent compiled for its options (plan mode adds a node); a runner checks it again as it starts."""
+        await self._own(req.thread_id, req.user_id)
+        configurable = dict(req.config.get("configurable") or {})
+        try:
+            graph = self.runner.agents.get(RunOptions.from_run(configurable, req.context))
+        except Exception as exc:  # the run will fail with it when it starts; its nodes are still these
+            log.info("check of run %s against the default graph: %s: %s", req.run_id, type(exc).__name__, exc)
+            graph = self.graph
+        try:
+            await check_run(req, graph)
+        except InvalidRun as exc:
+            raise ServiceError(str(exc), "invalid") from None
+        return Reply()
+
     async def _retitle(self, thread_id: str, user_id: str, title: str) -> None:
         """A title set through the state (DeerFlow's UI renames so) is the record's too: thread lists
         and search read it there."""
@@ -295,6 +314,7 @@ async def serve_threads(bus: Bus, config: AppConfig, runner: Runner) -> Running:
         Endpoint("suggestions", ThreadSuggestionsRequest, ThreadSuggestionsReply, threads.suggestions),
         Endpoint("goal", ThreadGoalRequest, ThreadGoalReply, threads.goal),
         Endpoint("compact", ThreadCompactRequest, ThreadCompactReply, threads.compact),
+        Endpoint("check_run", RunRequest, Reply, threads.check_run),
     ]
     # LangGraph refusing what was asked (an update that does not fit the state, a message id
     # that is not there) is the caller's mistake, said as such.

@@ -30,6 +30,7 @@ from bus.messages import (
     ThreadStateRequest,
     ThreadUpdateStateReply,
     ThreadUpdateStateRequest,
+    is_known_assistant,
 )
 from bus.runs import cancel_run
 from gateway.deps import GW, Gateway, Me
@@ -49,9 +50,6 @@ from gateway.schemas import (
 )
 
 router = APIRouter()
-
-ASSISTANT_NAMESPACE = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")
-
 
 # ------------------------------------------------------------------ assistants
 
@@ -87,7 +85,7 @@ async def search_assistants(body: AssistantSearch) -> list[Assistant]:
 
 @router.get("/assistants/{assistant_id}", responses=errors(404))
 async def get_assistant(assistant_id: str) -> Assistant:
-    if assistant_id not in (ASSISTANT_ID, str(uuid.uuid5(ASSISTANT_NAMESPACE, ASSISTANT_ID))):
+    if not is_known_assistant(assistant_id):
         raise HTTPException(404, f"assistant {assistant_id} not found")
     return assistant(assistant_id)
 

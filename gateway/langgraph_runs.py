@@ -9,16 +9,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from bus.messages import (
     MultitaskStrategy,
+    Reply,
+    RunCommand,
     RunEvent,
     RunRecord,
     RunRequest,
@@ -27,7 +30,10 @@ from bus.messages import (
     ThreadCreateRequest,
     ThreadStateReply,
     ThreadStateRequest,
+    is_known_assistant,
+    unknown_assistant,
 )
+from bus.messages.commands import InterruptAt, input_or_command
 from bus.records import drop_keys, keys_matching
 from bus.runs import cancel_run, follow_run, submit_run, thread_run_key
 from gateway.deps import GW, Gateway, Me
@@ -37,7 +43,10 @@ from gateway.rest.feedback import feedback_json
 from gateway.schemas import ASSISTANT_ID, Body, Run, errors, iso
 from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of, stream_events
 
+log = logging.getLogger(__name__)
 router = APIRouter()
+
+CHECK_RUN_SECONDS = 10.0  # a runner's answer whether a run can run; without one it is checked as it starts
 
 
 # Streams and waits answer as the run goes; OpenAPI says what their bodies are.
@@ -102,20 +111,20 @@ class RunConfig(BaseModel):
     configurable: Configurable | None = None
 
 
-class RunCommand(BaseModel):
-    """LangGraph's `Command` for resuming or steering a thread; nothing else is one."""
+class CheckpointRef(BaseModel):
+    """LangGraph's run `checkpoint`: where on the thread to start (other keys go through as they are)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")
 
-    update: dict[str, Any] | list[Any] | None = None
-    resume: Any = None
-    goto: str | dict[str, Any] | list[Any] | None = None
+    checkpoint_id: StrictStr | None = None
 
 
 class RunCreate(Body):
-    """A run as LangGraph clients ask for it. What a runner cannot start with (a `command` key that
-    is not one, a `recursion_limit` that is no number) is refused here: a runner would fail on it
-    before the run starts, and the run would never end."""
+    """A run as LangGraph clients ask for it. What a runner cannot start with (a `command` that is
+    none, a `recursion_limit` that is no number) is refused here, naming the field: a runner would
+    fail on it before the run starts. What only the agent's graph and the thread can tell (its
+    nodes, its state keys, whether anything waits for a `resume`) a runner is asked about
+    (`refuse_what_cannot_run`)."""
 
     assistant_id: str = ASSISTANT_ID
     input: dict[str, Any] | None = None
@@ -130,9 +139,11 @@ class RunCreate(Body):
     if_not_exists: Literal["reject", "create"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
     checkpoint_id: str | None = None
-    checkpoint: dict[str, Any] | None = None
-    interrupt_before: list[str] | Literal["*"] | None = None
-    interrupt_after: list[str] | Literal["*"] | None = None
+    checkpoint: CheckpointRef | None = None
+    interrupt_before: InterruptAt = None
+    interrupt_after: InterruptAt = None
+
+    one_of_input_and_command = field_validator("command")(input_or_command)
 
     def modes(self) -> list[str]:
         modes = [self.stream_mode] if isinstance(self.stream_mode, str) else list(self.stream_mode)
@@ -142,32 +153,26 @@ class RunCreate(Body):
 async def start_run(
     gw: Gateway, me: str, thread_id: str, body: RunCreate, modes: list[str] | None = None
 ) -> RunRecord:
-    """Check the thread and the strategy, record the run and hand it to the runners."""
+    """Check the thread, the run and the strategy, record the run and hand it to the runners."""
+    if not is_known_assistant(body.assistant_id):
+        raise HTTPException(404, f"assistant_id: {unknown_assistant(body.assistant_id)}")
     record = await gw.threads.get(thread_id) if is_valid_id(thread_id) else None
     creates = body.if_not_exists == "create"
-    if record is None and creates and is_valid_id(thread_id):
-        # Another caller may create it at this very moment: only the one whose create wins owns it.
-        created = await gw.ask(
-            "create", ThreadCreateRequest(thread_id=thread_id, user_id=me), ThreadCreateReply
-        )
-        record = created.thread
-    if record is None or record.user_id != me:
+    if (record is None and not (creates and is_valid_id(thread_id))) or (
+        record is not None and record.user_id != me
+    ):
         # As if the thread did not exist: not found, or (to create it) an id that cannot be used.
         if creates:
             raise unusable_thread_id(thread_id)
         raise HTTPException(404, f"thread {thread_id} not found")
-    if body.multitask_strategy == MultitaskStrategy.REJECT and record.active_run_id:
-        active = await gw.runs.get(record.active_run_id)
-        if active is not None and not active.status.finished:
-            raise HTTPException(409, f"thread {thread_id} is busy with run {record.active_run_id}")
     config = body.config.model_dump(exclude_none=True) if body.config else {}
-    checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
+    checkpoint_id = body.checkpoint_id or (body.checkpoint.checkpoint_id if body.checkpoint else None)
     request = RunRequest(
         thread_id=thread_id,
         assistant_id=body.assistant_id,
         user_id=me,
         input=body.input,
-        command=body.command.model_dump(exclude_unset=True) if body.command else None,
+        command=body.command,
         config=config,
         context=body.context or {},
         metadata=body.metadata or {},
@@ -178,7 +183,34 @@ async def start_run(
         interrupt_before=body.interrupt_before,
         interrupt_after=body.interrupt_after,
     )
+    await refuse_what_cannot_run(gw, request)  # before a thread is made for it
+    if record is None:
+        # Another caller may create it at this very moment: only the one whose create wins owns it.
+        created = await gw.ask(
+            "create", ThreadCreateRequest(thread_id=thread_id, user_id=me), ThreadCreateReply
+        )
+        record = created.thread
+        if record is None or record.user_id != me:
+            raise unusable_thread_id(thread_id)
+    if body.multitask_strategy == MultitaskStrategy.REJECT and record.active_run_id:
+        active = await gw.runs.get(record.active_run_id)
+        if active is not None and not active.status.finished:
+            raise HTTPException(409, f"thread {thread_id} is busy with run {record.active_run_id}")
     return await submit_run(gw.bus, gw.order.stamp(request))
+
+
+async def refuse_what_cannot_run(gw: Gateway, request: RunRequest) -> None:
+    """A runner's threads service checks the run against the agent's graph and the thread: a `goto`
+    to a node the agent lacks, an update or input the state cannot hold, a `resume` nothing waits
+    for (422, naming the field). With no answer (no runner is up, none answers in time, or the
+    check itself failed) the run goes ahead: the runner that takes it checks it again, and ends it
+    with that error."""
+    try:
+        await gw.ask("check_run", request, Reply, timeout=CHECK_RUN_SECONDS)
+    except HTTPException as exc:
+        if exc.status_code in (404, 422):
+            raise
+        log.info("run %s goes unchecked to the runners: %s %s", request.run_id, exc.status_code, exc.detail)
 
 
 def _run_path(record: RunRecord, stateless: bool) -> str:
@@ -303,14 +335,14 @@ async def create_run(gw: GW, me: Me, thread_id: str, body: RunCreate) -> Run:
     return run_json(record)
 
 
-@router.post("/runs/stream", response_class=StreamingResponse, responses={**SSE_BODY, **errors(413)})
+@router.post("/runs/stream", response_class=StreamingResponse, responses={**SSE_BODY, **errors(404, 413)})
 async def stream_stateless(gw: GW, me: Me, body: RunCreate) -> StreamingResponse:
     body.if_not_exists = "create"
     record = await start_run(gw, me, str(uuid.uuid4()), body)
     return sse_response(gw, record, cancel_on_disconnect=body.on_disconnect == "cancel", stateless=True)
 
 
-@router.post("/runs/wait", response_class=StreamingResponse, responses={**WAIT_BODY, **errors(413)})
+@router.post("/runs/wait", response_class=StreamingResponse, responses={**WAIT_BODY, **errors(404, 413)})
 async def wait_stateless(gw: GW, me: Me, body: RunCreate) -> StreamingResponse:
     body.if_not_exists = "create"
     record = await start_run(gw, me, str(uuid.uuid4()), body, modes=["values"])

@@ -35,6 +35,14 @@ from bus.messages.chat import (
     InboundMessage,
     OutboundMessage,
 )
+from bus.messages.commands import (
+    ASSISTANT_IDS,
+    LEAD_AGENT,
+    RunCommand,
+    SendTo,
+    is_known_assistant,
+    unknown_assistant,
+)
 from bus.messages.goals import (
     MAX_OBJECTIVE_CHARS,
     GoalEvaluation,
@@ -204,9 +212,11 @@ ENVELOPES: dict[str, type[Envelope]] = {
 }
 
 __all__ = [
+    "ASSISTANT_IDS",
     "ENVELOPES",
     "ID_PATTERN",
     "ID_RULE",
+    "LEAD_AGENT",
     "MAX_OBJECTIVE_CHARS",
     "AgentDefinition",
     "ChatBinding",
@@ -249,6 +259,7 @@ __all__ = [
     "ReadFileReply",
     "ReadFileRequest",
     "Reply",
+    "RunCommand",
     "RunControl",
     "RunEvent",
     "RunEventName",
@@ -270,6 +281,7 @@ __all__ = [
     "ScheduledTaskList",
     "ScheduledTaskReply",
     "ScheduledTaskRun",
+    "SendTo",
     "StrReplaceReply",
     "StrReplaceRequest",
     "SubagentCancel",
@@ -307,7 +319,9 @@ __all__ = [
     "WriteFileRequest",
     "decode",
     "encode",
+    "is_known_assistant",
     "is_valid_id",
     "new_id",
+    "unknown_assistant",
     "utcnow",
 ]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from bus.messages.base import (
     ChatOrigin,
@@ -17,6 +17,13 @@ from bus.messages.base import (
     Usage,
     new_id,
     utcnow,
+)
+from bus.messages.commands import (
+    LEAD_AGENT,
+    InterruptAt,
+    RunCommand,
+    check_assistant_id,
+    input_or_command,
 )
 from bus.messages.goals import ThreadGoal
 from bus.subjects import safe_token
@@ -45,14 +52,20 @@ class RunStatus(StrEnum):
 
 
 class RunRequest(Envelope):
-    """Start (or resume) an agent run, on `<prefix>.runs.submit`; `Nats-Msg-Id` is the run id."""
+    """Start (or resume) an agent run, on `<prefix>.runs.submit`; `Nats-Msg-Id` is the run id.
+
+    A request that can never run (a command that is none, both input and a command, an agent
+    nobody has) is refused where the runner takes it: the run ends with an error naming the field.
+    """
 
     run_id: Id = Field(default_factory=new_id)
     thread_id: Id
-    assistant_id: str = "lead_agent"
+    assistant_id: Annotated[str, AfterValidator(check_assistant_id)] = LEAD_AGENT
     user_id: str = "default"
     input: dict[str, Any] | None = Field(None, description='LangGraph input, e.g. {"messages": [...]}')
-    command: dict[str, Any] | None = Field(None, description="LangGraph Command (resume / update / goto).")
+    command: RunCommand | None = Field(
+        None, description="LangGraph Command (resume / update / goto); not with `input`."
+    )
     config: dict[str, Any] = Field(default_factory=dict, description="RunnableConfig; configurable options.")
     context: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -65,10 +78,12 @@ class RunRequest(Envelope):
         "an enqueued run does not take an idle thread while that one has not had its turn.",
     )
     checkpoint_id: str | None = None
-    interrupt_before: list[str] | Literal["*"] | None = None
-    interrupt_after: list[str] | Literal["*"] | None = None
+    interrupt_before: InterruptAt = None
+    interrupt_after: InterruptAt = None
     origin: ChatOrigin | None = None
     created_at: datetime = Field(default_factory=utcnow)
+
+    one_of_input_and_command = field_validator("command")(input_or_command)
 
 
 class RunEventName(StrEnum):

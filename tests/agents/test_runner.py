@@ -388,8 +388,10 @@ async def test_a_run_with_an_unusable_thread_id_ends_at_once_and_is_dead_lettere
 async def test_a_run_request_that_can_never_run_ends_as_an_error_at_once(
     bus: Bus, fake_model: FakeOpenAI, runner: None, change: dict[str, Any]
 ) -> None:
-    request = ask("t-never", "hello").model_copy(update=change)
-    events = await submit_and_collect(bus, request, timeout=15)
+    request = ask("t-never", "hello")
+    payload = {**request.model_dump(mode="json"), **change}  # as a script would write it
+    await bus.publish(bus.subjects.runs_submit, json.dumps(payload).encode(), msg_id=request.run_id)
+    events = await collect_run(bus, request.run_id, timeout=15)
     error = next(e.data for e in events if e.event == "error")
     assert error["error"] == "InvalidRunRequest"
     assert events[-1].data["status"] == "error"
