@@ -179,9 +179,10 @@ async def up(args: argparse.Namespace) -> int:
     config = load(args)
     setup_logging(config, args.verbose)
     if COMPONENTS["sandbox"].enabled(config):
-        from antler.sandbox import prepare_toolbox
+        from antler.sandbox import announce_limits, prepare_toolbox
 
         await prepare_toolbox(config)  # the first time: minutes of pip, before anything is started
+        announce_limits(config)
     stop = asyncio.Event()
     undo_signals = stop_on_signals(stop)
     server: EmbeddedServer | None = None

@@ -1,0 +1,217 @@
+"""A command's memory is held for all its processes together on every host (issue #47).
+
+The memory tests run the hostile commands of the issue through a real broker with bwrap, once per
+mechanism this host can give: cgroup v1 (what this machine has) and the watcher (what a host with
+no cgroup gets; forced with `sandbox.command_limits: watch`). What the command's processes hold is
+sampled from outside, by this test, independently of the broker's own accounting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+import pytest_asyncio
+
+from bus import Bus
+from config import AppConfig
+from sandbox import SandboxClient
+from sandbox.cgroups_v1 import v1_hierarchies
+from tests.sandbox.conftest import needs_bwrap, running_broker
+
+pytestmark = pytest.mark.asyncio
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+CAP_MB = 256
+# What the sampled resident memory may pass the cap by: the processes' shared pages (the Python
+# binary and libraries, counted once per process by RSS) and, with the watcher, what they touch in one
+# of its looks (20 ms). Without a limit on the whole command the sample reaches 1200 MB.
+MARGIN_MB = 160
+HOG = "HOG-47"
+# Six processes, each touching 200 MB and holding it: 1200 MB, far past the cap together while each
+# one stays under the per-process limit (prlimit's address space cap is the same 256 MB).
+SIX_HOGS = (
+    "for i in 1 2 3 4 5 6; do python3 -c \"import time; x = b'x' * (200 << 20); "
+    f"print('held', flush=True); time.sleep(60)\" {HOG} & done; wait; echo all-done"
+)
+
+
+def _mechanisms() -> list[object]:
+    memory = v1_hierarchies().get("memory")
+    has_v1 = memory is not None and os.access(memory, os.W_OK)
+    return [
+        pytest.param("cgroup1", id="cgroup1", marks=pytest.mark.skipif(not has_v1, reason="no cgroup v1")),
+        pytest.param("watch", id="watcher"),
+    ]
+
+
+@pytest.fixture(params=_mechanisms())
+def mechanism(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest_asyncio.fixture
+async def capped(
+    nats_url: str, make_config: Callable[..., AppConfig], mechanism: str
+) -> AsyncIterator[AppConfig]:
+    config = make_config(provider="bwrap", memory_mb=CAP_MB, command_limits=mechanism)
+    async with running_broker(nats_url, config):
+        yield config
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as handle:
+                    children = [int(c) for c in handle.read().split()]
+            except OSError:
+                continue
+            found += children
+            todo += children
+    return found
+
+
+class Sampler:
+    """The resident memory of this process's descendants whose command line holds `marker` (the
+    broker runs in this process), summed every few ms: read from /proc here, not from the broker."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker.encode()
+        self.peak = 0
+        self.seen = 0  # samples with at least one such process
+        self._stop = threading.Event()
+
+    def _sample(self) -> int:
+        total, found = 0, False
+        for pid in _descendants(os.getpid()):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    if self.marker not in handle.read():
+                        continue
+                with open(f"/proc/{pid}/statm") as handle:
+                    total += int(handle.read().split()[1]) * PAGE
+            except (OSError, ValueError, IndexError):
+                continue
+            found = True
+        self.seen += found
+        return total
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._sample())
+            self._stop.wait(0.005)
+
+    @contextmanager
+    def running(self) -> Iterator[Sampler]:
+        thread = threading.Thread(target=self.run, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            thread.join()
+
+
+@needs_bwrap
+async def test_six_processes_of_one_command_are_stopped_together_at_the_cap_while_another_users_runs(
+    bus: Bus, client: SandboxClient, capped: AppConfig, mechanism: str
+) -> None:
+    other = SandboxClient(bus, "bob", "t-other")
+    # The other user's command waits for a file only the test writes once the hog has been dealt with:
+    # it is running all the while the hog is.
+    waiting = asyncio.create_task(
+        other.exec(
+            "while [ ! -e release ]; do sleep 0.05; done; python3 -c 'print(sum(range(10 ** 6)))'",
+            timeout=120,
+        )
+    )
+    with Sampler(HOG).running() as sampler:
+        hog = await client.exec(SIX_HOGS, timeout=60)
+    assert sampler.seen > 0, "the sampler saw the hog's processes"
+    assert sampler.peak <= (CAP_MB + MARGIN_MB) * 2**20, f"{sampler.peak / 2**20:.0f} MB held ({mechanism})"
+    assert not hog.timed_out, hog.output
+    assert hog.exit_code == 137, hog.output
+    assert not waiting.done(), "the other user's command was running meanwhile"
+    await other.write_file("/mnt/user-data/workspace/release", "")
+    meanwhile = await waiting
+
+    assert hog.warnings == [
+        f"killed: the command's processes together passed its memory limit ({CAP_MB} MB), so all of them "
+        "were stopped; use less memory at once (smaller pieces, fewer processes)"
+    ]
+    assert "all-done" not in hog.output
+    assert hog.output.count("held") <= 1, "at most one process got its 200 MB before the command was stopped"
+    assert meanwhile.exit_code == 0, meanwhile.output
+    assert meanwhile.output == "499999500000\n"
+    assert meanwhile.warnings == []
+    assert (await client.exec("echo still fine")).output == "still fine\n"
+
+
+MEMFD = (
+    "import os, time\n"
+    "for _ in range(5):\n"
+    "    fd = os.memfd_create('hoard')\n"
+    "    for _ in range(90):\n"
+    "        os.write(fd, b'x' * (1 << 20))\n"
+    "print('held', flush=True)\n"
+    "time.sleep(60)\n"
+)
+SYSV = (
+    "import ctypes, time\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.shmat.restype = ctypes.c_void_p\n"
+    "for _ in range(5):\n"
+    "    shm = libc.shmget(0, 100 << 20, 0o1600)\n"
+    "    at = libc.shmat(shm, None, 0)\n"
+    "    ctypes.memset(at, 1, 100 << 20)\n"
+    "    libc.shmdt(ctypes.c_void_p(at))\n"
+    "print('held', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    "program",
+    [
+        pytest.param(MEMFD, id="memfd-files-never-mapped"),
+        pytest.param(SYSV, id="sysv-shared-memory-detached"),
+    ],
+)
+async def test_memory_a_command_holds_outside_its_processes_counts_toward_the_cap(
+    client: SandboxClient, capped: AppConfig, program: str
+) -> None:
+    """500 MB that no process maps (memory files, System V segments nobody has attached): the
+    per-process limit never sees it."""
+    await client.write_file("/mnt/user-data/workspace/hoard.py", program)
+    hoard = await client.exec(f"python3 hoard.py {HOG}", timeout=30)
+    assert not hoard.timed_out, hoard.output
+    assert hoard.exit_code == 137, hoard.output
+    assert hoard.warnings[0].startswith("killed: the command's processes together passed its memory limit")
+    assert "held" not in hoard.output
+
+
+@needs_bwrap
+async def test_dev_shm_is_the_commands_own_on_the_threads_disk(
+    client: SandboxClient, nats_url: str, make_config: Callable[..., AppConfig]
+) -> None:
+    async with running_broker(nats_url, make_config(provider="bwrap")):
+        result = await client.exec(
+            "stat -f -c %T /dev/shm; echo made > /dev/shm/x && cat /tmp/x; "
+            "python3 -c 'import multiprocessing as m; print(m.Lock().acquire())'"
+        )
+    assert result.exit_code == 0, result.output
+    filesystem, *rest = result.output.split()
+    assert filesystem != "tmpfs", "not memory: it counts toward the thread's disk quota"
+    assert rest == ["made", "True"], "the command's /tmp, where multiprocessing finds its semaphores"
