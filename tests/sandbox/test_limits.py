@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 import pytest_asyncio
@@ -22,10 +20,10 @@ from config import AppConfig
 from sandbox import SandboxClient
 from sandbox.cgroups_v1 import v1_hierarchies
 from tests.sandbox.conftest import needs_bwrap, running_broker
+from tests.support.tree_memory import TreeMemory, hogs
 
 pytestmark = pytest.mark.asyncio
 
-PAGE = os.sysconf("SC_PAGE_SIZE")
 CAP_MB = 256
 # What the sampled resident memory may pass the cap by: the processes' shared pages (the Python
 # binary and libraries, counted once per process by RSS) and, with the watcher, what they touch in one
@@ -34,10 +32,7 @@ MARGIN_MB = 160
 HOG = "HOG-47"
 # Six processes, each touching 200 MB and holding it: 1200 MB, far past the cap together while each
 # one stays under the per-process limit (prlimit's address space cap is the same 256 MB).
-SIX_HOGS = (
-    "for i in 1 2 3 4 5 6; do python3 -c \"import time; x = b'x' * (200 << 20); "
-    f"print('held', flush=True); time.sleep(60)\" {HOG} & done; wait; echo all-done"
-)
+SIX_HOGS = hogs(6, 200, HOG)
 
 
 def _mechanisms() -> list[object]:
@@ -63,66 +58,6 @@ async def capped(
         yield config
 
 
-def _descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{parent}/task")
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open(f"/proc/{parent}/task/{tid}/children") as handle:
-                    children = [int(c) for c in handle.read().split()]
-            except OSError:
-                continue
-            found += children
-            todo += children
-    return found
-
-
-class Sampler:
-    """The resident memory of this process's descendants whose command line holds `marker` (the
-    broker runs in this process), summed every few ms: read from /proc here, not from the broker."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker.encode()
-        self.peak = 0
-        self.seen = 0  # samples with at least one such process
-        self._stop = threading.Event()
-
-    def _sample(self) -> int:
-        total, found = 0, False
-        for pid in _descendants(os.getpid()):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                    if self.marker not in handle.read():
-                        continue
-                with open(f"/proc/{pid}/statm") as handle:
-                    total += int(handle.read().split()[1]) * PAGE
-            except (OSError, ValueError, IndexError):
-                continue
-            found = True
-        self.seen += found
-        return total
-
-    def run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._sample())
-            self._stop.wait(0.005)
-
-    @contextmanager
-    def running(self) -> Iterator[Sampler]:
-        thread = threading.Thread(target=self.run, daemon=True)
-        thread.start()
-        try:
-            yield self
-        finally:
-            self._stop.set()
-            thread.join()
-
-
 @needs_bwrap
 async def test_six_processes_of_one_command_are_stopped_together_at_the_cap_while_another_users_runs(
     bus: Bus, client: SandboxClient, capped: AppConfig, mechanism: str
@@ -136,7 +71,7 @@ async def test_six_processes_of_one_command_are_stopped_together_at_the_cap_whil
             timeout=120,
         )
     )
-    with Sampler(HOG).running() as sampler:
+    with TreeMemory(os.getpid(), HOG).sampling() as sampler:  # the broker runs in this process
         hog = await client.exec(SIX_HOGS, timeout=60)
     assert sampler.seen > 0, "the sampler saw the hog's processes"
     assert sampler.peak <= (CAP_MB + MARGIN_MB) * 2**20, f"{sampler.peak / 2**20:.0f} MB held ({mechanism})"
