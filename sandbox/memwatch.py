@@ -7,29 +7,29 @@ and adds up what it holds in memory:
 - each process's resident memory (`statm`); only when that passes the limit,
   its proportional share (`smaps_rollup` Pss), so pages shared between the
   command's processes (forked workers, libraries) count once;
-- memory files the tree holds open (memfd, tmpfs; each file once);
+- memory files the tree holds open (memfd, tmpfs; each file once), and what
+  its sockets and pipes have queued in the kernel (`sandbox.kernelmem`);
 - what is stored in the command's own memory filesystems (bwrap's `/dev`);
 - System V shared memory segments of its IPC namespace attached by nobody
-  (read from inside that namespace, where the broker may enter it).
+  (read from inside that namespace, where the broker may enter it: as root).
 
 Past `sandbox.memory_mb` the whole tree is killed. Under bwrap the tree is
 the command's PID namespace: a process cannot leave it, an orphan is
 adopted inside it. What a command allocates between two looks can pass the
 limit for that long (each process is also held to `memory_mb` by prlimit);
-kernel memory (socket and pipe buffers) is not counted.
+other kernel memory (page tables, the kernel's own structures) is not counted.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import logging
 import os
 import signal
 import threading
 from pathlib import Path
 
+from sandbox.kernelmem import CLONE_NEWIPC, Namespaces, pipe_contents, socket_buffers
 from sandbox.limits import CommandGroup, Limits, Mechanism
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 INTERVAL = 0.02
 PAGE = os.sysconf("SC_PAGE_SIZE")
 _CHILDREN_FILES = Path(f"/proc/self/task/{os.getpid()}/children").exists()
-_CLONE_NEWIPC = 0x08000000
 
 
 def children(pid: int) -> list[int]:
@@ -97,10 +96,11 @@ def proportional(pid: int) -> int:
     return resident(pid)
 
 
-def memory_files(pids: list[int]) -> int:
-    """Bytes in memory files (memfd, /dev/shm and other tmpfs) the processes hold open, each once."""
+def descriptors(pids: list[int]) -> tuple[int, set[int], list[str]]:
+    """What the processes hold open that is memory: `(bytes in memory files (memfd, /dev/shm), each
+    once; socket inodes; one /proc path per pipe)`."""
     seen: set[tuple[int, int]] = set()
-    total = 0
+    files, sockets, pipes, pipe_inodes = 0, set(), [], set()
     for pid in pids:
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
@@ -110,15 +110,23 @@ def memory_files(pids: list[int]) -> int:
             path = f"/proc/{pid}/fd/{fd}"
             try:
                 target = os.readlink(path)
-                if not target.startswith(("/memfd:", "/dev/shm/", "/run/shm/")):
-                    continue
-                info = os.stat(path)
             except OSError:
                 continue
-            if (info.st_dev, info.st_ino) not in seen:
-                seen.add((info.st_dev, info.st_ino))
-                total += info.st_blocks * 512
-    return total
+            if target.startswith("socket:["):
+                sockets.add(int(target[8:-1]))
+            elif target.startswith("pipe:["):
+                if target not in pipe_inodes:
+                    pipe_inodes.add(target)
+                    pipes.append(path)
+            elif target.startswith(("/memfd:", "/dev/shm/", "/run/shm/")):
+                try:
+                    info = os.stat(path)
+                except OSError:
+                    continue
+                if (info.st_dev, info.st_ino) not in seen:
+                    seen.add((info.st_dev, info.st_ino))
+                    files += info.st_blocks * 512
+    return files, sockets, pipes
 
 
 def filesystem_used(pid: int, paths: tuple[str, ...]) -> int:
@@ -131,57 +139,32 @@ def filesystem_used(pid: int, paths: tuple[str, ...]) -> int:
     return total
 
 
-class _Namespaces:
-    """Reading /proc/sysvipc/shm as seen from another IPC namespace: the watcher thread enters it
-    (setns changes the calling thread's namespace only) and comes back."""
-
-    def __init__(self) -> None:
-        self.setns = None
-        with contextlib.suppress(OSError, AttributeError, TypeError):
-            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-            self.setns = libc.setns
-        self.failed = False
-
-    def unattached_shm(self, pid: int) -> int:
-        """Resident bytes of System V segments no process has attached, in `pid`'s IPC namespace."""
-        if self.setns is None or self.failed:
+def unattached_shm(pid: int, namespaces: Namespaces) -> int:
+    """Resident bytes of System V segments no process has attached, in `pid`'s IPC namespace (its
+    /proc/sysvipc/shm lists the namespace of the thread reading it)."""
+    with namespaces.entered(pid, "ipc", CLONE_NEWIPC) as entered:
+        if not entered:
             return 0
         try:
-            target = os.open(f"/proc/{pid}/ns/ipc", os.O_RDONLY | os.O_CLOEXEC)
+            with open("/proc/sysvipc/shm", encoding="ascii") as handle:
+                rows = handle.read().splitlines()
         except OSError:
             return 0
-        home = os.open("/proc/thread-self/ns/ipc", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            if os.stat(f"/proc/{pid}/ns/ipc").st_ino == os.fstat(home).st_ino:
-                return 0  # the host's own (the local provider): not the command's to count
-            if self.setns(target, _CLONE_NEWIPC) != 0:
-                self.failed = True  # not allowed here (no CAP_SYS_ADMIN over it): not counted
-                log.info("sandbox: System V shared memory cannot be counted here (setns refused)")
-                return 0
-            try:
-                with open("/proc/sysvipc/shm", encoding="ascii") as handle:
-                    rows = handle.read().splitlines()
-            finally:
-                if self.setns(home, _CLONE_NEWIPC) != 0:  # pragma: no cover - back into our own
-                    raise OSError(ctypes.get_errno(), "the watcher could not return to its IPC namespace")
-        finally:
-            os.close(target)
-            os.close(home)
-        header, total = rows[0].split() if rows else [], 0
-        if "nattch" in header and "rss" in header:
-            attached, rss = header.index("nattch"), header.index("rss")
-            for row in rows[1:]:
-                values = row.split()
-                with contextlib.suppress(ValueError, IndexError):
-                    if int(values[attached]) == 0:
-                        total += int(values[rss])
-        return total
+    header, total = rows[0].split() if rows else [], 0
+    if "nattch" in header and "rss" in header:
+        attached, rss = header.index("nattch"), header.index("rss")
+        for row in rows[1:]:
+            values = row.split()
+            with contextlib.suppress(ValueError, IndexError):
+                if int(values[attached]) == 0:
+                    total += int(values[rss])
+    return total
 
 
 class TreeGroup(CommandGroup):
     """One command watched through its process tree."""
 
-    def __init__(self, limit: int, tmpfs: tuple[str, ...], namespaces: _Namespaces) -> None:
+    def __init__(self, limit: int, tmpfs: tuple[str, ...], namespaces: Namespaces) -> None:
         super().__init__()
         self.limit = limit
         self.tmpfs = tmpfs
@@ -201,12 +184,14 @@ class TreeGroup(CommandGroup):
         pids = tree(self.root)
         with self._lock:
             self._known = pids
-        extra = memory_files(pids)
+        files, sockets, pipes = descriptors(pids)
+        extra = files + pipe_contents(pipes)
         inner = self._inside(pids)
-        if inner is not None:
+        extra += socket_buffers(sockets, inner if inner is not None else self.root, self.namespaces)
+        if inner is not None:  # the command's own namespaces (bwrap's): never the host's to count
             if self.tmpfs:
                 extra += filesystem_used(inner, self.tmpfs)
-            extra += self.namespaces.unattached_shm(inner)
+            extra += unattached_shm(inner, self.namespaces)
         held = sum(resident(pid) for pid in pids) + extra
         if held > self.limit:  # counted again with shared pages shared out, before calling it too much
             held = sum(proportional(pid) for pid in pids) + extra
@@ -256,7 +241,7 @@ class TreeWatch(Limits):
     ) -> None:
         super().__init__(memory_mb, max_processes, cpu_cores)
         self.tmpfs = tmpfs
-        self.namespaces = _Namespaces()
+        self.namespaces = Namespaces()
 
     def start(self) -> str | None:
         return None
