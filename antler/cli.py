@@ -246,6 +246,15 @@ def build_parser() -> argparse.ArgumentParser:
         "toolbox is missing, out of date or lacks a package.",
     )
     add_common(q, nats=False)
+    q = box_sub.add_parser(
+        "check",
+        help="try what the sandbox holds on this host: namespaces, seccomp, descriptors, memory, processes",
+        description="Run probe commands through the configured sandbox provider and print, as a table, "
+        "what holds on this host: its namespaces, user and capabilities, seccomp, the descriptors a "
+        "command finds open, the memory and process limits (tried for real, with small limits), CPU, "
+        "disk and network. Exits 1 when something does not hold.",
+    )
+    add_common(q, nats=False)
 
     p = sub.add_parser(
         "user",

@@ -1,9 +1,11 @@
-"""`antler sandbox install|doctor`: the sandbox's toolbox, and what a sandboxed command really gets.
+"""`antler sandbox install|doctor|check`: the sandbox's toolbox, and what a sandboxed command really gets.
 
 `install` builds the toolbox (`sandbox.toolbox`) unless it is current; `antler up` runs it in the
 background when it finds none current (`antler.up_toolbox`). `doctor` runs one probe command
 through the configured provider, exactly as the broker would run an agent's command, and reports
-what it found: the isolation, the Python with each toolbox package's version, and Node.js.
+what it found: the isolation, the Python with each toolbox package's version, and Node.js. `check`
+tries what the sandbox holds on this host (`sandbox.check`): namespaces, seccomp, descriptors,
+memory, processes, CPU, disk, network, as a table; it exits 1 when something fails to hold.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any
 
 from antler._common import CliError, load, setup_logging, status
 from config import AppConfig
+from sandbox.check import check, table
+from sandbox.limits import make_limits
 from sandbox.paths import ThreadFS
 from sandbox.providers import make_provider
 from sandbox.toolbox import Toolbox, ToolboxError
@@ -43,6 +47,19 @@ print(json.dumps({"python": sys.executable, "version": sys.version.split()[0], "
 """
 
 
+def announce_limits(config: AppConfig) -> None:
+    """Say, in one line, what will hold each command's memory in the broker `antler up` starts."""
+    c = config.sandbox
+    # The broker runs beside antler up in its cgroup, and cgroup v2 lets a group with processes have
+    # no controlled children: v2 delegation needs `antler run sandbox` in a cgroup of its own.
+    beside = "the broker shares antler up's cgroup (run `antler run sandbox` on its own for v2)"
+    limits = make_limits(
+        c.command_limits, c.memory_mb, c.max_processes, c.cpu_cores, excluded={"cgroup2": beside}, quiet=True
+    )
+    limits.stop()
+    status(f"sandbox: commands' memory capped per command by {limits.caps['memory']}: {limits.describe()}")
+
+
 async def sandbox(args: argparse.Namespace) -> int:
     config = load(args)
     setup_logging(config, args.verbose)
@@ -55,6 +72,10 @@ async def sandbox(args: argparse.Namespace) -> int:
         if not built:
             status(f"sandbox toolbox up to date: {toolbox.python_dir}")
         return 0
+    if args.sandbox_command == "check":
+        rows = await check(config.sandbox)
+        print(table(rows))
+        return 1 if any(row.holds == "FAIL" for row in rows) else 0
     return await doctor(config, toolbox)
 
 
@@ -67,9 +88,11 @@ async def doctor(config: AppConfig, toolbox: Toolbox) -> int:
         else "local (NOT isolated: commands can read and change this machine; install bubblewrap)"
     )
     print(f"sandbox: {isolation}")
-    if provider.cgroups.unavailable:
-        print(f"limits: per process only ({provider.cgroups.unavailable})")
-    found = await _probe(provider, list(toolbox.packages))
+    print(f"limits: {provider.limits.describe()}")
+    try:
+        found = await _probe(provider, list(toolbox.packages))
+    finally:
+        provider.limits.stop()
     healthy = True
     if not toolbox.enabled:
         print("toolbox: off (sandbox.toolbox.enabled is false)")

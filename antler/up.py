@@ -195,6 +195,10 @@ async def supervise(server: EmbeddedServer, stop: asyncio.Event) -> None:
 async def up(args: argparse.Namespace) -> int:
     config = load(args)
     setup_logging(config, args.verbose)
+    if COMPONENTS["sandbox"].enabled(config):
+        from antler.sandbox import announce_limits
+
+        announce_limits(config)
     stop = asyncio.Event()
     undo_signals = stop_on_signals(stop)
     server: EmbeddedServer | None = None

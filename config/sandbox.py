@@ -53,9 +53,17 @@ class SandboxConfig(Section):
     max_write_bytes: int = Field(10 * 1024 * 1024, gt=0)
     cpu_seconds: int = Field(120, gt=0)
     cpu_cores: float = Field(
-        1.0, gt=0, description="CPU one command's processes may use together (cgroup v2 hosts only)."
+        1.0, gt=0, description="CPU one command's processes may use together (cgroup hosts only)."
     )
-    memory_mb: int = Field(1024, gt=0)
+    memory_mb: int = Field(1024, gt=0, description="Memory one command's processes may hold together.")
+    command_limits: Literal["auto", "cgroup2", "cgroup1", "watch"] = Field(
+        "auto",
+        description=(
+            "What holds a command's processes to memory_mb together: auto = the first this host offers of "
+            "cgroup2 (a delegated v2 hierarchy), cgroup1 (the v1 controllers), watch (the broker sums the "
+            "command's process tree and kills it past the limit); naming one starts the search there."
+        ),
+    )
     max_processes: int = Field(256, gt=0)
     max_file_size_mb: int = Field(100, gt=0)
     max_thread_mb: float = Field(

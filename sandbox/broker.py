@@ -114,25 +114,21 @@ class Broker:
         )
 
     def _limit_warnings(self, outcome: Outcome) -> list[str]:
-        """What the model should know when a limit ended the command (and which ones this host lacks)."""
+        """What the model should know when a limit ended the command."""
         c = self.config
         if outcome.out_of_memory:
-            return [f"killed: the command's processes together passed its memory limit ({c.memory_mb} MB)"]
+            return [
+                f"killed: the command's processes together passed its memory limit ({c.memory_mb} MB), "
+                "so all of them were stopped; use less memory at once (smaller pieces, fewer processes)"
+            ]
         code = outcome.exit_code
-        if code is not None and code < 0:  # the command's own process died of the signal
-            code = 128 - code
         if code == 128 + signal.SIGXCPU:
             return [f"killed: a process used up its CPU time limit ({c.cpu_seconds}s)"]
         if code == 128 + signal.SIGXFSZ:
             size = c.max_file_size_mb
             return [f"killed: a file passed the size limit ({size} MB), or the thread is over its quota"]
         if code == 128 + signal.SIGKILL:
-            note = f"killed (SIGKILL): perhaps over the memory limit ({c.memory_mb} MB per process)"
-            unavailable = self.provider.cgroups.unavailable
-            return [
-                note
-                + (f"; this host cannot limit a command as a whole: {unavailable}" if unavailable else "")
-            ]
+            return ["killed by SIGKILL (not by one of the sandbox's limits)"]
         return []
 
     @property
@@ -311,7 +307,7 @@ async def serve_broker(bus: Bus, config: AppConfig) -> tuple[Running, ThreadClea
         metadata={
             "provider": provider.name,
             "isolated": str(provider.isolated).lower(),
-            "cgroups": provider.cgroups.unavailable or "per command",
+            "command_limits": provider.limits.mechanism,
         },
     )
     log.info("sandbox broker serving with the %s provider (files under %s)", provider.name, broker.root)
@@ -328,3 +324,4 @@ async def run(bus: Bus, config: AppConfig) -> None:
         await service.stop()
         await cleaner.stop()
         await broker.skills_follower.close()
+        broker.provider.limits.stop()

@@ -1,9 +1,8 @@
 """Per-command cgroups (memory, processes, CPU) where the host delegates cgroup v2 to the broker.
 
-`prlimit` limits each process of a command; six processes of 800 MB each still
-took 5 GB (issue #27). A cgroup limits the command's processes together: each
-command gets `<broker's cgroup>/cmd-<id>` with `memory.max` = `sandbox.memory_mb`
-(no swap), `pids.max` = `sandbox.max_processes` and `cpu.max` =
+Each command gets `<broker's cgroup>/cmd-<id>` with `memory.max` =
+`sandbox.memory_mb` (no swap, `memory.oom.group`: the kernel kills the whole
+group at once), `pids.max` = `sandbox.max_processes` and `cpu.max` =
 `sandbox.cpu_cores`, joins it before it starts (a shell writes its own pid to
 `cgroup.procs`, then execs the command), and the group is killed and removed
 when the command ends.
@@ -13,10 +12,8 @@ other process in it (cgroup v2 lets a group with processes have no controlled
 children): the broker moves itself into a leaf `broker` and enables the
 controllers on its cgroup. A broker run as a systemd service with
 `Delegate=yes`, or alone in a container with a private cgroup namespace, has
-that. Where the host does not, `Cgroups.start()` says why (logged at start-up,
-in the service's metadata, and in a command's warnings when it is killed), and
-commands keep only the per-process limits. Nothing here ever fails a command:
-a step that fails is logged and the command runs without its cgroup.
+that. Where the host does not, `start()` says why and `sandbox.limits` tries
+the next mechanism.
 """
 
 from __future__ import annotations
@@ -28,10 +25,13 @@ import secrets
 import time
 from pathlib import Path
 
+from sandbox.limits import CommandGroup, Limits, Mechanism
+
 log = logging.getLogger(__name__)
 
 ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("memory", "pids", "cpu")
+JOIN_FAILED = 125  # the exit status of a command that could not join its group (it never ran)
 
 
 def own_cgroup(proc: Path = Path("/proc/self/cgroup")) -> str | None:
@@ -45,31 +45,91 @@ def own_cgroup(proc: Path = Path("/proc/self/cgroup")) -> str | None:
     return None
 
 
-class Cgroups:
+def joining(procs_files: list[Path], argv: list[str]) -> list[str]:
+    """`argv`, run by a shell that first writes its own pid into each `cgroup.procs` file, then execs
+    it. A group it cannot join fails the command (exit 125) rather than run it without its limits."""
+    if not procs_files:
+        return argv
+    script = (
+        'while [ "$1" != -- ]; do { echo $$ > "$1"; } 2>/dev/null || '
+        '{ echo "sandbox: the command could not join its cgroup ($1); it did not run" >&2; exit 125; }; '
+        'shift; done; shift; exec "$@"'
+    )
+    return ["/bin/sh", "-c", script, "sh", *map(str, procs_files), "--", *argv]
+
+
+def remove_dir(group: Path, kill: object = None) -> bool:
+    """rmdir a cgroup once its processes are gone (they take a moment to leave after a kill)."""
+    for _ in range(200):
+        try:
+            group.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if callable(kill):
+                kill()
+            time.sleep(0.01)
+    log.warning("sandbox: the cgroup %s could not be removed", group)
+    return False
+
+
+class V2Group(CommandGroup):
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return joining([self.path / "cgroup.procs"], argv)
+
+    def poll(self) -> bool:
+        return self.oom_kills() > 0
+
+    def oom_kills(self) -> int:
+        """How many of its processes the kernel killed for passing `memory.max`."""
+        try:
+            for line in (self.path / "memory.events").read_text(encoding="ascii").splitlines():
+                name, _, count = line.partition(" ")
+                if name == "oom_kill":
+                    return int(count)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            (self.path / "cgroup.kill").write_text("1", encoding="ascii")
+
+    def close(self) -> None:
+        self.kill()
+        if not self.over_memory and self.oom_kills() > 0:
+            self.over_memory = True
+        with contextlib.suppress(OSError, ValueError):
+            self.peak_bytes = int((self.path / "memory.peak").read_text(encoding="ascii"))
+        remove_dir(self.path)
+
+
+class CgroupV2(Limits):
     """The broker's cgroup (when it can have children with controllers) and its commands' groups."""
 
+    mechanism: Mechanism = "cgroup2"
+
     def __init__(self, memory_mb: int, max_processes: int, cpu_cores: float, root: Path = ROOT) -> None:
-        self.memory = memory_mb * 1024 * 1024
-        self.pids = max_processes
-        self.cpu_cores = cpu_cores
+        super().__init__(memory_mb, max_processes, cpu_cores)
         self.root = root
         self.base: Path | None = None
-        self.unavailable: str | None = "not started"
+
+    def describe(self) -> str:
+        return (
+            f"each command's processes together are held to {self.memory_mb} MB of memory, {self.pids} "
+            f"processes and {self.cpu_cores:g} CPUs by a cgroup v2 group of its own under {self.base}"
+        )
+
+    @property
+    def caps(self) -> dict[str, str]:
+        return {"memory": "cgroup v2", "processes": "cgroup v2", "cpu": "cgroup v2"}
 
     def start(self) -> str | None:
-        """Set up delegation; None when commands get cgroups, else the reason they do not."""
-        self.unavailable = self._start()
-        if self.unavailable is None:
-            log.info("sandbox: each command runs in a cgroup of its own under %s", self.base)
-        else:
-            log.warning(
-                "sandbox: commands' memory, process and CPU limits hold per process only (prlimit), not "
-                "for a command's processes together: %s",
-                self.unavailable,
-            )
-        return self.unavailable
-
-    def _start(self) -> str | None:
         if not (self.root / "cgroup.controllers").is_file():
             return f"{self.root} is not a cgroup v2 (unified) hierarchy on this host"
         own = own_cgroup()
@@ -102,61 +162,21 @@ class Cgroups:
         self.base = base
         return None
 
-    def create(self) -> Path | None:
-        """A new group for one command with its limits, or None (no cgroups, or making it failed)."""
+    def create(self) -> V2Group:
         if self.base is None:
-            return None
+            raise RuntimeError("cgroup v2 limits were not started")
         group = self.base / f"cmd-{secrets.token_hex(6)}"
+        group.mkdir()
         try:
-            group.mkdir()
             (group / "memory.max").write_text(str(self.memory), encoding="ascii")
             with contextlib.suppress(FileNotFoundError):
                 (group / "memory.swap.max").write_text("0", encoding="ascii")
+            with contextlib.suppress(FileNotFoundError):  # kernels before 4.19 kill one process only
+                (group / "memory.oom.group").write_text("1", encoding="ascii")
             (group / "pids.max").write_text(str(self.pids), encoding="ascii")
             period = 100_000
             (group / "cpu.max").write_text(f"{int(self.cpu_cores * period)} {period}", encoding="ascii")
-        except OSError as exc:
-            log.warning("sandbox: a command's cgroup could not be made (%s); it runs without one", exc)
-            self.remove(group)
-            return None
-        return group
-
-    @staticmethod
-    def wrap(group: Path | None, argv: list[str]) -> list[str]:
-        """`argv`, joining `group` first (a shell writes its pid to cgroup.procs, then execs it)."""
-        if group is None:
-            return argv
-        # A failed join leaves the command with its per-process limits only, as on a host without cgroups.
-        join = '{ echo $$ > "$0/cgroup.procs"; } 2>/dev/null; exec "$@"'
-        return ["/bin/sh", "-c", join, str(group), *argv]
-
-    @staticmethod
-    def out_of_memory(group: Path | None) -> bool:
-        """Whether the kernel killed a process of the group for passing `memory.max`."""
-        if group is None:
-            return False
-        try:
-            for line in (group / "memory.events").read_text(encoding="ascii").splitlines():
-                name, _, count = line.partition(" ")
-                if name == "oom_kill" and int(count) > 0:
-                    return True
-        except (OSError, ValueError):
-            pass
-        return False
-
-    @staticmethod
-    def remove(group: Path | None) -> None:
-        """Kill what is left of the command's processes and remove its group."""
-        if group is None:
-            return
-        with contextlib.suppress(OSError):
-            (group / "cgroup.kill").write_text("1", encoding="ascii")
-        for _ in range(50):  # processes take a moment to leave after cgroup.kill
-            try:
-                group.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.01)
-        log.warning("sandbox: the cgroup %s could not be removed", group)
+        except OSError:
+            remove_dir(group)
+            raise
+        return V2Group(group)

@@ -4,13 +4,16 @@ bwrap gives each command fresh namespaces (no network unless allowed, its own
 PID namespace), a read-only view of the system's programs and libraries (`/usr`,
 `/bin`, `/lib*`, `/sbin`; not `/opt`, `/home`, `/var` or the rest of the host),
 of the few `/etc` files programs read at start-up (users and groups are made up
-for the sandbox), the thread's directories at their virtual paths, and resource
-limits (set by `prlimit`, under an unprivileged uid when the broker runs as
-root, so the process limit holds). The process limit is per command: each one
+for the sandbox), the thread's directories at their virtual paths, a `/tmp` and
+`/dev/shm` of the command's own on the thread's disk, and resource limits (set
+by `prlimit`, under an unprivileged uid when the broker runs as root, so the
+process limit holds). The process limit is per command: each one
 gets a user namespace of its own, since the kernel counts a uid's processes per
 user namespace, and commands all run as one uid. Both providers give commands an allowlisted
-environment (`hygiene.command_env`), never the broker's, and kill the whole
-process group at the wall-clock timeout.
+environment (`hygiene.command_env`), never the broker's, and no descriptor of
+the broker's but the command's own pipes (`sandbox.spawn`); they hold a
+command's processes to its memory limit together (`sandbox.limits`) and kill
+the whole process group at the wall-clock timeout.
 """
 
 from __future__ import annotations
@@ -22,16 +25,17 @@ import logging
 import os
 import secrets
 import shutil
-import signal
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from config import SandboxConfig
-from sandbox.cgroups import Cgroups
+from sandbox import spawn
 from sandbox.host import SANDBOX_PATH, SANDBOX_UID, SYSTEM_DIRS, bwrap_works, own_process_count
 from sandbox.hygiene import command_env
+from sandbox.limits import CommandGroup, Limits, make_limits
+from sandbox.memwatch import TreeWatch
 from sandbox.output import Collector
 from sandbox.paths import USER_DATA, Mount, ThreadFS
 from sandbox.toolbox import Toolbox
@@ -75,18 +79,21 @@ class Outcome:
     output: str
     truncated_chars: int
     timed_out: bool
-    out_of_memory: bool = False  # killed by its cgroup's memory limit
+    out_of_memory: bool = False  # its processes together passed the memory limit: all were killed
+    peak_memory: int | None = None  # bytes its processes held together at most, where that is known
 
 
 class Provider:
     name = "base"
     isolated = False
+    tmpfs: tuple[str, ...] = ()  # paths inside a command on a filesystem in memory
 
     def __init__(self, config: SandboxConfig, toolbox: Toolbox | None = None) -> None:
         self.config = config
         self.toolbox = toolbox
-        self.cgroups = Cgroups(config.memory_mb, config.max_processes, config.cpu_cores)
-        self.cgroups.start()
+        self.limits: Limits = make_limits(
+            config.command_limits, config.memory_mb, config.max_processes, config.cpu_cores, tmpfs=self.tmpfs
+        )
 
     @property
     def owner(self) -> tuple[int, int] | None:
@@ -132,6 +139,13 @@ class Provider:
         finally:
             await asyncio.to_thread(shutil.rmtree, tmp, ignore_errors=True)
 
+    def _group(self) -> CommandGroup:
+        try:
+            return self.limits.create()
+        except OSError as exc:  # the cgroup filesystem refused: the watcher still holds the command
+            log.warning("sandbox: a command's cgroup could not be made (%s); its memory is watched", exc)
+            return TreeWatch(self.config.memory_mb, self.config.max_processes, 1, tmpfs=self.tmpfs).create()
+
     async def _spawn(
         self,
         argv: list[str],
@@ -139,62 +153,49 @@ class Provider:
         cwd: Path,
         env: dict[str, str],
         timeout: float,
-        as_user: tuple[int, int] | None,
         pass_fds: tuple[int, ...] = (),
         output_limit: int | None = None,
     ) -> Outcome:
-        group = await asyncio.to_thread(self.cgroups.create)
+        """Run `argv` in a group of its own, with nothing of ours but `pass_fds` (`sandbox.spawn`)."""
+        group = await asyncio.to_thread(self._group)
+        watcher = self.limits.watcher
         try:
-            outcome = await self._spawn_in(argv, group, cwd, env, timeout, as_user, pass_fds, output_limit)
-            outcome.out_of_memory = Cgroups.out_of_memory(group)
-            return outcome
+            started = await spawn.start(group.wrap(argv), cwd=str(cwd), env=env, pass_fds=pass_fds)
+            group.started(started.pid)
+            watcher.add(group)
+            try:
+                outcome = await self._wait(started, timeout, output_limit)
+            finally:
+                started.close()
         finally:
-            await asyncio.to_thread(Cgroups.remove, group)
+            watcher.discard(group)
+            await asyncio.to_thread(group.close)
+        outcome.out_of_memory = group.over_memory
+        outcome.peak_memory = group.peak_bytes
+        return outcome
 
-    async def _spawn_in(
-        self,
-        argv: list[str],
-        group: Path | None,
-        cwd: Path,
-        env: dict[str, str],
-        timeout: float,
-        as_user: tuple[int, int] | None,
-        pass_fds: tuple[int, ...],
-        output_limit: int | None,
-    ) -> Outcome:
-        kwargs: dict[str, object] = {"pass_fds": pass_fds}
-        if as_user is not None:
-            kwargs.update({"user": as_user[0], "group": as_user[1], "extra_groups": []})
-        proc = await asyncio.create_subprocess_exec(
-            *Cgroups.wrap(group, argv),
-            cwd=cwd,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            **kwargs,  # type: ignore[arg-type]
-        )
+    async def _wait(self, started: spawn.Started, timeout: float, output_limit: int | None) -> Outcome:
         collector = Collector(output_limit or self.config.max_output_chars)
-        reader = asyncio.create_task(collector.read(proc.stdout))  # type: ignore[arg-type]
+        reader = asyncio.create_task(collector.read(started.output))
         timed_out = False
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
+            code = await asyncio.wait_for(started.wait(), timeout)
         except TimeoutError:
             timed_out = True
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
+            started.kill()
+            code = await started.wait()
         except asyncio.CancelledError:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            started.kill()
+            reader.cancel()
             raise
         try:
             await asyncio.wait_for(reader, 2)
         except TimeoutError:  # a background child kept the pipe open: what we have is enough
             reader.cancel()
         text, cut = collector.text()
-        return Outcome(None if timed_out else proc.returncode, text, cut, timed_out)
+        if code < 0:  # killed by a signal: the status a shell reports (137 for SIGKILL)
+            code = 128 - code
+        return Outcome(None if timed_out else code, text, cut, timed_out)
 
     def toolbox_env(self, path: str) -> dict[str, str]:
         """PATH (the toolbox first) and library settings for a command (`Toolbox.env`)."""
@@ -230,7 +231,6 @@ class LocalProvider(Provider):
                 cwd=fs.workspace,
                 env=env,
                 timeout=timeout,
-                as_user=None,
                 output_limit=output_limit,
             )
         outcome.output = fs.untranslate(outcome.output)
@@ -240,6 +240,7 @@ class LocalProvider(Provider):
 class BwrapProvider(Provider):
     name = "bwrap"
     isolated = True
+    tmpfs = ("/dev",)  # bwrap's own /dev: in memory (the command's /tmp and /dev/shm are on disk)
 
     def __init__(self, config: SandboxConfig, toolbox: Toolbox | None = None) -> None:
         super().__init__(config, toolbox)
@@ -323,7 +324,10 @@ class BwrapProvider(Provider):
         args += self.etc_args(files or {})
         args += self.toolbox.bwrap_args() if self.toolbox is not None else []
         args += ["--proc", "/proc", "--dev", "/dev"]
-        args += ["--bind", str(tmp), "/tmp"] if tmp is not None else ["--perms", "1777", "--tmpfs", "/tmp"]
+        if tmp is not None:  # POSIX shared memory and semaphores (multiprocessing) live in /dev/shm
+            args += ["--bind", str(tmp), "/tmp", "--bind", str(tmp), "/dev/shm"]
+        else:
+            args += ["--perms", "1777", "--tmpfs", "/tmp"]
         # Mount points reachable by the unprivileged user (bwrap would make them root-only).
         args += ["--perms", "0755", "--dir", "/mnt", "--perms", "0755", "--dir", USER_DATA]
         for mount in fs.mounts:
@@ -426,7 +430,6 @@ class BwrapProvider(Provider):
                 cwd=Path("/"),
                 env=env,
                 timeout=timeout,
-                as_user=None,
                 pass_fds=tuple(files.values()),
                 output_limit=output_limit,
             )

@@ -86,6 +86,11 @@ async def grep(
             f"grep stopped after {timeout:g}s: the pattern took too long to match (nested repetition "
             f"such as (a+)+ can take exponential time). Simplify the pattern or search a narrower path"
         )
+    if outcome.out_of_memory:
+        raise SandboxError(
+            f"grep was stopped: the search passed the sandbox's memory limit ({config.memory_mb} MB); "
+            "search a narrower path or fewer files"
+        )
     if outcome.exit_code == 2:
         raise InvalidRequest(outcome.output.strip() or "not a valid regular expression")
     lines = outcome.output.splitlines()

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 
 import pytest
 import pytest_asyncio
 
-from bus import Bus
 from config import AppConfig
 from sandbox import SandboxClient, TooLarge
 from tests.sandbox.conftest import needs_bwrap, running_broker
@@ -65,20 +63,3 @@ async def test_bwrap_tmp_is_on_the_threads_disk_and_counts_toward_its_quota(
         assert grown.exit_code != 0
         assert (await client.exec("rm big.bin && echo removed")).output == "removed\n"
         assert (await client.exec("echo more > more.txt && cat more.txt")).output == "more\n"
-
-
-async def test_a_host_that_cannot_limit_a_command_as_a_whole_says_so(
-    bus: Bus, client: SandboxClient, broker: AppConfig
-) -> None:
-    reply = await bus.nc.request("$SRV.INFO." + bus.subjects.service_name("sandbox"), b"", timeout=5)
-    cgroups = json.loads(reply.data)["metadata"]["cgroups"]
-    if cgroups == "per command":
-        pytest.skip("this host gives each command a cgroup of its own")
-    # Why not, in the service's description and in what the model reads when a command is killed.
-    assert "cgroup" in cgroups
-    killed = await client.exec("echo started; kill -9 $$")
-    assert killed.output == "started\n"
-    assert killed.warnings == [
-        f"killed (SIGKILL): perhaps over the memory limit ({broker.sandbox.memory_mb} MB per process); "
-        f"this host cannot limit a command as a whole: {cgroups}"
-    ]

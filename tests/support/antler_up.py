@@ -58,10 +58,15 @@ class AntlerUp:
         return self.proc.pid
 
     async def start(
-        self, runners: int = 2, timeout: float = 120.0, env: dict[str, str] | None = None
+        self,
+        runners: int = 2,
+        timeout: float = 120.0,
+        env: dict[str, str] | None = None,
+        pass_fds: tuple[int, ...] = (),
     ) -> None:
         """Start it and wait until it is up and its `runners` runner processes are connected
-        (`env`: more environment, PYTHONPATH put after this checkout's)."""
+        (`env`: more environment, PYTHONPATH put after this checkout's; `pass_fds`: descriptors it
+        inherits, as a shell's redirections or a supervisor's log would give it)."""
         self.starts += 1
         self._open_files()
         self.proc = await asyncio.create_subprocess_exec(
@@ -80,6 +85,7 @@ class AntlerUp:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=self._out,
             stderr=self._err,
+            pass_fds=pass_fds,
         )
         await self.wait_for_line("Antler is up", timeout, stream="err")
         if runners:  # 0: `runner.processes: 1`, the runner inside `antler up` (ready once it is up)
