@@ -261,7 +261,11 @@ class ThreadClaims:
                 ahead = queue[:place]
             else:
                 ahead = [q for q in queue if q.order <= queued.order]
-            if free and not ahead and not await self._after_pending(request, rec, queue):
+            # An earlier delivery of this run holds the thread (given up in a NATS outage, say): this
+            # one goes on with it. Runs queued meanwhile, even ones submitted before it (they waited
+            # for it to end), wait on: queued behind them it would wait for itself, and none would run.
+            resuming = holder == me
+            if resuming or (free and not ahead and not await self._after_pending(request, rec, queue)):
                 result.outcome = Outcome.TAKEN
                 self._since.pop(me, None)
                 rest = [q for q in queue if q.run_id != me]
