@@ -68,15 +68,20 @@ class ThreadClaims:
         self._since: dict[str, float] = {}  # run id -> when it began waiting for the run sent before it
 
     async def take(
-        self, request: RunRequest, delivery: Delivery, cancelled: Callable[[], Awaitable[bool]]
+        self,
+        request: RunRequest,
+        delivery: Delivery,
+        cancelled: Callable[[], Awaitable[bool]],
+        attempt: int | None = None,
     ) -> Claim:
         """Make this run the thread's active run, following its multitask strategy.
 
         Waits (without holding the consumer's slot) while the thread is busy; `cancelled` is
-        asked before each try.
+        asked before each try. `attempt`: this delivery's attempt at the run (default: the server's
+        delivery count; the runner's `attempt_of`).
         """
         thread_id = request.thread_id
-        self._attempts[request.run_id] = delivery.num_delivered
+        self._attempts[request.run_id] = attempt or delivery.num_delivered
         self.arrive(request, delivery)
         try:
             await self._in_stream_order(thread_id, request.run_id)
@@ -272,7 +277,7 @@ class ThreadClaims:
                 update = {
                     "active_run_id": me,
                     "last_run_id": me,
-                    "active_attempt": delivery.num_delivered,
+                    "active_attempt": self._attempts.get(me, delivery.num_delivered),
                     "status": "busy",
                     "queue": rest,
                     "updated_at": now,
