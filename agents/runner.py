@@ -79,6 +79,21 @@ def build_tool_schemas(config: AppConfig) -> None:
     make_task_tool(unbound, config)
 
 
+def attempt_of(delivery: Delivery, record: RunRecord) -> int:
+    """This delivery's attempt at the run: the server's delivery count, but never one an earlier
+    delivery already ran as (the run's record keeps the last).
+
+    A nats-server that was SIGKILLed can forget that it handed a request out (it writes its
+    consumers' state down lazily) and hand it out again as a first delivery. Numbered 1 again, the
+    new attempt's events would be taken for the first one's (their ids `ev:<run>:<attempt>:<seq>`)
+    and dropped as duplicates, its `end` among them, and it would run the run's input a second time
+    instead of resuming from the checkpoint.
+    """
+    if record.attempt and delivery.num_delivered <= record.attempt:
+        return record.attempt + 1
+    return delivery.num_delivered
+
+
 class Runner:
     """Executes runs for one process; `run()` below wires it to the bus. Made by `open()`."""
 
@@ -189,7 +204,6 @@ class Runner:
             self.claims.gone(request)
 
     async def _handle(self, request: RunRequest, delivery: Delivery) -> None:
-        attempt = delivery.num_delivered
         created: list[bool] = []
 
         def pending_record(current: RunRecord | None) -> RunRecord | None:
@@ -204,6 +218,7 @@ class Runner:
             index = await self.bus.kv(self.bus.subjects.thread_runs_bucket)
             await index.put(thread_run_key(request.thread_id, request.run_id, request.created_at), b"")
         record = known[0]
+        attempt = attempt_of(delivery, record)
         if record.status.finished:
             log.info("run %s already %s; not running it again", request.run_id, record.status.value)
             await ensure_ended(self.bus, request, record, attempt)
@@ -236,7 +251,10 @@ class Runner:
         request = run.request
         just_read = [known[0]]  # the first check before taking the thread needs no second read
         claim = await self.claims.take(
-            request, delivery, lambda: self._cancel_requested(run, just_read.pop() if just_read else None)
+            request,
+            delivery,
+            lambda: self._cancel_requested(run, just_read.pop() if just_read else None),
+            run.attempt,
         )
         if claim.outcome is Outcome.CANCELLED:
             await self._interrupted(run)

@@ -68,15 +68,20 @@ class ThreadClaims:
         self._since: dict[str, float] = {}  # run id -> when it began waiting for the run sent before it
 
     async def take(
-        self, request: RunRequest, delivery: Delivery, cancelled: Callable[[], Awaitable[bool]]
+        self,
+        request: RunRequest,
+        delivery: Delivery,
+        cancelled: Callable[[], Awaitable[bool]],
+        attempt: int | None = None,
     ) -> Claim:
         """Make this run the thread's active run, following its multitask strategy.
 
         Waits (without holding the consumer's slot) while the thread is busy; `cancelled` is
-        asked before each try.
+        asked before each try. `attempt`: this delivery's attempt at the run (default: the server's
+        delivery count; the runner's `attempt_of`).
         """
         thread_id = request.thread_id
-        self._attempts[request.run_id] = delivery.num_delivered
+        self._attempts[request.run_id] = attempt or delivery.num_delivered
         self.arrive(request, delivery)
         try:
             await self._in_stream_order(thread_id, request.run_id)
@@ -261,14 +266,18 @@ class ThreadClaims:
                 ahead = queue[:place]
             else:
                 ahead = [q for q in queue if q.order <= queued.order]
-            if free and not ahead and not await self._after_pending(request, rec, queue):
+            # An earlier delivery of this run holds the thread (given up in a NATS outage, say): this
+            # one goes on with it. Runs queued meanwhile, even ones submitted before it (they waited
+            # for it to end), wait on: queued behind them it would wait for itself, and none would run.
+            resuming = holder == me
+            if resuming or (free and not ahead and not await self._after_pending(request, rec, queue)):
                 result.outcome = Outcome.TAKEN
                 self._since.pop(me, None)
                 rest = [q for q in queue if q.run_id != me]
                 update = {
                     "active_run_id": me,
                     "last_run_id": me,
-                    "active_attempt": delivery.num_delivered,
+                    "active_attempt": self._attempts.get(me, delivery.num_delivered),
                     "status": "busy",
                     "queue": rest,
                     "updated_at": now,

@@ -22,7 +22,9 @@ A handler whose message the server may have handed to another process — the
 connection was down for long enough that `in_progress` heartbeats missed
 `ack_wait` — is cancelled when the connection comes back, and its message is
 left alone (not acked, not released): that other delivery owns it now. A
-handler may also raise `Abandon` when it finds out itself.
+handler may also raise `Abandon` when it finds out itself. In a keyed consumer
+the key's later messages wait for the ones given up to come again (`bus._turns`):
+those come only after the server's ack wait, a later one published meanwhile at once.
 
 A handler that must wait before it can go on (a platform's rate limit) waits
 with `Delivery.wait_out` (`bus.delivery`): it holds no slot meanwhile, and if
@@ -54,7 +56,7 @@ from pydantic import BaseModel
 
 from bus import tracing
 from bus._pull import Puller
-from bus._turns import KeyTurns
+from bus._turns import KeyTurn, KeyTurns
 from bus.connection import Bus
 from bus.consumer_state import ConsumerState, ConsumerStats, cancel_until_done
 from bus.delivery import Abandon, Defer, Delivery, Reject, Retry
@@ -85,6 +87,9 @@ DEFAULT_BACKOFF: tuple[float, ...] = (0.5, 2.0, 5.0, 15.0, 30.0)
 # How long a pull request lives on the server. Not a latency: a message is handed on as it arrives;
 # this only bounds how long a request the server lost goes unnoticed (outages also end it at once).
 _FETCH_WAIT = 5.0
+# A message given up in an outage comes again within an ack wait or so of the server's return; its
+# key's later messages wait for it this many ack waits at most (it may have gone to another process).
+_HOLD_ACK_WAITS = 3
 
 
 Handler = Callable[[M, Delivery], Awaitable[None]]
@@ -175,6 +180,7 @@ class Consumer(Generic[M]):
         self._stopped = asyncio.Event()  # told to handlers that wait (`Delivery.wait_out`)
         self._unstarted: list[Msg] = []  # fetched as the consumer stopped
         self._stale: set[asyncio.Task[None]] = set()  # cancelled after an outage: leave their messages
+        self._keyed: dict[asyncio.Task[None], tuple[str, int]] = {}  # in flight: (key, stream seq)
         self._stoppers: set[asyncio.Task[None]] = set()
         self._unlisten: Callable[[], None] = lambda: None
 
@@ -269,6 +275,7 @@ class Consumer(Generic[M]):
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)
+        self._keyed.pop(task, None)
         self._arrival.pop(task, None)
         self._waiting.discard(task)
         self._wake()
@@ -320,13 +327,17 @@ class Consumer(Generic[M]):
                 msg, msg.subject, dict(msg.headers or {}), delivered, seq, self._yield_slot, self._stopped
             )
             heartbeat = asyncio.create_task(self._heartbeat(msg))
-            turn = self._turns.enter(self.key(payload)) if self.key is not None else None
+            key = self.key(payload) if self.key is not None else None
+            turn = None
             has_turn = False
             try:
-                if turn is not None:
-                    # No await before this point: tasks reach it in the order messages arrived,
-                    # and the lock hands turns out first come, first served. Waiting for a turn is
-                    # not work: it holds no slot, so one busy key never keeps the others waiting.
+                if key is not None:
+                    turn = await self._turn(key, seq)
+                    if turn is None:  # stopping while it waited for a message given up in an outage
+                        await self._release(msg)
+                        return
+                    # Waiting for a turn is not work: it holds no slot, so one busy key never keeps
+                    # the others waiting.
                     if turn.lock.locked():
                         self._yield_slot()
                     await turn.lock.acquire()
@@ -365,6 +376,24 @@ class Consumer(Generic[M]):
             self.stats.in_flight -= 1
             self._in_flight.dec()
 
+    async def _turn(self, key: str, seq: int) -> KeyTurn | None:
+        """Counted in for `key`'s turn (the lock is the caller's to acquire); None if the consumer
+        stopped while the message waited for an earlier one of its key given up in an outage.
+
+        No await before `enter` for a key nobody waits on: tasks reach it in the order messages
+        arrived, and the lock hands turns out first come, first served.
+        """
+        task = asyncio.current_task()
+        if task is not None:
+            self._keyed[task] = (key, seq)
+        if self._turns.must_wait(key, seq):
+            self._yield_slot()
+            if not await self._turns.wait_for_earlier(key, seq, self._stopped):
+                return None
+        turn = self._turns.enter(key)
+        self._turns.arrived(key, seq)
+        return turn
+
     def _after_outage(self, outage: float) -> None:
         """Back after `outage` seconds: messages whose heartbeats may have missed `ack_wait` can have
         been delivered again (to this process or another); stop handling them here."""
@@ -381,6 +410,9 @@ class Consumer(Generic[M]):
             len(self._inflight),
         )
         for task in list(self._inflight):
+            if task in self._keyed:  # its key's later messages wait for it to come again
+                key, seq = self._keyed[task]
+                self._turns.hold(key, seq, self.ack_wait * _HOLD_ACK_WAITS)
             self._stale.add(task)
             task.add_done_callback(self._stale.discard)
             stopper = asyncio.create_task(cancel_until_done(task))

@@ -348,12 +348,10 @@ class ReplyProjection:
                 for path in projection.files
             ]
         projection.seq += 1
-        try:
-            await self._send(
-                event.run_id, projection, kind, text, msg_id=f"reply:{event.run_id}", files=files
-            )
-        finally:
-            self.finals.sent(projection.thread_id, event.run_id)
+        await self._send(event.run_id, projection, kind, text, msg_id=f"reply:{event.run_id}", files=files)
+        # Only once it is out: a final whose send failed (or was given up in an outage) is still due,
+        # and its `end` comes again; the thread's next final, arriving meanwhile, waits for it.
+        self.finals.sent(projection.thread_id, event.run_id)
 
     async def _send(
         self,

@@ -84,6 +84,46 @@ async def test_a_runner_killed_mid_run_is_finished_by_another_from_its_checkpoin
     assert record.attempt == 2
 
 
+async def test_a_started_runs_request_handed_out_again_as_a_first_delivery_resumes_it(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    config_file: Callable[[], Path],
+    app_config: Callable[[], AppConfig],
+    nats_url: str,
+) -> None:
+    """A SIGKILLed nats-server can forget that it handed a request out (it writes its consumers'
+    state down lazily) and hands it out again as delivery 1, though a runner had started the run
+    and published its events. Here the request is stored a second time, with an ack wait long
+    enough that the first copy is not handed out again meanwhile. The run goes on as attempt 2
+    from its checkpoint. (Numbered 1 again, it took its input a second time, and its events were
+    taken for the first attempt's and dropped: when the first had published more, its `end` too,
+    and the chat never got an answer.)"""
+    config_data["bus"]["ack_wait_seconds"] = 600.0
+    fake_model.script(
+        Reply(text="never arrives", delay=60),  # the first attempt, cut off with its runner
+        Reply(text="Finished by the second attempt."),
+    )
+    doomed = await run_antler("run", "runner", "-c", str(config_file()), "--nats-url", nats_url)
+    try:
+        request = ask("t-forgotten", "do the job")
+        await submit_run(bus, request)
+        await fake_model.wait_for_requests(1, timeout=30)
+    finally:
+        doomed.kill()
+        await finished(doomed)
+
+    await bus.publish(bus.subjects.runs_submit, request, msg_id=f"{request.run_id}:again")
+    async with running_runner(nats_url, app_config()):
+        events = await collect_run(bus, request.run_id, timeout=30)
+
+    assert streamed_text(events).endswith("Finished by the second attempt.")
+    assert {e.attempt for e in events} == {1, 2}
+    assert [e.seq for e in events] == list(range(1, len(events) + 1)), "one log, numbered across attempts"
+    second_call = fake_model.agent_requests[1]["messages"]
+    assert [m["role"] for m in second_call] == ["system", "user"], "its input once, not twice"
+
+
 async def test_rollback_removes_the_interrupted_run_from_the_thread(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:

@@ -319,6 +319,50 @@ async def test_after_a_long_outage_a_handler_leaves_its_message_to_the_new_deliv
         await server.stop()
 
 
+async def test_after_a_long_outage_a_keys_next_message_waits_for_the_one_given_up(
+    tmp_path: Any, bus_config: Any
+) -> None:
+    """NATS went away while a chat's first message was handled. The chat's second message, published
+    once NATS is back, is new and comes at once; the first comes again only when the server's
+    ack_wait for it runs out. The second waits for it: the chat's messages are handled in the order
+    they were sent (before, the second went first)."""
+    from bus import EmbeddedServer
+
+    server = EmbeddedServer(tmp_path / "nats")
+    await server.start()
+    port = server.port
+    conn = await Bus.connect(server.url, bus_config, provision=True)
+    handled: list[str] = []
+    started, both = asyncio.Event(), asyncio.Event()
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        if msg.text == "one" and delivery.num_delivered == 1:
+            started.set()
+            await asyncio.Event().wait()  # long work, cut off by the outage
+        handled.append(msg.text)
+        if len(handled) == 2:
+            both.set()
+
+    try:
+        # An ack wait well past the outage: "one" comes again seconds after NATS is back.
+        consumer = chat_consumer(conn, handle, ack_wait=6.0, key=lambda m: m.chat_id)
+        async with consumer:
+            await conn.publish(conn.subjects.chat_in("cli", "c1"), inbound("one"))
+            await asyncio.wait_for(started.wait(), 10)
+            await server.stop()
+            await asyncio.sleep(3.5)  # the outage: longer than half the ack wait, so "one" is given up
+            server = EmbeddedServer(tmp_path / "nats", port=port)
+            await server.start()
+            while consumer.stats.abandoned < 1:  # noqa: ASYNC110 - the consumer's own count: back, gave "one" up
+                await asyncio.sleep(0.05)
+            await conn.publish(conn.subjects.chat_in("cli", "c1"), inbound("two"))
+            await asyncio.wait_for(both.wait(), 30)
+        assert handled == ["one", "two"]
+    finally:
+        await conn.close()
+        await server.stop()
+
+
 async def test_a_consumer_started_while_nats_is_away_starts_once_it_is_back(
     tmp_path: Any, bus_config: Any
 ) -> None:

@@ -6,15 +6,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from nats.js.errors import NoStreamResponseError
 
-from bus import Bus, decode
+from bus import Bus, Defer, Delivery, decode
 from bus.chat_partitions import chat_partitions
 from bus.messages import ChatOrigin, OutboundMessage, RunEvent, RunRecord
 from bus.records import RecordStore
-from channels.replies import RecentOrigins, ReplyProjection, projection_consumer
+from channels.replies import FinalsInOrder, RecentOrigins, ReplyProjection, projection_consumer
 from config import AppConfig
 
 pytestmark = pytest.mark.asyncio
@@ -71,3 +72,51 @@ async def test_an_event_that_comes_again_after_the_final_sends_nothing_more(
         for consumer in consumers:
             await consumer.stop()
         await watch.unsubscribe()
+
+
+async def test_a_final_whose_send_failed_still_goes_out_before_the_threads_next_final(
+    bus: Bus, app_config: Callable[[], AppConfig]
+) -> None:
+    """Run one's final cannot be stored (NATS went away as it was sent; here CHAT_OUT stores nothing
+    for a moment); its `end` comes again later, after run two's `end` arrived. Run two's final waits
+    for run one's: the chat gets the answers in the order it asked."""
+    config = app_config()
+    one, two = str(uuid.uuid4()), str(uuid.uuid4())
+    origins, finals = RecentOrigins(), FinalsInOrder()
+    runs = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    for run, message in ((one, "m1"), (two, "m2")):  # as the router submits a chat's runs
+        origins.remember(run, ChatOrigin(channel="cli", chat_id="c1", message_id=message))
+        finals.submitted("t1", run)
+    projection = ReplyProjection(bus, config, runs, origins, finals)
+    delivery = cast(Delivery, None)  # the projection does not look at it
+
+    def end(run: str) -> RunEvent:
+        return RunEvent(run_id=run, thread_id="t1", seq=2, event="end", data={"status": "success"})
+
+    stored = await bus.js.subscribe(bus.subjects.chat_out("cli"), ordered_consumer=True)
+    out = (await bus.js.stream_info(bus.subjects.chat_out_stream)).config
+    taken = list(out.subjects or [])
+    try:
+        await projection.on_event(words(one, 1, "Answer one."), delivery)
+        await projection.on_event(words(two, 1, "Answer two."), delivery)
+        out.subjects = [f"{bus.config.prefix}.chat.parked"]  # nothing stores replies now
+        await bus.js.update_stream(out)
+        with pytest.raises(NoStreamResponseError):
+            await projection.on_event(end(one), delivery)
+        out.subjects = taken
+        await bus.js.update_stream(out)
+
+        with pytest.raises(Defer):  # run one's final is still due: run two's waits for it
+            await projection.on_event(end(two), delivery)
+        await projection.on_event(end(one), delivery)  # delivered again
+        await projection.on_event(end(two), delivery)
+
+        replies = [decode(OutboundMessage, (await stored.next_msg(timeout=10)).data) for _ in range(4)]
+    finally:
+        out.subjects = taken
+        await bus.js.update_stream(out)
+        await stored.unsubscribe()
+    assert [(r.kind, r.text) for r in replies if r.kind == "final"] == [
+        ("final", "Answer one."),
+        ("final", "Answer two."),
+    ]

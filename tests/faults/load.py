@@ -9,6 +9,10 @@ Replies are read from the CHAT_OUT stream through a durable pull consumer of the
 test's own (as a chat adapter reads them), so a reply published while the test's
 connection was down is still seen, and a duplicate means a second reply really
 stored in the stream (told apart by stream sequence, not by redelivery).
+
+A scenario has a budget for its answers; an answer still missing then is waited for
+a while longer (`settle`): one that comes meanwhile is `late` (by how much is
+reported), one that never comes is `lost`. Late is a figure to watch, lost a defect.
 """
 
 from __future__ import annotations
@@ -55,7 +59,9 @@ class Counts:
     answered: int = 0  # exactly one final reply
     duplicated: int = 0  # more than one final reply
     wrong: int = 0  # a final reply that is not the answer to this message
-    lost: int = 0  # accepted, and no final reply by the deadline
+    lost: int = 0  # accepted, and no final reply by the end of the grace after the budget
+    late: int = 0  # answered (counted in `answered` too), but only after the budget
+    late_by: float = 0.0  # seconds past the budget of the latest first final reply
     stray: int = 0  # final replies to no message of ours
     out_of_order: int = 0  # answered before a message sent earlier in the same chat
 
@@ -64,31 +70,46 @@ class Counts:
         more = "".join(f" {name}={value}" for name, value in extra.items())
         return (
             f"faults[{scenario}]: sent={self.sent} accepted={self.accepted} answered={self.answered} "
-            f"duplicated={self.duplicated} wrong={self.wrong} lost={self.lost} stray={self.stray} "
+            f"duplicated={self.duplicated} wrong={self.wrong} lost={self.lost} late={self.late} "
+            f"late_by={self.late_by:.1f}s stray={self.stray} "
             f"out_of_order={self.out_of_order}{more} ({seconds:.1f}s)"
+        )
+
+    def acceptable(self, late_bound: float) -> bool:
+        """Every message stored, and answered exactly once with its own answer, in its chat's order,
+        none more than `late_bound` seconds after the budget."""
+        return (
+            self.accepted == self.sent
+            and self.answered == self.accepted
+            and self.late_by <= late_bound
+            and not (self.duplicated or self.wrong or self.lost or self.stray or self.out_of_order)
         )
 
     @property
     def perfect(self) -> bool:
-        """Every message stored, and answered exactly once with its own answer, in its chat's order."""
-        return (
-            self.accepted == self.sent
-            and self.answered == self.accepted
-            and not (self.duplicated or self.wrong or self.lost or self.stray or self.out_of_order)
-        )
+        """`acceptable`, and no answer late either."""
+        return self.acceptable(0.0) and not self.late
 
 
 @dataclass
 class ChatLoad:
-    """`chats` chats of `per_chat` messages each on channel `script`, with their replies."""
+    """`chats` chats of `per_chat` messages each on channel `script`, with their replies.
+
+    `grace`: seconds `settle` waits past the budget for answers still missing; `late_bound`: how
+    late (seconds past the budget) an answer may be and the scenario still pass.
+    """
 
     bus: Bus
     chats: int
     per_chat: int
+    grace: float = 40.0
+    late_bound: float = 20.0
     messages: list[Sent] = field(init=False)
     accepted: set[str] = field(default_factory=set)
     finals: dict[str, list[OutboundMessage]] = field(default_factory=lambda: defaultdict(list))
     final_seq: dict[str, int] = field(default_factory=dict)  # message id -> CHAT_OUT seq of its 1st final
+    answered_at: dict[str, float] = field(default_factory=dict)  # message id -> when its 1st final came
+    budget_end: float | None = None  # time.monotonic when the answers were due (`settle`)
     publish_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     _seen: set[int] = field(default_factory=set)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -197,6 +218,7 @@ class ChatLoad:
         if reply.is_final:
             self.finals[reply.reply_to or ""].append(reply)
             self.final_seq.setdefault(reply.reply_to or "", stream_seq)
+            self.answered_at.setdefault(reply.reply_to or "", time.monotonic())
             self._changed.set()
 
     def answered_count(self) -> int:
@@ -209,6 +231,19 @@ class ChatLoad:
     async def wait_all_accepted_answered(self, deadline: float) -> bool:
         """Until every accepted message has a final reply, or `deadline` passes."""
         return await self._wait_until(lambda: all(self.finals.get(m) for m in self.accepted), deadline)
+
+    async def settle(self, deadline: float) -> None:
+        """Until every accepted message has a final reply: due by `deadline` (the budget), then
+        waited for `grace` seconds more, so that `counts` tells a late answer from a lost one."""
+        self.budget_end = deadline
+        await self.wait_all_accepted_answered(deadline + self.grace)
+
+    def lateness(self) -> dict[str, float]:
+        """message id -> seconds past the budget its first final reply came (late ones only)."""
+        if self.budget_end is None:
+            return {}
+        end = self.budget_end
+        return {m: at - end for m, at in self.answered_at.items() if at > end}
 
     async def _wait_until(self, done: Callable[[], bool], deadline: float) -> bool:
         while not done():
@@ -237,6 +272,8 @@ class ChatLoad:
             if any(r.kind != "final" or r.text != message.expected_reply for r in replies):
                 counts.wrong += 1
         counts.out_of_order = len(self.overtaken())
+        ours_late = [seconds for m, seconds in self.lateness().items() if m in ours]
+        counts.late, counts.late_by = len(ours_late), max(ours_late, default=0.0)
         return counts
 
     def overtaken(self) -> list[tuple[Sent, Sent]]:
@@ -299,10 +336,18 @@ class ChatLoad:
     def problems(self, limit: int = 8) -> str:
         """A few examples of what went wrong, for the assertion message."""
         lines = []
+        late = self.lateness()
         for message in self.messages:
             replies = self.finals.get(message.message_id, [])
             if message.message_id in self.accepted and not replies:
-                lines.append(f"  lost: {message.message_id} ({message.text!r})")
+                waited = f" in {self.grace:g}s past the budget" if self.budget_end is not None else ""
+                lines.append(f"  lost: {message.message_id} ({message.text!r}): no final reply{waited}")
+            elif late.get(message.message_id, 0.0) > self.late_bound:
+                seconds = late[message.message_id]
+                lines.append(
+                    f"  late: {message.message_id} answered {seconds:.1f}s past the budget "
+                    f"(more than the {self.late_bound:g}s allowed)"
+                )
             elif len(replies) > 1:
                 runs = [r.run_id for r in replies]
                 lines.append(f"  duplicated x{len(replies)}: {message.message_id} (runs {runs})")

@@ -2,8 +2,9 @@
 
 Half the messages are published and a quarter answered (answers are streaming), then the fault
 strikes; the other half is published meanwhile (the publisher retries through the fault) while the
-system recovers; then every accepted message must be answered, and a quiet window lets a late second
-reply show. The scenario's own checks come after (how it stopped, what its components logged).
+system recovers; then every accepted message must be answered by the budget (or it is late, or lost:
+`ChatLoad.settle`), and a quiet window lets a late second reply show. The scenario's own checks
+come after (how it stopped, what its components logged).
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ async def through_faults(
 
 
 async def _settled(load: ChatLoad, deadline: float) -> int:
-    """Until every accepted message is answered, then the quiet window; the runs delivered twice."""
-    await load.wait_all_accepted_answered(deadline)
+    """Until every accepted message is answered (late or lost past `deadline`: `ChatLoad.settle`),
+    then the quiet window; the runs delivered twice."""
+    await load.settle(deadline)
     await asyncio.sleep(QUIET)  # a late second reply would land in this window
     return await load.redelivered_runs()

@@ -24,7 +24,7 @@ async def test_flood_every_message_is_answered_once_with_its_own_answer(
     deadline = started + SIZE.budget
     async with chat_load(await up.nats_url()) as load:
         await load.publish(load.messages, deadline)
-        await load.wait_all_accepted_answered(deadline)
+        await load.settle(deadline)
         await asyncio.sleep(QUIET)  # a late second reply would land in this window
         code = await up.stop(STOP_TIMEOUT)
         problems = [] if code == 0 else [f"antler up exited with {code} after SIGINT (None: still running)"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import time
@@ -31,6 +32,10 @@ pytestmark = [pytest.mark.asyncio, TIMEOUT, ONE_AT_A_TIME]
 # Two outages, one each way, on one stack (each `antler up` costs some 7 s of CPU): a third of the
 # load per outage and one after, 6 messages per chat.
 TWO_OUTAGES = Size(chats=SIZE.chats, per_chat=SIZE.per_chat * 3 // 2, budget=SIZE.budget * 3 // 2)
+# Outage after outage on one stack, each way in turn, a small load: two messages of each chat per
+# outage, so every outage strikes with each chat's answers due in order on both sides of it.
+RESTARTS = 4
+AGAIN_AND_AGAIN = Size(chats=6, per_chat=2 * (RESTARTS + 1), budget=30.0 * RESTARTS)
 
 
 async def test_external_nats_restarted_mid_load_loses_and_repeats_no_answer(
@@ -67,6 +72,45 @@ async def test_external_nats_restarted_mid_load_loses_and_repeats_no_answer(
                 started,
                 up,
                 problems,
+                redelivered_runs=redelivered,
+            )
+    finally:
+        await nats.close()
+
+
+async def test_external_nats_restarted_again_and_again_keeps_each_chats_answers_in_order(
+    tmp_path: Path,
+    fault_config: Callable[..., Path],
+    antler_up: UpFactory,
+    chat_load: OpenLoad,
+    verdict: Verdict,
+) -> None:
+    """SIGTERM, SIGKILL, SIGTERM, SIGKILL: each outage strikes while chats have answers in flight
+    and messages still to come, and every chat's answers must come back in the order it sent."""
+    nats = ExternalNats(tmp_path / "external-nats", users_dir=tmp_path / "data")
+    await nats.start()
+    try:
+        up = antler_up(fault_config(url=nats.url))
+        await up.start()
+        started = time.monotonic()
+        deadline = started + AGAIN_AND_AGAIN.budget
+        async with chat_load(nats.url, AGAIN_AND_AGAIN) as load:
+
+            async def outage() -> None:
+                await asyncio.sleep(OUTAGE)
+                await nats.start()
+
+            signals = [signal.SIGTERM, signal.SIGKILL] * (RESTARTS // 2)
+            faults = [(functools.partial(nats.stop, signum), outage) for signum in signals]
+            redelivered = await through_faults(up, load, deadline, faults)
+            problems = await stopped_cleanly(up)
+            verdict(
+                load,
+                "external-nats-restarted-again-and-again",
+                started,
+                up,
+                problems,
+                restarts=RESTARTS,
                 redelivered_runs=redelivered,
             )
     finally:
