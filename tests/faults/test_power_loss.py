@@ -15,7 +15,8 @@ import os
 import random
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -95,25 +96,61 @@ async def collecting(load: ChatLoad, timeout: float = 30.0) -> None:
         await asyncio.sleep(0.05)
 
 
+@dataclass
+class Moments:
+    """When the power goes: a random moment per cut, from a seed the counts line prints."""
+
+    seed: int = field(default_factory=lambda: random.randrange(1 << 30))
+
+    def __post_init__(self) -> None:
+        self._random = random.Random(self.seed)
+
+    async def wait(self) -> None:
+        await asyncio.sleep(self._random.uniform(0.0, 1.0))  # somewhere in the middle of some run
+
+
+@pytest.fixture
+def moments() -> Moments:
+    reason = lazyfs.unavailable()
+    if reason:
+        pytest.skip(f"no power-loss layer on this machine: {reason}")
+    return Moments()
+
+
+Faults = list[tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]]
+
+
+async def judged(
+    up: AntlerUp, load: ChatLoad, disk: lazyfs.LazyFS, faults: Faults, verdict: Verdict, name: str, seed: int
+) -> None:
+    """Two power cuts under the load, then `antler up` stopped and everything counted."""
+    started = time.monotonic()
+    redelivered = await through_faults(up, load, started + TWO_CUTS.budget, faults)
+    verdict(
+        load,
+        name,
+        started,
+        up,
+        await stopped_cleanly(up),
+        redelivered_runs=redelivered,
+        unsynced_bytes_dropped="+".join(str(report.bytes_dropped) for report in disk.cuts),
+        seed=seed,
+    )
+
+
 async def test_power_cut_under_load_loses_no_acknowledged_message(
     tmp_path: Path,
     fault_config: Callable[..., Path],
     antler_up: UpFactory,
     chat_load: OpenLoad,
     verdict: Verdict,
+    moments: Moments,
 ) -> None:
-    reason = lazyfs.unavailable()
-    if reason:
-        pytest.skip(f"no power-loss layer on this machine: {reason}")
-    seed = random.randrange(1 << 30)
-    moments = random.Random(seed)
     # A fixed port: after the power is back, clients reconnect where they were.
     config = fault_config(embedded={"port": free_port()})
     async with lazyfs.LazyFS(tmp_path / "disk", tmp_path / "data" / "jetstream") as disk:
         up = antler_up(config)
         await up.start()
-        started = time.monotonic()
-        deadline = started + TWO_CUTS.budget
         async with chat_load(await up.nats_url(), TWO_CUTS) as load:
             await collecting(load)
             # What start-up made (streams, buckets, consumers: nats-server does not fsync their
@@ -121,27 +158,14 @@ async def test_power_cut_under_load_loses_no_acknowledged_message(
             await disk.writeback()
 
             async def cut() -> None:
-                await asyncio.sleep(moments.uniform(0.0, 1.0))  # somewhere in the middle of some run
+                await moments.wait()
                 await power_cut(up, disk)
 
             async def power_back() -> None:
                 await up.start()
 
-            redelivered = await through_faults(up, load, deadline, [(cut, power_back), (cut, power_back)])
-            problems = []
-            if await up.stop() != 0:
-                problems.append("antler up did not exit cleanly after the last power cut")
-            dropped = "+".join(str(report.bytes_dropped) for report in disk.cuts)
-            verdict(
-                load,
-                "power-cut",
-                started,
-                up,
-                problems,
-                redelivered_runs=redelivered,
-                unsynced_bytes_dropped=dropped,
-                seed=seed,
-            )
+            faults = [(cut, power_back), (cut, power_back)]
+            await judged(up, load, disk, faults, verdict, "power-cut", moments.seed)
 
 
 async def test_the_bus_machine_losing_power_loses_no_acknowledged_message(
@@ -150,28 +174,22 @@ async def test_the_bus_machine_losing_power_loses_no_acknowledged_message(
     antler_up: UpFactory,
     chat_load: OpenLoad,
     verdict: Verdict,
+    moments: Moments,
 ) -> None:
     """Only the machine of an external nats-server (`bus.url`) loses power, twice: the components,
     elsewhere, keep running and reconnect when it is back on what it had fsynced."""
-    reason = lazyfs.unavailable()
-    if reason:
-        pytest.skip(f"no power-loss layer on this machine: {reason}")
-    seed = random.randrange(1 << 30)
-    moments = random.Random(seed)
     nats = ExternalNats(tmp_path / "external-nats", users_dir=tmp_path / "data")
     async with lazyfs.LazyFS(tmp_path / "disk", tmp_path / "external-nats" / "jetstream") as disk:
         await nats.start()
         try:
             up = antler_up(fault_config(url=nats.url))
             await up.start()
-            started = time.monotonic()
-            deadline = started + TWO_CUTS.budget
             async with chat_load(nats.url, TWO_CUTS) as load:
                 await collecting(load)
                 await disk.writeback()
 
                 async def cut() -> None:
-                    await asyncio.sleep(moments.uniform(0.0, 1.0))
+                    await moments.wait()
                     await nats.stop(signal.SIGKILL)  # reaped: nothing writes to the store any more
                     await disk.cut()
 
@@ -179,18 +197,7 @@ async def test_the_bus_machine_losing_power_loses_no_acknowledged_message(
                     await asyncio.sleep(OUTAGE)  # the publisher retries until the server is back
                     await nats.start()
 
-                redelivered = await through_faults(up, load, deadline, [(cut, power_back), (cut, power_back)])
-                problems = await stopped_cleanly(up)
-                dropped = "+".join(str(report.bytes_dropped) for report in disk.cuts)
-                verdict(
-                    load,
-                    "bus-power-cut",
-                    started,
-                    up,
-                    problems,
-                    redelivered_runs=redelivered,
-                    unsynced_bytes_dropped=dropped,
-                    seed=seed,
-                )
+                faults = [(cut, power_back), (cut, power_back)]
+                await judged(up, load, disk, faults, verdict, "bus-power-cut", moments.seed)
         finally:
             await nats.close()
