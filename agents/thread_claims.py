@@ -29,7 +29,7 @@ from bus.messages import (
     Usage,
     utcnow,
 )
-from bus.records import RecordStore
+from bus.records import RecordStore, salvage
 
 log = logging.getLogger(__name__)
 
@@ -332,6 +332,43 @@ class ThreadClaims:
     async def _finished(self, run_id: str) -> bool:
         record = await self.runs.get(run_id)
         return record is None or record.status.finished
+
+
+async def release_given_up(threads: RecordStore[ThreadRecord], request: RunRequest) -> None:
+    """A run given up (its request dead-lettered) lets go of its thread, whichever delivery of it
+    held the thread: every one of them is over, or left to be stopped. Taken out of the queue too.
+
+    Repeating it changes nothing. A thread record that cannot be read is repaired (`repair_thread`)
+    and written back with the change, whatever store `threads` is.
+    """
+    me = request.run_id
+    threads = RecordStore(threads.kv, ThreadRecord, repair=repair_thread)
+
+    def let_go(rec: ThreadRecord | None) -> ThreadRecord | None:
+        if rec is None:
+            return None
+        holding = rec.active_run_id == me
+        if not holding and all(q.run_id != me for q in rec.queue):
+            return None
+        update: dict[str, Any] = {"queue": [q for q in rec.queue if q.run_id != me], "updated_at": utcnow()}
+        if holding:
+            update.update(
+                active_run_id=None, active_attempt=None, status="error", finished_runs=rec.finished_runs + 1
+            )
+        return rec.model_copy(update=update)
+
+    await threads.update(request.thread_id, let_go)
+
+
+def repair_thread(thread_id: str, stored: bytes) -> ThreadRecord:
+    """A thread record that fails validation, as much of it as can be read (`bus.records.salvage`).
+
+    One unreadable field (a status or goal only a newer Antler knows, a hand edit) must not stop the
+    thread: every run of it would fail to take it until dead-lettered. What is unreadable takes its
+    default (a `user_id` that cannot be read makes the thread `default`'s); the thread's next write
+    replaces the stored record with this one.
+    """
+    return salvage(ThreadRecord, stored, ThreadRecord(thread_id=thread_id), fixed=("thread_id",))
 
 
 @dataclass
