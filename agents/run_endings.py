@@ -28,6 +28,7 @@ from bus.messages import (
     is_valid_id,
     utcnow,
 )
+from bus.metrics import RUNS_FINISHED, labelled
 from bus.records import RecordStore, salvage
 from bus.runs import thread_run_key
 
@@ -79,7 +80,11 @@ async def end_refused_request(bus: Bus, runs: RecordStore[RunRecord], data: byte
 
 
 async def ensure_ended(bus: Bus, request: RunRequest, record: RunRecord, attempt: int) -> None:
-    """A run that ended without reaching a runner (cancelled while pending) still gets its `end`."""
+    """A run that ended without reaching a runner (cancelled while pending), or whose ending a
+    delivery did not finish (it died between the record and `end`), still gets its `end`."""
+    if is_given_up(record):  # its ending's own events, which a process ending it may be publishing
+        await _end_given_up_log(bus, request, record)
+        return
     try:
         last = await bus.js.get_last_msg(
             bus.subjects.run_events_stream, bus.subjects.run_events(request.run_id)
@@ -157,11 +162,17 @@ async def end_given_up(
         tasks = SubagentCancel(parent_run_id=request.run_id, reason="the parent run was given up")
         await bus.publish_core(s.subagent_cancel(request.run_id), tasks)
     await release_given_up(threads, request)
-    if record.error is not None and record.error.code == GIVEN_UP:
-        await _end_given_up_log(bus, request, record)
-    else:  # finished by a delivery meanwhile (which may have died before its `end`)
-        await ensure_ended(bus, request, record, record.attempt + 1)
+    # Given up (here or by a process racing this one), or finished by a delivery meanwhile, which
+    # may have died before its `end`.
+    await ensure_ended(bus, request, record, record.attempt + 1)
+    if gave_up:
+        labelled(RUNS_FINISHED, RunStatus.ERROR.value).inc()
     return record
+
+
+def is_given_up(record: RunRecord) -> bool:
+    """Whether the run ended because its request was given up (`end_given_up`)."""
+    return record.status == RunStatus.ERROR and record.error is not None and record.error.code == GIVEN_UP
 
 
 async def _end_given_up_log(bus: Bus, request: RunRequest, record: RunRecord) -> None:

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from agents.run_endings import end_given_up
+from agents.run_endings import GIVEN_UP, end_given_up
 from bus import Bus, list_dead_letters
-from bus.messages import MemoryDocument, RunRecord, RunStatus, ThreadRecord
+from bus.messages import ErrorInfo, MemoryDocument, RunRecord, RunStatus, ThreadRecord
 from bus.records import RecordStore
 from bus.runs import collect_run, submit_run
 from config import AppConfig
@@ -233,3 +233,62 @@ async def test_runner_processes_racing_to_end_a_given_up_run_end_it_once(
     finally:
         for c in connections:
             await c.close()
+
+
+async def test_replaying_a_given_up_request_runs_nothing_unless_the_operator_asks_for_a_rerun(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    config_file: Callable[[], Path],
+    app_config: Callable[[], AppConfig],
+    nats_url: str,
+) -> None:
+    """The run's user was told it failed: `antler dlq replay` of its request would run nothing, and
+    says so (the dead letter stays); `--rerun` runs the request again as a new run, which answers."""
+    config_data["bus"]["max_deliver"] = 1
+    memory = await bus.kv(bus.subjects.memory_bucket)
+    await memory.put(MemoryDocument.key("default"), NEWER_MEMORY)
+    cli = ("-c", str(config_file()), "--nats-url", nats_url)
+    async with running_runner(nats_url, app_config()):
+        doomed = ask("t-replayed", "remember that I have a cat")
+        events = await submit_and_collect(bus, doomed, timeout=20)
+        assert events[-1].data["status"] == "error"
+        [letter] = [letter for letter in await list_dead_letters(bus) if letter.consumer == "runner"]
+        await memory.delete(MemoryDocument.key("default"))  # the operator fixes the cause
+
+        code, out, err = await finished(await run_antler("dlq", "replay", str(letter.seq), *cli))
+        assert code == 0, err
+        assert f"run {doomed.run_id} has ended (error: the run was given up" in out
+        assert "replayed 0 message(s); 1 ended run(s) not replayed" in out
+        assert [left.seq for left in await list_dead_letters(bus)] == [letter.seq]
+
+        fake_model.script(Reply(text="Noted: a cat."))
+        code, out, err = await finished(await run_antler("dlq", "replay", "--all", "--rerun", *cli))
+        assert code == 0, err
+        again = out.split(" runs again as run ", 1)[1].split()[0]
+        rerun = await collect_run(bus, again, timeout=20)
+    assert streamed_text(rerun) == "Noted: a cat."
+    assert await list_dead_letters(bus) == []
+    assert (await run_record(bus, again)).metadata["rerun_of"] == doomed.run_id
+    assert [e.event for e in await stored_events(bus, doomed.run_id)].count("end") == 1
+
+
+async def test_a_given_up_run_whose_ending_was_cut_short_is_ended_by_its_requests_next_delivery(
+    bus: Bus, runner: None
+) -> None:
+    """The process ending a given-up run died after writing its record: when the request comes again
+    (a replay, or a server that forgot it was terminated), the log gets the ending's `error` and `end`."""
+    request = ask("t-cut-short", "hello")
+    await submit_run(bus, request)
+    runs = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    message = "the run was given up: failed 3 times; last error: boom; see `antler dlq`"
+
+    def as_left(record: RunRecord | None) -> RunRecord | None:
+        assert record is not None
+        error = ErrorInfo(code=GIVEN_UP, message=message)
+        return record.model_copy(update={"status": RunStatus.ERROR, "error": error, "attempt": 4})
+
+    await runs.update(request.run_id, as_left)
+    events = await collect_run(bus, request.run_id, timeout=20)
+    assert [(e.event, e.attempt) for e in events] == [("metadata", 4), ("error", 4), ("end", 4)]
+    assert events[1].data == {"error": GIVEN_UP, "message": message}
