@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,50 @@ async def test_a_run_whose_runners_keep_dying_ends_as_an_error_and_frees_its_thr
         following = await submit_and_collect(bus, ask("t-dying", "are you there?"), timeout=20)
     assert streamed_text(following) == "Back on track."
     assert record.attempt > 2, "the ending is not taken for either delivery's attempt"
+
+
+async def test_a_run_given_up_while_its_runner_hangs_stays_ended_when_the_runner_wakes(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    config_file: Callable[[], Path],
+    app_config: Callable[[], AppConfig],
+    nats_url: str,
+) -> None:
+    """A runner stalls mid-run (SIGSTOP: a machine swapping, a blocked event loop) past `ack_wait`,
+    and another runner gives the request up. When the stalled runner wakes, it is told to stop and
+    finds the run ended: it neither changes the run's outcome nor ends it a second time."""
+    config_data["bus"].update(max_deliver=1, ack_wait_seconds=1.0)
+    answer = asyncio.Event()
+    fake_model.script(Reply(text="too late", hold=answer))
+    request = ask("t-hung", "do the job")
+    stalled = await run_antler("run", "runner", "-c", str(config_file()), "--nats-url", nats_url)
+    try:
+        await submit_run(bus, request)
+        await fake_model.wait_for_requests(1, timeout=30)
+        stalled.send_signal(signal.SIGSTOP)
+        async with running_runner(nats_url, app_config()):
+            events = await collect_run(bus, request.run_id, timeout=30)
+            record = await run_record(bus, request.run_id)
+            assert_ended_given_up(
+                events, await stored_events(bus, request.run_id), record, "without being settled"
+            )
+
+            stalled.send_signal(signal.SIGCONT)
+            answer.set()
+            assert stalled.stderr is not None
+            async with asyncio.timeout(30):  # the woken runner lets go of its delivery
+                while b"leaving seq" not in (line := await stalled.stderr.readline()):
+                    assert line, "the stalled runner ended"
+            assert await run_record(bus, request.run_id) == record, "its outcome stands"
+            assert [e.event for e in await stored_events(bus, request.run_id)].count("end") == 1
+            fake_model.script(Reply(text="Here now."))
+            following = await submit_and_collect(bus, ask("t-hung", "still there?"), timeout=20)
+    finally:
+        stalled.send_signal(signal.SIGCONT)
+        stalled.kill()
+        await finished(stalled)
+    assert streamed_text(following) == "Here now."
 
 
 async def test_a_thread_whose_record_cannot_be_read_answers_its_next_message(
