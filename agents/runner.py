@@ -36,7 +36,7 @@ from agents.run_setup import CannotRun, Ready, ready_to_run
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 from agents.schedule_tools import make_schedule_tools
 from agents.task_tool import make_task_tool
-from agents.thread_claims import Outcome, ThreadClaims, repair_thread
+from agents.thread_claims import Outcome, ThreadClaims
 from agents.thread_files import ThreadFiles
 from bus import Bus, Consumer, Delivery, EnvelopeError, NotStored, Retry, decode, run_consumers
 from bus.consumer import cancel_until_done
@@ -51,7 +51,7 @@ from bus.messages import (
     utcnow,
 )
 from bus.metrics import RUNS_RUNNING
-from bus.records import RecordStore
+from bus.records import RecordStore, repair_by_key
 from bus.runs import thread_run_key
 from config import AppConfig, ConfigError, MissingEnvError
 from llm.guard import ModelCalls
@@ -138,9 +138,12 @@ class Runner:
             config,
             checkpointer,
             RecordStore(await bus.kv(s.runs_bucket), RunRecord),
-            # A thread record that no longer validates must not stop the thread: it is read as far as
-            # it can be and written back repaired (`repair_thread`).
-            RecordStore(await bus.kv(s.threads_bucket), ThreadRecord, repair=repair_thread),
+            # A thread record that no longer validates (a value only a newer Antler knows, a hand edit)
+            # must not stop the thread, every run of it failing to take it until dead-lettered: it is
+            # read as far as it can be and written back repaired with the thread's next change.
+            RecordStore(
+                await bus.kv(s.threads_bucket), ThreadRecord, repair=repair_by_key(ThreadRecord, "thread_id")
+            ),
             RecordStore(await bus.kv(s.memory_bucket), MemoryDocument),
         )
         await runner.memory_and_prompt.start()

@@ -29,7 +29,7 @@ from bus.messages import (
     Usage,
     utcnow,
 )
-from bus.records import RecordStore, salvage
+from bus.records import RecordStore, repair_by_key
 
 log = logging.getLogger(__name__)
 
@@ -338,11 +338,11 @@ async def release_given_up(threads: RecordStore[ThreadRecord], request: RunReque
     """A run given up (its request dead-lettered) lets go of its thread, whichever delivery of it
     held the thread: every one of them is over, or left to be stopped. Taken out of the queue too.
 
-    Repeating it changes nothing. A thread record that cannot be read is repaired (`repair_thread`)
+    Repeating it changes nothing. A thread record that cannot be read is repaired (`bus.records.salvage`)
     and written back with the change, whatever store `threads` is.
     """
     me = request.run_id
-    threads = RecordStore(threads.kv, ThreadRecord, repair=repair_thread)
+    threads = RecordStore(threads.kv, ThreadRecord, repair=repair_by_key(ThreadRecord, "thread_id"))
 
     def let_go(rec: ThreadRecord | None) -> ThreadRecord | None:
         if rec is None:
@@ -358,17 +358,6 @@ async def release_given_up(threads: RecordStore[ThreadRecord], request: RunReque
         return rec.model_copy(update=update)
 
     await threads.update(request.thread_id, let_go)
-
-
-def repair_thread(thread_id: str, stored: bytes) -> ThreadRecord:
-    """A thread record that fails validation, as much of it as can be read (`bus.records.salvage`).
-
-    One unreadable field (a status or goal only a newer Antler knows, a hand edit) must not stop the
-    thread: every run of it would fail to take it until dead-lettered. What is unreadable takes its
-    default (a `user_id` that cannot be read makes the thread `default`'s); the thread's next write
-    replaces the stored record with this one.
-    """
-    return salvage(ThreadRecord, stored, ThreadRecord(thread_id=thread_id), fixed=("thread_id",))
 
 
 @dataclass

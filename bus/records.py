@@ -59,6 +59,16 @@ def salvage(model: type[T], raw: bytes, base: T, fixed: Iterable[str] = ()) -> T
     return model.model_validate(kept)
 
 
+def repair_by_key(model: type[T], id_field: str) -> Callable[[str, bytes], T]:
+    """A `repair` for records kept under their own id (`id_field`, a thread's `thread_id`): `salvage`
+    over a record with only that id (the rest at its defaults)."""
+
+    def repair(key: str, stored: bytes) -> T:
+        return salvage(model, stored, model.model_validate({id_field: key}), fixed=(id_field,))
+
+    return repair
+
+
 class RecordStore(Generic[T]):
     """One KV bucket holding one envelope type, keyed by id.
 

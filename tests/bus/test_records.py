@@ -8,13 +8,9 @@ import pytest
 
 from bus import Bus, EnvelopeError
 from bus.messages import ThreadRecord, Usage
-from bus.records import RecordStore, salvage
+from bus.records import RecordStore, repair_by_key
 
 pytestmark = pytest.mark.asyncio
-
-
-def repair(key: str, stored: bytes) -> ThreadRecord:
-    return salvage(ThreadRecord, stored, ThreadRecord(thread_id=key), fixed=("thread_id",))
 
 
 @pytest.mark.parametrize(
@@ -41,7 +37,7 @@ async def test_a_record_that_fails_validation_is_read_as_far_as_it_can_be_and_wr
     with pytest.raises(EnvelopeError):
         await RecordStore(kv, ThreadRecord).get("t1")
 
-    store = RecordStore(kv, ThreadRecord, repair=repair)
+    store = RecordStore(kv, ThreadRecord, repair=repair_by_key(ThreadRecord, "thread_id"))
     record = await store.get("t1")
     assert record is not None
     assert {name: getattr(record, name) for name in kept} == kept
