@@ -45,11 +45,14 @@ def salvage(model: type[T], raw: bytes, base: T, fixed: Iterable[str] = ()) -> T
         stored: Any = json.loads(raw)
     except ValueError:
         stored = None
-    kept: dict[str, Any] = base.model_dump()
     if not isinstance(stored, dict):
         return base
-    for name, value in stored.items():
-        if name in fixed or name not in model.model_fields:
+    kept: dict[str, Any] = base.model_dump()
+    names = {field.alias or name: name for name, field in model.model_fields.items()}
+    names.update((name, name) for name in model.model_fields)
+    for key, value in stored.items():
+        name = names.get(key)
+        if name is None or name in fixed:
             continue
         try:
             model.model_validate({**kept, name: value})
