@@ -30,7 +30,7 @@ from agents.goal import GoalLoop
 from agents.lead import AgentCache
 from agents.mcp_tools import McpServers
 from agents.patches import inline_trace_bookkeeping
-from agents.run_endings import end_refused_request, ensure_ended
+from agents.run_endings import end_given_up, end_refused_request, ensure_ended
 from agents.run_input import run_timeout
 from agents.run_setup import CannotRun, Ready, ready_to_run
 from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
@@ -38,7 +38,7 @@ from agents.schedule_tools import make_schedule_tools
 from agents.task_tool import make_task_tool
 from agents.thread_claims import Outcome, ThreadClaims
 from agents.thread_files import ThreadFiles
-from bus import Bus, Consumer, Delivery, NotStored, Retry, decode, run_consumers
+from bus import Bus, Consumer, Delivery, EnvelopeError, NotStored, Retry, decode, run_consumers
 from bus.consumer import cancel_until_done
 from bus.messages import (
     ErrorInfo,
@@ -51,7 +51,7 @@ from bus.messages import (
     utcnow,
 )
 from bus.metrics import RUNS_RUNNING
-from bus.records import RecordStore
+from bus.records import RecordStore, repair_by_key
 from bus.runs import thread_run_key
 from config import AppConfig, ConfigError, MissingEnvError
 from llm.guard import ModelCalls
@@ -138,7 +138,12 @@ class Runner:
             config,
             checkpointer,
             RecordStore(await bus.kv(s.runs_bucket), RunRecord),
-            RecordStore(await bus.kv(s.threads_bucket), ThreadRecord),
+            # A thread record that no longer validates (a value only a newer Antler knows, a hand edit)
+            # must not stop the thread, every run of it failing to take it until dead-lettered: it is
+            # read as far as it can be and written back repaired with the thread's next change.
+            RecordStore(
+                await bus.kv(s.threads_bucket), ThreadRecord, repair=repair_by_key(ThreadRecord, "thread_id")
+            ),
             RecordStore(await bus.kv(s.memory_bucket), MemoryDocument),
         )
         await runner.memory_and_prompt.start()
@@ -193,6 +198,22 @@ class Runner:
 
     async def on_invalid(self, msg: Any, error: Exception) -> None:
         await end_refused_request(self.bus, self.runs, msg.data, error)
+
+    async def on_dead_letter(self, msg: Any, reason: str) -> None:
+        """A request given up (dead-lettered: it failed `max_deliver` times, or its runners died or
+        hung in it past that) still ends its run, and lets go of its thread.
+
+        Raises:
+            Exception: it could not be ended; the consumer hands the request out again to try again.
+        """
+        try:
+            request = decode(RunRequest, msg.data)
+        except EnvelopeError:
+            return  # refused as bad input: `on_invalid` ended its run
+        await end_given_up(
+            self.bus, self.runs, self.threads, request, reason, deliveries=msg.metadata.num_delivered or 0
+        )
+        self.claims.wake(request.thread_id)  # a run of this process waiting for the thread looks again
 
     async def handle(self, request: RunRequest, delivery: Delivery) -> None:
         # Before any await: a later run of the same thread, delivered in the same batch, must not
@@ -472,6 +493,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
                 model=RunRequest,
                 handler=runner.handle,
                 on_invalid=runner.on_invalid,
+                on_dead_letter=runner.on_dead_letter,
                 concurrency=config.runner.concurrency,
                 # Runs that cannot finish by then go back to the bus and resume elsewhere (or after a
                 # restart) from their checkpoints; within `antler up`'s grace for its runner children.

@@ -29,7 +29,7 @@ from bus.messages import (
     Usage,
     utcnow,
 )
-from bus.records import RecordStore
+from bus.records import RecordStore, repair_by_key
 
 log = logging.getLogger(__name__)
 
@@ -332,6 +332,32 @@ class ThreadClaims:
     async def _finished(self, run_id: str) -> bool:
         record = await self.runs.get(run_id)
         return record is None or record.status.finished
+
+
+async def release_given_up(threads: RecordStore[ThreadRecord], request: RunRequest) -> None:
+    """A run given up (its request dead-lettered) lets go of its thread, whichever delivery of it
+    held the thread: every one of them is over, or left to be stopped. Taken out of the queue too.
+
+    Repeating it changes nothing. A thread record that cannot be read is repaired (`bus.records.salvage`)
+    and written back with the change, whatever store `threads` is.
+    """
+    me = request.run_id
+    threads = RecordStore(threads.kv, ThreadRecord, repair=repair_by_key(ThreadRecord, "thread_id"))
+
+    def let_go(rec: ThreadRecord | None) -> ThreadRecord | None:
+        if rec is None:
+            return None
+        holding = rec.active_run_id == me
+        if not holding and all(q.run_id != me for q in rec.queue):
+            return None
+        update: dict[str, Any] = {"queue": [q for q in rec.queue if q.run_id != me], "updated_at": utcnow()}
+        if holding:
+            update.update(
+                active_run_id=None, active_attempt=None, status="error", finished_runs=rec.finished_runs + 1
+            )
+        return rec.model_copy(update=update)
+
+    await threads.update(request.thread_id, let_go)
 
 
 @dataclass

@@ -221,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("seqs", nargs="*", type=int, help="sequence numbers")
     q.add_argument("--all", action="store_true", help="replay every dead letter")
     q.add_argument("--keep", action="store_true", help="keep them in the DLQ after replaying")
+    q.add_argument(
+        "--rerun",
+        action="store_true",
+        help="a run's request whose run has ended (given up, it told its chat so) runs again as a new "
+        "run, whose answer goes to the same chat or caller; without it such requests are not replayed",
+    )
     add_common(q)
 
     p = sub.add_parser(

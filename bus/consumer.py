@@ -16,7 +16,9 @@ redelivering it. A process that dies mid-message simply never acks: the server
 redelivers to another process of the same durable after `ack_wait`. The server
 itself never gives up on a message (its max_deliver is unlimited), so a
 message whose handlers keep dying is not stranded: the first delivery past
-`max_deliver` is dead-lettered by whichever instance receives it.
+`max_deliver` is dead-lettered by whichever instance receives it. Whatever the
+reason for a dead letter, `on_dead_letter` is told before the message is
+terminated, so whoever waits for its outcome hears of it (the runner ends the run).
 
 A handler whose message the server may have handed to another process — the
 connection was down for long enough that `in_progress` heartbeats missed
@@ -95,6 +97,11 @@ _HOLD_ACK_WAITS = 3
 Handler = Callable[[M, Delivery], Awaitable[None]]
 
 
+def _times(count: int) -> str:
+    """`once`, `2 times`: a dead letter's reason is read by people (and told to a run's chat)."""
+    return "once" if count == 1 else f"{count} times"
+
+
 class Consumer(Generic[M]):
     """A durable pull consumer with bounded concurrency, retries, DLQ and graceful drain.
 
@@ -115,8 +122,10 @@ class Consumer(Generic[M]):
         max_ack_pending: messages out at once across all processes of the durable (1: strict order).
         on_invalid: `async (msg, error) -> None`, told about a payload that is not a valid `model`
             before it is dead-lettered (to answer whoever waits for it); its failures are logged.
-        on_dead_letter: `async (msg, reason) -> None`, told about every message this consumer has
-            dead-lettered, for whatever reason (to answer whoever waits for it); failures are logged.
+        on_dead_letter: `async (msg, reason) -> None`, told about every message this consumer
+            dead-letters, for whatever reason (to answer whoever waits for it), once it is in the DLQ
+            and before it is terminated: if it raises, the message comes again and it is told again
+            (so it must be safe to repeat; a process racing this one may be told at the same time).
         key: `(message) -> str`; messages with the same key are handled one at a time, in the
             order this process received them (a run's events, a chat's messages), while messages
             with other keys go on concurrently (a message waiting for its key's turn holds no slot).
@@ -308,7 +317,7 @@ class Consumer(Generic[M]):
             if delivered > self.max_deliver:
                 # Earlier deliveries were never settled: their processes died or hung.
                 reason = (
-                    f"delivered {delivered - 1} time(s) without being settled "
+                    f"delivered {_times(delivered - 1)} without being settled "
                     f"(the handling process died or exceeded ack_wait={self.ack_wait:g}s)"
                 )
                 await self._dead_letter(msg, reason, delivered - 1, seq)
@@ -423,7 +432,7 @@ class Consumer(Generic[M]):
         what = exc.reason if isinstance(exc, Retry) else f"{type(exc).__name__}: {exc}"
         self.stats.errors = [*self.stats.errors[-9:], what]
         if delivered >= self.max_deliver:
-            await self._dead_letter(msg, f"failed {delivered} time(s); last error: {what}", delivered, seq)
+            await self._dead_letter(msg, f"failed {_times(delivered)}; last error: {what}", delivered, seq)
             return
         delay = exc.delay if isinstance(exc, Retry) and exc.delay is not None else None
         if delay is None:
@@ -459,14 +468,32 @@ class Consumer(Generic[M]):
             log.exception("consumer %s: DLQ publish failed; leaving seq %d for redelivery", self.name, seq)
             await msg.nak(delay=self.backoff[-1])
             return
+        if not await self._told_dead(msg, reason, seq):
+            return
         await msg.term()
         self.stats.dead_lettered += 1
         DEAD_LETTERS.labels(self.stream, self.durable, dead_letter_reason(reason)).inc()
-        if self.on_dead_letter is not None:
-            try:
-                await self.on_dead_letter(msg, reason)
-            except Exception:
-                log.exception("consumer %s: on_dead_letter failed for seq %d", self.name, seq)
+
+    async def _told_dead(self, msg: Msg, reason: str, seq: int) -> bool:
+        """Tell `on_dead_letter` before the message is terminated; False: it failed, and the message
+        comes again (past `max_deliver`, so it is dead-lettered again, the DLQ copy deduplicated) to be
+        told again. Whoever waits for the message's outcome (a run's followers) is not left waiting
+        because this process died, or the bus failed, between the two. After `max_deliver` more
+        deliveries it is terminated anyway."""
+        if self.on_dead_letter is None:
+            return True
+        try:
+            await self.on_dead_letter(msg, reason)
+        except Exception:
+            delivered = msg.metadata.num_delivered or 1
+            if delivered < 2 * self.max_deliver:
+                log.exception(
+                    "consumer %s: on_dead_letter failed for seq %d; told again later", self.name, seq
+                )
+                await msg.nak(delay=self.backoff[-1])
+                return False
+            log.exception("consumer %s: on_dead_letter failed for seq %d, again; giving up", self.name, seq)
+        return True
 
     async def _release(self, msg: Msg) -> None:
         with contextlib.suppress(Exception):

@@ -3,43 +3,113 @@
 Several processes write the same keys (runners, the gateway, the router), so
 changes go through `update()`: read, change, write only if nobody wrote in
 between, else read again.
+
+A record that no longer validates (written by a newer Antler, or edited by
+hand) raises `EnvelopeError` when read, unless its store was given a `repair`:
+then the reader gets what can still be read of it (`salvage`), and the next
+`update()` writes that back in its place.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Generic, TypeVar
 
 from nats.js.client import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from bus.errors import EnvelopeError
 from bus.messages import decode, encode
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
 
 
-class RecordStore(Generic[T]):
-    """One KV bucket holding one envelope type, keyed by id."""
+def salvage(model: type[T], raw: bytes, base: T, fixed: Iterable[str] = ()) -> T:
+    """What can still be read of a stored record that fails validation: `base`, with each of the
+    stored fields that is valid on its own laid over it (the others keep `base`'s values).
 
-    def __init__(self, kv: KeyValue, model: type[T]) -> None:
+    Args:
+        model: the record's envelope.
+        raw: the stored bytes (not JSON at all: `base` as it is).
+        base: the record to start from (its key's id, defaults).
+        fixed: fields whose value is `base`'s whatever was stored (the id the key names).
+    """
+    try:
+        stored: Any = json.loads(raw)
+    except ValueError:
+        stored = None
+    if not isinstance(stored, dict):
+        return base
+    kept: dict[str, Any] = base.model_dump()
+    names = {field.alias or name: name for name, field in model.model_fields.items()}
+    names.update((name, name) for name in model.model_fields)
+    for key, value in stored.items():
+        name = names.get(key)
+        if name is None or name in fixed:
+            continue
+        try:
+            model.model_validate({**kept, name: value})
+        except ValidationError:
+            continue  # this field is what made the record unreadable: it keeps base's value
+        kept[name] = value
+    return model.model_validate(kept)
+
+
+def repair_by_key(model: type[T], id_field: str) -> Callable[[str, bytes], T]:
+    """A `repair` for records kept under their own id (`id_field`, a thread's `thread_id`): `salvage`
+    over a record with only that id (the rest at its defaults)."""
+
+    def repair(key: str, stored: bytes) -> T:
+        return salvage(model, stored, model.model_validate({id_field: key}), fixed=(id_field,))
+
+    return repair
+
+
+class RecordStore(Generic[T]):
+    """One KV bucket holding one envelope type, keyed by id.
+
+    Args:
+        kv: the bucket.
+        model: the envelope its records are.
+        repair: `(key, stored bytes) -> record`, for a record that fails validation (`salvage`
+            helps); without it, reading such a record raises `EnvelopeError`.
+    """
+
+    def __init__(self, kv: KeyValue, model: type[T], repair: Callable[[str, bytes], T] | None = None) -> None:
         self.kv = kv
         self.model = model
+        self.repair = repair
 
     async def get(self, key: str) -> T | None:
         found = await self.get_with_revision(key)
         return found[0] if found else None
 
     async def get_with_revision(self, key: str) -> tuple[T, int] | None:
+        found = await self._read(key)
+        return found[:2] if found else None
+
+    async def _read(self, key: str) -> tuple[T, int, bool] | None:
+        """(record, revision, whether it was repaired), or None when there is none."""
         try:
             entry = await self.kv.get(key)
         except KeyNotFoundError:
             return None
         if entry.value is None or entry.revision is None:
             return None
-        return decode(self.model, entry.value), entry.revision
+        try:
+            return decode(self.model, entry.value), entry.revision, False
+        except EnvelopeError as exc:
+            if self.repair is None:
+                raise
+            log.warning("%s %s cannot be read (%s): going on with what can", self.model.__name__, key, exc)
+            return self.repair(key, entry.value), entry.revision, True
 
     async def put(self, key: str, record: T) -> int:
         return await self.kv.put(key, encode(record))
@@ -84,16 +154,20 @@ class RecordStore(Generic[T]):
         """`update()`, also returning the record's revision afterwards (None: no record).
 
         `known` (record, revision) saves the first read when the caller has just seen
-        or written the record; a stale guess only costs one retry.
+        or written the record; a stale guess only costs one retry. A repaired record
+        is written back even when `change` leaves it as it is: readable from then on.
         """
         for attempt in range(attempts):
+            repaired = False
             if known is not None and attempt == 0:
                 current, revision = known
             else:
-                found = await self.get_with_revision(key)
-                current, revision = found if found else (None, 0)
+                found = await self._read(key)
+                current, revision, repaired = found if found else (None, 0, False)
             result = change(current)
             new = await result if asyncio.iscoroutine(result) else result
+            if new is None and repaired:
+                new = current
             if new is None:
                 return (current, revision) if current is not None else None
             try:

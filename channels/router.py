@@ -48,7 +48,7 @@ from bus.messages import (
     ThreadRecord,
     utcnow,
 )
-from bus.records import RecordStore
+from bus.records import RecordStore, repair_by_key
 from bus.runs import SubmissionOrder, submit_new_run
 from bus.service import ServiceError, call, start_service
 from channels import goal_command
@@ -97,7 +97,9 @@ class Router:
     async def open(self) -> None:
         s = self.bus.subjects
         self.chats = RecordStore(await self.bus.kv(s.chats_bucket), ChatBinding)
-        self.threads = RecordStore(await self.bus.kv(s.threads_bucket), ThreadRecord)
+        self.threads = RecordStore(
+            await self.bus.kv(s.threads_bucket), ThreadRecord, repair=repair_by_key(ThreadRecord, "thread_id")
+        )
         self.runs = RecordStore(await self.bus.kv(s.runs_bucket), RunRecord)
         self.memory = RecordStore(await self.bus.kv(s.memory_bucket), MemoryDocument)
 

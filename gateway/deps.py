@@ -10,7 +10,7 @@ from fastapi import Depends, HTTPException, Request
 from bus import Bus
 from bus.messages import Reply, RunRecord, ThreadCreateReply, ThreadCreateRequest, ThreadRecord
 from bus.metrics_feed import MetricsBoard
-from bus.records import RecordStore
+from bus.records import RecordStore, repair_by_key
 from bus.runs import SubmissionOrder
 from bus.service import call
 from config import AppConfig
@@ -64,7 +64,10 @@ class Gateway:
             config=config,
             auth=Auth(config.gateway, accounts, sessions),
             lockout=await LoginLockout.open(bus, settings.max_login_failures, settings.lockout_minutes * 60),
-            threads=RecordStore(await bus.kv(s.threads_bucket), ThreadRecord),
+            # A thread record that fails validation is read as far as it can be (the runners write it back).
+            threads=RecordStore(
+                await bus.kv(s.threads_bucket), ThreadRecord, repair=repair_by_key(ThreadRecord, "thread_id")
+            ),
             runs=RecordStore(await bus.kv(s.runs_bucket), RunRecord),
             view=ThreadView(bus.js, await bus.kv(s.threads_bucket)),
         )

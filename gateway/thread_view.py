@@ -25,8 +25,11 @@ from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from bus.errors import EnvelopeError
 from bus.messages import ThreadRecord, decode
+from bus.records import repair_by_key
 
 log = logging.getLogger(__name__)
+
+_repair = repair_by_key(ThreadRecord, "thread_id")
 
 
 class ThreadView:
@@ -96,9 +99,9 @@ class ThreadView:
             return
         try:
             record = decode(ThreadRecord, value or b"")
-        except EnvelopeError as exc:
-            log.warning("thread view: skipping record %s: %s", key, exc)
-            return
+        except EnvelopeError as exc:  # listed as far as it can be read, as the runners will write it back
+            log.warning("thread view: record %s cannot be read (%s): listing what can", key, exc)
+            record = _repair(key, value or b"")
         current = self.get(key)
         if current is None or record.updated_at >= current.updated_at:
             self.put(record, mine=False)

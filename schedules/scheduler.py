@@ -36,7 +36,7 @@ from bus.messages import (
     utcnow,
 )
 from bus.messages.schedules import task_key
-from bus.records import RecordStore, drop_keys, keys_matching
+from bus.records import RecordStore, drop_keys, keys_matching, repair_by_key
 from bus.service import Endpoint, ServiceError, start_service
 from bus.subjects import safe_token
 from config import AppConfig
@@ -70,7 +70,9 @@ class Scheduler:
         self.tasks = RecordStore(await self.bus.kv(s.schedules_bucket), ScheduledTask)
         self.history = RecordStore(await self.bus.kv(s.schedule_runs_bucket), ScheduledTaskRun)
         self.runs = RecordStore(await self.bus.kv(s.runs_bucket), RunRecord)
-        self.threads = RecordStore(await self.bus.kv(s.threads_bucket), ThreadRecord)
+        self.threads = RecordStore(
+            await self.bus.kv(s.threads_bucket), ThreadRecord, repair=repair_by_key(ThreadRecord, "thread_id")
+        )
         self.chats = RecordStore(await self.bus.kv(s.chats_bucket), ChatBinding)
 
     # ------------------------------------------------------------------ reading

@@ -164,6 +164,33 @@ async def test_reject_dead_letters_without_retrying(bus: Bus, dlq_watch: Watch) 
     assert letter.headers[H_REASON] == "rejected: unknown channel 'fax'"
 
 
+async def test_a_dead_letter_hook_that_fails_is_told_again_before_the_message_is_let_go(bus: Bus) -> None:
+    """Whoever waits for a dead-lettered message's outcome (a run's followers) hears of it even when
+    telling them failed the first time: the message stays until the hook has run, then goes."""
+    told: list[str] = []
+    settled = asyncio.Event()
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        raise RuntimeError("always")
+
+    async def on_dead_letter(msg: Any, reason: str) -> None:
+        told.append(reason)
+        if len(told) == 1:
+            raise ConnectionError("the bus went away as the outcome was being told")
+        settled.set()
+
+    async with chat_consumer(bus, handle, max_deliver=2, on_dead_letter=on_dead_letter) as consumer:
+        await bus.publish(bus.subjects.chat_in("cli", "c"), inbound("poison"))
+        await asyncio.wait_for(settled.wait(), 10)
+    # Stopping waited for the message's handling: terminated once the hook had returned.
+    assert consumer.stats.dead_lettered == 1
+    assert len(told) == 2
+    assert told[0] == "failed 2 times; last error: RuntimeError: always"
+    assert len(await list_dead_letters(bus)) == 1, "dead-lettered again, stored once"
+    info = await bus.js.stream_info(bus.subjects.chat_in_stream)
+    assert info.state.messages == 0
+
+
 async def test_concurrency_is_bounded_and_every_message_is_handled(bus: Bus) -> None:
     running = peak = 0
     handled: list[str] = []

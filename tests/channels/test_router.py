@@ -14,7 +14,7 @@ import nats
 import pytest
 import pytest_asyncio
 
-from bus import Bus, decode, list_dead_letters
+from bus import Bus, decode, list_dead_letters, replay
 from bus.chat_partitions import chat_partitions
 from bus.messages import (
     ChatBinding,
@@ -36,6 +36,7 @@ from config import AppConfig
 from tests.agents.conftest import running_runner
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.chat import Chat, running_router
+from tests.support.runs import stored_events
 
 pytestmark = pytest.mark.asyncio
 
@@ -92,6 +93,51 @@ async def test_a_second_message_during_a_run_is_answered_after_the_first(
         m["content"] for m in fake_model.agent_requests[-1]["messages"] if m["role"] in ("user", "assistant")
     ]
     assert sent == ["message one", "first answer", "message two"], "one thread, in order"
+
+
+async def test_a_message_whose_run_is_given_up_gets_one_error_reply_and_the_next_is_answered(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+    nats_url: str,
+) -> None:
+    """The run fails on every delivery (the user's memory, written by a newer Antler, cannot be read)
+    and its request is dead-lettered: the chat is told, once, and its next message is answered once
+    the cause is gone. Replaying the dead letter afterwards sends the chat nothing more: its message
+    was answered (with the error) already."""
+    config_data["bus"]["max_deliver"] = 2
+    config = app_config()
+    memory = await bus.kv(bus.subjects.memory_bucket)
+    await memory.put(MemoryDocument.key("cli:u1"), b'{"v": 2, "user_id": "cli:u1", "facts": []}')
+    async with running_runner(nats_url, config), running_router(nats_url, config), Chat(bus) as chat:
+        await chat.say("remember that I have a cat")
+        error = await chat.final()
+        assert error.kind == "error"
+        assert error.text.startswith("Sorry, I could not finish that: the run was given up: failed 2 times")
+        assert error.text.endswith("see `antler dlq`")
+
+        [letter] = [letter for letter in await list_dead_letters(bus) if letter.consumer == "runner"]
+        await replay(bus, letter)
+        runs_stream = bus.subjects.runs_stream
+        for _ in range(400):  # the replayed request is taken and settled
+            if (await bus.js.stream_info(runs_stream)).state.messages == 0:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the replayed request was never settled")
+
+        await memory.delete(MemoryDocument.key("cli:u1"))  # the operator fixes the cause
+        fake_model.script(Reply(text="Noted: a cat.", when="I have a cat"))
+        await chat.say("I have a cat")
+        answer = await chat.final()
+        assert (answer.kind, answer.text) == ("final", "Noted: a cat."), "nothing else came between"
+        others = [
+            r for r in [chat.replies.get_nowait() for _ in range(chat.replies.qsize())] if r.kind != "partial"
+        ]
+    assert others == []
+    assert [e.event for e in await stored_events(bus, error.run_id)].count("end") == 1
+    assert len(fake_model.agent_requests) == 1, "the replay ran nothing"
 
 
 async def test_a_platform_retry_of_the_same_message_gets_one_answer(

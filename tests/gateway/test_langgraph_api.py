@@ -12,6 +12,8 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
+from bus import Bus, decode
+from bus.messages import ThreadRecord
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.asyncio
@@ -191,6 +193,27 @@ async def test_one_users_threads_and_runs_are_invisible_to_another(
             await attempt
     assert await bob.threads.search() == []
     await ana.runs.join(thread["thread_id"], run["run_id"])
+
+
+async def test_a_thread_whose_record_cannot_be_read_is_still_shown_and_runs(
+    ana: LangGraphClient, fake_model: FakeOpenAI, bus: Bus
+) -> None:
+    """Its record has a status only a newer Antler knows: the API shows the thread as far as its record
+    can be read (before: a 500 on every request for it, runs included), a run on it answers, and the
+    runner writes the record back readable."""
+    fake_model.script(Reply(text="Still here."))
+    thread = await ana.threads.create(metadata={"topic": "cats"})
+    thread_id = thread["thread_id"]
+    kv = await bus.kv(bus.subjects.threads_bucket)
+    stored = json.loads((await kv.get(thread_id)).value or b"{}")
+    await kv.put(thread_id, json.dumps({**stored, "status": "paused"}).encode())
+
+    assert (await ana.threads.get(thread_id))["metadata"] == {"topic": "cats"}
+    result = await ana.runs.wait(thread_id, "lead_agent", input=HI)
+    assert result["messages"][-1]["content"] == "Still here."
+    mended = decode(ThreadRecord, (await kv.get(thread_id)).value or b"")
+    assert (mended.metadata, mended.status) == ({"topic": "cats"}, "idle")
+    assert [t["thread_id"] for t in await ana.threads.search(metadata={"topic": "cats"})] == [thread_id]
 
 
 async def test_a_cut_stream_resumed_with_last_event_id_yields_every_event_once(
