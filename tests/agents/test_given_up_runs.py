@@ -324,16 +324,16 @@ async def test_a_given_up_run_whose_ending_was_cut_short_is_ended_by_its_request
     """The process ending a given-up run died after writing its record: when the request comes again
     (a replay, or a server that forgot it was terminated), the log gets the ending's `error` and `end`."""
     request = ask("t-cut-short", "hello")
-    await submit_run(bus, request)
     runs = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
     message = "the run was given up: failed 3 times; last error: boom; see `antler dlq`"
-
-    def as_left(record: RunRecord | None) -> RunRecord | None:
-        assert record is not None
-        error = ErrorInfo(code=GIVEN_UP, message=message)
-        return record.model_copy(update={"status": RunStatus.ERROR, "error": error, "attempt": 4})
-
-    await runs.update(request.run_id, as_left)
+    error = ErrorInfo(code=GIVEN_UP, message=message)
+    # The record as the ending left it before the request comes (written after it, a runner could
+    # take the request first and run it).
+    as_left = RunRecord.pending(request).model_copy(
+        update={"status": RunStatus.ERROR, "error": error, "attempt": 4}
+    )
+    assert await runs.create(request.run_id, as_left)
+    await bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
     events = await collect_run(bus, request.run_id, timeout=20)
     assert [(e.event, e.attempt) for e in events] == [("metadata", 4), ("error", 4), ("end", 4)]
     assert events[1].data == {"error": GIVEN_UP, "message": message}
