@@ -107,11 +107,11 @@ def toolbox_at_start(config: AppConfig, args: argparse.Namespace) -> ToolboxBuil
     to build)."""
     toolbox = Toolbox.from_config(config)
     if not toolbox.enabled:
-        status("sandbox toolbox: off (sandbox.toolbox.enabled is false)")
+        log.info("sandbox toolbox: off (sandbox.toolbox.enabled is false)")
         return None
     where = "shared by this installation" if toolbox.shared else "sandbox.toolbox.path / $ANTLER_TOOLBOX_PATH"
     if toolbox.current():
-        status(f"sandbox toolbox: {toolbox.python_dir} (up to date; {where})")
+        log.info("sandbox toolbox: %s (up to date; %s)", toolbox.python_dir, where)
         return None
     status(
         f"sandbox toolbox: none current at {toolbox.python_dir} ({where}); building it while Antler "
