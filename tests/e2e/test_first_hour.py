@@ -10,7 +10,9 @@ README's block. The second is stopped by the last test, mid-answer.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +22,8 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from tests.conftest import REPO
-from tests.fakes.openai_server import FakeOpenAI
+from tests.conftest import REPO, finished
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.antler_up import AntlerUp
 from tests.test_docs import VENV, fenced_blocks, reader_env, run_block
 
@@ -164,3 +166,51 @@ async def test_the_readmes_first_turn_works_as_written(readme_stack: Stack) -> N
     # What needs nothing: the keyless web tools came with the model alone.
     offered = {tool["function"]["name"] for tool in readme_stack.model.agent_requests[-1]["tools"]}
     assert {"web_search", "web_fetch", "image_search"} <= offered, offered
+
+
+async def antler_send(workdir: Path, *args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-P",
+        "-m",
+        "antler",
+        "send",
+        *args,
+        cwd=workdir,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def test_send_shows_the_steps_on_stderr_and_only_the_answer_on_stdout(readme_stack: Stack) -> None:
+    readme_stack.model.script(
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo FIRST-HOUR-STEP"})], when="STEP-MARK"),
+        Reply(text="It printed the word.", when="FIRST-HOUR-STEP"),
+    )
+    proc = await antler_send(readme_stack.up.workdir, "STEP-MARK run it", "--chat", "steps")
+    code, out, err = await finished(proc, 120)
+    assert code == 0, err
+    assert out == "It printed the word.\n", "stdout is the answer alone, for scripts"
+    assert "· bash: echo FIRST-HOUR-STEP" in err.splitlines(), err
+
+
+async def test_send_says_the_bus_is_gone_and_exits_when_antler_up_stops_mid_answer(
+    readme_stack: Stack,
+) -> None:
+    held = asyncio.Event()
+    readme_stack.model.script(Reply(text="too late", when="GONE-MARK", hold=held))
+    proc = await antler_send(readme_stack.up.workdir, "GONE-MARK wait for it", "--chat", "gone")
+    try:
+        await readme_stack.model.wait_until(lambda: readme_stack.model.holding == 1, timeout=60)
+        assert await readme_stack.up.stop(90) == 0, readme_stack.up.tail()  # Ctrl-C, mid-answer
+        code, out, err = await finished(proc, 60)  # before: it never returned
+    finally:
+        held.set()
+        if proc.returncode is None:
+            proc.kill()
+    assert code == 4, (code, out, err)
+    assert "lost the bus" in err, err
+    assert "antler up stopped?" in err, err
+    assert err.count("Connection refused") <= 1, f"not a warning twice a second:\n{err}"
