@@ -73,6 +73,7 @@ def setup_logging(config: AppConfig, verbose: bool, log_file: str | os.PathLike[
     level = getattr(logging, config.log_level)
     console = logging.StreamHandler(sys.stderr)
     console.setFormatter(logging.Formatter(CONSOLE_FORMAT, datefmt="%H:%M:%S"))
+    console.addFilter(_NotStatus())  # printed already
     handlers: list[logging.Handler] = [console]
     if verbose:
         console.setLevel(logging.DEBUG)
@@ -190,9 +191,19 @@ def login(config: AppConfig, component: str | None = None) -> Login:
     return Login(bus, source=source)
 
 
+STATUS_LOGGER = "antler.status"  # status lines, logged for the log file (the console has them printed)
+
+
 def status(message: str) -> None:
-    """A progress line for humans (stderr, so stdout stays parseable)."""
+    """A progress line for humans (stderr, so stdout stays parseable); the log file gets it too, so
+    that it tells the whole story in order."""
     print(message, file=sys.stderr, flush=True)
+    logging.getLogger(STATUS_LOGGER).info("%s", message.strip())
+
+
+class _NotStatus(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name != STATUS_LOGGER
 
 
 async def run_component(name: str, entry: ComponentEntry, args: argparse.Namespace) -> int:

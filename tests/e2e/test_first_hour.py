@@ -25,7 +25,7 @@ import yaml
 from tests.conftest import REPO, finished
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.antler_up import AntlerUp
-from tests.test_docs import VENV, fenced_blocks, reader_env, run_block
+from tests.support.doc_blocks import VENV, fenced_blocks, reader_env, run_block
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),

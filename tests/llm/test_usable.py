@@ -11,7 +11,7 @@ import yaml
 from config import load_config
 from llm.usable import model_problem
 from tests.conftest import REPO
-from tests.test_docs import fenced_blocks
+from tests.support.doc_blocks import fenced_blocks
 
 README = REPO / "README.md"
 
