@@ -221,7 +221,7 @@ export async function schedulesPage(body, toast) {
   };
   body.replaceChildren(
     el("h2", { text: "Schedules" }),
-    el("p", { class: "muted", text: "Prompts the agent runs on a schedule, each run in a new conversation. In a chat, /schedule does the same." }),
+    el("p", { class: "muted", text: "Prompts the agent runs on a schedule, each run in a new conversation. /schedule typed in a conversation (here or in a chat) makes one that answers there." }),
     tasks.length ? el("ul", { class: "cards" }, tasks.map(card)) : el("p", { class: "muted", text: "No schedules yet." }),
     el("h3", { text: "New schedule" }),
     builder((task) => act(schedules.create(task), "Schedule created")),
