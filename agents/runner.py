@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import socket
+from functools import partial
 from typing import Any
 
 from langchain_core.tools import BaseTool
@@ -40,6 +41,7 @@ from agents.thread_claims import Outcome, ThreadClaims
 from agents.thread_files import ThreadFiles
 from bus import Bus, Consumer, Delivery, EnvelopeError, NotStored, Retry, decode, run_consumers
 from bus.consumer import cancel_until_done
+from bus.health import component_degraded
 from bus.messages import (
     ErrorInfo,
     MemoryDocument,
@@ -55,6 +57,7 @@ from bus.records import RecordStore, repair_by_key
 from bus.runs import thread_run_key
 from config import AppConfig, ConfigError, MissingEnvError
 from llm.guard import ModelCalls
+from llm.usable import model_problem
 
 log = logging.getLogger(__name__)
 
@@ -484,6 +487,9 @@ async def run(bus: Bus, config: AppConfig) -> None:
         try:
             # In a worker thread: the event loop keeps answering signals and requests meanwhile.
             await asyncio.to_thread(runner.warm_up)
+            # No usable model: it serves (the rest of Antler works), but /health says why it cannot answer.
+            problem = await asyncio.to_thread(partial(model_problem, config, build=True))
+            component_degraded(problem.reason if problem is not None else None)
             s = bus.subjects
             consumer = Consumer(
                 bus,

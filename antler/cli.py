@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="run this many processes of it, forked from one that loaded it, so they share that memory "
         "(Linux; each forked again if it dies)",
     )
+    p.add_argument(
+        "--log-file",
+        help="write the log to this file too; the console then shows only warnings and errors "
+        "(-v: everything). antler up gives its components <data_dir>/antler.log",
+    )
     add_common(p)
 
     p = sub.add_parser(

@@ -96,7 +96,7 @@ def serve_forked(args: argparse.Namespace) -> int:
     """Run `args.processes` processes of `args.component`; the exit code (in each forked process:
     that process's own, returned up the same stack so it exits as `antler run` would)."""
     config = load(args)
-    setup_logging(config, args.verbose)
+    setup_logging(config, args.verbose, args.log_file)
     name, entry = resolve_component(args.component)
     preload(name, config)
     gc.collect()

@@ -35,6 +35,7 @@ from bus import (
     Bus,
     ComponentEntry,
     EnvelopeError,
+    component_degraded,
     component_healthy,
     component_ready,
     component_unhealthy,
@@ -89,6 +90,8 @@ def process_pool(
     for flag, value in (("--config", args.config), ("--data-dir", args.data_dir), ("--prefix", args.prefix)):
         if value:
             command += [flag, str(value)]
+    if getattr(args, "log_file", None):
+        command += ["--log-file", str(args.log_file)]
     if args.verbose:
         command.append("--verbose")
 
@@ -112,6 +115,8 @@ def process_pool(
                     f"process {announcement.pid}: {announcement.problem}; it retries by itself"
                 )
                 return
+            if announcement.degraded is not None:  # `antler up` says so (a runner with no usable model)
+                component_degraded(announcement.degraded)
             ready_pids.add(announcement.pid)
             problems.pop(announcement.pid, None)
             if len(ready_pids) >= count:

@@ -9,22 +9,35 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import getpass
 import json
+import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from antler._common import CliError, load, login, nats_url, setup_logging
+from antler.send_steps import RunSteps
 from bus import Bus, EnvelopeError, decode
 from bus.errors import BusConnectError
-from bus.messages import InboundMessage, OutboundMessage
+from bus.messages import InboundMessage, OutboundMessage, RunEvent
+
+BUS_GONE_AFTER = 5.0  # seconds without the bus before giving up (`antler up` restarting it takes less)
+
+
+class BusLost(Exception):
+    """The connection to NATS was lost and did not come back."""
 
 
 async def send(args: argparse.Namespace) -> int:
     config = load(args)
     setup_logging(config, args.verbose)
+    if not args.verbose:
+        # Its own message says when the bus is gone; the connection's warnings would only repeat it.
+        logging.getLogger("bus.connection").setLevel(logging.ERROR)
     text = " ".join(args.text) if args.text else sys.stdin.read()
     if not text.strip():
         raise CliError("nothing to send: give the message as arguments or on stdin", code=2)
@@ -55,7 +68,7 @@ async def send(args: argparse.Namespace) -> int:
             user_id=args.user or getpass.getuser(),
             text=text,
         )
-        replies: asyncio.Queue[OutboundMessage] = asyncio.Queue()
+        terminal = Terminal()
 
         async def on_reply(msg: object) -> None:
             try:
@@ -63,62 +76,153 @@ async def send(args: argparse.Namespace) -> int:
             except EnvelopeError:
                 return
             if reply.chat_id == message.chat_id:
-                replies.put_nowait(reply)
+                terminal.arrived.put_nowait(reply)
+
+        steps = RunSteps()
+
+        async def on_event(msg: object) -> None:
+            try:
+                event = decode(RunEvent, msg.data)  # type: ignore[attr-defined]
+            except EnvelopeError:
+                return
+            for line in steps.take(event):
+                terminal.arrived.put_nowait(line)
 
         # Listen before publishing, so not even the first partial is missed.
-        sub = await bus.nc.subscribe(bus.subjects.chat_out(args.channel), cb=on_reply)
+        subs = [await bus.nc.subscribe(bus.subjects.chat_out(args.channel), cb=on_reply)]
+        if client is None:  # a script channel's user may read its replies only, not runs' events
+            subject = bus.subjects.chat_run_events(args.channel, message.chat_id)
+            subs.append(await bus.nc.subscribe(subject, cb=on_event))
         ack = await bus.publish(
             bus.subjects.chat_in(args.channel, message.chat_id), message, msg_id=message.dedupe_id()
         )
         if args.no_wait:
             print(f"sent (stream seq {ack.seq})")
             return 0
+        stop_watching = watch_connection(bus, terminal)
         try:
-            return await _print_replies(replies, args.timeout)
+            return await terminal.show(args.timeout)
+        except BusLost:
+            terminal.end_line()
+            raise CliError(
+                f"lost the bus at {url} (was antler up stopped?); no answer came. The message is kept "
+                "if the bus was: `antler send` again once Antler runs shows the conversation goes on",
+                code=4,
+            ) from None
         finally:
-            await sub.unsubscribe()
+            stop_watching()
+            for sub in subs:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
     finally:
         await bus.close()
 
 
-async def _print_replies(replies: asyncio.Queue[OutboundMessage], timeout: float) -> int:
-    shown = ""
+def watch_connection(bus: Bus, terminal: Terminal) -> Callable[[], None]:
+    """Tell `terminal` the bus is lost once it has been gone `BUS_GONE_AFTER` seconds; returns an undo."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            if shown:
-                print()
-            raise CliError(
-                f"no final reply within {timeout:g}s; is the router running? (`antler up` starts it)", code=3
-            )
-        try:
-            reply = await asyncio.wait_for(replies.get(), remaining)
-        except TimeoutError:
-            continue
-        if reply.kind == "partial":
-            # Partials carry the whole text so far: print only what is new.
-            if reply.text.startswith(shown):
-                sys.stdout.write(reply.text[len(shown) :])
-                sys.stdout.flush()
-                shown = reply.text
-            continue
-        if reply.kind == "error":
-            if shown:
-                print()
-            print(reply.text, file=sys.stderr)
-            return 1
-        final = reply.text
-        if final.startswith(shown):
-            sys.stdout.write(final[len(shown) :])
-        else:
-            sys.stdout.write(("\n" if shown else "") + final)
-        print(flush=True)
-        for file in reply.files:
-            kind = file.content_type or "unknown type"
-            print(f"[file] {file.path or file.name} ({kind}, {file.size or '?'} bytes)")
-        return 0
+    timer: asyncio.TimerHandle | None = None
+
+    def lost() -> None:
+        nonlocal timer
+        if timer is None:
+            timer = loop.call_later(BUS_GONE_AFTER, terminal.arrived.put_nowait, LOST)
+
+    def back(_outage: float) -> None:
+        nonlocal timer
+        if timer is not None:
+            timer.cancel()
+            timer = None
+
+    undo = [bus.on_disconnected(lost), bus.on_reconnected(back)]
+
+    def stop() -> None:
+        for remove in undo:
+            remove()
+        if timer is not None:
+            timer.cancel()
+
+    return stop
+
+
+LOST = object()
+
+
+class Terminal:
+    """The reply as it streams to stdout; the run's steps as short lines on stderr, so what a
+    script reads from stdout is the answer alone."""
+
+    def __init__(self) -> None:
+        self.arrived: asyncio.Queue[OutboundMessage | str | object] = asyncio.Queue()
+        self.shown = ""  # what stdout has of the answer
+        self.line_open = False  # the screen's cursor is after some of the answer
+        # Both on one screen: a step must not land in the middle of a line of the answer.
+        self.one_screen = sys.stdout.isatty() and sys.stderr.isatty()
+
+    async def show(self, timeout: float) -> int:
+        """Print what arrives until the final reply; the exit code (1: the run failed).
+
+        Raises:
+            BusLost: the bus went away first.
+            CliError: no final reply within `timeout` seconds.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                self.end_line()
+                raise CliError(
+                    f"no final reply within {timeout:g}s; is the router running? (`antler up` starts it)",
+                    code=3,
+                )
+            try:
+                item = await asyncio.wait_for(self.arrived.get(), remaining)
+            except TimeoutError:
+                continue
+            if item is LOST:
+                raise BusLost
+            if isinstance(item, str):
+                self.step(item)
+                continue
+            assert isinstance(item, OutboundMessage)
+            if item.kind == "partial":
+                # Partials carry the whole text so far: print only what is new.
+                if item.text.startswith(self.shown):
+                    self.write(item.text[len(self.shown) :])
+                continue
+            if item.kind == "error":
+                self.end_line()
+                print(item.text, file=sys.stderr)
+                return 1
+            if item.text.startswith(self.shown):
+                self.write(item.text[len(self.shown) :])
+            else:
+                self.write(("\n" if self.shown else "") + item.text)
+            print(flush=True)
+            for file in item.files:
+                kind = file.content_type or "unknown type"
+                print(f"[file] {file.path or file.name} ({kind}, {file.size or '?'} bytes)")
+            return 0
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        self.shown += text
+        self.line_open = not text.endswith("\n")
+
+    def step(self, line: str) -> None:
+        if self.one_screen and self.line_open:
+            line = "\n" + line  # on stderr: stdout stays the answer alone
+        self.line_open = False
+        print(line, file=sys.stderr, flush=True)
+
+    def end_line(self) -> None:
+        """Before an error message: the answer so far ends its line."""
+        if self.shown and not self.shown.endswith("\n"):
+            print(flush=True)
 
 
 def read_context(args: argparse.Namespace) -> dict[str, Any] | None:

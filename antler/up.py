@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
@@ -41,12 +42,14 @@ from bus.health import describe
 from bus.messages import ComponentHealth
 from bus.subjects import Subjects
 from config import AppConfig
+from llm.usable import model_problem
 
 log = logging.getLogger("antler.up")
 # Longer than a runner child's stop grace (antler.pool.STOP_GRACE): every child is stopped before we exit.
 DRAIN_TIMEOUT = 30.0
 STILL_WAITING = 15.0  # seconds between "still getting ready" lines
 PROBE_INTERVAL = 0.05
+LOG_FILE = "antler.log"  # in bus.data_dir: the components' log (the console shows its warnings and errors)
 
 
 def own_connection(url: str, config: AppConfig, name: str, entry: ComponentEntry) -> ComponentEntry:
@@ -81,6 +84,10 @@ def enabled_components(
             name, entry = resolve_component(spec.name)
             found[name] = entry
     return found
+
+
+def log_file_of(config: AppConfig) -> str:
+    return os.path.join(os.path.abspath(config.bus.data_dir), LOG_FILE)
 
 
 def gateway_url_file(config: AppConfig) -> Path:
@@ -166,7 +173,7 @@ class Readiness:
 
 async def announce_when_ready(readiness: Readiness, config: AppConfig, started: float) -> None:
     """Print "Antler is up" (and the gateway's URL) once every component has settled, after a line
-    for each that is not well."""
+    for each that is not well; last, when the runner cannot answer (no usable model), what to do."""
     while True:
         try:
             await asyncio.wait_for(readiness.all_ready.wait(), STILL_WAITING)
@@ -177,9 +184,25 @@ async def announce_when_ready(readiness: Readiness, config: AppConfig, started: 
     if await asyncio.to_thread(url_file.is_file):
         url = (await asyncio.to_thread(url_file.read_text, encoding="utf-8")).strip()
         print(f"Gateway: {url}  (API: {url}/api, docs: {url}/docs)", flush=True)
-    for name, health in readiness.not_well().items():
+    not_well = readiness.not_well()
+    runner = not_well.get("runner")
+    if runner is not None and runner.status == "degraded":  # told last, below
+        del not_well["runner"]
+    else:
+        runner = None
+    for name, health in not_well.items():
         status(f"{name} is {health.status}: {describe(health)} (the rest serves; see /health)")
     status(f"Antler is up ({time.monotonic() - started:.2f}s). Press Ctrl-C to stop.")
+    if runner is not None:
+        # Last, where a newcomer looks: everything runs, but no message will be answered.
+        problem = model_problem(config)
+        advice = problem.advice if problem is not None else f"Antler cannot answer yet: {describe(runner)}"
+        status(f"\n{advice}\n\n/health reports the runner degraded until then.")
+
+
+async def say_when_stopping(stop: asyncio.Event) -> None:
+    await stop.wait()
+    status("stopping: work in progress finishes or goes back to the bus (Ctrl-C again: at once) ...")
 
 
 async def supervise(server: EmbeddedServer, stop: asyncio.Event) -> None:
@@ -194,13 +217,17 @@ async def supervise(server: EmbeddedServer, stop: asyncio.Event) -> None:
 
 async def up(args: argparse.Namespace) -> int:
     config = load(args)
-    setup_logging(config, args.verbose)
+    # Routine lines go to the file (the children are given it too); the console keeps to the few
+    # lines below and to what needs someone's attention.
+    args.log_file = log_file_of(config)
+    setup_logging(config, args.verbose, args.log_file)
     if COMPONENTS["sandbox"].enabled(config):
         from antler.sandbox import announce_limits
 
         announce_limits(config)
     stop = asyncio.Event()
     undo_signals = stop_on_signals(stop)
+    stopping = asyncio.create_task(say_when_stopping(stop))
     server: EmbeddedServer | None = None
     supervisor: asyncio.Task[None] | None = None
     # Built (when not current) while everything else starts: nobody waits minutes of pip for it.
@@ -261,6 +288,8 @@ async def up(args: argparse.Namespace) -> int:
             status(f"components: {', '.join(names)}; getting ready ...")
         else:
             status("components: none yet (only the bus runs)")
+        shown = "all of it shown here too" if args.verbose else "warnings and errors shown here too; -v: all"
+        status(f"log: {args.log_file} ({shown})")
         readiness = Readiness(list(components))
         announcer = asyncio.create_task(announce_when_ready(readiness, config, started))
         try:
@@ -278,13 +307,13 @@ async def up(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from None
         finally:
             announcer.cancel()
-            status("stopping ...")
             await bus.close()
             kill_children()
         if supervisor is not None and supervisor.done() and supervisor.exception() is not None:
             raise CliError(f"the embedded nats-server is gone: {supervisor.exception()}")
     finally:
         undo_signals()
+        stopping.cancel()
         if toolbox is not None:
             await toolbox.stop()
         if server is not None:

@@ -45,19 +45,30 @@ class ToolboxBuild:
             if value:
                 command += [flag, str(value)]
         self._command = command
+        # pip's minutes of output belong in the log file with the rest, unless -v asks for everything.
+        self._output: str | None = None if args.verbose else getattr(args, "log_file", None)
         self._child: asyncio.subprocess.Process | None = None
         self._stopping = False
         self.finished: asyncio.Task[int] = asyncio.create_task(self._run(), name="toolbox-build")
 
     async def _run(self) -> int:
         # Its own session: a Ctrl-C reaches only `antler up`, which stops it (`stop`).
+        output = await asyncio.to_thread(open, self._output, "ab") if self._output else None
         try:
             self._child = await asyncio.create_subprocess_exec(
-                *self._command, env=child_environment(), start_new_session=True, preexec_fn=die_with_parent
+                *self._command,
+                env=child_environment(),
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+                stdout=output,
+                stderr=output,
             )
         except OSError as exc:
             log.warning("the sandbox toolbox could not be built: %s; sandboxes get the bare python3", exc)
             return 127
+        finally:
+            if output is not None:
+                output.close()  # the child has its own copy
         code = await self._child.wait()
         if self._stopping:
             return code
@@ -67,7 +78,8 @@ class ToolboxBuild:
             )
         else:
             log.warning(
-                "the sandbox toolbox could not be built (exit %d, see above); sandboxes get the bare python3",
+                "the sandbox toolbox could not be built (exit %d, its output is in the log); sandboxes get "
+                "the bare python3",
                 code,
             )
         return code
@@ -107,11 +119,11 @@ def toolbox_at_start(config: AppConfig, args: argparse.Namespace) -> ToolboxBuil
     to build)."""
     toolbox = Toolbox.from_config(config)
     if not toolbox.enabled:
-        status("sandbox toolbox: off (sandbox.toolbox.enabled is false)")
+        log.info("sandbox toolbox: off (sandbox.toolbox.enabled is false)")
         return None
     where = "shared by this installation" if toolbox.shared else "sandbox.toolbox.path / $ANTLER_TOOLBOX_PATH"
     if toolbox.current():
-        status(f"sandbox toolbox: {toolbox.python_dir} (up to date; {where})")
+        log.info("sandbox toolbox: %s (up to date; %s)", toolbox.python_dir, where)
         return None
     status(
         f"sandbox toolbox: none current at {toolbox.python_dir} ({where}); building it while Antler "

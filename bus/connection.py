@@ -247,14 +247,23 @@ class Bus:
 
     def on_reconnected(self, listener: Callable[[float], None]) -> Callable[[], None]:
         """Call `listener(outage_seconds)` after each reconnect; returns a function that stops it."""
+        return self._listen(lambda state: state.listeners, listener)
+
+    def on_disconnected(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call `listener()` when the connection is lost (not when we close it); returns a function
+        that stops it. The client goes on reconnecting meanwhile."""
+        return self._listen(lambda state: state.lost_listeners, listener)
+
+    def _listen(self, where: Callable[[_ConnectionState], list[Any]], listener: Any) -> Callable[[], None]:
         state = self._state
         if state is None:
             return lambda: None
-        state.listeners.append(listener)
+        listeners = where(state)
+        listeners.append(listener)
 
         def remove() -> None:
-            if listener in state.listeners:
-                state.listeners.remove(listener)
+            if listener in listeners:
+                listeners.remove(listener)
 
         return remove
 
@@ -307,6 +316,8 @@ class _ConnectionState:
         self.disconnected_at: float | None = None
         self.denied_at: float | None = None  # the last permissions violation (time.monotonic)
         self.listeners: list[Callable[[float], None]] = []
+        self.lost_listeners: list[Callable[[], None]] = []
+        self.told_in_outage = False  # an outage's first error is logged; its retries' are not
 
     def denied_since(self, moment: float) -> bool:
         return self.denied_at is not None and self.denied_at >= moment
@@ -319,17 +330,28 @@ class _ConnectionState:
         if "permissions violation" in str(exc).lower():
             self.denied_at = time.monotonic()
         if self.connected and not self.closing:
-            log.warning("NATS error (%s): %s", self.url, exc)
+            # Each reconnect attempt of an outage fails the same way, twice a second: once is news.
+            if self.disconnected_at is None or not self.told_in_outage:
+                self.told_in_outage = self.disconnected_at is not None
+                log.warning("NATS error (%s): %s", self.url, exc)
+            else:
+                log.debug("NATS error (%s): %s", self.url, exc)
 
     async def on_disconnected(self) -> None:
         if self.disconnected_at is None:
             self.disconnected_at = time.monotonic()
         if not self.closing:
             log.warning("disconnected from NATS at %s; reconnecting", self.url)
+            for listener in list(self.lost_listeners):
+                try:
+                    listener()
+                except Exception:
+                    log.exception("a disconnect listener failed")
 
     async def on_reconnected(self) -> None:
         outage = time.monotonic() - self.disconnected_at if self.disconnected_at is not None else 0.0
         self.disconnected_at = None
+        self.told_in_outage = False
         log.info("reconnected to NATS at %s (after %.1fs)", self.url, outage)
         for listener in list(self.listeners):
             try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import logging.handlers
 import os
 import sys
 from collections.abc import Sequence
@@ -60,17 +61,43 @@ def load(args: argparse.Namespace) -> AppConfig:
     return config
 
 
-def setup_logging(config: AppConfig, verbose: bool) -> None:
-    level = logging.DEBUG if verbose else getattr(logging, config.log_level)
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s%(antler_ids)s",
-        datefmt="%H:%M:%S",
-        stream=sys.stderr,
-    )
-    for handler in logging.getLogger().handlers:  # the run and trace of the line, when it has them
-        if not any(isinstance(f, LogIds) for f in handler.filters):
-            handler.addFilter(LogIds())
+CONSOLE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s%(antler_ids)s"
+# Several processes append to one file (`antler up` and its children): each line says which.
+FILE_FORMAT = "%(asctime)s %(process)d %(levelname)-7s %(name)s: %(message)s%(antler_ids)s"
+
+
+def setup_logging(config: AppConfig, verbose: bool, log_file: str | os.PathLike[str] | None = None) -> None:
+    """The process's log: on stderr at `log_level` (`verbose`: DEBUG); with `log_file`, the log goes
+    there at `log_level` and stderr shows only what needs someone's attention (warnings and errors;
+    `verbose`: everything), so a console is not buried under routine lines."""
+    level = getattr(logging, config.log_level)
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(logging.Formatter(CONSOLE_FORMAT, datefmt="%H:%M:%S"))
+    console.addFilter(_NotStatus())  # printed already
+    handlers: list[logging.Handler] = [console]
+    if verbose:
+        console.setLevel(logging.DEBUG)
+    elif log_file is not None:
+        console.setLevel(max(level, logging.WARNING))
+    else:
+        console.setLevel(level)
+    if log_file is not None:
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+        # Watched: a log rotated away (logrotate) is reopened, not written on in its old place.
+        to_file = logging.handlers.WatchedFileHandler(log_file, encoding="utf-8")
+        to_file.setFormatter(logging.Formatter(FILE_FORMAT))
+        to_file.setLevel(level)
+        handlers.append(to_file)
+    root = logging.getLogger()
+    if not root.handlers:  # only entry points configure logging, once (a test may call this again)
+        root.setLevel(min(h.level for h in handlers))
+        for handler in handlers:
+            handler.addFilter(LogIds())  # the run and trace of the line, when it has them
+            root.addHandler(handler)
+    else:
+        for handler in root.handlers:
+            if not any(isinstance(f, LogIds) for f in handler.filters):
+                handler.addFilter(LogIds())
     if not verbose:
         # nats-py logs every reconnect attempt at ERROR; ours say it once, readably.
         logging.getLogger("nats.aio.client").setLevel(logging.CRITICAL)
@@ -164,26 +191,40 @@ def login(config: AppConfig, component: str | None = None) -> Login:
     return Login(bus, source=source)
 
 
+STATUS_LOGGER = "antler.status"  # status lines, logged for the log file (the console has them printed)
+
+
 def status(message: str) -> None:
-    """A progress line for humans (stderr, so stdout stays parseable)."""
+    """A progress line for humans (stderr, so stdout stays parseable); the log file gets it too, so
+    that it tells the whole story in order."""
     print(message, file=sys.stderr, flush=True)
+    logging.getLogger(STATUS_LOGGER).info("%s", message.strip())
+
+
+class _NotStatus(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name != STATUS_LOGGER
 
 
 async def run_component(name: str, entry: ComponentEntry, args: argparse.Namespace) -> int:
     config = load(args)
-    setup_logging(config, args.verbose)
+    log_file = getattr(args, "log_file", None)
+    setup_logging(config, args.verbose, log_file)
+    # A child of `antler up` (which names its log file) keeps its progress lines to that file: the
+    # console is `antler up`'s.
+    say = status if log_file is None else logging.getLogger(f"antler.{name}").info
     url = nats_url(args, config)
     stop = asyncio.Event()
     undo = stop_on_signals(stop)
     try:
         bus = await login(config, name).connect(url, f"antler-{name}")
-        status(f"{name}: running against {url} (prefix '{config.bus.prefix}')")
+        say(f"{name}: running against {url} (prefix '{config.bus.prefix}')")
         announcements: set[asyncio.Task[None]] = set()
         said_ready = False
 
-        def announce(component: str, problem: str | None = None) -> None:
+        def announce(component: str, problem: str | None = None, degraded: str | None = None) -> None:
             # Whoever started this process (`antler up`'s pools) learns it over the bus.
-            message = ComponentReady(component=component, pid=os.getpid(), problem=problem)
+            message = ComponentReady(component=component, pid=os.getpid(), problem=problem, degraded=degraded)
             task = asyncio.create_task(bus.publish_core(bus.subjects.component_ready(component), message))
             announcements.add(task)
             task.add_done_callback(announcements.discard)
@@ -192,8 +233,8 @@ async def run_component(name: str, entry: ComponentEntry, args: argparse.Namespa
             nonlocal said_ready
             if health.status in ("healthy", "degraded") and not said_ready:
                 said_ready = True
-                status(f"{component}: ready")
-                announce(component)
+                say(f"{component}: ready")
+                announce(component, degraded=health.reason if health.status == "degraded" else None)
             elif health.status == "unhealthy" and not said_ready:
                 # So that `antler up` is not left waiting for it (its countdown would go stale there).
                 announce(component, health.reason or "unhealthy")
@@ -206,7 +247,7 @@ async def run_component(name: str, entry: ComponentEntry, args: argparse.Namespa
             await bus.close()
     finally:
         undo()
-    status(f"{name}: stopped")
+    say(f"{name}: stopped")
     return 0
 
 

@@ -92,6 +92,11 @@ class Subjects:
             return f"{self.prefix}.runs.ev.{safe_token(run_id)}.api"
         return f"{self.prefix}.runs.ev.{safe_token(run_id)}.chat.{chat_route(*chat)}"
 
+    def chat_run_events(self, channel: str, chat_id: str) -> str:
+        """The events of every run of one chat, as runners publish them (a core subscription's
+        subject: the stream stores them with the partition appended)."""
+        return f"{self.prefix}.runs.ev.*.chat.{chat_route(channel, chat_id)}"
+
     def run_events_partition(self, partition: int) -> str:
         """The events of the chat runs of one partition, as stored."""
         return f"{self.prefix}.runs.ev.*.chat.*.{partition}"

@@ -1,4 +1,5 @@
-"""The chat commands every adapter offers, and how each platform spells a command.
+"""The chat commands every adapter offers (their table is `skills.commands`, which the web UI
+shares), and how each platform spells a command.
 
 The router answers the built-in commands and passes a skill's `/name` on to
 the agent; `/help` lists both. Telegram lets a bot offer commands to tap
@@ -13,20 +14,9 @@ from __future__ import annotations
 import re
 
 from skills import SkillsCatalog
+from skills.commands import CHAT_COMMANDS
 
-# (name, what it does): the router's own commands, in the order /help lists them.
-CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
-    ("new", "start a fresh conversation"),
-    ("status", "this conversation, its model and whether I am busy"),
-    ("models", "list models; /models <name> - use one in this chat"),
-    ("memory", "what I remember about you"),
-    ("goal", "set a goal I keep working on by myself; /goal shows it, /goal clear stops it"),
-    ("compact", "summarise this conversation so far, to free room"),
-    ("schedule", "do something on a schedule: /schedule every weekday 08:00 Europe/Berlin <what>"),
-    ("schedules", "your scheduled tasks in this chat"),
-    ("unschedule", "remove a scheduled task: /unschedule <number>"),
-    ("help", "this help"),
-)
+__all__ = ["CHAT_COMMANDS", "spelled", "telegram_commands"]
 
 _TELEGRAM_COMMAND = re.compile(r"^[a-z0-9_]{1,32}$")
 

@@ -26,6 +26,7 @@ from bus.messages import (
     ScheduleQuery,
 )
 from bus.service import ServiceError, call
+from skills.commands import USAGE
 
 SCHEDULE_COMMANDS = ("schedule", "schedules", "unschedule")
 NO_SCHEDULER = "Scheduling is not available right now (no scheduler is running)."
@@ -66,6 +67,8 @@ async def _mine(bus: Bus, message: InboundMessage, user_id: str) -> list[Schedul
 
 async def schedule_command(bus: Bus, message: InboundMessage, user_id: str, name: str, argument: str) -> str:
     """The reply to /schedule, /schedules or /unschedule from `message`'s sender (`user_id`)."""
+    if name in USAGE and not argument.strip():  # asking how is not a mistake: the usage, as usage
+        return USAGE[name]
     try:
         if name == "schedule":
             origin = ChatOrigin(
@@ -88,6 +91,8 @@ async def schedule_command(bus: Bus, message: InboundMessage, user_id: str, name
             if not tasks:
                 return "You have no scheduled tasks in this chat. Make one with /schedule <when> <what>."
             return "Your scheduled tasks here:\n" + "\n".join(_line(i, t) for i, t in enumerate(tasks, 1))
+        if not tasks:
+            return "You have no scheduled tasks in this chat to remove."
         if not argument.strip().isdigit() or not 1 <= int(argument) <= len(tasks):
             return f"Which one? Write /unschedule <number>, a number from /schedules (1 to {len(tasks)})."
         task = tasks[int(argument) - 1]

@@ -113,6 +113,11 @@ class Section(BaseModel):
         self.__dict__[name] = value
         return value
 
+    @property
+    def source(self) -> str | None:
+        """The file this section was read from (None: no file, the defaults)."""
+        return self._source
+
     def field_path(self, name: str) -> str:
         """Dotted path of one of this section's fields, as users write it in config.yaml."""
         return f"{self._path}.{name}" if self._path else name

@@ -25,6 +25,40 @@ class ToolConfig(Section):
     use: str
 
 
+# What Antler has with no `tools:` section in config.yaml: the web tools that need no key
+# (config.example.yaml lists the same). A newcomer whose config.yaml holds only a model still
+# gets search and fetch; a config that lists tools gets exactly its list (`tools: []`: none).
+DEFAULT_TOOLS: tuple[dict[str, object], ...] = (
+    {
+        "name": "web_search",
+        "group": "web",
+        "use": "agents.community.web_search:make_web_search",
+        "max_results": 5,
+    },
+    {
+        "name": "web_fetch",
+        "group": "web",
+        "use": "agents.community.web_fetch:make_web_fetch",
+        "provider": "http",
+        "max_chars": 4096,
+    },
+    {
+        "name": "image_search",
+        "group": "web",
+        "use": "agents.community.image_search:make_image_search",
+        "max_results": 5,
+    },
+)
+
+
+def default_tools() -> list[ToolConfig]:
+    return [ToolConfig.model_validate(tool) for tool in DEFAULT_TOOLS]
+
+
+def default_tool_groups() -> list[ToolGroupConfig]:
+    return [ToolGroupConfig(name="web")]
+
+
 class MemoryConfig(Section):
     enabled: bool = True
     injection_enabled: bool = True

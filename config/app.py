@@ -28,6 +28,8 @@ from config.agent import (
     ToolGroupConfig,
     ToolOutputConfig,
     ToolSearchConfig,
+    default_tool_groups,
+    default_tools,
 )
 from config.agentproto import AgentProtocolConfig
 from config.channels import (
@@ -102,8 +104,11 @@ class AppConfig(Section):
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     models: list[ModelConfig] = Field(default_factory=list, description="The first one is the default.")
     model_calls: ModelCallsConfig = Field(default_factory=ModelCallsConfig)
-    tool_groups: list[ToolGroupConfig] = Field(default_factory=list)
-    tools: list[ToolConfig] = Field(default_factory=list)
+    tool_groups: list[ToolGroupConfig] = Field(default_factory=default_tool_groups)
+    tools: list[ToolConfig] = Field(
+        default_factory=default_tools,
+        description="Without this section: the keyless web tools (search, fetch, image search).",
+    )
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     title: TitleConfig = Field(default_factory=TitleConfig)

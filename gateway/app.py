@@ -28,6 +28,7 @@ from gateway.openapi import document_models
 from gateway.rest.accounts import router as accounts_router
 from gateway.rest.agents import router as agents_router
 from gateway.rest.branches import router as branches_router
+from gateway.rest.commands import router as commands_router
 from gateway.rest.compact import router as compact_router
 from gateway.rest.conversation import router as conversation_router
 from gateway.rest.custom_skills import router as custom_skills_router
@@ -119,6 +120,7 @@ def api_routes() -> tuple[BaseRoute, ...]:
     api.include_router(conversation_router, prefix="/api", tags=["conversation"], responses=refusals)
     api.include_router(goal_router, prefix="/api", tags=["goal mode"], responses=refusals)
     api.include_router(compact_router, prefix="/api", tags=["conversation"], responses=refusals)
+    api.include_router(commands_router, prefix="/api", tags=["conversation"], responses=refusals)
     for actions in (replay_router, branches_router, feedback_router, run_history_router):
         api.include_router(actions, prefix="/api", tags=["conversation"], responses=refusals)
     api.include_router(scheduled_tasks_router, prefix="/api", tags=["scheduled tasks"], responses=refusals)

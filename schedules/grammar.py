@@ -20,17 +20,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from schedules.spec import InvalidSchedule, check_zone, seconds_of
+from skills.commands import SCHEDULE_USAGE
 
-USAGE = (
-    "Usage: /schedule <when> <what to do>, for example\n"
-    "/schedule every weekday 08:00 Europe/Berlin summarize the news\n"
-    "/schedule every 2h check the build\n"
-    "/schedule at 2026-12-01 09:00 UTC remind me of the review\n"
-    "/schedule in 20m stretch\n"
-    '/schedule cron "0 8 * * 1-5" Europe/Berlin good morning\n'
-    "When: every <N>s|m|h|d, every day|weekday|<days> <HH:MM>, at [<date>] <HH:MM>, in <N>m, "
-    'or cron "<fields>"; a time zone (IANA name) may follow the time.'
-)
+USAGE = SCHEDULE_USAGE  # the chat command's usage, as /help and the web UI show it
 
 _DAYS = {"sun": 0, "mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6}
 _TIME = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")

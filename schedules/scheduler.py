@@ -132,12 +132,15 @@ class Scheduler:
         fields = request.fields or ScheduledTaskFields()
         if request.text is not None:
             parsed = _checked(lambda: grammar.parse(request.text or ""))
-            fields = ScheduledTaskFields(
-                title=fields.title or _title(parsed.prompt),
-                prompt=parsed.prompt,
-                schedule_type=parsed.schedule_type,  # type: ignore[arg-type]
-                schedule_spec=parsed.schedule_spec,
-                timezone=parsed.timezone,
+            # What the words say, in the fields given beside them (where it answers: a thread, a chat).
+            fields = fields.model_copy(
+                update={
+                    "title": fields.title or _title(parsed.prompt),
+                    "prompt": parsed.prompt,
+                    "schedule_type": parsed.schedule_type,
+                    "schedule_spec": parsed.schedule_spec,
+                    "timezone": parsed.timezone,
+                }
             )
         if not fields.prompt or not fields.prompt.strip():
             raise ServiceError("a scheduled task needs a prompt", "invalid")

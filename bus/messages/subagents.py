@@ -51,11 +51,13 @@ class SubagentCancel(Envelope):
 class ComponentReady(Envelope):
     """A component process is ready to serve (its consumers take work, its services answer), on
     `<prefix>.ready.<component>` (core NATS): how `antler up` knows its runner processes are. With
-    `problem`, it cannot serve yet and says why (it failed and is being started again)."""
+    `problem`, it cannot serve yet and says why (it failed and is being started again); with
+    `degraded`, it serves with less than it should, and says why (a runner with no usable model)."""
 
     component: str
     pid: int
     problem: str | None = None
+    degraded: str | None = None
 
 
 SubagentStatus = Literal["completed", "failed", "cancelled", "timed_out"]

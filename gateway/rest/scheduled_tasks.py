@@ -2,7 +2,8 @@
 
 GET/POST /api/scheduled-tasks, GET/PATCH/DELETE /api/scheduled-tasks/{id},
 POST .../{id}/pause, .../{id}/resume, .../{id}/trigger, GET .../{id}/runs, and
-GET /api/threads/{id}/scheduled-tasks, in DeerFlow's shapes (`schedule_type` once or cron, and
+GET /api/threads/{id}/scheduled-tasks, in DeerFlow's shapes (and Antler's POST
+/api/scheduled-tasks/from-text: the words of `/schedule`) (`schedule_type` once or cron, and
 Antler's `interval`; `schedule_spec`; an IANA `timezone`). The scheduler component owns the tasks:
 every request goes to its `schedules` service with the caller's user id, so another user's task
 is a 404 exactly like a missing one. A schedule the scheduler or the NATS server cannot fire is a
@@ -124,6 +125,31 @@ async def list_tasks(gw: GW, me: Me) -> list[dict[str, Any]]:
 async def create_task(gw: GW, me: Me, body: TaskCreate) -> dict[str, Any]:
     request = ScheduleCreate(user_id=me, fields=_fields(body))
     reply: ScheduledTaskReply = await _ask(gw, "create", request, ScheduledTaskReply)
+    assert reply.task is not None
+    return await task_json(gw, reply.task)
+
+
+class TaskFromText(BaseModel):
+    text: str = Field(
+        min_length=1,
+        description="`<when> <what to do>`, the words of the chat command /schedule "
+        "(every weekday 08:00 Europe/Berlin summarize the news).",
+    )
+    thread_id: str | None = Field(
+        None, description="A thread of yours the task's runs answer in (default: a new one per run)."
+    )
+
+
+@router.post("/scheduled-tasks/from-text", responses=errors(403, 404, 422, 503))
+async def create_task_from_text(gw: GW, me: Me, body: TaskFromText) -> dict[str, Any]:
+    """Antler: a task from the words of `/schedule` (as the web UI's message box takes them); 422 with
+    the usage when the words are not a schedule."""
+    fields = ScheduledTaskFields(
+        thread_id=body.thread_id, context_mode="reuse_thread" if body.thread_id else "fresh_thread_per_run"
+    )
+    reply: ScheduledTaskReply = await _ask(
+        gw, "create", ScheduleCreate(user_id=me, text=body.text, fields=fields), ScheduledTaskReply
+    )
     assert reply.task is not None
     return await task_json(gw, reply.task)
 

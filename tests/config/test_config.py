@@ -306,3 +306,40 @@ def test_extensions_example_documents_every_field_and_loads() -> None:
     missing = [p for p in _field_paths(ExtensionsConfig) if not _lookup(data, p)]
     assert missing == [], f"extensions_config.example.json does not document: {missing}"
     assert load_extensions(example).mcp_servers
+
+
+# ------------------------------------------------------------------ the keyless web tools
+
+
+def _tools(config: AppConfig) -> list[dict[str, Any]]:
+    return [tool.model_dump() for tool in config.tools]
+
+
+def test_a_config_without_a_tools_section_has_the_keyless_web_tools_of_the_example(tmp_path: Path) -> None:
+    only_a_model = write(
+        tmp_path / "config.yaml",
+        {"models": [{"name": "m", "model": "m", "base_url": "http://127.0.0.1:1/v1"}]},
+    )
+    example = load_config(REPO / "config.example.yaml")
+    for config in (load_config(only_a_model), load_config()):
+        assert [t["name"] for t in _tools(config)] == ["web_search", "web_fetch", "image_search"]
+        assert _tools(config) == _tools(example), "the defaults are the tools config.example.yaml shows"
+        assert [g.name for g in config.tool_groups] == ["web"]
+
+
+@pytest.mark.parametrize(
+    ("listed", "names"),
+    [
+        pytest.param([], [], id="empty-list-means-none"),
+        pytest.param(
+            [{"name": "web_fetch", "use": "agents.community.web_fetch:make_web_fetch"}],
+            ["web_fetch"],
+            id="one",
+        ),
+    ],
+)
+def test_a_config_that_lists_tools_keeps_exactly_its_list(
+    tmp_path: Path, listed: list[dict[str, str]], names: list[str]
+) -> None:
+    config = load_config(write(tmp_path / "config.yaml", {"tools": listed}))
+    assert [t.name for t in config.tools] == names

@@ -110,6 +110,10 @@ async def test_a_toolbox_the_first_up_must_build_is_built_while_the_rest_serves(
     assert "sandbox" not in body["degraded"], body
     assert (stack.up.workdir / "box" / "python" / "antler-toolbox.json").is_file(), "built"
     assert "sandbox toolbox: built" in stack.up.log()
+    # The build's own output (pip's, minutes of it with packages) is in the log file, not on the console.
+    building = "installing the sandbox toolbox into"
+    assert building in "\n".join(stack.up._lines(stack.up.log_path))
+    assert all(building not in line for line in stack.up.console())
 
 
 async def test_up_then_send_then_the_api_sees_the_same_conversation(stack: Stack) -> None:

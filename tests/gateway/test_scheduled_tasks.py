@@ -193,3 +193,31 @@ async def test_an_interval_task_is_renamed_with_the_cron_spec_deerflows_edit_for
     )
     faster = await ana.patch(f"/scheduled-tasks/{task['id']}", json={"schedule_spec": {"every": "30m"}})
     assert faster.json()["schedule_spec"] == {"every": "30m"}
+
+
+async def test_a_task_from_the_words_of_schedule_answers_in_the_thread_it_names(
+    bus: Bus, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+) -> None:
+    ana, bob = clients
+    thread = (await ana.post("/threads", json={})).json()["thread_id"]
+    made = await ana.post(
+        "/scheduled-tasks/from-text", json={"text": "every 2h check the build", "thread_id": thread}
+    )
+    assert made.status_code == 200, made.text
+    task = made.json()
+    assert (task["prompt"], task["schedule_type"], task["schedule_spec"]) == (
+        "check the build",
+        "interval",
+        {"every": "2h"},
+    )
+    assert (task["context_mode"], task["thread_id"]) == ("reuse_thread", thread)
+    async with firings(bus, task["id"]) as lines:
+        await ana.post(f"/scheduled-tasks/{task['id']}/trigger")
+        line = await lines.get()
+    assert line.thread_id == thread, "its run answers in that conversation"
+    unreadable = await ana.post("/scheduled-tasks/from-text", json={"text": "every fortnight water it"})
+    assert unreadable.status_code == 422
+    assert "Usage: /schedule <when> <what to do>" in unreadable.text
+    assert (
+        await bob.post("/scheduled-tasks/from-text", json={"text": "in 20m x", "thread_id": thread})
+    ).status_code == 404

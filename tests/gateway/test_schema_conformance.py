@@ -24,7 +24,7 @@ SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 # still be refused with its reason: a `.skill` upload must be a zip archive (400), a state
 # update `as_node` must name a node of the agent's graph (422), a compaction's `model_name`
 # a configured model (422), and a scheduled task's schedule one the scheduler and the NATS server
-# can fire (a cron expression, a zone: 422).
+# can fire (a cron expression, a zone, the words of /schedule: 422).
 CONFIG = """
 [[operations]]
 include-name = "POST /api/skills/install"
@@ -50,6 +50,9 @@ include-name = "POST /api/scheduled-tasks"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 [[operations]]
 include-name = "PATCH /api/scheduled-tasks/{task_id}"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+[[operations]]
+include-name = "POST /api/scheduled-tasks/from-text"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 """
 

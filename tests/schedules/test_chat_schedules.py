@@ -57,7 +57,7 @@ async def test_a_schedule_the_grammar_cannot_read_is_answered_with_the_usage(
     telegram.send_user_message("/schedule every day 08:00 Mars/Olympus water the plants", chat_id=42)
     await telegram.wait(lambda: said(telegram, 42, "unknown time zone"))
     telegram.send_user_message("/unschedule 3", chat_id=42)
-    await telegram.wait(lambda: said(telegram, 42, "Which one?"))
+    await telegram.wait(lambda: said(telegram, 42, "You have no scheduled tasks in this chat to remove"))
 
 
 async def test_the_chat_is_told_when_a_cron_task_fires_next_in_its_zone(
@@ -75,3 +75,15 @@ async def test_the_chat_is_told_when_a_cron_task_fires_next_in_its_zone(
     telegram.send_user_message("/schedules", chat_id=42)
     listed = f"1. cron <code>0 0 8 * * 1-5</code> (Europe/Berlin): summarize the news {shown}"
     await telegram.wait(lambda: said(telegram, 42, listed))
+
+
+async def test_schedule_with_nothing_after_it_shows_the_usage_not_a_failure(
+    telegram: FakeTelegram, stack: AppConfig
+) -> None:
+    telegram.send_user_message("/schedule", chat_id=44)
+    await telegram.wait(lambda: said(telegram, 44, "Usage: /schedule "))
+    assert said(telegram, 44, "/schedule every weekday 08:00 Europe/Berlin summarize the news")
+    assert not said(telegram, 44, "I could not schedule that"), "asking how is not a mistake"
+    telegram.send_user_message("/unschedule", chat_id=44)
+    await telegram.wait(lambda: said(telegram, 44, "Usage: /unschedule "))
+    assert not said(telegram, 44, "1 to 0"), "no list to choose from"

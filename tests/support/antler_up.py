@@ -1,10 +1,11 @@
 """`antler up` as a user starts it, for whole-product and fault tests: a child process in its own directory.
 
 Its stdout and stderr go to files in that directory (a pipe nobody reads would fill up and block
-its logging; its runner children inherit the same stderr, so one file holds the whole log). The
-embedded nats-server's log is `<data_dir>/nats-server.log` (`.log.1` once rotated): `violations()`
-reads the permission refusals in it, the same tripwire the fixtures' stacks have
-(`tests/support/nats_users.logged_violations`).
+its logging; its runner children inherit the same stderr). Its console shows only its own status
+lines and warnings; the whole log is `<data_dir>/antler.log`, which its children write too
+(`stream="err"` reads both, `stream="console"` only what a user sees). The embedded nats-server's
+log is `<data_dir>/nats-server.log` (`.log.1` once rotated): `violations()` reads the permission
+refusals in it, the same tripwire the fixtures' stacks have (`tests/support/nats_users.logged_violations`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class AntlerUp:
         self.starts = 0
         self._out: IO[bytes] | None = None
         self._err: IO[bytes] | None = None
+        self._log_start = 0  # where this start's lines begin in the log file (earlier starts' are before)
 
     @property
     def out_path(self) -> Path:
@@ -51,6 +53,10 @@ class AntlerUp:
     @property
     def err_path(self) -> Path:
         return self.workdir / f"up-{self.starts}.err"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "antler.log"
 
     @property
     def pid(self) -> int:
@@ -69,6 +75,7 @@ class AntlerUp:
         inherits, as a shell's redirections or a supervisor's log would give it)."""
         self.starts += 1
         self._open_files()
+        self._log_start = self.log_path.stat().st_size if self.log_path.is_file() else 0
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             *self.python_flags,
@@ -94,11 +101,15 @@ class AntlerUp:
     async def wait_for_line(
         self, text: str, timeout: float = 30.0, *, stream: str = "out", count: int = 1
     ) -> str:
-        """The first line of its stdout (or stderr) containing `text`, once `count` such lines are there."""
-        path = self.out_path if stream == "out" else self.err_path
+        """The first line of its stdout (`err`: its stderr or log file; `console`: its stderr only)
+        containing `text`, once `count` such lines are there."""
         deadline = time.monotonic() + timeout
         while True:
-            found = [line for line in self._lines(path) if text in line]
+            if stream == "out":
+                lines = self._lines(self.out_path)
+            else:
+                lines = self._lines(self.err_path) + (self._this_log() if stream == "err" else [])
+            found = [line for line in lines if text in line]
             if len(found) >= count:
                 return found[0]
             if self.proc is not None and self.proc.returncode is not None:
@@ -167,17 +178,33 @@ class AntlerUp:
 
     def tail(self, lines: int = 40) -> str:
         text = self._lines(self.err_path)[-lines:]
+        logged = self._this_log()[-lines:]
         nats_log = self._lines(self.data_dir / "nats-server.log")[-10:]
         return "\n".join(
             [f"--- {self.err_path.name} (last {len(text)} lines)", *text]
+            + ([f"--- antler.log (last {len(logged)} lines)", *logged] if logged else [])
             + ([f"--- nats-server.log (last {len(nats_log)} lines)", *nats_log] if nats_log else [])
         )
 
     def log(self) -> str:
-        """Every start's stderr, in order."""
+        """Every start's stderr, in order, then the log file (every start's)."""
         return "\n".join(
-            line for n in range(1, self.starts + 1) for line in self._lines(self.workdir / f"up-{n}.err")
+            [line for n in range(1, self.starts + 1) for line in self._lines(self.workdir / f"up-{n}.err")]
+            + self._lines(self.log_path)
         )
+
+    def console(self) -> list[str]:
+        """What the latest start printed on its console (stderr), as a user sees it."""
+        return self._lines(self.err_path)
+
+    def _this_log(self) -> list[str]:
+        """The log file's lines of the latest start."""
+        try:
+            with open(self.log_path, "rb") as handle:
+                handle.seek(self._log_start)
+                return handle.read().decode("utf-8", errors="replace").splitlines()
+        except OSError:
+            return []
 
     @staticmethod
     def _lines(path: Path) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import httpx
@@ -183,7 +184,9 @@ async def test_reasoning_shows_as_a_thinking_block_and_plan_mode_shows_todos(
     await send(page, "count the deer")
     await expect(page.locator(".msg-ai .md")).to_have_text("Counting now.")
     await expect(page.locator(".thinking .thinking-text")).to_have_text("Deer live in herds.")
-    await expect(page.locator(".todos li")).to_have_text(["☑ Find the herds", "◐ Count the deer"])
+    await expect(page.locator(".todos li")).to_have_text(["Find the herds", "Count the deer"])
+    # Each todo's state is its icon (an SVG: no font needed), ticked when done.
+    await expect(page.locator(".todos li .i")).to_have_class(["i i-todo-done", "i i-todo-doing"])
     plan_mode = stack.model.agent_requests[-1]
     assert any(t["function"]["name"] == "write_todos" for t in plan_mode.get("tools", []))
 
@@ -228,3 +231,28 @@ async def test_screens_at_desktop_and_phone_width(
     await expect(phone.locator("#sidebar")).to_have_css("transform", "none")  # slid all the way in
     await phone.screenshot(path=screenshots / "threads-phone.png")
     print(f"screenshots: {screenshots}")
+
+
+async def test_the_thread_list_dates_every_chat_and_names_one_whose_first_answer_failed(
+    open_page: OpenPage, stack: Stack, screenshots: Path
+) -> None:
+    # The model refuses the first turn outright (not something tried again): the agent names nothing.
+    stack.model.script(Reply(text="model refused", status=400, when="sky green"))
+    page = await open_page()
+    await send(page, "Why is the sky green over the herd?")
+    await expect(page.locator(".run-error")).to_be_visible()
+    failed = page.locator(f'.thread[data-thread="{thread_of(page)}"]')
+    # Named by how it began, in the list and the top bar, not "Untitled" (after a reload too).
+    for _ in range(2):
+        await expect(failed.locator(".thread-title")).to_have_text("Why is the sky green over the herd?")
+        await expect(page.locator("#chat-title")).to_have_text("Why is the sky green over the herd?")
+        await page.reload()
+    await expect(failed.locator(".thread-title")).to_have_text("Why is the sky green over the herd?")
+    await expect(page.locator(".thread-title", has_text="Untitled")).to_have_count(0)
+    # Every chat says when it last changed: this one today, as a time of day.
+    dates = page.locator(".thread .thread-date")
+    await expect(dates).to_have_count(await page.locator(".thread").count())
+    await expect(failed.locator(".thread-date")).to_have_text(re.compile(r"^\d{1,2}:\d{2}"))
+    for text in await dates.all_inner_texts():
+        assert text.strip(), "a date for every chat"
+    await page.locator("#sidebar").screenshot(path=screenshots / "firsthour-thread-list.png")

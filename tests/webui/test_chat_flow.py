@@ -68,7 +68,7 @@ async def test_a_failed_tool_step_shows_as_failed(open_page: OpenPage, stack: St
     await expect(page.locator(".msg-ai .md")).to_have_text("I may not read that.")
     step = page.locator(".step[data-tool=read_file]")
     await expect(step).to_have_class("step step-error")
-    await expect(step.locator(".step-icon")).to_have_text("!")
+    await expect(step.locator(".step-icon .i")).to_have_class("i i-failed")
     # and so it stays after a reload (the thread's stored history says so too)
     await page.reload()
     await expect(page.locator(".step[data-tool=read_file]")).to_have_class("step step-error")
@@ -166,7 +166,8 @@ async def test_plan_and_subagent_cards_sit_where_they_happened_with_the_latest_p
     for _ in range(2):  # live, then after a reload
         # one plan card, with the latest states, and the task card, both in the first answer's flow
         await expect(page.locator(".todos")).to_have_count(1)
-        await expect(page.locator(".todos li")).to_have_text(["☑ Find the herd", "◐ Count"])
+        await expect(page.locator(".todos li")).to_have_text(["Find the herd", "Count"])
+        await expect(page.locator(".todos li .i")).to_have_class(["i i-todo-done", "i i-todo-doing"])
         await expect(page.locator(".task .task-status")).to_have_text("Done")
         assert await follows(page, ".task", ".todos")
         # ...above the second question, not piled up under the last message

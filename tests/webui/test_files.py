@@ -100,9 +100,11 @@ async def test_artifacts_preview_and_download_and_uploaded_images_preview(
     )
     await send(page, "write me a report")
     await expect(page.locator(".msg-ai .md")).to_have_text("Here is your report.")
-    await expect(page.locator("#artifact-count")).to_have_text("1")
+    # The count is what the panel lists: the agent's report and the uploaded picture.
+    await expect(page.locator("#artifact-count")).to_have_text("2")
     await page.locator("#open-artifacts").click()
     panel = page.locator("#artifacts")
+    await expect(panel.locator(".artifact")).to_have_count(2)
     # the newest artifact opens at once, rendered as Markdown
     await expect(panel.locator(".preview-doc h1")).to_have_text("Herd report")
     await page.screenshot(path=screenshots / "files-desktop.png")
@@ -118,3 +120,16 @@ async def test_artifacts_preview_and_download_and_uploaded_images_preview(
     image = panel.locator(".preview-img")
     await expect(image).to_be_visible()
     assert await image.evaluate("img => img.complete && img.naturalWidth") == 2
+
+    # Another file from the agent while the panel is open: the count and the panel follow at once.
+    more = "/mnt/user-data/outputs/more.md"
+    stack.model.script(
+        Reply(tool_calls=[ToolCall("write_file", {"path": more, "content": "# More"})], when="one more"),
+        Reply(tool_calls=[ToolCall("present_files", {"filepaths": [more]})]),
+        Reply(text="And one more."),
+    )
+    await send(page, "one more")
+    await expect(page.locator(".msg-ai .md").last).to_have_text("And one more.")
+    await expect(page.locator("#artifact-count")).to_have_text("3")
+    await expect(panel.locator(".artifact")).to_have_count(3)
+    await page.screenshot(path=screenshots / "firsthour-files-count.png")

@@ -3,6 +3,8 @@ itself until the goal is reached, and clear a goal; `/goal` typed in the compose
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 from playwright.async_api import expect
 
@@ -18,11 +20,11 @@ async def goal_of(stack: Stack, thread_id: str) -> object:
         return (await http.get(f"/threads/{thread_id}/goal")).json()["goal"]
 
 
-async def test_a_goal_set_in_the_page_continues_by_itself_until_reached(
-    open_page: OpenPage, stack: Stack
+async def test_a_goal_set_in_the_bar_starts_its_first_step_says_what_follows_and_goes_on_until_reached(
+    open_page: OpenPage, stack: Stack, screenshots: Path
 ) -> None:
     stack.model.script(
-        Reply(text="Draft one of the slogan."),
+        Reply(text="Draft one of the slogan.", when="A final slogan for Antler", chunk_delay=0.05),
         Reply(text="Final slogan: Antlers up!", when="Next step: polish it", chunk_delay=0.05),
     )
     stack.model.verdicts(
@@ -34,10 +36,13 @@ async def test_a_goal_set_in_the_page_continues_by_itself_until_reached(
     await page.locator("#goal-input").fill("A final slogan for Antler")
     await page.locator("#goal-save").click()
     await expect(page.locator("#goal-objective")).to_have_text("A final slogan for Antler")
-
-    await send(page, "Write a slogan")
-    # The first answer, then the one the runner asked for itself, streamed into the same conversation.
+    # Set, it starts at once (the objective is the first step's message), and the page says what follows.
+    await expect(page.locator(".msg-human .plain")).to_have_text(["A final slogan for Antler"])
+    said = page.locator(".msg-note", has_text="Goal set: A final slogan for Antler")
+    await expect(said).to_contain_text("goes on by itself")
     await expect(page.locator(".msg-ai .md").first).to_contain_text("Draft one of the slogan.")
+    await page.screenshot(path=screenshots / "firsthour-goal-started.png")
+    # Then the step the runner asked for itself, streamed into the same conversation.
     await expect(page.locator(".msg-ai .md").last).to_contain_text("Final slogan: Antlers up!")
     await expect(page.locator("#goal-open")).to_be_visible()  # reached: the goal is gone
     await expect(page.locator(".msg-ai .md")).to_have_count(2)

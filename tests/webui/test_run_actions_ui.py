@@ -5,6 +5,8 @@ after the run's live event log is gone)."""
 from __future__ import annotations
 
 import asyncio
+import unicodedata
+from pathlib import Path
 
 from playwright.async_api import expect
 
@@ -99,3 +101,29 @@ async def test_subagent_cards_and_tool_steps_survive_reloads_and_the_live_logs_e
     await expect(page.locator('.step[data-tool="write_file"] .step-arg')).to_have_text(
         "/mnt/user-data/outputs/herd.md"
     )
+
+
+async def test_the_icons_are_drawn_not_taken_from_a_font(
+    open_page: OpenPage, stack: Stack, screenshots: Path
+) -> None:
+    """A machine without an emoji font drew the branch and thumbs as empty boxes: every icon is an
+    SVG of its own, and no button's text is a pictograph."""
+    stack.model.script(Reply(text="Icons, drawn.", when="ICON-MARK"))
+    page = await open_page()
+    await page.locator("#input").fill("ICON-MARK show me")
+    await page.locator("#input").press("Enter")
+    # Each is drawn at a size one can see (the foot is redrawn once the run is known: wait for it).
+    await page.wait_for_function(
+        """() => ["Regenerate this answer", "Branch from here", "Good answer", "Bad answer"].every((name) => {
+            const drawn = document.querySelector(`.msg-ai .msg-foot button[aria-label="${name}"] svg`);
+            const box = drawn && drawn.getBoundingClientRect();
+            return box && box.width >= 12 && box.height >= 12;
+        })""",
+        timeout=15_000,
+    )
+    await expect(page.get_by_role("button", name="Edit and resend").locator("svg")).to_be_visible()
+    labels = await page.evaluate("() => [...document.querySelectorAll('button')].map((b) => b.textContent)")
+    glyphs = {c for label in labels for c in label if unicodedata.category(c) == "So"}
+    assert not glyphs, f"buttons still show glyphs a font must have: {glyphs}"
+    await page.locator(".msg-ai").last.screenshot(path=screenshots / "firsthour-answer-icons.png")
+    await page.screenshot(path=screenshots / "firsthour-icons-page.png")

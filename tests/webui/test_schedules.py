@@ -35,6 +35,7 @@ async def test_a_schedule_is_built_paused_resumed_run_now_and_its_run_opened(
     run = card.locator(".history li")
     await expect(run).to_have_count(1, timeout=40_000)
     await expect(run).to_contain_text("manual")
+    await expect(card.locator(".task-figures")).to_contain_text("· 1 run")  # counted at once, no reload
     await page.screenshot(path=screenshots / "schedules.png")
     await run.get_by_role("link", name="open").click()
     await expect(page.locator("#messages")).to_contain_text("You said: summarize the news", timeout=40_000)

@@ -8,6 +8,7 @@
 
 import { call } from "./api.js";
 import { el, textOf } from "./conversation.js";
+import { icon } from "./icons.js";
 
 const q = encodeURIComponent;
 const CARD_EVENTS = "subagent.start,subagent.step,subagent.end";
@@ -68,10 +69,10 @@ export async function loadRunHistory(conversation) {
   }
 }
 
-function button(label, text, onclick, pressed) {
-  const attrs = { type: "button", class: "act", "aria-label": label, title: label, text, onclick };
+function button(label, name, onclick, pressed) {
+  const attrs = { type: "button", class: "act", "aria-label": label, title: label, onclick };
   if (pressed !== undefined) attrs["aria-pressed"] = pressed ? "true" : "false";
-  return el("button", attrs);
+  return el("button", attrs, icon(name));
 }
 
 /** The latest answer and the latest user message with an answer after it (the ones that may be redone). */
@@ -101,10 +102,10 @@ export function answerFoot(conversation, message, act) {
   const run = conversation.runOf?.get(message.id);
   const rating = conversation.ratings?.get(run) || 0;
   return [
-    message.id === answer?.id ? button("Regenerate this answer", "↻", () => act.regenerate(message)) : null,
-    button("Branch from here", "⑂", () => act.branch(message)),
-    run ? button("Good answer", "👍", () => act.rate(run, rating === 1 ? 0 : 1), rating === 1) : null,
-    run ? button("Bad answer", "👎", () => act.rate(run, rating === -1 ? 0 : -1), rating === -1) : null,
+    message.id === answer?.id ? button("Regenerate this answer", "regenerate", () => act.regenerate(message)) : null,
+    button("Branch from here", "branch", () => act.branch(message)),
+    run ? button("Good answer", "good", () => act.rate(run, rating === 1 ? 0 : 1), rating === 1) : null,
+    run ? button("Bad answer", "bad", () => act.rate(run, rating === -1 ? 0 : -1), rating === -1) : null,
   ];
 }
 
@@ -113,7 +114,7 @@ export function humanFoot(conversation, message, act) {
   if (conversation.running || !message.id || message.id.startsWith("local-")) return null;
   const { human, answer } = latestTurn(conversation.messages());
   if (message.id !== human?.id || !answer) return null;
-  return el("div", { class: "msg-foot human-foot" }, button("Edit and resend", "✎", (event) => editInPlace(event.target, message, act)));
+  return el("div", { class: "msg-foot human-foot" }, button("Edit and resend", "edit", (event) => editInPlace(event.currentTarget, message, act)));
 }
 
 function editInPlace(origin, message, act) {

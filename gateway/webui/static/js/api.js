@@ -44,9 +44,9 @@ export const threads = {
   search: (limit = 100) =>
     call("/threads/search", {
       method: "POST",
-      json: { limit, sort_by: "updated_at", sort_order: "desc", select: ["thread_id", "updated_at", "metadata", "status", "values"] },
+      json: { limit, sort_by: "updated_at", sort_order: "desc", select: ["thread_id", "created_at", "updated_at", "metadata", "status", "values"] },
     }),
-  create: (thread_id) => call("/threads", { method: "POST", json: { thread_id, if_exists: "do_nothing" } }),
+  create: (thread_id, metadata = {}) => call("/threads", { method: "POST", json: { thread_id, if_exists: "do_nothing", metadata } }),
   get: (id) => call(`/threads/${q(id)}`),
   state: (id) => call(`/threads/${q(id)}/state`),
   patch: (id, metadata) => call(`/threads/${q(id)}`, { method: "PATCH", json: { metadata } }),

@@ -1,26 +1,27 @@
 // The page: thread list, the conversation with its composer, and the route between chat and settings.
 
 import { answerFoot, dropLatestTurn, footKey, humanFoot, loadRunHistory, replayStart, runActions } from "./actions.js";
-import { STREAM_MODES, settings, streamRun, threads } from "./api.js";
+import { STREAM_MODES, streamRun, threads } from "./api.js";
 import { canSignOut, signIn, signOut } from "./auth.js";
+import { command, slashCommand } from "./commands.js";
+import { clearFiles, drawQueued, hasQueued, pendingFiles, queue, sendQueued, wireComposer } from "./composer.js";
 import { Conversation, draw, el, textOf } from "./conversation.js";
-import { confirmInPage } from "./confirm.js";
 import { wireCompact } from "./compact.js";
-import { closeArtifacts, showArtifacts } from "./files.js";
-import { goalCommand, goalEnded, showGoal } from "./goal.js";
+import { closeFiles, countUploads, fileCount, panelBehind, showArtifacts } from "./files.js";
+import { goalEnded, showGoal, wireGoal } from "./goal.js";
+import { fillIcons } from "./icons.js";
+import { addNote } from "./notes.js";
+import { applyTheme, chooseModel, chosenModel, cycleTheme, loadOptions, runConfig } from "./options.js";
 import { showSettings } from "./settings.js";
+import { drawThreads, listed, previewOf, refreshThreads, titleOf, wireThreads } from "./threads.js";
 
 const $ = (id) => document.getElementById(id);
-const OPTIONS = { thinking: "opt-thinking", plan: "opt-plan", subagents: "opt-subagents" };
 
 const state = {
   threadId: null, // the open thread (null: a new chat, not created yet)
   isNew: true,
   conversation: null,
   cache: new Map(), // drawn message nodes of the open thread
-  threadList: [],
-  pending: [], // files chosen for the next message
-  queued: [], // messages typed while an answer streamed: sent in order when it ends
   runId: null,
   stopAsked: false, // Stop pressed before the run had its id
   abort: null,
@@ -60,101 +61,30 @@ function redraw() {
     const running = Boolean(conversation?.running);
     $("stop").hidden = !running;
     $("send").textContent = running ? "Queue" : "Send";
-    const files = (conversation?.values.artifacts || []).length;
-    const uploads = (conversation?.messages() || []).reduce((n, m) => n + (m.additional_kwargs?.files || []).length, 0);
-    $("open-artifacts").hidden = state.isNew || !(files + uploads); // nothing to show: no button
-    $("compact").hidden = state.isNew || running || (conversation?.messages() || []).length < 2;
+    // The count says what the Files panel lists: the agent's files and the uploaded ones.
+    const files = conversation ? fileCount(conversation.values, conversation.messages()) : 0;
+    $("open-artifacts").hidden = state.isNew || !files; // nothing to show: no button
+    $("compact").hidden = state.isNew || running || (conversation?.messages() || []).filter((m) => m.type !== "note").length < 2;
     $("artifact-count").textContent = files ? String(files) : "";
+    if (panelBehind(files)) openFiles(); // the open panel follows
     box.scrollTop = atBottom ? box.scrollHeight : top;
   });
 }
 
-// ------------------------------------------------------------------ thread list
-
-function titleOf(threadId) {
-  // A rename (metadata) wins over the agent's title; the open thread's state may know it first.
-  const thread = state.threadList.find((t) => t.thread_id === threadId);
-  const open = threadId === state.threadId ? state.conversation?.title : "";
-  return thread?.metadata?.title || thread?.values?.title || open || "";
-}
-
-async function refreshThreads() {
-  try {
-    state.threadList = (await threads.search()) || [];
-  } catch (error) {
-    toast(`Could not list conversations: ${error.message}`, "error");
-    return;
-  }
-  drawThreads();
-}
-
-function drawThreads() {
-  const filter = $("thread-search").value.trim().toLowerCase();
-  const items = state.threadList
-    .map((t) => ({ id: t.thread_id, title: titleOf(t.thread_id) || "Untitled", busy: t.status === "busy" }))
-    .filter((t) => !filter || t.title.toLowerCase().includes(filter));
-  $("thread-list").replaceChildren(
-    ...items.map((t) =>
-      el(
-        "li",
-        { class: `thread${t.id === state.threadId ? " active" : ""}`, "data-thread": t.id },
-        el("a", { href: `#/t/${encodeURIComponent(t.id)}`, class: "thread-title", text: t.title, title: t.title }),
-        t.busy ? el("span", { class: "dot", "aria-label": "answering" }) : null,
-        el("button", { type: "button", class: "icon small", "aria-label": `Rename ${t.title}`, text: "✎", onclick: () => rename(t) }),
-        el("button", { type: "button", class: "icon small", "aria-label": `Delete ${t.title}`, text: "✕", onclick: () => remove(t) }),
-      ),
-    ),
-  );
-}
-
-function rename(thread) {
-  const item = document.querySelector(`[data-thread="${CSS.escape(thread.id)}"]`);
-  const input = el("input", { class: "rename", value: thread.title, "aria-label": "New title" });
-  const save = async () => {
-    const title = input.value.trim();
-    if (!title || title === thread.title) return drawThreads();
-    try {
-      await threads.patch(thread.id, { title });
-      // The agent's own state too, so later runs keep the new title.
-      await threads.updateState(thread.id, { title }).catch(() => {});
-    } catch (error) {
-      toast(`Could not rename: ${error.message}`, "error");
-    }
-    await refreshThreads();
-    redraw();
-  };
-  input.addEventListener("keydown", (event) => {
-    if (event.key === "Enter") save();
-    if (event.key === "Escape") drawThreads();
-  });
-  input.addEventListener("blur", save, { once: true });
-  item.replaceChildren(input);
-  input.focus();
-  input.select();
-}
-
-async function remove(thread) {
-  const sure = await confirmInPage(`Delete "${thread.title}"?`, "Delete", "Its messages and files are removed.");
-  if (!sure) return;
-  try {
-    await threads.remove(thread.id);
-  } catch (error) {
-    toast(`Could not delete: ${error.message}`, "error");
-  }
-  if (thread.id === state.threadId) location.hash = "#/";
-  await refreshThreads();
-}
-
 // ------------------------------------------------------------------ opening a thread
+
+function openFiles() {
+  const conversation = state.conversation;
+  showArtifacts(state.threadId, conversation?.values || {}, toast, conversation ? fileCount(conversation.values, conversation.messages()) : 0);
+}
 
 function newChat() {
   state.abort?.abort();
   Object.assign(state, { threadId: crypto.randomUUID(), isNew: true, conversation: null, runId: null, abort: null });
   state.cache = new Map();
-  state.pending = [];
-  drawAttachments();
+  clearFiles();
   drawQueued();
-  closeArtifacts();
+  closeFiles();
   drawThreads();
   redraw();
   showGoal(state.threadId, true, toast);
@@ -169,7 +99,8 @@ async function openThread(threadId) {
   const conversation = new Conversation(threadId);
   state.conversation = conversation;
   drawQueued();
-  closeArtifacts();
+  closeFiles();
+  countUploads(threadId).then(redraw);
   drawThreads();
   redraw();
   showGoal(threadId, false, toast);
@@ -184,10 +115,10 @@ async function openThread(threadId) {
     if (thread.status === "busy") {
       rejoin(conversation)
         .catch((error) => toast(error.message, "error"))
-        .then(() => sendQueued(threadId));
+        .then(() => sendQueued(threadId, state.conversation?.running));
     } else {
       await replayEnded(conversation).catch(() => {}); // a lost log only loses the partial answer
-      sendQueued(threadId);
+      sendQueued(threadId, state.conversation?.running);
     }
   } catch (error) {
     if (error.status === 404) {
@@ -215,13 +146,6 @@ async function rejoin(conversation) {
 }
 
 // ------------------------------------------------------------------ sending
-
-function runConfig() {
-  const opt = (name) => $(OPTIONS[name]).checked;
-  const configurable = { thinking_enabled: opt("thinking"), is_plan_mode: opt("plan"), subagent_enabled: opt("subagents") };
-  if ($("model").value) configurable.model_name = $("model").value;
-  return { configurable };
-}
 
 /** One event of a run's stream into the conversation (`replay`: a finished run's log, re-read). */
 function applyFrame(conversation, frame, replay = false) {
@@ -302,35 +226,86 @@ async function follow(conversation, how) {
   if (next && !conversation.stopped) return follow(conversation, { join: next }); // the goal goes on
   await refreshThreads();
   // The thread's record takes the new title just after the run ends: look once more if it is not in.
-  if (!state.threadList.find((t) => t.thread_id === conversation.threadId)?.values?.title) {
-    setTimeout(refreshThreads, 1500);
-  }
+  if (!listed(conversation.threadId)?.values?.title) setTimeout(refreshThreads, 1500);
 }
+
+/** The new chat is a thread now: its address and its place in the list. */
+function becomeThread(threadId) {
+  state.isNew = false;
+  if (state.conversation?.threadId !== threadId) state.conversation = new Conversation(threadId); // notes stay
+  history.replaceState(null, "", `#/t/${encodeURIComponent(threadId)}`);
+  refreshThreads();
+}
+
+/** The open chat's thread, made now if it is new (for a command that needs one: /schedule, /goal). */
+async function ensureThread(preview = "") {
+  const threadId = state.threadId;
+  if (!state.isNew) return threadId;
+  await threads.create(threadId, { preview: previewOf(preview) });
+  if (state.threadId === threadId && state.isNew) becomeThread(threadId);
+  return threadId;
+}
+
+/** What the message box sends: a command is answered here (commands.js); the rest goes to the agent. */
+async function submit(text) {
+  let onward = text;
+  if (slashCommand(text)) {
+    try {
+      onward = await command(text, page);
+    } catch (error) {
+      toast(`Could not do that: ${error.message}`, "error");
+      return;
+    }
+    if (onward === null) return;
+  }
+  if (state.conversation?.running) queue(onward);
+  else await send(onward);
+}
+
+// What commands.js may do to the page.
+const page = {
+  note(name, text) {
+    state.conversation = state.conversation || new Conversation(state.threadId); // a new chat's notes too
+    addNote(state.conversation, name, text);
+    redraw();
+  },
+  newChat() {
+    if (location.hash === "#/" || location.hash === "") newChat();
+    location.hash = "#/";
+  },
+  isNew: () => state.isNew,
+  threadId: () => state.threadId,
+  title: () => titleOf(state.threadId),
+  running: () => Boolean(state.conversation?.running),
+  model: chosenModel,
+  chooseModel,
+  ensureThread,
+  reload: () => reloadState(),
+};
 
 async function send(text, extraKwargs = {}) {
   if (state.conversation?.running) return;
-  if (text.trim().startsWith("/goal")) {
-    text = await goalCommand(state.threadId || (state.threadId = crypto.randomUUID()), text);
-    if (text === null) return;
-  }
-  const files = state.pending;
+  const files = pendingFiles();
   if (!text.trim() && !files.length) return;
   const threadId = state.threadId || crypto.randomUUID();
   const wasNew = state.isNew;
   state.threadId = threadId;
   let uploaded = [];
   try {
+    // Until the agent names it, a new chat is called by how it began (threads.js): one whose first
+    // answer fails is not "Untitled".
     if (files.length) {
       uploaded = (await threads.upload(threadId, files)).files; // creates the thread if it is new
+      if (wasNew) await threads.patch(threadId, { preview: previewOf(text, files) });
     } else if (wasNew) {
-      await threads.create(threadId);
+      await threads.create(threadId, { preview: previewOf(text) });
     }
   } catch (error) {
     toast(`Could not send: ${error.message}`, "error");
     return;
   }
-  state.pending = [];
-  drawAttachments();
+  clearFiles();
+  if (uploaded.length) countUploads(threadId).then(redraw);
   let content = text;
   const kwargs = { ...extraKwargs, sent_at: new Date().toISOString() };
   if (uploaded.length) {
@@ -338,12 +313,7 @@ async function send(text, extraKwargs = {}) {
     const listing = uploaded.map((f) => `- ${f.virtual_path}`).join("\n");
     content = `${text}\n\n[Files sent with this message, now in the sandbox:\n${listing}]`.trim();
   }
-  if (wasNew) {
-    state.isNew = false;
-    state.conversation = new Conversation(threadId);
-    history.replaceState(null, "", `#/t/${encodeURIComponent(threadId)}`);
-    refreshThreads();
-  }
+  if (wasNew) becomeThread(threadId);
   const conversation = state.conversation;
   const message = { type: "human", content, additional_kwargs: kwargs, id: `local-${Date.now()}` };
   conversation.live.set(message.id, message);
@@ -358,7 +328,7 @@ async function send(text, extraKwargs = {}) {
   };
   conversation.suggestions = [];
   await follow(conversation, { start });
-  if (state.queued.some((q) => q.threadId === threadId)) sendQueued(threadId);
+  if (hasQueued(threadId)) sendQueued(threadId, state.conversation?.running);
   else suggest(conversation);
 }
 
@@ -434,54 +404,6 @@ async function suggest(conversation) {
   }
 }
 
-// ------------------------------------------------------------------ queued messages
-
-/**
- * A message typed while an answer streams is queued, not dropped: it shows above the composer
- * (where it can be taken back to edit) and is sent, in order, when the answer ends — as Claude's
- * and DeerFlow's UIs do. The queue is the page's; files attached stay with the composer.
- */
-function queue(text) {
-  state.queued.push({ text, threadId: state.threadId });
-  drawQueued();
-}
-
-function drawQueued() {
-  const mine = state.queued.filter((q) => q.threadId === state.threadId);
-  $("queued").replaceChildren(
-    ...mine.map((item) =>
-      el(
-        "li",
-        { class: "queued-item" },
-        el("span", { class: "queued-label", text: "Queued" }),
-        el("span", { class: "queued-text", text: item.text }),
-        el("button", {
-          type: "button",
-          class: "icon small",
-          "aria-label": "Edit the queued message",
-          text: "✎",
-          onclick: () => {
-            state.queued.splice(state.queued.indexOf(item), 1);
-            const input = $("input");
-            input.value = input.value ? `${item.text}\n${input.value}` : item.text;
-            input.focus();
-            drawQueued();
-          },
-        }),
-      ),
-    ),
-  );
-}
-
-/** The answer of `threadId` ended: send its next queued message, if any. */
-function sendQueued(threadId) {
-  const next = state.queued.findIndex((q) => q.threadId === threadId);
-  if (next < 0 || threadId !== state.threadId || state.conversation?.running) return;
-  const [item] = state.queued.splice(next, 1);
-  drawQueued();
-  send(item.text);
-}
-
 function answer(request, response) {
   const full = { version: 1, kind: "human_input_response", source: request.source, request_id: request.request_id, ...response };
   const text = `For your clarification "${request.question}", my answer is: ${response.value}`;
@@ -503,87 +425,7 @@ async function stop() {
   }
 }
 
-// ------------------------------------------------------------------ attachments
-
-function addFiles(list) {
-  for (const file of list) state.pending.push(file);
-  drawAttachments();
-}
-
-function drawAttachments() {
-  $("attachments").replaceChildren(
-    ...state.pending.map((file, i) =>
-      el(
-        "span",
-        { class: "chip" },
-        file.name,
-        el("button", { type: "button", class: "icon small", "aria-label": `Remove ${file.name}`, text: "✕", onclick: () => { state.pending.splice(i, 1); drawAttachments(); } }),
-      ),
-    ),
-  );
-}
-
-function wireDropZone() {
-  const zone = $("chat-view");
-  let depth = 0;
-  const hasFiles = (event) => [...(event.dataTransfer?.types || [])].includes("Files");
-  zone.addEventListener("dragenter", (event) => {
-    if (!hasFiles(event)) return;
-    event.preventDefault();
-    depth++;
-    $("drop").hidden = false;
-  });
-  zone.addEventListener("dragover", (event) => {
-    if (hasFiles(event)) event.preventDefault();
-  });
-  zone.addEventListener("dragleave", () => {
-    if (--depth <= 0) {
-      depth = 0;
-      $("drop").hidden = true;
-    }
-  });
-  zone.addEventListener("drop", (event) => {
-    event.preventDefault();
-    depth = 0;
-    $("drop").hidden = true;
-    if (event.dataTransfer?.files?.length) addFiles(event.dataTransfer.files);
-  });
-}
-
-// ------------------------------------------------------------------ options, theme, routing
-
-async function loadModels() {
-  const select = $("model");
-  try {
-    const { models } = await settings.models();
-    const chosen = localStorage.getItem("antler.model");
-    select.replaceChildren(
-      ...models.map((m) => el("option", { value: m.name, text: m.display_name || m.name, selected: m.name === chosen })),
-    );
-    select.hidden = models.length === 0;
-  } catch {
-    select.hidden = true;
-  }
-  select.addEventListener("change", () => localStorage.setItem("antler.model", select.value));
-  for (const [name, id] of Object.entries(OPTIONS)) {
-    const box = $(id);
-    box.checked = localStorage.getItem(`antler.${name}`) === "1";
-    box.addEventListener("change", () => localStorage.setItem(`antler.${name}`, box.checked ? "1" : "0"));
-  }
-}
-
-function applyTheme(theme) {
-  if (theme === "light" || theme === "dark") document.documentElement.dataset.theme = theme;
-  else delete document.documentElement.dataset.theme;
-}
-
-function cycleTheme() {
-  const order = ["auto", "light", "dark"];
-  const next = order[(order.indexOf(localStorage.getItem("antler.theme") || "auto") + 1) % 3];
-  localStorage.setItem("antler.theme", next);
-  applyTheme(next);
-  toast(`Theme: ${next}`);
-}
+// ------------------------------------------------------------------ routing
 
 async function route() {
   const hash = decodeURIComponent(location.hash.replace(/^#\/?/, ""));
@@ -593,7 +435,7 @@ async function route() {
     $("settings-view").hidden = false;
     $("open-artifacts").hidden = true;
     $("chat-title").textContent = "Settings";
-    closeArtifacts();
+    closeFiles();
     await showSettings(hash.split("/")[1] || "memory", $("settings-body"), toast);
     return;
   }
@@ -608,10 +450,9 @@ function wire() {
   $("composer").addEventListener("submit", (event) => {
     event.preventDefault();
     const text = $("input").value;
-    if (!text.trim() && !state.pending.length) return;
+    if (!text.trim() && !pendingFiles().length) return;
     $("input").value = "";
-    if (state.conversation?.running) queue(text);
-    else send(text);
+    submit(text);
   });
   $("input").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
@@ -620,26 +461,27 @@ function wire() {
     }
   });
   $("stop").addEventListener("click", stop);
-  $("attach").addEventListener("click", () => $("file-input").click());
-  $("file-input").addEventListener("change", (event) => {
-    addFiles(event.target.files);
-    event.target.value = "";
+  wireComposer({ current: () => state.threadId, send });
+  $("new-chat").addEventListener("click", page.newChat);
+  wireThreads({
+    current: () => state.threadId,
+    openTitle: () => state.conversation?.title || "",
+    onChange: (threadId, deleted) => {
+      if (deleted && threadId === state.threadId) location.hash = "#/";
+      else redraw();
+    },
+    toast,
   });
-  $("new-chat").addEventListener("click", () => {
-    if (location.hash === "#/" || location.hash === "") newChat();
-    location.hash = "#/";
-  });
-  $("thread-search").addEventListener("input", drawThreads);
+  wireGoal((objective) => submit(`/goal ${objective}`));
   $("open-settings").addEventListener("click", () => (location.hash = "#/settings/memory"));
-  $("theme").addEventListener("click", cycleTheme);
+  $("theme").addEventListener("click", () => cycleTheme(toast));
   $("sign-out").addEventListener("click", signOut);
   $("open-sidebar").addEventListener("click", () => document.body.classList.add("sidebar-open"));
   $("close-sidebar").addEventListener("click", () => document.body.classList.remove("sidebar-open"));
-  $("open-artifacts").addEventListener("click", () => showArtifacts(state.threadId, state.conversation?.values || {}, toast));
-  $("close-artifacts").addEventListener("click", closeArtifacts);
+  $("open-artifacts").addEventListener("click", openFiles);
+  $("close-artifacts").addEventListener("click", closeFiles);
   wireCompact($("compact"), { threadId: () => state.threadId, reload: reloadState, toast });
   window.addEventListener("hashchange", route);
-  wireDropZone();
 }
 
 async function main() {
@@ -651,8 +493,9 @@ async function main() {
     return;
   }
   $("sign-out").hidden = !canSignOut();
+  fillIcons();
   wire();
-  await loadModels();
+  await loadOptions();
   await refreshThreads();
   await route();
   $("app").hidden = false; // only now: nothing typed or attached before is lost to the first route

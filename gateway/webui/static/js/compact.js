@@ -4,6 +4,20 @@
 
 import { call } from "./api.js";
 
+/** Compact the thread now; what came of it, in words (never throws). */
+export async function compactNow(threadId) {
+  try {
+    const result = await call(`/threads/${encodeURIComponent(threadId)}/compact`, { method: "POST", json: {} });
+    if (result.compacted) {
+      return { compacted: true, text: `Compacted: ${result.removed_message_count} earlier message(s) are now a summary.` };
+    }
+    return { compacted: false, text: `Nothing to compact: ${result.reason || "the conversation is short"}.` };
+  } catch (error) {
+    const busy = error.status === 409;
+    return { compacted: false, failed: !busy, text: busy ? "Still answering: compact once the answer is in." : `Could not compact: ${error.message}` };
+  }
+}
+
 /** Wire the button: `threadId()` is the open thread; `reload()` redraws it from its state after. */
 export function wireCompact(button, { threadId, reload, toast }) {
   button.addEventListener("click", async () => {
@@ -13,13 +27,9 @@ export function wireCompact(button, { threadId, reload, toast }) {
     const label = button.textContent;
     button.textContent = "Compacting…";
     try {
-      const result = await call(`/threads/${encodeURIComponent(id)}/compact`, { method: "POST", json: {} });
-      if (result.compacted) {
-        toast(`Compacted: ${result.removed_message_count} earlier message(s) are now a summary.`);
-        await reload();
-      } else toast(`Nothing to compact: ${result.reason || "the conversation is short"}.`);
-    } catch (error) {
-      toast(`Could not compact: ${error.message}`, "error");
+      const done = await compactNow(id);
+      toast(done.text, done.failed ? "error" : "info");
+      if (done.compacted) await reload();
     } finally {
       button.disabled = false;
       button.textContent = label;

@@ -6,9 +6,11 @@
 // own words as plain text.
 
 import { highlightCode } from "./highlight.js";
+import { icon } from "./icons.js";
 import { isSummary, summaryBlock } from "./compact.js";
 import { renderMarkdown } from "./markdown.js";
 import { modelNotice, noteModelEvent } from "./model_notices.js";
+import { noteBlock } from "./notes.js";
 
 const FILES_NOTE = /\n*\[Files sent with this message, now in the sandbox:[\s\S]*\]\s*$/;
 
@@ -242,7 +244,7 @@ function toolStep(call, result) {
     el(
       "summary",
       {},
-      el("span", { class: "step-icon", "aria-hidden": "true", text: status === "running" ? "…" : status === "error" ? "!" : "✓" }),
+      el("span", { class: "step-icon", "aria-hidden": "true" }, icon(status === "running" ? "running" : status === "error" ? "failed" : "done")),
       el("span", { class: "step-name", text: call.name }),
       el("span", { class: "step-arg", text: summarize(call) }),
     ),
@@ -299,7 +301,7 @@ function humanBubble(message, foot = null) {
 }
 
 function todoList(todos) {
-  const mark = { completed: "☑", in_progress: "◐", pending: "☐" };
+  const mark = { completed: "todo-done", in_progress: "todo-doing", pending: "todo" };
   return el(
     "section",
     { class: "todos", "aria-label": "Plan" },
@@ -307,7 +309,7 @@ function todoList(todos) {
     el(
       "ul",
       {},
-      todos.map((t) => el("li", { class: `todo todo-${t.status}` }, el("span", { text: mark[t.status] || "☐" }), " ", el("span", { text: t.content }))),
+      todos.map((t) => el("li", { class: `todo todo-${t.status}` }, icon(mark[t.status] || "todo"), " ", el("span", { text: t.content }))),
     ),
   );
 }
@@ -430,7 +432,7 @@ export function draw(conversation, root, hooks, cache) {
     // selecting text in) stays the same node.
     const footSignature = [hooks.footKey?.(message) ?? "", usage.get(message.id)].join("|");
     const foot = () =>
-      kind === "human" ? (isSummary(message) ? null : hooks.humanFoot?.(message)) : answerFootNode(message, streaming, usage, hooks);
+      kind === "note" ? null : kind === "human" ? (isSummary(message) ? null : hooks.humanFoot?.(message)) : answerFootNode(message, streaming, usage, hooks);
     const hit = cache.get(key);
     if (hit && hit.signature === signature) {
       if (hit.footSignature !== footSignature) {
@@ -443,7 +445,9 @@ export function draw(conversation, root, hooks, cache) {
       return;
     }
     let node;
-    if (kind === "human" && isSummary(message)) {
+    if (kind === "note") {
+      node = noteBlock(message, el);
+    } else if (kind === "human" && isSummary(message)) {
       node = summaryBlock(message, el, textOf(message.content));
     } else if (kind === "human") {
       node = humanBubble(message, foot());

@@ -6,12 +6,37 @@
 
 import { artifactBlob, threads } from "./api.js";
 import { el } from "./conversation.js";
+import { icon } from "./icons.js";
 import { renderMarkdown } from "./markdown.js";
 
 const $ = (id) => document.getElementById(id);
 const TEXT = /\.(txt|md|markdown|csv|tsv|json|ya?ml|toml|py|js|ts|sh|log|xml|ini|cfg|sql|css|html?)$/i;
 const IMAGE = /\.(png|jpe?g|gif|webp|bmp|svg)$/i;
 let objectUrls = [];
+const counted = { threadId: null, uploads: null, shown: -1 }; // the open thread's uploads; what the panel lists
+
+/** How many files the open thread has, as the panel lists them: the agent's and the uploaded ones
+ * (as the gateway counted them, else as the thread's messages say until it has). */
+export function fileCount(values, messages) {
+  const uploads = counted.uploads ?? messages.reduce((n, m) => n + (m.additional_kwargs?.files || []).length, 0);
+  return (values.artifacts || []).length + uploads;
+}
+
+/** Ask the gateway how many files were uploaded to `threadId` (the thread now open). */
+export async function countUploads(threadId) {
+  if (counted.threadId !== threadId) Object.assign(counted, { threadId, uploads: null });
+  try {
+    const { files } = await threads.uploads(threadId);
+    if (counted.threadId === threadId) counted.uploads = (files || []).length;
+  } catch {
+    /* the messages' count stands */
+  }
+}
+
+/** Whether the open panel lists fewer or more files than there are now. */
+export function panelBehind(count) {
+  return counted.shown >= 0 && count !== counted.shown;
+}
 
 function forgetUrls() {
   for (const url of objectUrls) URL.revokeObjectURL(url);
@@ -24,7 +49,8 @@ function urlOf(blob) {
   return url;
 }
 
-export function closeArtifacts() {
+export function closeFiles() {
+  counted.shown = -1;
   forgetUrls();
   $("artifacts").hidden = true;
   $("preview").replaceChildren();
@@ -71,8 +97,9 @@ async function preview(threadId, path, toast) {
   box.replaceChildren(head, body);
 }
 
-/** Open the panel with the thread's artifacts (`values.artifacts`) and uploads. */
-export async function showArtifacts(threadId, values, toast) {
+/** Open the panel with the thread's artifacts (`values.artifacts`) and uploads (`count` of them). */
+export async function showArtifacts(threadId, values, toast, count) {
+  counted.shown = count;
   forgetUrls();
   $("artifacts").hidden = false;
   document.body.classList.add("artifacts-open");
@@ -89,7 +116,7 @@ export async function showArtifacts(threadId, values, toast) {
       "li",
       { class: "artifact", "data-path": path },
       el("button", { type: "button", class: "link", text: label, onclick: () => preview(threadId, path, toast) }),
-      el("button", { type: "button", class: "icon small", "aria-label": `Download ${label}`, text: "⬇", onclick: () => download(threadId, path).catch((e) => toast(e.message, "error")) }),
+      el("button", { type: "button", class: "icon small", "aria-label": `Download ${label}`, onclick: () => download(threadId, path).catch((e) => toast(e.message, "error")) }, icon("download")),
     );
   const rows = [];
   if (artifacts.length) rows.push(el("li", { class: "group", text: "From the agent" }), ...artifacts.map((p) => item(p, p.split("/").pop())));

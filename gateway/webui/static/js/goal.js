@@ -1,6 +1,7 @@
 // Goal mode: the open thread's goal above the composer (set, shown, cleared), how far its loop got,
 // and `/goal` typed in the composer (as in chats: `/goal <text>` sets it and sends the text on,
-// `/goal` shows it, `/goal clear` clears it).
+// `/goal` shows it, `/goal clear` clears it). Setting it in the bar does what `/goal <text>` does:
+// the goal is set and its first step starts, and the page says what happens next.
 //
 // The runner judges each run against the goal and starts the next run itself; a run's `end` event
 // says so (`data.goal`: verdict, next step, the next run's id). The page follows that next run like
@@ -8,9 +9,10 @@
 
 import { call } from "./api.js";
 import { el } from "./conversation.js";
+import { icon } from "./icons.js";
 
 const q = encodeURIComponent;
-const CLEAR_WORDS = new Set(["clear", "reset", "off"]);
+export const CLEAR_WORDS = new Set(["clear", "reset", "off"]);
 const STOPPED = {
   max_continuations: "stopped at its limit of runs",
   no_progress: "stopped: no progress",
@@ -25,7 +27,24 @@ export const goals = {
   clear: (id) => call(`/threads/${q(id)}/goal`, { method: "DELETE" }),
 };
 
-const bar = { threadId: null, goal: null, progress: "", editing: false, onToast: () => {} };
+const bar = { threadId: null, goal: null, progress: "", editing: false, onToast: () => {}, start: null };
+
+/** What happens once a goal is set, in words (the bar's title, and the note `/goal` leaves). */
+export function whatHappensNext(goal, running = false) {
+  const steps = goal?.max_continuations ? `at most ${goal.max_continuations} more steps` : "a few more steps";
+  const first = running ? "Once the answer being written ends, Antler checks it" : "Antler starts on it now; after each answer it checks";
+  return `${first} against the goal and goes on by itself (${steps}) until the goal is reached or it needs you. Stop ends the loop; /goal clear removes the goal.`;
+}
+
+/** The open thread's goal (null: none). */
+export function currentGoal() {
+  return bar.goal;
+}
+
+/** How the bar starts a goal: `start(objective)` sets it and sends it on, as `/goal <objective>` does. */
+export function wireGoal(start) {
+  bar.start = start;
+}
 
 function box() {
   let node = document.getElementById("goal-bar");
@@ -45,7 +64,10 @@ function drawBar() {
     const save = async () => {
       const objective = input.value.trim();
       if (!objective) return;
-      await setGoal(bar.threadId, objective);
+      // As `/goal <objective>`: set, and the objective sent as the first step (a goal set alone
+      // would wait, silently, for a message to judge).
+      if (bar.start) await bar.start(objective);
+      else await setGoal(bar.threadId, objective);
     };
     input.addEventListener("keydown", (event) => {
       if (event.key === "Enter") (event.preventDefault(), save()); // not the composer's submit
@@ -61,15 +83,15 @@ function drawBar() {
   }
   if (!goal) {
     node.replaceChildren(
-      el("button", { id: "goal-open", type: "button", class: "goal-open", text: "◎ Set a goal", onclick: () => ((bar.editing = true), drawBar()) }),
+      el("button", { id: "goal-open", type: "button", class: "goal-open", title: "Antler works toward it by itself, step by step", onclick: () => ((bar.editing = true), drawBar()) }, icon("goal"), " Set a goal"),
     );
     return;
   }
   const counter = goal.continuation_count ? ` · ${goal.continuation_count}/${goal.max_continuations}` : "";
   node.replaceChildren(
-    el("span", { class: "goal-label", text: "◎ Goal" }),
+    el("span", { class: "goal-label" }, icon("goal"), " Goal"),
     el("span", { id: "goal-objective", class: "goal-objective", text: goal.objective, title: goal.objective }),
-    el("span", { id: "goal-progress", class: "goal-progress muted", text: `${bar.progress}${counter}` }),
+    el("span", { id: "goal-progress", class: "goal-progress muted", text: `${bar.progress || "working on it"}${counter}`, title: whatHappensNext(goal) }),
     el("button", { id: "goal-clear", type: "button", text: "Clear", onclick: () => clearGoal(bar.threadId) }),
   );
 }
@@ -131,22 +153,22 @@ export function goalEnded(threadId, outcome) {
 }
 
 /**
- * `/goal` typed in the composer: handled here. Returns the text to send on (the objective of
- * `/goal <text>`), or null when nothing is to be sent.
+ * `/goal` typed in the composer (`argument`: what follows it), answered with `say(text)`. Returns
+ * the text to send on (the objective of `/goal <text>`, the goal's first step), or null.
  */
-export async function goalCommand(threadId, text) {
-  const match = /^\/goal(?:\s+([\s\S]*))?$/.exec(text.trim());
-  if (!match) return text;
-  const argument = (match[1] || "").trim();
+export async function goalCommand(threadId, argument, say, running = false) {
+  argument = argument.trim();
   if (!argument) {
-    bar.onToast(bar.goal ? `Goal: ${bar.goal.objective}` : "No active goal.");
+    say(bar.goal ? `Goal: ${bar.goal.objective}${bar.progress ? ` (${bar.progress})` : ""}` : "No active goal. Set one with /goal <what you want done>.");
     return null;
   }
   if (CLEAR_WORDS.has(argument.toLowerCase())) {
     await clearGoal(threadId);
-    bar.onToast("Goal cleared.");
+    say("Goal cleared.");
     return null;
   }
   bar.threadId = threadId;
-  return (await setGoal(threadId, argument)) ? argument : null;
+  if (!(await setGoal(threadId, argument))) return null;
+  say(`Goal set: ${argument}\n${whatHappensNext(bar.goal, running)}`);
+  return argument;
 }

@@ -7,10 +7,12 @@ import { confirmInPage } from "./confirm.js";
 import { el } from "./conversation.js";
 
 const q = encodeURIComponent;
+const REFRESH_MS = 10_000; // how often an open Schedules page looks at its tasks again
 const DAYS = [["1", "Mon"], ["2", "Tue"], ["3", "Wed"], ["4", "Thu"], ["5", "Fri"], ["6", "Sat"], ["0", "Sun"]];
 
 export const schedules = {
   list: () => call("/scheduled-tasks"),
+  get: (id) => call(`/scheduled-tasks/${q(id)}`),
   create: (task) => call("/scheduled-tasks", { method: "POST", json: task }),
   act: (id, action) => call(`/scheduled-tasks/${q(id)}/${action}`, { method: "POST" }),
   remove: (id) => call(`/scheduled-tasks/${q(id)}`, { method: "DELETE" }),
@@ -140,6 +142,20 @@ async function history(task, box) {
   );
 }
 
+/** A card's line of figures: when it fires, next, and how often it has. */
+function figures(task) {
+  const runs = `${task.run_count} ${task.run_count === 1 ? "run" : "runs"}`;
+  return `${describe(task)} · next ${task.status === "enabled" ? when(task.next_run_at, task.timezone) : "—"} · ${runs}`;
+}
+
+/** Show `task` as it is now in its card (its figures and status), wherever the page has it. */
+function refreshCard(task) {
+  const card = document.querySelector(`.card[data-task="${CSS.escape(task.id)}"]`);
+  if (!card) return;
+  card.querySelector(".task-figures").textContent = figures(task);
+  card.querySelector(".badge").textContent = task.status;
+}
+
 /** Fire the task once now, then show its history until the new run is in it (the firing is async). */
 async function runNow(task, box, toast) {
   try {
@@ -148,12 +164,27 @@ async function runNow(task, box, toast) {
     toast("Started");
     for (let i = 0; i < 30; i++) {
       await history(task, box);
-      if (box.querySelectorAll("li").length > before) return;
+      if (box.querySelectorAll("li").length > before) break;
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
+    refreshCard(await schedules.get(task.id)); // its count went up: the card says so at once
   } catch (error) {
     toast(error.message, "error");
   }
+}
+
+/** While the page shows, its cards follow the tasks (a schedule fires by itself too). */
+function follow(body) {
+  clearInterval(follow.timer);
+  follow.timer = setInterval(async () => {
+    if (!body.isConnected || !body.querySelector(".cards")) return clearInterval(follow.timer);
+    if (document.visibilityState !== "visible") return;
+    try {
+      for (const task of await schedules.list()) refreshCard(task);
+    } catch {
+      /* the next look tries again */
+    }
+  }, REFRESH_MS);
 }
 
 export async function schedulesPage(body, toast) {
@@ -168,7 +199,7 @@ export async function schedulesPage(body, toast) {
       { class: "card", "data-task": task.id },
       el("strong", { text: task.title }),
       el("span", { class: "badge", text: task.status }),
-      el("p", { class: "muted", text: `${describe(task)} · next ${task.status === "enabled" ? when(task.next_run_at, task.timezone) : "—"} · ${task.run_count} runs` }),
+      el("p", { class: "muted task-figures", text: figures(task) }),
       el("p", { text: task.prompt }),
       el(
         "div",
@@ -190,9 +221,10 @@ export async function schedulesPage(body, toast) {
   };
   body.replaceChildren(
     el("h2", { text: "Schedules" }),
-    el("p", { class: "muted", text: "Prompts the agent runs on a schedule, each run in a new conversation. In a chat, /schedule does the same." }),
+    el("p", { class: "muted", text: "Prompts the agent runs on a schedule, each run in a new conversation. /schedule typed in a conversation (here or in a chat) makes one that answers there." }),
     tasks.length ? el("ul", { class: "cards" }, tasks.map(card)) : el("p", { class: "muted", text: "No schedules yet." }),
     el("h3", { text: "New schedule" }),
     builder((task) => act(schedules.create(task), "Schedule created")),
   );
+  follow(body);
 }

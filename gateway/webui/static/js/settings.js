@@ -4,6 +4,7 @@
 import { settings } from "./api.js";
 import { confirmInPage } from "./confirm.js";
 import { el } from "./conversation.js";
+import { icon } from "./icons.js";
 import { skillsPage } from "./skills.js";
 import { schedulesPage } from "./schedules.js";
 
@@ -44,8 +45,8 @@ async function memoryPage(body, toast) {
       { class: "fact", "data-fact": fact.id },
       el("span", { class: "fact-text", text: fact.content }),
       el("span", { class: "badge", text: fact.category }),
-      el("button", { type: "button", class: "icon small", "aria-label": "Edit fact", text: "✎", onclick: () => edit() }),
-      el("button", { type: "button", class: "icon small", "aria-label": "Delete fact", text: "✕", onclick: () => act(settings.deleteFact(fact.id), "Fact deleted") }),
+      el("button", { type: "button", class: "icon small", "aria-label": "Edit fact", onclick: () => edit() }, icon("edit")),
+      el("button", { type: "button", class: "icon small", "aria-label": "Delete fact", onclick: () => act(settings.deleteFact(fact.id), "Fact deleted") }, icon("remove")),
     );
     const edit = () => {
       const input = el("input", { type: "text", value: fact.content, "aria-label": "Fact" });
