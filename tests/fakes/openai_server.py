@@ -187,6 +187,8 @@ class FakeOpenAI(LocalServer):
             # The first word goes `chunk_delay` after `delay`: together, `first_token`.
             first = max(0.0, self.pace.first_token - self.pace.interval)
             return Reply(text=echo, delay=first, chunk_delay=self.pace.interval)
+        if self.pace is not None:  # not streamed: the whole answer when a streamed one would end
+            return Reply(text=echo, delay=self.pace.seconds(len(echo.split())))
         return Reply(text=echo)
 
     async def _completions(self, request: Request) -> Any:
