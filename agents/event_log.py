@@ -28,7 +28,7 @@ from bus.messages import RunEvent, RunRequest
 log = logging.getLogger(__name__)
 
 CONFIRM_TIMEOUT = 10.0  # seconds to wait for JetStream to confirm published events
-DELTA_WINDOW = 0.05  # seconds a streamed delta may wait to go out with the ones after it
+DELTA_WINDOW = 0.1  # seconds a streamed delta may wait to go out with the ones after it
 DELTA_MAX_CHARS = 2000  # held text that goes out at once, window or not
 
 

@@ -40,6 +40,7 @@ from agents.task_tool import make_task_tool
 from agents.thread_claims import Outcome, ThreadClaims
 from agents.thread_files import ThreadFiles
 from bus import Bus, Consumer, Delivery, EnvelopeError, NotStored, Retry, decode, run_consumers
+from bus.capacity import Capacity, default_memory_mb
 from bus.consumer import cancel_until_done
 from bus.health import component_degraded
 from bus.messages import (
@@ -501,6 +502,12 @@ async def run(bus: Bus, config: AppConfig) -> None:
                 on_invalid=runner.on_invalid,
                 on_dead_letter=runner.on_dead_letter,
                 concurrency=config.runner.concurrency,
+                # Runs mostly wait on models: how many at once is what the process can carry.
+                capacity=Capacity(
+                    config.runner.max_loop_lag_ms / 1000,
+                    config.runner.max_memory_mb
+                    or default_memory_mb(config.runner.processes or min(4, os.cpu_count() or 1)),
+                ),
                 # Runs that cannot finish by then go back to the bus and resume elsewhere (or after a
                 # restart) from their checkpoints; within `antler up`'s grace for its runner children.
                 drain_timeout=15.0,

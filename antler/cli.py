@@ -144,6 +144,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", default="10,50,200", help="chat: chats at once, comma separated")
     p.add_argument("--single", type=int, default=20, help="chat: chats in the single-turn part")
     p.add_argument("--words", type=int, default=40, help="chat: words per message (the model echoes them)")
+    p.add_argument(
+        "--model",
+        choices=["paced", "instant"],
+        default=None,
+        help="chat, deerflow: paced (default), the model streams as a real one; instant: it answers at once",
+    )
+    p.add_argument(
+        "--first-token-ms", type=float, default=None, help="paced model: time to first token (300)"
+    )
+    p.add_argument(
+        "--token-interval-ms", type=float, default=None, help="paced model: time between tokens (15)"
+    )
+    p.add_argument("--answer-tokens", type=int, default=None, help="paced model: tokens per answer (60)")
     p.add_argument("--repeat", type=int, default=1, help="chat: measure every level this many times")
     p.add_argument(
         "--routers", type=int, default=1, help="chat: router processes (they share the partitions)"

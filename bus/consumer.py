@@ -59,6 +59,7 @@ from pydantic import BaseModel
 from bus import tracing
 from bus._pull import Puller
 from bus._turns import KeyTurn, KeyTurns
+from bus.capacity import Capacity
 from bus.connection import Bus
 from bus.consumer_state import ConsumerState, ConsumerStats, cancel_until_done
 from bus.delivery import Abandon, Defer, Delivery, Reject, Retry
@@ -89,6 +90,7 @@ DEFAULT_BACKOFF: tuple[float, ...] = (0.5, 2.0, 5.0, 15.0, 30.0)
 # How long a pull request lives on the server. Not a latency: a message is handed on as it arrives;
 # this only bounds how long a request the server lost goes unnoticed (outages also end it at once).
 _FETCH_WAIT = 5.0
+CAPACITY_STEP = 8  # messages asked for at a time by a consumer with a `capacity`
 # A message given up in an outage comes again within an ack wait or so of the server's return; its
 # key's later messages wait for it this many ack waits at most (it may have gone to another process).
 _HOLD_ACK_WAITS = 3
@@ -132,6 +134,9 @@ class Consumer(Generic[M]):
             A message retried after a failure comes back later.
         spans: whether each message is handled in a `process` span when tracing is on (`bus.tracing`);
             False for many small messages (a run's events): they still carry their trace on.
+        capacity: a `bus.capacity.Capacity`: while a handler is busy, more messages are taken only
+            while it admits them, and at most `CAPACITY_STEP` per request, so processes sharing
+            the durable take a burst in turns; `concurrency` is then only a ceiling.
     """
 
     def __init__(
@@ -155,6 +160,7 @@ class Consumer(Generic[M]):
         key: Callable[[M], str] | None = None,
         spans: bool = True,
         start_seq: int | None = None,
+        capacity: Capacity | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -175,6 +181,9 @@ class Consumer(Generic[M]):
         self.on_dead_letter = on_dead_letter
         self.key = key
         self.start_seq = start_seq
+        self.capacity = capacity
+        if capacity is not None:
+            capacity.listen(self._wake)  # room again: ask for more, even if no handler ended
         self._turns = KeyTurns()
         self.stats = ConsumerStats()
         self._in_flight = CONSUMER_IN_FLIGHT.labels(durable)
@@ -231,6 +240,8 @@ class Consumer(Generic[M]):
             self.name,
         )
         self._unlisten = self.bus.on_reconnected(self._after_outage)
+        if self.capacity is not None:
+            self.capacity.start()
         await self._puller.start()
         log.info("consumer %s started (concurrency %d)", self.name, self.concurrency)
 
@@ -257,6 +268,8 @@ class Consumer(Generic[M]):
         unstarted, self._unstarted = self._unstarted, []
         for msg in unstarted:
             await self._release(msg)
+        if self.capacity is not None:
+            self.capacity.stop()
         self.state = ConsumerState.STOPPED
         log.info("consumer %s stopped", self.name)
 
@@ -270,7 +283,12 @@ class Consumer(Generic[M]):
     # ------------------------------------------------------------------ fetching
 
     def _free(self) -> int:
-        return self.concurrency - len(self._inflight) + len(self._waiting)
+        free = self.concurrency - len(self._inflight) + len(self._waiting)
+        if self.capacity is None or free <= 0:
+            return free
+        if len(self._inflight) > len(self._waiting) and not self.capacity.admits():
+            return 0  # asked again when a handler ends or yields
+        return min(free, CAPACITY_STEP)
 
     async def _arrived(self, msg: Msg) -> None:
         if self.state is not ConsumerState.RUNNING:  # released after the in-flight ones, which came before it

@@ -115,7 +115,24 @@ class BusConfig(Section):
 
 
 class RunnerConfig(Section):
-    concurrency: int = Field(64, ge=1, description="Runs one runner process works on at once.")
+    concurrency: int = Field(
+        1000,
+        ge=1,
+        description="The most runs one runner process works on at once. Below it, a process takes "
+        "more only while it has room (max_loop_lag_ms, max_memory_mb); the rest wait in the queue.",
+    )
+    max_loop_lag_ms: float = Field(
+        100.0,
+        gt=0,
+        description="A runner process takes no more runs while its event loop runs timers this late "
+        "(smoothed): it is short of CPU, and another process, or this one later, takes them.",
+    )
+    max_memory_mb: int = Field(
+        0,
+        ge=0,
+        description="A runner process takes no more runs while its resident memory is above this; "
+        "0: an equal share, among the runner processes, of half the machine's memory.",
+    )
     processes: int = Field(
         0,
         ge=0,

@@ -7,9 +7,13 @@ stream merges the consecutive deltas that arrived together into one, so the cost
 answer follows the reads the process made, not its tokens: under load, reads are further
 apart and carry more, and the work per answer falls.
 
-Nothing is held back: a reader task parses events as they arrive, and whenever the
-consumer asks for the next chunk it gets everything that arrived since it last asked,
-merged; the first token is as early as before. Merged are only deltas that concatenate:
+A reader task parses events as they arrive, and whenever the consumer asks for the next
+chunk it gets everything that arrived since it last asked, merged. A real model sends a
+token every 10-30 ms for seconds, and a consumer that keeps up would take each token
+alone: after a chunk, the next waits until `STREAM_WINDOW` has passed (or the answer has
+ended), so a paced answer costs a chunk per window, not one per token. The first token
+after a quiet spell goes at once, and no text waits longer than the window (live readers
+see new text at that cadence). Merged are only deltas that concatenate:
 answer text with answer text, reasoning with reasoning, and the argument fragments of the
 tool call being streamed.
 A delta that starts a new tool call, carries a refusal, logprobs or usage, or follows a
@@ -31,6 +35,10 @@ from llm.telemetry import first_chunk
 
 _T = TypeVar("_T")
 DRAIN_SECONDS = 0.1  # what the rest of a finished body may take to arrive (as the SDK allows)
+# Seconds between the chunks passed on: what arrives within it goes up as one (LangChain message,
+# callback, LangGraph stream part, run event). Within the 100 ms in which live readers must see
+# new text (docs/performance.md); the run's event log adds no wait beyond it (DELTA_WINDOW).
+STREAM_WINDOW = 0.1
 
 # Delta fields that are text and concatenate (reasoning: DeepSeek, Qwen, vLLM ...).
 _ANSWER = "content"
@@ -39,6 +47,8 @@ _REASONING = ("reasoning_content", "reasoning")
 
 class CoalescingStream(AsyncStream[_T]):
     """`openai.AsyncStream` for Chat Completions, yielding chunks as dicts, merged per read."""
+
+    window = STREAM_WINDOW  # seconds; 0 passes each read on as the consumer asks
 
     async def __stream__(self) -> AsyncIterator[_T]:  # type: ignore[override]
         if not hasattr(self._decoder, "decode"):  # a client with a decoder of its own
@@ -49,6 +59,7 @@ class CoalescingStream(AsyncStream[_T]):
         # came meanwhile. The busier the consumer, the more each turn takes.
         arrived: list[Any] = []
         more = asyncio.Event()
+        finished = asyncio.Event()  # the reader is done: what arrived goes without waiting
         ended: list[BaseException | None] = []
 
         async def read() -> None:
@@ -63,21 +74,33 @@ class CoalescingStream(AsyncStream[_T]):
             finally:
                 if not ended:  # stopped from outside (not by the consumer): the stream cannot go on
                     ended.append(RuntimeError("the model stream's reader was stopped"))
+                finished.set()
                 more.set()
 
         reader = asyncio.create_task(read(), name="model-stream-reader")
         first = True
+        loop = asyncio.get_running_loop()
+        passed_at = float("-inf")  # loop time the last chunk was passed on
         try:
             while True:
                 if not arrived and not ended:
                     more.clear()
                     await more.wait()
+                wait = passed_at + self.window - loop.time()
+                if arrived and not ended and wait > 0:
+                    # Tokens paced by the model: gather the window's worth (the end cuts it short).
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(wait):
+                            await finished.wait()
                 if arrived:
                     if first:
                         first = False
                         first_chunk()
                     batch = arrived[:]
                     arrived.clear()
+                    if any(_says_something(chunk) for chunk in batch):
+                        # (the opening role-only chunk starts no window: the first token is not held)
+                        passed_at = loop.time()
                     for chunk in merge_chunks(batch):
                         yield chunk
                     continue
@@ -283,6 +306,12 @@ class _Group:
             delta["tool_calls"] = [call]
         choice = {**self.choice, "delta": delta, "finish_reason": self.finish}
         return {**self.first, "choices": [choice]}
+
+
+def _says_something(chunk: Any) -> bool:
+    """Whether a chunk carries anything a reader sees (text, reasoning, a tool call, usage ...)."""
+    choice = _only_choice(chunk)
+    return choice is None or _kind(choice["delta"]) != ""
 
 
 def _only_choice(chunk: Any) -> dict[str, Any] | None:

@@ -52,6 +52,16 @@ async def test_a_slow_reader_gets_the_whole_answer_in_fewer_chunks(fake_model: F
     assert whole.response_metadata.get("finish_reason") == "stop"
 
 
+async def test_a_paced_answer_comes_a_chunk_per_window_not_a_chunk_per_token(fake_model: FakeOpenAI) -> None:
+    # A real model: a token every 15 ms. Read as fast as they come, each would be a chunk of its own.
+    fake_model.script(Reply(text=WORDS, chunk_delay=0.015))
+    got = await chunks_of(model_for(fake_model))
+    texts = [str(c.content) for c in got if c.content]
+    assert "".join(texts) == WORDS
+    assert texts[0] == "w0", "the first word goes on alone, not held for the ones after it"
+    assert len(texts) < 20, f"60 words 15 ms apart should come in about 10 chunks, came in {len(texts)}"
+
+
 async def test_the_first_word_is_passed_on_before_the_rest_arrives(fake_model: FakeOpenAI) -> None:
     fake_model.script(Reply(text="one two three", chunk_delay=0.3))
     got = await chunks_of(model_for(fake_model))

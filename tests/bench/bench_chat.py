@@ -3,9 +3,16 @@
 A turn = publish an InboundMessage on `<prefix>.chat.in.bench`; the router (its
 own process) binds the chat to a thread and submits the run; a runner (two
 processes, as `antler up` starts them on two cores) runs the lead agent against a
-zero-latency scripted model over HTTP; the router's projection turns the run's
-events into replies; the turn ends when the final OutboundMessage arrives on
+scripted model over HTTP; the router's projection turns the run's events into
+replies; the turn ends when the final OutboundMessage arrives on
 `<prefix>.chat.out.bench`.
+
+The model streams as a real one does by default (`--model paced`: the first token after
+`--first-token-ms`, then one every `--token-interval-ms`, `--answer-tokens` in all), and every
+latency is also given as the wait beyond the model's own time (answer and first token).
+`--model instant` answers at once (everything in one or two reads): framework overhead alone.
+Per level: run events stored and messages the nats-server took in (its /varz), per turn, and the
+stack's peak summed RSS and PSS.
 
 Printed: the machine (cores, load), single-turn latency (a chat's first message,
 which also creates its thread and a title, and a follow-up), the bus traffic of one
@@ -40,7 +47,8 @@ import psutil
 from antler.pool import process_count
 from bus import Bus, decode
 from bus.messages import InboundMessage, OutboundMessage
-from tests.bench.stack import bench_stack
+from tests.bench.stack import BenchStack, bench_stack
+from tests.fakes.openai_server import Pace
 
 REPO = Path(__file__).resolve().parents[2]
 CHANNEL = "bench"
@@ -55,6 +63,7 @@ class Turn:
     latency: float  # publish -> final reply
     first_reply: float | None  # publish -> first partial reply (None: the final came first)
     kind: str
+    model_s: float = 0.0  # the model's own time for the answer (paced model), 0 if instant
 
 
 @dataclass
@@ -67,8 +76,9 @@ class _Waiting:
 class ChatClient:
     """Sends chat messages as an adapter would and waits for each one's final reply."""
 
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: Bus, pace: Pace | None = None) -> None:
         self.bus = bus
+        self.pace = pace
         self._waiting: dict[str, _Waiting] = {}
         self._sub: Any = None
 
@@ -103,7 +113,9 @@ class ChatClient:
             self._waiting.pop(message.message_id, None)
         if kind != "final":
             raise RuntimeError(f"chat {chat_id}: the turn ended with {kind}")
-        return Turn(time.perf_counter() - waiting.started, waiting.first_reply, kind)
+        # The model echoes the message after "You said:", a word a token.
+        model_s = self.pace.seconds(2 + len(text.split())) if self.pace is not None else 0.0
+        return Turn(time.perf_counter() - waiting.started, waiting.first_reply, kind, model_s)
 
 
 # ---------------------------------------------------------------------------- bus traffic
@@ -326,10 +338,64 @@ class Level:
     cores_used: float  # by the processes above
     others_cores: float  # by everything else on the machine meanwhile
     load_average: list[float] = field(default_factory=list)
+    beyond_model_p50_ms: float | None = None  # latency minus the model's own time
+    beyond_model_p99_ms: float | None = None
+    first_beyond_model_p50_ms: float | None = None  # first partial minus the time to first token
+    run_events_per_turn: float | None = None  # stored in the run-events stream
+    bus_messages_per_turn: float | None = None  # messages the nats-server took in
+    peak_rss_mb: float | None = None  # the stack's summed RSS / PSS, sampled every second
+    peak_pss_mb: float | None = None
+
+
+class MemorySampler:
+    """The stack's summed RSS and PSS, sampled every second in a thread; the peaks are kept."""
+
+    def __init__(self, processes: Processes) -> None:
+        self.pids = [p.pid for name, p in processes.procs.items() if name != "bench+model"]
+        self.peak_rss = self.peak_pss = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def _sample(self) -> tuple[float, float]:
+        rss = pss = 0
+        for pid in self.pids:
+            try:
+                for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1])
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1])
+            except OSError:
+                pass
+        return rss / 1024, pss / 1024
+
+    async def _run(self) -> None:
+        while True:
+            rss, pss = await asyncio.to_thread(self._sample)
+            self.peak_rss, self.peak_pss = max(self.peak_rss, rss), max(self.peak_pss, pss)
+            await asyncio.sleep(1.0)
+
+    def __enter__(self) -> MemorySampler:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+async def stored_run_events(stack: BenchStack) -> int:
+    info = await stack.bus.js.stream_info(stack.bus.subjects.run_events_stream)
+    return int(info.state.messages)
 
 
 async def run_level(
-    client: ChatClient, processes: Processes, chats: int, turns: int, text: str, tag: str
+    client: ChatClient,
+    processes: Processes,
+    chats: int,
+    turns: int,
+    text: str,
+    tag: str,
+    stack: BenchStack | None = None,
 ) -> Level:
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(turns):
@@ -341,15 +407,25 @@ async def run_level(
             i = queue.get_nowait()
             done.append(await client.turn(f"{tag}-{n}", f"{text} ({i})"))
 
+    events_before = await stored_run_events(stack) if stack else 0
+    msgs_before = (await stack.varz())["in_msgs"] if stack else 0
     cpu_before, busy_before = processes.cpu(), machine_cpu_busy()
     started = time.perf_counter()
-    await asyncio.gather(*(chat(n) for n in range(chats)))
+    with MemorySampler(processes) as memory:
+        await asyncio.gather(*(chat(n) for n in range(chats)))
     elapsed = time.perf_counter() - started
     cpu_after, busy_after = processes.cpu(), machine_cpu_busy()
+    if stack is not None:
+        await asyncio.sleep(0.2)  # the last turns' acks and writes come in
+        events = (await stored_run_events(stack) - events_before) / max(1, len(done))
+        messages = ((await stack.varz())["in_msgs"] - msgs_before) / max(1, len(done))
     cpu = {name: round(cpu_after[name] - cpu_before.get(name, 0.0), 2) for name in cpu_after}
     ours = sum(cpu.values())
     latencies = [t.latency for t in done]
     firsts = [t.first_reply for t in done if t.first_reply is not None]
+    paced = client.pace is not None
+    beyond = [t.latency - t.model_s for t in done]
+    first_beyond = [f - client.pace.first_token for f in firsts] if client.pace is not None else []
     return Level(
         chats=chats,
         turns=len(done),
@@ -363,6 +439,13 @@ async def run_level(
         cores_used=round(ours / elapsed, 2),
         others_cores=round(max(0.0, (busy_after - busy_before) - ours) / elapsed, 2),
         load_average=[round(x, 2) for x in os.getloadavg()],
+        beyond_model_p50_ms=ms(quantile(beyond, 0.5)) if paced else None,
+        beyond_model_p99_ms=ms(quantile(beyond, 0.99)) if paced else None,
+        first_beyond_model_p50_ms=ms(quantile(first_beyond, 0.5)) if first_beyond else None,
+        run_events_per_turn=round(events, 1) if stack is not None else None,
+        bus_messages_per_turn=round(messages, 1) if stack is not None else None,
+        peak_rss_mb=round(memory.peak_rss, 1),
+        peak_pss_mb=round(memory.peak_pss, 1),
     )
 
 
@@ -385,6 +468,16 @@ def print_level(level: Level) -> None:
         "            CPU ms per turn: "
         + "  ".join(f"{name} {ms:.1f}" for name, ms in per_turn.items())
         + f"  -> the stack (without bench+model) {stack:.1f}"
+    )
+    if level.beyond_model_p50_ms is not None:
+        print(
+            f"            beyond the model's own time: answer p50 {level.beyond_model_p50_ms} ms, "
+            f"p99 {level.beyond_model_p99_ms} ms; first partial p50 {level.first_beyond_model_p50_ms} ms"
+        )
+    print(
+        f"            per turn: {level.run_events_per_turn} run events stored, "
+        f"{level.bus_messages_per_turn} bus messages; peak RSS {level.peak_rss_mb} MB, "
+        f"PSS {level.peak_pss_mb} MB"
     )
 
 
@@ -517,7 +610,10 @@ def _durable(name: str) -> str:
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     levels = [int(x) for x in str(args.levels).split(",") if x.strip()]
     runners = process_count(args.runners)
-    text = " ".join(f"word{i}" for i in range(args.words))
+    pace = Pace(args.first_token_ms / 1000, args.token_interval_ms / 1000) if args.model == "paced" else None
+    # The model echoes "You said: <message>", a word a token; the message ends with "(<n>)".
+    words = args.answer_tokens - 3 if pace is not None else args.words
+    text = " ".join(f"word{i}" for i in range(words))
     info = machine()
     print(
         f"machine: {info['cores']} cores ({info['cpu']}), load average {info['load_average']}; "
@@ -526,15 +622,24 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     print(
         f"chat path: chat.in -> router ({args.routers} process{'es' if args.routers > 1 else ''}) -> "
         f"runner ({runners} processes) -> chat.out; "
-        f"scripted model, zero latency, {args.words + 2} streamed words per answer; "
-        f"JetStream sync_interval {getattr(args, 'sync_interval', 'always')}"
+        + (
+            f"paced model: first token after {args.first_token_ms:g} ms, then one every "
+            f"{args.token_interval_ms:g} ms, {words + 3} tokens per answer "
+            f"({1000 * pace.seconds(words + 3):.0f} ms); "
+            if pace is not None
+            else f"instant model (zero latency), {words + 3} streamed words per answer; "
+        )
+        + f"JetStream sync_interval {getattr(args, 'sync_interval', 'always')}"
     )
     results: dict[str, Any] = {
         "label": args.label,
         "machine": info,
         "runners": runners,
         "routers": args.routers,
-        "words": args.words,
+        "words": words,
+        "model": args.model,
+        "first_token_ms": args.first_token_ms if pace else 0,
+        "token_interval_ms": args.token_interval_ms if pace else 0,
         "sync_interval": getattr(args, "sync_interval", "always"),
     }
     settings = {"title": {"enabled": True}, "memory": {"enabled": True}}
@@ -562,7 +667,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.DEVNULL,
             )
-        client = ChatClient(stack.bus)
+        stack.fake.pace = pace
+        client = ChatClient(stack.bus, pace)
         await client.start()
         try:
             await warm_up(client, args.warmup)
@@ -577,7 +683,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     print(f"-- run {repeat + 1} of {args.repeat}")
                 for chats in levels:
                     turns = max(args.turns, 2 * chats)
-                    level = await run_level(client, processes, chats, turns, text, f"r{repeat}c{chats}")
+                    level = await run_level(
+                        client, processes, chats, turns, text, f"r{repeat}c{chats}", stack
+                    )
                     print_level(level)
                     measured.append(level)
             if args.repeat > 1:
@@ -601,6 +709,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--single", type=int, default=20, help="chats in the single-turn part")
     parser.add_argument("--words", type=int, default=40, help="words the user sends (echoed back)")
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument(
+        "--model",
+        choices=["paced", "instant"],
+        default="paced",
+        help="paced: the model streams as a real one (default); instant: it answers at once",
+    )
+    parser.add_argument("--first-token-ms", type=float, default=300.0, help="paced: time to first token")
+    parser.add_argument("--token-interval-ms", type=float, default=15.0, help="paced: time between tokens")
+    parser.add_argument("--answer-tokens", type=int, default=60, help="paced: tokens (words) per answer")
     parser.add_argument("--repeat", type=int, default=1, help="measure every level this many times")
     parser.add_argument("--runners", type=int, default=2, help="runner processes (0: as antler up starts)")
     parser.add_argument("--routers", type=int, default=1, help="router processes (they share the partitions)")

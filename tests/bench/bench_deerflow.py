@@ -36,6 +36,7 @@ import yaml
 from antler.pool import process_count
 from tests.bench.bench_chat import ChatClient, machine, warm_up
 from tests.bench.stack import bench_stack
+from tests.fakes.openai_server import Pace
 
 DRIVER = r"""
 import json, os, sys, time, uuid
@@ -157,12 +158,21 @@ async def antler_concurrent(client: ChatClient, chats: int, text: str) -> tuple[
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     runners = process_count(args.runners)
-    text = " ".join(f"word{i}" for i in range(args.words))
+    pace = Pace(args.first_token_ms / 1000, args.token_interval_ms / 1000) if args.model == "paced" else None
+    # The model echoes "You said: <message>", a word a token.
+    words = args.answer_tokens - 2 if pace is not None else args.words
+    text = " ".join(f"word{i}" for i in range(words))
+    model = (
+        f"one paced model for both (first token after {args.first_token_ms:g} ms, then one every "
+        f"{args.token_interval_ms:g} ms, {words + 2} tokens)"
+        if pace is not None
+        else "one scripted zero-latency model for both"
+    )
     info = machine()
     print(f"machine: {info['cores']} cores ({info['cpu']}), load average {info['load_average']}")
     print(
         f"DeerFlow: DeerFlowClient.chat() in {args.deerflow_python}; Antler: chat.in -> router -> "
-        f"runner ({runners} processes) -> chat.out; one scripted zero-latency model for both"
+        f"runner ({runners} processes) -> chat.out; {model}"
     )
     rounds: list[dict[str, Any]] = []
     settings = {"title": {"enabled": True}, "memory": {"enabled": True}}
@@ -174,7 +184,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 config.write_text, yaml.safe_dump(deerflow_config(stack.fake.base_url, home_path))
             )
             deerflow = DeerFlow(args.deerflow_python, config, home_path)
-            client = ChatClient(stack.bus)
+            stack.fake.pace = pace
+            client = ChatClient(stack.bus, pace)
             await client.start()
             try:
                 await deerflow.start()
@@ -246,7 +257,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--sequential", type=int, default=50, help="single turns one after another")
     parser.add_argument("--chats", type=int, default=50, help="new chats at once")
-    parser.add_argument("--words", type=int, default=40)
+    parser.add_argument("--words", type=int, default=40, help="instant model: words per message")
+    parser.add_argument("--model", choices=["paced", "instant"], default="paced")
+    parser.add_argument("--first-token-ms", type=float, default=300.0)
+    parser.add_argument("--token-interval-ms", type=float, default=15.0)
+    parser.add_argument("--answer-tokens", type=int, default=60)
     parser.add_argument("--runners", type=int, default=2, help="Antler's runner processes")
     parser.add_argument("--json", help="write the figures to this file")
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import socket
 import sys
 import tempfile
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +42,18 @@ class BenchStack:
     tmp: Path
     processes: dict[str, int] = field(default_factory=dict)  # name -> pid, nats-server included
     children: list[tuple[str, asyncio.subprocess.Process, Path]] = field(default_factory=list)
+    monitor_port: int = 0  # nats-server's monitoring endpoint (/varz): what the server counted
+
+    async def varz(self) -> dict[str, Any]:
+        """nats-server's counters (`in_msgs`: every message clients published, acks and API
+        requests included), read without a subscription that would itself load the machine."""
+
+        def read() -> dict[str, Any]:
+            url = f"http://127.0.0.1:{self.monitor_port}/varz"
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return dict(json.load(response))
+
+        return await asyncio.to_thread(read)
 
     async def start(self, name: str, label: str | None = None) -> asyncio.subprocess.Process:
         """Start `antler run <name>` with the stack's config; its stderr goes to a log of its own."""
@@ -88,7 +103,12 @@ async def bench_stack(
     nats-server fsyncs as `antler up`'s does (`bus.embedded.sync_interval`)."""
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
-        server = EmbeddedServer(tmp_path / "nats", sync_interval=sync_interval)
+        monitor_port = _free_port()
+        server = EmbeddedServer(
+            tmp_path / "nats",
+            sync_interval=sync_interval,
+            extra_config=f'http: "127.0.0.1:{monitor_port}"\n',
+        )
         async with server, FakeOpenAI() as fake:
             prefix = f"bench{uuid.uuid4().hex[:6]}"
             config = {
@@ -99,7 +119,7 @@ async def bench_stack(
             path = tmp_path / "config.yaml"
             path.write_text(yaml.safe_dump(config))
             bus = await Bus.connect(server.url, BusConfig(prefix=prefix), provision=True)
-            stack = BenchStack(bus, fake, server, path, tmp_path)
+            stack = BenchStack(bus, fake, server, path, tmp_path, monitor_port=monitor_port)
             if server.pid:
                 stack.processes["nats-server"] = server.pid
             try:
@@ -114,3 +134,9 @@ async def bench_stack(
             finally:
                 await stack.stop()
                 await bus.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -10,6 +10,8 @@ import pytest
 import pytest_asyncio
 
 from bus import Bus, Consumer, Delivery, Reject, list_dead_letters
+from bus.capacity import Capacity
+from bus.consumer import CAPACITY_STEP
 from bus.dlq import H_CONSUMER, H_DELIVERIES, H_REASON, H_SUBJECT
 from bus.messages import InboundMessage
 
@@ -601,3 +603,43 @@ async def test_bursts_shared_by_two_instances_of_a_durable_are_all_handled_while
                 await bus.publish(bus.subjects.chat_in("cli", "c"), inbound(f"b{burst}m{i}"))
             await asyncio.wait_for(burst_done.wait(), LONG_WINDOW / 2)
     assert len(seen) == len(set(seen)) == expected
+
+
+class Room(Capacity):
+    """A process whose room the test decides (its loop's timer still notices the change)."""
+
+    def __init__(self) -> None:
+        super().__init__(max_lag=1.0, max_memory_mb=float("inf"))
+        self.room = False
+
+    def has_room(self) -> bool:
+        return self.room
+
+
+async def test_a_process_without_room_leaves_the_rest_in_the_queue_and_takes_it_when_room_comes(
+    bus: Bus,
+) -> None:
+    started: list[str] = []
+    step_taken, all_taken, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        started.append(msg.text)
+        if len(started) == CAPACITY_STEP:
+            step_taken.set()
+        if len(started) == 20:
+            all_taken.set()
+        await release.wait()
+
+    for i in range(20):
+        await bus.publish(bus.subjects.chat_in("cli", "c"), inbound(str(i)))
+    room = Room()
+    consumer = chat_consumer(bus, handle, concurrency=100, capacity=room)
+    async with consumer:
+        await asyncio.wait_for(step_taken.wait(), 10)
+        info = await bus.js.consumer_info(bus.subjects.chat_in_stream, "test")
+        assert info.num_pending == 20 - CAPACITY_STEP, "with no room, the rest stays in the queue"
+        assert len(started) == CAPACITY_STEP
+        room.room = True  # e.g. the model calls under way now wait on the network
+        await asyncio.wait_for(all_taken.wait(), 10)
+        release.set()
+    assert sorted(started, key=int) == [str(i) for i in range(20)], "each message handled once, none lost"

@@ -10,7 +10,9 @@ last user or tool message contains that text. Title requests (our title prompt)
 get an automatic title; anything unscripted gets an echo of the last user text.
 With `auto_suggestions` set, follow-up suggestion requests are answered with them
 (like titles, outside the script), so a UI that asks after every answer leaves
-the script to the agent.
+the script to the agent. With `pace` set (a `Pace`), unscripted agent answers stream as a real
+model's do: the first word after `first_token` seconds, then one word every `interval` (titles,
+which are not streamed, stay instant).
 
 Providers under load are played too: `refuse(n, retry_after=...)` answers the next n model
 requests with 429 (and `Retry-After`); `concurrency_limit` answers 429 to a request arriving
@@ -65,6 +67,18 @@ class Reply:
     retry_after: str | None = None  # with a non-200 status: the Retry-After header sent
 
 
+@dataclass(frozen=True)
+class Pace:
+    """How a real model streams: time to the first token, then the time between tokens."""
+
+    first_token: float = 0.3
+    interval: float = 0.015
+
+    def seconds(self, tokens: int) -> float:
+        """The model's own time for an answer of `tokens` words."""
+        return self.first_token + max(0, tokens - 1) * self.interval
+
+
 def _last_text(messages: list[dict[str, Any]], roles: tuple[str, ...] = ("user", "tool")) -> str:
     for message in reversed(messages):
         if message.get("role") in roles:
@@ -85,6 +99,7 @@ class FakeOpenAI(LocalServer):
         self.agent_requests: list[dict[str, Any]] = []  # excluding title requests
         self._script: list[Reply] = []
         self.auto_suggestions: list[str] | None = None
+        self.pace: Pace | None = None  # unscripted answers streamed at this pace
         self._verdicts: list[dict[str, Any]] = []
         self.verdict_requests: list[dict[str, Any]] = []
         self._arrived = asyncio.Event()
@@ -167,7 +182,14 @@ class FakeOpenAI(LocalServer):
         for i, reply in enumerate(self._script):
             if reply.when is None or reply.when in last:
                 return self._script.pop(i)
-        return Reply(text=f"You said: {_last_text(messages, ('user',))}")
+        echo = f"You said: {_last_text(messages, ('user',))}"
+        if self.pace is not None and body.get("stream"):
+            # The first word goes `chunk_delay` after `delay`: together, `first_token`.
+            first = max(0.0, self.pace.first_token - self.pace.interval)
+            return Reply(text=echo, delay=first, chunk_delay=self.pace.interval)
+        if self.pace is not None:  # not streamed: the whole answer when a streamed one would end
+            return Reply(text=echo, delay=self.pace.seconds(len(echo.split())))
+        return Reply(text=echo)
 
     async def _completions(self, request: Request) -> Any:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
