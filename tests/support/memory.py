@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,15 +31,19 @@ def memory_calls(fake: FakeOpenAI) -> list[dict[str, Any]]:
 
 
 async def memory_of(
-    bus: Bus, user: str, want: Callable[[MemoryDocument], bool], tries: int = 200
+    bus: Bus, user: str, want: Callable[[MemoryDocument], bool], timeout: float = 60.0
 ) -> MemoryDocument:
+    """The user's memory once `want` holds for it (a component process may take its time to start
+    on a busy machine: 10 s were not always enough)."""
     store = RecordStore(await bus.kv(bus.subjects.memory_bucket), MemoryDocument)
-    for _ in range(tries):
+    deadline = time.monotonic() + timeout
+    while True:
         doc = await store.get(MemoryDocument.key(user))
         if doc is not None and want(doc):
             return doc
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the memory of {user} never got there in {timeout:g}s: {doc}")
         await asyncio.sleep(0.05)
-    raise AssertionError(f"the memory of {user} never got there: {doc}")
 
 
 def facts(doc: MemoryDocument) -> list[str]:
