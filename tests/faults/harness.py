@@ -108,13 +108,23 @@ UpFactory = Callable[[Path], AntlerUp]
 OpenLoad = Callable[..., AbstractAsyncContextManager["ChatLoad"]]  # (nats_url, size=SIZE)
 
 
+class Judged(Protocol):
+    """What the verdict reads of a stack: an `AntlerUp`, or components run one process each
+    (`tests.faults.copies.Stack`): the directory holding its nats-server logs, its logs' tail."""
+
+    @property
+    def workdir(self) -> Path: ...
+
+    def tail(self) -> str: ...
+
+
 class Verdict(Protocol):
     def __call__(
         self,
         load: ChatLoad,
         scenario: str,
         started: float,
-        up: AntlerUp,
+        up: Judged,
         problems: list[str],
         **extra: object,
     ) -> None: ...
@@ -128,6 +138,7 @@ class NatsCluster:
         self.users_dir = users_dir  # the `antler up` data dir whose users every node knows
         self.ports = [free_port() for _ in range(size)]
         self.route_ports = [free_port() for _ in range(size)]
+        self.monitor_ports = [free_port() for _ in range(size)]  # each node's /healthz
         self._servers: list[EmbeddedServer | None] = [None] * size
 
     @property
@@ -142,6 +153,7 @@ class NatsCluster:
     def _cluster_block(self, node: int) -> str:
         routes = ", ".join(f'"nats-route://127.0.0.1:{port}"' for port in self.route_ports)
         return (
+            f'http: "127.0.0.1:{self.monitor_ports[node]}"\n'
             "cluster {\n"
             '  name: "antler-test"\n'
             f'  listen: "127.0.0.1:{self.route_ports[node]}"\n'
@@ -173,6 +185,31 @@ class NatsCluster:
         os.kill(server.pid, signal.SIGKILL)
         await server.stop()
         self._servers[node] = None
+
+    async def stop(self, node: int) -> None:
+        """Stop one node gracefully (SIGTERM, as an orchestrator does) and wait until it is gone."""
+        server = self._servers[node]
+        assert server is not None
+        await server.stop(timeout=30)
+        self._servers[node] = None
+
+    async def wait_healthy(self, timeout: float = 60.0) -> None:
+        """Until every node's `/healthz` says ok: JetStream is up on it and each of its copies of the
+        streams and consumers has caught up with its leader (nats-server's own readiness probe), so
+        stopping another node next cannot leave any stream without a quorum of current copies."""
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            for port in self.monitor_ports:
+                while True:
+                    with contextlib.suppress(httpx.HTTPError):
+                        answer = await client.get(f"http://127.0.0.1:{port}/healthz")
+                        if answer.status_code == 200:
+                            break
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"node on port {port} not healthy: /healthz never said ok")
+                    await asyncio.sleep(0.25)  # polling the probe: it has nothing to wait on
 
     async def wait_jetstream(self, timeout: float = 60.0) -> None:
         """Until the cluster's JetStream has a meta leader and takes replicated streams."""
