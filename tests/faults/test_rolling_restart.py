@@ -35,11 +35,11 @@ ORDER = os.environ.get(
     "ANTLER_ROLLING_ORDER", "sandbox,memory,subagents,scheduler,runner,router,gateway"
 ).split(",")
 COPIES = 2
-# 6 chats, each sending every 2 s: 3 messages a second, about what two runners answer on two
-# shared cores with the other twelve processes restarting around them. `per_chat` only caps the
+# 6 chats, each sending every second (answered or not): 6 messages a second, more than two runners
+# answer at once on two shared cores, so chats have messages queued at most stops. `per_chat` only caps the
 # load: chats stop sending once the restarts are done.
 LOAD = Size(chats=6, per_chat=400, budget=30.0)
-EVERY = 2.0
+EVERY = 1.0
 ANSWER_WITHIN = LOAD.budget  # after the last restart: every answer due by then (later: `late`)
 PAUSE_BOUND = 30.0  # longer than any chat should wait for an answer while one copy of each serves
 
@@ -75,6 +75,7 @@ async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_
         started = time.monotonic()
         problems: list[str] = []
         slowest_stop, slowest_start = (0.0, ""), (0.0, "")
+        outstanding: list[int] = []  # messages accepted and not yet answered as each stop began
         async with chat_load(cluster.url, LOAD) as load:
             done = asyncio.Event()
             publishing = asyncio.create_task(load.publish_steadily(EVERY, done, started + 600))
@@ -83,6 +84,7 @@ async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_
                 assert await load.wait_answered(LOAD.chats, started + 60), stack.tail()
                 for name in ORDER:
                     for copy in stack.by_name(name):
+                        outstanding.append(len(load.accepted) - load.answered_count())
                         began = time.monotonic()
                         code = await copy.stop()
                         took = time.monotonic() - began
@@ -92,6 +94,7 @@ async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_
                         ready = await copy.start()
                         slowest_start = max(slowest_start, (ready, copy.label))
                 for node in range(len(cluster.ports)):
+                    outstanding.append(len(load.accepted) - load.answered_count())
                     await cluster.stop(node)
                     await cluster.start(node)
                     await cluster.wait_healthy()
@@ -115,7 +118,8 @@ async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_
                 slowest_stop=f"{slowest_stop[0]:.1f}s({slowest_stop[1]})",
                 slowest_ready=f"{slowest_start[0]:.1f}s({slowest_start[1]})",
                 redelivered_runs=redelivered,
-                restarts=len(stack.copies) + len(cluster.ports),
+                restarts=len(outstanding),
+                in_flight_at_stops=f"{min(outstanding)}..{max(outstanding)}",
             )
     finally:
         await stack.kill()
