@@ -190,15 +190,16 @@ class ChatLoad:
         await asyncio.gather(*(chat(messages) for messages in by_chat.values()))
         self.messages = [m for m in self.messages if m.message_id in sent]
 
-    def longest_pause(self) -> tuple[float, str]:
-        """The longest a chat waited with a message outstanding and no answer coming, and the message.
+    def longest_pause(self) -> tuple[float, str, float]:
+        """The longest a chat waited with a message outstanding and no answer coming, the message,
+        and when that wait began (time.monotonic).
 
         For each message: from when it was accepted, or from its chat's previous first final reply
         if that came later, to its own first final reply (a message still unanswered counts up to
         now). So a chat that keeps getting answers sees short pauses however long its queue, and a
         chat whose answers stall for 20 s while a component restarts sees 20 s.
         """
-        longest, which = 0.0, ""
+        longest, which, since = 0.0, "", 0.0
         previous: dict[str, float] = {}
         now = time.monotonic()
         for message in self.messages:  # in each chat's send order
@@ -209,8 +210,8 @@ class ChatLoad:
             began = max(accepted, previous.get(message.chat_id, accepted))
             previous[message.chat_id] = answered
             if answered - began > longest:
-                longest, which = answered - began, message.message_id
-        return longest, which
+                longest, which, since = answered - began, message.message_id, began
+        return longest, which, since
 
     # ------------------------------------------------------------------ collecting
 

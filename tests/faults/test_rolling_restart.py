@@ -76,6 +76,7 @@ async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_
         problems: list[str] = []
         slowest_stop, slowest_start = (0.0, ""), (0.0, "")
         outstanding: list[int] = []  # messages accepted and not yet answered as each stop began
+        steps: list[tuple[float, str]] = [(0.0, "warm-up")]  # (when it began, what restarted)
         async with chat_load(cluster.url, LOAD) as load:
             done = asyncio.Event()
             publishing = asyncio.create_task(load.publish_steadily(EVERY, done, started + 600))
@@ -86,6 +87,7 @@ async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_
                     for copy in stack.by_name(name):
                         outstanding.append(len(load.accepted) - load.answered_count())
                         began = time.monotonic()
+                        steps.append((began, copy.label))
                         code = await copy.stop()
                         took = time.monotonic() - began
                         slowest_stop = max(slowest_stop, (took, copy.label))
@@ -95,6 +97,7 @@ async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_
                         slowest_start = max(slowest_start, (ready, copy.label))
                 for node in range(len(cluster.ports)):
                     outstanding.append(len(load.accepted) - load.answered_count())
+                    steps.append((time.monotonic(), f"nats-n{node + 1}"))
                     await cluster.stop(node)
                     await cluster.start(node)
                     await cluster.wait_healthy()
@@ -104,9 +107,13 @@ async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_
             await load.settle(time.monotonic() + ANSWER_WITHIN)
             await asyncio.sleep(4.0)  # a late second reply (a redelivered run) would land in this window
             redelivered = await load.redelivered_runs()
-            pause, which = load.longest_pause()
+            pause, which, since = load.longest_pause()
+            # The restart under way when that wait began (or the one before it, if it began between).
+            during = [label for at, label in steps if at <= since][-1]
             if pause > PAUSE_BOUND:
-                problems.append(f"a chat waited {pause:.1f}s for an answer ({which}), over {PAUSE_BOUND:g}s")
+                problems.append(
+                    f"a chat waited {pause:.1f}s ({which}, in {during}'s restart), over {PAUSE_BOUND:g}s"
+                )
             problems += [f"{line.strip()}" for line in stack.log().splitlines() if "did not drain" in line]
             verdict(
                 load,
@@ -114,7 +121,7 @@ async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_
                 started,
                 stack,
                 problems,
-                longest_pause=f"{pause:.1f}s({which})",
+                longest_pause=f"{pause:.1f}s({which},{during})",
                 slowest_stop=f"{slowest_stop[0]:.1f}s({slowest_stop[1]})",
                 slowest_ready=f"{slowest_start[0]:.1f}s({slowest_start[1]})",
                 redelivered_runs=redelivered,
