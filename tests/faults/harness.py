@@ -159,6 +159,11 @@ class NatsCluster:
             f'  listen: "127.0.0.1:{self.route_ports[node]}"\n'
             f"  routes: [{routes}]\n"
             "}\n"
+            # Lame duck (`stop(lame_duck=True)`): hand the node's raft leaderships over, then close its
+            # clients over 30 s (nats-server's least; its default spreads them over two minutes). After
+            # the blocks: the server's own config (the JetStream block) comes after this text.
+            'lame_duck_duration: "30s"\n'
+            'lame_duck_grace_period: "1s"\n'
         )
 
     async def start(self, node: int | None = None) -> None:
@@ -186,11 +191,21 @@ class NatsCluster:
         await server.stop()
         self._servers[node] = None
 
-    async def stop(self, node: int) -> None:
-        """Stop one node gracefully (SIGTERM, as an orchestrator does) and wait until it is gone."""
+    async def stop(self, node: int, *, lame_duck: bool = False) -> None:
+        """Stop one node gracefully and wait until it is gone: SIGTERM, as an orchestrator does, or
+        lame duck mode first (SIGUSR2, `nats-server --signal ldm`, what NATS's Helm chart does
+        before a pod stops), after which the node exits by itself."""
         server = self._servers[node]
         assert server is not None
-        await server.stop(timeout=30)
+        if lame_duck and server.pid is not None:
+            start = server.log_path.stat().st_size if server.log_path.exists() else 0
+            os.kill(server.pid, signal.SIGUSR2)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if b"Server Exiting" in server.log_since(start):
+                    break
+                await asyncio.sleep(0.1)  # polling its log: nothing else says it is done
+        await server.stop(timeout=30)  # reaps it (or SIGTERM, if lame duck took too long)
         self._servers[node] = None
 
     async def wait_healthy(self, timeout: float = 60.0) -> None:
