@@ -16,23 +16,26 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 import yaml
 
 from tests.conftest import run_antler
+from tests.fakes.telegram_server import FakeTelegram
 from tests.faults.budget import ONE_AT_A_TIME, TIMEOUT, Size
 from tests.faults.copies import Copy, Stack
 from tests.faults.harness import NatsCluster, OpenLoad, Verdict, write_config
+from tests.faults.telegram_load import TelegramLoad
 
 pytestmark = [pytest.mark.asyncio, TIMEOUT, ONE_AT_A_TIME]
 
 # The order recommended in docs/operating.md (services the runs call first, then the runners, then
 # what faces users); `ANTLER_ROLLING_ORDER=router,runner,...` restarts in another.
 ORDER = os.environ.get(
-    "ANTLER_ROLLING_ORDER", "sandbox,memory,subagents,scheduler,runner,router,gateway"
+    "ANTLER_ROLLING_ORDER", "sandbox,memory,subagents,scheduler,runner,router,gateway,telegram"
 ).split(",")
 COPIES = 2
 LAME_DUCK = os.environ.get("ANTLER_ROLLING_LDM", "") not in ("", "0")
@@ -41,11 +44,18 @@ LAME_DUCK = os.environ.get("ANTLER_ROLLING_LDM", "") not in ("", "0")
 # load: chats stop sending once the restarts are done.
 LOAD = Size(chats=6, per_chat=400, budget=30.0)
 EVERY = 1.0
+TELEGRAM_CHATS = 2  # more chats writing through the Telegram adapter (its active copy and standby)
 ANSWER_WITHIN = LOAD.budget  # after the last restart: every answer due by then (later: `late`)
 # Well above what a chat waits while one copy of each serves (up to ~11 s seen, in a node restart),
 # and below the 30 s a final waits for an earlier run's that never comes (channels.replies): a chat
 # held back that way fails the scenario.
 PAUSE_BOUND = 25.0
+
+
+@pytest_asyncio.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as fake:
+        yield fake
 
 
 async def provision(config: Path) -> None:
@@ -55,22 +65,32 @@ async def provision(config: Path) -> None:
     assert proc.returncode == 0, (out + err).decode(errors="replace")
 
 
-def rolling_config(tmp_path: Path, fault_config: Callable[..., Path], url: str) -> Path:
+def rolling_config(
+    tmp_path: Path, fault_config: Callable[..., Path], url: str, telegram: FakeTelegram
+) -> Path:
     path = fault_config(url=url, replicas=3)
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["channels"] = {
+        "telegram": {"enabled": True, "bot_token": telegram.token, "base_url": telegram.base_url}
+    }
     data["memory"] = {"debounce_seconds": 0.5}  # the memory updaters get work during the load
     data["gateway"] = {"port": 0, "host": "127.0.0.1"}  # two gateways on one machine
     return write_config(path, data)
 
 
 async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_and_reorders_nothing(
-    tmp_path: Path, fault_config: Callable[..., Path], chat_load: OpenLoad, verdict: Verdict
+    tmp_path: Path,
+    fault_config: Callable[..., Path],
+    chat_load: OpenLoad,
+    verdict: Verdict,
+    telegram: FakeTelegram,
 ) -> None:
     cluster = NatsCluster(tmp_path / "cluster", users_dir=tmp_path / "data")
     await cluster.start()
     logs = tmp_path / "logs"
     logs.mkdir()
-    config = rolling_config(tmp_path, fault_config, cluster.url)
+    config = rolling_config(tmp_path, fault_config, cluster.url, telegram)
+    tg = TelegramLoad(telegram, TELEGRAM_CHATS)
     stack = Stack(tmp_path, [Copy(name, n, config, logs) for name in ORDER for n in range(1, COPIES + 1)])
     try:
         await cluster.wait_jetstream()
@@ -84,6 +104,7 @@ async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_
         async with chat_load(cluster.url, LOAD) as load:
             done = asyncio.Event()
             publishing = asyncio.create_task(load.publish_steadily(EVERY, done, started + 600))
+            writing = asyncio.create_task(tg.send_steadily(EVERY, done))
             try:
                 # Some answers first: the restarts begin with runs in flight.
                 assert await load.wait_answered(LOAD.chats, started + 60), stack.tail()
@@ -108,7 +129,9 @@ async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_
             finally:
                 done.set()
                 await publishing
+                await writing
             await load.settle(time.monotonic() + ANSWER_WITHIN)
+            await tg.wait_answered(ANSWER_WITHIN)
             await asyncio.sleep(4.0)  # a late second reply (a redelivered run) would land in this window
             redelivered = await load.redelivered_runs()
             pause, which, since = load.longest_pause()
@@ -119,6 +142,9 @@ async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_
                     f"a chat waited {pause:.1f}s ({which}, in {during}'s restart), over {PAUSE_BOUND:g}s"
                 )
             problems += [f"{line.strip()}" for line in stack.log().splitlines() if "did not drain" in line]
+            on_telegram = tg.counts()
+            if on_telegram["answered"] != on_telegram["sent"]:
+                problems.append(f"through Telegram: {on_telegram}")
             verdict(
                 load,
                 "rolling-restart",
@@ -131,6 +157,9 @@ async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_
                 redelivered_runs=redelivered,
                 restarts=len(outstanding),
                 in_flight_at_stops=f"{min(outstanding)}..{max(outstanding)}",
+                telegram="{answered}/{sent},dup={duplicated},lost={lost},ooo={out_of_order}".format(
+                    **on_telegram
+                ),
             )
     finally:
         await stack.kill()
