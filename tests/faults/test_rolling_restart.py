@@ -2,8 +2,10 @@
 
 A three-node NATS cluster (`bus.replicas: 3`, the users `antler creds` would give) and two copies
 of each component, every copy its own `antler run <name>` process logged in as its component's
-user, as on several machines. Chats keep sending (each its next message every `EVERY` seconds,
-answered or not) while every copy is restarted in turn the way an orchestrator does it: SIGTERM,
+user, as on several machines; the Telegram adapter's two copies against the fake Bot API (one
+polls, one stands by). Chats keep sending (each its next message every `EVERY` seconds, answered
+or not; two of them through Telegram, judged by `TelegramLoad`) while every copy is restarted in
+turn the way an orchestrator does it: SIGTERM,
 wait until it has exited, start it again, wait until it says it is ready; then each NATS node in
 turn: SIGTERM, start it on its store, wait until every node's `/healthz` says its JetStream copies
 have caught up. Every message must be answered exactly once, with its own answer, in its chat's
