@@ -164,9 +164,13 @@ class ChatLoad:
             self.accepted_at.setdefault(sent.message_id, time.monotonic())
             return
 
-    async def publish_steadily(self, every: float, until: asyncio.Event, deadline: float) -> None:
+    async def publish_steadily(
+        self, every: float, until: asyncio.Event, deadline: float, backlog: int = 4
+    ) -> None:
         """Steady traffic: each chat sends its next message every `every` seconds (whether or not
-        the last one is answered yet, as users do) until `until` is set or its messages run out.
+        the last one is answered yet, as users do) until `until` is set or its messages run out;
+        but not while `backlog` of its messages are unanswered (a user waits for the bot at some
+        point), so a machine too busy to keep up gets a longer wait, not an ever-growing queue.
 
         The messages never sent are dropped from `messages`, so the counts are of what was sent.
         """
@@ -174,10 +178,17 @@ class ChatLoad:
 
         async def chat(messages: list[Sent]) -> None:
             tick = time.monotonic()
+            mine: list[str] = []  # this chat's messages sent so far
+
+            def caught_up() -> bool:
+                return until.is_set() or sum(1 for m in mine if m not in self.finals) < backlog
+
             for message in messages:
+                await self._wait_until(caught_up, deadline)
                 if until.is_set():
                     return
                 sent.add(message.message_id)
+                mine.append(message.message_id)
                 await self._publish_one(message, deadline)
                 tick += every
                 # A publish that took longer than a tick (NATS failing over) sends the next at once.
