@@ -24,10 +24,15 @@ class TelegramLoad:
     chats: int
     sent: list[tuple[int, int, str]] = field(default_factory=list)  # (chat id, message id, text)
 
-    async def send_steadily(self, every: float, until: asyncio.Event) -> None:
-        """Each chat writes its next message every `every` seconds until `until` is set."""
+    async def send_steadily(self, every: float, until: asyncio.Event, backlog: int = 4) -> None:
+        """Each chat writes its next message every `every` seconds until `until` is set, the chats
+        together waiting while `backlog` messages per chat are unanswered (as `ChatLoad`)."""
         k = 0
         while not until.is_set():
+            while True:
+                if self.unanswered() < backlog * self.chats or until.is_set():
+                    break
+                await asyncio.sleep(0.2)  # polling the fake's call log, as a user glances at the chat
             for chat in range(self.chats):
                 chat_id = 7000 + chat
                 text = f"tg chat {chat} message {k}"

@@ -144,6 +144,14 @@ async def test_a_rolling_restart_of_every_component_and_nats_node_loses_repeats_
                     f"a chat waited {pause:.1f}s ({which}, in {during}'s restart), over {PAUSE_BOUND:g}s"
                 )
             problems += [f"{line.strip()}" for line in stack.log().splitlines() if "did not drain" in line]
+            for message, earlier in load.overtaken():  # what a diagnosis needs: when, and around what
+                at = [load.answered_at[m.message_id] for m in (message, earlier)]
+                steps_then = [label for began, label in steps if began <= min(at)][-1:]
+                print(
+                    f"out of order: {message.message_id} ({at[0] - started:.1f}s) before "
+                    f"{earlier.message_id} ({at[1] - started:.1f}s), during {steps_then}",
+                    flush=True,
+                )
             on_telegram = tg.counts()
             if on_telegram["answered"] != on_telegram["sent"]:
                 problems.append(f"through Telegram: {on_telegram}")
