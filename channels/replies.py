@@ -187,8 +187,13 @@ class FinalsInOrder:
         self.size = size  # runs remembered per thread
         self._runs: dict[str, list[str]] = {}  # thread id -> runs submitted here, final not yet sent
         self._asked: dict[str, float] = {}  # run id -> when its final stops waiting (time.monotonic)
+        # Runs whose final went out from here lately: a chat taken over names its last run as due
+        # (`partitions.continue_chat`) while that run's `end` may already have come and gone.
+        self._out: collections.OrderedDict[str, None] = collections.OrderedDict()
 
     def submitted(self, thread_id: str, run_id: str) -> None:
+        if run_id in self._out:
+            return
         runs = self._runs.setdefault(thread_id, [])
         if run_id not in runs:
             runs.append(run_id)
@@ -207,9 +212,14 @@ class FinalsInOrder:
             return True
         log.warning("run %s: its final goes out before run %s's, which has not ended", run_id, runs[0])
         self._asked.pop(run_id, None)
+        # Given up on: the thread's later finals must not each wait as long again for the same runs.
+        del runs[: runs.index(run_id)]
         return False
 
     def sent(self, thread_id: str, run_id: str) -> None:
+        self._out[run_id] = None
+        while len(self._out) > FINISHED_KEPT:
+            self._out.popitem(last=False)
         runs = self._runs.get(thread_id)
         if runs is None:
             return

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import uvicorn
 
-from bus import Bus
+from bus import Bus, component_ready
 from config import AppConfig, extensions_path, read_raw_extensions
 from gateway.app import create_app
 from gateway.deps import Gateway
@@ -29,6 +29,13 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            # Ready once uvicorn accepts on the socket: `antler run gateway` says "gateway: ready" on
+            # it, which a rolling restart waits for before stopping the next copy.
+            component_ready()
 
 
 def _loopback(host: str) -> bool:

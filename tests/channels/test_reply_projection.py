@@ -120,3 +120,28 @@ async def test_a_final_whose_send_failed_still_goes_out_before_the_threads_next_
         ("final", "Answer one."),
         ("final", "Answer two."),
     ]
+
+
+def test_a_taken_over_chats_earlier_final_already_sent_holds_back_no_later_final() -> None:
+    """A router that took a chat's partition over (a rolling restart: the old router stopped with
+    the chat's run under way) learns of the run before it, whose final is due from here, while its
+    events durable already runs: that run's `end` can come, and its final go out, before the chat's
+    next message registers it as due. It must not then hold back every later final of the chat for
+    the 30 s wait (the rolling-restart scenario saw 31 s pauses)."""
+    finals = FinalsInOrder()
+    finals.sent("t1", "earlier")  # its `end` came first and its final went out
+    finals.submitted("t1", "earlier")  # the next message's `continue_chat`: due here, it believed
+    finals.submitted("t1", "next")
+    assert not finals.must_wait("t1", "next"), "the earlier final is out: the next one goes at once"
+
+
+def test_an_earlier_final_waited_for_in_vain_holds_back_only_one_later_final() -> None:
+    """Once a final has waited its time for an earlier run's that never came, the chat's finals after
+    it do not each wait that long again for the same run."""
+    finals = FinalsInOrder(wait=0.0)
+    for run in ("lost", "second", "third"):
+        finals.submitted("t1", run)
+    assert not finals.must_wait("t1", "second"), "the wait (0 s here) has lapsed"
+    finals.sent("t1", "second")
+    finals.wait = 3600.0
+    assert not finals.must_wait("t1", "third"), "'lost' was given up on when 'second' went out"

@@ -14,7 +14,7 @@ import pytest_asyncio
 from tests.conftest import FAULT_COUNTS as COUNTS
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.faults.budget import ACK_WAIT, CHUNK_DELAY, PREFIX, SIZE, Size
-from tests.faults.harness import OpenLoad, UpFactory, Verdict, admin_bus, write_config
+from tests.faults.harness import Judged, OpenLoad, UpFactory, Verdict, admin_bus, write_config
 from tests.faults.load import ChatLoad
 from tests.support.antler_up import AntlerUp
 from tests.support.nats_users import logged_violations
@@ -44,7 +44,7 @@ def verdict(record_property: Callable[[str, object], None]) -> Verdict:
         load: ChatLoad,
         scenario: str,
         started: float,
-        up: AntlerUp,
+        up: Judged,
         problems: list[str],
         **extra: object,
     ) -> None:

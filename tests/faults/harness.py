@@ -108,13 +108,23 @@ UpFactory = Callable[[Path], AntlerUp]
 OpenLoad = Callable[..., AbstractAsyncContextManager["ChatLoad"]]  # (nats_url, size=SIZE)
 
 
+class Judged(Protocol):
+    """What the verdict reads of a stack: an `AntlerUp`, or components run one process each
+    (`tests.faults.copies.Stack`): the directory holding its nats-server logs, its logs' tail."""
+
+    @property
+    def workdir(self) -> Path: ...
+
+    def tail(self) -> str: ...
+
+
 class Verdict(Protocol):
     def __call__(
         self,
         load: ChatLoad,
         scenario: str,
         started: float,
-        up: AntlerUp,
+        up: Judged,
         problems: list[str],
         **extra: object,
     ) -> None: ...
@@ -128,6 +138,7 @@ class NatsCluster:
         self.users_dir = users_dir  # the `antler up` data dir whose users every node knows
         self.ports = [free_port() for _ in range(size)]
         self.route_ports = [free_port() for _ in range(size)]
+        self.monitor_ports = [free_port() for _ in range(size)]  # each node's /healthz
         self._servers: list[EmbeddedServer | None] = [None] * size
 
     @property
@@ -142,11 +153,17 @@ class NatsCluster:
     def _cluster_block(self, node: int) -> str:
         routes = ", ".join(f'"nats-route://127.0.0.1:{port}"' for port in self.route_ports)
         return (
+            f'http: "127.0.0.1:{self.monitor_ports[node]}"\n'
             "cluster {\n"
             '  name: "antler-test"\n'
             f'  listen: "127.0.0.1:{self.route_ports[node]}"\n'
             f"  routes: [{routes}]\n"
             "}\n"
+            # Lame duck (`stop(lame_duck=True)`): hand the node's raft leaderships over, then close its
+            # clients over 30 s (nats-server's least; its default spreads them over two minutes). After
+            # the blocks: the server's own config (the JetStream block) comes after this text.
+            'lame_duck_duration: "30s"\n'
+            'lame_duck_grace_period: "1s"\n'
         )
 
     async def start(self, node: int | None = None) -> None:
@@ -173,6 +190,76 @@ class NatsCluster:
         os.kill(server.pid, signal.SIGKILL)
         await server.stop()
         self._servers[node] = None
+
+    async def stop(self, node: int, *, lame_duck: bool = False) -> None:
+        """Stop one node gracefully and wait until it is gone: SIGTERM, as an orchestrator does, or
+        lame duck mode first (SIGUSR2, `nats-server --signal ldm`, what NATS's Helm chart does
+        before a pod stops), after which the node exits by itself."""
+        server = self._servers[node]
+        assert server is not None
+        if lame_duck and server.pid is not None:
+            start = server.log_path.stat().st_size if server.log_path.exists() else 0
+            os.kill(server.pid, signal.SIGUSR2)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if b"Server Exiting" in server.log_since(start):
+                    break
+                await asyncio.sleep(0.1)  # polling its log: nothing else says it is done
+        await server.stop(timeout=30)  # reaps it (or SIGTERM, if lame duck took too long)
+        self._servers[node] = None
+
+    async def wait_healthy(self, timeout: float = 60.0) -> None:
+        """Until every node's `/healthz` says ok and every stream and consumer has a leader and all
+        its copies current, so stopping another node next leaves each a quorum of current copies.
+
+        `/healthz` alone is not enough: a node just started answers ok before it has heard from the
+        meta leader (it knows of no stream yet), and stopping the next node then left every stream
+        with one current copy, no quorum, for 7-10 s (the first rolling-restart runs showed it).
+        """
+        import httpx
+        import nats
+
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            for port in self.monitor_ports:
+                while True:
+                    with contextlib.suppress(httpx.HTTPError):
+                        answer = await client.get(f"http://127.0.0.1:{port}/healthz")
+                        if answer.status_code == 200:
+                            break
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"node on port {port} not healthy: /healthz never said ok")
+                    await asyncio.sleep(0.25)  # polling the probe: it has nothing to wait on
+        lagging: list[str] = ["(not asked yet)"]
+        while lagging:
+            with contextlib.suppress(Exception):
+                nc = await nats.connect(self.url.split(","), **admin_login(self.users_dir))
+                try:
+                    lagging = await self._lagging(nc.jetstream())
+                finally:
+                    await nc.close()
+            if not lagging:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"JetStream copies not current after a node restart: {lagging[:5]}")
+            await asyncio.sleep(0.25)  # the servers announce nothing when a copy catches up
+
+    async def _lagging(self, js: Any) -> list[str]:
+        """The streams and consumers without a leader or with a copy not current (or offline)."""
+        found = []
+        for stream in await js.streams_info():
+            name = stream.config.name
+            # Every stream has a copy on each node (`bus.replicas: 3`); consumers may have one
+            # (ephemeral watchers and readers: R1), so theirs are only checked as far as they go.
+            infos = [(name, stream.cluster, len(self.ports) - 1)]
+            infos += [(f"{name}>{c.name}", c.cluster, 0) for c in await js.consumers_info(name)]
+            for what, cluster, others in infos:
+                copies = (cluster.replicas or []) if cluster else []
+                if cluster is None or not cluster.leader or len(copies) < others:
+                    found.append(f"{what}: no leader or a copy missing")
+                elif any(not c.current or c.offline for c in copies):
+                    found.append(f"{what}: a copy not current")
+        return found
 
     async def wait_jetstream(self, timeout: float = 60.0) -> None:
         """Until the cluster's JetStream has a meta leader and takes replicated streams."""

@@ -109,6 +109,7 @@ class ChatLoad:
     finals: dict[str, list[OutboundMessage]] = field(default_factory=lambda: defaultdict(list))
     final_seq: dict[str, int] = field(default_factory=dict)  # message id -> CHAT_OUT seq of its 1st final
     answered_at: dict[str, float] = field(default_factory=dict)  # message id -> when its 1st final came
+    accepted_at: dict[str, float] = field(default_factory=dict)  # message id -> when the bus stored it
     budget_end: float | None = None  # time.monotonic when the answers were due (`settle`)
     publish_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     _seen: set[int] = field(default_factory=set)
@@ -141,23 +142,87 @@ class ChatLoad:
 
     async def _publish_chat(self, messages: list[Sent], deadline: float) -> None:
         for sent in messages:
-            inbound = InboundMessage(
-                channel=CHANNEL, chat_id=sent.chat_id, message_id=sent.message_id, text=sent.text
-            )
-            while time.monotonic() < deadline:
-                try:
-                    await self.bus.publish(
-                        self.bus.subjects.chat_in(CHANNEL, inbound.chat_id),
-                        inbound,
-                        msg_id=inbound.dedupe_id(),
-                        timeout=2.0,
-                    )
-                except Exception as exc:  # NATS down or restarting: the same msg id again is safe
-                    self.publish_errors[type(exc).__name__] += 1
-                    await asyncio.sleep(0.2)
-                    continue
-                self.accepted.add(sent.message_id)
-                break
+            await self._publish_one(sent, deadline)
+
+    async def _publish_one(self, sent: Sent, deadline: float) -> None:
+        inbound = InboundMessage(
+            channel=CHANNEL, chat_id=sent.chat_id, message_id=sent.message_id, text=sent.text
+        )
+        while time.monotonic() < deadline:
+            try:
+                await self.bus.publish(
+                    self.bus.subjects.chat_in(CHANNEL, inbound.chat_id),
+                    inbound,
+                    msg_id=inbound.dedupe_id(),
+                    timeout=2.0,
+                )
+            except Exception as exc:  # NATS down or restarting: the same msg id again is safe
+                self.publish_errors[type(exc).__name__] += 1
+                await asyncio.sleep(0.2)
+                continue
+            self.accepted.add(sent.message_id)
+            self.accepted_at.setdefault(sent.message_id, time.monotonic())
+            return
+
+    async def publish_steadily(
+        self, every: float, until: asyncio.Event, deadline: float, backlog: int = 4
+    ) -> None:
+        """Steady traffic: each chat sends its next message every `every` seconds (whether or not
+        the last one is answered yet, as users do) until `until` is set or its messages run out;
+        but not while `backlog` of its messages are unanswered (a user waits for the bot at some
+        point), so a machine too busy to keep up gets a longer wait, not an ever-growing queue.
+
+        The messages never sent are dropped from `messages`, so the counts are of what was sent.
+        """
+        sent: set[str] = set()
+
+        async def chat(messages: list[Sent]) -> None:
+            tick = time.monotonic()
+            mine: list[str] = []  # this chat's messages sent so far
+
+            def caught_up() -> bool:
+                return until.is_set() or sum(1 for m in mine if m not in self.finals) < backlog
+
+            for message in messages:
+                await self._wait_until(caught_up, deadline)
+                if until.is_set():
+                    return
+                sent.add(message.message_id)
+                mine.append(message.message_id)
+                await self._publish_one(message, deadline)
+                tick += every
+                # A publish that took longer than a tick (NATS failing over) sends the next at once.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(until.wait(), max(0.0, tick - time.monotonic()))
+
+        by_chat: dict[str, list[Sent]] = defaultdict(list)
+        for message in self.messages:
+            by_chat[message.chat_id].append(message)
+        await asyncio.gather(*(chat(messages) for messages in by_chat.values()))
+        self.messages = [m for m in self.messages if m.message_id in sent]
+
+    def longest_pause(self) -> tuple[float, str, float]:
+        """The longest a chat waited with a message outstanding and no answer coming, the message,
+        and when that wait began (time.monotonic).
+
+        For each message: from when it was accepted, or from its chat's previous first final reply
+        if that came later, to its own first final reply (a message still unanswered counts up to
+        now). So a chat that keeps getting answers sees short pauses however long its queue, and a
+        chat whose answers stall for 20 s while a component restarts sees 20 s.
+        """
+        longest, which, since = 0.0, "", 0.0
+        previous: dict[str, float] = {}
+        now = time.monotonic()
+        for message in self.messages:  # in each chat's send order
+            accepted = self.accepted_at.get(message.message_id)
+            if accepted is None:
+                continue
+            answered = self.answered_at.get(message.message_id, now)
+            began = max(accepted, previous.get(message.chat_id, accepted))
+            previous[message.chat_id] = answered
+            if answered - began > longest:
+                longest, which, since = answered - began, message.message_id, began
+        return longest, which, since
 
     # ------------------------------------------------------------------ collecting
 
