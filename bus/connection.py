@@ -117,7 +117,11 @@ class Bus:
         if provision:
             from bus.provision import provision as provision_all
 
-            await provision_all(bus)
+            try:
+                await provision_all(bus)
+            except BaseException:
+                await bus.close()  # not left reconnecting forever behind the error
+                raise
         return bus
 
     @property

@@ -19,7 +19,7 @@ from nats.js.api import (
     StreamConfig,
     SubjectTransform,
 )
-from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
+from nats.js.errors import APIError, BadRequestError, BucketNotFoundError, NotFoundError
 
 from bus.chat_partitions import DEFAULT as DEFAULT_PARTITIONS
 from bus.chat_partitions import count_to_provision
@@ -193,6 +193,20 @@ async def _drop_unpartitioned_router(bus: Bus) -> None:
             pass
 
 
+NO_STORAGE = 10047  # JetStream's "insufficient storage resources available"
+
+
+def _no_room(config: StreamConfig) -> BusError:
+    """A stream with a size limit reserves it out of JetStream's store, which nats-server sizes
+    from the disk's free space when it starts (75 %) unless its config sets `max_file_store`."""
+    size = f" {config.max_bytes / 1024 / 1024:.0f} MB for" if config.max_bytes and config.max_bytes > 0 else ""
+    return BusError(
+        f"the bus has no room to reserve{size} stream {config.name}: JetStream's store is sized from "
+        "the disk space free when nats-server started. Free disk space where the bus keeps its data "
+        "and restart it, or lower bus.memory_updates_max_mb in config.yaml"
+    )
+
+
 async def _ensure_stream(bus: Bus, config: StreamConfig) -> None:
     assert config.name is not None
     try:
@@ -206,9 +220,17 @@ async def _ensure_stream(bus: Bus, config: StreamConfig) -> None:
             if exc.err_code != 10058:  # not "already in use": a real problem
                 raise BusError(f"cannot create stream {config.name}: {exc.description}") from None
             # another process created it concurrently; fall through to update
+        except APIError as exc:
+            if exc.err_code == NO_STORAGE:
+                raise _no_room(config) from None
+            raise
     try:
         await bus.js.update_stream(config)
-    except BadRequestError as exc:
+    except APIError as exc:
+        if exc.err_code == NO_STORAGE:
+            raise _no_room(config) from None
+        if not isinstance(exc, BadRequestError):
+            raise
         raise BusError(
             f"stream {config.name} exists with settings that cannot be changed in place "
             f"({exc.description}); delete it (nats stream rm {config.name}) or use another bus.prefix"

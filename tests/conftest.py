@@ -275,26 +275,12 @@ def component_bus(bus_config: BusConfig, data_dir: Path) -> dict[str, Any]:
 
 @pytest_asyncio.fixture
 async def bus(nats_url: str, bus_config: BusConfig) -> AsyncIterator[Bus]:
+    """The test's driver on the bus, as the stack's admin; the stack's streams go with `stack_users`."""
     connection = await Bus.connect(nats_url, bus_config, name="test", provision=True)
     try:
         yield connection
     finally:
-        await drop_streams(connection)
         await connection.close()
-
-
-async def drop_streams(bus: Bus) -> None:
-    """Delete the test's streams, buckets and object store from the worker's server. Streams with a
-    size limit reserve it (the memory stream 256 MB) out of JetStream's store, which nats-server
-    sizes from the disk's free space at start: kept for a whole worker's tests, they used it up on a
-    machine with 68 GB free ("insufficient storage resources available")."""
-    mine = (bus.subjects.stream(""), f"KV_{bus.subjects.bucket('')}", f"OBJ_{bus.subjects.bucket('')}")
-    with contextlib.suppress(Exception):  # a test that took the server down has nothing left here
-        names = await bus.js.streams_info()
-        for info in names:
-            if any(info.config.name.startswith(start) for start in mine):
-                with contextlib.suppress(Exception):
-                    await bus.js.delete_stream(info.config.name)
 
 
 @pytest_asyncio.fixture

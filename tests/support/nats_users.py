@@ -17,8 +17,11 @@ server's log; the fixtures fail the test at teardown unless it is marked
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 import secrets
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,9 +68,11 @@ class StackUsers:
         return found
 
     def close(self) -> None:
-        """Remove the users from the server (their connections, if any are left, are closed by it)."""
+        """Delete the stack's streams, then remove its users (their connections, if any are left, are
+        closed by the server)."""
         if not self.closed:
             self.closed = True
+            drop_streams(self.server.url, self.admin, Subjects(self.prefix))
             self.server.remove(self.prefix)
 
 
@@ -121,6 +126,44 @@ class SecuredServer:
     def remove(self, prefix: str) -> None:
         if self._stacks.pop(prefix, None) is not None:
             self.server.reload(self.authorization())
+
+
+def drop_streams(url: str, admin: NatsUser, subjects: Subjects) -> None:
+    """Delete a stack's streams, buckets and object store from the worker's server. Streams with a
+    size limit reserve it (the memory stream 256 MB) out of JetStream's store, which nats-server
+    sizes from the disk's free space at start: kept for a whole worker's tests, they used it up
+    ("insufficient storage resources available") on machines with 68 GB free and in CI.
+
+    Run on a thread of its own: a stack closes from sync teardown code, inside or outside a loop."""
+    import nats
+
+    mine = (subjects.stream(""), f"KV_{subjects.bucket('')}", f"OBJ_{subjects.bucket('')}")
+
+    async def drop() -> None:
+        nc = await nats.connect(
+            url,
+            user=admin.user,
+            password=admin.password,
+            connect_timeout=5,
+            max_reconnect_attempts=0,
+            allow_reconnect=False,
+        )
+        try:
+            js = nc.jetstream(timeout=10)
+            for info in await js.streams_info():
+                if info.config.name and info.config.name.startswith(mine):
+                    with contextlib.suppress(Exception):
+                        await js.delete_stream(info.config.name)
+        finally:
+            await nc.close()
+
+    def run() -> None:
+        with contextlib.suppress(Exception):  # a test that took the server down has nothing left here
+            asyncio.run(drop())
+
+    thread = threading.Thread(target=run, name="drop-streams")
+    thread.start()
+    thread.join(30)
 
 
 def logged_violations(directory: Path) -> list[str]:
