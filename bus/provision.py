@@ -199,7 +199,9 @@ NO_STORAGE = 10047  # JetStream's "insufficient storage resources available"
 def _no_room(config: StreamConfig) -> BusError:
     """A stream with a size limit reserves it out of JetStream's store, which nats-server sizes
     from the disk's free space when it starts (75 %) unless its config sets `max_file_store`."""
-    size = f" {config.max_bytes / 1024 / 1024:.0f} MB for" if config.max_bytes and config.max_bytes > 0 else ""
+    size = (
+        f" {config.max_bytes / 1024 / 1024:.0f} MB for" if config.max_bytes and config.max_bytes > 0 else ""
+    )
     return BusError(
         f"the bus has no room to reserve{size} stream {config.name}: JetStream's store is sized from "
         "the disk space free when nats-server started. Free disk space where the bus keeps its data "

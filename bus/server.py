@@ -114,6 +114,7 @@ class EmbeddedServer:
         authorization: str | Callable[[], str] | None = None,
         extra_config: str | None = None,
         sync_interval: str = "always",
+        max_file_store: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         # A nats-server `authorization` block (bus.permissions), or how to make it at each (re)start.
@@ -122,6 +123,9 @@ class EmbeddedServer:
         # `always`: JetStream fsyncs what it stores before acknowledging it (nats-server's default,
         # every 2 minutes, acknowledges writes a power cut then loses: Jepsen, NATS 2.12.1).
         self.sync_interval = sync_interval
+        # JetStream's store size (`64GB`, say); None: nats-server sizes it from the disk space free
+        # when it starts (75 %), and streams with a size limit reserve theirs out of it.
+        self.max_file_store = max_file_store
         self.host = host
         self.port = port
         self.max_payload_mb = max_payload_mb
@@ -316,7 +320,10 @@ class EmbeddedServer:
             "jetstream {\n"
             f'  store_dir: "{store}"\n'
             f"  sync_interval: {self.sync_interval}\n"
-            "}\n" + include + (self.extra_config or ""),
+            + (f"  max_file_store: {self.max_file_store}\n" if self.max_file_store else "")
+            + "}\n"
+            + include
+            + (self.extra_config or ""),
             encoding="utf-8",
         )
         conf.chmod(0o600)

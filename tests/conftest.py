@@ -152,7 +152,12 @@ def fresh_model_http_clients() -> Iterator[None]:
 async def nats_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SecuredServer]:
     """The worker's nats-server, with authorization on: each stack adds its own users (`stack_users`)."""
     server = EmbeddedServer(
-        tmp_path_factory.mktemp("nats"), port=0, authorization=SecuredServer.authorization_at_start()
+        tmp_path_factory.mktemp("nats"),
+        port=0,
+        authorization=SecuredServer.authorization_at_start(),
+        # Every open stack reserves its memory stream's 256 MB; a CI machine with a few GB free
+        # would otherwise refuse a module-wide stack's. What the tests store is a few MB.
+        max_file_store="64GB",
     )
     await server.start()
     try:

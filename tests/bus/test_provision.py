@@ -9,8 +9,8 @@ from nats.js.api import KeyValueConfig, RetentionPolicy, StreamInfo
 from nats.js.errors import KeyNotFoundError
 
 from bus import Bus, provision
-from bus.errors import BusError
 from bus.chat_partitions import chat_partitions, stored_count
+from bus.errors import BusError
 from bus.provision import _ensure_kv
 from config import BusConfig
 
@@ -163,10 +163,12 @@ async def test_a_new_partition_count_waits_until_nothing_waits_in_chat_in(
 async def test_a_disk_without_room_for_the_memory_stream_is_named_with_the_setting_to_lower(
     nats_url: str, bus_config: BusConfig
 ) -> None:
-    """The worker's server sized its store from this disk's free space: 10 PB is more than any has."""
+    """10 PB is more than the worker's server (or any disk's free space) has room for."""
     huge = bus_config.model_copy(update={"memory_updates_max_mb": 10.0 * 1024**3})
     with pytest.raises(BusError) as raised:
         await Bus.connect(nats_url, huge, name="test", provision=True)
     message = str(raised.value)
-    assert "no room to reserve" in message and "_MEMORY" in message
-    assert "bus.memory_updates_max_mb" in message and "Free disk space" in message
+    assert "no room to reserve" in message
+    assert "_MEMORY" in message
+    assert "bus.memory_updates_max_mb" in message
+    assert "Free disk space" in message
