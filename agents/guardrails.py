@@ -15,7 +15,6 @@ can choose another way. A provider that fails denies (and says so).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -28,6 +27,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from agents.errors import ToolConfigError
+from agents.loader import load
 from config import GuardrailsConfig
 
 log = logging.getLogger(__name__)
@@ -78,9 +78,8 @@ def make_provider(config: GuardrailsConfig) -> GuardrailProvider:
     Raises:
         ToolConfigError: `use` cannot be imported, or its class cannot be built from the section.
     """
-    module_name, _, attr = config.use.partition(":")
     try:
-        cls = getattr(importlib.import_module(module_name), attr)
+        cls = load(config.use)
         provider = cls(config)
     except Exception as exc:
         raise ToolConfigError(f"guardrails.use {config.use!r}: {type(exc).__name__}: {exc}") from None

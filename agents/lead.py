@@ -62,9 +62,9 @@ from agents.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.patches import middleware_spans
 from agents.state import ThreadState
 from agents.summarize import MemoryFlush, ThreadSummarizer
-from agents.thread_files import ThreadFiles
-from agents.tool_search import DeferredToolsMiddleware, make_tool_search
 from agents.tools import ask_clarification, config_tools, present_files
+from agents.tools.thread_files import ThreadFiles
+from agents.tools.tool_search import DeferredToolsMiddleware, make_tool_search
 from config import AppConfig
 from llm.guard import ModelCalls
 from llm.models import create_chat_model
@@ -164,7 +164,7 @@ def build_lead_agent(
         settings=dict(options.model_settings),
     )
     tools = build_tools(config, options, extra_tools, task_tool)
-    if deferred:  # known to the tool node, bound for the model once found (agents.tool_search)
+    if deferred:  # known to the tool node, bound for the model once found (agents.tools.tool_search)
         tools += [*deferred, make_tool_search(deferred, config.tool_search.max_results)]
     # Middleware hooks in LangSmith spans only when runs are traced there (agents.patches).
     with middleware_spans("langsmith" in enabled_services(config)):

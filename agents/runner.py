@@ -21,7 +21,6 @@ from typing import Any
 from langchain_core.tools import BaseTool
 
 from agents.active_run import ActiveRun, finish_run
-from agents.agent_tools import make_agent_tools, tool_group_map
 from agents.assembly import PromptAssembly
 from agents.checkpoints import checkpointer_ready, rollback
 from agents.context import RunOptions
@@ -29,16 +28,17 @@ from agents.errors import AgentError, ModelConfigError
 from agents.event_log import EventLog, request_chat
 from agents.goal import GoalLoop
 from agents.lead import AgentCache
-from agents.mcp_tools import McpServers
 from agents.patches import inline_trace_bookkeeping
 from agents.run_endings import end_given_up, end_refused_request, ensure_ended
 from agents.run_input import run_timeout
 from agents.run_setup import CannotRun, Ready, ready_to_run
-from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
-from agents.schedule_tools import make_schedule_tools
 from agents.task_tool import make_task_tool
 from agents.thread_claims import Outcome, ThreadClaims
-from agents.thread_files import ThreadFiles
+from agents.tools.custom_agents import make_agent_tools, tool_group_map
+from agents.tools.mcp import McpServers
+from agents.tools.sandbox import make_sandbox_tools, make_view_image_tool
+from agents.tools.schedules import make_schedule_tools
+from agents.tools.thread_files import ThreadFiles
 from bus import Bus, Consumer, Delivery, EnvelopeError, NotStored, Retry, decode, run_consumers
 from bus.capacity import Capacity, default_memory_mb
 from bus.consumer import cancel_until_done
@@ -76,7 +76,7 @@ def own_tools(bus: Bus, config: AppConfig) -> list[BaseTool]:
 
 
 def build_tool_schemas(config: AppConfig) -> None:
-    """Build the built-in tools' argument schemas once (`agents.tool_decorator`), bound to no bus:
+    """Build the built-in tools' argument schemas once (`agents.tools.decorator`), bound to no bus:
     `antler.forkserver` does it before forking, so no runner process builds its own."""
     unbound: Any = None
     own_tools(unbound, config)

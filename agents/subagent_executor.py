@@ -35,7 +35,6 @@ from agents.context import RunContext
 from agents.events import jsonable
 from agents.guardrails import GuardrailMiddleware, make_provider
 from agents.lead import tool_error
-from agents.mcp_tools import McpServers
 from agents.middleware import (
     DanglingToolCallMiddleware,
     FinishReasonMiddleware,
@@ -49,13 +48,14 @@ from agents.middleware.read_before_write import ReadBeforeWriteMiddleware
 from agents.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.patches import middleware_spans
 from agents.prompt import skills_section
-from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
 from agents.state import ThreadState, thread_data
 from agents.subagent_types import SubagentType, subagent_types
 from agents.subagents import REMEMBER_STOPS, Stops
 from agents.telemetry import invoke_subagent
-from agents.thread_files import ThreadFiles
 from agents.tools import config_tools
+from agents.tools.mcp import McpServers
+from agents.tools.sandbox import make_sandbox_tools, make_view_image_tool
+from agents.tools.thread_files import ThreadFiles
 from bus import Bus, Delivery, decode, encode
 from bus.content import text_of
 from bus.messages import (

@@ -27,7 +27,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
 from agents.subagent_types import subagent_types
-from agents.tool_decorator import tool
+from agents.tools.decorator import tool
 from bus import Bus, decode
 from bus.errors import EnvelopeError
 from bus.messages import SubagentCancel, SubagentProgress, SubagentResult, SubagentTask

@@ -32,20 +32,20 @@ DEFAULT_TOOLS: tuple[dict[str, object], ...] = (
     {
         "name": "web_search",
         "group": "web",
-        "use": "agents.community.web_search:make_web_search",
+        "use": "agents.tools.community.web_search:make_web_search",
         "max_results": 5,
     },
     {
         "name": "web_fetch",
         "group": "web",
-        "use": "agents.community.web_fetch:make_web_fetch",
+        "use": "agents.tools.community.web_fetch:make_web_fetch",
         "provider": "http",
         "max_chars": 4096,
     },
     {
         "name": "image_search",
         "group": "web",
-        "use": "agents.community.image_search:make_image_search",
+        "use": "agents.tools.community.image_search:make_image_search",
         "max_results": 5,
     },
 )

@@ -1,7 +1,7 @@
 """The sandbox: a broker service running commands and file operations per user and thread.
 
 antler run sandbox        # or: python -m sandbox
-SandboxClient(bus, user_id, thread_id)   # what tools call (the agent's are in agents.sandbox_tools)
+SandboxClient(bus, user_id, thread_id)   # what tools call (the agent's are in agents.tools.sandbox)
 """
 
 from sandbox.broker import Broker, run, serve_broker

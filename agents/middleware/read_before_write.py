@@ -29,7 +29,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from agents.thread_files import ThreadFiles
+from agents.tools.thread_files import ThreadFiles
 
 READ_MARK = "antler_read"
 WRITES = frozenset({"write_file", "str_replace"})

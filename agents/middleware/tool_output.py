@@ -4,7 +4,7 @@ One mechanism for every tool (sandbox, MCP, web, config tools, subagents): it
 wraps the tool call, and a result longer than `tool_output.max_chars` (or the
 tool's override) is replaced by its head and tail around a note. The whole text
 is saved first as a file under the thread's outputs (`save`, through the
-sandbox broker: agents.thread_files), and the note names that file, so the model can read the parts
+sandbox broker: agents.tools.thread_files), and the note names that file, so the model can read the parts
 it needs with `read_file` (line ranges) or `grep`. If saving fails the note says
 so and the result is still cut: one huge result must never fill the context.
 
@@ -24,7 +24,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from agents.thread_files import ThreadFiles
+from agents.tools.thread_files import ThreadFiles
 from config import ToolOutputConfig
 
 log = logging.getLogger(__name__)

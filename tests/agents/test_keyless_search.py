@@ -20,8 +20,8 @@ from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 
 pytestmark = pytest.mark.asyncio
 
-SEARCH = "agents.community.web_search:make_web_search"
-IMAGES = "agents.community.image_search:make_image_search"
+SEARCH = "agents.tools.community.web_search:make_web_search"
+IMAGES = "agents.tools.community.image_search:make_image_search"
 
 
 @pytest_asyncio.fixture

@@ -203,7 +203,7 @@ async def test_deferred_tools_are_bound_only_after_tool_search_found_them(
 
 
 async def test_oauth_with_a_refresh_token_keeps_the_newest_one_and_recovers_from_a_revoked_token() -> None:
-    from agents.mcp_tools import McpOAuth
+    from agents.tools.mcp import McpOAuth
 
     async with OAuthMcpServer(expires_in=3600) as weather:
         auth = McpOAuth(
@@ -265,10 +265,10 @@ async def test_a_server_that_dies_is_started_again_for_the_next_run(
     import os
     import signal
 
-    import agents.mcp_tools
+    import agents.tools.mcp
 
-    monkeypatch.setattr(agents.mcp_tools, "RESTART_AFTER", 0.0)
-    monkeypatch.setattr(agents.mcp_tools, "PING_EVERY", 0.2)
+    monkeypatch.setattr(agents.tools.mcp, "RESTART_AFTER", 0.0)
+    monkeypatch.setattr(agents.tools.mcp, "PING_EVERY", 0.2)
     extensions({"notes": STDIO})
     fake_model.script(Reply(tool_calls=[ToolCall("server_pid", {})]), Reply(text="Got it."))
     async with running_runner(nats_url, app_config()):
@@ -288,7 +288,7 @@ async def test_a_server_that_dies_is_started_again_for_the_next_run(
 def test_braced_references_are_refused_so_the_runners_secrets_stay_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from agents.mcp_tools import connection
+    from agents.tools.mcp import connection
     from config import extensions_from
 
     monkeypatch.setenv("NOTES_GREETING", "hello")

@@ -8,11 +8,11 @@ from typing import Any
 from langchain_core.tools import tool as langchain_tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from agents.agent_tools import make_agent_tools
-from agents.sandbox_tools import make_sandbox_tools, make_view_image_tool
-from agents.schedule_tools import make_schedule_tools
 from agents.task_tool import make_task_tool
-from agents.tool_decorator import tool
+from agents.tools.custom_agents import make_agent_tools
+from agents.tools.decorator import tool
+from agents.tools.sandbox import make_sandbox_tools, make_view_image_tool
+from agents.tools.schedules import make_schedule_tools
 from config import AppConfig
 
 

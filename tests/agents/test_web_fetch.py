@@ -19,7 +19,7 @@ from config import AppConfig
 from tests.conftest import REPO
 from tests.fakes.web_providers import FakeFirecrawl, FakeJina, FakeWebsite
 
-FETCH = "agents.community.web_fetch:make_web_fetch"
+FETCH = "agents.tools.community.web_fetch:make_web_fetch"
 
 ARTICLE = """<!doctype html>
 <html><head>
@@ -311,7 +311,7 @@ async def test_a_failing_reader_gives_an_error_line(
 # time and 127.0.0.1 every time after (a DNS rebinding attack); IP literals resolve as usual.
 REBIND_PROBE = r"""
 import asyncio, json, socket, subprocess, sys
-from agents.community import _direct
+from agents.tools.community import _direct
 
 PUBLIC = "93.184.216.34"
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)

@@ -19,8 +19,8 @@ from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.web_providers import FakeSearxng, FakeTavily, Hit, Image
 
-SEARCH = "agents.community.web_search:make_web_search"
-IMAGES = "agents.community.image_search:make_image_search"
+SEARCH = "agents.tools.community.web_search:make_web_search"
+IMAGES = "agents.tools.community.image_search:make_image_search"
 
 
 @pytest.fixture(autouse=True)
@@ -104,6 +104,16 @@ async def test_searxng_needs_no_key_and_the_tool_keeps_only_max_results(searxng:
     assert "https://example.com/5" not in output
     (request,) = await searxng.wait_for("search")
     assert request == {"q": "open source search", "format": "json", "categories": "general", "pageno": "1"}
+
+
+async def test_a_config_written_before_the_tools_moved_still_builds_them(searxng: FakeSearxng) -> None:
+    """`use: agents.community.web_search:make_web_search` (the path before `agents/tools/`) still works."""
+    searxng.results = hits(2)
+    tool = build({**searxng_entry(searxng), "use": "agents.community.web_search:make_web_search"})
+
+    output = await tool.ainvoke({"query": "open source search"})
+
+    assert numbered(output) == ["Result 0", "Result 1"]
 
 
 async def test_the_tool_takes_its_name_from_the_entry(tavily: FakeTavily) -> None:

@@ -332,7 +332,7 @@ def test_a_config_without_a_tools_section_has_the_keyless_web_tools_of_the_examp
     [
         pytest.param([], [], id="empty-list-means-none"),
         pytest.param(
-            [{"name": "web_fetch", "use": "agents.community.web_fetch:make_web_fetch"}],
+            [{"name": "web_fetch", "use": "agents.tools.community.web_fetch:make_web_fetch"}],
             ["web_fetch"],
             id="one",
         ),

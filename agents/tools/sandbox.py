@@ -19,7 +19,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, ToolException
 from langgraph.types import Command
 
-from agents.tool_decorator import tool
+from agents.tools.decorator import tool
 from bus import Bus
 from bus.layout import USER_DATA
 from sandbox.client import SandboxClient

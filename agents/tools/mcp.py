@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 from langchain_core.tools import BaseTool
 
-from agents.mcp_stderr import StderrTail
+from agents.tools.mcp_stderr import StderrTail
 from bus import Bus, safe_token
 from bus.messages import utcnow
 from bus.watch import follow_key

@@ -16,10 +16,10 @@ from typing import Any
 
 import httpx
 
-from agents.community._html import Kind, kind_of, media_type, sniff
-from agents.community._http import client, ssl_context
-from agents.community._pinned import CheckedTransport
-from agents.community.errors import FetchRefused, ProviderRefused, ProviderTimeout, ProviderUnreachable
+from agents.tools.community._html import Kind, kind_of, media_type, sniff
+from agents.tools.community._http import client, ssl_context
+from agents.tools.community._pinned import CheckedTransport
+from agents.tools.community.errors import FetchRefused, ProviderRefused, ProviderTimeout, ProviderUnreachable
 
 MAX_REDIRECTS = 5
 _ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.8"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.community._common import ToolSettings
-from agents.community._http import read_json, send
-from agents.community.errors import BadProviderResponse, NotConfigured
+from agents.tools.community._common import ToolSettings
+from agents.tools.community._http import read_json, send
+from agents.tools.community.errors import BadProviderResponse, NotConfigured
 
 NAME = "Tavily"
 DEFAULT_URL = "https://api.tavily.com"

@@ -1,16 +1,16 @@
 """Web tools for the agent, each built from its config.yaml `tools[]` entry.
 
     tools:
-      - {name: web_search, use: "agents.community.web_search:make_web_search", provider: tavily}
-      - {name: web_fetch, use: "agents.community.web_fetch:make_web_fetch", provider: http}
-      - {name: image_search, use: "agents.community.image_search:make_image_search",
+      - {name: web_search, use: "agents.tools.community.web_search:make_web_search", provider: tavily}
+      - {name: web_fetch, use: "agents.tools.community.web_fetch:make_web_fetch", provider: http}
+      - {name: image_search, use: "agents.tools.community.image_search:make_image_search",
          provider: searxng, base_url: "http://localhost:8888"}
 
 Every tool answers in text; when a provider fails (time-out, HTTP error, bad
 answer) the text starts with "Error:" and says what the model can do.
 """
 
-from agents.community.errors import (
+from agents.tools.community.errors import (
     BadProviderResponse,
     FetchRefused,
     NotConfigured,
@@ -19,9 +19,9 @@ from agents.community.errors import (
     ProviderUnreachable,
     WebToolError,
 )
-from agents.community.image_search import make_image_search
-from agents.community.web_fetch import make_web_fetch
-from agents.community.web_search import make_web_search
+from agents.tools.community.image_search import make_image_search
+from agents.tools.community.web_fetch import make_web_fetch
+from agents.tools.community.web_search import make_web_search
 
 __all__ = [
     "BadProviderResponse",

@@ -4,7 +4,7 @@ config.yaml:
 
     tools:
       - name: web_fetch
-        use: agents.community.web_fetch:make_web_fetch
+        use: agents.tools.community.web_fetch:make_web_fetch
         provider: http              # or jina (api_key optional), firecrawl (api_key)
         max_chars: 4096
 """
@@ -18,10 +18,10 @@ from typing import Literal
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from agents.community import _direct, _readers
-from agents.community._common import ToolSettings, call_settings, cap, check_settings, guarded
-from agents.community._html import describe, html_to_markdown
-from agents.tools import tool_factory
+from agents.tools.community import _direct, _readers
+from agents.tools.community._common import ToolSettings, call_settings, cap, check_settings, guarded
+from agents.tools.community._html import describe, html_to_markdown
+from agents.tools.from_config import tool_factory
 from config import ToolConfig
 
 logger = logging.getLogger(__name__)

@@ -5,13 +5,13 @@ config.yaml:
 
     tools:
       - name: image_search
-        use: agents.community.image_search:make_image_search
-        # provider unset = duckduckgo, through the ddgs library (see agents/community/_ddgs.py)
+        use: agents.tools.community.image_search:make_image_search
+        # provider unset = duckduckgo, through the ddgs library (see agents/tools/community/_ddgs.py)
         provider: searxng           # or tavily (api_key)
         base_url: http://localhost:8888
         max_results: 5
 
-A run asking the same query twice gets the first answer again (agents.community._cache).
+A run asking the same query twice gets the first answer again (agents.tools.community._cache).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from typing import Literal, Self
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, model_validator
 
-from agents.community import _ddgs, _searxng, _tavily
-from agents.community._cache import RunCache
-from agents.community._common import call_settings, check_settings, clip, first, guarded
-from agents.tools import tool_factory
+from agents.tools.community import _ddgs, _searxng, _tavily
+from agents.tools.community._cache import RunCache
+from agents.tools.community._common import call_settings, check_settings, clip, first, guarded
+from agents.tools.from_config import tool_factory
 from config import ToolConfig
 
 logger = logging.getLogger(__name__)

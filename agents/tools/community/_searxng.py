@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.community._common import ToolSettings
-from agents.community._http import read_json, send
-from agents.community.errors import BadProviderResponse, NotConfigured, ProviderRefused
+from agents.tools.community._common import ToolSettings
+from agents.tools.community._http import read_json, send
+from agents.tools.community.errors import BadProviderResponse, NotConfigured, ProviderRefused
 
 NAME = "SearXNG"
 

@@ -13,7 +13,7 @@ from typing import Any
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool
 
-from agents.tool_decorator import tool
+from agents.tools.decorator import tool
 from bus import Bus
 from bus.messages import (
     ScheduleAction,

@@ -4,14 +4,14 @@ config.yaml:
 
     tools:
       - name: web_search
-        use: agents.community.web_search:make_web_search
+        use: agents.tools.community.web_search:make_web_search
         # provider unset = duckduckgo, through the ddgs library: no key, no instance to run
-        # (backend, region, safesearch, proxy, ca_file: see agents/community/_ddgs.py)
+        # (backend, region, safesearch, proxy, ca_file: see agents/tools/community/_ddgs.py)
         provider: tavily            # or searxng (key-less; needs base_url)
         api_key: $TAVILY_API_KEY    # unset = $TAVILY_API_KEY
         max_results: 5
 
-A run asking the same query twice gets the first answer again (agents.community._cache).
+A run asking the same query twice gets the first answer again (agents.tools.community._cache).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from typing import Literal, Self
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, model_validator
 
-from agents.community import _ddgs, _searxng, _tavily
-from agents.community._cache import RunCache
-from agents.community._common import call_settings, check_settings, clip, first, guarded
-from agents.tools import tool_factory
+from agents.tools.community import _ddgs, _searxng, _tavily
+from agents.tools.community._cache import RunCache
+from agents.tools.community._common import call_settings, check_settings, clip, first, guarded
+from agents.tools.from_config import tool_factory
 from config import ToolConfig
 
 logger = logging.getLogger(__name__)

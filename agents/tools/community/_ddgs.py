@@ -18,8 +18,8 @@ import asyncio
 import math
 from typing import Any, Literal
 
-from agents.community._common import ToolSettings
-from agents.community.errors import ProviderRefused, ProviderTimeout, ProviderUnreachable
+from agents.tools.community._common import ToolSettings
+from agents.tools.community.errors import ProviderRefused, ProviderTimeout, ProviderUnreachable
 
 NAME = "DuckDuckGo"
 

@@ -20,7 +20,7 @@ from langchain_core.messages import SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
-from agents.tool_decorator import tool
+from agents.tools.decorator import tool
 from bus.content import text_of
 
 

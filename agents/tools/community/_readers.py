@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from agents.community._common import ToolSettings, first
-from agents.community._http import read_json, send
-from agents.community.errors import BadProviderResponse, NotConfigured, WebToolError
+from agents.tools.community._common import ToolSettings, first
+from agents.tools.community._http import read_json, send
+from agents.tools.community.errors import BadProviderResponse, NotConfigured, WebToolError
 
 JINA = "Jina Reader"
 JINA_URL = "https://r.jina.ai"

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agents.community.errors import WebToolError
+from agents.tools.community.errors import WebToolError
 from config import MissingEnvError, ToolConfig
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from agents.community.errors import (
+from agents.tools.community.errors import (
     BadProviderResponse,
     ProviderRefused,
     ProviderTimeout,

@@ -1,18 +1,14 @@
-"""Built-in tools (ask_clarification, present_files) and tools from config (`tools[].use`)."""
+"""The built-in tools every lead agent has: `ask_clarification` and `present_files`."""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool, tool
+from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.types import Command
 
-from agents.errors import ToolConfigError
 from bus.layout import OUTPUTS
-from config import AppConfig, ToolConfig
 
 
 @tool(return_direct=True, response_format="content_and_artifact")
@@ -78,43 +74,3 @@ def present_files(filepaths: list[str], tool_call_id: Annotated[str, InjectedToo
 def _is_output(path: str) -> bool:
     parts = path.split("/")
     return path.startswith(OUTPUTS + "/") and ".." not in parts and len(path) > len(OUTPUTS) + 1
-
-
-def tool_factory(make: Callable[[ToolConfig], BaseTool]) -> Callable[[ToolConfig], BaseTool]:
-    """Mark `make(entry) -> BaseTool` as a factory: `config_tools` calls it with the tool's
-    config.yaml entry (its extra keys, such as `api_key` or `max_results`, in `entry.model_extra`)
-    instead of binding the function itself as a tool."""
-    make.__antler_tool_factory__ = True  # type: ignore[attr-defined]
-    return make
-
-
-def config_tools(config: AppConfig) -> list[BaseTool]:
-    """Tools named in config.yaml `tools[]` (`use: module:variable`): a LangChain tool, a plain
-    function (bound as a tool named `name`), or a `tool_factory` (called with the entry).
-
-    Raises:
-        ToolConfigError: a tool cannot be imported, built, or is not a tool.
-    """
-    found: list[BaseTool] = []
-    for index, entry in enumerate(config.tools):
-        module_name, _, attr = entry.use.partition(":")
-        where = f"tools[{index}] ({entry.name})"
-        try:
-            value = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ToolConfigError(f"{where}: cannot import {entry.use!r}: {exc}") from None
-        if getattr(value, "__antler_tool_factory__", False):
-            try:
-                built = value(entry)
-            except Exception as exc:  # a key missing or wrong: say which tool
-                raise ToolConfigError(f"{where}: {type(exc).__name__}: {exc}") from None
-            if not isinstance(built, BaseTool):
-                raise ToolConfigError(f"{where}: the factory {entry.use!r} did not return a tool")
-            found.append(built)
-        elif isinstance(value, BaseTool):
-            found.append(value)
-        elif callable(value):
-            found.append(StructuredTool.from_function(value, name=entry.name))
-        else:
-            raise ToolConfigError(f"{where}: {entry.use!r} is neither a LangChain tool nor a function")
-    return found

@@ -13,7 +13,7 @@ from typing import Any
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool
 
-from agents.tool_decorator import tool
+from agents.tools.decorator import tool
 from bus import Bus
 from bus.agent_store import AgentNameInvalid, AgentNotFound, AgentStore, check_fields
 from config import AppConfig
