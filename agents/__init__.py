@@ -4,7 +4,7 @@ antler run runner          # or: python -m agents
 
 Importing this package is cheap on purpose (only run context and errors, no
 LangChain): import what you need from its modules, e.g. `agents.runner.run`
-(the component), `agents.lead.build_lead_agent`, `llm.models.create_chat_model`,
+(the component), `agents.graph.lead.build_lead_agent`, `llm.models.create_chat_model`,
 `agents.threads.serve_threads` (the threads service), `agents.tools.sandbox`.
 """
 

@@ -1,4 +1,4 @@
-"""Compacting a thread on demand (`threads.compact`): the summarization of agents.summarize, asked by a
+"""Compacting a thread on demand (`threads.compact`): the summarization of agents.graph.summarize, asked by a
 person (`POST /api/threads/{id}/compact`, `/compact` in chats, the web UI's button).
 
 It runs in the threads service, beside the checkpoints: the thread's messages
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import RemoveMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from agents.summarize import MemoryFlush, ThreadSummarizer
+from agents.graph.summarize import MemoryFlush, ThreadSummarizer
 from bus.messages import ThreadCompactReply, ThreadCompactRequest
 from bus.service import ServiceError
 from llm.models import create_chat_model

@@ -12,6 +12,7 @@ from typing import Any
 # Old module path -> where it lives now.
 MOVED: dict[str, str] = {
     "agents.community": "agents.tools.community",
+    "agents.guardrails": "agents.graph.guardrails",
 }
 
 

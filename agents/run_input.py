@@ -7,8 +7,8 @@ from typing import Any
 from langgraph.types import Command, Send
 
 from agents.checkpoints import since_last_input
-from agents.run_check import check_run
-from agents.state import thread_data
+from agents.graph.run_check import check_run
+from agents.graph.state import thread_data
 from bus.messages import RunCommand, RunRequest, SendTo
 
 
@@ -33,7 +33,7 @@ async def graph_input_of(request: RunRequest, agent: Any, resumed: bool) -> tupl
     """The graph's input, and for a run resumed mid-way the messages it already finished.
 
     Raises:
-        InvalidRun: the request cannot run on the agent's graph or its thread (`agents.run_check`).
+        InvalidRun: the request cannot run on the agent's graph or its thread (`agents.graph.run_check`).
     """
     if resumed:
         # Continue only if this run's input made it into a checkpoint; else start it afresh.

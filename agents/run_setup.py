@@ -15,7 +15,7 @@ from agents.active_run import ActiveRun
 from agents.context import RunContext, RunOptions
 from agents.errors import AgentError, ModelConfigError
 from agents.events import StreamTranslator, jsonable
-from agents.lead import AgentCache
+from agents.graph.lead import AgentCache
 from agents.run_input import graph_config, graph_input_of
 from agents.run_journal import JournalRecorder
 from config import AppConfig, ConfigError, MissingEnvError

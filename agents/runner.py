@@ -21,14 +21,14 @@ from typing import Any
 from langchain_core.tools import BaseTool
 
 from agents.active_run import ActiveRun, finish_run
-from agents.assembly import PromptAssembly
 from agents.checkpoints import checkpointer_ready, rollback
 from agents.context import RunOptions
 from agents.errors import AgentError, ModelConfigError
 from agents.event_log import EventLog, request_chat
 from agents.goal import GoalLoop
-from agents.lead import AgentCache
-from agents.patches import inline_trace_bookkeeping
+from agents.graph.assembly import PromptAssembly
+from agents.graph.lead import AgentCache
+from agents.graph.patches import inline_trace_bookkeeping
 from agents.run_endings import end_given_up, end_refused_request, ensure_ended
 from agents.run_input import run_timeout
 from agents.run_setup import CannotRun, Ready, ready_to_run

@@ -33,9 +33,9 @@ from nats.js.errors import KeyWrongLastSequenceError
 
 from agents.context import RunContext
 from agents.events import jsonable
-from agents.guardrails import GuardrailMiddleware, make_provider
-from agents.lead import tool_error
-from agents.middleware import (
+from agents.graph.guardrails import GuardrailMiddleware, make_provider
+from agents.graph.lead import tool_error
+from agents.graph.middleware import (
     DanglingToolCallMiddleware,
     FinishReasonMiddleware,
     LLMErrorHandlingMiddleware,
@@ -44,11 +44,11 @@ from agents.middleware import (
     ToolTelemetryMiddleware,
     ViewImageMiddleware,
 )
-from agents.middleware.read_before_write import ReadBeforeWriteMiddleware
-from agents.middleware.tool_output import ToolOutputBudgetMiddleware
-from agents.patches import middleware_spans
-from agents.prompt import skills_section
-from agents.state import ThreadState, thread_data
+from agents.graph.middleware.read_before_write import ReadBeforeWriteMiddleware
+from agents.graph.middleware.tool_output import ToolOutputBudgetMiddleware
+from agents.graph.patches import middleware_spans
+from agents.graph.prompt import skills_section
+from agents.graph.state import ThreadState, thread_data
 from agents.subagent_types import SubagentType, subagent_types
 from agents.subagents import REMEMBER_STOPS, Stops
 from agents.telemetry import invoke_subagent
@@ -153,7 +153,8 @@ class SubagentExecutor:
                 else []
             ),
         ]
-        with middleware_spans("langsmith" in enabled_services(self.config)):  # as the lead's (agents.lead)
+        # As the lead's (agents.graph.lead).
+        with middleware_spans("langsmith" in enabled_services(self.config)):
             agent = create_agent(
                 model,
                 tools,

@@ -1,7 +1,8 @@
 """The `invoke_agent` span of a run or a subagent task (GenAI conventions; `bus.tracing`).
 
-Its children are the agent's `chat` (llm.telemetry) and `execute_tool` (agents.middleware.tool_telemetry)
-spans, and through the bus the sandbox's and subagents' work. Off, the work runs unwrapped.
+Its children are the agent's `chat` (llm.telemetry) and `execute_tool`
+(agents.graph.middleware.tool_telemetry) spans, and through the bus the sandbox's and subagents'
+work. Off, the work runs unwrapped.
 """
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ from agents.compact import compact_thread
 from agents.context import RunContext, RunOptions
 from agents.events import jsonable
 from agents.goal import change_goal
-from agents.run_check import InvalidRun, check_run
-from agents.state import ThreadState as ThreadStateSchema
-from agents.state_update import InvalidStateUpdate, check_state_update
+from agents.graph.run_check import InvalidRun, check_run
+from agents.graph.state import ThreadState as ThreadStateSchema
+from agents.graph.state_update import InvalidStateUpdate, check_state_update
 from agents.suggestions import SuggestionFailed, suggest, turns_of
 from agents.tools import ask_clarification, present_files
 from bus import Bus
@@ -199,7 +199,7 @@ class ThreadService:
         )
 
     async def check_run(self, req: RunRequest) -> Reply:
-        """Whether the run can run, before the gateway accepts it (`agents.run_check`), against the
+        """Whether the run can run, before the gateway accepts it (`agents.graph.run_check`), against the
         agent compiled for its options (plan mode adds a node); a runner checks it again as it starts."""
         await self._own(req.thread_id, req.user_id)
         configurable = dict(req.config.get("configurable") or {})

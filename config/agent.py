@@ -146,12 +146,14 @@ class ToolSearchConfig(Section):
 
 
 class GuardrailsConfig(Section):
-    """A check before each tool call (`agents.guardrails`); extra keys configure your own provider."""
+    """A check before each tool call (`agents.graph.guardrails`); extra keys configure your own provider."""
 
     model_config = ConfigDict(extra="allow")
 
     enabled: bool = False
-    use: str = Field("agents.guardrails:AllowlistProvider", description="The provider, as module:Class.")
+    use: str = Field(
+        "agents.graph.guardrails:AllowlistProvider", description="The provider, as module:Class."
+    )
     allowed_tools: list[str] | None = Field(None, description="Only these may run; null = all not denied.")
     denied_tools: list[str] = Field(default_factory=list)
     denied_commands: list[str] = Field(

@@ -1,6 +1,6 @@
 """The thread's files as the runner side's middlewares need them, through the sandbox broker.
 
-`save_output`: the tool output budget (agents.middleware.tool_output) keeps only
+`save_output`: the tool output budget (agents.graph.middleware.tool_output) keeps only
 the head and tail of a long result in the conversation; the whole text goes to
 `/mnt/user-data/outputs/tool-results/<tool>-<id>.txt`, where the agent's own
 `read_file` and `grep` reach it. It is written in pieces (each one request well
@@ -8,7 +8,7 @@ under the bus's largest message), the first creating the file, the next ones
 appending, so a result of many megabytes needs no bigger messages.
 
 `exists`: whether a path is a file already (read before write,
-agents.middleware.read_before_write), or None when the broker cannot say.
+agents.graph.middleware.read_before_write), or None when the broker cannot say.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ which agent a run may name.
 The shape is checked here, where the gateway's API and the runner's consumer meet, so a command
 that is no command is refused whichever way it came, naming the field. Whether its nodes and
 state keys exist, and whether anything waits for its `resume`, depends on the agent's graph and
-the thread: the runner checks that (`agents.run_check`).
+the thread: the runner checks that (`agents.graph.run_check`).
 """
 
 from __future__ import annotations

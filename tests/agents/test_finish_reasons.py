@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from agents.middleware.finish_reasons import EMPTY_TEXT, LENGTH_NOTE, SAFETY_NOTE, SAFETY_TEXT
+from agents.graph.middleware.finish_reasons import EMPTY_TEXT, LENGTH_NOTE, SAFETY_NOTE, SAFETY_TEXT
 from bus import Bus
 from bus.runs import collect_run
 from config import AppConfig

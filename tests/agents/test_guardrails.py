@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agents.guardrails import ToolCallCheck, Verdict
+from agents.graph.guardrails import ToolCallCheck, Verdict, make_provider
 from bus import Bus
 from config import AppConfig, GuardrailsConfig
 from tests.agents.conftest import ask, running_runner, submit_and_collect
@@ -75,3 +75,13 @@ async def test_a_provider_of_ones_own_decides_per_user(
         events = await submit_and_collect(bus, ask("t-own", "show me the file", user_id="bob"))
     [denied] = tool_results(events)
     assert "present_files is only for ana" in denied["content"]
+
+
+async def test_a_config_naming_the_provider_by_its_old_path_still_denies() -> None:
+    """`use: agents.guardrails:AllowlistProvider` (the path before `agents/graph/`) still works."""
+    section = GuardrailsConfig(enabled=True, use="agents.guardrails:AllowlistProvider", denied_tools=["bash"])
+    provider = make_provider(section)
+
+    verdict = await provider.check(ToolCallCheck("bash", {"command": "ls"}, "ana", "t-1"))
+
+    assert verdict == Verdict(False, "the tool bash is not allowed here")

@@ -9,9 +9,9 @@ from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from agents.middleware import DanglingToolCallMiddleware, LoopDetectionMiddleware
-from agents.middleware.dangling import PLACEHOLDER
-from agents.middleware.title import clean_title
+from agents.graph.middleware import DanglingToolCallMiddleware, LoopDetectionMiddleware
+from agents.graph.middleware.dangling import PLACEHOLDER
+from agents.graph.middleware.title import clean_title
 from config import TitleConfig
 
 pytestmark = pytest.mark.asyncio

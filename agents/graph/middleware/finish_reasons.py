@@ -22,8 +22,8 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from agents.middleware._util import last_ai, replace_ai
-from agents.middleware.model_errors import run_event_writer
+from agents.graph.middleware._util import last_ai, replace_ai
+from agents.graph.middleware.model_errors import run_event_writer
 from bus.content import text_of
 
 log = logging.getLogger(__name__)

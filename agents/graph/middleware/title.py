@@ -17,8 +17,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langgraph.constants import TAG_NOSTREAM
 
-from agents.middleware._util import last_ai, with_update
-from agents.state import ThreadState
+from agents.graph.middleware._util import last_ai, with_update
+from agents.graph.state import ThreadState
 from bus.content import text_of
 from config import TitleConfig
 

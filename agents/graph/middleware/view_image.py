@@ -13,8 +13,8 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain_core.messages import HumanMessage
 
-from agents.middleware._util import with_update
-from agents.state import ThreadState
+from agents.graph.middleware._util import with_update
+from agents.graph.state import ThreadState
 
 
 class ViewImageMiddleware(AgentMiddleware[ThreadState, Any]):  # type: ignore[type-var]

@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.messages import convert_to_messages
 from pydantic import TypeAdapter, ValidationError
 
-from agents.state import ThreadState
+from agents.graph.state import ThreadState
 
 # Keys checked by other means (messages) or not at all (a structured response is whatever the model made).
 _NOT_TYPED = {"messages", "structured_response"}

@@ -32,8 +32,8 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, Summariza
 from langchain_core.messages import AnyMessage, HumanMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from agents.assembly import memory_turns
-from agents.middleware._util import messages_of, with_update
+from agents.graph.assembly import memory_turns
+from agents.graph.middleware._util import messages_of, with_update
 from bus import Bus
 from bus.messages import MemoryUpdate
 from config import AppConfig, ContextSize

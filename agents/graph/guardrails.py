@@ -2,7 +2,7 @@
 
     guardrails:
       enabled: true
-      use: agents.guardrails:AllowlistProvider   # or module:Class of your own
+      use: agents.graph.guardrails:AllowlistProvider   # or module:Class of your own
       allowed_tools: null        # null: every tool not denied
       denied_tools: []
       denied_commands: ['rm\\s+-rf\\s+/']        # regular expressions, for bash

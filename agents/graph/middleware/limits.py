@@ -14,7 +14,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from agents.middleware._util import last_ai, replace_ai, without_tool_calls
+from agents.graph.middleware._util import last_ai, replace_ai, without_tool_calls
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from langgraph.constants import START
 
-from agents.state_update import InvalidStateUpdate, check_values
+from agents.graph.state_update import InvalidStateUpdate, check_values
 from bus.messages import RunRequest, SendTo
 
 

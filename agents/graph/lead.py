@@ -15,7 +15,7 @@ DeerFlow's chain and where each link lives here:
                                             cut, kept whole under outputs/tool-results
     read before write                    -> ReadBeforeWriteMiddleware: an existing file is changed only
                                             after a read_file of it newer than the last change
- 7. summarization                        -> ThreadSummarizer (agents.summarize; `summarization`, on by
+ 7. summarization                        -> ThreadSummarizer (agents.graph.summarize; `summarization`, on by
                                             default, from the model's context window; memory first)
  8. plan mode                            -> langchain's TodoListMiddleware (`is_plan_mode`)
  9. title                                -> TitleMiddleware (inside the model call)
@@ -46,8 +46,8 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.context import RunContext, RunOptions
-from agents.guardrails import GuardrailMiddleware, make_provider
-from agents.middleware import (
+from agents.graph.guardrails import GuardrailMiddleware, make_provider
+from agents.graph.middleware import (
     DanglingToolCallMiddleware,
     FinishReasonMiddleware,
     LLMErrorHandlingMiddleware,
@@ -57,11 +57,11 @@ from agents.middleware import (
     ToolTelemetryMiddleware,
     ViewImageMiddleware,
 )
-from agents.middleware.read_before_write import ReadBeforeWriteMiddleware
-from agents.middleware.tool_output import ToolOutputBudgetMiddleware
-from agents.patches import middleware_spans
-from agents.state import ThreadState
-from agents.summarize import MemoryFlush, ThreadSummarizer
+from agents.graph.middleware.read_before_write import ReadBeforeWriteMiddleware
+from agents.graph.middleware.tool_output import ToolOutputBudgetMiddleware
+from agents.graph.patches import middleware_spans
+from agents.graph.state import ThreadState
+from agents.graph.summarize import MemoryFlush, ThreadSummarizer
 from agents.tools import ask_clarification, config_tools, present_files
 from agents.tools.thread_files import ThreadFiles
 from agents.tools.tool_search import DeferredToolsMiddleware, make_tool_search
@@ -166,7 +166,7 @@ def build_lead_agent(
     tools = build_tools(config, options, extra_tools, task_tool)
     if deferred:  # known to the tool node, bound for the model once found (agents.tools.tool_search)
         tools += [*deferred, make_tool_search(deferred, config.tool_search.max_results)]
-    # Middleware hooks in LangSmith spans only when runs are traced there (agents.patches).
+    # Middleware hooks in LangSmith spans only when runs are traced there (agents.graph.patches).
     with middleware_spans("langsmith" in enabled_services(config)):
         return create_agent(
             model,

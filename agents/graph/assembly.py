@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from agents.context import RunOptions
 from agents.errors import UnknownAgent
-from agents.prompt import build_system_prompt
+from agents.graph.prompt import build_system_prompt
 from bus import Bus
 from bus.agent_store import AgentNameInvalid, AgentStore
 from bus.content import text_of

@@ -24,7 +24,7 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langgraph.errors import GraphBubbleUp
 
 from agents.errors import ModelUnavailable
-from agents.middleware._util import last_ai
+from agents.graph.middleware._util import last_ai
 from llm.errors import ModelCallFailed
 from llm.guard import ModelCalls
 from llm.retry import RetryNotice
