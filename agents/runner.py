@@ -25,7 +25,6 @@ from agents.checkpoints import checkpointer_ready, rollback
 from agents.context import RunOptions
 from agents.errors import AgentError, ModelConfigError
 from agents.event_log import EventLog, request_chat
-from agents.goal import GoalLoop
 from agents.graph.assembly import PromptAssembly
 from agents.graph.lead import AgentCache
 from agents.graph.patches import inline_trace_bookkeeping
@@ -34,6 +33,7 @@ from agents.run_input import run_timeout
 from agents.run_setup import CannotRun, Ready, ready_to_run
 from agents.task_tool import make_task_tool
 from agents.thread_claims import Outcome, ThreadClaims
+from agents.threads.goal import GoalLoop
 from agents.tools.custom_agents import make_agent_tools, tool_group_map
 from agents.tools.mcp import McpServers
 from agents.tools.sandbox import make_sandbox_tools, make_view_image_tool
@@ -478,12 +478,13 @@ class Runner:
 
 async def run(bus: Bus, config: AppConfig) -> None:
     """The runner component: consume RunRequests until cancelled, then drain."""
-    from agents.threads import serve_threads
+    from agents.threads import ThreadService, serve_threads
 
     inline_trace_bookkeeping()
     async with checkpointer_ready(config) as checkpointer:
         runner = await Runner.open(bus, config, checkpointer)
-        service = await serve_threads(bus, config, runner)
+        threads = ThreadService(bus, config, checkpointer, runner.threads, runner.agents.get, runner.calls)
+        service = await serve_threads(threads)
         control = await bus.nc.subscribe(bus.subjects.run_control_all, cb=runner.on_control)
         try:
             # In a worker thread: the event loop keeps answering signals and requests meanwhile.

@@ -1,5 +1,5 @@
 """`/compact` in a chat: the conversation's older messages summarised now, by the runners'
-`threads.compact` (agents.compact: the summarization that runs near the context window, memory first).
+`threads.compact` (agents.threads.compact: the summarization that runs near the context window, memory first).
 """
 
 from __future__ import annotations

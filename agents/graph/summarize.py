@@ -15,7 +15,7 @@ sent: its protected helpers, as its own hook calls them) with three changes:
   or without a LangChain model profile.
 
 `compact` is the same code asked by a person (`POST /api/threads/{id}/compact`,
-`/compact` in chats: agents.compact): it summarises whatever is older than
+`/compact` in chats: agents.threads.compact): it summarises whatever is older than
 what `keep` keeps, whether or not the trigger is reached.
 
 The summary call is tagged `nostream`: its tokens are not part of the answer.

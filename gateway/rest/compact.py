@@ -1,6 +1,6 @@
 """`POST /api/threads/{id}/compact`: summarise a thread's older messages now, in DeerFlow's shape.
 
-The work is the runner's (`threads.compact`, agents.compact: the same
+The work is the runner's (`threads.compact`, agents.threads.compact: the same
 summarization that runs near the context window, memory first); this route
 checks the caller owns the thread and says what happened.
 """

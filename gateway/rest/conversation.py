@@ -21,7 +21,7 @@ from gateway.rest.feedback import feedback_counts, feedback_json
 from gateway.schemas import errors
 
 router = APIRouter()
-# The runner gives up on a slow model before this (agents.suggestions.MODEL_TIMEOUT_SECONDS).
+# The runner gives up on a slow model before this (agents.threads.suggestions.MODEL_TIMEOUT_SECONDS).
 SUGGESTIONS_TIMEOUT = 60.0
 
 

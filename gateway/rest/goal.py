@@ -2,7 +2,7 @@
 
 The goal is part of the thread's record, which the runners own: it is read
 from KV here and changed through the threads service (`threads.goal`). What
-the runner does with it after each run is `agents.goal`.
+the runner does with it after each run is `agents.threads.goal`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agents.goal import continuation_run_id
+from agents.threads.goal import continuation_run_id
 from bus import Bus
 from bus.messages import (
     RunEvent,

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from nats.js.api import DeliverPolicy
 
-from agents.goal import continuation_run_id
+from agents.threads.goal import continuation_run_id
 from bus import Bus, decode
 from bus.messages import InboundMessage, OutboundMessage, RunRecord
 from bus.records import RecordStore

@@ -11,28 +11,41 @@ progress is refused (409): that run would write over the compaction.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.messages import RemoveMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from agents.graph.summarize import MemoryFlush, ThreadSummarizer
-from bus.messages import ThreadCompactReply, ThreadCompactRequest
+from agents.threads.snapshots import checkpoint_config
+from bus import Bus
+from bus.messages import ThreadCompactReply, ThreadCompactRequest, ThreadRecord
+from bus.records import RecordStore
 from bus.service import ServiceError
+from config import AppConfig
+from llm.guard import ModelCalls
 from llm.models import create_chat_model
-
-if TYPE_CHECKING:
-    from agents.threads import ThreadService
 
 log = logging.getLogger(__name__)
 
 
-async def compact_thread(service: ThreadService, req: ThreadCompactRequest) -> ThreadCompactReply:
-    """Raises ServiceError: not_found (not the caller's), conflict (a run is on it), invalid (model)."""
-    config = service.config
+async def compact_thread(
+    req: ThreadCompactRequest,
+    config: AppConfig,
+    bus: Bus,
+    threads: RecordStore[ThreadRecord],
+    graph: Any,
+    calls: ModelCalls,
+) -> ThreadCompactReply:
+    """Compact the thread through `graph` (the threads service's state graph), its summary written
+    with `calls`' budget and its older messages handed to memory on `bus`.
+
+    Raises:
+        ServiceError: not_found (not the caller's), conflict (a run is on it), invalid (model).
+    """
     if req.model_name is not None and config.get_model(req.model_name) is None:
         raise ServiceError(f"model_name: no model named {req.model_name!r}", "invalid")
-    record = await service.runner.threads.get(req.thread_id)
+    record = await threads.get(req.thread_id)
     if record is None or record.user_id != req.user_id:
         raise ServiceError(f"thread {req.thread_id} not found", "not_found")
     if record.status == "busy" or record.queue:
@@ -43,15 +56,13 @@ async def compact_thread(service: ThreadService, req: ThreadCompactRequest) -> T
     def reply(compacted: bool, reason: str | None = None, **counts: Any) -> ThreadCompactReply:
         return ThreadCompactReply(thread_id=req.thread_id, compacted=compacted, reason=reason, **counts)
 
-    where = service._config(req.thread_id)
-    snapshot = await service.graph.aget_state(where)
+    where = checkpoint_config(req.thread_id)
+    snapshot = await graph.aget_state(where)
     messages = list((snapshot.values or {}).get("messages") or [])
     if len(messages) < 2:
         return reply(False, "the thread has nothing to compact yet")
     model = create_chat_model(config, req.model_name)
-    summarizer = ThreadSummarizer(
-        config, model, req.model_name, MemoryFlush(service.bus), service.runner.calls
-    )
+    summarizer = ThreadSummarizer(config, model, req.model_name, MemoryFlush(bus), calls)
     try:
         update = await summarizer.summarize(
             messages, req.user_id, req.agent_name, req.thread_id, None, force=True
@@ -63,7 +74,7 @@ async def compact_thread(service: ThreadService, req: ThreadCompactRequest) -> T
         return reply(False, "the thread is too short to compact")
     kept = [m for m in update["messages"] if not isinstance(m, RemoveMessage)]
     preserved = len(kept) - 1  # the first is the summary
-    written = await service.graph.aupdate_state(where, update, as_node="model")
+    written = await graph.aupdate_state(where, update, as_node="model")
     log.info("thread %s compacted: %d message(s) summarised", req.thread_id, len(messages) - preserved)
     return reply(
         True,

@@ -1,5 +1,5 @@
 """The threads service (`<prefix>.threads.*`): create, patch, delete, state, history, suggestions, goal,
-compact (agents.compact).
+compact (`compact`).
 
 The runners own threads: their records (KV `<prefix>_threads`, which the
 runner's thread claims also write) and their checkpoints. Everyone else reads
@@ -13,23 +13,19 @@ runner joins the same queue group; `$SRV` discovery lists them.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langgraph.errors import InvalidUpdateError
 
-from agents.compact import compact_thread
-from agents.context import RunContext, RunOptions
-from agents.events import jsonable
-from agents.goal import change_goal
+from agents.context import RunOptions
 from agents.graph.run_check import InvalidRun, check_run
-from agents.graph.state import ThreadState as ThreadStateSchema
 from agents.graph.state_update import InvalidStateUpdate, check_state_update
-from agents.suggestions import SuggestionFailed, suggest, turns_of
-from agents.tools import ask_clarification, present_files
+from agents.threads.compact import compact_thread
+from agents.threads.goal import change_goal
+from agents.threads.snapshots import checkpoint_config, state_graph, to_thread_state
+from agents.threads.suggestions import SuggestionFailed, suggest, turns_of
 from bus import Bus
 from bus.messages import (
     ID_RULE,
@@ -52,7 +48,6 @@ from bus.messages import (
     ThreadRecord,
     ThreadRunStartsReply,
     ThreadRunStartsRequest,
-    ThreadState,
     ThreadStateReply,
     ThreadStateRequest,
     ThreadSuggestionsReply,
@@ -62,88 +57,48 @@ from bus.messages import (
     is_valid_id,
     utcnow,
 )
-from bus.records import drop_keys, keys_matching
+from bus.records import RecordStore, drop_keys, keys_matching
 from bus.service import Endpoint, Running, ServiceError, start_service
 from config import AppConfig
-
-if TYPE_CHECKING:
-    from agents.runner import Runner
+from llm.guard import ModelCalls
 
 log = logging.getLogger(__name__)
 
 
-def state_graph(checkpointer: Any) -> Any:
-    """A graph with the lead agent's state and nodes but no real model: for reading and writing state."""
-    placeholder = GenericFakeChatModel(messages=iter(()))
-    return create_agent(
-        placeholder,
-        [ask_clarification, present_files],
-        state_schema=ThreadStateSchema,
-        context_schema=RunContext,
-        checkpointer=checkpointer,
-        name="lead_agent",
-    )
-
-
-def task_error(error: Any) -> str | None:
-    """A checkpoint task's error as clients see it; none for a task a stop cancelled.
-
-    LangGraph saves a cancelled task's `CancelledError` as its error (so the super-step can end), but
-    a stop is the user's choice, not a failure: DeerFlow's UI (the LangGraph SDK's `useStream`) reads
-    the newest checkpoint's task error as the chat's error and shows it as failed after a reload.
-    """
-    if error is None or isinstance(error, asyncio.CancelledError):
-        return None
-    text = str(error) if isinstance(error, str) else repr(error)
-    return None if text.startswith("CancelledError(") else text
-
-
-def to_thread_state(snapshot: Any) -> ThreadState:
-    conf = snapshot.config.get("configurable", {}) if snapshot.config else {}
-    parent = snapshot.parent_config.get("configurable") if snapshot.parent_config else None
-    return ThreadState(
-        values=jsonable(snapshot.values or {}),
-        next=list(snapshot.next or ()),
-        checkpoint={k: conf.get(k) for k in ("thread_id", "checkpoint_ns", "checkpoint_id")},
-        metadata=jsonable(snapshot.metadata or {}),
-        created_at=snapshot.created_at,
-        parent_checkpoint={k: parent.get(k) for k in ("thread_id", "checkpoint_ns", "checkpoint_id")}
-        if parent
-        else None,
-        tasks=[
-            {"id": t.id, "name": t.name, "error": task_error(t.error), "interrupts": jsonable(t.interrupts)}
-            for t in snapshot.tasks or ()
-        ],
-        interrupts=jsonable(list(getattr(snapshot, "interrupts", ()) or ())),
-    )
-
-
 class ThreadService:
-    def __init__(self, bus: Bus, config: AppConfig, runner: Runner) -> None:
+    """The service's handlers, over what the runner process holds: the thread records, the
+    checkpointer, the compiled agents (to check a run against its own graph) and the model calls'
+    budget (for compaction)."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        config: AppConfig,
+        checkpointer: Any,
+        threads: RecordStore[ThreadRecord],
+        graph_for: Callable[[RunOptions], Any],
+        calls: ModelCalls,
+    ) -> None:
         self.bus = bus
         self.config = config
-        self.runner = runner
-        self.graph = state_graph(runner.checkpointer)
+        self.checkpointer = checkpointer
+        self.threads = threads
+        self.graph_for = graph_for  # the lead agent compiled for a run's options
+        self.calls = calls
+        self.graph = state_graph(checkpointer)
 
     async def _own(self, thread_id: str, user_id: str) -> ThreadRecord | None:
         """Refuse another user's thread as if it did not exist (a thread with no record yet is anyone's);
         its record, if it has one."""
-        record = await self.runner.threads.get(thread_id) if is_valid_id(thread_id) else None
+        record = await self.threads.get(thread_id) if is_valid_id(thread_id) else None
         if not is_valid_id(thread_id) or (record is not None and record.user_id != user_id):
             raise ServiceError(f"thread {thread_id} not found", "not_found")
         return record
 
-    @staticmethod
-    def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-        configurable = {"thread_id": thread_id, "checkpoint_ns": ""}
-        if checkpoint_id:
-            configurable["checkpoint_id"] = checkpoint_id
-        return {"configurable": configurable}
-
     async def state(self, req: ThreadStateRequest) -> ThreadStateReply:
         record = await self._own(req.thread_id, req.user_id)
         snapshot = await self.graph.aget_state(
-            self._config(req.thread_id, req.checkpoint_id), subgraphs=req.subgraphs
+            checkpoint_config(req.thread_id, req.checkpoint_id), subgraphs=req.subgraphs
         )
         state = to_thread_state(snapshot)
         if req.checkpoint_id is None and record is not None and record.goal is not None:
@@ -152,11 +107,11 @@ class ThreadService:
 
     async def history(self, req: ThreadHistoryRequest) -> ThreadHistoryReply:
         await self._own(req.thread_id, req.user_id)
-        before = self._config(req.thread_id, req.before) if req.before else None
+        before = checkpoint_config(req.thread_id, req.before) if req.before else None
         states = [
             to_thread_state(s)
             async for s in self.graph.aget_state_history(
-                self._config(req.thread_id), filter=req.metadata, before=before, limit=req.limit
+                checkpoint_config(req.thread_id), filter=req.metadata, before=before, limit=req.limit
             )
         ]
         return ThreadHistoryReply(states=states)
@@ -168,7 +123,7 @@ class ThreadService:
         starts = []
         saver = self.graph.checkpointer
         async for found in saver.alist(
-            self._config(req.thread_id), filter={"source": "input"}, limit=req.limit
+            checkpoint_config(req.thread_id), filter={"source": "input"}, limit=req.limit
         ):
             messages = found.checkpoint.get("channel_values", {}).get("messages") or []
             starts.append(
@@ -188,7 +143,7 @@ class ThreadService:
         except InvalidStateUpdate as exc:
             raise ServiceError(str(exc), "invalid") from None
         config = await self.graph.aupdate_state(
-            self._config(req.thread_id, req.checkpoint_id), req.values, as_node=req.as_node
+            checkpoint_config(req.thread_id, req.checkpoint_id), req.values, as_node=req.as_node
         )
         title = req.values.get("title") if isinstance(req.values, dict) else None
         if isinstance(title, str) and title.strip():
@@ -204,7 +159,7 @@ class ThreadService:
         await self._own(req.thread_id, req.user_id)
         configurable = dict(req.config.get("configurable") or {})
         try:
-            graph = self.runner.agents.get(RunOptions.from_run(configurable, req.context))
+            graph = self.graph_for(RunOptions.from_run(configurable, req.context))
         except Exception as exc:  # the run will fail with it when it starts; its nodes are still these
             log.info("check of run %s against the default graph: %s: %s", req.run_id, type(exc).__name__, exc)
             graph = self.graph
@@ -223,7 +178,7 @@ class ThreadService:
                 return None
             return record.model_copy(update={"title": title, "updated_at": utcnow()})
 
-        await self.runner.threads.update(thread_id, retitled)
+        await self.threads.update(thread_id, retitled)
 
     async def create(self, req: ThreadCreateRequest) -> ThreadCreateReply:
         if not is_valid_id(req.thread_id):
@@ -236,9 +191,9 @@ class ThreadService:
             created_at=now,
             updated_at=now,
         )
-        if await self.runner.threads.create(req.thread_id, fresh):
+        if await self.threads.create(req.thread_id, fresh):
             return ThreadCreateReply(thread=fresh, created=True)
-        return ThreadCreateReply(thread=await self.runner.threads.get(req.thread_id))
+        return ThreadCreateReply(thread=await self.threads.get(req.thread_id))
 
     async def patch(self, req: ThreadPatchRequest) -> ThreadPatchReply:
 
@@ -249,12 +204,12 @@ class ThreadService:
                 update={"metadata": {**record.metadata, **req.metadata}, "updated_at": utcnow()}
             )
 
-        return ThreadPatchReply(thread=await self.runner.threads.update(req.thread_id, merge))
+        return ThreadPatchReply(thread=await self.threads.update(req.thread_id, merge))
 
     async def goal(self, req: ThreadGoalRequest) -> ThreadGoalReply:
-        """Set or clear the thread's goal (goal mode: `agents.goal`)."""
+        """Set or clear the thread's goal (goal mode: `agents.threads.goal`)."""
         try:
-            goal = await change_goal(self.runner.threads, self.config, req)
+            goal = await change_goal(self.threads, self.config, req)
         except LookupError:
             raise ServiceError(f"thread {req.thread_id} not found", "not_found") from None
         return ThreadGoalReply(goal=goal)
@@ -262,21 +217,19 @@ class ThreadService:
     async def delete(self, req: ThreadDeleteRequest) -> ThreadDeleteReply:
         """Checkpoints, runs, then the record, then the announcement: a failure part way is retried whole."""
         await self._own(req.thread_id, req.user_id)
-        await self.runner.checkpointer.adelete_thread(req.thread_id)
+        await self.checkpointer.adelete_thread(req.thread_id)
         children = {
             checkpoint.config["configurable"]["thread_id"]
-            async for checkpoint in self.runner.checkpointer.alist(
-                None, filter={"parent_thread_id": req.thread_id}
-            )
+            async for checkpoint in self.checkpointer.alist(None, filter={"parent_thread_id": req.thread_id})
         }
         for child in children:  # its subagents' threads
-            await self.runner.checkpointer.adelete_thread(child)
+            await self.checkpointer.adelete_thread(child)
         index = self.bus.subjects.thread_runs_bucket
         runs = await self.bus.kv(self.bus.subjects.runs_bucket)
         for key in await keys_matching(self.bus.js, index, f"{req.thread_id}.>"):
             await runs.delete(key.rsplit(".", 1)[1])
         await drop_keys(self.bus.js, index, f"{req.thread_id}.>")
-        await self.runner.threads.delete(req.thread_id)
+        await self.threads.delete(req.thread_id)
         announcement = ThreadDeleted(thread_id=req.thread_id, user_id=req.user_id)
         await self.bus.publish(self.bus.subjects.event("thread.deleted"), announcement)
         return ThreadDeleteReply(deleted=True)
@@ -289,7 +242,7 @@ class ThreadService:
             raise ServiceError(message, "invalid")
         turns = req.messages
         if not turns:
-            snapshot = await self.graph.aget_state(self._config(req.thread_id))
+            snapshot = await self.graph.aget_state(checkpoint_config(req.thread_id))
             turns = turns_of((snapshot.values or {}).get("messages", []))
         try:
             found = await suggest(self.config, turns, req.n, req.model_name)
@@ -298,11 +251,12 @@ class ThreadService:
         return ThreadSuggestionsReply(suggestions=found)
 
     async def compact(self, req: ThreadCompactRequest) -> ThreadCompactReply:
-        return await compact_thread(self, req)
+        return await compact_thread(req, self.config, self.bus, self.threads, self.graph, self.calls)
 
 
-async def serve_threads(bus: Bus, config: AppConfig, runner: Runner) -> Running:
-    threads = ThreadService(bus, config, runner)
+async def serve_threads(threads: ThreadService) -> Running:
+    """The `threads` micro service, its handlers `threads`' (every runner joins one queue group)."""
+    bus = threads.bus
     endpoints: list[Endpoint[Any, Any]] = [
         Endpoint("state", ThreadStateRequest, ThreadStateReply, threads.state),
         Endpoint("history", ThreadHistoryRequest, ThreadHistoryReply, threads.history),
