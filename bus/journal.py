@@ -2,7 +2,7 @@
 
 journals/<user>/<thread>/<run>.json
 
-Written once by the runner that ends the run (`agents.run_journal`), read by the gateway's run
+Written once by the runner that ends the run (`agents.runner.journal`), read by the gateway's run
 history API, deleted with the thread's other files. The object store has no age limit, unlike
 the RUN_EVENTS stream (`bus.run_events_max_age_hours`), and no per-value size limit, unlike KV.
 """

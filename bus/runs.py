@@ -188,7 +188,7 @@ class SubmissionOrder:
     Two runner processes may fetch two queued runs of one thread at once; without this, the later
     one could find the thread idle and take it before the earlier one reached the thread record
     (a chat's answers would come out of order). A runner does not let an enqueued run take an idle
-    thread while its `after` is still pending (`agents.thread_claims`). Bounded: the threads seen
+    thread while its `after` is still pending (`agents.runner.thread_claims`). Bounded: the threads seen
     last are kept; a thread forgotten here only loses the stamp, not correctness of anything else.
     """
 

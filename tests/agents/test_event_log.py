@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agents.event_log import EventLog
 from agents.events import jsonable, merge_deltas
+from agents.runner.event_log import EventLog
 from bus import Bus
 from bus.messages import RunEvent
 from bus.runs import collect_run, follow_run

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agents.run_endings import GIVEN_UP, end_given_up
+from agents.runner.endings import GIVEN_UP, end_given_up
 from bus import Bus, list_dead_letters
 from bus.messages import ErrorInfo, MemoryDocument, RunRecord, RunStatus, ThreadRecord
 from bus.records import RecordStore

@@ -1,4 +1,5 @@
-"""One run per thread, across deliveries and outages (`agents/thread_claims.py`), with a real runner."""
+"""One run per thread, across deliveries and outages (`agents/runner/thread_claims.py`), with a real
+runner."""
 
 from __future__ import annotations
 

@@ -11,13 +11,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from agents.active_run import ActiveRun
 from agents.context import RunContext, RunOptions
 from agents.errors import AgentError, ModelConfigError
 from agents.events import StreamTranslator, jsonable
 from agents.graph.lead import AgentCache
-from agents.run_input import graph_config, graph_input_of
-from agents.run_journal import JournalRecorder
+from agents.runner.active_run import ActiveRun
+from agents.runner.graph_input import graph_config, graph_input_of
+from agents.runner.journal import JournalRecorder
 from config import AppConfig, ConfigError, MissingEnvError
 from llm.tracing_services import with_tracing
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agents.context import RunOptions
-from agents.event_log import EventLog
-from agents.run_journal import JournalRecorder
+from agents.runner.event_log import EventLog
+from agents.runner.journal import JournalRecorder
+from agents.runner.thread_claims import ThreadClaims
 from agents.telemetry import invoke_agent
-from agents.thread_claims import ThreadClaims
 from bus import Abandon, Bus
 from bus.log_context import with_run
 from bus.messages import ErrorInfo, RunRecord, RunRequest, RunStatus, SubagentCancel, Usage, utcnow

@@ -12,8 +12,8 @@ from typing import Any
 
 from nats.js.errors import NotFoundError
 
-from agents.event_log import EventLog, chat_of, request_chat
-from agents.thread_claims import release_given_up
+from agents.runner.event_log import EventLog, chat_of, request_chat
+from agents.runner.thread_claims import release_given_up
 from bus import Bus, decode
 from bus.connection import MSG_ID
 from bus.messages import (

@@ -1,0 +1,281 @@
+"""The agent runner: RunRequests in, run events out (the consumer's handlers; `component.run`
+wires them to the bus, `steps` runs a run once its thread is taken).
+
+One durable consumer on `<prefix>.runs.submit`, shared by every runner process.
+For each request it takes the thread (at most one active run per thread, across
+processes, through a compare-and-set on the thread's KV record), runs the lead
+agent with the checkpointer, publishes every event to `<prefix>.runs.ev.<run_id>`
+in order, and keeps the run and thread records current. The request is acked
+only when the run has ended; if this process dies mid-run, the request is
+redelivered and the next runner resumes from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from typing import Any
+
+from agents.context import RunOptions
+from agents.graph.assembly import PromptAssembly
+from agents.graph.lead import AgentCache
+from agents.runner.active_run import ActiveRun
+from agents.runner.endings import end_given_up, end_refused_request, ensure_ended
+from agents.runner.event_log import EventLog, request_chat
+from agents.runner.steps import RunSteps
+from agents.runner.thread_claims import Outcome, ThreadClaims
+from agents.runner.toolset import RunnerTools
+from agents.threads.goal import GoalLoop
+from agents.tools.thread_files import ThreadFiles
+from bus import Bus, Delivery, EnvelopeError, Retry, decode
+from bus.consumer import cancel_until_done
+from bus.messages import MemoryDocument, RunControl, RunRecord, RunRequest, RunStatus, ThreadRecord
+from bus.metrics import RUNS_RUNNING
+from bus.records import RecordStore, repair_by_key
+from bus.runs import thread_run_key
+from config import AppConfig
+from llm.guard import ModelCalls
+
+log = logging.getLogger(__name__)
+
+
+def attempt_of(delivery: Delivery, record: RunRecord) -> int:
+    """This delivery's attempt at the run: the server's delivery count, but never one an earlier
+    delivery already ran as (the run's record keeps the last).
+
+    A nats-server that was SIGKILLed can forget that it handed a request out (it writes its
+    consumers' state down lazily) and hand it out again as a first delivery. Numbered 1 again, the
+    new attempt's events would be taken for the first one's (their ids `ev:<run>:<attempt>:<seq>`)
+    and dropped as duplicates, its `end` among them, and it would run the run's input a second time
+    instead of resuming from the checkpoint.
+    """
+    if record.attempt and delivery.num_delivered <= record.attempt:
+        return record.attempt + 1
+    return delivery.num_delivered
+
+
+class Runner:
+    """Executes runs for one process; `run()` below wires it to the bus. Made by `open()`."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        config: AppConfig,
+        checkpointer: Any,
+        runs: RecordStore[RunRecord],
+        threads: RecordStore[ThreadRecord],
+        memory: RecordStore[MemoryDocument],
+    ) -> None:
+        self.bus = bus
+        self.config = config
+        self.checkpointer = checkpointer
+        self.runs = runs
+        self.threads = threads
+        self.tools = RunnerTools(bus, config)
+        self.calls = ModelCalls(bus, config)  # the models' cluster budgets, and retries
+        files = ThreadFiles(bus)
+        self.agents = AgentCache(
+            config,
+            checkpointer,
+            extra_tools=self.tools.own,
+            task_tool=self.tools.task,
+            calls=self.calls,
+            files=files,
+        )
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self.claims = ThreadClaims(bus, threads, runs)
+        self.goals = GoalLoop(bus, config, threads)
+        self.memory_and_prompt = PromptAssembly(bus, config, memory)
+        self.steps = RunSteps(
+            bus,
+            config,
+            checkpointer,
+            runs,
+            self.claims,
+            self.agents,
+            self.tools,
+            self.goals,
+            self.memory_and_prompt,
+        )
+        self._runs: dict[str, ActiveRun] = {}  # the runs this process handles now, by run id
+        self._stoppers: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    async def open(cls, bus: Bus, config: AppConfig, checkpointer: Any) -> Runner:
+        """A runner with its stores open and its followers (prompt inputs, MCP, model budget) started."""
+        s = bus.subjects
+        runner = cls(
+            bus,
+            config,
+            checkpointer,
+            RecordStore(await bus.kv(s.runs_bucket), RunRecord),
+            # A thread record that no longer validates (a value only a newer Antler knows, a hand edit)
+            # must not stop the thread, every run of it failing to take it until dead-lettered: it is
+            # read as far as it can be and written back repaired with the thread's next change.
+            RecordStore(
+                await bus.kv(s.threads_bucket), ThreadRecord, repair=repair_by_key(ThreadRecord, "thread_id")
+            ),
+            RecordStore(await bus.kv(s.memory_bucket), MemoryDocument),
+        )
+        await runner.memory_and_prompt.start()
+        await runner.tools.mcp.start()
+        await runner.calls.start()
+        return runner
+
+    def warm_up(self) -> None:
+        """Import the model provider and compile the default agent now, not on the first run.
+
+        That work blocks the event loop for a moment; during a run it would also
+        stall the heartbeats of every other run in this process.
+        """
+        try:
+            self.agents.get(RunOptions())
+        except Exception as exc:  # reported properly, per run, when a run needs it
+            log.info("default agent not ready yet (%s: %s)", type(exc).__name__, exc)
+
+    # ------------------------------------------------------------------ control
+
+    async def on_control(self, msg: Any) -> None:
+        try:
+            control = decode(RunControl, msg.data)
+        except Exception:
+            log.warning("ignoring unreadable run control message on %s", msg.subject)
+            return
+        run = self._runs.get(control.run_id)
+        if run is None:
+            return  # another runner's run (or already over)
+        log.info("run %s: %s requested", control.run_id, control.action)
+        run.ask_to_stop(control.action)
+        if run.stream is not None:
+            stopper = asyncio.create_task(cancel_until_done(run.stream))
+            self._stoppers.add(stopper)
+            stopper.add_done_callback(self._stoppers.discard)
+        self.claims.wake(run.thread_id)  # a run waiting for its thread notices at once
+        if msg.reply:
+            await self.bus.nc.publish(msg.reply, b'{"ok": true}')
+
+    # ------------------------------------------------------------------ handling
+
+    async def on_invalid(self, msg: Any, error: Exception) -> None:
+        await end_refused_request(self.bus, self.runs, msg.data, error)
+
+    async def on_dead_letter(self, msg: Any, reason: str) -> None:
+        """A request given up (dead-lettered: it failed `max_deliver` times, or its runners died or
+        hung in it past that) still ends its run, and lets go of its thread.
+
+        Raises:
+            Exception: it could not be ended; the consumer hands the request out again to try again.
+        """
+        try:
+            request = decode(RunRequest, msg.data)
+        except EnvelopeError:
+            return  # refused as bad input: `on_invalid` ended its run
+        await end_given_up(
+            self.bus, self.runs, self.threads, request, reason, deliveries=msg.metadata.num_delivered or 0
+        )
+        self.claims.wake(request.thread_id)  # a run of this process waiting for the thread looks again
+
+    async def handle(self, request: RunRequest, delivery: Delivery) -> None:
+        # Before any await: a later run of the same thread, delivered in the same batch, must not
+        # take the thread while this one is still reading its records.
+        self.claims.arrive(request, delivery)
+        try:
+            await self._handle(request, delivery)
+        finally:
+            self.claims.gone(request)
+
+    async def _handle(self, request: RunRequest, delivery: Delivery) -> None:
+        created: list[bool] = []
+
+        def pending_record(current: RunRecord | None) -> RunRecord | None:
+            if current is not None:
+                return None  # its submitter recorded it (and indexed it)
+            created.append(True)
+            return RunRecord.pending(request)
+
+        known = await self.runs.update_with_revision(request.run_id, pending_record)
+        assert known is not None
+        if created:  # a bare RunRequest from a script: list it with its thread's runs too
+            index = await self.bus.kv(self.bus.subjects.thread_runs_bucket)
+            await index.put(thread_run_key(request.thread_id, request.run_id, request.created_at), b"")
+        record = known[0]
+        attempt = attempt_of(delivery, record)
+        if record.status.finished:
+            log.info("run %s already %s; not running it again", request.run_id, record.status.value)
+            await ensure_ended(self.bus, request, record, attempt)
+            return
+        earlier = self._runs.get(request.run_id)
+        if earlier is not None:
+            # Redelivered while this process still runs it (the loop stalled past ack_wait):
+            # the first handler owns the run; this delivery just waits and acks with it.
+            log.warning("run %s redelivered while still running here; waiting for it", request.run_id)
+            await earlier.done.wait()
+            finished = await self.runs.get(request.run_id)
+            if finished is None or not finished.status.finished:
+                raise Retry("the earlier delivery stopped before the run ended", delay=0.5)
+            return
+        chat = request_chat(request)
+        events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt, chat)
+        run = self._runs[request.run_id] = ActiveRun(request, attempt, events)
+        try:
+            with RUNS_RUNNING.track_inprogress():
+                await run.traced(self._claim_and_execute(run, delivery, known))
+        finally:
+            events.close()  # deltas still held belong to a run left to another delivery
+            del self._runs[request.run_id]
+            run.done.set()
+            self.claims.forget(request.run_id)
+
+    async def _claim_and_execute(
+        self, run: ActiveRun, delivery: Delivery, known: tuple[RunRecord, int]
+    ) -> None:
+        request = run.request
+        just_read = [known[0]]  # the first check before taking the thread needs no second read
+        claim = await self.claims.take(
+            request,
+            delivery,
+            lambda: self._cancel_requested(run, just_read.pop() if just_read else None),
+            run.attempt,
+        )
+        if claim.outcome is Outcome.CANCELLED:
+            await self.steps.interrupted(run)
+            return
+        if claim.outcome is Outcome.REJECTED:
+            await run.events.emit("metadata", {"run_id": request.run_id, "thread_id": request.thread_id})
+            message = (
+                f"thread {request.thread_id} is busy with run {claim.holder}; wait for it, "
+                "or send the run with multitask_strategy enqueue or interrupt"
+            )
+            await self.steps.fail(run, "ThreadBusyError", message)
+            return
+        try:
+            await self.steps.execute(run, known)
+        except BaseException:
+            # A later delivery of this run may hold the thread now (same run id): leave it to it.
+            if not await self._superseded(request.run_id, run.attempt):
+                await self.claims.release(request)
+            raise
+        else:
+            await self.claims.release(request)
+
+    async def _superseded(self, run_id: str, attempt: int) -> bool:
+        """Whether a later delivery of the run has started it (after a NATS outage, say)."""
+        try:
+            record = await self.runs.get(run_id)
+        except Exception:  # the bus is away: releasing the thread would fail anyway
+            return False
+        return record is not None and record.attempt > attempt
+
+    async def _cancel_requested(self, run: ActiveRun, record: RunRecord | None = None) -> bool:
+        """Cancelled by a control message to this process, or marked interrupted while pending
+        (`record`: the run's record as just read, if it was)."""
+        if run.cancel is not None:
+            return True
+        if record is None:
+            record = await self.runs.get(run.run_id)
+        if record is not None and record.status == RunStatus.INTERRUPTED:
+            run.ask_to_stop("cancel")
+            return True
+        return False
