@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 
 from agents.graph.lead import AgentCache
-from agents.task_tool import make_task_tool
+from agents.subagents.task_tool import make_task_tool
 from agents.tools.custom_agents import make_agent_tools, tool_group_map
 from agents.tools.mcp import McpServers
 from agents.tools.sandbox import make_sandbox_tools, make_view_image_tool

@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.tools import tool as langchain_tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from agents.task_tool import make_task_tool
+from agents.subagents.task_tool import make_task_tool
 from agents.tools.custom_agents import make_agent_tools
 from agents.tools.decorator import tool
 from agents.tools.sandbox import make_sandbox_tools, make_view_image_tool

@@ -26,7 +26,7 @@ from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from agents.subagent_types import subagent_types
+from agents.subagents.types import subagent_types
 from agents.tools.decorator import tool
 from bus import Bus, decode
 from bus.errors import EnvelopeError

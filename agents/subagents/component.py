@@ -5,7 +5,7 @@ memory updater, none of which needs LangChain. Loading it (LangChain, LangGraph,
 provider: about 45 MB and a second of CPU) is put off until the first SubagentTask arrives, so a
 stack where nobody delegates never pays for it. The consumer, the `$SRV` presence and the control
 subscriptions start at once, as before: a task submitted early waits in the stream, is handed to
-the handler, which loads the executor (`agents.subagent_executor.SubagentExecutor`; the import in
+the handler, which loads the executor (`agents.subagents.executor.SubagentExecutor`; the import in
 a worker thread, so the loop keeps serving the other components meanwhile) and runs it. The
 delivery's in-progress heartbeat keeps it ours while that happens.
 
@@ -23,6 +23,7 @@ import logging
 import time
 from typing import Any
 
+from agents.subagents.stops import REMEMBER_STOPS, Stops
 from bus import Bus, Consumer, Delivery, decode, run_consumers
 from bus.messages import RunControl, SubagentCancel, SubagentTask
 from bus.service import start_service
@@ -31,10 +32,6 @@ from config import AppConfig
 log = logging.getLogger(__name__)
 
 EXECUTOR_DURABLE = "subagents"
-REMEMBER_STOPS = 600.0  # seconds a stop is kept for tasks of that parent still to arrive
-
-# (parent run, task or None for all of the parent's) -> (time.monotonic() when it came, why)
-Stops = dict[tuple[str, str | None], tuple[float, str]]
 
 
 class LazyExecutor:
@@ -43,7 +40,7 @@ class LazyExecutor:
     def __init__(self, bus: Bus, config: AppConfig) -> None:
         self.bus = bus
         self.config = config
-        self.executor: Any = None  # agents.subagent_executor.SubagentExecutor, once loaded
+        self.executor: Any = None  # agents.subagents.executor.SubagentExecutor, once loaded
         self._loading: asyncio.Task[Any] | None = None
         self._early_stops: Stops = {}
         self._resources = contextlib.AsyncExitStack()
@@ -61,7 +58,7 @@ class LazyExecutor:
 
     async def _load(self) -> Any:
         started = time.perf_counter()
-        module = await asyncio.to_thread(importlib.import_module, "agents.subagent_executor")
+        module = await asyncio.to_thread(importlib.import_module, "agents.subagents.executor")
         checkpoints = await asyncio.to_thread(importlib.import_module, "agents.checkpoints")
         checkpointer = await self._resources.enter_async_context(checkpoints.checkpointer_ready(self.config))
         executor = module.SubagentExecutor(self.bus, self.config, checkpointer, stopped=self._early_stops)

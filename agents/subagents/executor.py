@@ -49,8 +49,8 @@ from agents.graph.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.graph.patches import middleware_spans
 from agents.graph.prompt import skills_section
 from agents.graph.state import ThreadState, thread_data
-from agents.subagent_types import SubagentType, subagent_types
-from agents.subagents import REMEMBER_STOPS, Stops
+from agents.subagents.stops import REMEMBER_STOPS, Stops
+from agents.subagents.types import SubagentType, subagent_types
 from agents.telemetry import invoke_subagent
 from agents.tools import config_tools
 from agents.tools.mcp import McpServers

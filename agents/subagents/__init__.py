@@ -1,0 +1,16 @@
+"""Subagents: the lead's `task` tool and the executor component that runs what it hands out.
+
+- `component`: `antler run subagents` (`run(bus, config)`): the consumer of SubagentTasks, with
+  LangChain loaded on the first task; `stops`: cancellations kept for tasks still to arrive.
+- `executor`: `SubagentExecutor`, a task run to its result (loaded by `component`).
+- `types`: the subagent types (`general-purpose`, `bash`, and `subagents.agents`).
+- `task_tool`: the lead's `task` tool, which the runner binds (it publishes the task and relays
+  its progress).
+
+Importing this package loads no LangChain (`antler up` hosts the executor beside components that
+need none).
+"""
+
+from agents.subagents.component import EXECUTOR_DURABLE, run
+
+__all__ = ["EXECUTOR_DURABLE", "run"]
