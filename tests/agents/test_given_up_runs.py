@@ -24,7 +24,7 @@ from bus.messages import ErrorInfo, MemoryDocument, RunRecord, RunStatus, Thread
 from bus.records import RecordStore
 from bus.runs import collect_run, submit_run
 from config import AppConfig
-from tests.agents.conftest import ask, running_runner, submit_and_collect
+from tests.agents.conftest import KillRunner, ask, running_runner, submit_and_collect
 from tests.conftest import component_login, finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.runs import stored_events, streamed_text
@@ -98,9 +98,9 @@ async def test_a_run_whose_runners_keep_dying_ends_as_an_error_and_frees_its_thr
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    config_file: Callable[[], Path],
     app_config: Callable[[], AppConfig],
     nats_url: str,
+    runner_killed_mid_run: KillRunner,
 ) -> None:
     """Each runner that takes the run dies in it (SIGKILL: the OOM killer, a crash in a native
     library); past `max_deliver` deliveries the next runner gives the request up instead of dying
@@ -110,12 +110,7 @@ async def test_a_run_whose_runners_keep_dying_ends_as_an_error_and_frees_its_thr
     request = ask("t-dying", "do the job")
     await submit_run(bus, request)
     for delivery in (1, 2):
-        doomed = await run_antler("run", "runner", "-c", str(config_file()), "--nats-url", nats_url)
-        try:
-            await fake_model.wait_for_requests(delivery, timeout=30)
-        finally:
-            doomed.kill()
-            await finished(doomed)
+        await runner_killed_mid_run(None, delivery)
 
     async with running_runner(nats_url, app_config()):
         events = await collect_run(bus, request.run_id, timeout=30)
@@ -204,22 +199,16 @@ async def test_a_run_given_up_while_its_threads_record_cannot_be_read_still_ends
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    config_file: Callable[[], Path],
     app_config: Callable[[], AppConfig],
     nats_url: str,
+    runner_killed_mid_run: KillRunner,
 ) -> None:
     """The ending does not depend on reading the thread's record: the runner holding the thread died,
     and meanwhile the record became unreadable; the run is given up, ends, and the thread is free."""
     config_data["bus"].update(max_deliver=1, ack_wait_seconds=1.0)
     fake_model.script(Reply(text="never arrives", delay=60))
     request = ask("t-both", "do the job")
-    doomed = await run_antler("run", "runner", "-c", str(config_file()), "--nats-url", nats_url)
-    try:
-        await submit_run(bus, request)
-        await fake_model.wait_for_requests(1, timeout=30)
-    finally:
-        doomed.kill()
-        await finished(doomed)
+    await runner_killed_mid_run(request, 1)
     threads = RecordStore(await bus.kv(bus.subjects.threads_bucket), ThreadRecord)
     held = await threads.get("t-both")
     assert held is not None

@@ -17,10 +17,9 @@ import pytest
 from bus import Bus
 from bus.messages import RunRecord, RunStatus
 from bus.records import RecordStore
-from bus.runs import collect_run, submit_run
+from bus.runs import collect_run
 from config import AppConfig
-from tests.agents.conftest import ask, running_runner
-from tests.conftest import finished, run_antler
+from tests.agents.conftest import KillRunner, ask, running_runner
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.runs import streamed_text
 
@@ -31,11 +30,11 @@ async def test_a_run_whose_delivery_count_was_lost_resumes_as_a_later_attempt(
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    config_file: Callable[[], Path],
     app_config: Callable[[], AppConfig],
     nats_url: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    runner_killed_mid_run: KillRunner,
 ) -> None:
     monkeypatch.setenv("ANTLER_TEST_CALLS_FILE", str(tmp_path / "calls.txt"))
     config_data["tools"] = [{"name": "count_calls", "use": "tests.components.tools:count_calls"}]
@@ -45,14 +44,8 @@ async def test_a_run_whose_delivery_count_was_lost_resumes_as_a_later_attempt(
         Reply(text="never arrives", delay=60),
     )
     # The first attempt runs a tool, then its runner dies in the model call after it.
-    doomed = await run_antler("run", "runner", "-c", str(config_file()), "--nats-url", nats_url)
-    try:
-        request = ask("t-lost-count", "say something")
-        await submit_run(bus, request)
-        await fake_model.wait_for_requests(2, timeout=30)
-    finally:
-        doomed.kill()
-        await finished(doomed)
+    request = ask("t-lost-count", "say something")
+    await runner_killed_mid_run(request, 2)
     stream = bus.subjects.runs_stream
     durable = next(c.name for c in await bus.js.consumers_info(stream) if c.name == "runner")
     config = (await bus.js.consumer_info(stream, durable)).config

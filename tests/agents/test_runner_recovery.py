@@ -25,8 +25,8 @@ from bus.messages import (
 from bus.records import RecordStore
 from bus.runs import cancel_run, collect_run, submit_run
 from config import AppConfig
-from tests.agents.conftest import ask, running_runner, submit_and_collect
-from tests.conftest import another_machine, both_checkpointers, finished, run_antler
+from tests.agents.conftest import KillRunner, ask, running_runner, submit_and_collect
+from tests.conftest import another_machine, both_checkpointers
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.runs import streamed_text
 
@@ -37,11 +37,11 @@ async def test_a_runner_killed_mid_run_is_finished_by_another_from_its_checkpoin
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    config_file: Callable[[], Path],
     app_config: Callable[[], AppConfig],
     nats_url: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    runner_killed_mid_run: KillRunner,
 ) -> None:
     calls = tmp_path / "calls.txt"
     monkeypatch.setenv("ANTLER_TEST_CALLS_FILE", str(calls))
@@ -52,14 +52,8 @@ async def test_a_runner_killed_mid_run_is_finished_by_another_from_its_checkpoin
         Reply(text="never arrives", delay=60),
         Reply(text="Finished after the restart."),
     )
-    doomed = await run_antler("run", "runner", "-c", str(config_file()), "--nats-url", nats_url)
-    try:
-        request = ask("t-crash", "do the job")
-        await submit_run(bus, request)
-        await fake_model.wait_for_requests(2, timeout=30)  # the tool ran; the second model call hangs
-    finally:
-        doomed.kill()
-        await finished(doomed)
+    request = ask("t-crash", "do the job")
+    await runner_killed_mid_run(request, 2)  # the tool ran; the second model call hangs
 
     if config_data["runner"].get("checkpointer") == "postgres":
         # Only the database is shared.
@@ -88,9 +82,9 @@ async def test_a_started_runs_request_handed_out_again_as_a_first_delivery_resum
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    config_file: Callable[[], Path],
     app_config: Callable[[], AppConfig],
     nats_url: str,
+    runner_killed_mid_run: KillRunner,
 ) -> None:
     """A SIGKILLed nats-server can forget that it handed a request out (it writes its consumers'
     state down lazily) and hands it out again as delivery 1, though a runner had started the run
@@ -104,14 +98,8 @@ async def test_a_started_runs_request_handed_out_again_as_a_first_delivery_resum
         Reply(text="never arrives", delay=60),  # the first attempt, cut off with its runner
         Reply(text="Finished by the second attempt."),
     )
-    doomed = await run_antler("run", "runner", "-c", str(config_file()), "--nats-url", nats_url)
-    try:
-        request = ask("t-forgotten", "do the job")
-        await submit_run(bus, request)
-        await fake_model.wait_for_requests(1, timeout=30)
-    finally:
-        doomed.kill()
-        await finished(doomed)
+    request = ask("t-forgotten", "do the job")
+    await runner_killed_mid_run(request, 1)
 
     await bus.publish(bus.subjects.runs_submit, request, msg_id=f"{request.run_id}:again")
     async with running_runner(nats_url, app_config()):
