@@ -1,11 +1,17 @@
-"""The agent runner: the lead agent, its middlewares, model factory and tools, run on the bus.
+"""The agent side of Antler: the agent runner, the subagent executor and the threads service.
 
 antler run runner          # or: python -m agents
+antler run subagents
 
-Importing this package is cheap on purpose (only run context and errors, no
-LangChain): import what you need from its modules, e.g. `agents.runner.run`
-(the component), `agents.graph.lead.build_lead_agent`, `llm.models.create_chat_model`,
-`agents.threads.serve_threads` (the threads service), `agents.tools.sandbox`.
+- `runner/`: the runner component (`agents.runner.run`); `threads/`: the threads service it
+  serves; `subagents/`: the subagent executor (`agents.subagents.run`) and the `task` tool.
+- `graph/`: the lead agent (`agents.graph.lead.build_lead_agent`), its prompt, state and
+  middlewares; `tools/`: the agent's tools.
+- Shared by them: `context` (run options and runtime context), `errors`, `events` (stream
+  parts to run events), `telemetry`, `checkpoints` (with `sqlite_saver`), `loader`.
+
+Importing this package is cheap on purpose (only run context and errors, no LangChain): import
+what you need from its modules.
 """
 
 from agents.context import RunContext, RunOptions
