@@ -1,54 +1,27 @@
-"""Fixtures for runner tests: the scripted model over HTTP, a config pointing at it, a live runner."""
+"""Fixtures for runner tests: a live runner, and a runner killed mid-run (the helpers they use, shared
+with other test packages, are in tests/support/runner.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from agents.runner import run as run_runner
 from bus import Bus
 from bus.messages import RunRequest
-from bus.runs import collect_run, submit_run
+from bus.runs import submit_run
 from config import AppConfig
-from tests.conftest import finished, run_antler, running_component, until_answering
+from tests.conftest import finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI
-
-
-def running_runner(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
-    """A runner component in this process, on its own connection, drained on exit."""
-
-    async def ready(bus: Bus, task: asyncio.Task[None]) -> None:
-        await until_answering(bus.subjects.threads("state"), bus, task)
-
-    return running_component(nats_url, config, run_runner, "runner", ready)
+from tests.support.runner import KillRunner, running_runner
 
 
 @pytest_asyncio.fixture
 async def runner(nats_url: str, app_config: Callable[[], AppConfig]) -> AsyncIterator[None]:
     async with running_runner(nats_url, app_config()):
         yield
-
-
-def ask(thread_id: str, text: str, **kw: Any) -> RunRequest:
-    modes = kw.pop("stream_mode", ["messages-tuple", "values"])
-    return RunRequest(
-        thread_id=thread_id, input={"messages": [{"role": "user", "content": text}]}, stream_mode=modes, **kw
-    )
-
-
-async def submit_and_collect(bus: Bus, request: RunRequest, timeout: float = 30.0) -> list[Any]:
-    await submit_run(bus, request)
-    return await collect_run(bus, request.run_id, timeout=timeout)
-
-
-# `await kill(request, model_calls)`: see `runner_killed_mid_run`.
-KillRunner = Callable[[RunRequest | None, int], Awaitable[None]]
 
 
 @pytest.fixture

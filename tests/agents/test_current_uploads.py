@@ -8,8 +8,8 @@ import pytest
 
 from bus import Bus
 from bus.messages import RunRequest
-from tests.agents.conftest import submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI
+from tests.support.runner import submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 

@@ -14,9 +14,9 @@ from agents.graph.middleware.finish_reasons import EMPTY_TEXT, LENGTH_NOTE, SAFE
 from bus import Bus
 from bus.runs import collect_run
 from config import AppConfig
-from tests.agents.conftest import running_runner
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.chat import Chat, running_router
+from tests.support.runner import running_runner
 
 pytestmark = pytest.mark.asyncio
 

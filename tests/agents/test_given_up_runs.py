@@ -24,9 +24,9 @@ from bus.messages import ErrorInfo, MemoryDocument, RunRecord, RunStatus, Thread
 from bus.records import RecordStore
 from bus.runs import collect_run, submit_run
 from config import AppConfig
-from tests.agents.conftest import KillRunner, ask, running_runner, submit_and_collect
 from tests.conftest import component_login, finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.runner import KillRunner, ask, running_runner, submit_and_collect
 from tests.support.runs import stored_events, streamed_text
 
 pytestmark = pytest.mark.asyncio

@@ -24,8 +24,8 @@ from bus.messages import (
 from bus.records import RecordStore
 from bus.runs import cancel_run, collect_run, follow_run, submit_run
 from bus.service import call
-from tests.agents.conftest import ask
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.runner import ask
 
 pytestmark = pytest.mark.asyncio
 

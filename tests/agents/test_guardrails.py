@@ -10,8 +10,8 @@ import pytest
 from agents.graph.guardrails import ToolCallCheck, Verdict, make_provider
 from bus import Bus
 from config import AppConfig, GuardrailsConfig
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.runner import ask, running_runner, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 

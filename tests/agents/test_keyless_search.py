@@ -14,9 +14,9 @@ from langchain_core.tools import BaseTool
 from agents.tools import config_tools
 from bus import Bus
 from config import AppConfig
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.fakes.duckduckgo import FakeDuckDuckGo, Page, Picture
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.runner import ask, running_runner, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 

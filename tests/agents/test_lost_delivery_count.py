@@ -19,8 +19,8 @@ from bus.messages import RunRecord, RunStatus
 from bus.records import RecordStore
 from bus.runs import collect_run
 from config import AppConfig
-from tests.agents.conftest import KillRunner, ask, running_runner
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.runner import KillRunner, ask, running_runner
 from tests.support.runs import streamed_text
 
 pytestmark = pytest.mark.asyncio

@@ -17,10 +17,10 @@ from bus import Bus
 from bus.content import text_of
 from bus.runs import collect_run, submit_run
 from config import AppConfig
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.conftest import REPO
 from tests.fakes.mcp_servers import OAuthMcpServer
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.runner import ask, running_runner, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 

@@ -16,9 +16,9 @@ from bus import Bus, decode
 from bus.messages import ComponentReady, ThreadCompactReply, ThreadCompactRequest
 from bus.runs import collect_run, submit_run
 from config import AppConfig
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.conftest import finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.runner import ask, running_runner, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 

@@ -13,8 +13,8 @@ import pytest
 from bus import Bus
 from bus.messages import RunStatus
 from config import AppConfig
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.runner import ask, running_runner, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 

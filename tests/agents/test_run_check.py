@@ -17,9 +17,9 @@ from bus import Bus
 from bus.messages import RunEvent, RunRecord, RunStatus
 from bus.records import RecordStore, keys_matching
 from bus.runs import collect_run
-from tests.agents.conftest import ask, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.bad_runs import EMPTY_THREAD, MALFORMED, UNKNOWN_ASSISTANT
+from tests.support.runner import ask, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 

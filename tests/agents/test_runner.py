@@ -15,9 +15,9 @@ from bus.messages import RunControl, RunEvent, RunRecord, RunStatus, ThreadRecor
 from bus.records import RecordStore
 from bus.runs import collect_run, follow_run, submit_run
 from config import AppConfig
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.conftest import both_checkpointers
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.runner import ask, running_runner, submit_and_collect
 from tests.support.runs import streamed_text
 
 pytestmark = pytest.mark.asyncio

@@ -25,9 +25,9 @@ from bus.messages import (
 from bus.records import RecordStore
 from bus.runs import cancel_run, collect_run, submit_run
 from config import AppConfig
-from tests.agents.conftest import KillRunner, ask, running_runner, submit_and_collect
 from tests.conftest import another_machine, both_checkpointers
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.runner import KillRunner, ask, running_runner, submit_and_collect
 from tests.support.runs import streamed_text
 
 pytestmark = [pytest.mark.asyncio, both_checkpointers]

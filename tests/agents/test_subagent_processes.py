@@ -18,9 +18,9 @@ from bus import Bus
 from bus.messages import SubagentResult
 from bus.runs import collect_run, submit_run
 from config import AppConfig
-from tests.agents.conftest import running_runner
 from tests.conftest import REPO
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.runner import running_runner
 from tests.support.subagents import delegate, running_executor, task_call, task_events, tool_results
 
 pytestmark = pytest.mark.asyncio

@@ -16,8 +16,8 @@ from bus.messages import RunStatus, SubagentResult, ThreadRecord
 from bus.records import RecordStore
 from bus.runs import cancel_run, collect_run, submit_run
 from config import AppConfig
-from tests.agents.conftest import running_runner
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.runner import running_runner
 from tests.support.subagents import delegate, running_executor, task_call, task_events, tool_results
 
 pytestmark = pytest.mark.asyncio

@@ -13,8 +13,8 @@ from bus.messages import MultitaskStrategy, QueuedRun, RunRecord, RunStatus, Thr
 from bus.records import RecordStore
 from bus.runs import collect_run
 from config import AppConfig
-from tests.agents.conftest import ask, running_runner
 from tests.fakes.openai_server import FakeOpenAI
+from tests.support.runner import ask, running_runner
 from tests.support.runs import streamed_text
 
 pytestmark = pytest.mark.asyncio

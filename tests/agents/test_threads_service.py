@@ -19,9 +19,9 @@ from bus.messages import (
     ThreadUpdateStateReply,
     ThreadUpdateStateRequest,
 )
-from tests.agents.conftest import ask, submit_and_collect
 from tests.conftest import both_checkpointers
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.runner import ask, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 

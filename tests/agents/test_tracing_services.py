@@ -20,11 +20,11 @@ import pytest_asyncio
 from bus import Bus
 from bus.messages import ChatTurn, MemoryUpdate
 from bus.runs import collect_run, submit_run
-from tests.agents.conftest import ask, submit_and_collect
 from tests.conftest import REPO
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.tracing_services import FakeTracingServices
 from tests.support.memory import facts, memory_of, memory_reply
+from tests.support.runner import ask, submit_and_collect
 from tests.support.subagents import delegate, task_call
 
 pytestmark = pytest.mark.asyncio

@@ -15,9 +15,9 @@ from agents.errors import ToolConfigError
 from agents.tools import config_tools
 from bus import Bus
 from config import AppConfig, load_config
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.web_providers import FakeSearxng, FakeTavily, Hit, Image
+from tests.support.runner import ask, running_runner, submit_and_collect
 
 SEARCH = "agents.tools.community.web_search:make_web_search"
 IMAGES = "agents.tools.community.image_search:make_image_search"

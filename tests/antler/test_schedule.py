@@ -10,8 +10,8 @@ from zoneinfo import ZoneInfo
 from bus import Bus
 from bus.runs import collect_run
 from config import AppConfig, BusConfig
-from tests.agents.conftest import running_runner
 from tests.conftest import finished, run_antler
+from tests.support.runner import running_runner
 from tests.support.schedules import firings, running_scheduler
 
 

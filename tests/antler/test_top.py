@@ -18,11 +18,11 @@ from bus import Bus, component_ready
 from bus.metrics_feed import MetricsFeed, process_id
 from bus.runs import submit_run
 from config import AppConfig
-from tests.agents.conftest import ask, running_runner
 from tests.conftest import REPO
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.faults.harness import free_port
 from tests.support.health import served
+from tests.support.runner import ask, running_runner
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 

@@ -10,8 +10,8 @@ import pytest
 from bus import Bus
 from bus.log_context import LogIds
 from config import AppConfig
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.runner import ask, running_runner, submit_and_collect
 
 
 async def test_a_model_retry_logged_during_a_run_carries_the_run_id(

@@ -15,10 +15,10 @@ import pytest_asyncio
 from bus import Bus
 from channels.telegram import run as run_telegram
 from config import AppConfig
-from tests.agents.conftest import running_runner
 from tests.conftest import REPO, running_component
 from tests.fakes.telegram_server import FakeTelegram
 from tests.sandbox.conftest import running_broker
+from tests.support.runner import running_runner
 
 
 @contextlib.asynccontextmanager

@@ -33,9 +33,9 @@ from bus.records import RecordStore
 from bus.service import call
 from channels.router import RUN_NAMESPACE
 from config import AppConfig
-from tests.agents.conftest import running_runner
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.chat import Chat, running_router
+from tests.support.runner import running_runner
 from tests.support.runs import stored_events
 
 pytestmark = pytest.mark.asyncio

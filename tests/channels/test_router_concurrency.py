@@ -12,10 +12,10 @@ import pytest
 
 from bus import Bus
 from config import AppConfig
-from tests.agents.conftest import running_runner
 from tests.conftest import run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.chat import Chat, running_router
+from tests.support.runner import running_runner
 
 
 async def test_a_chats_messages_are_answered_in_order_while_other_chats_go_on(

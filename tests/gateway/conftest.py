@@ -18,10 +18,10 @@ from bus import Bus
 from config import AppConfig
 from config.loader import _build
 from gateway.server import run as run_gateway
-from tests.agents.conftest import running_runner
 from tests.conftest import running_component
 from tests.memory.conftest import running_updater
 from tests.sandbox.conftest import running_broker
+from tests.support.runner import running_runner
 from tests.support.schedules import running_scheduler
 
 

@@ -18,10 +18,10 @@ from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 from bus import Bus
 from config import AppConfig
 from gateway.accounts import AccountStore
-from tests.agents.conftest import running_runner
 from tests.conftest import another_machine
 from tests.gateway.conftest import running_gateway
 from tests.support.gateway import with_gateway
+from tests.support.runner import running_runner
 
 AUTH = "/api/v1/auth"
 PASSWORD = "correct horse battery"

@@ -90,7 +90,7 @@ async def test_a_known_token_is_let_through_either_way(http: httpx.AsyncClient) 
 async def test_without_tokens_configured_everyone_is_the_default_user(
     gw: Gateway, nats_url: str, stack_config: AppConfig
 ) -> None:
-    from tests.agents.conftest import running_runner
+    from tests.support.runner import running_runner
 
     open_gw = dataclasses.replace(gw, auth=Auth(GatewayConfig()))
     transport = httpx.ASGITransport(app=create_app(open_gw))

@@ -9,9 +9,9 @@ import pytest
 
 from bus import Bus
 from config import AppConfig
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.chat import Chat, running_router
+from tests.support.runner import ask, running_runner, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 

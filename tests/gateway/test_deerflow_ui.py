@@ -15,10 +15,10 @@ import pytest
 import pytest_asyncio
 
 from config import AppConfig
-from tests.agents.conftest import running_runner
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.gateway.conftest import running_gateway
 from tests.support.gateway import with_gateway
+from tests.support.runner import running_runner
 
 HI = {"messages": [{"role": "user", "content": "hi"}]}
 

@@ -16,10 +16,10 @@ from bus.agent_store import AgentStore
 from bus.messages import MemoryDocument
 from bus.records import RecordStore
 from config import AppConfig
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.memory.conftest import running_updater
 from tests.support.memory import MEMORY_PROMPT, facts, memory_calls, memory_of, memory_reply
+from tests.support.runner import ask, running_runner, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 

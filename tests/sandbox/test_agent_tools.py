@@ -11,9 +11,9 @@ from bus import Bus
 from bus.files import output_key
 from config import AppConfig
 from config.loader import _build
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.sandbox.conftest import running_broker
+from tests.support.runner import ask, running_runner, submit_and_collect
 from tests.support.runs import streamed_text
 
 pytestmark = pytest.mark.asyncio

@@ -10,9 +10,9 @@ from bus import Bus
 from config import AppConfig
 from config.loader import _build
 from sandbox import SandboxClient
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.sandbox.conftest import running_broker
+from tests.support.runner import ask, running_runner, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 

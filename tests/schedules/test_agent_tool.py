@@ -9,9 +9,9 @@ import pytest_asyncio
 
 from bus import Bus
 from config import AppConfig
-from tests.agents.conftest import running_runner
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.chat import Chat, running_router
+from tests.support.runner import running_runner
 from tests.support.schedules import running_scheduler
 
 pytestmark = pytest.mark.asyncio

@@ -16,8 +16,8 @@ from bus.messages import ScheduleAction, ScheduledRunList, ScheduledTaskRun, Sch
 from bus.runs import collect_run
 from bus.service import ServiceError, call
 from config import AppConfig
-from tests.agents.conftest import running_runner
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.runner import running_runner
 from tests.support.runs import streamed_text
 from tests.support.schedules import act, create_task, firings, running_scheduler
 

@@ -13,11 +13,11 @@ import pytest
 from bus import Bus
 from config import AppConfig
 from config.loader import _build
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.gateway.conftest import running_gateway
 from tests.sandbox.conftest import running_broker
 from tests.skills.conftest import SKILLS
+from tests.support.runner import ask, running_runner, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 

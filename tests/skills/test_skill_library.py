@@ -26,13 +26,13 @@ from config import AppConfig, BusConfig
 from config.loader import _build
 from sandbox.paths import ThreadFS
 from sandbox.toolbox import Toolbox
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.conftest import component_bus, fail_on_violations
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.sandbox.conftest import BWRAP, running_broker
 from tests.skills.artifacts import open_document, png_size
 from tests.skills.conftest import SHIPPED, SKILLS
 from tests.support.nats_users import SecuredServer
+from tests.support.runner import ask, running_runner, submit_and_collect
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
