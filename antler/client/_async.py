@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from antler.client._conversation import Conversation
@@ -46,6 +47,11 @@ class AsyncClient(Conversation, Files, Memory, Settings, Threads):
         return client
 
     _embedded: Any = None
+
+    @property
+    def embedded_dir(self) -> Path | None:
+        """The embedded Antler's directory (config.yaml, its `.antler` data dir), or None."""
+        return self._embedded.workdir if self._embedded is not None else None
 
     async def _started(self) -> None:
         if self._embedded is not None:
