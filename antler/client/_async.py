@@ -42,7 +42,11 @@ class AsyncClient(Conversation, Files, Memory, Settings, Threads):
         from antler.client._embedded import EmbeddedAntler
 
         antler = EmbeddedAntler(config)
-        client = cls(antler.config_path, **kwargs)
+        try:
+            client = cls(antler.config_path, **kwargs)
+        except BaseException:
+            antler.discard()
+            raise
         client._embedded = antler
         return client
 

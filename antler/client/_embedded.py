@@ -70,6 +70,12 @@ class EmbeddedAntler:
         self.output: collections.deque[str] = collections.deque(maxlen=40)  # its console's last lines
         self._reader: asyncio.Task[None] | None = None
 
+    def discard(self) -> None:
+        """Never started after all (its config was refused): its temporary directory goes."""
+        if self._tempdir is not None:
+            shutil.rmtree(self._tempdir, ignore_errors=True)
+            self._tempdir = None
+
     async def start(self, timeout: float = START_TIMEOUT) -> str:
         """Start it and wait until it is up.
 
