@@ -96,6 +96,7 @@ SANDBOX_TOOL_GROUPS = {
     "glob": "file:read",
     "grep": "file:read",
     "view_image": "file:read",
+    "list_uploaded_files": "file:read",
     "write_file": "file:write",
     "str_replace": "file:write",
 }
