@@ -23,6 +23,7 @@ from langchain_core.tools import BaseTool
 from agents.active_run import ActiveRun, finish_run
 from agents.agent_tools import make_agent_tools, tool_group_map
 from agents.assembly import PromptAssembly
+from agents.browser_tools import make_browser_tools
 from agents.checkpoints import checkpointer_ready, rollback
 from agents.context import RunOptions
 from agents.errors import AgentError, ModelConfigError
@@ -74,6 +75,7 @@ def own_tools(bus: Bus, config: AppConfig) -> list[BaseTool]:
         *make_agent_tools(bus, config),
         *make_schedule_tools(bus),
         *make_upload_tools(bus),
+        *make_browser_tools(bus, config),
     ]
 
 
