@@ -1,5 +1,5 @@
 """What every adapter's reply side shares: its consumer, the message it is editing, how a platform
-shows a reply (`Surface`) and how it says "wait", for one chat or for all (`RateLimited`).
+shows a reply (`Surface`) and how it says "wait", for one chat or for all (`channels.errors.RateLimited`).
 
 Adapters edit one message (Telegram, Slack), patch one card (Feishu) or stream
 into one AI card (DingTalk) per run. Keeping that message's id only in memory
@@ -135,19 +135,6 @@ class LiveReplies:
         self._known.pop(run_id, None)
         kv = await self.bus.kv(self.bus.subjects.replies_bucket)
         await kv.purge(self._key(run_id))
-
-
-class RateLimited(Exception):
-    """A platform asked to wait `delay` seconds before the next call.
-
-    `scope` says what the wait holds: "chat" (the platform limits each chat: only that chat's
-    replies wait) or "platform" (the bot's or app's limit: every reply on the platform waits).
-    """
-
-    def __init__(self, delay: float, detail: str = "rate limited", *, scope: str = "chat") -> None:
-        self.delay = max(0.0, delay)
-        self.scope = scope if scope in ("chat", "platform") else "chat"
-        super().__init__(f"{detail} (wait {self.delay:g}s, {self.scope})")
 
 
 class Surface(Protocol):

@@ -45,7 +45,8 @@ from nats.js.errors import NotFoundError, ObjectDeletedError, ObjectNotFoundErro
 from bus import Bus, Delivery
 from bus.messages import FileRef, OutboundMessage
 from bus.metrics import CHAT_RATE_LIMITED, CHAT_REPLIES, labelled
-from channels.live import LiveReplies, RateLimited, ReplyEntry, Surface
+from channels.errors import RateLimited
+from channels.live import LiveReplies, ReplyEntry, Surface
 
 log = logging.getLogger(__name__)
 

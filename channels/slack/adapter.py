@@ -40,7 +40,8 @@ from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from channels import standby
 from channels.connection_health import watch_connection
-from channels.live import RateLimited, Surface
+from channels.errors import RateLimited
+from channels.live import Surface
 from channels.reply_stream import ReplyStream
 from channels.splitting import split_text
 from channels.standby import ReplyHandler
