@@ -36,14 +36,14 @@ from bus import Bus, Misconfigured
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
-from channels import standby
+from channels.delivery import standby
+from channels.delivery.reply_stream import ReplyStream
+from channels.delivery.splitting import split_text
+from channels.delivery.standby import ReplyHandler
+from channels.delivery.surface import Surface
 from channels.dingtalk.api import DingTalkApi, DingTalkError, DingTalkUnavailable, retry_after
 from channels.dingtalk.stream import StreamConnection
 from channels.errors import RateLimited
-from channels.live import Surface
-from channels.reply_stream import ReplyStream
-from channels.splitting import split_text
-from channels.standby import ReplyHandler
 from config import AppConfig, DingTalkConfig
 
 log = logging.getLogger(__name__)
@@ -300,7 +300,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     message to one of them and sends it again if it is not acknowledged. A copy acknowledges a
     message only once the bus has it; one that reaches a second copy is the same message
     (`InboundMessage.dedupe_id`) and becomes no second run. One copy at a time delivers the
-    replies (`channels.standby.deliver_replies_while_active`); what it needs to answer (the
+    replies (`channels.delivery.standby.deliver_replies_while_active`); what it needs to answer (the
     session webhook) travels with each reply."""
     settings = config.channels.dingtalk
     if not settings.resolved("client_id") or not settings.resolved("client_secret"):

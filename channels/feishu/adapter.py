@@ -6,7 +6,7 @@ events; each is handed to our loop, published as an InboundMessage, and only
 then acknowledged (a failed publish
 answers 500 and Feishu delivers the event again). Events of other types are
 logged and acknowledged; one that cannot be read is acknowledged and
-dead-lettered with the reason (`channels.unreadable`). Images and files in a message are downloaded
+dead-lettered with the reason (`channels.delivery.unreadable`). Images and files in a message are downloaded
 (`GET /open-apis/im/v1/messages/:id/resources/:key`) into the object store.
 
 Outbound: the first partial answer is sent as an interactive card
@@ -55,15 +55,15 @@ from bus import Bus, Misconfigured, Retry
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
-from channels import standby
-from channels.connection_health import watch_connection
+from channels.delivery import standby
+from channels.delivery.connection_health import watch_connection
+from channels.delivery.reply_stream import ReplyStream
+from channels.delivery.splitting import split_text
+from channels.delivery.standby import ReplyHandler
+from channels.delivery.surface import Surface
+from channels.delivery.unreadable import dead_letter_unreadable
 from channels.errors import PlatformError, RateLimited
 from channels.feishu.ws import LongConnection
-from channels.live import Surface
-from channels.reply_stream import ReplyStream
-from channels.splitting import split_text
-from channels.standby import ReplyHandler
-from channels.unreadable import dead_letter_unreadable
 from config import AppConfig, FeishuConfig
 
 log = logging.getLogger(__name__)
@@ -403,7 +403,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     seconds. Every copy stays connected and acknowledges an event only once the bus has it
     (`channels.feishu.ws`); a push that reaches a second copy is the same message
     (`InboundMessage.dedupe_id`) and becomes no second run. One copy at a time delivers the
-    replies (`channels.standby.deliver_replies_while_active`)."""
+    replies (`channels.delivery.standby.deliver_replies_while_active`)."""
     settings = config.channels.feishu
     if not settings.resolved("app_id") or not settings.resolved("app_secret"):
         raise Misconfigured("channels.feishu.app_id and app_secret must be set")

@@ -36,12 +36,13 @@ from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from bus.watch import follow_key
-from channels import standby
 from channels.commands import telegram_commands
+from channels.delivery import standby
+from channels.delivery.consumer import reply_consumer
+from channels.delivery.reply_stream import ReplyStream
+from channels.delivery.splitting import split_text
+from channels.delivery.surface import Surface
 from channels.errors import RateLimited
-from channels.live import Surface, reply_consumer
-from channels.reply_stream import ReplyStream
-from channels.splitting import split_text
 from channels.telegram.updates import OnUnreadable, ScreenedUpdates, dead_letterer, serve_webhook
 from config import AppConfig, TelegramConfig
 from skills import CATALOG_KEY, SkillsCatalog, read_catalog
@@ -332,7 +333,7 @@ def api_host(config: TelegramConfig) -> str:
 
 async def run(bus: Bus, config: AppConfig) -> None:
     """The Telegram adapter component: poll Telegram, send replies, until cancelled. One copy per bot
-    is active at a time; others stand by and take over when it dies (`channels.standby`).
+    is active at a time; others stand by and take over when it dies (`channels.delivery.standby`).
 
     Telegram out of reach at start raises `Unreachable` and a token it refuses `Misconfigured`:
     the runtime starts the adapter again later (`bus.supervision`) while the rest of Antler serves.

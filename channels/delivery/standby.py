@@ -35,8 +35,8 @@ from bus.leases import Leases, cancel_swallowed, renew_until_lost
 from bus.messages import OutboundMessage
 from bus.runtime import component_ready
 from bus.tasks import cancel_and_wait
+from channels.delivery.consumer import reply_consumer
 from channels.errors import LeaseLost
-from channels.live import reply_consumer
 
 log = logging.getLogger(__name__)
 
