@@ -3,7 +3,7 @@
 Updates the library cannot parse are confirmed and dead-lettered, never
 fetched again (`channels.telegram.updates`, which also serves the webhook).
 The bot's command menu (`setMyCommands`) follows the skills catalog, names
-spelled as Telegram accepts them (`channels.commands`).
+spelled as Telegram accepts them (`channels.command_names`).
 
 Inbound: every message the bot receives (private chats; in groups what
 Telegram delivers: commands, mentions, replies) becomes an InboundMessage on
@@ -36,7 +36,7 @@ from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from bus.watch import follow_key
-from channels.commands import telegram_commands
+from channels.command_names import telegram_commands
 from channels.delivery import standby
 from channels.delivery.consumer import reply_consumer
 from channels.delivery.reply_stream import ReplyStream
