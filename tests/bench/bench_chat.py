@@ -645,7 +645,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     settings = {"title": {"enabled": True}, "memory": {"enabled": True}}
     sync_interval = getattr(args, "sync_interval", "always")
     async with bench_stack(settings, runners=runners, sync_interval=sync_interval) as stack:
-        for n in range(args.routers):  # they share the chat partitions (channels.partitions)
+        for n in range(args.routers):  # they share the chat partitions (channels.router.partitions)
             await stack.start("router", "router" if args.routers == 1 else f"router-{n + 1}")
         processes = Processes()
         processes.add("bench+model", os.getpid())

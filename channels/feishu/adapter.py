@@ -1,12 +1,12 @@
 """The Feishu/Lark adapter: lark-oapi's long connection in, one card per answer out.
 
 Inbound: lark-oapi's WebSocket client (`lark_oapi.ws.Client`, run on a
-thread of its own by `channels.feishu_ws`) delivers `im.message.receive_v1`
+thread of its own by `channels.feishu.ws`) delivers `im.message.receive_v1`
 events; each is handed to our loop, published as an InboundMessage, and only
 then acknowledged (a failed publish
 answers 500 and Feishu delivers the event again). Events of other types are
 logged and acknowledged; one that cannot be read is acknowledged and
-dead-lettered with the reason (`channels.unreadable`). Images and files in a message are downloaded
+dead-lettered with the reason (`channels.delivery.unreadable`). Images and files in a message are downloaded
 (`GET /open-apis/im/v1/messages/:id/resources/:key`) into the object store.
 
 Outbound: the first partial answer is sent as an interactive card
@@ -50,18 +50,20 @@ from lark_oapi.api.im.v1 import (
 )
 from lark_oapi.ws.exception import ClientException
 
+import channels.feishu.lark_http as lark_http
 from bus import Bus, Misconfigured, Retry
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
-from channels import lark_http, standby
-from channels.connection_health import watch_connection
-from channels.feishu_ws import LongConnection
-from channels.live import RateLimited, Surface
-from channels.reply_stream import ReplyStream
-from channels.splitting import split_text
-from channels.standby import ReplyHandler
-from channels.unreadable import dead_letter_unreadable
+from channels.delivery import standby
+from channels.delivery.connection_health import watch_connection
+from channels.delivery.reply_stream import ReplyStream
+from channels.delivery.splitting import split_text
+from channels.delivery.standby import ReplyHandler
+from channels.delivery.surface import Surface
+from channels.delivery.unreadable import dead_letter_unreadable
+from channels.errors import PlatformError, RateLimited
+from channels.feishu.ws import LongConnection
 from config import AppConfig, FeishuConfig
 
 log = logging.getLogger(__name__)
@@ -86,7 +88,9 @@ APP_RATE_LIMITED = 99991400  # the app's frequency limit on an API: every chat w
 CHAT_RATE_LIMITED = 230020  # a limit on one chat: messages into it, or updates of one message
 
 
-class FeishuError(RuntimeError):
+class FeishuError(PlatformError):
+    """Feishu refused a call (the app's credentials or permissions, say), with the platform's `code`."""
+
     def __init__(self, action: str, code: int | None, message: str | None) -> None:
         super().__init__(f"Feishu refused {action}: {message or 'no message'} (code {code})")
         self.code = code
@@ -397,9 +401,9 @@ async def run(bus: Bus, config: AppConfig) -> None:
     Any number of copies may run: Feishu takes up to 50 long connections per app and pushes each
     event to one of them (never to all), pushing it again if it is not acknowledged within 3
     seconds. Every copy stays connected and acknowledges an event only once the bus has it
-    (`channels.feishu_ws`); a push that reaches a second copy is the same message
+    (`channels.feishu.ws`); a push that reaches a second copy is the same message
     (`InboundMessage.dedupe_id`) and becomes no second run. One copy at a time delivers the
-    replies (`channels.standby.deliver_replies_while_active`)."""
+    replies (`channels.delivery.standby.deliver_replies_while_active`)."""
     settings = config.channels.feishu
     if not settings.resolved("app_id") or not settings.resolved("app_secret"):
         raise Misconfigured("channels.feishu.app_id and app_secret must be set")

@@ -18,17 +18,17 @@ import httpx
 
 from bus import Retry
 from bus.messages import OutboundMessage
-from channels.live import RateLimited
+from channels.errors import PlatformError, PlatformUnavailable, RateLimited
 from config import DingTalkConfig
 
 log = logging.getLogger(__name__)
 
 
-class DingTalkError(RuntimeError):
-    pass
+class DingTalkError(PlatformError):
+    """DingTalk refused a call (not a rate limit, not a 5xx): trying again will not help."""
 
 
-class DingTalkUnavailable(RuntimeError):
+class DingTalkUnavailable(PlatformUnavailable):
     """DingTalk failed in a way that passes (a 5xx): the reply is tried again later."""
 
 

@@ -45,7 +45,9 @@ from nats.js.errors import NotFoundError, ObjectDeletedError, ObjectNotFoundErro
 from bus import Bus, Delivery
 from bus.messages import FileRef, OutboundMessage
 from bus.metrics import CHAT_RATE_LIMITED, CHAT_REPLIES, labelled
-from channels.live import LiveReplies, RateLimited, ReplyEntry, Surface
+from channels.delivery.bookkeeping import LiveReplies, ReplyEntry
+from channels.delivery.surface import Surface
+from channels.errors import RateLimited
 
 log = logging.getLogger(__name__)
 

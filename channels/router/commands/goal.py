@@ -17,8 +17,9 @@ import uuid
 from typing import Any, Literal
 
 from bus import Bus
-from bus.messages import ThreadGoalReply, ThreadGoalRequest, ThreadRecord
+from bus.messages import InboundMessage, ThreadGoalReply, ThreadGoalRequest, ThreadRecord
 from bus.service import ServiceError, call
+from channels.router.commands.context import Answer, CommandContext, PassOn
 
 GOAL_NAMESPACE = uuid.UUID("6d1b0f3e-93a4-4b8e-a0f2-3c5e7d9b1a24")
 CLEAR_WORDS = frozenset({"clear", "reset", "off"})
@@ -43,6 +44,29 @@ def parse(argument: str) -> tuple[Literal["show", "clear", "set"], str]:
 def goal_id_for(message_dedupe_id: str) -> str:
     """The goal a `/goal` message sets: the same on a redelivery, so it does not restart the loop."""
     return str(uuid.uuid5(GOAL_NAMESPACE, message_dedupe_id))
+
+
+async def handle(ctx: CommandContext, message: InboundMessage, name: str, argument: str) -> Answer:
+    """`/goal <text>` sets the goal and sends `<text>` on as the message; `/goal` shows it, `/goal
+    clear` clears it.
+
+    Raises:
+        ServiceError: no runner answered (tried again like any bus failure).
+    """
+    action, _ = parse(argument)
+    binding = await ctx.bindings.of(message)
+    if action == "clear":
+        return await clear(ctx.bus, binding.thread_id, binding.user_id)
+    if action == "show":
+        return shown(await ctx.threads.get(binding.thread_id))
+    goal_id = goal_id_for(message.dedupe_id())
+    try:
+        await change(ctx.bus, binding.thread_id, binding.user_id, argument, goal_id)
+    except ServiceError as exc:
+        if exc.code not in ("invalid", "not_found"):
+            raise
+        return f"Could not set the goal: {exc.message}"
+    return PassOn(argument)  # the objective becomes the message
 
 
 async def change(

@@ -4,7 +4,7 @@ For runs started from a chat (their run record's metadata has an `origin`),
 each run's events, in order, become throttled partial replies while the
 answer streams, then one final reply (text, presented files, a clarification
 question, or a readable error) on `<prefix>.chat.out.<channel>`. A reply is
-built only from its own run's events: by the time a run's `end` is handled,
+built only from its own run's events (`run_reply.RunReply`): by the time a run's `end` is handled,
 the chat's next run may already have changed the thread. The final reply is
 deduplicated by run id; a router that missed some of a run's events (restarted
 mid-run, or another router process took them) reads them back from the log
@@ -13,220 +13,26 @@ and delivers it once.
 
 from __future__ import annotations
 
-import bisect
 import collections
-import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any
 
 from nats.js.api import DeliverPolicy
 
 from bus import Bus, Consumer, Defer, Delivery
-from bus.content import text_of
 from bus.files import output_key
 from bus.layout import output_relative
 from bus.messages import ChatOrigin, FileRef, OutboundMessage, RunEvent, RunRecord
 from bus.records import RecordStore
 from bus.runs import follow_run
-from channels.goal_command import reply_for as goal_reply
+from channels.router.commands.goal import reply_for as goal_reply
+from channels.router.ordering import FINAL_ORDER_WAIT, FINISHED_KEPT, FinalsInOrder, RecentOrigins
+from channels.router.run_reply import RunReply
 from config import AppConfig
 
 log = logging.getLogger(__name__)
 
-FINAL_ORDER_WAIT = 30.0  # seconds a final waits for the finals of its thread's earlier runs
 FINAL_RETRY = 1.0  # seconds before a final that waits for an earlier one is looked at again
-FINISHED_KEPT = 10_000  # runs whose final went out, remembered so their late events send nothing
-# The custom events that end a subagent task (as the runner's task tool sends them).
-FINAL_TASK_EVENTS = frozenset({"task_completed", "task_failed", "task_cancelled", "task_timed_out"})
-
-
-@dataclass
-class RunReply:
-    """One chat run's reply, built only from that run's own events (never from the thread's state,
-    which may already hold the chat's next run)."""
-
-    origin: ChatOrigin
-    thread_id: str
-    texts: dict[str, str] = field(default_factory=dict)  # AI message id -> text so far
-    order: list[str] = field(default_factory=list)
-    attempts: dict[str, int] = field(default_factory=dict)  # AI message id -> attempt that streamed it
-    pieces: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # AI message id -> (seq, delta)
-    tool_calls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # call id -> name, args
-    files: list[str] = field(default_factory=list)  # presented outputs, in order
-    clarification: str | None = None
-    applied: set[tuple[int, int]] = field(default_factory=set)  # (attempt, seq) of events taken in
-    last_seq: int = 0
-    seq: int = 0
-    # Never: the first partial goes out at once. (0.0 held it back on a machine up for less than
-    # stream_update_seconds, the monotonic clock counting from boot.)
-    last_sent: float = float("-inf")
-    sent_text: str = ""
-    error: str | None = None
-    tasks: dict[str, tuple[str, bool]] = field(default_factory=dict)  # subagent task -> (label, done)
-
-    def answer(self, attempt: int | None = None) -> str:
-        """The latest assistant text; with `attempt`, the latest that delivery of the run streamed.
-
-        A run redelivered while its first delivery still ran (a process stalled past ack_wait) has
-        two attempts streaming at once: the one whose `end` makes the final reply answers with its
-        own words, not with the other's text so far.
-        """
-        texts = [self.texts[m] for m in reversed(self.order) if self.texts[m]]
-        if attempt is not None:
-            own = [
-                self.texts[m] for m in reversed(self.order) if self.texts[m] and self.attempts[m] == attempt
-            ]
-            texts = own or texts
-        return texts[0] if texts else ""
-
-    def task_event(self, data: Any) -> None:
-        """A subagent's `custom` task event: only its label and whether it is over, never its output."""
-        if not isinstance(data, dict) or not str(data.get("type", "")).startswith("task_"):
-            return
-        task_id = str(data.get("task_id") or "")
-        if task_id:
-            label = str(data.get("description") or "a subtask")[:60]
-            self.tasks[task_id] = (label, data["type"] in FINAL_TASK_EVENTS)
-
-    def progress(self) -> str:
-        """The streamed reply's status line while subagents work (empty when none does)."""
-        working = [label for label, done in self.tasks.values() if not done]
-        if not working:
-            return ""
-        done = len(self.tasks) - len(working)
-        return f"[subtasks: {done} of {len(self.tasks)} done; working on: {'; '.join(working)}]"
-
-    def collect(self, data: Any, seq: int, attempt: int) -> None:
-        """Take one `messages` event: assistant text, the tool calls it makes, their results."""
-        if not isinstance(data, list) or not data or not isinstance(data[0], dict):
-            return
-        chunk = data[0]
-        kind = chunk.get("type")
-        if kind in ("AIMessageChunk", "ai"):
-            self._tool_calls(chunk)
-            self._text(chunk, seq, attempt)
-        elif kind == "tool":
-            self._tool_result(chunk)
-
-    def _text(self, chunk: dict[str, Any], seq: int, attempt: int) -> None:
-        text = text_of(chunk.get("content"), sep="")
-        message_id = chunk.get("id")
-        if not text or not message_id:
-            return  # only the assistant's own words reach a chat, never tool results or context
-        if attempt < self.attempts.get(message_id, attempt):
-            return  # an earlier delivery's late piece: the later attempt's text stands
-        if self.attempts.get(message_id) != attempt:  # new, or streamed again by a resumed attempt
-            if message_id in self.texts:
-                self.order.remove(message_id)
-            self.order.append(message_id)
-            self.pieces[message_id] = []
-            self.attempts[message_id] = attempt
-            self.clarification = None  # the agent went on talking after its question
-        if chunk.get("type") == "ai":
-            self.pieces[message_id] = [(seq, text)]
-            self.texts[message_id] = text
-            return
-        pieces = self.pieces[message_id]
-        if not pieces or seq > pieces[-1][0]:
-            pieces.append((seq, text))
-            self.texts[message_id] = self.texts.get(message_id, "") + text
-        elif all(s != seq for s, _ in pieces):  # stored late, after a server restart: put it in its place
-            bisect.insort(pieces, (seq, text))
-            self.texts[message_id] = "".join(t for _, t in pieces)
-
-    def _tool_calls(self, chunk: dict[str, Any]) -> None:
-        for call in chunk.get("tool_calls") or []:
-            if isinstance(call, dict) and call.get("id") and call.get("name"):
-                args = call.get("args")
-                self.tool_calls[call["id"]] = (call["name"], args if isinstance(args, dict) else {})
-
-    def _tool_result(self, chunk: dict[str, Any]) -> None:
-        name = chunk.get("name")
-        if chunk.get("status") == "error":
-            return
-        if name == "ask_clarification":
-            self.clarification = text_of(chunk.get("content"))
-        elif name == "present_files":
-            _, args = self.tool_calls.get(chunk.get("tool_call_id") or "", ("", {}))
-            for path in args.get("filepaths") or []:
-                if isinstance(path, str) and output_relative(path) and path not in self.files:
-                    self.files.append(path.rstrip("/"))
-
-
-class RecentOrigins:
-    """The chats of the runs this router process submitted lately, by run id: its projection finds
-    where to reply without reading the run's record (a bus round trip per run)."""
-
-    def __init__(self, size: int = 10_000) -> None:
-        self.size = size
-        self._origins: dict[str, ChatOrigin] = {}
-
-    def remember(self, run_id: str, origin: ChatOrigin) -> None:
-        self._origins[run_id] = origin
-        while len(self._origins) > self.size:  # the oldest go first
-            self._origins.pop(next(iter(self._origins)))
-
-    def pop(self, run_id: str) -> ChatOrigin | None:
-        return self._origins.pop(run_id, None)
-
-
-class FinalsInOrder:
-    """The final replies of one thread's runs go out in the order this router submitted the runs.
-
-    A thread's runs run one after another, but the runner frees the thread just before it
-    publishes the run's `end`: on a stalled machine the next run's `end` could be stored first. Its
-    final is deferred (the message given back for a moment, so the thread's later events, the
-    earlier `end` among them, go on) until the finals of the thread's earlier runs from here are
-    out, for at most `wait` seconds in case an earlier run's end never comes.
-    """
-
-    def __init__(self, wait: float = FINAL_ORDER_WAIT, size: int = 100) -> None:
-        self.wait = wait
-        self.size = size  # runs remembered per thread
-        self._runs: dict[str, list[str]] = {}  # thread id -> runs submitted here, final not yet sent
-        self._asked: dict[str, float] = {}  # run id -> when its final stops waiting (time.monotonic)
-        # Runs whose final went out from here lately: a chat taken over names its last run as due
-        # (`partitions.continue_chat`) while that run's `end` may already have come and gone.
-        self._out: collections.OrderedDict[str, None] = collections.OrderedDict()
-
-    def submitted(self, thread_id: str, run_id: str) -> None:
-        if run_id in self._out:
-            return
-        runs = self._runs.setdefault(thread_id, [])
-        if run_id not in runs:
-            runs.append(run_id)
-            del runs[: -self.size]
-
-    def must_wait(self, thread_id: str, run_id: str) -> bool:
-        """Whether an earlier run of the thread submitted here still has no final (for at most
-        `wait` seconds from the first time this run asked)."""
-        runs = self._runs.get(thread_id)
-        if not runs or run_id not in runs or runs[0] == run_id:
-            self._asked.pop(run_id, None)
-            return False
-        now = time.monotonic()
-        deadline = self._asked.setdefault(run_id, now + self.wait)
-        if now < deadline:
-            return True
-        log.warning("run %s: its final goes out before run %s's, which has not ended", run_id, runs[0])
-        self._asked.pop(run_id, None)
-        # Given up on: the thread's later finals must not each wait as long again for the same runs.
-        del runs[: runs.index(run_id)]
-        return False
-
-    def sent(self, thread_id: str, run_id: str) -> None:
-        self._out[run_id] = None
-        while len(self._out) > FINISHED_KEPT:
-            self._out.popitem(last=False)
-        runs = self._runs.get(thread_id)
-        if runs is None:
-            return
-        with contextlib.suppress(ValueError):
-            runs.remove(run_id)
-        if not runs:
-            del self._runs[thread_id]
 
 
 class ReplyProjection:
@@ -255,7 +61,6 @@ class ReplyProjection:
             return self._projections[event.run_id]
         origin = self.origins.pop(event.run_id)
         if origin is None:  # a run this process did not submit (or has forgotten): its record says
-            assert self.runs is not None
             record = await self.runs.get(event.run_id)
             found = (record.metadata.get("origin") if record else None) or None
             origin = ChatOrigin.model_validate(found) if found else None

@@ -35,15 +35,12 @@ from bus.leases import Leases, cancel_swallowed, renew_until_lost
 from bus.messages import OutboundMessage
 from bus.runtime import component_ready
 from bus.tasks import cancel_and_wait
-from channels.live import reply_consumer
+from channels.delivery.consumer import reply_consumer
+from channels.errors import LeaseLost
 
 log = logging.getLogger(__name__)
 
 ReplyHandler = Callable[[OutboundMessage, Delivery], Awaitable[None]]
-
-
-class LeaseLost(RuntimeError):
-    """This copy of an adapter no longer holds its lease: another may be active now."""
 
 
 @contextlib.asynccontextmanager

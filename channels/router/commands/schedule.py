@@ -1,4 +1,5 @@
-"""The chat's scheduling commands, answered by asking the scheduler's `schedules` service.
+"""`/schedule`, `/schedules`, `/unschedule`: the chat's scheduling commands, answered by asking the
+scheduler's `schedules` service.
 
     /schedule <when> <what>   a task of the sender, answering in this chat (grammar: `schedules.grammar`,
                               read by the scheduler, which answers a schedule it cannot read with the usage)
@@ -26,9 +27,10 @@ from bus.messages import (
     ScheduleQuery,
 )
 from bus.service import ServiceError, call
+from channels.router.bindings import chat_user
+from channels.router.commands.context import Answer, CommandContext
 from skills.commands import USAGE
 
-SCHEDULE_COMMANDS = ("schedule", "schedules", "unschedule")
 NO_SCHEDULER = "Scheduling is not available right now (no scheduler is running)."
 
 
@@ -65,8 +67,9 @@ async def _mine(bus: Bus, message: InboundMessage, user_id: str) -> list[Schedul
     return found.tasks
 
 
-async def schedule_command(bus: Bus, message: InboundMessage, user_id: str, name: str, argument: str) -> str:
-    """The reply to /schedule, /schedules or /unschedule from `message`'s sender (`user_id`)."""
+async def handle(ctx: CommandContext, message: InboundMessage, name: str, argument: str) -> Answer:
+    """The reply to /schedule, /schedules or /unschedule from `message`'s sender."""
+    bus, user_id = ctx.bus, chat_user(message)
     if name in USAGE and not argument.strip():  # asking how is not a mistake: the usage, as usage
         return USAGE[name]
     try:

@@ -40,7 +40,7 @@ from bus.messages import RunEvent, RunRecord, RunRequest
 from bus.records import RecordStore
 from bus.runs import latest_run
 from bus.runtime import component_ready
-from channels.replies import FinalsInOrder
+from channels.router.ordering import FinalsInOrder
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,12 @@
-"""What every adapter's reply side shares: its consumer, the message it is editing, how a platform
-shows a reply (`Surface`) and how it says "wait", for one chat or for all (`RateLimited`).
+"""The reply bookkeeping every adapter keeps: the message it is editing for each run, and the
+platform's rate limits in force.
 
 Adapters edit one message (Telegram, Slack), patch one card (Feishu) or stream
 into one AI card (DingTalk) per run. Keeping that message's id only in memory
 would make an adapter restarted mid-answer post the final text as a second
 message; keeping it in KV `<prefix>_replies` (entries expire after a day) lets
 the restarted adapter finish the message it started, from the text the user
-last saw. The algorithm itself, written once, is `channels.reply_stream`.
+last saw. The algorithm itself, written once, is `channels.delivery.reply_stream`.
 """
 
 from __future__ import annotations
@@ -15,47 +15,16 @@ import base64
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 from nats.js.errors import KeyNotFoundError
 from pydantic import BaseModel
 
-from bus import Bus, Consumer, Delivery
-from bus.messages import FileRef, OutboundMessage
+from bus import Bus
 
 log = logging.getLogger(__name__)
 
 _REMEMBERED = 2000  # replies whose entries an adapter keeps in memory besides KV
-REPLY_CONCURRENCY = 16  # replies being sent at once (a reply waiting out a rate limit holds none)
-REPLY_ACK_PENDING = 1000  # replies taken off the bus and not done yet, waiting ones included
-
-
-def reply_key(out: OutboundMessage) -> str:
-    """Which replies are handled one after another: a chat's, in the order sent (a platform limits
-    each chat). A partial answer only replaces the newest text kept in memory (shown by a task of
-    its own), so keeping it in its chat's turn costs nothing, and a partial that came after its
-    run's final answer is seen after it and dropped (keyed apart, it could be shown first)."""
-    return f"chat:{out.chat_id}"
-
-
-def reply_consumer(
-    bus: Bus, channel: str, handler: Callable[[OutboundMessage, Delivery], Awaitable[None]]
-) -> Consumer[OutboundMessage]:
-    """The durable consumer of `<prefix>.chat.out.<channel>`: each chat's replies in order, chats
-    side by side, so a chat waiting out its rate limit holds no other chat (`reply_key`)."""
-    s = bus.subjects
-    return Consumer(
-        bus,
-        stream=s.chat_out_stream,
-        durable=channel,
-        filter_subjects=[s.chat_out(channel)],
-        model=OutboundMessage,
-        handler=handler,
-        key=reply_key,
-        concurrency=REPLY_CONCURRENCY,
-        max_ack_pending=REPLY_ACK_PENDING,
-    )
 
 
 class ReplyEntry(BaseModel):
@@ -135,50 +104,3 @@ class LiveReplies:
         self._known.pop(run_id, None)
         kv = await self.bus.kv(self.bus.subjects.replies_bucket)
         await kv.purge(self._key(run_id))
-
-
-class RateLimited(Exception):
-    """A platform asked to wait `delay` seconds before the next call.
-
-    `scope` says what the wait holds: "chat" (the platform limits each chat: only that chat's
-    replies wait) or "platform" (the bot's or app's limit: every reply on the platform waits).
-    """
-
-    def __init__(self, delay: float, detail: str = "rate limited", *, scope: str = "chat") -> None:
-        self.delay = max(0.0, delay)
-        self.scope = scope if scope in ("chat", "platform") else "chat"
-        super().__init__(f"{detail} (wait {self.delay:g}s, {self.scope})")
-
-
-class Surface(Protocol):
-    """How one platform shows a reply; each adapter implements it (and may inherit the defaults
-    below by naming it as a base). Calls raise `RateLimited` when the platform asks to wait; any
-    other error is a failed delivery (retried with backoff)."""
-
-    #: Whether partial answers are shown as they stream (otherwise only the final one is posted).
-    streams: bool = True
-
-    def split(self, text: str) -> list[str]:
-        """The text in pieces that each fit one message (at least one piece)."""
-        ...
-
-    async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
-        """Send a new message answering `out`; what `edit` needs to change it later (JSON-able)."""
-        ...
-
-    async def edit(self, ref: dict[str, Any], text: str) -> None:
-        """Replace the text of a message `post` sent (unchanged text is not an error)."""
-        ...
-
-    async def finish(self, ref: dict[str, Any], text: str, out: OutboundMessage, shown: str) -> None:
-        """Make the message `post` sent show the final `text` (the user sees `shown` now)."""
-        if text != shown:
-            await self.edit(ref, text)
-
-    async def post_more(self, out: OutboundMessage, text: str) -> None:
-        """A further piece of a final answer too long for one message, or a note about it."""
-        await self.post(out, text)
-
-    async def send_file(self, out: OutboundMessage, file: FileRef, data: bytes) -> None:
-        """Attach a file of the answer (`data`, read from the object store by `ReplyStream`)."""
-        ...

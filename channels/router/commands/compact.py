@@ -6,22 +6,23 @@ from __future__ import annotations
 
 import logging
 
-from bus import Bus
-from bus.messages import ChatBinding, ThreadCompactReply, ThreadCompactRequest
+from bus.messages import InboundMessage, ThreadCompactReply, ThreadCompactRequest
 from bus.service import ServiceError, call
+from channels.router.commands.context import Answer, CommandContext
 
 log = logging.getLogger(__name__)
 
 TIMEOUT = 120.0  # the summary is a model call
 
 
-async def compact_chat(bus: Bus, binding: ChatBinding) -> str:
+async def handle(ctx: CommandContext, message: InboundMessage, name: str, argument: str) -> Answer:
     """The chat's answer to `/compact` (never raises: a failure is said in words)."""
+    binding = await ctx.bindings.of(message)
     request = ThreadCompactRequest(
         thread_id=binding.thread_id, user_id=binding.user_id, model_name=binding.model_name
     )
     try:
-        reply = await call(bus, "threads", "compact", request, ThreadCompactReply, timeout=TIMEOUT)
+        reply = await call(ctx.bus, "threads", "compact", request, ThreadCompactReply, timeout=TIMEOUT)
     except ServiceError as exc:
         if exc.code == "conflict":
             return "I am still working on your last message; send /compact once I have answered."

@@ -14,7 +14,7 @@ partial is posted, then updated (`chat.update`) as the answer streams, and
 the final text replaces it (a long one continues in more messages, cut at
 paragraph or line ends); presented files are uploaded (`files_upload_v2`).
 Model Markdown is rendered as Slack mrkdwn. A 429 is waited out as its
-`Retry-After` says (`channels.reply_stream`): chat.postMessage's limit holds
+`Retry-After` says (`channels.delivery.reply_stream`): chat.postMessage's limit holds
 only its channel, the other methods' limits the whole app.
 """
 
@@ -38,13 +38,14 @@ from bus import Bus, Misconfigured
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
-from channels import standby
-from channels.connection_health import watch_connection
-from channels.live import RateLimited, Surface
-from channels.reply_stream import ReplyStream
-from channels.splitting import split_text
-from channels.standby import ReplyHandler
-from channels.unreadable import dead_letter_unreadable
+from channels.delivery import standby
+from channels.delivery.connection_health import watch_connection
+from channels.delivery.reply_stream import ReplyStream
+from channels.delivery.splitting import split_text
+from channels.delivery.standby import ReplyHandler
+from channels.delivery.surface import Surface
+from channels.delivery.unreadable import dead_letter_unreadable
+from channels.errors import RateLimited
 from config import AppConfig, SlackConfig
 
 log = logging.getLogger(__name__)
@@ -262,7 +263,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     bus has it (`process_before_response`), so an event whose copy died first is sent again by
     Slack, to a copy still there; a retry that reaches another copy is the same message
     (`InboundMessage.dedupe_id`) and becomes no second run. One copy at a time delivers the
-    replies (`channels.standby.deliver_replies_while_active`)."""
+    replies (`channels.delivery.standby.deliver_replies_while_active`)."""
     settings = config.channels.slack
     app = build_app(settings)
     adapter = SlackAdapter(bus, app, settings)

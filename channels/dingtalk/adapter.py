@@ -1,22 +1,13 @@
 """The DingTalk adapter: the Stream protocol in; Markdown, AI cards and files out.
 
-The Stream protocol is small, and the SDK's client blocks on `requests`, reads
-its endpoint at import time and swallows cancellation, so this adapter runs its
-own async loop with the SDK's message classes: open a connection
-(`/v1.0/gateway/connections/open`), read frames from the WebSocket, ack each,
-answer pings, reconnect with backoff when the socket drops. Robot messages from
+Inbound: the app's Stream connection (`channels.dingtalk.stream`). Robot messages from
 private ("1") and group ("2") conversations become InboundMessages, with the
 pictures and files they carry downloaded into the object store; what the
 adapter needs to answer (session webhook, conversation type, sender, robot
 code) travels in the message's metadata and comes back with every reply, so
 a restarted adapter can still answer.
 
-A frame that is not a JSON object is skipped (the connection stays up); a
-robot message that cannot be read is acknowledged (so DingTalk does not send
-it again) and dead-lettered with the reason; a message the bus could not take
-is answered 500, and DingTalk delivers it again.
-
-Replies go through the shared reply stream (`channels.reply_stream`): with
+Replies go through the shared reply stream (`channels.delivery.reply_stream`): with
 `card_template_id` set, an AI card is created on the first partial answer
 (`/v1.0/card/instances/createAndDeliver`), streamed into (`PUT
 /v1.0/card/streaming`) and finished with the final text; without one, or if
@@ -31,70 +22,40 @@ uploaded (`/media/upload`) and sent with the robot API.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import time
 import uuid
 from pathlib import PurePosixPath
 from typing import Any
-from urllib.parse import quote_plus
 
 import httpx
-import websockets
 from dingtalk_stream.chatbot import ChatbotMessage
-from dingtalk_stream.frames import AckMessage, CallbackMessage, SystemMessage
 
-from bus import Bus, Misconfigured, component_healthy, component_unhealthy
-from bus.dlq import dead_letter
+from bus import Bus, Misconfigured
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
-from bus.supervision import explain
 from bus.tasks import cancel_and_wait
-from channels import standby
-from channels.dingtalk_api import DingTalkApi, DingTalkError, DingTalkUnavailable, retry_after
-from channels.live import RateLimited, Surface
-from channels.reply_stream import ReplyStream
-from channels.splitting import split_text
-from channels.standby import ReplyHandler
+from channels.delivery import standby
+from channels.delivery.reply_stream import ReplyStream
+from channels.delivery.splitting import split_text
+from channels.delivery.standby import ReplyHandler
+from channels.delivery.surface import Surface
+from channels.dingtalk.api import DingTalkApi, DingTalkError, DingTalkUnavailable, retry_after
+from channels.dingtalk.stream import StreamConnection
+from channels.errors import RateLimited
 from config import AppConfig, DingTalkConfig
 
 log = logging.getLogger(__name__)
 
 OPEN_API = "https://api.dingtalk.com"
 LEGACY_API = "https://oapi.dingtalk.com"  # media uploads still live on the old host
-BOT_TOPIC = ChatbotMessage.TOPIC
 MAX_FILE_BYTES = 20 * 1024 * 1024  # what a robot may upload as a file
 FINISHED, FAILED = "3", "5"  # AI card flow states
 LIMIT = 5_000  # characters of Markdown per message
 MAX_PARAM_BYTES = 15_000  # the robot API's limit for a message's msgParam (the webhook's is larger)
 SEND_TOO_FAST = {130101, 130102}  # session webhook errcodes asking to slow down
 TOO_FAST_WAIT = 2.0  # DingTalk says no more than "too fast"
-
-
-class MalformedMessage(ValueError):
-    """A robot message this adapter cannot read; asking for it again would not help."""
-
-
-def _robot_message(raw: Any) -> ChatbotMessage:
-    """The robot message a callback frame carries; `MalformedMessage` if it cannot be read."""
-    try:
-        data = json.loads(raw) if isinstance(raw, str | bytes) else raw
-    except ValueError as exc:
-        raise MalformedMessage(f"its data is not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise MalformedMessage("its data is not a JSON object")
-    if not data.get("conversationId") or not data.get("msgId"):
-        raise MalformedMessage("it has no conversationId or msgId")
-    kind = data.get("msgtype")
-    if kind == "text" and not isinstance(data.get("text"), dict):
-        raise MalformedMessage("a text message without text")
-    if kind in ("picture", "richText") and not isinstance(data.get("content"), dict):
-        raise MalformedMessage(f"a {kind} message without content")
-    try:
-        return ChatbotMessage.from_dict(data)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise MalformedMessage(f"unreadable ({type(exc).__name__}: {exc})") from None
 
 
 def _param_bytes(text: str) -> int:
@@ -112,110 +73,7 @@ class DingTalkAdapter(Surface):
         self.replies = ReplyStream(bus, "dingtalk", self)
         self.http = httpx.AsyncClient(timeout=30)
         self.api = DingTalkApi(config, self.http, self.base, self.legacy)
-
-    # ------------------------------------------------------------------ the stream
-
-    async def stream_forever(self) -> None:
-        delay = 1.0
-        while True:
-            try:
-                await self._stream_once()
-                delay = 1.0
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # network loss, a refused ticket: try again, a little later each time
-                reason, _ = explain(exc)
-                log.warning("dingtalk: stream dropped (%s); reconnecting in %.0fs", reason, delay)
-                component_unhealthy(f"the stream is down ({reason}); reconnecting")
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
-
-    async def _stream_once(self) -> None:
-        response = await self.http.post(
-            f"{self.base}/v1.0/gateway/connections/open",
-            json={
-                "clientId": self.config.resolved("client_id"),
-                "clientSecret": self.config.resolved("client_secret"),
-                "subscriptions": [{"type": "CALLBACK", "topic": BOT_TOPIC}],
-                "ua": "antler",
-            },
-        )
-        response.raise_for_status()
-        connection = response.json()
-        uri = f"{connection['endpoint']}?ticket={quote_plus(connection['ticket'])}"
-        async with websockets.connect(uri) as socket:
-            log.info("dingtalk: stream connected")
-            component_healthy()
-            async for raw in socket:
-                try:
-                    frame = json.loads(raw)
-                except ValueError:
-                    frame = None
-                if not isinstance(frame, dict):
-                    log.warning("dingtalk: a frame that is not a JSON object skipped: %.200r", raw)
-                    continue
-                ack = await self._frame(frame)
-                if ack is not None:
-                    await socket.send(json.dumps(ack))
-                headers = frame.get("headers")
-                if (
-                    frame.get("type") == SystemMessage.TYPE
-                    and isinstance(headers, dict)
-                    and headers.get("topic") == "disconnect"
-                ):
-                    return
-
-    async def _frame(self, frame: dict[str, Any]) -> dict[str, Any] | None:
-        headers = frame.get("headers") if isinstance(frame.get("headers"), dict) else {}
-        ack = AckMessage()
-        ack.headers.message_id = headers.get("messageId")
-        ack.headers.content_type = "application/json"
-        if frame.get("type") == SystemMessage.TYPE:
-            if headers.get("topic") == "ping":
-                try:
-                    ack.data = json.loads(frame.get("data") or "{}")
-                except (TypeError, ValueError):
-                    ack.data = {}
-                return ack.to_dict()
-            return None
-        if frame.get("type") != CallbackMessage.TYPE or headers.get("topic") != BOT_TOPIC:
-            log.info("dingtalk: skipping a %s frame on %s", frame.get("type"), headers.get("topic"))
-            return ack.to_dict()
-        ack.data = {"response": "OK"}
-        raw = frame.get("data")
-        try:
-            message = _robot_message(raw)
-        except MalformedMessage as exc:  # acked: sending it again would not make it readable
-            log.warning("dingtalk: malformed robot message %s: %s", headers.get("messageId"), exc)
-            await self._dead_letter(raw, str(exc), str(headers.get("messageId") or ""))
-            return ack.to_dict()
-        try:
-            await self._inbound(message)
-        except Exception:  # the bus could not take it: DingTalk delivers it again
-            log.exception("dingtalk: could not handle a robot message")
-            ack.code = AckMessage.STATUS_SYSTEM_EXCEPTION
-            ack.data = {"response": "retry"}
-        return ack.to_dict()
-
-    async def _dead_letter(self, raw: Any, reason: str, frame_id: str) -> None:
-        data = raw.encode() if isinstance(raw, str) else json.dumps(raw).encode()
-        number = int(
-            hashlib.sha256((frame_id or data.decode(errors="replace")).encode()).hexdigest()[:12], 16
-        )
-        try:
-            await dead_letter(
-                self.bus,
-                stream="dingtalk",
-                stream_seq=number,
-                subject=self.bus.subjects.chat_in_channel("dingtalk"),
-                data=data,
-                headers=None,
-                consumer="dingtalk-stream",
-                reason=f"malformed robot message: {reason}",
-                deliveries=1,
-            )
-        except Exception:
-            log.exception("dingtalk: could not dead-letter a malformed robot message")
+        self.stream = StreamConnection(bus, config, self.http, self.base, self._inbound)
 
     async def _inbound(self, message: ChatbotMessage) -> None:
         expires = (message.session_webhook_expired_time or 0) / 1000 or time.time() + 5400
@@ -442,7 +300,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     message to one of them and sends it again if it is not acknowledged. A copy acknowledges a
     message only once the bus has it; one that reaches a second copy is the same message
     (`InboundMessage.dedupe_id`) and becomes no second run. One copy at a time delivers the
-    replies (`channels.standby.deliver_replies_while_active`); what it needs to answer (the
+    replies (`channels.delivery.standby.deliver_replies_while_active`); what it needs to answer (the
     session webhook) travels with each reply."""
     settings = config.channels.dingtalk
     if not settings.resolved("client_id") or not settings.resolved("client_secret"):
@@ -453,7 +311,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         adapter.replies = ReplyStream(bus, "dingtalk", adapter)
         return adapter.replies.deliver
 
-    stream = asyncio.create_task(adapter.stream_forever(), name="dingtalk-stream")
+    stream = asyncio.create_task(adapter.stream.forever(), name="dingtalk-stream")
     try:
         await standby.deliver_replies_while_active(bus, "dingtalk", config.bus.lease_seconds, new_replies)
     finally:

@@ -1,9 +1,9 @@
 """The Telegram adapter: python-telegram-bot long polling (or a webhook) in, the router's replies out.
 
 Updates the library cannot parse are confirmed and dead-lettered, never
-fetched again (`channels.telegram_updates`, which also serves the webhook).
+fetched again (`channels.telegram.updates`, which also serves the webhook).
 The bot's command menu (`setMyCommands`) follows the skills catalog, names
-spelled as Telegram accepts them (`channels.commands`).
+spelled as Telegram accepts them (`channels.command_names`).
 
 Inbound: every message the bot receives (private chats; in groups what
 Telegram delivers: commands, mentions, replies) becomes an InboundMessage on
@@ -36,12 +36,14 @@ from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from bus.watch import follow_key
-from channels import standby
-from channels.commands import telegram_commands
-from channels.live import RateLimited, Surface, reply_consumer
-from channels.reply_stream import ReplyStream
-from channels.splitting import split_text
-from channels.telegram_updates import OnUnreadable, ScreenedUpdates, dead_letterer, serve_webhook
+from channels.command_names import telegram_commands
+from channels.delivery import standby
+from channels.delivery.consumer import reply_consumer
+from channels.delivery.reply_stream import ReplyStream
+from channels.delivery.splitting import split_text
+from channels.delivery.surface import Surface
+from channels.errors import RateLimited
+from channels.telegram.updates import OnUnreadable, ScreenedUpdates, dead_letterer, serve_webhook
 from config import AppConfig, TelegramConfig
 from skills import CATALOG_KEY, SkillsCatalog, read_catalog
 
@@ -306,7 +308,7 @@ def build_application(
     config: TelegramConfig, on_unreadable: OnUnreadable | None = None
 ) -> Application[Any, Any, Any, Any, Any, Any]:
     """The bot; with `on_unreadable`, updates the library cannot parse go there instead of wedging
-    polling (`channels.telegram_updates`)."""
+    polling (`channels.telegram.updates`)."""
     token = config.resolved("bot_token")
     if not token:
         raise Misconfigured("channels.telegram.bot_token is not set")
@@ -331,12 +333,12 @@ def api_host(config: TelegramConfig) -> str:
 
 async def run(bus: Bus, config: AppConfig) -> None:
     """The Telegram adapter component: poll Telegram, send replies, until cancelled. One copy per bot
-    is active at a time; others stand by and take over when it dies (`channels.standby`).
+    is active at a time; others stand by and take over when it dies (`channels.delivery.standby`).
 
     Telegram out of reach at start raises `Unreachable` and a token it refuses `Misconfigured`:
     the runtime starts the adapter again later (`bus.supervision`) while the rest of Antler serves.
     Once polling, an outage is python-telegram-bot's to ride out; the adapter says it is unhealthy
-    meanwhile (`channels.telegram_updates.ScreenedUpdates`)."""
+    meanwhile (`channels.telegram.updates.ScreenedUpdates`)."""
     settings = config.channels.telegram
     try:
         await standby.serve_while_active(
