@@ -562,7 +562,7 @@ def print_single(single: dict[str, Any]) -> None:
 
 def print_comparison(old: dict[str, Any], new: dict[str, Any]) -> None:
     print(f"\ncompared with {old.get('label') or 'the earlier run'}:")
-    for name in ("first_message", "follow_up"):
+    for name in ("first_message", "follow_up") if "single" in old and "single" in new else ():
         a, b = old["single"][name]["p50_ms"], new["single"][name]["p50_ms"]
         print(f"  single {name}: median {a} -> {b} ms ({b / a:.2f}x)")
     older = {}
@@ -672,11 +672,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await client.start()
         try:
             await warm_up(client, args.warmup)
-            single = await single_turns(
-                client, TrafficCounter(stack.bus), args.single, text, getattr(args, "timeline", False)
-            )
-            print_single(single)
-            results["single"] = single
+            if args.single > 0:  # 0: the levels only
+                single = await single_turns(
+                    client, TrafficCounter(stack.bus), args.single, text, getattr(args, "timeline", False)
+                )
+                print_single(single)
+                results["single"] = single
             measured: list[Level] = []
             for repeat in range(args.repeat):
                 if args.repeat > 1:
