@@ -14,10 +14,10 @@ from langchain_core.messages import AIMessage, HumanMessage
 from agents.context import RunOptions
 from agents.errors import UnknownAgent
 from agents.graph.prompt import build_system_prompt
+from agents.tools.uploads import current_uploads, prompt_outlines
 from bus import Bus
 from bus.agent_store import AgentNameInvalid, AgentStore
 from bus.content import text_of
-from bus.layout import UPLOADS
 from bus.messages import AgentDefinition, ChatTurn, MemoryDocument, MemoryUpdate, RunRequest
 from bus.records import RecordStore
 from config import AppConfig
@@ -89,6 +89,7 @@ class PromptAssembly:
             activated = next((s for s in skills if command_name(s.name) == command_name(command[0])), None)
         instructions = await asyncio.to_thread(activated.instructions) if activated is not None else ""
         uploads = current_uploads(request.input)
+        outlines = await prompt_outlines(self.bus, request.user_id, request.thread_id, uploads)
         prompt = build_system_prompt(
             agent_name=options.agent_name or "Antler",
             skills=skills,
@@ -102,6 +103,7 @@ class PromptAssembly:
             active_skill=(activated.name, instructions) if activated is not None else None,
             bootstrap=options.agent_name if bootstrap else None,
             uploads=uploads,
+            upload_outlines=outlines,
         )
         return RunSetup(
             options=options,
@@ -194,42 +196,6 @@ def _encoding() -> Any:
 def count_tokens(text: str) -> int:
     """Tokens as OpenAI's cl100k_base counts them (bundled: nothing is downloaded)."""
     return len(_encoding().encode(text, disallowed_special=()))
-
-
-def _last_user_message(graph_input: Any) -> Any:
-    messages = graph_input.get("messages") if isinstance(graph_input, dict) else None
-    for message in reversed(messages or []):
-        role = (
-            (message.get("role") or message.get("type"))
-            if isinstance(message, dict)
-            else getattr(message, "type", None)
-        )
-        if role in ("user", "human"):
-            return message
-    return None
-
-
-def current_uploads(graph_input: Any, limit: int = 20) -> list[tuple[str, str, int]]:
-    """(name, path, size) of the files the user sent with this message, as DeerFlow's web UI lists
-    them in the message's `additional_kwargs.files`; only paths under the uploads directory."""
-    message = _last_user_message(graph_input)
-    extra = (
-        message.get("additional_kwargs")
-        if isinstance(message, dict)
-        else getattr(message, "additional_kwargs", None)
-    )
-    files = (extra or {}).get("files") if isinstance(extra, dict) else None
-    found: list[tuple[str, str, int]] = []
-    for entry in files if isinstance(files, list) else []:
-        if not isinstance(entry, dict):
-            continue
-        path, name, size = entry.get("path"), entry.get("filename"), entry.get("size")
-        if not isinstance(path, str) or not path.startswith(f"{UPLOADS}/") or ".." in path.split("/"):
-            continue
-        name = name if isinstance(name, str) and name else path.rsplit("/", 1)[-1]
-        clean = " ".join(name.split())[:200]  # one line, whatever the name held
-        found.append((clean, path, size if isinstance(size, int) and size >= 0 else -1))
-    return found[:limit]
 
 
 def last_user_text(graph_input: Any) -> str:

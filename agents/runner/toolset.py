@@ -9,10 +9,12 @@ from langchain_core.tools import BaseTool
 
 from agents.graph.lead import AgentCache
 from agents.subagents.task_tool import make_task_tool
+from agents.tools.browser import make_browser_tools
 from agents.tools.custom_agents import make_agent_tools, tool_group_map
 from agents.tools.mcp import McpServers
 from agents.tools.sandbox import make_sandbox_tools, make_view_image_tool
 from agents.tools.schedules import make_schedule_tools
+from agents.tools.uploads import make_upload_tools
 from bus import Bus
 from config import AppConfig
 
@@ -24,6 +26,8 @@ def own_tools(bus: Bus, config: AppConfig) -> list[BaseTool]:
         make_view_image_tool(bus),
         *make_agent_tools(bus, config),
         *make_schedule_tools(bus),
+        *make_upload_tools(bus),
+        *make_browser_tools(bus, config),
     ]
 
 

@@ -8,6 +8,8 @@ the web's (`community/`), and what they share.
 - `mcp` (with `mcp_stderr`): MCP servers' sessions and tools per process; `tool_search`:
   deferred tools.
 - `custom_agents`: `setup_agent`, `update_agent`; `schedules`: scheduled tasks in words.
+- `uploads` (with `file_outline`): the thread's uploads and their outlines; `browser`: the
+  browser component's tools.
 - `community/`: web search, fetch and image search as config tool factories.
 """
 

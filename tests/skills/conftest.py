@@ -30,6 +30,7 @@ SHIPPED = (
     "ppt-generation",
     "skill-creator",
     "skill-reviewer",
+    "systematic-literature-review",
 )
 
 

@@ -553,6 +553,53 @@ async def skill_reviewer(stack: Stack) -> None:
     assert "- the description has 15 characters: too short to say what and when" in text
 
 
+async def systematic_literature_review(stack: Stack) -> None:
+    def paper(title: str, year: int, decision: str, **extra: Any) -> dict[str, Any]:
+        return {"title": title, "year": year, "decision": decision, "source": "arXiv", **extra}
+
+    review = {
+        "question": "Does retrieval reduce hallucination in LLMs?",
+        "criteria": ["empirical study", "reports a hallucination metric"],
+        "records": [
+            paper(
+                "Retrieval cuts errors",
+                2023,
+                "include",
+                authors=["Ada Lovelace", "Alan Turing"],
+                doi="10.1/rag",
+                venue="ACL",
+                finding="-40% errors",
+            ),
+            paper("Retrieval Cuts Errors!", 2023, "include", source="PubMed"),  # same title and year
+            paper("A position paper", 2022, "exclude", reason="not empirical"),
+            paper(
+                "Another take",
+                2021,
+                "exclude",
+                doi="10.1/other",
+                reason="no hallucination metric",
+                stage="full-text",
+            ),
+            paper("Other DOI copy", 2021, "exclude", doi="https://doi.org/10.1/OTHER", reason="duplicate"),
+        ],
+    }
+    report = "python3 /mnt/skills/public/systematic-literature-review/scripts/prisma_report.py"
+    used = await use_skill(
+        stack,
+        "systematic-literature-review",
+        "review retrieval and hallucination",
+        write(f"{WS}/review.json", review),
+        bash(f"{report} {WS}/review.json --out {OUT}/review.md --style apa"),
+        present(f"{OUT}/review.md"),
+    )
+    assert "5 identified, 2 duplicates, 3 screened, 2 excluded, 1 included" in ran_cleanly(used)
+    text = (used.outputs / "review.md").read_text(encoding="utf-8")
+    assert "| duplicates removed | 2 |" in text
+    assert "| excluded on full text | 1 |" in text
+    assert "- not empirical: 1" in text
+    assert "Lovelace, A., & Turing, A. (2023). Retrieval cuts errors. *ACL*. https://doi.org/10.1/rag" in text
+
+
 SKILL_TESTS: dict[str, Callable[[Stack], Awaitable[None]]] = {
     "chart-report": chart_report,
     "data-analysis": data_analysis,
@@ -566,6 +613,7 @@ SKILL_TESTS: dict[str, Callable[[Stack], Awaitable[None]]] = {
     "newsletter-generation": newsletter_generation,
     "skill-creator": skill_creator,
     "skill-reviewer": skill_reviewer,
+    "systematic-literature-review": systematic_literature_review,
 }
 
 
