@@ -21,6 +21,7 @@ SHIPPED = (
     "academic-paper-review",
     "chart-report",
     "code-documentation",
+    "consulting-analysis",
     "data-analysis",
     "deep-research",
     "document-report",

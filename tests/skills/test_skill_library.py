@@ -600,6 +600,92 @@ async def systematic_literature_review(stack: Stack) -> None:
     assert "Lovelace, A., & Turing, A. (2023). Retrieval cuts errors. *ACL*. https://doi.org/10.1/rag" in text
 
 
+async def consulting_analysis(stack: Stack) -> None:
+    script = "python3 /mnt/skills/public/consulting-analysis/scripts/consulting_report.py"
+    plan = {
+        "subject": "E-bikes in the Netherlands",
+        "decision": "Launch a cargo model?",
+        "chapters": [
+            {"title": "Market size", "framework": "TAM-SAM-SOM", "data": ["unit sales 2022-2024 (RAI)"]},
+            {"title": "Competition", "framework": "Porter's five forces", "data": ["brand shares (BOVAG)"]},
+        ],
+    }
+    report = {
+        "title": "Cargo e-bikes in the Netherlands",
+        "summary": ["Sales grew 30% in two years [@rai]."],
+        "chapters": [
+            {
+                "title": "Market size",
+                "headline": "A growing market [@rai]",
+                "blocks": [
+                    {
+                        "type": "chart",
+                        "kind": "bar",
+                        "title": "Units sold (k)",
+                        "labels": ["2022", "2024"],
+                        "series": {"units": [100, 130]},
+                        "source": "rai",
+                    },
+                    {
+                        "type": "table",
+                        "columns": ["Brand", "Share"],
+                        "rows": [["Urban Arrow", "31%"]],
+                        "source": "bovag",
+                    },
+                    {"type": "swot", "strengths": ["dealer network"], "threats": ["price war [@bovag]"]},
+                    {"type": "forces", "forces": {"rivalry": ["high", "12 brands"]}},
+                ],
+            }
+        ],
+        "recommendations": [
+            {"action": "Sell through dealers", "impact": "medium", "effort": "low"},
+            {"action": "Lease to families", "impact": "high", "effort": "medium"},
+        ],
+        "sources": [
+            {
+                "id": "rai",
+                "title": "Fietsverkopen 2024",
+                "publisher": "RAI",
+                "url": "https://rai.example/2024",
+            },
+            {"id": "bovag", "title": "Marktaandelen", "publisher": "BOVAG"},
+        ],
+    }
+    unsourced = {**report, "chapters": [{"title": "X", "blocks": [{"type": "chart", "labels": ["a"],
+                                                                    "series": {"n": [1]}}]}]}  # fmt: skip
+    used = await use_skill(
+        stack,
+        "consulting-analysis",
+        "should we launch a cargo e-bike in the Netherlands?",
+        write(f"{WS}/framework.json", plan),
+        bash(f"{script} framework {WS}/framework.json --out {OUT}/framework.md"),
+        write(f"{WS}/bad.json", unsourced),
+        bash(f"{script} report {WS}/bad.json --out {OUT}/bad.md; echo status=$?"),
+        write(f"{WS}/report.json", report),
+        bash(f"{script} report {WS}/report.json --out {OUT}/cargo.md"),
+        present(f"{OUT}/cargo.md"),
+    )
+    first, refused, written = used.results["bash"]
+    assert f"wrote {OUT}/framework.md: 2 chapters, 2 data items to collect" in first
+    assert "error: chart 'Chart 1' names no source: every figure must be traceable" in refused
+    assert "status=1" in refused
+    assert not (used.outputs / "bad.md").exists(), "nothing written from an unsourced report"
+    assert "1 chapters, 1 charts, 2 recommendations, 2 sources cited" in written
+    framework_md = (used.outputs / "framework.md").read_text(encoding="utf-8")
+    assert "- [ ] unit sales 2022-2024 (RAI) (chapter 1)" in framework_md
+    text = (used.outputs / "cargo.md").read_text(encoding="utf-8")
+    assert "- Sales grew 30% in two years [1]." in text
+    assert "![Units sold (k)](cargo-charts/chart-1.png)" in text
+    assert "*Source: [2]*" in text, "the table's source is numbered"
+    assert "| **External** | **Opportunities**<br>— | **Threats**<br>price war [2] |" in text
+    assert "| Rivalry among competitors | high | 12 brands |" in text
+    assert text.index("Lease to families") < text.index("Sell through dealers"), "by impact"
+    assert text.endswith(
+        "1. Fietsverkopen 2024 — RAI. <https://rai.example/2024>\n2. Marktaandelen — BOVAG.\n"
+    )
+    assert png_size((used.outputs / "cargo-charts" / "chart-1.png").read_bytes()) == (960, 540)
+
+
 SKILL_TESTS: dict[str, Callable[[Stack], Awaitable[None]]] = {
     "chart-report": chart_report,
     "data-analysis": data_analysis,
@@ -614,6 +700,7 @@ SKILL_TESTS: dict[str, Callable[[Stack], Awaitable[None]]] = {
     "skill-creator": skill_creator,
     "skill-reviewer": skill_reviewer,
     "systematic-literature-review": systematic_literature_review,
+    "consulting-analysis": consulting_analysis,
 }
 
 
