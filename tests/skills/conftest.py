@@ -27,11 +27,15 @@ SHIPPED = (
     "document-report",
     "frontend-design",
     "github-deep-research",
+    "image-generation",
+    "music-generation",
     "newsletter-generation",
+    "podcast-generation",
     "ppt-generation",
     "skill-creator",
     "skill-reviewer",
     "systematic-literature-review",
+    "video-generation",
 )
 
 
