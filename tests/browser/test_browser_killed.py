@@ -14,7 +14,7 @@ from bus import Bus
 from bus.messages.browser import BrowserReply, BrowserRequest
 from bus.service import ServiceError, call
 from tests.agents.conftest import submit_and_collect
-from tests.browser.test_browser import ask, tool_results
+from tests.browser.conftest import ask, tool_results
 from tests.conftest import finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.web_pages import WebPages

@@ -38,6 +38,9 @@ SHIPPED = (
     "video-generation",
 )
 
+# Their end-to-end tests reach a fake generation endpoint: tests/skills/test_media_skills.py.
+MEDIA_SKILLS = ("image-generation", "music-generation", "podcast-generation", "video-generation")
+
 
 def skills_config(config_data: dict[str, Any], provider: str = "local") -> AppConfig:
     """The test config with the repository's skills and a sandbox of the given provider."""

@@ -29,8 +29,8 @@ from tests.fakes.media_server import SPEECH_RATE, FakeMedia, png
 from tests.fakes.openai_server import FakeOpenAI
 from tests.sandbox.conftest import BWRAP, running_broker
 from tests.skills.artifacts import png_size
-from tests.skills.conftest import SKILLS
-from tests.skills.test_skill_library import OUT, WS, Stack, bash, present, ran_cleanly, use_skill, write
+from tests.skills.conftest import MEDIA_SKILLS, SKILLS
+from tests.skills.scripted import OUT, WS, Stack, bash, present, ran_cleanly, use_skill, write
 from tests.support.nats_users import SecuredServer
 
 pytestmark = [
@@ -261,6 +261,10 @@ MEDIA_SKILL_TESTS: dict[str, Callable[[Stack, FakeMedia], Awaitable[None]]] = {
     "video-generation": video_generation,
     "music-generation": music_generation,
 }
+
+
+async def test_every_media_skill_has_an_end_to_end_test_here() -> None:
+    assert set(MEDIA_SKILL_TESTS) == set(MEDIA_SKILLS)
 
 
 @pytest.mark.parametrize("skill", list(MEDIA_SKILL_TESTS))

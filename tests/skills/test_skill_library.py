@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
@@ -24,14 +22,14 @@ from bs4 import BeautifulSoup
 from bus import Bus
 from config import AppConfig, BusConfig
 from config.loader import _build
-from sandbox.paths import ThreadFS
 from sandbox.toolbox import Toolbox
-from tests.agents.conftest import ask, running_runner, submit_and_collect
+from tests.agents.conftest import running_runner
 from tests.conftest import component_bus, fail_on_violations
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI
 from tests.sandbox.conftest import BWRAP, running_broker
 from tests.skills.artifacts import open_document, png_size
-from tests.skills.conftest import SHIPPED, SKILLS
+from tests.skills.conftest import MEDIA_SKILLS, SHIPPED, SKILLS
+from tests.skills.scripted import OUT, UP, WS, Stack, bash, present, ran_cleanly, use_skill, write
 from tests.support.nats_users import SecuredServer
 
 pytestmark = [
@@ -41,30 +39,10 @@ pytestmark = [
     pytest.mark.skipif(not BWRAP, reason="bubblewrap is not installed or cannot create namespaces here"),
 ]
 
-WS = "/mnt/user-data/workspace"
-OUT = "/mnt/user-data/outputs"
-UP = "/mnt/user-data/uploads"
 SCRIPTS = "/mnt/skills/public"
-USER = "ana"
 
 SALES = "region,product,units,revenue\nNorth,Widget,12,1200.5\nEast,Widget,20,2100\nSouth,Gadget,7,640\n"
 SALES += "North,Gadget,3,455.25\nEast,Gadget,1,99\n"
-
-
-@dataclass
-class Stack:
-    bus: Bus
-    model: FakeOpenAI
-    config: AppConfig
-    toolbox: Toolbox
-
-    def outputs(self, thread: str) -> Path:
-        root = Path(self.config.sandbox.data_dir or Path(self.config.bus.data_dir) / "sandbox").resolve()
-        return ThreadFS(root, USER, thread).outputs
-
-    def uploads(self, thread: str) -> Path:
-        root = Path(self.config.sandbox.data_dir or Path(self.config.bus.data_dir) / "sandbox").resolve()
-        return ThreadFS(root, USER, thread).uploads
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -101,55 +79,6 @@ async def stack(
         fail_on_violations(users, None)
     finally:
         users.close()
-
-
-@dataclass
-class Used:
-    """One skill run: the tool results the model saw (by tool) and the thread's outputs folder."""
-
-    results: dict[str, list[str]] = field(default_factory=dict)
-    outputs: Path = Path()
-    system: str = ""
-
-
-async def use_skill(stack: Stack, skill: str, ask_text: str, *steps: ToolCall, thread: str = "") -> Used:
-    """Send `/<skill> <ask_text>`; the model makes `steps` one tool call a turn, then answers."""
-    thread = thread or f"t-{skill}-{uuid.uuid4().hex[:6]}"
-    before = len(stack.model.agent_requests)
-    stack.model.script(*(Reply(tool_calls=[step]) for step in steps), Reply(text="Here it is."))
-    events = await submit_and_collect(
-        stack.bus, ask(thread, f"/{skill} {ask_text}", user_id=USER), timeout=300
-    )
-    assert events[-1].event == "end", events[-1]
-    used = Used(outputs=stack.outputs(thread))
-    used.system = stack.model.agent_requests[before]["messages"][0]["content"]
-    for event in events:
-        if event.event == "messages" and event.data[0].get("type") == "tool":
-            used.results.setdefault(event.data[0]["name"], []).append(event.data[0]["content"])
-    assert f'<active_skill name="{skill}">' in used.system, "the slash command activated the skill"
-    return used
-
-
-def write(path: str, content: str | dict[str, Any] | list[Any]) -> ToolCall:
-    text = content if isinstance(content, str) else json.dumps(content, indent=1)
-    return ToolCall("write_file", {"path": path, "content": text})
-
-
-def bash(command: str) -> ToolCall:
-    return ToolCall("bash", {"command": command})
-
-
-def present(*paths: str) -> ToolCall:
-    return ToolCall("present_files", {"filepaths": list(paths)})
-
-
-def ran_cleanly(used: Used) -> str:
-    """Every bash call's output, after checking none exited non-zero."""
-    outputs = used.results.get("bash", [])
-    assert outputs, "the model ran the skill's script"
-    for output in outputs:
-        assert "[exit code" not in output, output
-    return "\n".join(outputs)
 
 
 # --- one test per skill --------------------------------------------------------------------------
@@ -712,8 +641,7 @@ async def test_a_slash_command_runs_the_skill_in_the_bwrap_sandbox_and_delivers_
 
 
 async def test_every_public_skill_has_an_end_to_end_test() -> None:
-    from tests.skills.test_media_skills import MEDIA_SKILL_TESTS
-
-    assert set(SHIPPED) == set(SKILL_TESTS) | set(MEDIA_SKILL_TESTS)
-    assert not set(SKILL_TESTS) & set(MEDIA_SKILL_TESTS)
+    # the media skills' own tests are in test_media_skills.py, which checks it has one for each
+    assert set(SHIPPED) == set(SKILL_TESTS) | set(MEDIA_SKILLS)
+    assert not set(SKILL_TESTS) & set(MEDIA_SKILLS)
     assert len(SHIPPED) >= 18
