@@ -48,6 +48,8 @@ def build_client(config: DiscordConfig, on_unreadable: OnUnreadable) -> discord.
     most one Discord adapter."""
     if config.base_url:
         Route.BASE = config.base_url.rstrip("/")
+    # The bot never joins voice: no warning that voice's optional packages are missing.
+    discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
     client = discord.Client(
         intents=intents(config),
         max_messages=None,  # no message cache: the adapter answers each message as it comes

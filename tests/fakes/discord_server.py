@@ -139,6 +139,7 @@ class FakeDiscord(LocalServer):
         }
         api = "/api/v10"
         self.app.get(f"{api}/users/@me")(self._me)
+        self.app.get(f"{api}/oauth2/applications/@me")(self._application)
         self.app.get(f"{api}/gateway/bot")(self._gateway_bot)
         self.app.get(f"{api}/channels/{{channel_id}}")(self._channel)
         self.app.post(f"{api}/channels/{{channel_id}}/messages")(self._create_message)
@@ -240,6 +241,7 @@ class FakeDiscord(LocalServer):
             "entitlements": [],
             "authorizing_integration_owners": {"0": GUILD_ID} if channel.get("guild_id") else {"1": USER_ID},
             "context": 0 if channel.get("guild_id") else 1,
+            "attachment_size_limit": MAX_FILE,
         }
         if channel.get("guild_id"):
             interaction["guild_id"] = channel["guild_id"]
@@ -448,6 +450,23 @@ class FakeDiscord(LocalServer):
         if not self._authorized(request):
             return _error(401, 0, "401: Unauthorized")
         return BOT_USER
+
+    async def _application(self, request: Request) -> Any:
+        if not self._authorized(request):
+            return _error(401, 0, "401: Unauthorized")
+        return {
+            "id": APPLICATION_ID,
+            "name": "Antler",
+            "icon": None,
+            "description": "",
+            "bot_public": True,
+            "bot_require_code_grant": False,
+            "owner": _user(USER_ID, "ana"),
+            "verify_key": "0" * 64,
+            "team": None,
+            "flags": 0,
+            "bot": BOT_USER,
+        }
 
     async def _gateway_bot(self, request: Request) -> Any:
         if not self._authorized(request):
