@@ -85,6 +85,18 @@ async def test_a_guild_message_needs_a_mention_and_a_thread_is_its_own_conversat
     assert "help me" not in in_thread, "the Discord thread is a conversation of its own"
 
 
+async def test_a_message_in_a_thread_the_bot_never_heard_of_is_answered_in_it(
+    discord: FakeDiscord,  # noqa: F811
+    fake_model: FakeOpenAI,
+    stack: AppConfig,
+) -> None:
+    thread = discord.new_thread()
+    fake_model.script(Reply(text="Found it."))
+    discord.user_message("over here", channel_id=thread, mention=True)
+    await _until(discord, lambda: [m["channel_id"] for m in discord.bot_messages()] == [thread], "lost")
+    assert [p["channel_id"] for m, p in discord.calls if m == "createMessage"] == [thread]
+
+
 async def test_a_long_answer_continues_in_messages_of_at_most_2000_characters(
     discord: FakeDiscord,  # noqa: F811
     fake_model: FakeOpenAI,
@@ -115,7 +127,7 @@ async def test_a_429_is_waited_out_and_nothing_is_lost(
     stack: AppConfig,
 ) -> None:
     fake_model.script(Reply(text="Worth the wait.", when="first"), Reply(text="Right away.", when="second"))
-    discord.flood.arm("createMessage", 2, key=DM_CHANNEL)  # this DM's next post: 429 for 2 s
+    discord.flood.arm("createMessage", 10, key=DM_CHANNEL)  # this DM's next post: 429 for 10 s
     discord.user_message("first")
     await discord.wait_for("createMessage:429")
     discord.user_message("a question in the guild", channel_id=GENERAL, mention=True)
@@ -128,6 +140,22 @@ async def test_a_429_is_waited_out_and_nothing_is_lost(
     )
     refusals = [name for name, _ in discord.calls if name == "createMessage:429"]
     assert refusals == ["createMessage:429"], "no call for the DM before its retry_after was over"
+
+
+async def test_the_bots_global_rate_limit_holds_every_chat_until_it_is_over(
+    discord: FakeDiscord,  # noqa: F811
+    fake_model: FakeOpenAI,
+    stack: AppConfig,
+) -> None:
+    fake_model.script(Reply(text="One.", when="first"), Reply(text="Two.", when="second"))
+    discord.flood.arm("createMessage", 2)  # the next post anywhere: 429, "global": true, for 2 s
+    discord.user_message("first")
+    await discord.wait_for("createMessage:429")
+    discord.user_message("second", channel_id=GENERAL, mention=True)
+    await _until(discord, lambda: len(discord.bot_messages()) == 2, "an answer was lost")
+    assert {m["content"] for m in discord.bot_messages()} == {"One.", "Two."}
+    refusals = [name for name, _ in discord.calls if name.endswith(":429")]
+    assert refusals == ["createMessage:429"], "no chat called Discord before the global wait was over"
 
 
 async def test_files_go_both_ways(

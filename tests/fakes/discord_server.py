@@ -258,6 +258,13 @@ class FakeDiscord(LocalServer):
         self.dispatch("INTERACTION_CREATE", interaction)
         return interaction
 
+    def new_thread(self, parent_id: str = GENERAL) -> str:
+        """A thread someone started in `parent_id` (sessions are not told: as if made while the bot
+        was away); returns its id."""
+        thread_id = snowflake()
+        self._channels[thread_id] = {**self._channels[THREAD], "id": thread_id, "parent_id": parent_id}
+        return thread_id
+
     def dispatch(self, event: str, data: Any) -> None:
         """Send a DISPATCH (op 0) of `event` to every live session, as Discord does, and keep it
         for sessions that may resume."""
