@@ -9,9 +9,10 @@ stale partial text would still be sent after it. Antler's reply stream must own 
 kept in KV), so the three calls a reply makes go through this small client, which reads the
 limits from Discord's headers as its documentation describes them:
 
-- every answer says how many calls its bucket has left (`X-RateLimit-Remaining`) and when it
-  refills (`X-RateLimit-Reset-After`); once a channel's bucket is empty, the next call for it
-  raises `RateLimited` before it is made (no 429 is provoked);
+- every answer says how many calls its bucket (`X-RateLimit-Bucket`, shared by the routes Discord
+  counts together, per channel) has left (`X-RateLimit-Remaining`) and when it refills
+  (`X-RateLimit-Reset-After`); once a channel's bucket is empty, the next call for it raises
+  `RateLimited` before it is made (no 429 is provoked);
 - a 429 says how long to wait (`retry_after`): the whole bot's limit (`"global": true`,
   `X-RateLimit-Scope: global`) holds every chat, any other that chat only.
 """
@@ -55,7 +56,8 @@ class DiscordRest:
             headers={"Authorization": f"Bot {token}", "User-Agent": USER_AGENT},
             timeout=timeout,
         )
-        self._empty_until: dict[str, float] = {}  # "<route>:<channel>" -> when its bucket refills
+        self._empty_until: dict[str, float] = {}  # "<bucket>:<channel>" -> when its bucket refills
+        self._hashes: dict[str, str] = {}  # route -> the bucket hash Discord announced for it
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -90,7 +92,8 @@ class DiscordRest:
     async def _call(
         self, method: str, path: str, route: str, channel_id: str, **kwargs: Any
     ) -> dict[str, Any]:
-        bucket = f"{route}:{channel_id}"
+        # Routes Discord counts together share a bucket hash (`X-RateLimit-Bucket`), once it is known.
+        bucket = f"{self._hashes.get(route, route)}:{channel_id}"
         wait = self._empty_until.get(bucket, 0.0) - time.monotonic()
         if wait > 0:
             raise RateLimited(wait, f"Discord's {route} bucket for channel {channel_id} is empty")
@@ -98,6 +101,10 @@ class DiscordRest:
             response = await self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise DiscordUnavailable(f"Discord could not be reached: {type(exc).__name__}: {exc}") from exc
+        announced = response.headers.get("X-RateLimit-Bucket")
+        if announced and self._hashes.get(route) != announced:
+            self._hashes[route] = announced
+            bucket = f"{announced}:{channel_id}"
         self._note_bucket(bucket, response)
         if response.status_code == 429:
             raise _rate_limited(response, route, channel_id)

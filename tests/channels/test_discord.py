@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from bus import Bus, list_dead_letters
@@ -97,14 +98,20 @@ async def test_a_message_in_a_thread_the_bot_never_heard_of_is_answered_in_it(
     assert [p["channel_id"] for m, p in discord.calls if m == "createMessage"] == [thread]
 
 
+@pytest.mark.parametrize(
+    "shared_bucket",
+    [pytest.param(False, id="a-bucket-per-route"), pytest.param(True, id="posts-and-edits-share-one")],
+)
 async def test_a_long_answer_continues_in_messages_of_at_most_2000_characters(
     discord: FakeDiscord,  # noqa: F811
     fake_model: FakeOpenAI,
     stack: AppConfig,
+    shared_bucket: bool,
 ) -> None:
-    paragraphs = [f"Paragraph {n}: " + "words and more words " * 20 for n in range(12)]
+    discord.shared_bucket = shared_bucket  # Discord may count a channel's posts and edits together
+    paragraphs = [f"Paragraph {n}: " + "words and more words " * 20 for n in range(24)]
     answer = "\n\n".join(paragraphs)
-    assert len(answer) > 4000
+    assert len(answer) > 10_000, "more pieces than one bucket's calls"
     fake_model.script(Reply(text=answer))
     discord.user_message("tell me everything")
     await _until(
@@ -119,6 +126,7 @@ async def test_a_long_answer_continues_in_messages_of_at_most_2000_characters(
     assert len(pieces) >= 3
     assert all(len(p) <= 2000 for p in pieces)
     assert all(p.startswith("Paragraph") for p in pieces), "cut at paragraph ends"
+    assert discord.refused == [], "paced by the bucket Discord announced: never a 429"
 
 
 async def test_a_429_is_waited_out_and_nothing_is_lost(

@@ -105,6 +105,7 @@ class FakeDiscord(LocalServer):
         self.app = FastAPI()
         self.bucket_size = 5
         self.bucket_seconds = 5.0
+        self.shared_bucket = False  # True: posts and edits in a channel count against one bucket
         self.heartbeat_ms = 1000
         self.message_content_granted = True  # the portal's switch for the privileged intent
         self.sessions: dict[str, Session] = {}
@@ -490,7 +491,7 @@ class FakeDiscord(LocalServer):
 
     def _limited(self, route: str, channel_id: str) -> Response | None:
         """Discord's per-channel bucket for the message routes, and armed floods: a 429, or None."""
-        key = (route, channel_id)
+        key = self._bucket(route, channel_id)
         now = time.monotonic()
         window = [t for t in self._windows[key] if t > now - self.bucket_seconds]
         self._windows[key] = window
@@ -516,6 +517,9 @@ class FakeDiscord(LocalServer):
         if not is_global:
             headers.update(self._bucket_headers(key, remaining=0, reset_after=wait))
         return JSONResponse(body, 429, headers=headers)
+
+    def _bucket(self, route: str, channel_id: str) -> tuple[str, str]:
+        return ("messages" if self.shared_bucket else route, channel_id)
 
     def _bucket_headers(
         self, key: tuple[str, str], *, remaining: int | None = None, reset_after: float | None = None
@@ -584,7 +588,7 @@ class FakeDiscord(LocalServer):
         }
         self.messages[message["id"]] = message
         self.record("createMessage", {"channel_id": channel_id, **payload, "id": message["id"]})
-        headers = self._bucket_headers(("createMessage", channel_id))
+        headers = self._bucket_headers(self._bucket("createMessage", channel_id))
         return JSONResponse(_public(message), headers=headers)
 
     async def _edit_message(self, channel_id: str, message_id: str, request: Request) -> Any:
@@ -606,7 +610,9 @@ class FakeDiscord(LocalServer):
         message["edited_timestamp"] = _now()
         message["edits"].append(content)
         self.record("editMessage", {"channel_id": channel_id, "message_id": message_id, **payload})
-        return JSONResponse(_public(message), headers=self._bucket_headers(("editMessage", channel_id)))
+        return JSONResponse(
+            _public(message), headers=self._bucket_headers(self._bucket("editMessage", channel_id))
+        )
 
     async def _overwrite_commands(self, application_id: str, request: Request) -> Any:
         if not self._authorized(request):
