@@ -6,7 +6,8 @@
   `id`), an AI message's tool calls once (`"tool_calls"`, content empty), a tool's result once
   (`{"type": "tool", "content", "name", "tool_call_id", "id"}`);
 - `custom`: what the agent's tools wrote (subagents' task events among them), as it is;
-- `end`: `{"usage": {"input_tokens", "output_tokens", "total_tokens"}}`, each message counted once.
+- `end`: `{"usage": {"input_tokens", "output_tokens", "total_tokens"}}`, each message counted once
+  (and `goal`, how the thread's goal stands, when it has one).
 """
 
 from __future__ import annotations
@@ -68,6 +69,12 @@ def serialize_message(message: Any) -> dict[str, Any]:
     if message.get("additional_kwargs"):
         out["additional_kwargs"] = message["additional_kwargs"]
     return out
+
+
+def goal_outcome(end_data: Any) -> dict[str, Any] | None:
+    """What a run's `end` says about the thread's goal (`data.goal`: verdict, next_run_id, ...)."""
+    goal = end_data.get("goal") if isinstance(end_data, dict) else None
+    return goal if isinstance(goal, dict) else None
 
 
 class Translator:
