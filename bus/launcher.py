@@ -21,6 +21,7 @@ from bus.errors import BusConnectError, BusError
 from bus.log_context import LogIds
 from bus.messages import ComponentHealth, ComponentReady
 from bus.permissions import ADMIN, RIGHTS, USERS_FILE, inbox_prefix, load_credentials, user_name
+from bus.provision import connect_and_provision
 from bus.runtime import ComponentEntry, ComponentFailed, run_main, serve, stop_on_signals
 from bus.subjects import Subjects
 from config import AppConfig, BusConfig, ConfigError, load_config
@@ -139,13 +140,9 @@ class Login:
             BusConnectError: the server could not be reached.
         """
         try:
-            return await Bus.connect(
-                url,
-                self.bus,
-                name=name,
-                provision=provision and self.provision,
-                inbox_prefix=self.inbox_prefix,
-            )
+            if provision and self.provision:
+                return await connect_and_provision(url, self.bus, name=name, inbox_prefix=self.inbox_prefix)
+            return await Bus.connect(url, self.bus, name=name, inbox_prefix=self.inbox_prefix)
         except BusConnectError as exc:
             if "authorization" not in str(exc).lower():
                 raise
