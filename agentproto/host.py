@@ -31,7 +31,7 @@ from nats.micro.request import Request
 from nats.micro.service import EndpointConfig, Service
 from synadia_ai.agents import HeartbeatPayload
 
-from agentproto.prompt import PromptStream, Target, create_thread
+from agentproto.prompt import Host, PromptStream, Target, create_thread
 from bus import Bus, component_ready
 from bus.agent_store import AgentStore
 from bus.clients import OWNERS_KEY
@@ -67,6 +67,7 @@ class AgentHost:
         self._threads: set[str] = set()
         self._reconciling = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
+        self._host = Host(bus, config, self.order, self.ensure_thread)
 
     async def start(self) -> None:
         await self.reconcile()
@@ -91,7 +92,7 @@ class AgentHost:
 
     async def ensure_thread(self, target: Target) -> None:
         if target.thread_id not in self._threads:
-            await create_thread(self, target)
+            await create_thread(self.bus, target)
             self._threads.add(target.thread_id)
 
     # --- what is served -------------------------------------------------------------------------
@@ -201,7 +202,7 @@ class AgentHost:
                 await self.bus.nc.publish(msg.reply, b"")
             return
         # Each prompt in a task of its own: a long run never holds up the next prompt.
-        task = asyncio.create_task(PromptStream(self, target, msg).serve())
+        task = asyncio.create_task(PromptStream(self._host, target, msg).serve())
         self._prompts.add(task)
         task.add_done_callback(self._prompts.discard)
 
