@@ -68,12 +68,6 @@ PRELOAD: dict[str, tuple[str, ...]] = {
 BUILD: dict[str, str] = {"runner": "agents.runner:build_tool_schemas"}
 
 
-def supported() -> bool:
-    """Forking a loaded process is safe where `fork` is the platform's way (Linux); not on macOS,
-    whose system libraries do not survive it."""
-    return hasattr(os, "fork") and os.uname().sysname == "Linux"
-
-
 def preload(component: str, config: AppConfig) -> None:
     """Import what the component would load on its first work: its warm-up modules and the
     provider module of every configured model."""

@@ -19,9 +19,10 @@ async def run(args: argparse.Namespace) -> int:
 
 def run_forked(args: argparse.Namespace) -> int:
     """`antler run <component> --processes N` (no event loop here: each forked process runs its own)."""
-    from antler.forkserver import serve_forked, supported
+    from antler.forkserver import serve_forked
+    from antler.pool import forking_supported
 
-    if not supported():
+    if not forking_supported():
         raise CliError("--processes needs Linux (a process forked after loading libraries)", code=2)
     try:
         return serve_forked(args)
