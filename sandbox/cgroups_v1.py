@@ -27,7 +27,7 @@ import signal
 from pathlib import Path
 
 from sandbox.cgroups import joining, remove_dir
-from sandbox.limits import CommandGroup, Limits, Mechanism
+from sandbox.mechanism import CommandGroup, Limits, Mechanism
 
 log = logging.getLogger(__name__)
 
