@@ -37,6 +37,7 @@ from bus.agent_store import AgentStore
 from bus.clients import OWNERS_KEY
 from bus.records import keys_matching
 from bus.runs import SubmissionOrder
+from bus.tasks import cancel_and_wait
 from config import AppConfig
 
 log = logging.getLogger(__name__)
@@ -86,9 +87,7 @@ class AgentHost:
         self._served.clear()
         if self._prompts:
             _, pending = await asyncio.wait(set(self._prompts), timeout=timeout)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+            await cancel_and_wait(*pending)
 
     async def ensure_thread(self, target: Target) -> None:
         if target.thread_id not in self._threads:

@@ -52,6 +52,7 @@ from bus.messages import (
 )
 from bus.runs import SubmissionOrder, cancel_run, follow_run, submit_new_run
 from bus.service import ServiceError, call
+from bus.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
@@ -284,9 +285,7 @@ class PromptStream:
         finally:
             gone.cancel()
         if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task)
             raise CallerGone()
         task.result()
 

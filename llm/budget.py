@@ -33,6 +33,7 @@ from nats.js.errors import KeyWrongLastSequenceError
 
 from bus import Bus
 from bus.lease_keys import KeyEntry, LeaseKeys
+from bus.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +97,7 @@ class ModelSlots:
             ) from None
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(*self._tasks)
         for lease in list(self._leases):
             await self.release(lease)
 
