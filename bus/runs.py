@@ -17,6 +17,7 @@ from nats.js.errors import NotFoundError
 
 from bus.connection import Bus
 from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus, decode
+from bus.tasks import cancel_and_wait
 
 END = "end"
 GAP_WAIT = 2.0  # seconds an out-of-order event is held back for a missing earlier one
@@ -85,6 +86,30 @@ async def follow_run(
                     return
     finally:
         await sub.unsubscribe()
+
+
+async def follow_run_with_keepalives(
+    bus: Bus, run_id: str, every: float, *, after_seq: int = 0
+) -> AsyncIterator[RunEvent | None]:
+    """`follow_run`, with a None each time `every` seconds pass without an event: the moment to tell
+    whoever waits on the other end (an HTTP client, a protocol caller) that the run goes on."""
+    events = follow_run(bus, run_id, after_seq=after_seq)
+    waiter: asyncio.Task[RunEvent | None] | None = None
+    try:
+        while True:
+            waiter = waiter or asyncio.create_task(anext(events, None))
+            done, _ = await asyncio.wait([waiter], timeout=every)
+            if not done:
+                yield None
+                continue
+            event, waiter = waiter.result(), None
+            if event is None:
+                return
+            yield event
+    finally:
+        if waiter is not None:
+            await cancel_and_wait(waiter)
+        await events.aclose()
 
 
 async def collect_run(bus: Bus, run_id: str, *, timeout: float = 30.0) -> list[RunEvent]:
