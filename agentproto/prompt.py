@@ -50,7 +50,7 @@ from bus.messages import (
     ThreadCreateReply,
     ThreadCreateRequest,
 )
-from bus.runs import SubmissionOrder, cancel_run, follow_run, submit_new_run
+from bus.runs import SubmissionOrder, cancel_run, follow_run, submit_run
 from bus.service import ServiceError, call
 from bus.tasks import cancel_and_wait
 
@@ -194,7 +194,7 @@ class PromptStream:
         )
         request = self.host.order.stamp(request)
         self.run_id = run_id
-        await submit_new_run(self.host.bus, request)
+        await submit_run(self.host.bus, request)
         log.info("prompt on %s: run %s on thread %s", self.msg.subject, run_id, t.thread_id)
         answer = RunAnswer()
         async for event in follow_run(self.host.bus, run_id):

@@ -49,7 +49,7 @@ from bus.messages import (
     utcnow,
 )
 from bus.records import RecordStore, repair_by_key
-from bus.runs import SubmissionOrder, submit_new_run
+from bus.runs import SubmissionOrder, submit_run
 from bus.service import ServiceError, call, start_service
 from channels import goal_command
 from channels.commands import CHAT_COMMANDS, spelled
@@ -197,7 +197,7 @@ class Router:
             )
         request = self.order.stamp(request)
         self.finals.submitted(binding.thread_id, run_id)
-        if not await submit_new_run(self.bus, request):
+        if await submit_run(self.bus, request) is None:
             log.info("message %s was already turned into run %s", message.dedupe_id(), run_id)
 
     def check_origin(self, message: InboundMessage, subject: str) -> None:

@@ -195,7 +195,10 @@ async def start_run(
         active = await gw.runs.get(record.active_run_id)
         if active is not None and not active.status.finished:
             raise HTTPException(409, f"thread {thread_id} is busy with run {record.active_run_id}")
-    return await submit_run(gw.bus, gw.order.stamp(request))
+    submitted = await submit_run(gw.bus, gw.order.stamp(request))
+    if submitted is None:  # a run id of our own making, taken already: never seen
+        raise HTTPException(409, f"run {request.run_id} was submitted before")
+    return submitted
 
 
 async def refuse_what_cannot_run(gw: Gateway, request: RunRequest) -> None:
