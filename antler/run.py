@@ -7,6 +7,7 @@ import argparse
 from antler._common import CliError
 from antler.components import UnknownComponent, resolve_component
 from bus.launcher import run_component
+from bus.runtime import run_main
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -15,6 +16,13 @@ async def run(args: argparse.Namespace) -> int:
     except UnknownComponent as exc:
         raise CliError(str(exc), code=2) from None
     return await run_component(name, entry, args)
+
+
+def main(args: argparse.Namespace) -> int:
+    """`antler run`: the component in this process, or `--processes` of it forked."""
+    if args.processes > 1:
+        return run_forked(args)
+    return run_main(run(args))
 
 
 def run_forked(args: argparse.Namespace) -> int:
