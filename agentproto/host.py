@@ -26,9 +26,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nats.micro import ServiceConfig, add_service
+from nats.micro import add_service
 from nats.micro.request import Request
-from nats.micro.service import EndpointConfig, Service
+from nats.micro.service import EndpointConfig, Service, ServiceConfig
 from synadia_ai.agents import HeartbeatPayload
 
 from agentproto.prompt import Host, PromptStream, Target, create_thread

@@ -54,7 +54,7 @@ def stream_configs(bus: Bus, partitions: int | None = None) -> list[StreamConfig
             description=description,
             storage=StorageType.FILE,
             num_replicas=c.replicas,
-            **{"duplicate_window": dedupe, **kw},  # type: ignore[arg-type]
+            **{"duplicate_window": dedupe, **kw},  # type: ignore[arg-type]  # StreamConfig fields by name
         )
 
     work = {"retention": RetentionPolicy.WORK_QUEUE}

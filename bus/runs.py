@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from datetime import datetime
 
+from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
@@ -25,7 +26,7 @@ GAP_WAIT = 2.0  # seconds an out-of-order event is held back for a missing earli
 
 async def follow_run(
     bus: Bus, run_id: str, *, after_seq: int = 0, timeout: float | None = None
-) -> AsyncIterator[RunEvent]:
+) -> AsyncGenerator[RunEvent, None]:
     """Yield the run's events in order of their `seq`, from `after_seq + 1`, ending after `end`.
 
     Events are normally stored in order. After a server restart, an event the
@@ -38,8 +39,8 @@ async def follow_run(
     """
     queue: asyncio.Queue[RunEvent] = asyncio.Queue()
 
-    async def on_msg(msg: object) -> None:
-        queue.put_nowait(decode(RunEvent, msg.data))  # type: ignore[attr-defined]
+    async def on_msg(msg: Msg) -> None:
+        queue.put_nowait(decode(RunEvent, msg.data))
 
     sub = await bus.js.subscribe(
         bus.subjects.run_events(run_id),
@@ -90,7 +91,7 @@ async def follow_run(
 
 async def follow_run_with_keepalives(
     bus: Bus, run_id: str, every: float, *, after_seq: int = 0
-) -> AsyncIterator[RunEvent | None]:
+) -> AsyncGenerator[RunEvent | None, None]:
     """`follow_run`, with a None each time `every` seconds pass without an event: the moment to tell
     whoever waits on the other end (an HTTP client, a protocol caller) that the run goes on."""
     events = follow_run(bus, run_id, after_seq=after_seq)
@@ -137,7 +138,7 @@ async def cancel_run(bus: Bus, run_id: str, action: str = "cancel", reason: str 
     await store.update(run_id, interrupt_pending)
     await bus.publish_core(
         bus.subjects.run_control(run_id), RunControl(run_id=run_id, action=action, reason=reason)
-    )  # type: ignore[arg-type]
+    )
 
 
 async def submit_run(bus: Bus, request: RunRequest) -> RunRecord | None:
@@ -225,7 +226,7 @@ async def latest_run(bus: Bus, thread_id: str) -> str | None:
         last = await bus.js.get_last_msg(f"KV_{bucket}", f"$KV.{bucket}.{thread_id}.>")
     except NotFoundError:
         return None
-    return last.subject.rsplit(".", 1)[-1]
+    return last.subject.rsplit(".", 1)[-1] if last.subject else None
 
 
 async def _list_with_thread(bus: Bus, request: RunRequest) -> None:

@@ -145,7 +145,7 @@ class RunCreate(Body):
     one_of_input_and_command = field_validator("command")(input_or_command)
 
     def modes(self) -> list[str]:
-        modes = [self.stream_mode] if isinstance(self.stream_mode, str) else list(self.stream_mode)
+        modes: list[str] = [self.stream_mode] if isinstance(self.stream_mode, str) else list(self.stream_mode)
         return modes or ["values"]
 
 

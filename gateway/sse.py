@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from nats.js.errors import NotFoundError
@@ -98,7 +98,7 @@ async def _gap(bus: Bus, run_id: str, after_seq: int, oldest: RunEvent | None) -
     )
 
 
-async def stream_events(bus: Bus, run_id: str, after_seq: int = 0) -> AsyncIterator[bytes]:
+async def stream_events(bus: Bus, run_id: str, after_seq: int = 0) -> AsyncGenerator[bytes, None]:
     """SSE frames of a run's events after `after_seq`, heartbeats in between, until `end`.
 
     The log is read from its start even when resuming, so that an `end` at or before `after_seq`
