@@ -96,6 +96,7 @@ SANDBOX_TOOL_GROUPS = {
     "glob": "file:read",
     "grep": "file:read",
     "view_image": "file:read",
+    "list_uploaded_files": "file:read",
     "write_file": "file:write",
     "str_replace": "file:write",
 }
@@ -103,7 +104,9 @@ SANDBOX_TOOL_GROUPS = {
 
 def tool_group_map(config: AppConfig, mcp_tools: list[BaseTool]) -> dict[str, str]:
     """Tool name -> its group: the sandbox's, config.yaml `tools[].group`, `mcp` for MCP tools."""
-    groups = dict(SANDBOX_TOOL_GROUPS)
+    from agents.browser_tools import BROWSER_TOOLS
+
+    groups = dict(SANDBOX_TOOL_GROUPS) | dict.fromkeys(BROWSER_TOOLS, "web")
     for entry in config.tools:
         if entry.group:
             groups[entry.name] = entry.group

@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from agents.context import RunOptions
 from agents.errors import UnknownAgent
 from agents.prompt import build_system_prompt
+from agents.upload_tools import prompt_outlines
 from bus import Bus
 from bus.agent_store import AgentNameInvalid, AgentStore
 from bus.content import text_of
@@ -89,6 +90,7 @@ class PromptAssembly:
             activated = next((s for s in skills if command_name(s.name) == command_name(command[0])), None)
         instructions = await asyncio.to_thread(activated.instructions) if activated is not None else ""
         uploads = current_uploads(request.input)
+        outlines = await prompt_outlines(self.bus, request.user_id, request.thread_id, uploads)
         prompt = build_system_prompt(
             agent_name=options.agent_name or "Antler",
             skills=skills,
@@ -102,6 +104,7 @@ class PromptAssembly:
             active_skill=(activated.name, instructions) if activated is not None else None,
             bootstrap=options.agent_name if bootstrap else None,
             uploads=uploads,
+            upload_outlines=outlines,
         )
         return RunSetup(
             options=options,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date
 
 from bus.layout import OUTPUTS, UPLOADS, WORKSPACE
@@ -48,12 +48,16 @@ one-line description. Tell the user the agent is ready once the tool confirms it
 </new_agent>"""
 
 
-def uploads_section(uploads: Sequence[tuple[str, str, int]]) -> str:
-    """The files the user sent with this message (name, path, size in bytes or -1)."""
+def uploads_section(
+    uploads: Sequence[tuple[str, str, int]], outlines: Mapping[str, Sequence[str]] | None = None
+) -> str:
+    """The files the user sent with this message (name, path, size in bytes or -1), each followed by
+    its outline's lines when `outlines` (by path) has them (`agents.upload_tools.outline_lines`)."""
     lines = ["<current_uploads>", "The user sent these files with this message; read them before answering:"]
     for name, path, size in uploads:
         shown = f", {size / 1024:.1f} KB" if size >= 0 else ""
         lines.append(f"- {name} ({path}{shown})")
+        lines += (outlines or {}).get(path, ())
     return "\n".join([*lines, "</current_uploads>"])
 
 
@@ -69,6 +73,7 @@ def build_system_prompt(
     active_skill: tuple[str, str] | None = None,
     bootstrap: str | None = None,
     uploads: Sequence[tuple[str, str, int]] = (),
+    upload_outlines: Mapping[str, Sequence[str]] | None = None,
     today: date | None = None,
 ) -> str:
     """`active_skill` is (name, SKILL.md instructions) of a skill the user activated with a slash
@@ -83,7 +88,7 @@ def build_system_prompt(
     if skills:
         parts.append(skills_section(skills, skills_container_path))
     if uploads:
-        parts.append(uploads_section(uploads))
+        parts.append(uploads_section(uploads, upload_outlines))
     if active_skill:
         parts.append(_ACTIVE_SKILL.format(name=active_skill[0], instructions=active_skill[1].strip()))
     if memory:

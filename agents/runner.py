@@ -23,6 +23,7 @@ from langchain_core.tools import BaseTool
 from agents.active_run import ActiveRun, finish_run
 from agents.agent_tools import make_agent_tools, tool_group_map
 from agents.assembly import PromptAssembly
+from agents.browser_tools import make_browser_tools
 from agents.checkpoints import checkpointer_ready, rollback
 from agents.context import RunOptions
 from agents.errors import AgentError, ModelConfigError
@@ -39,6 +40,7 @@ from agents.schedule_tools import make_schedule_tools
 from agents.task_tool import make_task_tool
 from agents.thread_claims import Outcome, ThreadClaims
 from agents.thread_files import ThreadFiles
+from agents.upload_tools import make_upload_tools
 from bus import Bus, Consumer, Delivery, EnvelopeError, NotStored, Retry, decode, run_consumers
 from bus.capacity import Capacity, default_memory_mb
 from bus.health import component_degraded
@@ -72,6 +74,8 @@ def own_tools(bus: Bus, config: AppConfig) -> list[BaseTool]:
         make_view_image_tool(bus),
         *make_agent_tools(bus, config),
         *make_schedule_tools(bus),
+        *make_upload_tools(bus),
+        *make_browser_tools(bus, config),
     ]
 
 

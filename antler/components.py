@@ -51,6 +51,12 @@ COMPONENTS: dict[str, ComponentSpec] = {
             "commands and files per thread, isolated with bwrap",
         ),
         ComponentSpec(
+            "browser",
+            "browser.service:run",
+            "Chromium pages per thread for the agent's browser tools",
+            lambda c: c.browser.enabled,
+        ),
+        ComponentSpec(
             "scheduler",
             "schedules.scheduler:run",
             "scheduled tasks: the server's firings to runs, the schedules service",

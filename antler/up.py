@@ -271,6 +271,8 @@ async def up(args: argparse.Namespace) -> int:
         children = {"sandbox": process_pool("sandbox", args, url)}
         if toolbox is not None:
             children["sandbox"] = with_toolbox(children["sandbox"], toolbox)
+        if COMPONENTS["browser"].enabled(config):  # Chromium and its pages: never in this process
+            children["browser"] = process_pool("browser", args, url)
         if runners > 1:
             children["runner"] = runner_pool(args, url, runners, config.runner.fork_processes)
         routers = config.channels.router_processes

@@ -79,7 +79,7 @@ RIGHTS: dict[str, Rights] = {
         # custom skills' versions (skills/<name>/<version>), unpacked on this machine; runs' journals
         files=True,
         serve=("threads",),
-        call=("sandbox", "subagents", "schedules"),
+        call=("sandbox", "subagents", "schedules", "browser"),
     ),
     "subagents": Rights(
         consume=(("SUBAGENTS", "subagents", "subagents.submit"),),
@@ -98,6 +98,8 @@ RIGHTS: dict[str, Rights] = {
         serve=("memory",),
     ),
     "sandbox": Rights(read_streams=("EVENTS",), kv_read=("settings",), files=True, serve=("sandbox",)),
+    # Screenshots and captures into the thread's outputs; its `browser.thread.<token>` subjects too.
+    "browser": Rights(files=True, serve=("browser",)),
     "router": Rights(
         consume=(
             # One durable per chat partition (`router-in-<k>`, `router-ev-<k>`: channels.partitions).
@@ -128,7 +130,7 @@ RIGHTS: dict[str, Rights] = {
         kv_write=("runs", "thread_runs", "settings", "agents", "users", "login_failures"),
         kv_read=("threads", "memory"),
         files=True,
-        call=("threads", "memory", "sandbox", "subagents", "schedules"),
+        call=("threads", "memory", "sandbox", "subagents", "schedules", "browser"),
         observe=True,
     ),
     **{channel: _adapter(channel) for channel in CHANNELS},

@@ -32,6 +32,7 @@ from config.agent import (
     default_tools,
 )
 from config.agentproto import AgentProtocolConfig
+from config.browser import BrowserConfig
 from config.channels import (
     ChannelConfig,
     ChannelsConfig,
@@ -123,6 +124,7 @@ class AppConfig(Section):
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     agent_protocol: AgentProtocolConfig = Field(default_factory=AgentProtocolConfig)
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
+    browser: BrowserConfig = Field(default_factory=BrowserConfig)
 
     @field_validator("models")
     @classmethod

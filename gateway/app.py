@@ -28,6 +28,7 @@ from gateway.openapi import document_models
 from gateway.rest.accounts import router as accounts_router
 from gateway.rest.agents import router as agents_router
 from gateway.rest.branches import router as branches_router
+from gateway.rest.browser import router as browser_router
 from gateway.rest.commands import router as commands_router
 from gateway.rest.compact import router as compact_router
 from gateway.rest.conversation import router as conversation_router
@@ -111,6 +112,7 @@ def api_routes() -> tuple[BaseRoute, ...]:
     api.include_router(langgraph_router, prefix="/api", tags=["langgraph"], responses=refusals)
     api.include_router(langgraph_router, prefix="/api/langgraph", include_in_schema=False, responses=refusals)
     api.include_router(files_router, prefix="/api", tags=["uploads and artifacts"], responses=refusals)
+    api.include_router(browser_router, prefix="/api", tags=["uploads and artifacts"], responses=refusals)
     api.include_router(models_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
     api.include_router(mcp_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)
     api.include_router(custom_skills_router, prefix="/api", tags=["models, MCP, skills"], responses=refusals)

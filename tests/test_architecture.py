@@ -38,7 +38,7 @@ from bus.messages import ExecReply, ExecRequest, InboundMessage
 from tests.conftest import REPO, finished, run_antler
 from tests.support.antler_up import AntlerUp
 
-COMPONENTS = ("agents", "sandbox", "channels", "gateway", "memory", "schedules", "agentproto")
+COMPONENTS = ("agents", "sandbox", "channels", "gateway", "memory", "schedules", "agentproto", "browser")
 SHARED = ("bus", "config", "llm", "skills")
 ALLOWED: dict[str, tuple[str, ...]] = {"agents": ("sandbox.client", "sandbox.errors")}
 

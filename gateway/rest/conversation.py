@@ -58,9 +58,11 @@ class Features(BaseModel):
 
 @router.get("/features", response_model=Features)
 async def features(gw: GW, me: Me) -> Features:
-    """DeerFlow UI features this backend offers: custom agents (`/api/agents`), not the others."""
+    """DeerFlow UI features this backend offers: custom agents (`/api/agents`), browser control when
+    the browser is enabled (`gateway/rest/browser.py`), not MCP tasks."""
     off = Feature(enabled=False)
-    return Features(agents_api=Feature(enabled=True), browser_control=off, mcp_tasks=off)
+    browser = Feature(enabled=gw.config.browser.enabled)
+    return Features(agents_api=Feature(enabled=True), browser_control=browser, mcp_tasks=off)
 
 
 @router.post("/threads/{thread_id}/suggestions", response_model=Suggestions, responses=errors(404, 413, 502))

@@ -1,7 +1,7 @@
 """DeerFlow features Antler does not have, answered as "none" or "off" rather than 404.
 
-DeerFlow's web UI asks about IM channel connections, the
-Lark integration, MCP background tasks, input polish and browser control. Reads answer with an
+DeerFlow's web UI asks about IM channel connections, the Lark integration, MCP background
+tasks and input polish (browser control is served: gateway/rest/browser.py). Reads answer with an
 empty list or a disabled flag, so the UI shows its empty state; actions answer
 501 saying the feature is not part of Antler (input polish answers with the
 text unchanged, which is what "off" means for it). Chat platforms are
@@ -94,12 +94,6 @@ async def mcp_tasks(gw: GW, me: Me, thread_id: str) -> list[dict[str, Any]]:
     """MCP background tasks: none (`/api/features` says `mcp_tasks` is off)."""
     await gw.own_thread(thread_id, me)
     return []
-
-
-@router.post("/threads/{thread_id}/browser/navigate", responses={**errors(404), **NOT_HERE})
-async def browser_navigate(gw: GW, me: Me, thread_id: str) -> None:
-    await gw.own_thread(thread_id, me)
-    raise not_in_antler("browser control")
 
 
 class PolishRequest(Body):

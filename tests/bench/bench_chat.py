@@ -562,7 +562,7 @@ def print_single(single: dict[str, Any]) -> None:
 
 def print_comparison(old: dict[str, Any], new: dict[str, Any]) -> None:
     print(f"\ncompared with {old.get('label') or 'the earlier run'}:")
-    for name in ("first_message", "follow_up"):
+    for name in ("first_message", "follow_up") if "single" in old and "single" in new else ():
         a, b = old["single"][name]["p50_ms"], new["single"][name]["p50_ms"]
         print(f"  single {name}: median {a} -> {b} ms ({b / a:.2f}x)")
     older = {}
@@ -645,7 +645,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     settings = {"title": {"enabled": True}, "memory": {"enabled": True}}
     sync_interval = getattr(args, "sync_interval", "always")
     async with bench_stack(settings, runners=runners, sync_interval=sync_interval) as stack:
-        for n in range(args.routers):  # they share the chat partitions (channels.partitions)
+        for n in range(args.routers):  # they share the chat partitions (channels.router.partitions)
             await stack.start("router", "router" if args.routers == 1 else f"router-{n + 1}")
         processes = Processes()
         processes.add("bench+model", os.getpid())
@@ -672,11 +672,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await client.start()
         try:
             await warm_up(client, args.warmup)
-            single = await single_turns(
-                client, TrafficCounter(stack.bus), args.single, text, getattr(args, "timeline", False)
-            )
-            print_single(single)
-            results["single"] = single
+            if args.single > 0:  # 0: the levels only
+                single = await single_turns(
+                    client, TrafficCounter(stack.bus), args.single, text, getattr(args, "timeline", False)
+                )
+                print_single(single)
+                results["single"] = single
             measured: list[Level] = []
             for repeat in range(args.repeat):
                 if args.repeat > 1:

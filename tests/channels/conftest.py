@@ -1,4 +1,5 @@
-"""What every adapter test runs: runner, sandbox broker, router and the adapter under test."""
+"""What the adapter tests share: copies of an adapter as processes, the Telegram stack as a fixture
+(the whole path for one platform is `tests.support.adapters.adapter_stack`)."""
 
 from __future__ import annotations
 
@@ -6,45 +7,17 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
 
-from bus import Bus
 from channels.telegram import run as run_telegram
 from config import AppConfig
-from tests.agents.conftest import running_runner
-from tests.conftest import REPO, running_component
+from tests.conftest import REPO
 from tests.fakes.telegram_server import FakeTelegram
-from tests.sandbox.conftest import running_broker
-
-
-@contextlib.asynccontextmanager
-async def adapter_stack(
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    platform: str,
-    settings: dict[str, Any],
-    entry: Callable[[Bus, AppConfig], Awaitable[None]] | None,
-) -> AsyncIterator[AppConfig]:
-    """The whole path for one platform, with fast partial updates and the local sandbox.
-
-    With `entry` None the adapter is left to the test (to stop and start it)."""
-    from tests.support.chat import running_router
-
-    config_data["channels"] = {"stream_update_seconds": 0.05, platform: {"enabled": True, **settings}}
-    config_data["sandbox"] = {"provider": "local"}
-    config = app_config()
-    async with (
-        running_runner(nats_url, config),
-        running_broker(nats_url, config),
-        running_router(nats_url, config),
-        running_component(nats_url, config, entry, platform) if entry else contextlib.nullcontext(),
-    ):
-        yield config
+from tests.support.adapters import adapter_stack, telegram  # noqa: F401  (telegram: the fake Bot API fixture)
 
 
 @contextlib.asynccontextmanager
@@ -85,15 +58,11 @@ async def adapter_processes(
 
 
 @pytest_asyncio.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    """The fake Bot API the Telegram adapter talks to."""
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
 async def telegram_stack(
-    nats_url: str, telegram: FakeTelegram, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+    nats_url: str,
+    telegram: FakeTelegram,  # noqa: F811  (the fixture imported above)
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
 ) -> AsyncIterator[AppConfig]:
     """A runner, a router and the Telegram adapter polling the fake, up and answering."""
     settings = {"bot_token": telegram.token, "base_url": telegram.base_url}

@@ -28,11 +28,12 @@ from nats.js.errors import KeyNotFoundError
 from bus import Bus, decode
 from bus.messages import ComponentReady, OutboundMessage
 from config import AppConfig
-from tests.channels.conftest import adapter_processes, adapter_stack
+from tests.channels.conftest import adapter_processes
 from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.slack_server import FakeSlack
+from tests.support.adapters import adapter_stack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(200)]
 

@@ -1,4 +1,4 @@
-"""How every adapter delivers replies (`channels.reply_stream`), on each platform's own fake.
+"""How every adapter delivers replies (`channels.delivery.reply_stream`), on each platform's own fake.
 
 Replies are published on `<prefix>.chat.out.<channel>` as the router sends
 them, and read back from what the fake platform received: the adapter runs

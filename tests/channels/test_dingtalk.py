@@ -13,9 +13,9 @@ from bus import Bus, list_dead_letters
 from channels.dingtalk import MAX_PARAM_BYTES, DingTalkAdapter
 from channels.dingtalk import run as run_dingtalk
 from config import AppConfig
-from tests.channels.conftest import adapter_stack
 from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.adapters import adapter_stack
 
 
 @pytest_asyncio.fixture

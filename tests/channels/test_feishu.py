@@ -13,9 +13,9 @@ from bus import Bus, Misconfigured, list_dead_letters
 from channels.feishu import message_text
 from channels.feishu import run as run_feishu
 from config import AppConfig
-from tests.channels.conftest import adapter_stack
 from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.adapters import adapter_stack
 
 
 @pytest_asyncio.fixture

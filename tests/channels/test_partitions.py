@@ -9,7 +9,7 @@ import pytest
 
 from bus import Bus
 from bus.leases import pause
-from channels.partitions import Partitions
+from channels.router.partitions import Partitions
 
 COUNT = 8
 TTL = 2.0  # the least `bus.lease_seconds` allows

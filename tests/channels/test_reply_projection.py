@@ -15,7 +15,8 @@ from bus import Bus, Defer, Delivery, decode
 from bus.chat_partitions import chat_partitions
 from bus.messages import ChatOrigin, OutboundMessage, RunEvent, RunRecord
 from bus.records import RecordStore
-from channels.replies import FinalsInOrder, RecentOrigins, ReplyProjection, projection_consumer
+from channels.router.ordering import FinalsInOrder, RecentOrigins
+from channels.router.projection import ReplyProjection, projection_consumer
 from config import AppConfig
 
 pytestmark = pytest.mark.asyncio

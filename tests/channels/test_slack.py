@@ -11,9 +11,9 @@ import pytest_asyncio
 from channels.slack import mrkdwn
 from channels.slack import run as run_slack
 from config import AppConfig
-from tests.channels.conftest import adapter_stack
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.slack_server import BOT_USER, FakeSlack
+from tests.support.adapters import adapter_stack
 
 
 @pytest_asyncio.fixture

@@ -15,10 +15,10 @@ from bus import Bus, list_dead_letters
 from channels.telegram import render_html, split_message
 from channels.telegram import run as run_telegram
 from config import AppConfig
-from tests.channels.conftest import adapter_stack
 from tests.conftest import running_component
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
+from tests.support.adapters import adapter_stack
 
 
 async def test_a_streamed_answer_is_sent_then_edited_into_the_final_text(

@@ -17,9 +17,10 @@ from bus import Bus, decode
 from bus.leases import Leases, renew_until_lost
 from bus.messages import ComponentReady
 from config import AppConfig
-from tests.channels.conftest import adapter_processes, adapter_stack
+from tests.channels.conftest import adapter_processes
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
+from tests.support.adapters import adapter_stack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(150)]
 

@@ -17,9 +17,9 @@ from opentelemetry.trace import SpanKind
 
 from channels.telegram import run as run_telegram
 from config import AppConfig
-from tests.channels.conftest import adapter_stack, telegram  # noqa: F401  (the fake Bot API fixture)
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
+from tests.support.adapters import adapter_stack, telegram  # noqa: F401  (the fake Bot API fixture)
 from tests.support.subagents import running_executor, task_call
 from tests.support.tracing import parent_of, spans  # noqa: F401  (the fixture)
 

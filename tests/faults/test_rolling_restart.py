@@ -49,7 +49,7 @@ EVERY = 1.0
 TELEGRAM_CHATS = 2  # more chats writing through the Telegram adapter (its active copy and standby)
 ANSWER_WITHIN = LOAD.budget  # after the last restart: every answer due by then (later: `late`)
 # Well above what a chat waits while one copy of each serves (up to ~11 s seen, in a node restart),
-# and below the 30 s a final waits for an earlier run's that never comes (channels.replies): a chat
+# and below the 30 s a final waits for an earlier run's that never comes (channels.router.ordering): a chat
 # held back that way fails the scenario.
 PAUSE_BOUND = 25.0
 

@@ -22,7 +22,6 @@ async def test_deerflows_other_features_read_as_empty_or_off(http: httpx.AsyncCl
 async def test_their_actions_say_antler_does_not_have_them(http: httpx.AsyncClient, api_url: str) -> None:
     thread = (await http.post("/threads", json={})).json()["thread_id"]
     actions = [
-        ("POST", f"/threads/{thread}/browser/navigate", "browser control"),
         ("POST", "/channels/telegram/connect", "connecting chat channels"),
         ("POST", "/integrations/lark/install", "the Lark integration"),
     ]
@@ -31,6 +30,10 @@ async def test_their_actions_say_antler_does_not_have_them(http: httpx.AsyncClie
         assert response.status_code == 501, path
         assert feature in response.json()["detail"]
         assert "Antler does not have" in response.json()["detail"]
+    # Browser control is Antler's (gateway/rest/browser.py), off unless the browser is enabled.
+    off = await http.post(f"/threads/{thread}/browser/navigate", json={"url": "https://example.com/"})
+    assert off.status_code == 404
+    assert "browser.enabled" in off.json()["detail"]
     async with httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}) as bob:
         for path in ("scheduled-tasks", "mcp-tasks", "goal"):
             assert (await bob.get(f"/threads/{thread}/{path}")).status_code == 404, "not bob's thread"

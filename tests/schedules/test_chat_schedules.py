@@ -11,8 +11,8 @@ import pytest_asyncio
 
 from channels.telegram import run as run_telegram
 from config import AppConfig
-from tests.channels.conftest import adapter_stack
 from tests.fakes.telegram_server import FakeTelegram
+from tests.support.adapters import adapter_stack
 from tests.support.schedules import running_scheduler, said
 
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
@@ -21,17 +19,17 @@ import pytest
 import pytest_asyncio
 from bs4 import BeautifulSoup
 
-from bus import Bus, connect_and_provision
+from bus import connect_and_provision
 from config import AppConfig, BusConfig
 from config.loader import _build
-from sandbox.paths import ThreadFS
 from sandbox.toolbox import Toolbox
-from tests.agents.conftest import ask, running_runner, submit_and_collect
+from tests.agents.conftest import running_runner
 from tests.conftest import component_bus, fail_on_violations
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI
 from tests.sandbox.conftest import BWRAP, running_broker
 from tests.skills.artifacts import open_document, png_size
-from tests.skills.conftest import SHIPPED, SKILLS
+from tests.skills.conftest import MEDIA_SKILLS, SHIPPED, SKILLS
+from tests.skills.scripted import OUT, UP, WS, Stack, bash, present, ran_cleanly, use_skill, write
 from tests.support.nats_users import SecuredServer
 
 pytestmark = [
@@ -41,30 +39,10 @@ pytestmark = [
     pytest.mark.skipif(not BWRAP, reason="bubblewrap is not installed or cannot create namespaces here"),
 ]
 
-WS = "/mnt/user-data/workspace"
-OUT = "/mnt/user-data/outputs"
-UP = "/mnt/user-data/uploads"
 SCRIPTS = "/mnt/skills/public"
-USER = "ana"
 
 SALES = "region,product,units,revenue\nNorth,Widget,12,1200.5\nEast,Widget,20,2100\nSouth,Gadget,7,640\n"
 SALES += "North,Gadget,3,455.25\nEast,Gadget,1,99\n"
-
-
-@dataclass
-class Stack:
-    bus: Bus
-    model: FakeOpenAI
-    config: AppConfig
-    toolbox: Toolbox
-
-    def outputs(self, thread: str) -> Path:
-        root = Path(self.config.sandbox.data_dir or Path(self.config.bus.data_dir) / "sandbox").resolve()
-        return ThreadFS(root, USER, thread).outputs
-
-    def uploads(self, thread: str) -> Path:
-        root = Path(self.config.sandbox.data_dir or Path(self.config.bus.data_dir) / "sandbox").resolve()
-        return ThreadFS(root, USER, thread).uploads
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -101,55 +79,6 @@ async def stack(
         fail_on_violations(users, None)
     finally:
         users.close()
-
-
-@dataclass
-class Used:
-    """One skill run: the tool results the model saw (by tool) and the thread's outputs folder."""
-
-    results: dict[str, list[str]] = field(default_factory=dict)
-    outputs: Path = Path()
-    system: str = ""
-
-
-async def use_skill(stack: Stack, skill: str, ask_text: str, *steps: ToolCall, thread: str = "") -> Used:
-    """Send `/<skill> <ask_text>`; the model makes `steps` one tool call a turn, then answers."""
-    thread = thread or f"t-{skill}-{uuid.uuid4().hex[:6]}"
-    before = len(stack.model.agent_requests)
-    stack.model.script(*(Reply(tool_calls=[step]) for step in steps), Reply(text="Here it is."))
-    events = await submit_and_collect(
-        stack.bus, ask(thread, f"/{skill} {ask_text}", user_id=USER), timeout=300
-    )
-    assert events[-1].event == "end", events[-1]
-    used = Used(outputs=stack.outputs(thread))
-    used.system = stack.model.agent_requests[before]["messages"][0]["content"]
-    for event in events:
-        if event.event == "messages" and event.data[0].get("type") == "tool":
-            used.results.setdefault(event.data[0]["name"], []).append(event.data[0]["content"])
-    assert f'<active_skill name="{skill}">' in used.system, "the slash command activated the skill"
-    return used
-
-
-def write(path: str, content: str | dict[str, Any] | list[Any]) -> ToolCall:
-    text = content if isinstance(content, str) else json.dumps(content, indent=1)
-    return ToolCall("write_file", {"path": path, "content": text})
-
-
-def bash(command: str) -> ToolCall:
-    return ToolCall("bash", {"command": command})
-
-
-def present(*paths: str) -> ToolCall:
-    return ToolCall("present_files", {"filepaths": list(paths)})
-
-
-def ran_cleanly(used: Used) -> str:
-    """Every bash call's output, after checking none exited non-zero."""
-    outputs = used.results.get("bash", [])
-    assert outputs, "the model ran the skill's script"
-    for output in outputs:
-        assert "[exit code" not in output, output
-    return "\n".join(outputs)
 
 
 # --- one test per skill --------------------------------------------------------------------------
@@ -553,6 +482,139 @@ async def skill_reviewer(stack: Stack) -> None:
     assert "- the description has 15 characters: too short to say what and when" in text
 
 
+async def systematic_literature_review(stack: Stack) -> None:
+    def paper(title: str, year: int, decision: str, **extra: Any) -> dict[str, Any]:
+        return {"title": title, "year": year, "decision": decision, "source": "arXiv", **extra}
+
+    review = {
+        "question": "Does retrieval reduce hallucination in LLMs?",
+        "criteria": ["empirical study", "reports a hallucination metric"],
+        "records": [
+            paper(
+                "Retrieval cuts errors",
+                2023,
+                "include",
+                authors=["Ada Lovelace", "Alan Turing"],
+                doi="10.1/rag",
+                venue="ACL",
+                finding="-40% errors",
+            ),
+            paper("Retrieval Cuts Errors!", 2023, "include", source="PubMed"),  # same title and year
+            paper("A position paper", 2022, "exclude", reason="not empirical"),
+            paper(
+                "Another take",
+                2021,
+                "exclude",
+                doi="10.1/other",
+                reason="no hallucination metric",
+                stage="full-text",
+            ),
+            paper("Other DOI copy", 2021, "exclude", doi="https://doi.org/10.1/OTHER", reason="duplicate"),
+        ],
+    }
+    report = "python3 /mnt/skills/public/systematic-literature-review/scripts/prisma_report.py"
+    used = await use_skill(
+        stack,
+        "systematic-literature-review",
+        "review retrieval and hallucination",
+        write(f"{WS}/review.json", review),
+        bash(f"{report} {WS}/review.json --out {OUT}/review.md --style apa"),
+        present(f"{OUT}/review.md"),
+    )
+    assert "5 identified, 2 duplicates, 3 screened, 2 excluded, 1 included" in ran_cleanly(used)
+    text = (used.outputs / "review.md").read_text(encoding="utf-8")
+    assert "| duplicates removed | 2 |" in text
+    assert "| excluded on full text | 1 |" in text
+    assert "- not empirical: 1" in text
+    assert "Lovelace, A., & Turing, A. (2023). Retrieval cuts errors. *ACL*. https://doi.org/10.1/rag" in text
+
+
+async def consulting_analysis(stack: Stack) -> None:
+    script = "python3 /mnt/skills/public/consulting-analysis/scripts/consulting_report.py"
+    plan = {
+        "subject": "E-bikes in the Netherlands",
+        "decision": "Launch a cargo model?",
+        "chapters": [
+            {"title": "Market size", "framework": "TAM-SAM-SOM", "data": ["unit sales 2022-2024 (RAI)"]},
+            {"title": "Competition", "framework": "Porter's five forces", "data": ["brand shares (BOVAG)"]},
+        ],
+    }
+    report = {
+        "title": "Cargo e-bikes in the Netherlands",
+        "summary": ["Sales grew 30% in two years [@rai]."],
+        "chapters": [
+            {
+                "title": "Market size",
+                "headline": "A growing market [@rai]",
+                "blocks": [
+                    {
+                        "type": "chart",
+                        "kind": "bar",
+                        "title": "Units sold (k)",
+                        "labels": ["2022", "2024"],
+                        "series": {"units": [100, 130]},
+                        "source": "rai",
+                    },
+                    {
+                        "type": "table",
+                        "columns": ["Brand", "Share"],
+                        "rows": [["Urban Arrow", "31%"]],
+                        "source": "bovag",
+                    },
+                    {"type": "swot", "strengths": ["dealer network"], "threats": ["price war [@bovag]"]},
+                    {"type": "forces", "forces": {"rivalry": ["high", "12 brands"]}},
+                ],
+            }
+        ],
+        "recommendations": [
+            {"action": "Sell through dealers", "impact": "medium", "effort": "low"},
+            {"action": "Lease to families", "impact": "high", "effort": "medium"},
+        ],
+        "sources": [
+            {
+                "id": "rai",
+                "title": "Fietsverkopen 2024",
+                "publisher": "RAI",
+                "url": "https://rai.example/2024",
+            },
+            {"id": "bovag", "title": "Marktaandelen", "publisher": "BOVAG"},
+        ],
+    }
+    unsourced = {**report, "chapters": [{"title": "X", "blocks": [{"type": "chart", "labels": ["a"],
+                                                                    "series": {"n": [1]}}]}]}  # fmt: skip
+    used = await use_skill(
+        stack,
+        "consulting-analysis",
+        "should we launch a cargo e-bike in the Netherlands?",
+        write(f"{WS}/framework.json", plan),
+        bash(f"{script} framework {WS}/framework.json --out {OUT}/framework.md"),
+        write(f"{WS}/bad.json", unsourced),
+        bash(f"{script} report {WS}/bad.json --out {OUT}/bad.md; echo status=$?"),
+        write(f"{WS}/report.json", report),
+        bash(f"{script} report {WS}/report.json --out {OUT}/cargo.md"),
+        present(f"{OUT}/cargo.md"),
+    )
+    first, refused, written = used.results["bash"]
+    assert f"wrote {OUT}/framework.md: 2 chapters, 2 data items to collect" in first
+    assert "error: chart 'Chart 1' names no source: every figure must be traceable" in refused
+    assert "status=1" in refused
+    assert not (used.outputs / "bad.md").exists(), "nothing written from an unsourced report"
+    assert "1 chapters, 1 charts, 2 recommendations, 2 sources cited" in written
+    framework_md = (used.outputs / "framework.md").read_text(encoding="utf-8")
+    assert "- [ ] unit sales 2022-2024 (RAI) (chapter 1)" in framework_md
+    text = (used.outputs / "cargo.md").read_text(encoding="utf-8")
+    assert "- Sales grew 30% in two years [1]." in text
+    assert "![Units sold (k)](cargo-charts/chart-1.png)" in text
+    assert "*Source: [2]*" in text, "the table's source is numbered"
+    assert "| **External** | **Opportunities**<br>— | **Threats**<br>price war [2] |" in text
+    assert "| Rivalry among competitors | high | 12 brands |" in text
+    assert text.index("Lease to families") < text.index("Sell through dealers"), "by impact"
+    assert text.endswith(
+        "1. Fietsverkopen 2024 — RAI. <https://rai.example/2024>\n2. Marktaandelen — BOVAG.\n"
+    )
+    assert png_size((used.outputs / "cargo-charts" / "chart-1.png").read_bytes()) == (960, 540)
+
+
 SKILL_TESTS: dict[str, Callable[[Stack], Awaitable[None]]] = {
     "chart-report": chart_report,
     "data-analysis": data_analysis,
@@ -566,6 +628,8 @@ SKILL_TESTS: dict[str, Callable[[Stack], Awaitable[None]]] = {
     "newsletter-generation": newsletter_generation,
     "skill-creator": skill_creator,
     "skill-reviewer": skill_reviewer,
+    "systematic-literature-review": systematic_literature_review,
+    "consulting-analysis": consulting_analysis,
 }
 
 
@@ -577,5 +641,7 @@ async def test_a_slash_command_runs_the_skill_in_the_bwrap_sandbox_and_delivers_
 
 
 async def test_every_public_skill_has_an_end_to_end_test() -> None:
-    assert set(SHIPPED) == set(SKILL_TESTS)
-    assert len(SHIPPED) >= 12
+    # the media skills' own tests are in test_media_skills.py, which checks it has one for each
+    assert set(SHIPPED) == set(SKILL_TESTS) | set(MEDIA_SKILLS)
+    assert not set(SKILL_TESTS) & set(MEDIA_SKILLS)
+    assert len(SHIPPED) >= 18

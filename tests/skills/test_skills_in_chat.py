@@ -12,11 +12,11 @@ import pytest_asyncio
 from channels.telegram import run as run_telegram
 from config import AppConfig
 from sandbox.toolbox import Toolbox
-from tests.channels.conftest import adapter_stack
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
 from tests.skills.artifacts import open_document
 from tests.skills.conftest import SKILLS
+from tests.support.adapters import adapter_stack
 
 DECK = "/mnt/user-data/workspace/deck.json"
 PPTX = "/mnt/user-data/outputs/launch-plan.pptx"

@@ -1,0 +1,91 @@
+"""Which thread a chat talks to: the router owns chat bindings (KV `<prefix>_chats`).
+
+A chat's thread is created on its first message (or anew with `/new`), safely when several of its
+messages arrive at once; a chat whose thread was deleted is unbound, and its next message starts a
+fresh one.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from bus import Bus, Delivery
+from bus.messages import (
+    ChatBinding,
+    InboundMessage,
+    ThreadCreateReply,
+    ThreadCreateRequest,
+    ThreadDeleted,
+    utcnow,
+)
+from bus.records import RecordStore
+from bus.service import ServiceError, call
+
+log = logging.getLogger(__name__)
+
+
+def chat_key(channel: str, chat_id: str, topic_id: str | None) -> str:
+    """KV key of a chat (dots separate the parts; each part made a safe token)."""
+    return ChatBinding.key_of(channel, chat_id, topic_id)
+
+
+def chat_user(message: InboundMessage) -> str:
+    """The user id a chat user has in Antler: per platform, so memory and files never mix."""
+    return f"{message.channel}:{message.user_id}"
+
+
+class Bindings:
+    """The chats' bindings to threads, read and written here only."""
+
+    def __init__(self, bus: Bus, chats: RecordStore[ChatBinding]) -> None:
+        self.bus = bus
+        self.chats = chats
+
+    async def of(self, message: InboundMessage, *, fresh: bool = False) -> ChatBinding:
+        """The chat's thread, created on first contact (or anew for /new), safely under concurrency."""
+        key = chat_key(message.channel, message.chat_id, message.topic_id)
+        if not fresh:
+            current = await self.chats.get(key)
+            if current is not None:
+                return current
+        thread_id = str(uuid.uuid4())
+        user_id = chat_user(message)
+
+        def bind(current: ChatBinding | None) -> ChatBinding | None:
+            if current is not None and not fresh:
+                return None  # another message of this chat created it meanwhile
+            return ChatBinding(
+                channel=message.channel,
+                chat_id=message.chat_id,
+                topic_id=message.topic_id,
+                thread_id=thread_id,
+                user_id=user_id,
+                model_name=current.model_name if current else None,
+            )
+
+        binding = await self.chats.update(key, bind)
+        assert binding is not None  # `bind` leaves only an existing binding as it is
+        if binding.thread_id == thread_id:  # the runners own thread records: ask them for this one
+            metadata = {"channel": message.channel, "chat_id": message.chat_id}
+            request = ThreadCreateRequest(thread_id=thread_id, user_id=user_id, metadata=metadata)
+            try:
+                await call(self.bus, "threads", "create", request, ThreadCreateReply, timeout=10)
+            except ServiceError as exc:  # its first run creates it (without the chat's metadata)
+                log.warning("thread %s of chat %s not recorded yet: %s", thread_id, key, exc.message)
+        return binding
+
+    async def choose_model(self, message: InboundMessage, binding: ChatBinding, model_name: str) -> None:
+        """The chat's runs use `model_name` from now on."""
+        key = chat_key(message.channel, message.chat_id, message.topic_id)
+        await self.chats.put(
+            key, binding.model_copy(update={"model_name": model_name, "updated_at": utcnow()})
+        )
+
+    async def on_thread_deleted(self, event: ThreadDeleted, delivery: Delivery) -> None:
+        """Chats bound to a deleted thread start a fresh one with their next message."""
+        for key in await self.chats.keys():
+            binding = await self.chats.get(key)
+            if binding is not None and binding.thread_id == event.thread_id:
+                await self.chats.delete(key)
+                log.info("chat %s is unbound from deleted thread %s", key, event.thread_id)

@@ -1,0 +1,100 @@
+"""The chat router component: its share of the chat partitions, each with its consumers.
+
+Three durable consumers:
+
+- inbound (`<prefix>.chat.in.*.*.<partition>`, per partition this router owns: each chat's
+  messages in order, chats side by side): `inbound.Router` (policy, chat -> thread, commands
+  answered here, everything else a run with the chat as origin);
+- unbind (`<prefix>.events.thread.deleted`): the router owns chat bindings; a chat whose thread
+  was deleted starts a fresh one (`bindings`);
+- projection (`<prefix>.runs.ev.*.chat.*.<partition>`, per partition owned): chat runs' events
+  back as chat replies (`projection`).
+
+Inbound messages and chat runs' events are stored by chat partition; any number of router
+processes share the partitions, one owner each, through leases in the bus (`partitions`), so each
+chat's messages become runs in the order sent and its replies go out in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from nats.js.api import DeliverPolicy
+
+from bus import Bus, Consumer, run_consumers
+from bus.chat_partitions import chat_partitions, streams_count
+from bus.messages import InboundMessage, ThreadDeleted
+from bus.service import start_service
+from channels.router.bindings import chat_key
+from channels.router.inbound import Router
+from channels.router.partitions import DIRECT_DURABLE, Partitions, inbound_durable
+from channels.router.projection import ReplyProjection, projection_consumer
+from config import AppConfig
+
+
+def _chat_of(message: InboundMessage) -> str:
+    return chat_key(message.channel, message.chat_id, message.topic_id)
+
+
+async def run(bus: Bus, config: AppConfig) -> None:
+    """The router component: its share of the chat partitions until cancelled, then drain."""
+    router = await Router.open(bus, config)
+    s = bus.subjects
+    projection = ReplyProjection(bus, config, router.runs, router.origins, router.finals)
+
+    def partition_consumers(partition: int, events_start: int | None) -> list[Consumer[Any]]:
+        router.events_start[partition] = events_start
+        inbound = Consumer(
+            bus,
+            stream=s.chat_in_stream,
+            durable=inbound_durable(partition),
+            filter_subjects=[s.chat_in_partition(partition)],
+            model=InboundMessage,
+            handler=router.on_inbound,
+            # A chat's messages become runs in the order sent; different chats go on at once.
+            key=_chat_of,
+            concurrency=16,
+        )
+        consumers: list[Consumer[Any]] = [
+            inbound,
+            projection_consumer(bus, projection, partition, events_start),
+        ]
+        if partition == 0:  # and those published without their chat's route (scripts)
+            direct = Consumer(
+                bus,
+                stream=s.chat_in_stream,
+                durable=DIRECT_DURABLE,
+                filter_subjects=[s.chat_in_direct],
+                model=InboundMessage,
+                handler=router.on_inbound,
+                key=_chat_of,
+                concurrency=16,
+            )
+            consumers.append(direct)
+        return consumers
+
+    # The streams' count, not this process's setting: every partition that stores messages is served
+    # (and a count changed by provisioning is followed at the next look).
+    count = await chat_partitions(bus)
+    partitions = Partitions(
+        bus, count, config.bus.lease_seconds, partition_consumers, recount=lambda: streams_count(bus)
+    )
+    unbind = Consumer(
+        bus,
+        stream=s.events_stream,
+        durable="router-thread-deleted",
+        filter_subjects=[s.event("thread.deleted")],
+        model=ThreadDeleted,
+        handler=router.bindings.on_thread_deleted,
+        deliver_policy=DeliverPolicy.NEW,
+    )
+    # No requests to answer; a service so that `$SRV` discovery (and /health) counts routers.
+    presence = await start_service(bus, "router", [], description="Chat router (chats -> runs -> replies)")
+    sharing = asyncio.create_task(partitions.run(), name="router-partitions")
+    try:
+        await run_consumers(unbind)
+    finally:
+        partitions.stop()
+        await asyncio.gather(sharing, return_exceptions=True)
+        await presence.stop()

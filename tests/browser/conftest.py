@@ -1,0 +1,78 @@
+"""Fixtures for the browser's tests: a website on loopback, the browser component, a runner."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from agents.runner import run as run_runner
+from browser.service import run as run_browser
+from bus import Bus
+from bus.messages import RunRequest
+from config import AppConfig
+from tests.conftest import running_component, until_answering
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.web_pages import WebPages
+
+CHROMIUM = os.environ.get("ANTLER_CHROMIUM", "/usr/bin/chromium")
+
+
+@pytest.fixture
+def chromium() -> str:
+    if not shutil.which(CHROMIUM):
+        pytest.fail(
+            f"the browser tests need Chromium at {CHROMIUM}: `make install` (apt-get install chromium)"
+        )
+    return CHROMIUM
+
+
+@pytest_asyncio.fixture
+async def site() -> AsyncIterator[WebPages]:
+    async with WebPages() as pages:
+        yield pages
+
+
+@pytest.fixture
+def browser_config(config_data: dict[str, Any], chromium: str) -> dict[str, Any]:
+    """The browser on, allowed onto loopback (the test's website) as an operator would allow it."""
+    config_data["browser"] = {"enabled": True, "chromium": chromium, "allow_private_networks": True}
+    return config_data["browser"]
+
+
+async def browser_ready(bus: Bus, task: asyncio.Task[None]) -> None:
+    await until_answering(bus.subjects.service_subject("browser", "act"), bus, task)
+
+
+@pytest_asyncio.fixture
+async def browser_component(
+    nats_url: str, app_config: Callable[[], AppConfig], browser_config: dict[str, Any]
+) -> AsyncIterator[Bus]:
+    async with running_component(nats_url, app_config(), run_browser, "browser", browser_ready) as bus:
+        yield bus
+
+
+@pytest_asyncio.fixture
+async def runner(
+    nats_url: str, app_config: Callable[[], AppConfig], browser_config: dict[str, Any]
+) -> AsyncIterator[None]:
+    async def ready(bus: Bus, task: asyncio.Task[None]) -> None:
+        await until_answering(bus.subjects.threads("state"), bus, task)
+
+    async with running_component(nats_url, app_config(), run_runner, "runner", ready):
+        yield
+
+
+def ask(thread: str, text: str) -> RunRequest:
+    return RunRequest(
+        thread_id=thread, input={"messages": [{"role": "user", "content": text}]}, stream_mode=["values"]
+    )
+
+
+def tool_results(fake: FakeOpenAI) -> list[str]:
+    return [str(m["content"]) for m in fake.agent_requests[-1]["messages"] if m["role"] == "tool"]
