@@ -43,7 +43,6 @@ from agents.thread_files import ThreadFiles
 from agents.upload_tools import make_upload_tools
 from bus import Bus, Consumer, Delivery, EnvelopeError, NotStored, Retry, decode, run_consumers
 from bus.capacity import Capacity, default_memory_mb
-from bus.consumer import cancel_until_done
 from bus.health import component_degraded
 from bus.messages import (
     ErrorInfo,
@@ -58,6 +57,7 @@ from bus.messages import (
 from bus.metrics import RUNS_RUNNING
 from bus.records import RecordStore, repair_by_key
 from bus.runs import thread_run_key
+from bus.tasks import cancel_and_wait
 from config import AppConfig, ConfigError, MissingEnvError
 from llm.guard import ModelCalls
 from llm.usable import model_problem
@@ -195,7 +195,7 @@ class Runner:
         log.info("run %s: %s requested", control.run_id, control.action)
         run.ask_to_stop(control.action)
         if run.stream is not None:
-            stopper = asyncio.create_task(cancel_until_done(run.stream))
+            stopper = asyncio.create_task(cancel_and_wait(run.stream, every=0.1))
             self._stoppers.add(stopper)
             stopper.add_done_callback(self._stoppers.discard)
         self.claims.wake(run.thread_id)  # a run waiting for its thread notices at once

@@ -184,7 +184,7 @@ async def search_threads(gw: GW, me: Me, body: ThreadSearch) -> list[ThreadPart]
         offset=body.offset,
         limit=body.limit,
     )
-    fields = set(body.select) if body.select else set(Thread.model_fields)
+    fields: set[str] = set(body.select) if body.select else set(Thread.model_fields)
     return [
         ThreadPart(**thread_json(r, {"title": r.title} if r.title else None).model_dump(include=fields))
         for r in found
@@ -285,7 +285,7 @@ async def thread_history(gw: GW, me: Me, thread_id: str, body: HistoryQuery) -> 
     request = ThreadHistoryRequest(
         thread_id=thread_id, user_id=me, limit=body.limit, before=before, metadata=body.metadata
     )
-    reply = await gw.ask("history", request, ThreadHistoryReply)
+    reply: ThreadHistoryReply = await gw.ask("history", request, ThreadHistoryReply)
     return reply.states
 
 

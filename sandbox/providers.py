@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bus.layout import USER_DATA
 from config import MissingEnvError, SandboxConfig, resolve_value
 from sandbox import spawn
 from sandbox.host import SANDBOX_PATH, SANDBOX_UID, SYSTEM_DIRS, bwrap_works, own_process_count
@@ -37,7 +38,7 @@ from sandbox.hygiene import command_env
 from sandbox.limits import CommandGroup, Limits, make_limits
 from sandbox.memwatch import TreeWatch
 from sandbox.output import Collector
-from sandbox.paths import USER_DATA, Mount, ThreadFS
+from sandbox.paths import Mount, ThreadFS
 from sandbox.toolbox import Toolbox
 
 log = logging.getLogger(__name__)

@@ -171,7 +171,8 @@ class Denials:
         self._waiters.add(denied)
         task = asyncio.ensure_future(call())
         try:
-            await asyncio.wait([task, denied], return_when=asyncio.FIRST_COMPLETED)
+            either: list[asyncio.Future[Any]] = [task, denied]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             if task.done():
                 return task.result()
             task.cancel()

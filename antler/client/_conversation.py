@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 from antler.client._base import Connected, check_thread_id
@@ -80,7 +80,7 @@ class Conversation(Connected):
         files: Sequence[str | os.PathLike[str]] | None = None,
         follow_goal: bool = True,
         **options: Any,
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         """One turn, as it happens: `values`, `messages-tuple`, `custom` events, then `end`.
 
         Args:
@@ -108,7 +108,7 @@ class Conversation(Connected):
         await self._own_or_new_thread(thread_id)
         content, kwargs = message, {}
         if files:
-            uploaded = (await self.upload_files(thread_id, files))["files"]  # type: ignore[attr-defined]
+            uploaded = (await self.upload_files(thread_id, files))["files"]  # type: ignore[attr-defined]  # a mixin: AsyncClient has it
             kwargs["files"] = [
                 {"filename": f["filename"], "size": f["size"], "path": f["virtual_path"]} for f in uploaded
             ]

@@ -121,7 +121,8 @@ class Translator:
         if name == "end":
             data = data if isinstance(data, dict) else {}
             self.status = str(data.get("status") or "success")
-            usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+            given = data.get("usage")
+            usage = given if isinstance(given, dict) else {}
             self.usage = {key: int(usage.get(key, 0) or 0) for key in USAGE_KEYS}
             return [StreamEvent("end", {"usage": dict(self.usage)})]
         return []

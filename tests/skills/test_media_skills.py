@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from bus import Bus
+from bus import connect_and_provision
 from config import AppConfig, BusConfig
 from config.loader import _build
 from sandbox.toolbox import Toolbox
@@ -87,7 +87,7 @@ async def stack(
                 },
             }
             config = _build(AppConfig, data, "test config")
-            bus = await Bus.connect(nats_server.url, bus_config, name="test", provision=True)
+            bus = await connect_and_provision(nats_server.url, bus_config, name="test")
             try:
                 async with running_broker(nats_server.url, config), running_runner(nats_server.url, config):
                     yield Stack(bus, model, config, toolbox)

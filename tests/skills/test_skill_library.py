@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 from bs4 import BeautifulSoup
 
-from bus import Bus
+from bus import connect_and_provision
 from config import AppConfig, BusConfig
 from config.loader import _build
 from sandbox.toolbox import Toolbox
@@ -67,7 +67,7 @@ async def stack(
                 "sandbox": {"provider": "bwrap", "command_timeout_seconds": 110, "cpu_seconds": 110},
             }
             config = _build(AppConfig, data, "test config")
-            bus = await Bus.connect(nats_server.url, bus_config, name="test", provision=True)
+            bus = await connect_and_provision(nats_server.url, bus_config, name="test")
             try:
                 async with running_broker(nats_server.url, config), running_runner(nats_server.url, config):
                     yield Stack(bus, model, config, toolbox)
