@@ -26,17 +26,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nats.micro import ServiceConfig, add_service
+from nats.micro import add_service
 from nats.micro.request import Request
-from nats.micro.service import EndpointConfig, Service
+from nats.micro.service import EndpointConfig, Service, ServiceConfig
 from synadia_ai.agents import HeartbeatPayload
 
-from agentproto.prompt import PromptStream, Target, create_thread
+from agentproto.prompt import Host, PromptStream, Target, create_thread
 from bus import Bus, component_ready
 from bus.agent_store import AgentStore
 from bus.clients import OWNERS_KEY
 from bus.records import keys_matching
 from bus.runs import SubmissionOrder
+from bus.tasks import cancel_and_wait
 from config import AppConfig
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class AgentHost:
         self._threads: set[str] = set()
         self._reconciling = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
+        self._host = Host(bus, config, self.order, self.ensure_thread)
 
     async def start(self) -> None:
         await self.reconcile()
@@ -85,13 +87,11 @@ class AgentHost:
         self._served.clear()
         if self._prompts:
             _, pending = await asyncio.wait(set(self._prompts), timeout=timeout)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+            await cancel_and_wait(*pending)
 
     async def ensure_thread(self, target: Target) -> None:
         if target.thread_id not in self._threads:
-            await create_thread(self, target)
+            await create_thread(self.bus, target)
             self._threads.add(target.thread_id)
 
     # --- what is served -------------------------------------------------------------------------
@@ -201,7 +201,7 @@ class AgentHost:
                 await self.bus.nc.publish(msg.reply, b"")
             return
         # Each prompt in a task of its own: a long run never holds up the next prompt.
-        task = asyncio.create_task(PromptStream(self, target, msg).serve())
+        task = asyncio.create_task(PromptStream(self._host, target, msg).serve())
         self._prompts.add(task)
         task.add_done_callback(self._prompts.discard)
 

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,13 +50,15 @@ from bus.messages import (
     ThreadCreateReply,
     ThreadCreateRequest,
 )
-from bus.runs import cancel_run, follow_run, submit_new_run
+from bus.runs import SubmissionOrder, cancel_run, follow_run, submit_run
 from bus.service import ServiceError, call
+from bus.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
 
-    from agentproto.host import AgentHost
+    from bus import Bus
+    from config import AppConfig
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +97,21 @@ class Target:
         return str(uuid.uuid5(SESSION_NAMESPACE, f"{self.agent}/{self.owner}/{self.session}"))
 
 
+@dataclass(frozen=True)
+class Host:
+    """What a prompt needs of the agent host that received it."""
+
+    bus: Bus
+    config: AppConfig
+    order: SubmissionOrder  # stamps each run request, so a session's runs keep their order
+    ensure_thread: Callable[[Target], Awaitable[None]]  # the session's thread recorded with its owner
+
+
 @dataclass
 class PromptStream:
     """Serves one prompt request from receipt to terminator."""
 
-    host: AgentHost
+    host: Host
     target: Target
     msg: Msg
     run_id: str | None = None  # the run in progress, cancelled if the caller goes
@@ -181,7 +194,7 @@ class PromptStream:
         )
         request = self.host.order.stamp(request)
         self.run_id = run_id
-        await submit_new_run(self.host.bus, request)
+        await submit_run(self.host.bus, request)
         log.info("prompt on %s: run %s on thread %s", self.msg.subject, run_id, t.thread_id)
         answer = RunAnswer()
         async for event in follow_run(self.host.bus, run_id):
@@ -272,9 +285,7 @@ class PromptStream:
         finally:
             gone.cancel()
         if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task)
             raise CallerGone()
         task.result()
 
@@ -299,7 +310,7 @@ class PromptStream:
             await self._send(b"", headers={ERROR_CODE: str(code), ERROR_TEXT: text})
 
 
-async def create_thread(host: AgentHost, target: Target) -> None:
+async def create_thread(bus: Bus, target: Target) -> None:
     """Record the session's thread with its owner (its first run would create it, without the metadata)."""
     request = ThreadCreateRequest(
         thread_id=target.thread_id,
@@ -307,6 +318,6 @@ async def create_thread(host: AgentHost, target: Target) -> None:
         metadata={"agent_protocol": {"agent": target.agent, "session": target.session}},
     )
     try:
-        await call(host.bus, "threads", "create", request, ThreadCreateReply, timeout=10)
+        await call(bus, "threads", "create", request, ThreadCreateReply, timeout=10)
     except ServiceError as exc:
         log.warning("thread %s of session %s not recorded yet: %s", target.thread_id, target.session, exc)

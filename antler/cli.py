@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-from collections.abc import Sequence
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from antler._common import CliError, add_common
-from bus import BusError
+from antler._common import add_common
+from bus.launcher import exit_code
 from bus.runtime import run_main
-from config import ConfigError
+
+if TYPE_CHECKING:
+    SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]  # what add_subparsers returns
 
 DESCRIPTION = """\
 Antler: an AI super agent whose components talk over NATS/JetStream.
@@ -25,12 +28,7 @@ Antler: an AI super agent whose components talk over NATS/JetStream.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="antler", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
+def _up(sub: SubParsers) -> None:
     p = sub.add_parser(
         "up",
         help="start an embedded nats-server and every component, until Ctrl-C",
@@ -40,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_common(p)
 
+
+def _run(sub: SubParsers) -> None:
     p = sub.add_parser(
         "run",
         help="run one component against a NATS server",
@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_common(p)
 
+
+def _send(sub: SubParsers) -> None:
     p = sub.add_parser(
         "send",
         help="send a chat message on channel cli and print the streamed reply",
@@ -80,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-wait", action="store_true", help="publish and exit without waiting for a reply")
     add_common(p)
 
+
+def _tail(sub: SubParsers) -> None:
     p = sub.add_parser(
         "tail",
         help="print bus traffic matching a subject pattern",
@@ -93,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--count", type=int, default=0, help="exit after this many messages")
     add_common(p)
 
+
+def _top(sub: SubParsers) -> None:
     p = sub.add_parser(
         "top",
         help="a live view of the running installation, from the bus",
@@ -104,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="print one frame and exit")
     add_common(p)
 
+
+def _schema(sub: SubParsers) -> None:
     p = sub.add_parser(
         "schema",
         help="print the JSON Schemas of the bus envelopes",
@@ -114,78 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list envelope names with a one-line summary")
     p.add_argument("--out", help="write one <Name>.schema.json file per envelope into this directory")
 
-    p = sub.add_parser(
-        "bench",
-        help="run a performance benchmark (from a source checkout)",
-        description="Measure through the bus against a scripted model over HTTP, the components in "
-        "processes of their own. chat: the chat path end to end (chat.in -> router -> runners -> "
-        "chat.out): latency percentiles, turns/s and CPU per process over 10/50/200 chats at once. "
-        "turns: runs only (RunRequest in, run events out). subagents: a lead turn with one subagent "
-        "against one with three at once. deerflow: Antler beside DeerFlow's in-process chat() against "
-        "the same model, in interleaved rounds (needs --deerflow-python). memory: `antler up` on its "
-        "defaults, RSS/PSS/USS of every process idle and after --turns chat turns.",
-    )
-    p.add_argument(
-        "name",
-        nargs="?",
-        default="turns",
-        choices=["chat", "turns", "subagents", "deerflow", "memory"],
-        help="which benchmark (default: turns)",
-    )
-    p.add_argument("--chats", type=int, default=50, help="chats at once for the throughput part (default 50)")
-    p.add_argument(
-        "--turns", type=int, default=None, help="turns measured (default: 300 for turns, 5 for subagents)"
-    )
-    p.add_argument("--warmup", type=int, default=5, help="turns before measuring (default 5)")
-    p.add_argument(
-        "--runners", type=int, default=0, help="runner processes (default 0: as many as antler up starts)"
-    )
-    p.add_argument("--repo", default=".", help="the repository checkout (default: this directory)")
-    p.add_argument("--levels", default="10,50,200", help="chat: chats at once, comma separated")
-    p.add_argument("--single", type=int, default=20, help="chat: chats in the single-turn part")
-    p.add_argument("--words", type=int, default=40, help="chat: words per message (the model echoes them)")
-    p.add_argument(
-        "--model",
-        choices=["paced", "instant"],
-        default=None,
-        help="chat, deerflow: paced (default), the model streams as a real one; instant: it answers at once",
-    )
-    p.add_argument(
-        "--first-token-ms", type=float, default=None, help="paced model: time to first token (300)"
-    )
-    p.add_argument(
-        "--token-interval-ms", type=float, default=None, help="paced model: time between tokens (15)"
-    )
-    p.add_argument("--answer-tokens", type=int, default=None, help="paced model: tokens per answer (60)")
-    p.add_argument("--repeat", type=int, default=1, help="chat: measure every level this many times")
-    p.add_argument(
-        "--routers", type=int, default=1, help="chat: router processes (they share the partitions)"
-    )
-    p.add_argument("--json", help="chat: write the figures to this JSON file")
-    p.add_argument("--compare", help="chat: an earlier --json file to compare with")
-    p.add_argument("--label", default="", help="chat: a name for this run in the JSON")
-    p.add_argument(
-        "--sync-interval",
-        default=None,
-        help="chat: the nats-server's JetStream sync_interval (default always, as antler up; 2m is "
-        "nats-server's own default)",
-    )
-    p.add_argument(
-        "--timeline",
-        action="store_true",
-        help="chat: print every bus message of one follow-up turn, with its time since the message was sent",
-    )
-    p.add_argument(
-        "--no-fork", action="store_true", default=None, help="memory: runners started one by one, not forked"
-    )
-    p.add_argument(
-        "--deerflow-python", help="deerflow: a Python interpreter with DeerFlow's backend installed"
-    )
-    p.add_argument("--rounds", type=int, default=None, help="deerflow: interleaved rounds (default 4)")
-    p.add_argument(
-        "--sequential", type=int, default=None, help="deerflow: single turns per round (default 50)"
-    )
 
+def _creds(sub: SubParsers) -> None:
     p = sub.add_parser(
         "creds",
         help="print NATS users for your own NATS cluster, or mint one for a script or agent-protocol client",
@@ -209,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_common(p, nats=True)
 
+
+def _provision(sub: SubParsers) -> None:
     p = sub.add_parser(
         "provision",
         help="create the streams, KV buckets and object store (as the admin), then exit",
@@ -217,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_common(p)
 
+
+def _dlq(sub: SubParsers) -> None:
     p = sub.add_parser(
         "dlq",
         help="list, show or replay dead-lettered messages",
@@ -247,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_common(q)
 
+
+def _sandbox(sub: SubParsers) -> None:
     p = sub.add_parser(
         "sandbox",
         help="install the sandbox's toolbox, or say what sandboxed commands get",
@@ -280,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_common(q, nats=False)
 
+
+def _user(sub: SubParsers) -> None:
     p = sub.add_parser(
         "user",
         help="add, list, change or remove the accounts people sign in with",
@@ -314,59 +260,64 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("email")
     add_common(q)
 
-    from antler.schedule import add_arguments as schedule_arguments
 
-    schedule_arguments(sub, add_common)
+def _bench(sub: SubParsers) -> None:
+    from antler.bench import add_arguments
+
+    add_arguments(sub)
+
+
+def _schedule(sub: SubParsers) -> None:
+    from antler.schedule import add_arguments
+
+    add_arguments(sub, add_common)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One `antler` command: its parser, and what runs it (`module:function`, imported when it runs;
+    a coroutine function unless `blocking`)."""
+
+    name: str
+    add_parser: Callable[[SubParsers], None]
+    target: str
+    blocking: bool = False
+
+    def run(self, args: argparse.Namespace) -> int:
+        module, _, function = self.target.partition(":")
+        call: Callable[[argparse.Namespace], Any] = getattr(importlib.import_module(module), function)
+        return int(call(args) if self.blocking else run_main(call(args)))
+
+
+# In the order `antler --help` lists them.
+COMMANDS: tuple[Command, ...] = (
+    Command("up", _up, "antler.up:up"),
+    Command("run", _run, "antler.run:main", blocking=True),
+    Command("send", _send, "antler.send:send"),
+    Command("tail", _tail, "antler.tail:tail"),
+    Command("top", _top, "antler.top:top"),
+    Command("schema", _schema, "antler.schema:schema", blocking=True),
+    Command("bench", _bench, "antler.bench:bench"),
+    Command("creds", _creds, "antler.creds:creds", blocking=True),
+    Command("provision", _provision, "antler.creds:provision"),
+    Command("dlq", _dlq, "antler.dlq:dlq"),
+    Command("sandbox", _sandbox, "antler.sandbox:sandbox"),
+    Command("user", _user, "antler.user:user"),
+    Command("schedule", _schedule, "antler.schedule:schedule"),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="antler", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        if args.command == "schema":
-            from antler.schema import schema
-
-            return schema(args)
-        if args.command == "creds":
-            from antler.creds import creds
-
-            return creds(args)
-        if args.command == "up":
-            from antler.up import up as command
-        elif args.command == "run" and args.processes > 1:
-            from antler.run import run_forked
-
-            return run_forked(args)
-        elif args.command == "run":
-            from antler.run import run as command
-        elif args.command == "send":
-            from antler.send import send as command
-        elif args.command == "tail":
-            from antler.tail import tail as command
-        elif args.command == "top":
-            from antler.top import top as command
-        elif args.command == "provision":
-            from antler.creds import provision as command
-        elif args.command == "bench":
-            from antler.bench import bench as command
-        elif args.command == "user":
-            from antler.user import user as command
-        elif args.command == "sandbox":
-            from antler.sandbox import sandbox as command
-        elif args.command == "schedule":
-            from antler.schedule import schedule as command
-        else:
-            from antler.dlq import dlq as command
-        return run_main(command(args))
-    except CliError as exc:
-        print(f"antler {args.command}: {exc}", file=sys.stderr)
-        return exc.code
-    except (ConfigError, BusError) as exc:
-        print(f"antler {args.command}: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        # Output piped into `head` and friends: stop quietly, like other Unix tools.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    command = next(c for c in COMMANDS if c.name == args.command)
+    return exit_code(f"antler {args.command}", lambda: command.run(args))

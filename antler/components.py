@@ -84,6 +84,12 @@ COMPONENTS: dict[str, ComponentSpec] = {
             lambda c: c.channels.dingtalk.enabled,
         ),
         ComponentSpec(
+            "discord",
+            "channels.discord:run",
+            "Discord bot (gateway websocket)",
+            lambda c: c.channels.discord.enabled,
+        ),
+        ComponentSpec(
             "agentproto",
             "agentproto.host:run",
             "the NATS agent protocol: agents discoverable and promptable by any NATS client",

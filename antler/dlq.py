@@ -36,16 +36,16 @@ async def dlq(args: argparse.Namespace) -> int:
                 )
             return 0
         if args.dlq_command == "show":
-            letter = await get_dead_letter(bus, args.seq)
-            if letter is None:
+            shown = await get_dead_letter(bus, args.seq)
+            if shown is None:
                 raise CliError(f"no dead letter with sequence {args.seq}", code=2)
-            for key, value in sorted(letter.headers.items()):
+            for key, value in sorted(shown.headers.items()):
                 print(f"{key}: {value}")
             print()
             try:
-                print(json.dumps(json.loads(letter.data), indent=2, ensure_ascii=False))
+                print(json.dumps(json.loads(shown.data), indent=2, ensure_ascii=False))
             except ValueError:
-                print(letter.data.decode("utf-8", errors="replace"))
+                print(shown.data.decode("utf-8", errors="replace"))
             return 0
         # replay
         targets = (
@@ -55,17 +55,17 @@ async def dlq(args: argparse.Namespace) -> int:
             raise CliError("nothing to replay: give sequence numbers or --all", code=2)
         counts = {"replayed": 0, "rerun": 0, "ended": 0}
         for seq in targets:
-            letter = await get_dead_letter(bus, seq)
-            if letter is None:
+            dead = await get_dead_letter(bus, seq)
+            if dead is None:
                 print(f"{seq}: not found")
                 continue
-            done = await _ended_run(bus, letter, rerun=args.rerun, keep=args.keep)
+            done = await _ended_run(bus, dead, rerun=args.rerun, keep=args.keep)
             if done is not None:
                 counts[done] += 1
                 continue
-            await replay(bus, letter, keep=args.keep)
+            await replay(bus, dead, keep=args.keep)
             counts["replayed"] += 1
-            print(f"{seq}: replayed to {letter.original_subject}")
+            print(f"{seq}: replayed to {dead.original_subject}")
         rerun = f"; {counts['rerun']} run(s) sent again as new runs" if counts["rerun"] else ""
         ended = f"; {counts['ended']} ended run(s) not replayed" if counts["ended"] else ""
         print(f"replayed {counts['replayed']} message(s){rerun}{ended}")

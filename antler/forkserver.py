@@ -68,12 +68,6 @@ PRELOAD: dict[str, tuple[str, ...]] = {
 BUILD: dict[str, str] = {"runner": "agents.runner:build_tool_schemas"}
 
 
-def supported() -> bool:
-    """Forking a loaded process is safe where `fork` is the platform's way (Linux); not on macOS,
-    whose system libraries do not survive it."""
-    return hasattr(os, "fork") and os.uname().sysname == "Linux"
-
-
 def preload(component: str, config: AppConfig) -> None:
     """Import what the component would load on its first work: its warm-up modules and the
     provider module of every configured model."""
@@ -134,9 +128,9 @@ def serve_forked(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, forward) for sig in SIGNALS}
     started: dict[int, float] = {}
     quick_deaths: dict[int, int] = {}
-    for slot in range(args.processes):
-        started[slot] = time.monotonic()
-        if start(slot) is None:
+    for first in range(args.processes):
+        started[first] = time.monotonic()
+        if start(first) is None:
             return _child(name, entry, args, previous, leader)
     failed = False
     while children:
@@ -144,8 +138,8 @@ def serve_forked(args: argparse.Namespace) -> int:
             pid, status = os.wait()
         except ChildProcessError:
             break
-        slot = children.pop(pid, None)
-        if slot is None or stopping:
+        slot = children.pop(pid, -1)
+        if slot < 0 or stopping:
             continue
         code = os.waitstatus_to_exitcode(status)
         quick = time.monotonic() - started[slot] < QUICK_DEATH
@@ -157,15 +151,17 @@ def serve_forked(args: argparse.Namespace) -> int:
             continue
         log.warning("%s process %d exited with code %s; forking it again", name, slot + 1, code)
         time.sleep(min(quick_deaths[slot], 3))
-        if stopping:
-            continue
+        if stopping:  # a signal while it slept
+            continue  # type: ignore[unreachable]  # forward() sets it, which mypy cannot see
         started[slot] = time.monotonic()
         if start(slot) is None:
             return _child(name, entry, args, previous, leader)
     return 1 if failed else 0
 
 
-def _child(name: str, entry: Any, args: argparse.Namespace, handlers: dict[int, Any], leader: int) -> int:
+def _child(
+    name: str, entry: Any, args: argparse.Namespace, handlers: dict[signal.Signals, Any], leader: int
+) -> int:
     """In a forked process: the component, as `antler run` runs it (errors go up to `antler.cli`)."""
     for sig, handler in handlers.items():
         signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

@@ -73,9 +73,13 @@ def runner_pool(args: argparse.Namespace, url: str, count: int, fork: bool = Tru
     """A component entry that keeps `count` runner processes alive until cancelled: with `fork`, on
     Linux, one child that forks them all from what it loaded, so they share those pages
     (`antler.forkserver`; `runner.fork_processes`)."""
-    from antler.forkserver import supported
+    return process_pool("runner", args, url, count, forked=fork and forking_supported())
 
-    return process_pool("runner", args, url, count, forked=fork and supported())
+
+def forking_supported() -> bool:
+    """Forking a loaded process (`antler.forkserver`) is safe where `fork` is the platform's way
+    (Linux); not on macOS, whose system libraries do not survive it."""
+    return hasattr(os, "fork") and os.uname().sysname == "Linux"
 
 
 def process_pool(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -32,7 +33,10 @@ from bus.service import ServiceError, call
 UNAVAILABLE = "no scheduler is running (antler up starts one; or antler run scheduler)"
 
 
-def add_arguments(sub: argparse._SubParsersAction, add_common: object) -> None:  # type: ignore[type-arg]
+def add_arguments(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    add_common: Callable[[argparse.ArgumentParser], None],
+) -> None:
     p = sub.add_parser(
         "schedule",
         help="list, add, pause, resume, run or remove scheduled tasks",
@@ -63,9 +67,9 @@ def add_arguments(sub: argparse._SubParsersAction, add_common: object) -> None: 
         _common(q, add_common)
 
 
-def _common(parser: argparse.ArgumentParser, add_common: object) -> None:
+def _common(parser: argparse.ArgumentParser, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
     parser.add_argument("--user", help="whose tasks (default: your login name)")
-    add_common(parser)  # type: ignore[operator]
+    add_common(parser)
 
 
 def _row(task: ScheduledTask) -> str:

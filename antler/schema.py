@@ -28,8 +28,10 @@ def schema(args: argparse.Namespace) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        for name, doc in chosen.items():
-            (out / f"{name}.schema.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        for name, envelope_schema in chosen.items():
+            (out / f"{name}.schema.json").write_text(
+                json.dumps(envelope_schema, indent=2) + "\n", encoding="utf-8"
+            )
         print(f"wrote {len(chosen)} schema(s) to {out}")
         return 0
     if len(args.names) == 1:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nats.aio.msg import Msg
+
 from antler._common import CliError, load, login, nats_url, setup_logging
 from antler.send_steps import RunSteps
 from bus import Bus, EnvelopeError, decode
@@ -70,9 +72,9 @@ async def send(args: argparse.Namespace) -> int:
         )
         terminal = Terminal()
 
-        async def on_reply(msg: object) -> None:
+        async def on_reply(msg: Msg) -> None:
             try:
-                reply = decode(OutboundMessage, msg.data)  # type: ignore[attr-defined]
+                reply = decode(OutboundMessage, msg.data)
             except EnvelopeError:
                 return
             if reply.chat_id == message.chat_id:
@@ -80,9 +82,9 @@ async def send(args: argparse.Namespace) -> int:
 
         steps = RunSteps()
 
-        async def on_event(msg: object) -> None:
+        async def on_event(msg: Msg) -> None:
             try:
-                event = decode(RunEvent, msg.data)  # type: ignore[attr-defined]
+                event = decode(RunEvent, msg.data)
             except EnvelopeError:
                 return
             for line in steps.take(event):

@@ -218,7 +218,7 @@ async def follow_runs(bus: Bus, top: Top) -> None:
                 top.on_run(decode(RunRecord, entry.value))
     finally:
         with contextlib.suppress(Exception):
-            await watcher.stop()
+            await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py leaves KeyWatcher.stop unannotated
 
 
 async def top(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
+from typing import Literal
 
 from antler._common import CliError, load, login, nats_url, setup_logging
 from gateway.accounts import AccountError, AccountStore, check_password
@@ -50,7 +51,7 @@ async def user(args: argparse.Namespace) -> int:
                 print(f"{account.email:36} {account.system_role:6} {account.user_id:34} {created}")
             return 0
         if args.user_command == "add":
-            role = "admin" if args.admin else "user"
+            role: Literal["admin", "user"] = "admin" if args.admin else "user"
             account = await accounts.create(args.email, password, role=role, user_id=args.user_id)
             print(f"added {account.email} ({role}, user id {account.user_id})")
             return 0

@@ -1,6 +1,6 @@
 """The bus: NATS/JetStream connection, embedded server, subjects, envelopes, consumers.
 
-async with await Bus.connect(url, cfg.bus, provision=True) as bus:
+async with await connect_and_provision(url, cfg.bus) as bus:
     await bus.publish(bus.subjects.runs_submit, RunRequest(...), msg_id=run_id)
     await run_consumers(Consumer(bus, stream=..., durable=..., filter_subjects=[...],
                                  model=RunRequest, handler=handle))
@@ -27,7 +27,7 @@ from bus.errors import (
 )
 from bus.health import component_degraded, component_healthy, component_unhealthy
 from bus.messages import ENVELOPES, Envelope, decode, encode
-from bus.provision import Provisioned, provision, stream_configs
+from bus.provision import Provisioned, connect_and_provision, provision, stream_configs
 from bus.runtime import (
     ComponentEntry,
     ComponentFailed,
@@ -74,6 +74,7 @@ __all__ = [
     "component_healthy",
     "component_ready",
     "component_unhealthy",
+    "connect_and_provision",
     "dead_letter",
     "decode",
     "encode",

@@ -109,7 +109,7 @@ class Puller:
         if self._sub is not None:
             sub, self._sub = self._sub, None
             with contextlib.suppress(Exception):
-                await sub.drain()
+                await sub.drain()  # type: ignore[no-untyped-call]  # nats-py leaves Subscription.drain unannotated
         if was_open:  # make the server forget it before anything is released (see the module's doc)
             with contextlib.suppress(Exception):
                 await self.nc.request(self.info_subject, b"", timeout=_GRACE)

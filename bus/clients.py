@@ -125,7 +125,7 @@ def _save(path: Path, data: dict[str, dict[str, str]]) -> None:
 def saved_clients(path: Path) -> list[ClientUser]:
     """The client users saved at `path` (none if there is no file)."""
     return [
-        ClientUser(entry["kind"], entry["scope"], entry["user"], entry["password"])  # type: ignore[arg-type]
+        ClientUser(entry["kind"], entry["scope"], entry["user"], entry["password"])  # type: ignore[arg-type]  # read back as save_clients wrote it
         for entry in _load(path).values()
     ]
 

@@ -73,10 +73,10 @@ class Bus:
         config: BusConfig | None = None,
         *,
         name: str = "antler",
-        provision: bool = False,
         inbox_prefix: str | None = None,
     ) -> Bus:
-        """Connect (reconnecting forever after the first success) and optionally provision.
+        """Connect (reconnecting forever after the first success). Creating the streams and buckets
+        is not a connection's job: `bus.provision.connect_and_provision` does both.
 
         Raises:
             BusConnectError: the first connection attempt failed.
@@ -114,14 +114,6 @@ class Bus:
         state.connected = True
         bus = cls(nc, config)
         bus._state = state
-        if provision:
-            from bus.provision import provision as provision_all
-
-            try:
-                await provision_all(bus)
-            except BaseException:
-                await bus.close()  # not left reconnecting forever behind the error
-                raise
         return bus
 
     @property

@@ -61,12 +61,13 @@ from bus._pull import Puller
 from bus._turns import KeyTurn, KeyTurns
 from bus.capacity import Capacity
 from bus.connection import Bus
-from bus.consumer_state import ConsumerState, ConsumerStats, cancel_until_done
+from bus.consumer_state import ConsumerState, ConsumerStats
 from bus.delivery import Abandon, Defer, Delivery, Reject, Retry
 from bus.dlq import dead_letter
 from bus.errors import EnvelopeError
 from bus.messages import decode
 from bus.metrics import CONSUMER_IN_FLIGHT, DEAD_LETTERS, dead_letter_reason
+from bus.tasks import cancel_and_wait
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -79,7 +80,6 @@ __all__ = [
     "Handler",
     "Reject",
     "Retry",
-    "cancel_until_done",
 ]
 
 log = logging.getLogger(__name__)
@@ -442,7 +442,7 @@ class Consumer(Generic[M]):
                 self._turns.hold(key, seq, self.ack_wait * _HOLD_ACK_WAITS)
             self._stale.add(task)
             task.add_done_callback(self._stale.discard)
-            stopper = asyncio.create_task(cancel_until_done(task))
+            stopper = asyncio.create_task(cancel_and_wait(task, every=0.1))
             self._stoppers.add(stopper)
             stopper.add_done_callback(self._stoppers.discard)
 

@@ -1,12 +1,9 @@
-"""What a `Consumer` says about itself (its lifecycle status and its counts), and the way it stops a
-task that may swallow a cancellation."""
+"""What a `Consumer` says about itself: its lifecycle status and its counts."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 
 class ConsumerState(Enum):
@@ -31,14 +28,3 @@ class ConsumerStats:
     deferred: int = 0
     in_flight: int = 0
     errors: list[str] = field(default_factory=list)
-
-
-async def cancel_until_done(task: asyncio.Task[Any]) -> None:
-    """Cancel a task, again if something it awaits swallowed the first cancellation, until it ends.
-
-    (A task awaiting another task hands a cancellation on to it; if that one catches it and
-    returns normally, the waiting task goes on as if nothing happened.)
-    """
-    while not task.done():
-        task.cancel()
-        await asyncio.wait([task], timeout=0.1)

@@ -12,7 +12,7 @@ import logging
 import logging.handlers
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from bus.errors import BusConnectError, BusError
 from bus.log_context import LogIds
 from bus.messages import ComponentHealth, ComponentReady
 from bus.permissions import ADMIN, RIGHTS, USERS_FILE, inbox_prefix, load_credentials, user_name
+from bus.provision import connect_and_provision
 from bus.runtime import ComponentEntry, ComponentFailed, run_main, serve, stop_on_signals
 from bus.subjects import Subjects
 from config import AppConfig, BusConfig, ConfigError, load_config
@@ -139,13 +140,9 @@ class Login:
             BusConnectError: the server could not be reached.
         """
         try:
-            return await Bus.connect(
-                url,
-                self.bus,
-                name=name,
-                provision=provision and self.provision,
-                inbox_prefix=self.inbox_prefix,
-            )
+            if provision and self.provision:
+                return await connect_and_provision(url, self.bus, name=name, inbox_prefix=self.inbox_prefix)
+            return await Bus.connect(url, self.bus, name=name, inbox_prefix=self.inbox_prefix)
         except BusConnectError as exc:
             if "authorization" not in str(exc).lower():
                 raise
@@ -251,18 +248,31 @@ async def run_component(name: str, entry: ComponentEntry, args: argparse.Namespa
     return 0
 
 
+def exit_code(who: str, call: Callable[[], int]) -> int:
+    """`call()`'s exit code, or the one for what it raised: the rule of every Antler command line.
+
+    A `LaunchError` is its message on one line (`<who>: ...`) and its code; a config or bus error
+    its message and 1; Ctrl-C 130; output piped into `head` and friends that stopped reading, a
+    quiet 0, as other Unix tools do. Anything else is a bug, and its traceback is shown.
+    """
+    try:
+        return call()
+    except LaunchError as exc:
+        print(f"{who}: {exc}", file=sys.stderr)
+        return exc.code
+    except (ConfigError, BusError) as exc:
+        print(f"{who}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
 def launch(name: str, entry: ComponentEntry, argv: Sequence[str] | None = None) -> int:
     """Entry of `python -m <component>`."""
     parser = argparse.ArgumentParser(prog=f"python -m {name}", description=f"Run the {name} component.")
     add_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        return run_main(run_component(name, entry, args))
-    except LaunchError as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        return exc.code
-    except (ConfigError, BusError) as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return exit_code(name, lambda: run_main(run_component(name, entry, args)))

@@ -5,7 +5,8 @@ per-message TTL (nats-server 2.11+). The holder renews it with a compare-and-set
 last wrote, well within the TTL; a holder that dies (or stalls, or loses the bus) stops renewing, the
 server removes the key when the TTL runs out, and the next `claim` by anyone wins it. A claim is a
 compare-and-set too (on the revision of whatever marker the key has), so two claimants never both
-win. A holder must stop the work a lease guards once it cannot show a renewal younger than the TTL:
+win (the protocol: `bus.lease_keys`). A holder must stop the work a lease guards once it cannot show a
+renewal younger than the TTL:
 `Lease.fresh` says whether it can (the others may take the lease over from then on).
 
 Used by the router's partitions (`channels.partitions`) and by adapters that may hold only one
@@ -19,23 +20,13 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
 
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyWrongLastSequenceError
 
 from bus.connection import Bus
+from bus.lease_keys import LeaseKeys
 
 log = logging.getLogger(__name__)
-
-_EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
-# The marker an expired or released lease leaves: kept long enough for every reader to see it.
-MARKER_TTL = 60
-RELEASE_TIMEOUT = 1.0  # seconds a release waits for the server's acknowledgement
-
-
-def _conflict(exc: BaseException) -> bool:
-    """The server refused a write because the key's last revision was not the one expected."""
-    return isinstance(exc, KeyWrongLastSequenceError) or getattr(exc, "err_code", None) in (10071, 10164)
 
 
 @dataclass(eq=False)
@@ -67,33 +58,17 @@ class Leases:
         self.bus = bus
         self.holder = holder
         self.ttl = max(float(ttl), 1.0)
-        self._kv: Any = None
-        self._subject_prefix = ""
+        self._keys = LeaseKeys(bus, bus.subjects.leases_bucket, self.ttl)
 
     async def open(self) -> None:
-        bucket = self.bus.subjects.leases_bucket
-        self._kv = await self.bus.kv(bucket)
-        self._subject_prefix = f"$KV.{bucket}."
+        await self._keys.open()
 
     async def claim(self, key: str) -> Lease | None:
         """The lease on `key` if nobody holds it (or this holder already does), else None."""
-        last = 0
-        for _ in range(3):
-            began = time.monotonic()
-            try:
-                revision = await self._write(key, last)
-            except KeyWrongLastSequenceError:
-                current = await self._current(key)
-                if current is None:
-                    last = 0  # its marker expired meanwhile: the key is empty
-                    continue
-                holder, revision = current
-                if holder and holder != self.holder:
-                    return None
-                last = revision  # a marker (lapsed or released), or our own from before: take it
-                continue
-            return Lease(key, revision, began, self.ttl)
-        return None
+        began = time.monotonic()
+        mine = self.holder.encode()
+        revision = await self._keys.claim(key, mine, mine=lambda value: value == mine)
+        return None if revision is None else Lease(key, revision, began, self.ttl)
 
     async def renew(self, lease: Lease) -> bool:
         """Write the lease again; False if it is no longer ours (it lapsed and someone took it).
@@ -103,7 +78,7 @@ class Leases:
         """
         began = time.monotonic()
         try:
-            lease.revision = await self._write(lease.key, lease.revision)
+            lease.revision = await self._keys.write(lease.key, self.holder.encode(), lease.revision)
         except KeyWrongLastSequenceError:
             # It lapsed (this process stalled past the TTL, a busy machine): still ours if nobody
             # took it meanwhile, and then nothing has to stop and start again.
@@ -117,22 +92,12 @@ class Leases:
 
     async def release(self, lease: Lease) -> None:
         """Give the lease back at once (a marker), if it is still ours; never raises."""
-        try:
-            await self.bus.js.publish(
-                self._subject_prefix + lease.key,
-                b"",
-                headers={_EXPECTED_LAST: str(lease.revision), "KV-Operation": "DEL"},
-                msg_ttl=MARKER_TTL,
-                timeout=RELEASE_TIMEOUT,  # at shutdown: not worth waiting for, it lapses anyway
-            )
-        except Exception as exc:
-            if not _conflict(exc):  # a conflict: it lapsed and is someone else's now
-                log.warning("could not give back lease %s (%s); it lapses by itself", lease.key, exc)
+        await self._keys.release(lease.key, lease.revision)
 
     async def holders(self, prefix: str) -> dict[str, str]:
         """`key -> holder` of every live lease under `prefix` (keys `<prefix>.…`), read now."""
         found: dict[str, str] = {}
-        watcher = await self._kv.watch(f"{prefix}.>", ignore_deletes=True, inactive_threshold=30.0)
+        watcher = await self._keys.kv.watch(f"{prefix}.>", ignore_deletes=True, inactive_threshold=30.0)
         try:
             while True:
                 entry = await watcher.updates(timeout=5.0)
@@ -146,30 +111,6 @@ class Leases:
             with contextlib.suppress(Exception):
                 await watcher.stop()
         return found
-
-    async def _write(self, key: str, last: int) -> int:
-        try:
-            ack = await self.bus.js.publish(
-                self._subject_prefix + key,
-                self.holder.encode(),
-                headers={_EXPECTED_LAST: str(last)},
-                msg_ttl=self.ttl,
-            )
-        except Exception as exc:
-            if _conflict(exc):
-                raise KeyWrongLastSequenceError(description=str(exc)) from None
-            raise
-        return int(ack.seq)
-
-    async def _current(self, key: str) -> tuple[str, int] | None:
-        """(holder, revision) of the key's last entry; holder "" for a marker; None if it has none."""
-        try:
-            entry = await self._kv.get(key)
-        except KeyNotFoundError as exc:  # deleted (a marker) or never written
-            found = getattr(exc, "entry", None)
-            return ("", found.revision) if found is not None and found.revision else None
-        live = bool(entry.value) and entry.operation is None
-        return (entry.value.decode() if live else "", entry.revision or 0)
 
 
 def cancel_swallowed() -> bool:

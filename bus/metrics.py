@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 # `_created` series double every counter's series and say nothing a restart's reset does not.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus-client leaves it unannotated
 
 # The GenAI conventions' advised buckets: seconds for durations, powers of 4 for tokens.
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)

@@ -26,6 +26,7 @@ from bus.chat_partitions import count_to_provision
 from bus.connection import Bus
 from bus.errors import BusError
 from bus.subjects import partition_transform
+from config import BusConfig
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ def stream_configs(bus: Bus, partitions: int | None = None) -> list[StreamConfig
             description=description,
             storage=StorageType.FILE,
             num_replicas=c.replicas,
-            **{"duplicate_window": dedupe, **kw},  # type: ignore[arg-type]
+            **{"duplicate_window": dedupe, **kw},  # type: ignore[arg-type]  # StreamConfig fields by name
         )
 
     work = {"retention": RetentionPolicy.WORK_QUEUE}
@@ -178,6 +179,25 @@ async def provision(bus: Bus) -> Provisioned:
     await _ensure_object_store(bus, s.files_store)
     log.debug("provisioned %d streams, %d buckets, 1 object store", len(streams), len(buckets))
     return Provisioned(streams=streams, buckets=buckets, object_stores=[s.files_store])
+
+
+async def connect_and_provision(
+    url: str, config: BusConfig | None = None, *, name: str = "antler", inbox_prefix: str | None = None
+) -> Bus:
+    """`Bus.connect`, then `provision`: what the admin does before any component starts.
+
+    Raises:
+        BusConnectError: the first connection attempt failed.
+        BusError: provisioning failed (the connection is closed then, not left reconnecting forever
+            behind the error).
+    """
+    bus = await Bus.connect(url, config, name=name, inbox_prefix=inbox_prefix)
+    try:
+        await provision(bus)
+    except BaseException:
+        await bus.close()
+        raise
+    return bus
 
 
 async def _drop_unpartitioned_router(bus: Bus) -> None:

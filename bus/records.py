@@ -13,6 +13,7 @@ then the reader gets what can still be read of it (`salvage`), and the next
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -159,13 +160,14 @@ class RecordStore(Generic[T]):
         """
         for attempt in range(attempts):
             repaired = False
+            current: T | None
             if known is not None and attempt == 0:
                 current, revision = known
             else:
                 found = await self._read(key)
                 current, revision, repaired = found if found else (None, 0, False)
             result = change(current)
-            new = await result if asyncio.iscoroutine(result) else result
+            new: T | None = await result if inspect.isawaitable(result) else result
             if new is None and repaired:
                 new = current
             if new is None:
@@ -175,7 +177,7 @@ class RecordStore(Generic[T]):
                     written = await self.kv.update(key, encode(new), last=revision)
                 else:
                     written = await self.kv.create(key, encode(new))
-                return new, written  # type: ignore[return-value]
+                return new, written
             except KeyWrongLastSequenceError:
                 await asyncio.sleep(min(0.002 * (attempt + 1), 0.05))
         raise RuntimeError(f"could not update {key!r}: too many concurrent writers")

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from datetime import datetime
 
+from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from bus.connection import Bus
-from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus, decode
+from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus, decode, utcnow
+from bus.tasks import cancel_and_wait
 
 END = "end"
 GAP_WAIT = 2.0  # seconds an out-of-order event is held back for a missing earlier one
@@ -24,7 +26,7 @@ GAP_WAIT = 2.0  # seconds an out-of-order event is held back for a missing earli
 
 async def follow_run(
     bus: Bus, run_id: str, *, after_seq: int = 0, timeout: float | None = None
-) -> AsyncIterator[RunEvent]:
+) -> AsyncGenerator[RunEvent, None]:
     """Yield the run's events in order of their `seq`, from `after_seq + 1`, ending after `end`.
 
     Events are normally stored in order. After a server restart, an event the
@@ -37,8 +39,8 @@ async def follow_run(
     """
     queue: asyncio.Queue[RunEvent] = asyncio.Queue()
 
-    async def on_msg(msg: object) -> None:
-        queue.put_nowait(decode(RunEvent, msg.data))  # type: ignore[attr-defined]
+    async def on_msg(msg: Msg) -> None:
+        queue.put_nowait(decode(RunEvent, msg.data))
 
     sub = await bus.js.subscribe(
         bus.subjects.run_events(run_id),
@@ -87,6 +89,30 @@ async def follow_run(
         await sub.unsubscribe()
 
 
+async def follow_run_with_keepalives(
+    bus: Bus, run_id: str, every: float, *, after_seq: int = 0
+) -> AsyncGenerator[RunEvent | None, None]:
+    """`follow_run`, with a None each time `every` seconds pass without an event: the moment to tell
+    whoever waits on the other end (an HTTP client, a protocol caller) that the run goes on."""
+    events = follow_run(bus, run_id, after_seq=after_seq)
+    waiter: asyncio.Task[RunEvent | None] | None = None
+    try:
+        while True:
+            waiter = waiter or asyncio.create_task(anext(events, None))
+            done, _ = await asyncio.wait([waiter], timeout=every)
+            if not done:
+                yield None
+                continue
+            event, waiter = waiter.result(), None
+            if event is None:
+                return
+            yield event
+    finally:
+        if waiter is not None:
+            await cancel_and_wait(waiter)
+        await events.aclose()
+
+
 async def collect_run(bus: Bus, run_id: str, *, timeout: float = 30.0) -> list[RunEvent]:
     """All of a run's events up to and including `end`."""
     return [event async for event in follow_run(bus, run_id, timeout=timeout)]
@@ -112,57 +138,32 @@ async def cancel_run(bus: Bus, run_id: str, action: str = "cancel", reason: str 
     await store.update(run_id, interrupt_pending)
     await bus.publish_core(
         bus.subjects.run_control(run_id), RunControl(run_id=run_id, action=action, reason=reason)
-    )  # type: ignore[arg-type]
+    )
 
 
-async def submit_run(bus: Bus, request: RunRequest) -> RunRecord:
+async def submit_run(bus: Bus, request: RunRequest) -> RunRecord | None:
     """Record a run as pending, index it under its thread, then publish its request.
 
-    With the record in place first, the run can be cancelled, listed and joined
-    from the moment this returns, even before a runner has picked it up.
+    With the record in place first, the run can be cancelled, listed and joined from the moment
+    this returns, even before a runner has picked it up; a new run costs no read.
 
-    Safe to call again for the same run id, as a handler retried after a failure
-    part-way must: the record already there is kept, and its request is published
-    again while the run is still pending. (A record alone does not prove the request
-    was stored: in a cluster, the publish fails while the runs stream elects a new
-    leader.) The publish is deduplicated by run id, so a request stored the first
-    time is not stored twice. A run that has started or ended is returned as it is.
+    Safe to call again for the same run id, as a request made before must be (a chat message
+    delivered again, a handler retried after a failure part-way): the record already there is
+    kept, and its request is published again while the run is still pending and younger than half
+    the server's dedupe window, which drops a second copy of a request that did arrive. (A record
+    alone does not prove the request was stored: its submitter may have died in between, or, in a
+    cluster, the publish failed while the runs stream elected a new leader.) Later, or once the
+    run has started or ended, a second copy could start the run twice, so it is left alone.
+
+    Returns:
+        The run's pending record once its request is published; None when it was submitted before
+        and is not published again.
     """
     from bus.records import RecordStore
 
     record = RunRecord.pending(request)
     store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
     if not await store.create(request.run_id, record):
-        existing = await store.get(request.run_id)
-        if existing is not None:
-            # The same index key and request as the first time.
-            request = request.model_copy(update={"created_at": existing.created_at})
-            if existing.status != RunStatus.PENDING:
-                # A runner has it (its request was stored); listed, in case the first try was not.
-                await _list_with_thread(bus, request)
-                return existing
-            record = existing
-    # Listed with its thread and published side by side (one round trip of waiting, not two).
-    await asyncio.gather(
-        _list_with_thread(bus, request), bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
-    )
-    return record
-
-
-async def submit_new_run(bus: Bus, request: RunRequest) -> bool:
-    """`submit_run` for a request that may have been made before (a chat message delivered again):
-    False, and nothing published, when the run was submitted already.
-
-    The record is created first, so a new run costs no read. A run recorded but perhaps never
-    published (its submitter died in between) is published again while the server's dedupe
-    window still drops a second copy of a request that did arrive; later that could start the
-    run twice, so it is left alone.
-    """
-    from bus.messages import RunStatus, utcnow
-    from bus.records import RecordStore
-
-    store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
-    if not await store.create(request.run_id, RunRecord.pending(request)):
         existing = await store.get(request.run_id)
         if existing is not None:  # the same index key and request as the first time
             request = request.model_copy(update={"created_at": existing.created_at})
@@ -174,12 +175,13 @@ async def submit_new_run(bus: Bus, request: RunRequest) -> bool:
         ):
             if existing is not None:  # listed, in case the first try stopped before that
                 await _list_with_thread(bus, request)
-            return False
+            return None
+        record = existing
     # Listed with its thread and published side by side (one round trip of waiting, not two).
     await asyncio.gather(
         _list_with_thread(bus, request), bus.publish(bus.subjects.runs_submit, request, msg_id=request.run_id)
     )
-    return True
+    return record
 
 
 class SubmissionOrder:
@@ -224,7 +226,7 @@ async def latest_run(bus: Bus, thread_id: str) -> str | None:
         last = await bus.js.get_last_msg(f"KV_{bucket}", f"$KV.{bucket}.{thread_id}.>")
     except NotFoundError:
         return None
-    return last.subject.rsplit(".", 1)[-1]
+    return last.subject.rsplit(".", 1)[-1] if last.subject else None
 
 
 async def _list_with_thread(bus: Bus, request: RunRequest) -> None:

@@ -174,10 +174,10 @@ async def serve(
 
     feed.start()
     backoff = Backoff.from_config(config)
-    tasks: dict[asyncio.Task[None], str] = {}
+    tasks: dict[asyncio.Task[Any], str] = {}
     for name, entry in components.items():
         tracker = trackers[name] = Tracker(name, changed)
-        task = asyncio.create_task(
+        task: asyncio.Task[None] = asyncio.create_task(
             supervised(name, _starter(entry, bus, config), tracker, backoff),
             name=name,
             context=tracking(tracker),
@@ -187,10 +187,10 @@ async def serve(
     failed: ComponentFailed | None = None
     try:
         done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task is not stopper:
-                error = task.exception() if not task.cancelled() else asyncio.CancelledError()
-                failed = ComponentFailed(tasks[task], error or RuntimeError("returned unexpectedly"))
+        for ended in done:
+            if ended is not stopper:
+                error = ended.exception() if not ended.cancelled() else asyncio.CancelledError()
+                failed = ComponentFailed(tasks[ended], error or RuntimeError("returned unexpectedly"))
                 log.error("%s", failed)
     finally:
         stopper.cancel()

@@ -234,7 +234,7 @@ class EmbeddedServer:
                 except ServerStartError as exc:
                     code = str(exc).splitlines()[0]
                     if self._stopping:
-                        return
+                        return  # type: ignore[unreachable]  # stop() sets it while _spawn awaits
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop gracefully (SIGTERM lets JetStream flush), then kill if it lingers.

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -72,7 +72,7 @@ class Endpoint(Generic[Q, R]):
 
 def _answer(
     endpoint: Endpoint[Any, Any], service: str, invalid: tuple[type[Exception], ...], client: str = ""
-) -> Callable[[Request], Awaitable[None]]:
+) -> Callable[[Request], Coroutine[Any, Any, None]]:
     async def answer(request: Request) -> None:
         try:
             with tracing.serving(request.headers, service, endpoint.name, client):
@@ -100,7 +100,9 @@ class _Tasks:
         self.slots = asyncio.Semaphore(limit)
         self.running: set[asyncio.Task[None]] = set()  # referenced until done
 
-    def wrap(self, answer: Callable[[Request], Awaitable[None]]) -> Callable[[Request], Awaitable[None]]:
+    def wrap(
+        self, answer: Callable[[Request], Coroutine[Any, Any, None]]
+    ) -> Callable[[Request], Awaitable[None]]:
         async def start(request: Request) -> None:
             await self.slots.acquire()  # a full service stops taking requests off its subscription
             task = asyncio.create_task(answer(request))

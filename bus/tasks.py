@@ -21,6 +21,6 @@ async def cancel_and_wait(*tasks: asyncio.Future[Any] | None, every: float = 1.0
         for task in pending:
             task.cancel()
         _, pending = await asyncio.wait(pending, timeout=every)
-    for task in tasks:
-        if task is not None and task.done() and not task.cancelled():
-            task.exception()  # retrieved: no "exception was never retrieved" at exit
+    for ended in tasks:
+        if ended is not None and ended.done() and not ended.cancelled():
+            ended.exception()  # retrieved: no "exception was never retrieved" at exit

@@ -9,9 +9,11 @@
     │                                     again would not help (acknowledged and dead-lettered)
     ├── PlatformError (RuntimeError)      a platform refused a call; trying again will not help
     │   ├── DingTalkError                 (`channels.dingtalk.api`)
+    │   ├── DiscordError                  (`channels.discord.rest`, with the HTTP status and `code`)
     │   └── FeishuError                   (`channels.feishu.adapter`, with the platform's `code`)
     └── PlatformUnavailable (RuntimeError)  a platform failed in a way that passes (a 5xx):
-        └── DingTalkUnavailable             the reply is tried again later (`channels.dingtalk.api`)
+        ├── DingTalkUnavailable             the reply is tried again later (`channels.dingtalk.api`)
+        └── DiscordUnavailable              (`channels.discord.rest`)
 
 A platform's own errors live in its folder and derive from these, so code that handles every
 platform alike (the reply stream, the standby) names only the bases. Errors of the bus runtime that

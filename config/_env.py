@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, TypeAdapter, model_validator
 
@@ -61,7 +61,7 @@ def resolve_value(value: Any, field: str, source: str | None = None) -> Any:
 
 @cache
 def _adapter(cls: type[BaseModel], field: str) -> TypeAdapter[Any]:
-    return TypeAdapter(cls.model_fields[field].annotation)
+    return TypeAdapter(cast(Any, cls.model_fields[field].annotation))  # every field of ours has one
 
 
 class Section(BaseModel):

@@ -1,4 +1,4 @@
-"""Chat platforms: Slack, Telegram, Feishu, DingTalk."""
+"""Chat platforms: Slack, Telegram, Feishu, DingTalk, Discord."""
 
 from __future__ import annotations
 
@@ -49,6 +49,13 @@ class DingTalkConfig(ChannelConfig):
     base_url: str | None = Field(None, description="Open API base URL (tests point it at a local fake).")
 
 
+class DiscordConfig(ChannelConfig):
+    bot_token: str | None = None
+    base_url: str | None = Field(
+        None, description="REST API base, up to /api/v10 (tests point it at a local fake)."
+    )
+
+
 class ChannelsConfig(Section):
     stream_update_seconds: float = Field(1.0, ge=0, description="Least time between partial reply edits.")
     router_processes: int = Field(
@@ -64,3 +71,4 @@ class ChannelsConfig(Section):
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     feishu: FeishuConfig = Field(default_factory=FeishuConfig)
     dingtalk: DingTalkConfig = Field(default_factory=DingTalkConfig)
+    discord: DiscordConfig = Field(default_factory=DiscordConfig)

@@ -44,6 +44,13 @@ class SandboxConfig(Section):
         None, description="Per-user, per-thread working copies; default <bus.data_dir>/sandbox."
     )
     allow_network: bool = False
+    environment: dict[str, str] = Field(
+        default_factory=dict,
+        description="Variables every sandboxed command gets (DeerFlow's sandbox.environment); a value "
+        "$NAME is read from the broker's environment, and one whose variable is unset is left out. "
+        "Commands, and so the model, can read them: put here only what the agent may see (a media "
+        "skill's endpoint and key).",
+    )
     command_timeout_seconds: float = Field(120.0, gt=0)
     grep_timeout_seconds: float = Field(
         30.0, gt=0, description="The grep tool's deadline: a pattern still matching then is killed."

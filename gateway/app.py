@@ -62,7 +62,7 @@ def create_app(gw: Gateway) -> FastAPI:
         openapi_url="/openapi.json" if docs else None,
     )
     app.state.gateway = gw
-    app.openapi = document_models(app.openapi, [m.name for m in gw.config.models])  # type: ignore[method-assign]
+    app.openapi = document_models(app.openapi, [m.name for m in gw.config.models])  # type: ignore[method-assign]  # FastAPI's way to extend the schema
     # Outermost last: 500s, the web UI's files, CORS (preflights need no token), the token check,
     # body limits.
     app.add_middleware(MethodsAsDocumented)  # innermost: 405 and Allow as the OpenAPI document says

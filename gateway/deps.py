@@ -119,7 +119,7 @@ class Gateway:
 
 
 def gateway(request: Request) -> Gateway:
-    return request.app.state.gateway  # type: ignore[no-any-return]
+    return request.app.state.gateway  # type: ignore[no-any-return]  # Starlette's app.state is untyped
 
 
 def user(request: Request) -> str:

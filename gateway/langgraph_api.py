@@ -33,6 +33,7 @@ from bus.messages import (
     is_known_assistant,
 )
 from bus.runs import cancel_run
+from gateway import answers
 from gateway.deps import GW, Gateway, Me
 from gateway.ids import ID_PATTERN, is_valid_id, unusable_thread_id
 from gateway.langgraph_runs import router as runs_router
@@ -46,7 +47,6 @@ from gateway.schemas import (
     ThreadPart,
     ThreadState,
     errors,
-    iso,
 )
 
 router = APIRouter()
@@ -94,15 +94,7 @@ async def get_assistant(assistant_id: str) -> Assistant:
 
 
 def thread_json(record: ThreadRecord, values: dict[str, Any] | None = None) -> Thread:
-    return Thread(
-        thread_id=record.thread_id,
-        created_at=iso(record.created_at),
-        updated_at=iso(record.updated_at),
-        metadata=record.metadata,
-        status=record.status,
-        values=values or {},
-        interrupts={},
-    )
+    return Thread(**answers.thread_json(record, values))
 
 
 class ThreadCreate(Body):
@@ -192,7 +184,7 @@ async def search_threads(gw: GW, me: Me, body: ThreadSearch) -> list[ThreadPart]
         offset=body.offset,
         limit=body.limit,
     )
-    fields = set(body.select) if body.select else set(Thread.model_fields)
+    fields: set[str] = set(body.select) if body.select else set(Thread.model_fields)
     return [
         ThreadPart(**thread_json(r, {"title": r.title} if r.title else None).model_dump(include=fields))
         for r in found
@@ -293,7 +285,7 @@ async def thread_history(gw: GW, me: Me, thread_id: str, body: HistoryQuery) -> 
     request = ThreadHistoryRequest(
         thread_id=thread_id, user_id=me, limit=body.limit, before=before, metadata=body.metadata
     )
-    reply = await gw.ask("history", request, ThreadHistoryReply)
+    reply: ThreadHistoryReply = await gw.ask("history", request, ThreadHistoryReply)
     return reply.states
 
 

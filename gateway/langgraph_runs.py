@@ -22,7 +22,6 @@ from bus.messages import (
     MultitaskStrategy,
     Reply,
     RunCommand,
-    RunEvent,
     RunRecord,
     RunRequest,
     RunStatus,
@@ -35,7 +34,7 @@ from bus.messages import (
 )
 from bus.messages.commands import InterruptAt, input_or_command
 from bus.records import drop_keys, keys_matching
-from bus.runs import cancel_run, follow_run, submit_run, thread_run_key
+from bus.runs import cancel_run, follow_run, follow_run_with_keepalives, submit_run, thread_run_key
 from gateway.deps import GW, Gateway, Me
 from gateway.goal_stream import stream_with_continuations
 from gateway.ids import is_valid_id, unusable_thread_id
@@ -146,7 +145,7 @@ class RunCreate(Body):
     one_of_input_and_command = field_validator("command")(input_or_command)
 
     def modes(self) -> list[str]:
-        modes = [self.stream_mode] if isinstance(self.stream_mode, str) else list(self.stream_mode)
+        modes: list[str] = [self.stream_mode] if isinstance(self.stream_mode, str) else list(self.stream_mode)
         return modes or ["values"]
 
 
@@ -196,7 +195,10 @@ async def start_run(
         active = await gw.runs.get(record.active_run_id)
         if active is not None and not active.status.finished:
             raise HTTPException(409, f"thread {thread_id} is busy with run {record.active_run_id}")
-    return await submit_run(gw.bus, gw.order.stamp(request))
+    submitted = await submit_run(gw.bus, gw.order.stamp(request))
+    if submitted is None:  # a run id of our own making, taken already: never seen
+        raise HTTPException(409, f"run {request.run_id} was submitted before")
+    return submitted
 
 
 async def refuse_what_cannot_run(gw: Gateway, request: RunRequest) -> None:
@@ -282,21 +284,14 @@ async def final_output(gw: Gateway, record: RunRecord, me: str) -> dict[str, Any
 
 def wait_response(gw: Gateway, record: RunRecord, me: str, stateless: bool = False) -> StreamingResponse:
     async def body() -> AsyncIterator[bytes]:
-        events = follow_run(gw.bus, record.run_id)
-        waiter: asyncio.Task[RunEvent | None] | None = None
+        events = follow_run_with_keepalives(gw.bus, record.run_id, HEARTBEAT_SECONDS)
         try:
-            while True:
-                waiter = waiter or asyncio.create_task(anext(events, None))
-                done, _ = await asyncio.wait([waiter], timeout=HEARTBEAT_SECONDS)
-                if not done:
+            async for event in events:
+                if event is None:
                     yield b"\n"  # keepalive while the run goes on
-                    continue
-                event, waiter = waiter.result(), None
-                if event is None or event.event == "end":
+                elif event.event == "end":
                     break
         finally:
-            if waiter is not None:
-                waiter.cancel()
             await events.aclose()
         yield json.dumps(await final_output(gw, record, me), default=str).encode()
 

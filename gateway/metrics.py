@@ -47,4 +47,4 @@ async def metrics(gw: GW, me: Me) -> Response:
     consumers = await consumer_families(gw.bus)
     board = gw.board or MetricsBoard(gw.bus)  # (not listening: this process only)
     families = [*board.families(local=True), *consumers, runs_pending(consumers)]
-    return Response(generate_latest(_Families(families)), media_type=CONTENT_TYPE_LATEST)  # type: ignore[arg-type]
+    return Response(generate_latest(_Families(families)), media_type=CONTENT_TYPE_LATEST)

@@ -109,7 +109,7 @@ class CheckpointAnswer(BaseModel):
     checkpoint: dict[str, Any]
 
 
-class Run(BaseModel):
+class Run(BaseModel):  # type: ignore[no-redef]  # its field `kwargs` (LangGraph's) meets the pydantic plugin's __init__(**kwargs)
     run_id: str
     thread_id: str
     assistant_id: str

@@ -13,10 +13,9 @@ that waits forever.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from nats.js.errors import NotFoundError
@@ -24,7 +23,7 @@ from nats.js.errors import NotFoundError
 from bus import Bus, decode
 from bus.messages import RunEvent, RunEventName, RunRecord
 from bus.records import RecordStore
-from bus.runs import follow_run
+from bus.runs import follow_run_with_keepalives
 
 HEARTBEAT_SECONDS = 5.0
 
@@ -99,7 +98,7 @@ async def _gap(bus: Bus, run_id: str, after_seq: int, oldest: RunEvent | None) -
     )
 
 
-async def stream_events(bus: Bus, run_id: str, after_seq: int = 0) -> AsyncIterator[bytes]:
+async def stream_events(bus: Bus, run_id: str, after_seq: int = 0) -> AsyncGenerator[bytes, None]:
     """SSE frames of a run's events after `after_seq`, heartbeats in between, until `end`.
 
     The log is read from its start even when resuming, so that an `end` at or before `after_seq`
@@ -115,30 +114,16 @@ async def stream_events(bus: Bus, run_id: str, after_seq: int = 0) -> AsyncItera
             return
     elif oldest.seq > after_seq + 1:
         yield await _gap(bus, run_id, after_seq, oldest)  # some of what the client asks for is gone
-    queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
-
-    async def pump() -> None:
-        try:
-            async for event in follow_run(bus, run_id):
-                if event.seq > after_seq:
-                    queue.put_nowait(event)
-                elif event.event == RunEventName.END:
-                    return
-        finally:
-            queue.put_nowait(None)
-
-    task = asyncio.create_task(pump())
+    events = follow_run_with_keepalives(bus, run_id, HEARTBEAT_SECONDS)
     try:
-        while True:
-            try:
-                event = await asyncio.wait_for(queue.get(), HEARTBEAT_SECONDS)
-            except TimeoutError:
-                yield b": heartbeat\n\n"
-                continue
+        async for event in events:
             if event is None:
-                if task.done() and task.exception() is not None:
-                    yield frame("error", {"error": "StreamError", "message": str(task.exception())})
+                yield b": heartbeat\n\n"
+            elif event.seq > after_seq:
+                yield frame(event.event, event.data, event_id(event))
+            elif event.event == RunEventName.END:
                 return
-            yield frame(event.event, event.data, event_id(event))
+    except Exception as exc:  # the log could not be read: the client hears why instead of a silent end
+        yield frame("error", {"error": "StreamError", "message": str(exc)})
     finally:
-        task.cancel()
+        await events.aclose()

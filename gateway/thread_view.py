@@ -78,7 +78,7 @@ class ThreadView:
                 await asyncio.sleep(1.0)
             finally:
                 with contextlib.suppress(Exception):
-                    await watcher.stop()
+                    await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py leaves KeyWatcher.stop unannotated
 
     async def _stored_keys(self) -> int:
         """How many keys (deleted ones too: the watch brings their markers) the bucket has now."""

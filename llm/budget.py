@@ -28,25 +28,19 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyWrongLastSequenceError
 
 from bus import Bus
+from bus.lease_keys import KeyEntry, LeaseKeys
+from bus.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
 BUCKET = "model_slots"
-MARKER_TTL = 60.0  # seconds the server keeps the marker of an expired lease (watchers saw it by then)
 START_PATIENCE = 30.0  # seconds to wait for the first view of the bucket
 COUNTER_TTL = 120  # seconds a per-minute counter outlives its minute
-_EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-
-
-def _conflict(exc: BaseException) -> bool:
-    """The server refused a write because the key's last revision was not the one expected."""
-    return isinstance(exc, KeyWrongLastSequenceError) or getattr(exc, "err_code", None) in (10071, 10164)
 
 
 def model_key(name: str) -> str:
@@ -68,15 +62,8 @@ class Lease:
 
 
 @dataclass
-class _Entry:
-    revision: int
-    value: bytes
-    live: bool  # a value, not a delete or expiry marker
-
-
-@dataclass
 class _View:
-    entries: dict[str, _Entry] = field(default_factory=dict)
+    entries: dict[str, KeyEntry] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -91,12 +78,11 @@ class ModelSlots:
         self._leases: set[Lease] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._ready = asyncio.Event()
-        self._kv: Any = None
-        self._subject_prefix = ""
+        # Through a cluster's leader election (a node died): a model call waits, it does not fail.
+        self._keys = LeaseKeys(bus, bus.subjects.bucket(BUCKET), self.lease_seconds, patient=True)
 
     async def start(self) -> None:
-        self._kv = await self.bus.kv(self.bus.subjects.bucket(BUCKET))
-        self._subject_prefix = f"$KV.{self.bus.subjects.bucket(BUCKET)}."
+        await self._keys.open()
         self._tasks = [
             asyncio.create_task(self._watch(), name="model-slots-watch"),
             asyncio.create_task(self._renew(), name="model-slots-renew"),
@@ -111,11 +97,7 @@ class ModelSlots:
             ) from None
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(*self._tasks)
         for lease in list(self._leases):
             await self.release(lease)
 
@@ -162,19 +144,8 @@ class ModelSlots:
         self._leases.discard(lease)
         if lease.lost:
             return
-        try:
-            # A delete marker that goes itself after a while: tickets are new keys each time.
-            await self.bus.js.publish(
-                self._subject_prefix + lease.key,
-                b"",
-                headers={_EXPECTED_LAST: str(lease.revision), "KV-Operation": "DEL"},
-                msg_ttl=MARKER_TTL,
-            )
-        except Exception as exc:
-            if _conflict(exc):
-                return  # it lapsed and was taken meanwhile: not ours to free
-            # The bus is away: the lease lapses by itself.
-            log.warning("could not give back model slot %s (%s); it lapses by itself", lease.key, exc)
+        # A delete marker that goes itself after a while: tickets are new keys each time.
+        await self._keys.release(lease.key, lease.revision, "model slot")
 
     def _free_slots(self, base: str, limit: int) -> list[int]:
         prefix = f"{base}.slot."
@@ -200,26 +171,21 @@ class ModelSlots:
         known = self._view.entries.get(key)
         last = known.revision if known is not None else 0
         value = f"{self.holder}:{uuid.uuid4().hex[:8]}".encode()
-        for _ in range(3):
-            try:
-                revision = await self._publish(key, value, last)
-            except KeyWrongLastSequenceError:
-                # Our view was behind: the key is held, or its marker changed (a lapse we had not
-                # seen yet, or a marker that expired itself and left the key empty).
-                current = await self._last(key)
-                if current is None:
-                    self._view.entries.pop(key, None)
-                    last = 0
-                    continue
-                self._view.entries[key] = current
-                if current.live:
-                    return None  # held by someone else now
-                last = current.revision
-                continue
-            lease = Lease(key, revision, value)
-            self._leases.add(lease)
-            return lease
-        return None
+        # Where our view was behind (the key is held, or its marker changed: a lapse we had not seen
+        # yet, or a marker that expired itself and left the key empty), it is brought up to date.
+        revision = await self._keys.claim(key, value, last, seen=self._seen)
+        if revision is None:
+            return None  # held by someone else now
+        self._view.entries[key] = KeyEntry(revision, value, True)
+        lease = Lease(key, revision, value)
+        self._leases.add(lease)
+        return lease
+
+    def _seen(self, key: str, current: KeyEntry | None) -> None:
+        if current is None:
+            self._view.entries.pop(key, None)
+        else:
+            self._view.entries[key] = current
 
     async def _write_new(self, key: str, value: bytes) -> Lease:
         revision = await self._publish(key, value, 0)
@@ -227,7 +193,7 @@ class ModelSlots:
         self._leases.add(lease)
         if value == b"new":  # its order, kept through renewals (each renewal is a new revision)
             lease.revision = await self._publish(key, lease.value, revision)
-        self._view.entries[key] = _Entry(lease.revision, lease.value, True)
+        self._view.entries[key] = KeyEntry(lease.revision, lease.value, True)
         return lease
 
     # ------------------------------------------------------------------ per-minute counters
@@ -278,7 +244,7 @@ class ModelSlots:
         return value, entry.revision
 
     async def _refresh_count(self, key: str) -> None:
-        current = await self._last(key)
+        current = await self._keys.current(key)
         if current is not None:
             self._view.entries[key] = current
 
@@ -289,36 +255,14 @@ class ModelSlots:
     # ------------------------------------------------------------------ the bucket
 
     async def _publish(self, key: str, value: bytes, last: int, ttl: int | None = None) -> int:
-        try:
-            # Through a cluster's leader election (a node died): a model call waits, it does not fail.
-            ack = await self.bus.while_unavailable(
-                f"model slot {key}",
-                lambda: self.bus.js.publish(
-                    self._subject_prefix + key,
-                    value,
-                    headers={_EXPECTED_LAST: str(last)},
-                    msg_ttl=ttl or self.lease_seconds,
-                ),
-            )
-        except Exception as exc:
-            if _conflict(exc):
-                raise KeyWrongLastSequenceError(description=str(exc)) from None
-            raise
-        self._view.entries[key] = _Entry(ack.seq, value, True)
-        return int(ack.seq)
-
-    async def _last(self, key: str) -> _Entry | None:
-        try:
-            entry = await self._kv.get(key)
-        except KeyNotFoundError as exc:  # deleted (a marker) or never written
-            found = getattr(exc, "entry", None)
-            return _Entry(found.revision, b"", False) if found is not None and found.revision else None
-        return _Entry(entry.revision or 0, entry.value or b"", bool(entry.value) and entry.operation is None)
+        revision = await self._keys.write(key, value, last, ttl)
+        self._view.entries[key] = KeyEntry(revision, value, True)
+        return revision
 
     async def _watch(self) -> None:
         while True:
             try:
-                watcher = await self._kv.watch(">")
+                watcher = await self._keys.kv.watch(">")
                 async for update in watcher:
                     if update is None:
                         self._ready.set()
@@ -327,7 +271,7 @@ class ModelSlots:
                     known = self._view.entries.get(update.key)
                     if known is None or (update.revision or 0) >= known.revision:
                         if live or ".slot." in update.key:
-                            self._view.entries[update.key] = _Entry(
+                            self._view.entries[update.key] = KeyEntry(
                                 update.revision or 0, update.value or b"", live
                             )
                         else:  # a ticket or a minute's count that went: forget it (keys are not reused)

@@ -37,7 +37,7 @@ def shared_client(base_url: str | None) -> Any | None:
     except ImportError:  # no aiohttp: the SDK's httpx client
         return None
 
-    class LoopSessions(AiohttpTransport):  # type: ignore[misc]
+    class LoopSessions(AiohttpTransport):
         """aiohttp's transport with a session for each event loop (a session is bound to its loop)."""
 
         def __init__(self, **kwargs: Any) -> None:
@@ -65,12 +65,12 @@ def shared_client(base_url: str | None) -> Any | None:
             if session is not None:
                 await session.close()
 
-    class Client(DefaultAioHttpClient):  # type: ignore[misc,valid-type]
-        def _init_transport(self, **kwargs: Any) -> Any:
+    class Client(DefaultAioHttpClient):
+        def _init_transport(self, **kwargs: Any) -> Any:  # type: ignore[override]  # any httpx keywords
             transport = kwargs.pop("transport", None)
             return transport or LoopSessions(**_transport_kwargs(kwargs))
 
-        def _init_proxy_transport(self, proxy: Any, **kwargs: Any) -> Any:
+        def _init_proxy_transport(self, proxy: Any, **kwargs: Any) -> Any:  # type: ignore[override]  # any keywords
             return LoopSessions(proxy=proxy, **_transport_kwargs(kwargs))
 
     return Client(base_url=base_url or "")

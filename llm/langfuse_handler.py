@@ -81,7 +81,7 @@ class AntlerLangfuseHandler(CallbackHandler):
     def on_retriever_start(self, *args: Any, parent_run_id: UUID | None = None, **kwargs: Any) -> Any:
         return super().on_retriever_start(*args, parent_run_id=self._known(parent_run_id), **kwargs)
 
-    async def on_llm_new_token(
+    async def on_llm_new_token(  # type: ignore[override]  # async on purpose: see the docstring
         self, token: str, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
         """On the event loop, not a thread hop per streamed token (LangChain runs a handler's sync

@@ -67,7 +67,7 @@ def resolve_class(use: str) -> type[Any]:
     cls = getattr(module, attr, None)
     if cls is None:
         raise ModelConfigError(f"{module_name} has no {attr!r} (models[].use = {use!r})")
-    return cls  # type: ignore[no-any-return]
+    return cls  # type: ignore[no-any-return]  # whatever class the config names
 
 
 def model_kwargs(
@@ -149,7 +149,7 @@ def create_chat_model(
     except Exception as exc:
         raise ModelConfigError(f"cannot create model {model.name!r} ({model.use}): {exc}") from exc
     _lean_openai_requests(chat_model)
-    return chat_model  # type: ignore[no-any-return]
+    return chat_model  # type: ignore[no-any-return]  # an instance of the class the config names
 
 
 class _LeanCompletions:

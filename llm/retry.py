@@ -114,7 +114,7 @@ def backoff(attempt: int, exc: BaseException, policy: ModelCallsConfig) -> float
     asked = retry_after(exc)
     if asked is not None:
         return min(asked, policy.max_delay_seconds)
-    ceiling = min(policy.initial_delay_seconds * (2 ** (attempt - 1)), policy.max_delay_seconds)
+    ceiling = min(policy.initial_delay_seconds * (2.0 ** (attempt - 1)), policy.max_delay_seconds)
     # Full jitter, but never less than half: a burst refused together spreads out, and still waits.
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 

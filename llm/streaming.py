@@ -50,7 +50,7 @@ class CoalescingStream(AsyncStream[_T]):
 
     window = STREAM_WINDOW  # seconds; 0 passes each read on as the consumer asks
 
-    async def __stream__(self) -> AsyncIterator[_T]:  # type: ignore[override]
+    async def __stream__(self) -> AsyncIterator[_T]:
         if not hasattr(self._decoder, "decode"):  # a client with a decoder of its own
             async for item in super().__stream__():
                 yield item
@@ -164,7 +164,7 @@ class CoalescingStream(AsyncStream[_T]):
             return
         with contextlib.suppress(Exception):
             async with asyncio.timeout(DRAIN_SECONDS):
-                async for _ in self.response.stream:
+                async for _ in self.response.stream:  # type: ignore[union-attr]  # an async client's: an AsyncByteStream
                     pass
 
 

@@ -99,6 +99,7 @@ def _section(change: MemoryChange, name: str, value: Any) -> None:
     if name not in SECTIONS:
         change.dropped.append(f"unknown section {name!r}")
         return
+    summary: object
     if isinstance(value, str):  # a bare summary
         summary, update = value, True
     elif isinstance(value, dict):

@@ -124,7 +124,7 @@ class MemoryService:
         def revise(doc: MemoryDocument | None) -> MemoryDocument:
             revised = change((doc or self._empty(req)).model_copy(deep=True))
             revised.last_updated = utcnow()
-            return revised  # type: ignore[no-any-return]
+            return revised  # type: ignore[no-any-return]  # `change` is one of this service's edits
 
         doc = await self.documents.update(MemoryDocument.key(req.user_id, req.agent_name), revise)
         return MemoryReply(document=doc)

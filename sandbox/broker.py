@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bus import Bus, component_ready
-from bus.layout import SKILLS
+from bus.layout import SKILLS, USER_DATA
 from bus.messages import (
     ExecReply,
     ExecRequest,
@@ -49,7 +49,7 @@ from sandbox.errors import InvalidRequest, NotAllowed, TooLarge
 from sandbox.fairness import UserSlots
 from sandbox.hygiene import check_command
 from sandbox.objects import FileSync
-from sandbox.paths import USER_DATA, ThreadFS
+from sandbox.paths import ThreadFS
 from sandbox.providers import Outcome, Provider, make_provider
 from sandbox.toolbox import Toolbox
 from skills import SkillsFollower

@@ -25,7 +25,7 @@ import secrets
 import time
 from pathlib import Path
 
-from sandbox.limits import CommandGroup, Limits, Mechanism
+from sandbox.mechanism import CommandGroup, Limits, Mechanism
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ import signal
 from pathlib import Path
 
 from sandbox.cgroups import joining, remove_dir
-from sandbox.limits import CommandGroup, Limits, Mechanism
+from sandbox.mechanism import CommandGroup, Limits, Mechanism
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class V1Group(CommandGroup):
         with contextlib.suppress(OSError, ValueError):
             self.peak_bytes = int((self.memory / "memory.max_usage_in_bytes").read_text(encoding="ascii"))
         for path in self.paths.values():
-            remove_dir(path, lambda path=path: _kill_all(path))  # type: ignore[misc]
+            remove_dir(path, lambda path=path: _kill_all(path))
 
 
 class CgroupV1(Limits):
@@ -190,8 +190,8 @@ class CgroupV1(Limits):
                     continue
                 for child in stale.iterdir():
                     if child.is_dir():
-                        remove_dir(child, lambda child=child: _kill_all(child))  # type: ignore[misc]
-                remove_dir(stale, lambda stale=stale: _kill_all(stale))  # type: ignore[misc]
+                        remove_dir(child, lambda child=child: _kill_all(child))
+                remove_dir(stale, lambda stale=stale: _kill_all(stale))
 
     def create(self) -> V1Group:
         name = f"cmd-{secrets.token_hex(6)}"

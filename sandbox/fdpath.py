@@ -33,7 +33,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
 from sandbox.errors import InvalidRequest, NotAllowed, NotFound, SandboxError
@@ -252,7 +252,9 @@ class Entry:
         return self.parts[-1]
 
 
-def walk(dir_fd: int, max_depth: int = MAX_DEPTH, parts: tuple[str, ...] = ()) -> Iterator[Entry]:
+def walk(
+    dir_fd: int, max_depth: int = MAX_DEPTH, parts: tuple[str, ...] = ()
+) -> Generator[Entry, None, None]:
     """Every entry under `dir_fd`, in sorted order, parents before children, hidden names left out.
 
     Symlinks are listed (a name is harmless) but never entered; a directory is entered

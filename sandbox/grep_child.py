@@ -20,6 +20,8 @@ only regular files read (O_NONBLOCK, so a FIFO cannot hang it), files that are
 not UTF-8 text skipped, each line cut at 500 characters.
 """
 
+from __future__ import annotations
+
 import base64
 import fnmatch
 import json
@@ -33,18 +35,18 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def emit(obj):
+def emit(obj: dict[str, object]) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
 
 
 class Search:
-    def __init__(self, regex, file_glob, limit):
+    def __init__(self, regex: re.Pattern[str], file_glob: str | None, limit: int) -> None:
         self.regex = regex
         self.file_glob = file_glob
         self.limit = limit
         self.found = 0
 
-    def file(self, fd, relative):
+    def file(self, fd: int, relative: str) -> bool:
         """Emits the file's matching lines; True once the limit is reached."""
         try:
             with open(fd, encoding="utf-8", errors="strict", closefd=False) as handle:
@@ -58,7 +60,7 @@ class Search:
             pass  # binary or unreadable: not what grep is for
         return False
 
-    def walk(self, dir_fd, parts):
+    def walk(self, dir_fd: int, parts: list[str]) -> bool:
         try:
             with os.scandir(dir_fd) as listing:
                 found = sorted(
@@ -93,7 +95,7 @@ class Search:
         return False
 
 
-def main():
+def main() -> int:
     args = json.loads(base64.b64decode(sys.argv[1]).decode("utf-8"))
     try:
         regex = re.compile(args["pattern"], re.IGNORECASE if args["ignore_case"] else 0)

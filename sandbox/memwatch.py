@@ -1,6 +1,6 @@
 """A command's memory summed over its process tree, for hosts that give the broker no cgroup.
 
-Every `INTERVAL` seconds the watcher thread (`limits.Watcher`) walks the
+Every `INTERVAL` seconds the watcher thread (`mechanism.Watcher`) walks the
 command's process tree from its first process (`/proc/<pid>/task/*/children`)
 and adds up what it holds in memory:
 
@@ -30,7 +30,7 @@ import threading
 from pathlib import Path
 
 from sandbox.kernelmem import CLONE_NEWIPC, Namespaces, pipe_contents, socket_buffers
-from sandbox.limits import CommandGroup, Limits, Mechanism
+from sandbox.mechanism import CommandGroup, Limits, Mechanism
 
 log = logging.getLogger(__name__)
 

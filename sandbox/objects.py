@@ -23,9 +23,10 @@ from nats.js.api import ObjectMeta
 from nats.js.object_store import ObjectStore
 
 from bus.files import OUTPUTS, UPLOADS, list_objects, output_key, thread_prefix
+from bus.layout import USER_DATA
 from sandbox import fdpath
 from sandbox.errors import SandboxError
-from sandbox.paths import USER_DATA, Location, ThreadFS
+from sandbox.paths import Location, ThreadFS
 
 log = logging.getLogger(__name__)
 

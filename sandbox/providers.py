@@ -30,17 +30,31 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from config import SandboxConfig
+from bus.layout import USER_DATA
+from config import MissingEnvError, SandboxConfig, resolve_value
 from sandbox import spawn
 from sandbox.host import SANDBOX_PATH, SANDBOX_UID, SYSTEM_DIRS, bwrap_works, own_process_count
 from sandbox.hygiene import command_env
 from sandbox.limits import CommandGroup, Limits, make_limits
 from sandbox.memwatch import TreeWatch
 from sandbox.output import Collector
-from sandbox.paths import USER_DATA, Mount, ThreadFS
+from sandbox.paths import Mount, ThreadFS
 from sandbox.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
+
+
+def configured_environment(config: SandboxConfig) -> dict[str, str]:
+    """`sandbox.environment` with its `$NAME` values read now; a variable that is not set is left
+    out (and logged), so the skill that needs it says what to configure instead of the broker failing."""
+    env: dict[str, str] = {}
+    for name, value in config.environment.items():
+        try:
+            env[name] = str(resolve_value(value, f"sandbox.environment.{name}", config.source))
+        except MissingEnvError as exc:
+            log.warning("sandbox.environment: %s is left out of commands: %s", name, exc)
+    return env
+
 
 _SYSTEM_DIRS = SYSTEM_DIRS
 # Of /etc only what programs read to start and behave: the dynamic linker's cache, Debian's
@@ -94,6 +108,7 @@ class Provider:
         self.limits: Limits = make_limits(
             config.command_limits, config.memory_mb, config.max_processes, config.cpu_cores, tmpfs=self.tmpfs
         )
+        self.environment = configured_environment(config)
 
     @property
     def owner(self) -> tuple[int, int] | None:
@@ -219,6 +234,7 @@ class LocalProvider(Provider):
         async with self.command_tmp(fs) as tmp:
             env = command_env(
                 {
+                    **self.environment,  # first: what the provider sets itself wins
                     "HOME": str(fs.workspace),
                     "TMPDIR": str(tmp),
                     **self.toolbox_env(os.environ.get("PATH", SANDBOX_PATH)),
@@ -398,6 +414,7 @@ class BwrapProvider(Provider):
     ) -> Outcome:
         env = command_env(
             {
+                **self.environment,  # first: what the provider sets itself wins
                 "HOME": f"{USER_DATA}/workspace",
                 "TMPDIR": "/tmp",
                 **self.toolbox_env(SANDBOX_PATH),

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -42,7 +43,7 @@ class Started:
             return await asyncio.to_thread(self.process.wait)
         loop = asyncio.get_running_loop()
         exited = loop.create_future()
-        loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
+        loop.add_reader(pidfd, lambda: None if exited.done() else exited.set_result(None))
         try:
             await exited
         finally:
@@ -73,7 +74,7 @@ async def start(
 ) -> Started:
     """Start `argv` in a session of its own, stdin on /dev/null, stdout and stderr on one pipe, and no
     other descriptor than `pass_fds` (which keep their numbers)."""
-    user: dict[str, object] = {}
+    user: dict[str, Any] = {}
     if as_user is not None:
         user = {"user": as_user[0], "group": as_user[1], "extra_groups": []}
     process = subprocess.Popen(  # noqa: ASYNC220 - forks and execs at once; the wait is a pidfd's
@@ -86,7 +87,7 @@ async def start(
         close_fds=True,
         pass_fds=pass_fds,
         start_new_session=True,
-        **user,  # type: ignore[arg-type]
+        **user,
     )
     assert process.stdout is not None
     loop = asyncio.get_running_loop()

@@ -5,7 +5,7 @@ A firing is delivered at least once; everything derived from it is named after t
 so a redelivery changes nothing: the firing's id comes from the task, its generation and the
 occurrence the server fired (its `Nats-Schedule-Next`, unique per occurrence), the run id and a
 fresh thread's id from the firing's id; history lines are created, never overwritten; the run is
-submitted with `submit_new_run` (its record is created first, its request deduplicated by run id).
+submitted with `submit_run` (its record is created first, its request deduplicated by run id).
 
 Firings of one task are handled one after another (the consumer is keyed by task), so the check
 "is the previous run still going?" and the record of the new run cannot interleave.
@@ -34,7 +34,7 @@ from bus.messages import (
 from bus.messages.schedules import task_key
 from bus.metrics import SCHEDULE_FIRINGS
 from bus.records import RecordStore
-from bus.runs import submit_new_run
+from bus.runs import submit_run
 from bus.service import ServiceError, call
 from schedules.definitions import remove_definition
 from schedules.spec import NEXT, next_run
@@ -121,8 +121,8 @@ class Firings:
         )
         if task.context_mode != "reuse_thread":
             await self._new_thread(task, thread_id)
-        submitted = await submit_new_run(self.bus, self._request(task, run_id, thread_id))
-        again = "" if submitted else " (again)"
+        submitted = await submit_run(self.bus, self._request(task, run_id, thread_id))
+        again = "" if submitted is not None else " (again)"
         SCHEDULE_FIRINGS.labels("started").inc()
         log.info("task %s fired run %s on thread %s%s", task.id, run_id, thread_id, again)
 

@@ -121,8 +121,8 @@ def parse(text: str, *, now: datetime | None = None) -> Parsed:
             day = local_now.date()
             if (hour, minute, second) <= (local_now.hour, local_now.minute, local_now.second):
                 day += timedelta(days=1)
-        run_at = f"{day.isoformat()}T{hour:02d}:{minute:02d}:{second:02d}"
-        return Parsed("once", {"run_at": run_at}, zone, _prompt(words))
+        at = f"{day.isoformat()}T{hour:02d}:{minute:02d}:{second:02d}"
+        return Parsed("once", {"run_at": at}, zone, _prompt(words))
     if head == "every" and words:
         what = words.pop(0)
         if _DURATION_LIKE.match(what):

@@ -12,6 +12,7 @@ task that does not exist.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import uuid
 from typing import Any
@@ -276,7 +277,7 @@ class Scheduler:
         if thread is None or thread.user_id != task.user_id:
             raise ServiceError(f"thread {task.thread_id} not found", "not_found")
 
-    def endpoints(self) -> list[Endpoint[Any, Any]]:
+    def endpoints(self) -> builtins.list[Endpoint[Any, Any]]:  # `list` here is the endpoint above
         return [
             Endpoint("create", ScheduleCreate, ScheduledTaskReply, self.create),
             Endpoint("update", ScheduleChange, ScheduledTaskReply, self.update),

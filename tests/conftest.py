@@ -21,7 +21,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from bus import Bus, EmbeddedServer, ServerBinaryNotFound, find_nats_server
+from bus import Bus, EmbeddedServer, ServerBinaryNotFound, connect_and_provision, find_nats_server
 from bus.launcher import Login
 from bus.permissions import ADMIN, USERS_FILE, inbox_prefix, load_credentials
 from bus.subjects import Subjects
@@ -281,7 +281,7 @@ def component_bus(bus_config: BusConfig, data_dir: Path) -> dict[str, Any]:
 @pytest_asyncio.fixture
 async def bus(nats_url: str, bus_config: BusConfig) -> AsyncIterator[Bus]:
     """The test's driver on the bus, as the stack's admin; the stack's streams go with `stack_users`."""
-    connection = await Bus.connect(nats_url, bus_config, name="test", provision=True)
+    connection = await connect_and_provision(nats_url, bus_config, name="test")
     try:
         yield connection
     finally:

@@ -20,10 +20,11 @@ import pytest
 import yaml
 
 from antler.components import COMPONENTS
+from bus.permissions import CHANNELS
 from config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
-ADAPTERS = {"telegram", "slack", "feishu", "dingtalk"}
+ADAPTERS = set(CHANNELS)  # every chat platform an adapter serves
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,9 @@ How to mark a fenced block in README.md or docs/*.md (the convention this test e
 - Output shown to the reader goes in ```` ```text ```` blocks (other languages are never run).
 
 Every relative link and image (`[..](path#anchor)`, `src="..."`) must name an existing file,
-and an anchor a heading of the Markdown file it points into (GitHub's slugs).
+and an anchor a heading of the Markdown file it points into (GitHub's slugs). Every repository
+path the docs name (`bus/leases.py`, `tests/faults/`, in code or prose) must exist, unless
+.gitignore names it (a file a command writes, such as `antler creds --out deploy`'s).
 """
 
 from __future__ import annotations
@@ -196,3 +198,54 @@ def test_every_relative_link_leads_to_a_file_and_heading() -> None:
         elif anchor and destination.suffix == ".md" and anchor not in anchors(destination):
             broken.append(f"{where} (no heading #{anchor} in {destination.relative_to(REPO)})")
     assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+# A repository path as the docs write one: `bus/leases.py`, `tests/faults/`, gateway/webui/static/
+# (in code or in prose), starting with a top-level directory of the repository. Placeholders
+# (`<name>`, `*`, `{id}`, `…`) make a pattern, not a path, and are not checked.
+_PATH = re.compile(r"(?<![\w./~$-])(?P<path>(?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_.-]*)(?P<rest>[<*{…]?)")
+_TOP_DIRS = {p.name for p in REPO.iterdir() if p.is_dir() and not p.name.startswith(".")}
+
+
+def repository_paths() -> list[tuple[Path, int, str]]:
+    found = []
+    for path in DOCS:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for match in _PATH.finditer(line):
+                named = match["path"].rstrip(".")
+                if match["rest"] or named.split("/", 1)[0] not in _TOP_DIRS or ".venv" in named:
+                    continue
+                found.append((path, number, named))
+    return found
+
+
+def test_the_docs_name_repository_paths_to_check() -> None:
+    named = {p for _, _, p in repository_paths()}
+    assert {"bus/leases.py", "tests/faults/", "llm/budget.py"} <= named
+
+
+def ignored_by_git(paths: set[str]) -> set[str]:
+    """The paths .gitignore names: what a command writes (`antler creds --out deploy`), not the repository."""
+    if not paths:
+        return set()
+    listed = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin"],
+        input="\n".join(sorted(paths)),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    return set(listed.stdout.split())
+
+
+def test_every_repository_path_the_docs_name_exists() -> None:
+    named = repository_paths()
+    absent = {p for _, _, p in named if not (REPO / p).exists()}
+    written_by_commands = ignored_by_git(absent)
+    missing = [
+        f"{path.relative_to(REPO)}:{number}: {p}"
+        for path, number, p in named
+        if p in absent and p not in written_by_commands
+    ]
+    assert not missing, "the docs name paths the repository does not have:\n" + "\n".join(missing)

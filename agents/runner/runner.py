@@ -30,11 +30,11 @@ from agents.runner.toolset import RunnerTools
 from agents.threads.goal import GoalLoop
 from agents.tools.thread_files import ThreadFiles
 from bus import Bus, Delivery, EnvelopeError, Retry, decode
-from bus.consumer import cancel_until_done
 from bus.messages import MemoryDocument, RunControl, RunRecord, RunRequest, RunStatus, ThreadRecord
 from bus.metrics import RUNS_RUNNING
 from bus.records import RecordStore, repair_by_key
 from bus.runs import thread_run_key
+from bus.tasks import cancel_and_wait
 from config import AppConfig
 from llm.guard import ModelCalls
 
@@ -149,7 +149,7 @@ class Runner:
         log.info("run %s: %s requested", control.run_id, control.action)
         run.ask_to_stop(control.action)
         if run.stream is not None:
-            stopper = asyncio.create_task(cancel_until_done(run.stream))
+            stopper = asyncio.create_task(cancel_and_wait(run.stream, every=0.1))
             self._stoppers.add(stopper)
             stopper.add_done_callback(self._stoppers.discard)
         self.claims.wake(run.thread_id)  # a run waiting for its thread notices at once

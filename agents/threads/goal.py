@@ -54,7 +54,7 @@ from bus.messages import (
     utcnow,
 )
 from bus.records import RecordStore
-from bus.runs import submit_new_run
+from bus.runs import submit_run
 from config import AppConfig
 
 log = logging.getLogger(__name__)
@@ -338,7 +338,7 @@ class GoalLoop:
             after=request.run_id,
             origin=request.origin,
         )
-        if not await submit_new_run(self.bus, follow_up):
+        if await submit_run(self.bus, follow_up) is None:
             log.info("run %s: its continuation %s was submitted before", request.run_id, follow_up.run_id)
 
 

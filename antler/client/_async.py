@@ -7,12 +7,14 @@ from typing import Any
 
 from antler.client._conversation import Conversation
 from antler.client._files import Files
+from antler.client._goals import Goals
 from antler.client._memory import Memory
+from antler.client._schedules import Schedules
 from antler.client._settings import Settings
 from antler.client._threads import Threads
 
 
-class AsyncClient(Conversation, Files, Memory, Settings, Threads):
+class AsyncClient(Conversation, Files, Goals, Memory, Schedules, Settings, Threads):
     """Antler from async Python code, over the bus, with the gateway's rights.
 
     `AsyncClient()` talks to the `antler up` running here (its config.yaml found as `antler send`

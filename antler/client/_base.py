@@ -62,7 +62,7 @@ class Connected:
         self.config: AppConfig = load(config)
         self._config_path = Path(config).resolve() if isinstance(config, str | os.PathLike) else None
         self.user_id = user_id
-        self._where = {"url": nats_url, "user": user, "password": password, "creds": creds}
+        self._where: dict[str, Any] = {"url": nats_url, "user": user, "password": password, "creds": creds}
         self._bus: Bus | None = None
         self._denials: Denials | None = None
         self._opening = asyncio.Lock()

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from nats.aio.client import Client as NATS
+
 from antler.client.errors import AntlerNotRunning, InvalidRequest, NotAllowed
 from bus import Bus
 from bus.errors import BusConnectError
@@ -117,6 +119,35 @@ async def connect(config: AppConfig, found: Login, name: str) -> Bus:
         ) from None
 
 
+ErrorListener = Callable[[Exception], Awaitable[None]]
+
+
+def listen_for_server_errors(nc: NATS, listener: ErrorListener) -> None:
+    """Have `listener` hear every asynchronous error the server sends this connection (a
+    "Permissions Violation" for a refused subject among them), before the callback the connection
+    already had (the bus's own, which logs it).
+
+    nats-py (2.x) has no public way to add an error listener to an open connection: the
+    `error_cb` given to `connect()` is kept in the private attribute `Client._error_cb`, which this
+    replaces with a wrapper. If a nats-py release renames it, this raises at once (and
+    tests/client/test_connection.py fails) rather than the client waiting out every timeout.
+    """
+    previous = getattr(nc, "_error_cb", None)
+    if previous is None or not callable(previous):
+        raise RuntimeError(
+            "nats-py no longer keeps its error callback in Client._error_cb: "
+            "antler.client._connection.listen_for_server_errors must follow it"
+        )
+
+    async def both(exc: Exception) -> None:
+        try:
+            await listener(exc)
+        finally:
+            await previous(exc)
+
+    nc._error_cb = both
+
+
 class Denials:
     """Permission refusals the server sends this connection, as they come: a call waiting for an
     answer that will never come (its request was refused) is failed at once."""
@@ -124,18 +155,14 @@ class Denials:
     def __init__(self, bus: Bus) -> None:
         self.user = bus.config.user
         self._waiters: set[asyncio.Future[str]] = set()
-        nc = bus.nc
-        previous = nc._error_cb  # nats-py has no public hook: the bus's own callback is kept
+        listen_for_server_errors(bus.nc, self._heard)
 
-        async def on_error(exc: Exception) -> None:
-            text = str(exc)
-            if "permissions violation" in text.lower():
-                for waiter in list(self._waiters):
-                    if not waiter.done():
-                        waiter.set_result(text)
-            await previous(exc)
-
-        nc._error_cb = on_error
+    async def _heard(self, exc: Exception) -> None:
+        text = str(exc)
+        if "permissions violation" in text.lower():
+            for waiter in list(self._waiters):
+                if not waiter.done():
+                    waiter.set_result(text)
 
     async def guard(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         """`await call()`, or `NotAllowed` as soon as the server refuses this user something meanwhile."""
@@ -144,7 +171,8 @@ class Denials:
         self._waiters.add(denied)
         task = asyncio.ensure_future(call())
         try:
-            await asyncio.wait([task, denied], return_when=asyncio.FIRST_COMPLETED)
+            either: list[asyncio.Future[Any]] = [task, denied]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             if task.done():
                 return task.result()
             task.cancel()

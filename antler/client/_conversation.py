@@ -9,13 +9,14 @@ web UI sends them (`additional_kwargs.files`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 from antler.client._base import Connected, check_thread_id
-from antler.client._events import STREAM_MODES, StreamEvent, Translator
+from antler.client._events import STREAM_MODES, USAGE_KEYS, StreamEvent, Translator, goal_outcome
 from antler.client.errors import InvalidRequest, NotFound, RunFailed, Unavailable
 from bus.messages import Reply, RunRequest
 from bus.runs import SubmissionOrder, cancel_run, follow_run, submit_run
@@ -77,8 +78,9 @@ class Conversation(Connected):
         thread_id: str | None = None,
         *,
         files: Sequence[str | os.PathLike[str]] | None = None,
+        follow_goal: bool = True,
         **options: Any,
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         """One turn, as it happens: `values`, `messages-tuple`, `custom` events, then `end`.
 
         Args:
@@ -86,6 +88,11 @@ class Conversation(Connected):
             thread_id: the conversation to continue; None starts a new one (its id is in
                 `last_thread_id` and in the run's events).
             files: local files sent with the message (uploaded into the thread first).
+            follow_goal: while the thread has a goal (`set_goal`), Antler goes on by itself in
+                further runs until the goal is done; the stream goes on through them, as DeerFlow
+                streams a goal's continuations in one run, with one `end` (usage of them all,
+                `goal`: how it ended). False: this run's events only (its `end` names the next run
+                in `goal.next_run_id`).
             options: run options for this turn (model_name, thinking_enabled, subagent_enabled,
                 plan_mode, agent_name, reasoning_effort), over the client's.
 
@@ -101,7 +108,7 @@ class Conversation(Connected):
         await self._own_or_new_thread(thread_id)
         content, kwargs = message, {}
         if files:
-            uploaded = (await self.upload_files(thread_id, files))["files"]  # type: ignore[attr-defined]
+            uploaded = (await self.upload_files(thread_id, files))["files"]  # type: ignore[attr-defined]  # a mixin: AsyncClient has it
             kwargs["files"] = [
                 {"filename": f["filename"], "size": f["size"], "path": f["virtual_path"]} for f in uploaded
             ]
@@ -113,24 +120,41 @@ class Conversation(Connected):
         self.last_run_id, self.last_thread_id = request.run_id, thread_id
         translator = Translator()
         bus = await self.connect()
-        events = follow_run(bus, request.run_id, timeout=self.run_timeout)
+        current: str | None = request.run_id
+        usage = dict.fromkeys(USAGE_KEYS, 0)
         ended = False
         try:
-            async for event in events:
-                for item in translator.take(event):
-                    if item.type == "end" and translator.status in ("error", "timeout"):
-                        ended = True
-                        raise self._failure(translator, request)
-                    yield item
+            while current is not None:
+                run_id, current = current, None
+                self.last_run_id = run_id
+                async with contextlib.aclosing(follow_run(bus, run_id, timeout=self.run_timeout)) as events:
+                    async for event in events:
+                        for item in translator.take(event):
+                            if item.type != "end":
+                                yield item
+                                continue
+                            if translator.status in ("error", "timeout"):
+                                ended = True
+                                raise self._failure(translator, run_id, thread_id)
+                            for key in USAGE_KEYS:
+                                usage[key] += translator.usage[key]
+                            goal = goal_outcome(event.data)
+                            if follow_goal and goal is not None and goal.get("next_run_id"):
+                                current = str(goal["next_run_id"])  # the goal goes on in that run
+                                continue
+                            data: dict[str, Any] = {"usage": dict(usage)}
+                            if goal is not None:
+                                data["goal"] = goal
+                            yield StreamEvent("end", data)
             ended = True
         except TimeoutError:
             raise Unavailable(
-                f"run {request.run_id} sent nothing for {self.run_timeout:g}s: is a runner running?"
+                f"run {self.last_run_id} sent nothing for {self.run_timeout:g}s: is a runner running?"
             ) from None
         finally:
-            await events.aclose()
-            if not ended:  # the caller stopped reading: the run stops too, as a closed stream's would
-                await cancel_run(bus, request.run_id, reason="the client stopped reading")
+            if not ended and self.last_run_id is not None:
+                # the caller stopped reading: the run stops too, as a closed stream's would
+                await cancel_run(bus, self.last_run_id, reason="the client stopped reading")
 
     async def chat(
         self,
@@ -138,13 +162,15 @@ class Conversation(Connected):
         thread_id: str | None = None,
         *,
         files: Sequence[str | os.PathLike[str]] | None = None,
+        follow_goal: bool = True,
         **options: Any,
     ) -> str:
-        """One turn; the text of the agent's last answer (deltas concatenated per message id)."""
+        """One turn; the text of the agent's last answer (deltas concatenated per message id; with a
+        goal on the thread, the last answer of the run that ended it, see `stream`)."""
         translator_text = ""
         buffers: dict[str, str] = {}
         last_id: str | None = None
-        async for event in self.stream(message, thread_id, files=files, **options):
+        async for event in self.stream(message, thread_id, files=files, follow_goal=follow_goal, **options):
             if (
                 event.type == "messages-tuple"
                 and event.data.get("type") == "ai"
@@ -191,12 +217,12 @@ class Conversation(Connected):
                 raise Unavailable(f"nothing can answer: {exc}") from None
             # no answer in time: the runner that takes the run checks it again
 
-    def _failure(self, translator: Translator, request: RunRequest) -> RunFailed:
+    def _failure(self, translator: Translator, run_id: str, thread_id: str) -> RunFailed:
         error = translator.error or {}
         message = str(error.get("message") or f"the run ended: {translator.status}")
         return RunFailed(
-            f"run {request.run_id} failed: {message}",
-            run_id=request.run_id,
-            thread_id=request.thread_id,
+            f"run {run_id} failed: {message}",
+            run_id=run_id,
+            thread_id=thread_id,
             code=str(error.get("error") or translator.status),
         )

@@ -6,7 +6,8 @@
   `id`), an AI message's tool calls once (`"tool_calls"`, content empty), a tool's result once
   (`{"type": "tool", "content", "name", "tool_call_id", "id"}`);
 - `custom`: what the agent's tools wrote (subagents' task events among them), as it is;
-- `end`: `{"usage": {"input_tokens", "output_tokens", "total_tokens"}}`, each message counted once.
+- `end`: `{"usage": {"input_tokens", "output_tokens", "total_tokens"}}`, each message counted once
+  (and `goal`, how the thread's goal stands, when it has one).
 """
 
 from __future__ import annotations
@@ -70,6 +71,12 @@ def serialize_message(message: Any) -> dict[str, Any]:
     return out
 
 
+def goal_outcome(end_data: Any) -> dict[str, Any] | None:
+    """What a run's `end` says about the thread's goal (`data.goal`: verdict, next_run_id, ...)."""
+    goal = end_data.get("goal") if isinstance(end_data, dict) else None
+    return goal if isinstance(goal, dict) else None
+
+
 class Translator:
     """One run's events in, StreamEvents out; keeps what each AI message has delivered so far."""
 
@@ -114,7 +121,8 @@ class Translator:
         if name == "end":
             data = data if isinstance(data, dict) else {}
             self.status = str(data.get("status") or "success")
-            usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+            given = data.get("usage")
+            usage = given if isinstance(given, dict) else {}
             self.usage = {key: int(usage.get(key, 0) or 0) for key in USAGE_KEYS}
             return [StreamEvent("end", {"usage": dict(self.usage)})]
         return []

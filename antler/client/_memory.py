@@ -19,15 +19,7 @@ from bus.messages import (
     MemoryRequest,
 )
 from bus.records import RecordStore
-
-
-def document_json(doc: MemoryDocument) -> dict[str, Any]:
-    data = doc.model_dump(
-        mode="json", by_alias=True, include={"version", "last_updated", "user", "history", "facts"}
-    )
-    for fact in data["facts"]:
-        fact["source"] = fact.get("source") or "unknown"
-    return data
+from gateway import answers
 
 
 class Memory(Connected):
@@ -37,14 +29,14 @@ class Memory(Connected):
         async def read(bus: Bus) -> dict[str, Any]:
             store = RecordStore(await bus.kv(bus.subjects.memory_bucket), MemoryDocument)
             doc = await store.get(MemoryDocument.key(self.user_id, agent_name))
-            return document_json(doc or MemoryDocument(user_id=self.user_id, agent_name=agent_name))
+            return answers.memory_document(doc or MemoryDocument(user_id=self.user_id, agent_name=agent_name))
 
         return await self._guarded("read memory", read)
 
     async def _change_memory(self, endpoint: str, request: MemoryRequest) -> dict[str, Any]:
         reply = await self._ask("memory", endpoint, request, MemoryReply)
         assert reply.document is not None
-        return document_json(reply.document)
+        return answers.memory_document(reply.document)
 
     async def get_memory(self, agent_name: str | None = None) -> dict[str, Any]:
         """The memory document (`version`, `lastUpdated`, `user`, `history`, `facts`)."""
@@ -106,7 +98,7 @@ class Memory(Connected):
 
     async def get_memory_config(self) -> dict[str, Any]:
         """Memory's settings: enabled, injection, debounce, model, limits."""
-        return {"mode": "middleware", **self.config.memory.model_dump()}
+        return answers.memory_config(self.config)
 
     async def get_memory_status(self, agent_name: str | None = None) -> dict[str, Any]:
         """`{"config": <get_memory_config()>, "data": <get_memory()>}`."""

@@ -10,7 +10,6 @@ Custom skills are versions in the object store (`skills.store`).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,10 @@ from typing import Any
 from antler.client._base import Connected
 from antler.client.errors import InvalidRequest, NotFound
 from bus import Bus
-from bus.records import keys_matching
 from config import read_raw_extensions, write_extensions_config
 from config.loader import CONFIG_ENV, EXTENSIONS_ENV, EXTENSIONS_FILE
-from skills import SkillsCatalog, SkillsView, load_skills, publish_catalog, read_catalog, store
+from gateway import answers, extensions, skill_install
+from skills import SkillsCatalog, SkillsView, publish_catalog, read_catalog, store
 
 _saving = asyncio.Lock()  # one read-modify-write of extensions_config.json at a time (per loop)
 
@@ -32,18 +31,7 @@ class Settings(Connected):
     # ------------------------------------------------------------------ models
 
     def _model_info(self, name: str) -> dict[str, Any] | None:
-        model = self.config.get_model(name)
-        if model is None:
-            return None
-        return {
-            "name": model.name,
-            "display_name": model.display_name,
-            "description": model.description,
-            "model": model.__dict__.get("model"),  # as written: a `$ENV` reference is never resolved here
-            "supports_thinking": model.supports_thinking,
-            "supports_reasoning_effort": model.supports_reasoning_effort,
-            "supports_vision": model.supports_vision,
-        }
+        return answers.model_info(self.config, name)
 
     async def list_models(self) -> dict[str, Any]:
         """`{"models": [{name, display_name, description, model, supports_*}]}`: what a turn may pick."""
@@ -77,27 +65,10 @@ class Settings(Connected):
     async def _raw_extensions(self) -> dict[str, Any]:
         return await asyncio.to_thread(read_raw_extensions, self.extensions_file)
 
-    async def _publish_extensions(self, bus: Bus, raw: dict[str, Any]) -> None:
-        settings = await bus.kv(bus.subjects.settings_bucket)
-        await settings.put("extensions", json.dumps(raw).encode())
-
-    async def _mcp_status(self, bus: Bus) -> dict[str, dict[str, Any]]:
-        bucket = bus.subjects.settings_bucket
-        settings = await bus.kv(bucket)
-        found: dict[str, dict[str, Any]] = {}
-        for key in await keys_matching(bus.js, bucket, "mcp_status.*"):
-            try:
-                report = json.loads((await settings.get(key)).value or b"{}")
-            except Exception:  # gone meanwhile
-                continue
-            for server, state in report.get("servers", {}).items():
-                found.setdefault(server, {})[report.get("process", key)] = state
-        return found
-
     async def get_mcp_config(self) -> dict[str, Any]:
         """`{"mcp_servers": {name: settings}, "status": {server: {process: {ok, error, tools}}}}`."""
         raw = await self._raw_extensions()
-        status = await self._guarded("read MCP status", self._mcp_status)
+        status = await self._guarded("read MCP status", extensions.mcp_status)
         return {"mcp_servers": raw.get("mcpServers", {}), "status": status}
 
     async def update_mcp_config(self, mcp_servers: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -114,8 +85,8 @@ class Settings(Connected):
                 raw = await self._raw_extensions()
                 raw["mcpServers"] = mcp_servers
                 await self._write_extensions(raw)
-                await self._publish_extensions(bus, raw)
-            return {"mcp_servers": mcp_servers, "status": await self._mcp_status(bus)}
+                await extensions.publish(bus, raw)
+            return {"mcp_servers": mcp_servers, "status": await extensions.mcp_status(bus)}
 
         return await self._guarded("update the MCP servers", save)
 
@@ -142,18 +113,7 @@ class Settings(Connected):
 
     async def _skills(self) -> list[dict[str, Any]]:
         catalog = await self._guarded("read the skills catalog", self._catalog)
-        return [
-            {
-                "name": s.name,
-                "description": s.description,
-                "license": s.license,
-                "category": s.category,
-                "enabled": s.enabled,
-                "editable": s.category == "custom",
-                "version": s.version,
-            }
-            for s in catalog.skills
-        ]
+        return [answers.skill_info(s) for s in catalog.skills]
 
     async def list_skills(self, enabled_only: bool = False) -> dict[str, Any]:
         """`{"skills": [{name, description, license, category, enabled, editable, version}]}`."""
@@ -180,7 +140,7 @@ class Settings(Connected):
                 raw = await self._raw_extensions()
                 raw.setdefault("skills", {})[name] = {"enabled": enabled}
                 await self._write_extensions(raw)
-                await self._publish_extensions(bus, raw)
+                await extensions.publish(bus, raw)
                 await self._catalog(bus, raw)
 
         await self._guarded("switch a skill", switch)
@@ -188,17 +148,34 @@ class Settings(Connected):
         assert found is not None
         return found
 
-    async def install_skill(self, skill_path: str | os.PathLike[str]) -> dict[str, Any]:
+    async def install_skill(
+        self,
+        skill_path: str | os.PathLike[str] | None = None,
+        *,
+        thread_id: str | None = None,
+        path: str | None = None,
+    ) -> dict[str, Any]:
         """Install a `.skill` archive (a zip of one skill's folder) as a custom skill; one of the
         same name is replaced. `{"success": True, "skill_name", "message"}`.
 
+        The archive is a local file (`install_skill("x.skill")`), or one the agent wrote into a
+        thread's outputs, as the web UI installs it (`install_skill(thread_id=..., path=
+        "/mnt/user-data/outputs/x.skill")`; `outputs/x.skill` is taken for that too).
+
         Raises:
-            FileNotFoundError: no file at `skill_path`.
-            InvalidRequest: not a usable archive (the message says why), or a built-in skill's name.
+            FileNotFoundError: no file at `skill_path` (or at `path` in the thread's outputs).
+            InvalidRequest: not a usable archive (the message says why), a built-in skill's name,
+                both or neither of `skill_path` and `thread_id`/`path`.
+            NotFound: the thread is not the user's.
         """
-        data = await asyncio.to_thread(_read_archive_file, skill_path)
+        if (skill_path is None) == (thread_id is None and path is None):
+            raise InvalidRequest("install_skill: give skill_path (a local file), or thread_id and path")
+        if skill_path is not None:
+            data = await asyncio.to_thread(_read_archive_file, skill_path)
+        else:
+            data = await self._thread_output(thread_id, path)
         name, files = await asyncio.to_thread(_checked_archive, data)
-        if await asyncio.to_thread(_is_public, self.config.skills.path, name):
+        if await asyncio.to_thread(skill_install.is_public, self.config.skills.path, name):
             raise InvalidRequest(
                 f"skill not installed: {name} is the name of a built-in skill; choose another"
             )
@@ -210,8 +187,25 @@ class Settings(Connected):
         await self._guarded("install a skill", install)
         return {"success": True, "skill_name": name, "message": f"installed skill {name}"}
 
+    async def _thread_output(self, thread_id: str | None, path: str | None) -> bytes:
+        if thread_id is None or not isinstance(path, str) or not path:
+            raise InvalidRequest("install_skill: a thread's archive needs both thread_id and path")
+        await self._own_thread(thread_id)
+        virtual = path if path.startswith("/") else f"/mnt/user-data/{path.removeprefix('mnt/user-data/')}"
 
-MAX_SKILL_ARCHIVE = 20 * 1024 * 1024
+        async def read(bus: Bus) -> bytes:
+            try:
+                return await skill_install.thread_output(bus, self.user_id, thread_id, virtual)
+            except skill_install.NotAnOutput as exc:
+                raise InvalidRequest(f"path: {exc}") from None
+            except skill_install.NoSuchOutput as exc:
+                raise _NoOutput(str(exc)) from None
+
+        return await self._guarded("read the thread's skill archive", read)
+
+
+class _NoOutput(NotFound, FileNotFoundError):
+    """No such file in the thread's outputs."""
 
 
 def _read_archive_file(skill_path: str | os.PathLike[str]) -> bytes:
@@ -227,15 +221,9 @@ def _checked_archive(data: bytes) -> tuple[str, dict[str, bytes]]:
 
     from gateway.skill_archive import read_archive
 
-    if len(data) > MAX_SKILL_ARCHIVE:
+    if len(data) > skill_install.MAX_SKILL_ARCHIVE:
         raise InvalidRequest("a .skill archive may be at most 20 MB")
     try:
         return read_archive(data)
     except HTTPException as exc:
         raise InvalidRequest(f"not a usable .skill archive: {exc.detail}") from None
-
-
-def _is_public(skills_path: str, name: str) -> bool:
-    return (Path(skills_path) / "public" / name).exists() or any(
-        s.name.lower() == name.lower() for s in load_skills(skills_path) if s.category == "public"
-    )

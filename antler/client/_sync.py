@@ -108,7 +108,7 @@ class Client:
         try:
             while True:
                 try:
-                    event = self._loop.run(anext(events))
+                    event = self._loop.run(events.__anext__())
                 except StopAsyncIteration:
                     return
                 yield event
@@ -143,4 +143,4 @@ class Client:
 
 
 async def _make(factory: Any, config: Any, kwargs: dict[str, Any]) -> AsyncClient:
-    return factory(config, **kwargs)  # type: ignore[no-any-return]
+    return factory(config, **kwargs)  # type: ignore[no-any-return]  # the AsyncClient class it was given

@@ -23,18 +23,7 @@ from bus.messages import (
     ThreadStateRequest,
 )
 from bus.runs import cancel_run
-
-
-def thread_json(record: ThreadRecord, values: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "thread_id": record.thread_id,
-        "created_at": record.created_at.isoformat() if record.created_at else None,
-        "updated_at": record.updated_at.isoformat() if record.updated_at else None,
-        "metadata": record.metadata,
-        "status": record.status,
-        "values": values or {},
-        "interrupts": {},
-    }
+from gateway.answers import thread_json
 
 
 class Threads(Connected):

@@ -31,7 +31,7 @@ from bus.messages import (
     ThreadRecord,
 )
 from bus.records import RecordStore, repair_by_key
-from bus.runs import SubmissionOrder, submit_new_run
+from bus.runs import SubmissionOrder, submit_run
 from channels.router import commands
 from channels.router.bindings import Bindings
 from channels.router.ordering import FinalsInOrder, RecentOrigins
@@ -175,7 +175,7 @@ class Router:
             )
         request = self.order.stamp(request)
         self.finals.submitted(binding.thread_id, run_id)
-        if not await submit_new_run(self.bus, request):
+        if await submit_run(self.bus, request) is None:
             log.info("message %s was already turned into run %s", message.dedupe_id(), run_id)
 
     def check_origin(self, message: InboundMessage, subject: str) -> None:

@@ -41,7 +41,7 @@ class Sessions:
     def read(self, cookie: str) -> SessionClaim | None:
         """What a cookie claims, if this secret signed it no longer ago than the session lifetime."""
         try:
-            data: Any = self._serializer.loads(cookie, max_age=self.max_age_seconds)
+            data: Any = self._serializer.loads(cookie, max_age=self.max_age_seconds)  # type: ignore[arg-type]  # itsdangerous compares seconds: a float does as its int
         except BadSignature:  # SignatureExpired is one too
             return None
         if (

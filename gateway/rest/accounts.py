@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Form, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StrictBool
+from pydantic.config import JsonDict
 
 from gateway.accounts import (
     CSRF_COOKIE,
@@ -75,8 +76,8 @@ class AuthErrorBody(BaseModel):
 
 # What the schema promises an address looks like; `normalize_email` (email_validator) decides.
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?"
-PASSWORD_SHAPE = {"minLength": MIN_PASSWORD_LENGTH, "maxLength": MAX_PASSWORD_LENGTH}
-EMAIL_SHAPE = {"pattern": rf"^[A-Za-z0-9_+-]+(\.[A-Za-z0-9_+-]+)*@({_LABEL}\.)+[A-Za-z]{{2,24}}$"}
+PASSWORD_SHAPE: JsonDict = {"minLength": MIN_PASSWORD_LENGTH, "maxLength": MAX_PASSWORD_LENGTH}
+EMAIL_SHAPE: JsonDict = {"pattern": rf"^[A-Za-z0-9_+-]+(\.[A-Za-z0-9_+-]+)*@({_LABEL}\.)+[A-Za-z]{{2,24}}$"}
 
 
 class NewAccount(BaseModel):

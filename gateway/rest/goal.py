@@ -12,7 +12,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field, StrictInt, StrictStr
 
-from bus.messages import MAX_OBJECTIVE_CHARS, ThreadGoal, ThreadGoalReply, ThreadGoalRequest
+from bus.messages import MAX_OBJECTIVE_CHARS, ThreadGoalReply, ThreadGoalRequest
+from gateway.answers import goal_json
 from gateway.deps import GW, Me
 from gateway.schemas import Body, errors
 
@@ -34,10 +35,6 @@ class GoalAnswer(BaseModel):
     goal: dict[str, Any] | None = Field(
         None, description="DeerFlow's GoalState: objective, status, counters, last_evaluation"
     )
-
-
-def goal_json(goal: ThreadGoal | None) -> dict[str, Any] | None:
-    return goal.goal_state() if goal is not None else None
 
 
 @router.get("/threads/{thread_id}/goal", response_model=GoalAnswer, responses=errors(404))

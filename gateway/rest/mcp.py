@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bus.records import keys_matching
 from config import extensions_path, read_raw_extensions, write_extensions_config
+from gateway import extensions
 from gateway.deps import GW, Me
 from gateway.rest.redact import redact, redact_text
 from gateway.schemas import errors
@@ -33,23 +32,12 @@ class McpConfigAnswer(McpConfig):
 
 async def publish_extensions(gw: GW, raw: dict[str, Any]) -> None:
     """Every runner and executor follows this KV key: they load the change before their next run."""
-    settings = await gw.bus.kv(gw.bus.subjects.settings_bucket)
-    await settings.put("extensions", json.dumps(raw).encode())
+    await extensions.publish(gw.bus, raw)
 
 
 async def mcp_status(gw: GW) -> dict[str, dict[str, Any]]:
     """Per server, how it started in each process that reported (runners, subagent executors)."""
-    bucket = gw.bus.subjects.settings_bucket
-    settings = await gw.bus.kv(bucket)
-    found: dict[str, dict[str, Any]] = {}
-    for key in await keys_matching(gw.bus.js, bucket, "mcp_status.*"):
-        try:
-            report = json.loads((await settings.get(key)).value or b"{}")
-        except Exception:  # gone meanwhile
-            continue
-        for server, state in report.get("servers", {}).items():
-            found.setdefault(server, {})[report.get("process", key)] = state
-    return found
+    return await extensions.mcp_status(gw.bus)
 
 
 _saving = asyncio.Lock()  # one read-modify-write of extensions_config.json at a time

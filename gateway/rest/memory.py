@@ -26,26 +26,18 @@ from bus.messages import (
 )
 from bus.records import RecordStore
 from bus.service import call
+from gateway import answers
+from gateway.answers import memory_document
 from gateway.deps import GW, Me, http_error
 from gateway.schemas import errors
 
 router = APIRouter()
 
 
-def document_json(doc: MemoryDocument) -> dict[str, Any]:
-    """DeerFlow's memory.json shape."""
-    data = doc.model_dump(
-        mode="json", by_alias=True, include={"version", "last_updated", "user", "history", "facts"}
-    )
-    for fact in data["facts"]:
-        fact["source"] = fact.get("source") or "unknown"
-    return data
-
-
 async def _read(gw: GW, me: str, agent_name: str | None) -> dict[str, Any]:
     store = RecordStore(await gw.bus.kv(gw.bus.subjects.memory_bucket), MemoryDocument)
     doc = await store.get(MemoryDocument.key(me, agent_name))
-    return document_json(doc or MemoryDocument(user_id=me, agent_name=agent_name))
+    return memory_document(doc or MemoryDocument(user_id=me, agent_name=agent_name))
 
 
 async def _change(gw: GW, endpoint: str, request: MemoryRequest) -> dict[str, Any]:
@@ -60,7 +52,7 @@ async def _change(gw: GW, endpoint: str, request: MemoryRequest) -> dict[str, An
         unavailable="no memory updater is running (antler up starts one; or antler run memory)",
     )
     assert reply.document is not None
-    return document_json(reply.document)
+    return memory_document(reply.document)
 
 
 @router.get("/memory")
@@ -138,7 +130,7 @@ class MemoryConfigAnswer(BaseModel):
 
 
 def _config(gw: GW) -> MemoryConfigAnswer:
-    return MemoryConfigAnswer(**gw.config.memory.model_dump())
+    return MemoryConfigAnswer(**answers.memory_config(gw.config))
 
 
 @router.get("/memory/config")

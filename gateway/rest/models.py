@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel
 
+from gateway.answers import model_info
 from gateway.deps import GW, Me
 from gateway.schemas import errors
 
@@ -26,18 +27,10 @@ class ModelsList(BaseModel):
 
 
 def _model_info(gw: GW, name: str) -> ModelInfo:
-    model = gw.config.get_model(name)
-    if model is None:
+    info = model_info(gw.config, name)
+    if info is None:
         raise HTTPException(404, f"no model named {name}")
-    return ModelInfo(
-        name=model.name,
-        display_name=model.display_name,
-        description=model.description,
-        model=model.__dict__.get("model"),  # never resolves $ENV: this is display only
-        supports_thinking=model.supports_thinking,
-        supports_reasoning_effort=model.supports_reasoning_effort,
-        supports_vision=model.supports_vision,
-    )
+    return ModelInfo(**info)
 
 
 @router.get("/models", response_model=ModelsList)

@@ -25,7 +25,7 @@ def not_in_antler(feature: str) -> HTTPException:
     return HTTPException(501, f"{feature} is a DeerFlow feature Antler does not have")
 
 
-NOT_HERE = {501: {"description": "A DeerFlow feature Antler does not have"}}
+NOT_HERE: dict[int | str, dict[str, Any]] = {501: {"description": "A DeerFlow feature Antler does not have"}}
 
 
 # ------------------------------------------------------------------ channels and integrations

@@ -25,7 +25,6 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from bus.messages import (
-    RunStatus,
     ScheduleAction,
     ScheduleChange,
     ScheduleCreate,
@@ -39,31 +38,13 @@ from bus.messages import (
 )
 from bus.messages.schedules import ContextMode, ScheduleType
 from bus.service import call
+from gateway import answers
 from gateway.deps import GW, Me, http_error
 from gateway.schemas import errors
 
 # Every route asks the scheduler: 503 when none runs.
 router = APIRouter(responses=errors(503))
 
-_SHOWN = {
-    "id",
-    "thread_id",
-    "context_mode",
-    "title",
-    "prompt",
-    "schedule_type",
-    "schedule_spec",
-    "timezone",
-    "status",
-    "next_run_at",
-    "last_run_at",
-    "last_run_id",
-    "last_thread_id",
-    "last_error",
-    "run_count",
-    "created_at",
-    "updated_at",
-}
 UNAVAILABLE = "no scheduler is running (antler up starts one; or antler run scheduler)"
 
 
@@ -100,19 +81,7 @@ def _fields(body: BaseModel) -> ScheduledTaskFields:
 
 async def task_json(gw: GW, task: ScheduledTask) -> dict[str, Any]:
     """DeerFlow's ScheduledTask shape; `running` while the task's latest run is going."""
-    data = task.model_dump(mode="json", include=_SHOWN)
-    data["schedule_spec"] = task.shown_spec()
-    origin = task.origin
-    data["chat"] = (
-        {"channel": origin.channel, "chat_id": origin.chat_id, "topic_id": origin.topic_id}
-        if origin
-        else None
-    )
-    if task.status == "enabled" and task.last_run_id:
-        run = await gw.runs.get(task.last_run_id)
-        if run is not None and run.status in (RunStatus.PENDING, RunStatus.RUNNING):
-            data["status"] = "running"
-    return data
+    return await answers.scheduled_task(task, gw.runs)
 
 
 @router.get("/scheduled-tasks")

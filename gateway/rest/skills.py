@@ -11,26 +11,25 @@ After each change the gateway publishes the catalog (`skills.catalog`), which ev
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, Field, StrictBool, ValidationError
 from starlette.datastructures import UploadFile as StarletteUpload
 
-from bus.files import output_key
-from bus.layout import OUTPUTS, output_relative
 from config import extensions_path, read_raw_extensions, write_extensions_config
+from gateway import skill_install
+from gateway.answers import skill_info
 from gateway.deps import GW, Me
 from gateway.rest.mcp import publish_extensions
 from gateway.schemas import errors
 from gateway.skill_archive import read_archive
-from skills import SkillsCatalog, load_skills, publish_catalog, read_catalog, store
+from gateway.skill_install import MAX_SKILL_ARCHIVE
+from skills import SkillsCatalog, publish_catalog, read_catalog, store
 from skills.view import SkillsView
 
 router = APIRouter()
 
-MAX_SKILL_ARCHIVE = 20 * 1024 * 1024
 ADMINS_ONLY = (
     "only an admin may {what}: skills are shared by every user "
     "(an admin token, gateway.tokens[].admin, or an admin account)"
@@ -72,18 +71,7 @@ async def catalog(gw: GW) -> SkillsCatalog:
 
 
 async def _skills(gw: GW) -> list[SkillInfo]:
-    return [
-        SkillInfo(
-            name=s.name,
-            description=s.description,
-            license=s.license,
-            category=s.category,
-            enabled=s.enabled,
-            editable=s.category == "custom",
-            version=s.version,
-        )
-        for s in (await catalog(gw)).skills
-    ]
+    return [SkillInfo(**skill_info(s)) for s in (await catalog(gw)).skills]
 
 
 @router.get("/skills", response_model=SkillsList)
@@ -123,13 +111,6 @@ async def publish_skills(gw: GW, raw: dict[str, Any] | None = None) -> SkillsCat
 def view(gw: GW) -> SkillsView:
     """This gateway's copy of the skills (under its data dir)."""
     return SkillsView(gw.config.bus.data_dir, gw.config.skills.path)
-
-
-def _is_public(skills_path: str, name: str) -> bool:
-    """A built-in skill has this name (a custom skill may not shadow one)."""
-    return (Path(skills_path) / "public" / name).exists() or any(
-        s.name.lower() == name.lower() for s in load_skills(skills_path) if s.category == "public"
-    )
 
 
 class SkillFromThread(BaseModel):
@@ -189,7 +170,7 @@ async def install_skill(gw: GW, me: Me, request: Request) -> SkillInstalled:
 
 
 async def refuse_public_name(gw: GW, name: str) -> None:
-    if await asyncio.to_thread(_is_public, gw.config.skills.path, name):
+    if await asyncio.to_thread(skill_install.is_public, gw.config.skills.path, name):
         raise HTTPException(
             409, f"skill not installed: {name} is the name of a built-in skill; choose another name"
         )
@@ -197,11 +178,9 @@ async def refuse_public_name(gw: GW, name: str) -> None:
 
 async def _thread_output(gw: GW, me: str, source: SkillFromThread) -> bytes:
     await gw.own_thread(source.thread_id, me)
-    relative = output_relative(source.path)
-    if relative is None or ".." in relative.split("/"):
-        raise HTTPException(400, f"{source.path} is not a file under {OUTPUTS}")
     try:
-        found = await (await gw.bus.files()).get(output_key(me, source.thread_id, relative))
-    except Exception:  # not in the object store
-        raise HTTPException(404, f"no file {source.path} in thread {source.thread_id}") from None
-    return found.data or b""
+        return await skill_install.thread_output(gw.bus, me, source.thread_id, source.path)
+    except skill_install.NotAnOutput as exc:
+        raise HTTPException(400, str(exc)) from None
+    except skill_install.NoSuchOutput as exc:
+        raise HTTPException(404, str(exc)) from None

@@ -15,7 +15,9 @@ can never shadow `/api`, `/docs` or `/health`.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.responses import FileResponse, PlainTextResponse
@@ -61,7 +63,7 @@ class WebUI:
             )
             return
 
-        async def with_headers(message: dict) -> None:  # type: ignore[type-arg]
+        async def with_headers(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = [
                     *message.get("headers", []),

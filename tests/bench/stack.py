@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from bus import Bus, EmbeddedServer
+from bus import Bus, EmbeddedServer, connect_and_provision
 from config import BusConfig
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -118,7 +118,7 @@ async def bench_stack(
             }
             path = tmp_path / "config.yaml"
             path.write_text(yaml.safe_dump(config))
-            bus = await Bus.connect(server.url, BusConfig(prefix=prefix), provision=True)
+            bus = await connect_and_provision(server.url, BusConfig(prefix=prefix))
             stack = BenchStack(bus, fake, server, path, tmp_path, monitor_port=monitor_port)
             if server.pid:
                 stack.processes["nats-server"] = server.pid

@@ -14,8 +14,10 @@ import pytest_asyncio
 from agents.runner import run as run_runner
 from browser.service import run as run_browser
 from bus import Bus
+from bus.messages import RunRequest
 from config import AppConfig
 from tests.conftest import running_component, until_answering
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.web_pages import WebPages
 
 CHROMIUM = os.environ.get("ANTLER_CHROMIUM", "/usr/bin/chromium")
@@ -64,3 +66,13 @@ async def runner(
 
     async with running_component(nats_url, app_config(), run_runner, "runner", ready):
         yield
+
+
+def ask(thread: str, text: str) -> RunRequest:
+    return RunRequest(
+        thread_id=thread, input={"messages": [{"role": "user", "content": text}]}, stream_mode=["values"]
+    )
+
+
+def tool_results(fake: FakeOpenAI) -> list[str]:
+    return [str(m["content"]) for m in fake.agent_requests[-1]["messages"] if m["role"] == "tool"]

@@ -11,24 +11,14 @@ import pytest
 from browser.egress import EgressProxy, Refused, checked_addresses
 from bus import Bus
 from bus.files import output_key
-from bus.messages import RunRequest
 from bus.messages.browser import BrowserReply, BrowserRequest
 from bus.service import ServiceError, call
+from tests.browser.conftest import ask, tool_results
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.web_pages import WebPages
 from tests.support.runner import submit_and_collect
 
 pytestmark = pytest.mark.asyncio
-
-
-def ask(thread: str, text: str) -> RunRequest:
-    return RunRequest(
-        thread_id=thread, input={"messages": [{"role": "user", "content": text}]}, stream_mode=["values"]
-    )
-
-
-def tool_results(fake: FakeOpenAI) -> list[str]:
-    return [str(m["content"]) for m in fake.agent_requests[-1]["messages"] if m["role"] == "tool"]
 
 
 async def test_the_agent_fills_a_form_reads_the_answer_and_saves_a_screenshot(

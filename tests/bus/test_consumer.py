@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bus import Bus, Consumer, Delivery, Reject, list_dead_letters
+from bus import Bus, Consumer, Delivery, Reject, connect_and_provision, list_dead_letters
 from bus.capacity import Capacity
 from bus.consumer import CAPACITY_STEP
 from bus.dlq import H_CONSUMER, H_DELIVERIES, H_REASON, H_SUBJECT
@@ -314,7 +314,7 @@ async def test_after_a_long_outage_a_handler_leaves_its_message_to_the_new_deliv
     server = EmbeddedServer(tmp_path / "nats")
     await server.start()
     port = server.port
-    conn = await Bus.connect(server.url, bus_config, provision=True)
+    conn = await connect_and_provision(server.url, bus_config)
     deliveries: list[int] = []
     started, cancelled, second = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
@@ -360,7 +360,7 @@ async def test_after_a_long_outage_a_keys_next_message_waits_for_the_one_given_u
     server = EmbeddedServer(tmp_path / "nats")
     await server.start()
     port = server.port
-    conn = await Bus.connect(server.url, bus_config, provision=True)
+    conn = await connect_and_provision(server.url, bus_config)
     handled: list[str] = []
     started, both = asyncio.Event(), asyncio.Event()
 
@@ -401,7 +401,7 @@ async def test_a_consumer_started_while_nats_is_away_starts_once_it_is_back(
     server = EmbeddedServer(tmp_path / "nats")
     await server.start()
     port = server.port
-    conn = await Bus.connect(server.url, bus_config, provision=True)
+    conn = await connect_and_provision(server.url, bus_config)
     conn.js = conn.nc.jetstream(timeout=1.0)  # API requests give up sooner than the default 5s
     handled = asyncio.Event()
 

@@ -18,7 +18,7 @@ import pytest_asyncio
 from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from bus import Bus, EmbeddedServer
+from bus import Bus, EmbeddedServer, connect_and_provision
 from bus.permissions import NatsUser, generate_users, inbox_prefix, server_block
 from bus.subjects import Subjects
 from config import BusConfig
@@ -78,7 +78,7 @@ async def admin(secured: tuple[str, list[NatsUser]]) -> AsyncIterator[Bus]:
     url, users = secured
     user = users[0]
     config = BusConfig(prefix=PREFIX, user=user.user, password=user.password)
-    bus = await Bus.connect(url, config, name="test-admin", provision=True)
+    bus = await connect_and_provision(url, config, name="test-admin")
     try:
         yield bus
     finally:

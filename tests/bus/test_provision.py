@@ -8,7 +8,7 @@ import pytest
 from nats.js.api import KeyValueConfig, RetentionPolicy, StreamInfo
 from nats.js.errors import KeyNotFoundError
 
-from bus import Bus, provision
+from bus import Bus, connect_and_provision, provision
 from bus.chat_partitions import chat_partitions, stored_count
 from bus.errors import BusError
 from bus.provision import _ensure_kv
@@ -56,7 +56,7 @@ async def test_provisioning_again_keeps_data_and_applies_changed_settings(nats_u
     await kv.put("r1", b"kept")
 
     longer = bus.config.model_copy(update={"run_events_max_age_hours": 48.0})
-    again = await Bus.connect(nats_url, longer, provision=True)
+    again = await connect_and_provision(nats_url, longer)
     try:
         await asyncio.gather(provision(again), provision(again))  # concurrent starts are fine too
         info = await again.js.stream_info(bus.subjects.run_events_stream)
@@ -70,7 +70,7 @@ async def test_provisioning_again_keeps_data_and_applies_changed_settings(nats_u
 async def test_two_prefixes_on_one_server_do_not_see_each_other(nats_url: str, bus: Bus) -> None:
     # The same admin user (the admin may do anything) with a second prefix.
     other_config = bus.config.model_copy(update={"prefix": bus.config.prefix + "x"})
-    other = await Bus.connect(nats_url, other_config, provision=True)
+    other = await connect_and_provision(nats_url, other_config)
     try:
         await other.publish(other.subjects.runs_submit, b"{}")
         mine = await bus.js.stream_info(bus.subjects.runs_stream)
@@ -117,15 +117,15 @@ async def test_a_new_installation_has_four_chat_partitions_and_an_older_one_keep
     partition no router serves any more: its streams, and so its routers, keep 16."""
     older = bus_config.model_copy(update={"prefix": f"{bus_config.prefix}o", "chat_partitions": 16})
     fresh = bus_config.model_copy(update={"prefix": f"{bus_config.prefix}n"})
-    old_bus = await Bus.connect(nats_url, older, provision=True)
-    new_bus = await Bus.connect(nats_url, fresh, provision=True)
+    old_bus = await connect_and_provision(nats_url, older)
+    new_bus = await connect_and_provision(nats_url, fresh)
     try:
         assert await chat_partitions(new_bus) == 4
         for stream in (new_bus.subjects.chat_in_stream, new_bus.subjects.run_events_stream):
             assert partitions_of(await new_bus.js.stream_info(stream)) == 4
         # The same installation, provisioned by a version (or a process) with no count set.
         no_count = older.model_copy(update={"chat_partitions": None})
-        unset = await Bus.connect(nats_url, no_count, provision=True)
+        unset = await connect_and_provision(nats_url, no_count)
         try:
             assert await chat_partitions(unset) == 16
             for stream in (unset.subjects.chat_in_stream, unset.subjects.run_events_stream):
@@ -141,11 +141,11 @@ async def test_a_new_partition_count_waits_until_nothing_waits_in_chat_in(
     nats_url: str, bus_config: BusConfig, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = bus_config.model_copy(update={"prefix": f"{bus_config.prefix}c", "chat_partitions": 16})
-    first = await Bus.connect(nats_url, config, provision=True)
+    first = await connect_and_provision(nats_url, config)
     eight = config.model_copy(update={"chat_partitions": 8})
     try:
         await first.publish(first.subjects.chat_in("telegram", "42"), b"{}")
-        changed = await Bus.connect(nats_url, eight, provision=True)
+        changed = await connect_and_provision(nats_url, eight)
         try:
             assert await chat_partitions(changed) == 16, "a message waits under the old count"
             assert "still holds 1 message(s)" in caplog.text
@@ -166,7 +166,7 @@ async def test_a_disk_without_room_for_the_memory_stream_is_named_with_the_setti
     """10 PB is more than the worker's server (or any disk's free space) has room for."""
     huge = bus_config.model_copy(update={"memory_updates_max_mb": 10.0 * 1024**3})
     with pytest.raises(BusError) as raised:
-        await Bus.connect(nats_url, huge, name="test", provision=True)
+        await connect_and_provision(nats_url, huge, name="test")
     message = str(raised.value)
     assert "no room to reserve" in message
     assert "_MEMORY" in message

@@ -9,7 +9,7 @@ import pytest
 from bus import Bus, decode
 from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus
 from bus.records import RecordStore, keys_matching
-from bus.runs import follow_run, submit_new_run
+from bus.runs import follow_run, submit_run
 
 pytestmark = pytest.mark.asyncio
 
@@ -60,8 +60,8 @@ async def submitted_requests(bus: Bus) -> list[str]:
 
 
 async def test_a_message_turned_into_a_run_twice_submits_it_once(bus: Bus) -> None:
-    assert await submit_new_run(bus, chat_run("run-a")) is True
-    assert await submit_new_run(bus, chat_run("run-a")) is True  # still pending: the server drops the copy
+    assert await submit_run(bus, chat_run("run-a")) is not None
+    assert await submit_run(bus, chat_run("run-a")) is not None  # still pending: the server drops the copy
     assert await submitted_requests(bus) == ["run-a"]
     index = await keys_matching(bus.js, bus.subjects.thread_runs_bucket, "t1.>")
     assert len(index) == 1, "listed once with its thread"
@@ -73,7 +73,7 @@ async def test_a_run_recorded_but_never_published_is_published_when_its_message_
     # The submitter died between recording the run and publishing its request.
     store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
     await store.create("run-b", RunRecord.pending(chat_run("run-b")))
-    assert await submit_new_run(bus, chat_run("run-b")) is True
+    assert await submit_run(bus, chat_run("run-b")) is not None
     assert await submitted_requests(bus) == ["run-b"]
 
 
@@ -81,5 +81,5 @@ async def test_a_run_under_way_is_not_submitted_again(bus: Bus) -> None:
     store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
     running = RunRecord.pending(chat_run("run-c")).model_copy(update={"status": RunStatus.RUNNING})
     await store.create("run-c", running)
-    assert await submit_new_run(bus, chat_run("run-c")) is False
+    assert await submit_run(bus, chat_run("run-c")) is None
     assert await submitted_requests(bus) == []

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bus import Bus, DataDirLocked, EmbeddedServer
+from bus import Bus, DataDirLocked, EmbeddedServer, connect_and_provision
 
 pytestmark = pytest.mark.asyncio
 
@@ -25,7 +25,7 @@ async def test_a_second_server_on_the_same_data_dir_fails_with_a_clear_message(t
 
 async def test_jetstream_data_survives_a_restart_and_the_lock_is_released_on_stop(tmp_path: Path) -> None:
     async with EmbeddedServer(tmp_path) as server:
-        bus = await Bus.connect(server.url, provision=True)
+        bus = await connect_and_provision(server.url)
         await bus.publish(bus.subjects.run_events_for("r", None), b'{"kept": true}')
         await bus.close()
         url_file = (tmp_path / "nats.url").read_text().strip()
@@ -65,7 +65,7 @@ async def test_a_killed_server_is_started_again_where_clients_reconnect_with_its
 
     async with EmbeddedServer(tmp_path) as server:
         supervisor = asyncio.create_task(server.supervise())
-        bus = await Bus.connect(server.url, provision=True)
+        bus = await connect_and_provision(server.url)
         await bus.publish(bus.subjects.run_events_for("r", None), b'{"before": true}')
         url, first_pid = server.url, server.pid
         assert first_pid is not None

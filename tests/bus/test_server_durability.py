@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bus import Bus, EmbeddedServer
+from bus import Bus, EmbeddedServer, connect_and_provision
 from tests.support import lazyfs
 
 pytestmark = pytest.mark.asyncio
@@ -37,7 +37,7 @@ async def acknowledged_then_power_cut(tmp_path: Path, sync_interval: str) -> tup
     async with lazyfs.LazyFS(tmp_path / "disk", data / "jetstream") as layer:
         server = EmbeddedServer(data, sync_interval=sync_interval)
         await server.start()
-        bus = await Bus.connect(server.url, provision=True)
+        bus = await connect_and_provision(server.url)
         await layer.writeback()  # the streams were made long ago: only the messages are new
         subject = bus.subjects.run_events_for("r", None)
         for n in range(MESSAGES):

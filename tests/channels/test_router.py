@@ -14,7 +14,7 @@ import nats
 import pytest
 import pytest_asyncio
 
-from bus import Bus, decode, list_dead_letters, replay
+from bus import Bus, connect_and_provision, decode, list_dead_letters, replay
 from bus.chat_partitions import chat_partitions
 from bus.messages import (
     ChatBinding,
@@ -435,7 +435,7 @@ async def test_routers_serve_the_partitions_the_streams_have_whatever_their_own_
 ) -> None:
     """An installation made when 16 partitions were the default, its components now started with
     none set (a new installation would get 4): chats in partitions 4 to 15 are answered too."""
-    older = await Bus.connect(nats_url, bus.config.model_copy(update={"chat_partitions": 16}), provision=True)
+    older = await connect_and_provision(nats_url, bus.config.model_copy(update={"chat_partitions": 16}))
     await older.close()
     config = app_config()
     assert config.bus.chat_partitions is None
@@ -456,9 +456,7 @@ async def test_a_router_follows_a_partition_count_changed_while_it_runs(
     config = app_config()
     async with running_runner(nats_url, config), running_router(nats_url, config), Chat(bus) as chat:
         assert await chat_partitions(bus) == 4
-        raised = await Bus.connect(
-            nats_url, bus.config.model_copy(update={"chat_partitions": 8}), provision=True
-        )
+        raised = await connect_and_provision(nats_url, bus.config.model_copy(update={"chat_partitions": 8}))
         await raised.close()
         assert await chat_partitions(bus) == 8
         # Twelve chats: the chance that none lands in partitions 4 to 7 is 2**-12.
@@ -468,9 +466,7 @@ async def test_a_router_follows_a_partition_count_changed_while_it_runs(
         assert answers == {f"r-{c}" for c in range(12)}
 
         # And back to 4: partitions 4 to 7 are drained and given back; every chat is still answered.
-        lowered = await Bus.connect(
-            nats_url, bus.config.model_copy(update={"chat_partitions": 4}), provision=True
-        )
+        lowered = await connect_and_provision(nats_url, bus.config.model_copy(update={"chat_partitions": 4}))
         await lowered.close()
         leases = await bus.kv(bus.subjects.leases_bucket)
         for _ in range(300):

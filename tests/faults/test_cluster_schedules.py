@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bus import Bus
+from bus import Bus, connect_and_provision
 from bus.messages import ScheduleAction, ScheduledRunList, ScheduledTaskRun, utcnow
 from bus.service import call
 from config import AppConfig, BusConfig
@@ -47,7 +47,7 @@ async def test_killing_the_node_that_leads_the_schedules_stream_neither_stops_no
     try:
         await cluster.wait_jetstream()
         config = BusConfig(prefix=PREFIX, replicas=3, **admin_login(tmp_path / "data"))
-        bus = await Bus.connect(cluster.url, config, name="faults-probe", provision=True)
+        bus = await connect_and_provision(cluster.url, config, name="faults-probe")
         buses.append(bus)
         component = await Bus.connect(cluster.url, config, name="faults-scheduler")
         buses.append(component)

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from bus.files import output_key, upload_key
 from config import AppConfig
 from sandbox import Conflict, InvalidRequest, NotAllowed, NotFound, SandboxClient, TooLarge
 from sandbox.hygiene import PASSED_TO_COMMANDS
-from tests.sandbox.conftest import needs_bwrap, running_broker
+from tests.sandbox.conftest import PROVIDERS, needs_bwrap, running_broker
 
 pytestmark = pytest.mark.asyncio
 
@@ -203,6 +204,31 @@ async def test_commands_get_an_allowlisted_environment_not_the_brokers(
     assert names <= allowed
     assert "LANG=C.UTF-8" in result.output.splitlines()
     assert f"HOME={WS}" in result.output.splitlines()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_configured_environment_reaches_commands_and_an_unset_reference_is_left_out(
+    nats_url: str,
+    client: SandboxClient,
+    make_config: Callable[..., AppConfig],
+    provider: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTLER_TEST_IMAGE_KEY", "sk-images")
+    monkeypatch.delenv("ANTLER_TEST_UNSET", raising=False)
+    environment = {
+        "IMAGE_API_KEY": "$ANTLER_TEST_IMAGE_KEY",
+        "IMAGE_MODEL": "gpt-image-1",
+        "SPEECH_API_KEY": "$ANTLER_TEST_UNSET",
+        "HOME": "/somewhere/else",
+    }
+    async with running_broker(nats_url, make_config(provider=provider, environment=environment)):
+        result = await client.exec("env")
+    lines = result.output.splitlines()
+    assert "IMAGE_API_KEY=sk-images" in lines, "a $NAME value is read from the broker's environment"
+    assert "IMAGE_MODEL=gpt-image-1" in lines
+    assert not any(line.startswith("SPEECH_API_KEY=") for line in lines), "unset: left out, not '$...'"
+    assert f"HOME={WS}" in lines, "the provider's own variables win"
 
 
 async def test_output_over_the_cap_is_truncated_with_a_marker(

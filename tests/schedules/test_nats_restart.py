@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bus import Bus, EmbeddedServer
+from bus import Bus, EmbeddedServer, connect_and_provision
 from bus.messages import ScheduledTaskRun, utcnow
 from config import AppConfig
 from schedules.scheduler import run as run_scheduler
@@ -38,7 +38,7 @@ async def test_a_restarted_nats_server_keeps_firing_the_schedules_it_stored(
     await server.start()
     scheduler: asyncio.Task[None] | None = None
     try:
-        bus = await Bus.connect(server.url, bus_config, name="test", provision=True)
+        bus = await connect_and_provision(server.url, bus_config, name="test")
         component = await Bus.connect(server.url, bus_config, name="test-scheduler")
         scheduler = asyncio.create_task(run_scheduler(component, config))
         await until_answering(bus.subjects.service_subject("schedules", "list"), bus, scheduler)

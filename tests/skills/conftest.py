@@ -21,17 +21,25 @@ SHIPPED = (
     "academic-paper-review",
     "chart-report",
     "code-documentation",
+    "consulting-analysis",
     "data-analysis",
     "deep-research",
     "document-report",
     "frontend-design",
     "github-deep-research",
+    "image-generation",
+    "music-generation",
     "newsletter-generation",
+    "podcast-generation",
     "ppt-generation",
     "skill-creator",
     "skill-reviewer",
     "systematic-literature-review",
+    "video-generation",
 )
+
+# Their end-to-end tests reach a fake generation endpoint: tests/skills/test_media_skills.py.
+MEDIA_SKILLS = ("image-generation", "music-generation", "podcast-generation", "video-generation")
 
 
 def skills_config(config_data: dict[str, Any], provider: str = "local") -> AppConfig:

@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
@@ -21,18 +19,18 @@ import pytest
 import pytest_asyncio
 from bs4 import BeautifulSoup
 
-from bus import Bus
+from bus import connect_and_provision
 from config import AppConfig, BusConfig
 from config.loader import _build
-from sandbox.paths import ThreadFS
 from sandbox.toolbox import Toolbox
 from tests.conftest import component_bus, fail_on_violations
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI
 from tests.sandbox.conftest import BWRAP, running_broker
 from tests.skills.artifacts import open_document, png_size
-from tests.skills.conftest import SHIPPED, SKILLS
+from tests.skills.conftest import MEDIA_SKILLS, SHIPPED, SKILLS
+from tests.skills.scripted import OUT, UP, WS, Stack, bash, present, ran_cleanly, use_skill, write
 from tests.support.nats_users import SecuredServer
-from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.runner import running_runner
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
@@ -41,30 +39,10 @@ pytestmark = [
     pytest.mark.skipif(not BWRAP, reason="bubblewrap is not installed or cannot create namespaces here"),
 ]
 
-WS = "/mnt/user-data/workspace"
-OUT = "/mnt/user-data/outputs"
-UP = "/mnt/user-data/uploads"
 SCRIPTS = "/mnt/skills/public"
-USER = "ana"
 
 SALES = "region,product,units,revenue\nNorth,Widget,12,1200.5\nEast,Widget,20,2100\nSouth,Gadget,7,640\n"
 SALES += "North,Gadget,3,455.25\nEast,Gadget,1,99\n"
-
-
-@dataclass
-class Stack:
-    bus: Bus
-    model: FakeOpenAI
-    config: AppConfig
-    toolbox: Toolbox
-
-    def outputs(self, thread: str) -> Path:
-        root = Path(self.config.sandbox.data_dir or Path(self.config.bus.data_dir) / "sandbox").resolve()
-        return ThreadFS(root, USER, thread).outputs
-
-    def uploads(self, thread: str) -> Path:
-        root = Path(self.config.sandbox.data_dir or Path(self.config.bus.data_dir) / "sandbox").resolve()
-        return ThreadFS(root, USER, thread).uploads
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -89,7 +67,7 @@ async def stack(
                 "sandbox": {"provider": "bwrap", "command_timeout_seconds": 110, "cpu_seconds": 110},
             }
             config = _build(AppConfig, data, "test config")
-            bus = await Bus.connect(nats_server.url, bus_config, name="test", provision=True)
+            bus = await connect_and_provision(nats_server.url, bus_config, name="test")
             try:
                 async with running_broker(nats_server.url, config), running_runner(nats_server.url, config):
                     yield Stack(bus, model, config, toolbox)
@@ -101,55 +79,6 @@ async def stack(
         fail_on_violations(users, None)
     finally:
         users.close()
-
-
-@dataclass
-class Used:
-    """One skill run: the tool results the model saw (by tool) and the thread's outputs folder."""
-
-    results: dict[str, list[str]] = field(default_factory=dict)
-    outputs: Path = Path()
-    system: str = ""
-
-
-async def use_skill(stack: Stack, skill: str, ask_text: str, *steps: ToolCall, thread: str = "") -> Used:
-    """Send `/<skill> <ask_text>`; the model makes `steps` one tool call a turn, then answers."""
-    thread = thread or f"t-{skill}-{uuid.uuid4().hex[:6]}"
-    before = len(stack.model.agent_requests)
-    stack.model.script(*(Reply(tool_calls=[step]) for step in steps), Reply(text="Here it is."))
-    events = await submit_and_collect(
-        stack.bus, ask(thread, f"/{skill} {ask_text}", user_id=USER), timeout=300
-    )
-    assert events[-1].event == "end", events[-1]
-    used = Used(outputs=stack.outputs(thread))
-    used.system = stack.model.agent_requests[before]["messages"][0]["content"]
-    for event in events:
-        if event.event == "messages" and event.data[0].get("type") == "tool":
-            used.results.setdefault(event.data[0]["name"], []).append(event.data[0]["content"])
-    assert f'<active_skill name="{skill}">' in used.system, "the slash command activated the skill"
-    return used
-
-
-def write(path: str, content: str | dict[str, Any] | list[Any]) -> ToolCall:
-    text = content if isinstance(content, str) else json.dumps(content, indent=1)
-    return ToolCall("write_file", {"path": path, "content": text})
-
-
-def bash(command: str) -> ToolCall:
-    return ToolCall("bash", {"command": command})
-
-
-def present(*paths: str) -> ToolCall:
-    return ToolCall("present_files", {"filepaths": list(paths)})
-
-
-def ran_cleanly(used: Used) -> str:
-    """Every bash call's output, after checking none exited non-zero."""
-    outputs = used.results.get("bash", [])
-    assert outputs, "the model ran the skill's script"
-    for output in outputs:
-        assert "[exit code" not in output, output
-    return "\n".join(outputs)
 
 
 # --- one test per skill --------------------------------------------------------------------------
@@ -600,6 +529,92 @@ async def systematic_literature_review(stack: Stack) -> None:
     assert "Lovelace, A., & Turing, A. (2023). Retrieval cuts errors. *ACL*. https://doi.org/10.1/rag" in text
 
 
+async def consulting_analysis(stack: Stack) -> None:
+    script = "python3 /mnt/skills/public/consulting-analysis/scripts/consulting_report.py"
+    plan = {
+        "subject": "E-bikes in the Netherlands",
+        "decision": "Launch a cargo model?",
+        "chapters": [
+            {"title": "Market size", "framework": "TAM-SAM-SOM", "data": ["unit sales 2022-2024 (RAI)"]},
+            {"title": "Competition", "framework": "Porter's five forces", "data": ["brand shares (BOVAG)"]},
+        ],
+    }
+    report = {
+        "title": "Cargo e-bikes in the Netherlands",
+        "summary": ["Sales grew 30% in two years [@rai]."],
+        "chapters": [
+            {
+                "title": "Market size",
+                "headline": "A growing market [@rai]",
+                "blocks": [
+                    {
+                        "type": "chart",
+                        "kind": "bar",
+                        "title": "Units sold (k)",
+                        "labels": ["2022", "2024"],
+                        "series": {"units": [100, 130]},
+                        "source": "rai",
+                    },
+                    {
+                        "type": "table",
+                        "columns": ["Brand", "Share"],
+                        "rows": [["Urban Arrow", "31%"]],
+                        "source": "bovag",
+                    },
+                    {"type": "swot", "strengths": ["dealer network"], "threats": ["price war [@bovag]"]},
+                    {"type": "forces", "forces": {"rivalry": ["high", "12 brands"]}},
+                ],
+            }
+        ],
+        "recommendations": [
+            {"action": "Sell through dealers", "impact": "medium", "effort": "low"},
+            {"action": "Lease to families", "impact": "high", "effort": "medium"},
+        ],
+        "sources": [
+            {
+                "id": "rai",
+                "title": "Fietsverkopen 2024",
+                "publisher": "RAI",
+                "url": "https://rai.example/2024",
+            },
+            {"id": "bovag", "title": "Marktaandelen", "publisher": "BOVAG"},
+        ],
+    }
+    unsourced = {**report, "chapters": [{"title": "X", "blocks": [{"type": "chart", "labels": ["a"],
+                                                                    "series": {"n": [1]}}]}]}  # fmt: skip
+    used = await use_skill(
+        stack,
+        "consulting-analysis",
+        "should we launch a cargo e-bike in the Netherlands?",
+        write(f"{WS}/framework.json", plan),
+        bash(f"{script} framework {WS}/framework.json --out {OUT}/framework.md"),
+        write(f"{WS}/bad.json", unsourced),
+        bash(f"{script} report {WS}/bad.json --out {OUT}/bad.md; echo status=$?"),
+        write(f"{WS}/report.json", report),
+        bash(f"{script} report {WS}/report.json --out {OUT}/cargo.md"),
+        present(f"{OUT}/cargo.md"),
+    )
+    first, refused, written = used.results["bash"]
+    assert f"wrote {OUT}/framework.md: 2 chapters, 2 data items to collect" in first
+    assert "error: chart 'Chart 1' names no source: every figure must be traceable" in refused
+    assert "status=1" in refused
+    assert not (used.outputs / "bad.md").exists(), "nothing written from an unsourced report"
+    assert "1 chapters, 1 charts, 2 recommendations, 2 sources cited" in written
+    framework_md = (used.outputs / "framework.md").read_text(encoding="utf-8")
+    assert "- [ ] unit sales 2022-2024 (RAI) (chapter 1)" in framework_md
+    text = (used.outputs / "cargo.md").read_text(encoding="utf-8")
+    assert "- Sales grew 30% in two years [1]." in text
+    assert "![Units sold (k)](cargo-charts/chart-1.png)" in text
+    assert "*Source: [2]*" in text, "the table's source is numbered"
+    assert "| **External** | **Opportunities**<br>— | **Threats**<br>price war [2] |" in text
+    assert "| Rivalry among competitors | high | 12 brands |" in text
+    assert text.index("Lease to families") < text.index("Sell through dealers"), "by impact"
+    assert text.endswith(
+        "1. Fietsverkopen 2024 — RAI. <https://rai.example/2024>\n2. Marktaandelen — BOVAG.\n"
+    )
+    assert png_size((used.outputs / "cargo-charts" / "chart-1.png").read_bytes()) == (960, 540)
+
+
 SKILL_TESTS: dict[str, Callable[[Stack], Awaitable[None]]] = {
     "chart-report": chart_report,
     "data-analysis": data_analysis,
@@ -614,6 +629,7 @@ SKILL_TESTS: dict[str, Callable[[Stack], Awaitable[None]]] = {
     "skill-creator": skill_creator,
     "skill-reviewer": skill_reviewer,
     "systematic-literature-review": systematic_literature_review,
+    "consulting-analysis": consulting_analysis,
 }
 
 
@@ -625,5 +641,7 @@ async def test_a_slash_command_runs_the_skill_in_the_bwrap_sandbox_and_delivers_
 
 
 async def test_every_public_skill_has_an_end_to_end_test() -> None:
-    assert set(SHIPPED) == set(SKILL_TESTS)
-    assert len(SHIPPED) >= 12
+    # the media skills' own tests are in test_media_skills.py, which checks it has one for each
+    assert set(SHIPPED) == set(SKILL_TESTS) | set(MEDIA_SKILLS)
+    assert not set(SKILL_TESTS) & set(MEDIA_SKILLS)
+    assert len(SHIPPED) >= 18

@@ -1,5 +1,6 @@
 """A chat platform's whole path for tests of several packages: runner, sandbox broker, router and
-the adapter under test (`adapter_stack`), and the fake Bot API as a fixture (`telegram`)."""
+the adapter under test (`adapter_stack`), and the fake Bot API and the fake Discord as fixtures
+(`telegram`, `discord`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest_asyncio
 from bus import Bus
 from config import AppConfig
 from tests.conftest import running_component
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.telegram_server import FakeTelegram
 from tests.sandbox.conftest import running_broker
 from tests.support.chat import running_router
@@ -46,4 +48,11 @@ async def adapter_stack(
 async def telegram() -> AsyncIterator[FakeTelegram]:
     """The fake Bot API the Telegram adapter talks to."""
     async with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def discord() -> AsyncIterator[FakeDiscord]:
+    """The fake Discord (REST API and Gateway) the Discord adapter talks to."""
+    async with FakeDiscord() as fake:
         yield fake

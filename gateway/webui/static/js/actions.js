@@ -7,7 +7,7 @@
 // `/messages/page` (its `run_id`), the rating of each run from the runs list.
 
 import { call } from "./api.js";
-import { el, textOf } from "./conversation.js";
+import { el, textOf } from "./dom.js";
 import { icon } from "./icons.js";
 
 const q = encodeURIComponent;

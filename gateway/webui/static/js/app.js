@@ -5,7 +5,9 @@ import { STREAM_MODES, streamRun, threads } from "./api.js";
 import { canSignOut, signIn, signOut } from "./auth.js";
 import { command, slashCommand } from "./commands.js";
 import { clearFiles, drawQueued, hasQueued, pendingFiles, queue, sendQueued, wireComposer } from "./composer.js";
-import { Conversation, draw, el, textOf } from "./conversation.js";
+import { showBrowserView, wireBrowserView } from "./browser_view.js";
+import { Conversation, draw } from "./conversation.js";
+import { el, textOf } from "./dom.js";
 import { wireCompact } from "./compact.js";
 import { closeFiles, countUploads, fileCount, panelBehind, showArtifacts } from "./files.js";
 import { goalEnded, showGoal, wireGoal } from "./goal.js";
@@ -67,6 +69,7 @@ function redraw() {
     $("compact").hidden = state.isNew || running || (conversation?.messages() || []).filter((m) => m.type !== "note").length < 2;
     $("artifact-count").textContent = files ? String(files) : "";
     if (panelBehind(files)) openFiles(); // the open panel follows
+    showBrowserView(state.isNew ? null : state.threadId, conversation ? conversation.messages() : []);
     box.scrollTop = atBottom ? box.scrollHeight : top;
   });
 }
@@ -473,6 +476,7 @@ function wire() {
     toast,
   });
   wireGoal((objective) => submit(`/goal ${objective}`));
+  wireBrowserView();
   $("open-settings").addEventListener("click", () => (location.hash = "#/settings/memory"));
   $("theme").addEventListener("click", () => cycleTheme(toast));
   $("sign-out").addEventListener("click", signOut);

@@ -5,7 +5,7 @@
 // (where it can be taken back to edit) and is sent, in order, when the answer ends — as Claude's
 // and DeerFlow's UIs do. The queue is the page's; files attached stay with the composer.
 
-import { el } from "./conversation.js";
+import { el } from "./dom.js";
 import { icon } from "./icons.js";
 
 const $ = (id) => document.getElementById(id);

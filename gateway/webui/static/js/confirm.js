@@ -1,7 +1,7 @@
 // An in-page confirmation (a modal <dialog>), instead of the browser's confirm(): it looks like the
 // page, says what will happen on its button, and cannot be suppressed by "don't ask again".
 
-import { el } from "./conversation.js";
+import { el } from "./dom.js";
 
 /** Resolves true when the user presses `action`, false on Cancel, Escape or a click outside. */
 export function confirmInPage(question, action, detail = "") {

@@ -5,6 +5,7 @@
 // being written, deltas per message id). Model output is drawn as sanitized Markdown; the user's
 // own words as plain text.
 
+import { el, textOf } from "./dom.js";
 import { highlightCode } from "./highlight.js";
 import { icon } from "./icons.js";
 import { isSummary, summaryBlock } from "./compact.js";
@@ -13,32 +14,6 @@ import { modelNotice, noteModelEvent } from "./model_notices.js";
 import { noteBlock } from "./notes.js";
 
 const FILES_NOTE = /\n*\[Files sent with this message, now in the sandbox:[\s\S]*\]\s*$/;
-
-export function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === undefined || value === null || value === false) continue;
-    if (key === "class") node.className = value;
-    else if (key === "text") node.textContent = value;
-    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-    else node.setAttribute(key, value === true ? "" : value);
-  }
-  for (const child of children.flat()) {
-    if (child === null || child === undefined || child === false) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-  return node;
-}
-
-export function textOf(content) {
-  if (typeof content === "string") return content;
-  if (Array.isArray(content)) {
-    return content
-      .map((part) => (typeof part === "string" ? part : part?.type === "text" ? part.text : ""))
-      .join("");
-  }
-  return content == null ? "" : String(content);
-}
 
 function kindOf(message) {
   const type = message.type || message.role;

@@ -5,7 +5,7 @@
 // downloads work with bearer tokens too (an <img src> or <a href> could not carry the header).
 
 import { artifactBlob, threads } from "./api.js";
-import { el } from "./conversation.js";
+import { el } from "./dom.js";
 import { icon } from "./icons.js";
 import { renderMarkdown } from "./markdown.js";
 

@@ -8,7 +8,7 @@
 // any other, so a goal's progress streams in as it happens.
 
 import { call } from "./api.js";
-import { el } from "./conversation.js";
+import { el } from "./dom.js";
 import { icon } from "./icons.js";
 
 const q = encodeURIComponent;

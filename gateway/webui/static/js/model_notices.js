@@ -3,7 +3,7 @@
 // It goes once the model writes again or the run ends. `model_finish` events need no line: the
 // answer itself says it was cut or filtered.
 
-import { el, textOf } from "./conversation.js";
+import { el, textOf } from "./dom.js";
 
 const notices = new WeakMap(); // conversation -> { text, written }
 

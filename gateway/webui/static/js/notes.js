@@ -11,7 +11,7 @@ export function addNote(conversation, command, text) {
   conversation.pinned.push({ anchor, message: { type: "note", id: `note-${++made}`, command, content: text } });
 }
 
-/** A note as the conversation draws it (`el` from conversation.js). */
+/** A note as the conversation draws it (`el` from dom.js). */
 export function noteBlock(message, el) {
   return el(
     "div",

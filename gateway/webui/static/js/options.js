@@ -2,7 +2,7 @@
 // and the page's theme.
 
 import { settings } from "./api.js";
-import { el } from "./conversation.js";
+import { el } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
 const OPTIONS = { thinking: "opt-thinking", plan: "opt-plan", subagents: "opt-subagents" };

@@ -4,7 +4,7 @@
 
 import { call } from "./api.js";
 import { confirmInPage } from "./confirm.js";
-import { el } from "./conversation.js";
+import { el } from "./dom.js";
 
 const q = encodeURIComponent;
 const REFRESH_MS = 10_000; // how often an open Schedules page looks at its tasks again

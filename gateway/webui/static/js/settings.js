@@ -3,7 +3,7 @@
 
 import { settings } from "./api.js";
 import { confirmInPage } from "./confirm.js";
-import { el } from "./conversation.js";
+import { el } from "./dom.js";
 import { icon } from "./icons.js";
 import { skillsPage } from "./skills.js";
 import { schedulesPage } from "./schedules.js";

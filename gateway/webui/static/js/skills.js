@@ -3,7 +3,7 @@
 
 import { call } from "./api.js";
 import { confirmInPage } from "./confirm.js";
-import { el } from "./conversation.js";
+import { el } from "./dom.js";
 
 const q = encodeURIComponent;
 

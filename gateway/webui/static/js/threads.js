@@ -7,7 +7,7 @@
 
 import { threads } from "./api.js";
 import { confirmInPage } from "./confirm.js";
-import { el } from "./conversation.js";
+import { el } from "./dom.js";
 import { icon } from "./icons.js";
 
 const $ = (id) => document.getElementById(id);
