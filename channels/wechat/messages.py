@@ -79,7 +79,12 @@ def read_message(raw: bytes | str) -> CallbackMessage:
     try:
         return CallbackMessage.model_validate(fields)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in error['loc']) or 'xml'}: {error['msg']}" for error in exc.errors()
-        )
+        problems = "; ".join(_problem(error) for error in exc.errors())
         raise MalformedMessage(problems) from exc
+
+
+def _problem(error: Any) -> str:
+    """One validation error as a reason: the element it is about, if any, and what is wrong."""
+    text = str(error["msg"]).removeprefix("Value error, ")
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {text}" if where else text
