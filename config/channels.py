@@ -60,17 +60,18 @@ class _CallbackConfig(ChannelConfig):
     webhook_listen: str = Field(
         "127.0.0.1", description="Where the callback server listens (behind your HTTPS proxy)."
     )
-    webhook_port: int = Field(8443, ge=1, le=65535)
     base_url: str | None = Field(None, description="API base URL (tests point it at a local fake).")
 
 
 class WeComConfig(_CallbackConfig):
+    webhook_port: int = Field(8444, ge=1, le=65535)
     corp_id: str | None = Field(None, description="The company's CorpID (ww…).")
     agent_id: int | None = Field(None, description="The self-built app's AgentId.")
     secret: str | None = Field(None, description="The self-built app's Secret.")
 
 
 class WeChatConfig(_CallbackConfig):
+    webhook_port: int = Field(8445, ge=1, le=65535)
     app_id: str | None = Field(None, description="The Official Account's AppID (wx…).")
     app_secret: str | None = Field(None, description="The Official Account's AppSecret.")
     passive_reply_seconds: float = Field(
