@@ -23,7 +23,7 @@ from antler.components import COMPONENTS
 from config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
-ADAPTERS = {"telegram", "slack", "feishu", "dingtalk"}
+ADAPTERS = {"telegram", "slack", "feishu", "dingtalk", "wecom", "wechat"}
 
 
 @pytest.fixture(scope="module")
