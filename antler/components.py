@@ -90,6 +90,18 @@ COMPONENTS: dict[str, ComponentSpec] = {
             lambda c: c.channels.discord.enabled,
         ),
         ComponentSpec(
+            "wecom",
+            "channels.wecom:run",
+            "WeCom self-built app (callback URL)",
+            lambda c: c.channels.wecom.enabled,
+        ),
+        ComponentSpec(
+            "wechat",
+            "channels.wechat:run",
+            "WeChat Official Account (callback URL)",
+            lambda c: c.channels.wechat.enabled,
+        ),
+        ComponentSpec(
             "agentproto",
             "agentproto.host:run",
             "the NATS agent protocol: agents discoverable and promptable by any NATS client",

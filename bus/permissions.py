@@ -26,7 +26,7 @@ from pathlib import Path
 from bus.subjects import Subjects
 
 ADMIN = "admin"
-CHANNELS = ("telegram", "slack", "feishu", "dingtalk", "discord")
+CHANNELS = ("telegram", "slack", "feishu", "dingtalk", "discord", "wecom", "wechat")
 USERS_FILE = "nats-users.json"
 
 

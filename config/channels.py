@@ -1,4 +1,4 @@
-"""Chat platforms: Slack, Telegram, Feishu, DingTalk, Discord."""
+"""Chat platforms: Slack, Telegram, Feishu, DingTalk, Discord, WeCom, WeChat Official Accounts."""
 
 from __future__ import annotations
 
@@ -56,6 +56,40 @@ class DiscordConfig(ChannelConfig):
     )
 
 
+class _CallbackConfig(ChannelConfig):
+    """A platform that posts its messages to a URL of ours (WeCom, WeChat Official Accounts)."""
+
+    token: str | None = Field(None, description="The callback Token set in the platform's console.")
+    encoding_aes_key: str | None = Field(
+        None, description="The callback EncodingAESKey (43 characters) set in the platform's console."
+    )
+    webhook_path: str = Field("/", description="The callback URL's path, as the platform posts to it.")
+    webhook_listen: str = Field(
+        "127.0.0.1", description="Where the callback server listens (behind your HTTPS proxy)."
+    )
+    base_url: str | None = Field(None, description="API base URL (tests point it at a local fake).")
+
+
+class WeComConfig(_CallbackConfig):
+    webhook_port: int = Field(8444, ge=1, le=65535)
+    corp_id: str | None = Field(None, description="The company's CorpID (ww…).")
+    agent_id: int | None = Field(None, description="The self-built app's AgentId.")
+    secret: str | None = Field(None, description="The self-built app's Secret.")
+
+
+class WeChatConfig(_CallbackConfig):
+    webhook_port: int = Field(8445, ge=1, le=65535)
+    app_id: str | None = Field(None, description="The Official Account's AppID (wx…).")
+    app_secret: str | None = Field(None, description="The Official Account's AppSecret.")
+    passive_reply_seconds: float = Field(
+        4.0,
+        ge=0,
+        le=4.8,
+        description="How long a callback waits for the answer to reply with it; later answers go "
+        "through the customer-service message API (WeChat gives up on a callback after 5 s).",
+    )
+
+
 class ChannelsConfig(Section):
     stream_update_seconds: float = Field(1.0, ge=0, description="Least time between partial reply edits.")
     router_processes: int = Field(
@@ -72,3 +106,5 @@ class ChannelsConfig(Section):
     feishu: FeishuConfig = Field(default_factory=FeishuConfig)
     dingtalk: DingTalkConfig = Field(default_factory=DingTalkConfig)
     discord: DiscordConfig = Field(default_factory=DiscordConfig)
+    wecom: WeComConfig = Field(default_factory=WeComConfig)
+    wechat: WeChatConfig = Field(default_factory=WeChatConfig)

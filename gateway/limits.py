@@ -96,7 +96,7 @@ MULTIPART_OVERHEAD = 64 * 1024  # part headers and boundaries around the files
 def body_limits(gw: Gateway) -> dict[str, Any]:
     """Uploads may carry `gateway.max_upload_mb` (all files together), skill archives their limit, and
     any other body what one message on our NATS server can (it becomes one)."""
-    from gateway.rest.skills import MAX_SKILL_ARCHIVE  # the skills API owns its limit
+    from gateway.skill_install import MAX_SKILL_ARCHIVE  # installing skills owns its limit
 
     upload_mb = gw.config.gateway.max_upload_mb
     payload = gw.bus.nc.max_payload
