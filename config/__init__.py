@@ -7,6 +7,7 @@ cfg.get_model().api_key      # `$OPENAI_API_KEY` resolves here, or raises Missin
 
 from config._env import Section, UnresolvedEnv, resolve_value
 from config.app import (
+    AccessConfig,
     AppConfig,
     AuthConfig,
     BusConfig,
@@ -22,6 +23,8 @@ from config.app import (
     MemoryConfig,
     ModelCallsConfig,
     ModelConfig,
+    OIDCProviderConfig,
+    RoleConfig,
     RunnerConfig,
     SandboxConfig,
     SkillsConfig,
@@ -62,6 +65,7 @@ from config.loader import (
 __all__ = [
     "CONFIG_ENV",
     "EXTENSIONS_ENV",
+    "AccessConfig",
     "AppConfig",
     "AuthConfig",
     "BusConfig",
@@ -84,6 +88,8 @@ __all__ = [
     "MissingEnvError",
     "ModelCallsConfig",
     "ModelConfig",
+    "OIDCProviderConfig",
+    "RoleConfig",
     "RunnerConfig",
     "SandboxConfig",
     "Section",
