@@ -9,6 +9,7 @@ import httpx
 from fastapi import Depends, HTTPException, Request
 
 from access import AuditLog, RoleBook
+from access.runner import RunAccess
 from bus import Bus
 from bus.messages import Reply, RunRecord, ThreadCreateReply, ThreadCreateRequest, ThreadRecord
 from bus.metrics_feed import MetricsBoard
@@ -53,6 +54,7 @@ class Gateway:
     board: MetricsBoard | None = None  # every process's metrics, heard on the bus (GET /metrics)
     roles: RoleBook = field(default=None)  # type: ignore[assignment]  # people's roles, linked chat users
     audit: AuditLog = field(default=None)  # type: ignore[assignment]
+    run_access: RunAccess = field(default=None)  # type: ignore[assignment]  # roles as the runner reads them
     sso: dict[str, OIDCClient] = field(default_factory=dict)  # identity providers by name
     sso_states: StateCookies = field(default=None)  # type: ignore[assignment]
     sso_http: httpx.AsyncClient | None = None
@@ -70,6 +72,7 @@ class Gateway:
         return cls(
             roles=await RoleBook.open(bus),
             audit=AuditLog(bus),
+            run_access=RunAccess(bus, config),
             sso={p.name: OIDCClient(p, sso_http) for p in settings.oidc} if sso_http else {},
             sso_states=StateCookies(secret),
             sso_http=sso_http,
