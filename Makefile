@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 # the bytecode they compile, whatever the shell says (PYTHONDONTWRITEBYTECODE=1 doubles every start's import cost).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install debian bwrap toolbox postgres chromium fuse up test lint format clean
+.PHONY: install debian bwrap toolbox postgres chromium fuse oidc-idp up test lint format clean
 
 # The sandbox isolates commands with bubblewrap (Debian package); without it they run unisolated.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml
 # The Python packages and the Debian ones (apt-get, one at a time) download side by side; then the toolbox.
 install:
 	@$(MAKE) --no-print-directory -j2 $(STAMP) debian
-	@$(MAKE) --no-print-directory toolbox
+	@$(MAKE) --no-print-directory toolbox oidc-idp
 
 debian:
 	@env -u MAKEFLAGS -u MFLAGS $(MAKE) --no-print-directory bwrap postgres chromium fuse  # dpkg takes one at a time
@@ -71,6 +71,19 @@ fuse:
 	  $(SUDO) apt-get install -y -q fuse3 >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q fuse3 >/dev/null 2>&1; } || \
 	  echo "warning: could not install fuse3; the power-loss tests will be skipped"; }
+
+# The single sign-on tests sign in through a real OpenID provider: panva's oidc-provider (npm), run by
+# node on loopback (tests/support/oidc_idp, its node_modules ignored by git); users never need it.
+IDP_DIR := tests/support/oidc_idp
+oidc-idp:
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "installing node and npm for the single sign-on tests ..."; \
+	  $(SUDO) apt-get install -y -q nodejs npm >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q nodejs npm >/dev/null 2>&1; } || \
+	  echo "warning: could not install node; the single sign-on tests cannot run"; }
+	@test -d $(IDP_DIR)/node_modules/oidc-provider || ! command -v npm >/dev/null 2>&1 || \
+	  (cd $(IDP_DIR) && npm ci --no-audit --no-fund --loglevel=error) || \
+	  echo "warning: could not install oidc-provider from npm; the single sign-on tests cannot run"
 
 up: install
 	$(BIN)/antler up

@@ -71,6 +71,7 @@ class RunContext:
     tool_groups: frozenset[str] | None = None
     tool_group_of: dict[str, str] = field(default_factory=dict)
     origin: ChatOrigin | None = None  # the chat a chat's run came from (its scheduled tasks answer there)
+    tool_filter: Any = None  # the person's role (access.runner.tool_filter): (name, group) -> offered
 
     def tool_allowed(self, name: str) -> bool:
         if name == "setup_agent" and not self.is_bootstrap:
@@ -80,4 +81,6 @@ class RunContext:
         if self.allowed_tools is not None and name not in self.allowed_tools:
             return False
         group = self.tool_group_of.get(name)
+        if self.tool_filter is not None and not self.tool_filter(name, group):
+            return False
         return self.tool_groups is None or group is None or group in self.tool_groups

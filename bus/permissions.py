@@ -72,10 +72,11 @@ RIGHTS: dict[str, Rights] = {
             "events.thread.deleted",
             "subagents.submit",
             "subagents.cancel.*",
+            "audit.>",  # runs started, tool calls, refusals (access.audit)
         ),
         subscribe=("runs.ctl.*", "subagents.progress.*"),
         kv_write=("threads", "runs", "thread_runs", "settings", "agents", "model_slots"),
-        kv_read=("memory", "subagent_results"),
+        kv_read=("memory", "subagent_results", "access"),  # people's roles (access.roles)
         # custom skills' versions (skills/<name>/<version>), unpacked on this machine; runs' journals
         files=True,
         serve=("threads",),
@@ -83,10 +84,10 @@ RIGHTS: dict[str, Rights] = {
     ),
     "subagents": Rights(
         consume=(("SUBAGENTS", "subagents", "subagents.submit"),),
-        publish=("subagents.progress.*",),
+        publish=("subagents.progress.*", "audit.>"),
         subscribe=("subagents.cancel.*", "runs.ctl.*"),
         kv_write=("subagent_results", "settings", "model_slots"),
-        kv_read=("runs", "memory"),
+        kv_read=("runs", "memory", "access"),
         files=True,  # custom skills' versions, as the runner
         serve=("subagents",),
         call=("sandbox",),
@@ -109,8 +110,9 @@ RIGHTS: dict[str, Rights] = {
             ("EVENTS", "router-thread-deleted", "events.thread.deleted"),
         ),
         read_streams=("RUN_EVENTS",),
-        publish=("runs.submit", "runs.ctl.*", "chat.out.*"),
-        kv_write=("chats", "runs", "thread_runs", "leases"),
+        publish=("runs.submit", "runs.ctl.*", "chat.out.*", "audit.>"),
+        # access: /connect codes and linked chat users (access.links)
+        kv_write=("chats", "runs", "thread_runs", "leases", "access"),
         kv_read=("threads", "memory", "settings"),
         files=True,
         serve=("router",),
@@ -125,9 +127,9 @@ RIGHTS: dict[str, Rights] = {
         call=("threads",),
     ),
     "gateway": Rights(
-        read_streams=("RUN_EVENTS",),
-        publish=("runs.submit", "runs.ctl.*"),
-        kv_write=("runs", "thread_runs", "settings", "agents", "users", "login_failures"),
+        read_streams=("RUN_EVENTS", "AUDIT"),
+        publish=("runs.submit", "runs.ctl.*", "audit.>"),
+        kv_write=("runs", "thread_runs", "settings", "agents", "users", "login_failures", "access"),
         kv_read=("threads", "memory"),
         files=True,
         call=("threads", "memory", "sandbox", "subagents", "schedules", "browser"),

@@ -121,6 +121,15 @@ def stream_configs(bus: Bus, partitions: int | None = None) -> list[StreamConfig
             discard=DiscardPolicy.OLD,
         ),
         stream(
+            s.stream("AUDIT"),
+            [s.full("audit.>")],
+            "The audit trail: sign-ins, role and admin changes, runs, tool calls, refusals (access/audit.py)",
+            retention=RetentionPolicy.LIMITS,
+            max_age=c.audit_max_age_days * DAY,
+            max_bytes=c.audit_max_mb * 1024 * 1024,
+            discard=DiscardPolicy.OLD,
+        ),
+        stream(
             s.schedules_stream,
             [s.schedule_definitions_all, s.schedule_firings_all],
             "Scheduled tasks: one definition per task the server fires on its schedule, and the firings",
@@ -162,6 +171,8 @@ async def provision(bus: Bus) -> Provisioned:
     # Accounts (the gateway's sign-in) and failed sign-ins, which go after a day at the latest.
     await _ensure_kv(bus, s.bucket("users"))
     await _ensure_kv(bus, s.bucket("login_failures"), ttl=DAY)
+    # Teams (access/): people's roles, chat users linked to accounts, /connect codes (per-key TTL).
+    await _ensure_kv(bus, s.bucket("access"), marker_ttl=60.0)
     await _ensure_kv(bus, s.subagent_results_bucket, ttl=bus.config.subagent_results_ttl_hours * HOUR)
     # Model budgets (llm.budget): leases with their own TTL; watchers see the ones that lapse.
     await _ensure_kv(bus, s.bucket("model_slots"), marker_ttl=60.0)
@@ -172,6 +183,7 @@ async def provision(bus: Bus) -> Provisioned:
         s.subagent_results_bucket,
         s.bucket("users"),
         s.bucket("login_failures"),
+        s.bucket("access"),
         s.bucket("model_slots"),
         s.leases_bucket,
     ]

@@ -7,6 +7,7 @@ cfg.get_model().api_key      # `$OPENAI_API_KEY` resolves here, or raises Missin
 
 from config._env import Section, UnresolvedEnv, resolve_value
 from config.app import (
+    AccessConfig,
     AppConfig,
     AuthConfig,
     BusConfig,
@@ -23,6 +24,8 @@ from config.app import (
     MemoryConfig,
     ModelCallsConfig,
     ModelConfig,
+    OIDCProviderConfig,
+    RoleConfig,
     RunnerConfig,
     SandboxConfig,
     SkillsConfig,
@@ -63,6 +66,7 @@ from config.loader import (
 __all__ = [
     "CONFIG_ENV",
     "EXTENSIONS_ENV",
+    "AccessConfig",
     "AppConfig",
     "AuthConfig",
     "BusConfig",
@@ -86,6 +90,8 @@ __all__ = [
     "MissingEnvError",
     "ModelCallsConfig",
     "ModelConfig",
+    "OIDCProviderConfig",
+    "RoleConfig",
     "RunnerConfig",
     "SandboxConfig",
     "Section",

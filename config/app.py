@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from config._env import Section
+from config.access import AccessConfig, OIDCProviderConfig, RoleConfig
 from config.agent import (
     BUNDLED_SKILLS,
     ContextSize,
@@ -64,6 +65,7 @@ from config.sandbox import (
 __all__ = [
     "BUNDLED_SKILLS",
     "DEFAULT_TOOLBOX_PACKAGES",
+    "AccessConfig",
     "AppConfig",
     "AuthConfig",
     "BusConfig",
@@ -81,6 +83,8 @@ __all__ = [
     "MemoryConfig",
     "ModelCallsConfig",
     "ModelConfig",
+    "OIDCProviderConfig",
+    "RoleConfig",
     "RunnerConfig",
     "SandboxConfig",
     "SkillsConfig",
@@ -127,6 +131,18 @@ class AppConfig(Section):
     agent_protocol: AgentProtocolConfig = Field(default_factory=AgentProtocolConfig)
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
     browser: BrowserConfig = Field(default_factory=BrowserConfig)
+    access: AccessConfig = Field(default_factory=AccessConfig)
+
+    @model_validator(mode="after")
+    def _mapped_roles_exist(self) -> AppConfig:
+        for provider in self.gateway.auth.oidc:
+            for group, role in provider.role_map.items():
+                if role not in self.access.roles:
+                    raise ValueError(
+                        f"gateway.auth.oidc {provider.name}: role_map {group!r} -> {role!r}, "
+                        f"but access.roles has no {role!r}"
+                    )
+        return self
 
     @field_validator("models")
     @classmethod

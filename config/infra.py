@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from config._env import Section
+from config.access import OIDCProviderConfig
 
 _SUBJECT_TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -96,6 +97,10 @@ class BusConfig(Section):
     run_events_max_age_hours: float = Field(24.0, gt=0, description="How long run event logs are kept.")
     chat_out_max_age_hours: float = Field(24.0, gt=0)
     dlq_max_age_days: float = Field(30.0, gt=0)
+    audit_max_age_days: float = Field(
+        90.0, gt=0, description="How long the audit trail (stream AUDIT) keeps its records."
+    )
+    audit_max_mb: int = Field(1024, gt=0, description="The audit trail's size limit (oldest records go).")
     memory_updates_max_age_hours: float = Field(
         168.0, gt=0, description="Conversations waiting for the memory updater longer than this are dropped."
     )
@@ -207,6 +212,21 @@ class AuthConfig(Section):
     secure_cookies: bool | None = Field(
         None, description="Mark cookies Secure; null = when the request came over HTTPS."
     )
+    local_passwords: bool = Field(
+        True, description="Accounts may sign in with a password; false = single sign-on only."
+    )
+    oidc: list[OIDCProviderConfig] = Field(
+        default_factory=list, description="OpenID Connect identity providers for single sign-on."
+    )
+
+    @field_validator("oidc")
+    @classmethod
+    def _unique_providers(cls, value: list[OIDCProviderConfig]) -> list[OIDCProviderConfig]:
+        names = [p.name for p in value]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"two identity providers are named {name!r}")
+        return value
 
 
 class GatewayConfig(Section):

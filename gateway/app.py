@@ -40,10 +40,13 @@ from gateway.rest.mcp import router as mcp_router
 from gateway.rest.memory import router as memory_router
 from gateway.rest.models import router as models_router
 from gateway.rest.placeholders import router as placeholders_router
+from gateway.rest.profile import router as profile_router
 from gateway.rest.replay import router as replay_router
 from gateway.rest.run_history import router as run_history_router
 from gateway.rest.scheduled_tasks import router as scheduled_tasks_router
 from gateway.rest.skills import router as skills_router
+from gateway.rest.sso import router as sso_router
+from gateway.rest.teams import router as teams_router
 from gateway.schemas import errors
 from gateway.tracing import TraceRequests
 from gateway.webui import WebUI
@@ -127,6 +130,9 @@ def api_routes() -> tuple[BaseRoute, ...]:
         api.include_router(actions, prefix="/api", tags=["conversation"], responses=refusals)
     api.include_router(scheduled_tasks_router, prefix="/api", tags=["scheduled tasks"], responses=refusals)
     api.include_router(accounts_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
+    api.include_router(sso_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
+    api.include_router(profile_router, prefix="/api", tags=["teams"], responses=refusals)
+    api.include_router(teams_router, prefix="/api", tags=["teams"], responses=refusals)
     # Compatibility answers for DeerFlow features Antler lacks: not part of Antler's documented API.
     api.include_router(health_router, tags=["health"])
     api.include_router(metrics_router, tags=["health"], responses=refusals)

@@ -50,6 +50,8 @@ PUBLIC_PATHS = frozenset(
         f"{AUTH_PREFIX}/logout",
     }
 )
+# Answered without a caller under these prefixes: single sign-on's start and callback per provider.
+PUBLIC_PREFIXES = (f"{AUTH_PREFIX}/oauth/", f"{AUTH_PREFIX}/callback/")
 UNAUTHORIZED = "missing or unknown token: send Authorization: Bearer <token>, or sign in"
 CSRF_REFUSED = "CSRF token missing or wrong: send the csrf_token cookie's value as the X-CSRF-Token header"
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -84,7 +86,9 @@ class Auth:
         self.sessions = sessions
         # Accounts' admin rights as the latest request of each user found them (for `is_admin`).
         self._account_admins: dict[str, bool] = {}
-        self._open = not self.tokens
+        # With identity providers configured, people sign in: the gateway is never open.
+        self._sso = bool(config.auth.oidc)
+        self._open = not self.tokens and not self._sso
 
     @property
     def enabled(self) -> bool:
@@ -95,7 +99,7 @@ class Auth:
 
     async def is_open(self) -> bool:
         """Single-user mode: no token configured and no account made."""
-        self._open = not self.tokens and not await self.has_accounts()
+        self._open = not self.tokens and not self._sso and not await self.has_accounts()
         return self._open
 
     async def session_account(self, cookie: str) -> Account | None:
@@ -160,7 +164,8 @@ class RequireToken:
         self.auth = auth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)

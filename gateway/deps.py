@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
+import httpx
 from fastapi import Depends, HTTPException, Request
 
+from access import AuditLog, RoleBook
+from access.runner import RunAccess
 from bus import Bus
 from bus.messages import Reply, RunRecord, ThreadCreateReply, ThreadCreateRequest, ThreadRecord
 from bus.metrics_feed import MetricsBoard
@@ -17,6 +20,7 @@ from config import AppConfig
 from gateway.accounts import AccountStore, LoginLockout, Sessions
 from gateway.auth import UNAUTHORIZED, Auth, Caller
 from gateway.ids import is_valid_id
+from gateway.sso import OIDCClient, StateCookies
 from gateway.thread_view import ThreadView
 
 # A service's error codes as HTTP statuses (anything else is a 500).
@@ -48,6 +52,12 @@ class Gateway:
     lockout: LoginLockout | None = None
     order: SubmissionOrder = field(default_factory=SubmissionOrder)  # a thread's runs start in order sent
     board: MetricsBoard | None = None  # every process's metrics, heard on the bus (GET /metrics)
+    roles: RoleBook = field(default=None)  # type: ignore[assignment]  # people's roles, linked chat users
+    audit: AuditLog = field(default=None)  # type: ignore[assignment]
+    run_access: RunAccess = field(default=None)  # type: ignore[assignment]  # roles as the runner reads them
+    sso: dict[str, OIDCClient] = field(default_factory=dict)  # identity providers by name
+    sso_states: StateCookies = field(default=None)  # type: ignore[assignment]
+    sso_http: httpx.AsyncClient | None = None
 
     @classmethod
     async def open(cls, bus: Bus, config: AppConfig) -> Gateway:
@@ -58,7 +68,14 @@ class Gateway:
         sessions = Sessions(secret, settings.session_days * 86_400)
         board = MetricsBoard(bus)
         await board.start()
+        sso_http = httpx.AsyncClient(timeout=15, follow_redirects=False) if settings.oidc else None
         return cls(
+            roles=await RoleBook.open(bus),
+            audit=AuditLog(bus),
+            run_access=RunAccess(bus, config),
+            sso={p.name: OIDCClient(p, sso_http) for p in settings.oidc} if sso_http else {},
+            sso_states=StateCookies(secret),
+            sso_http=sso_http,
             board=board,
             bus=bus,
             config=config,

@@ -149,6 +149,26 @@ class RunCreate(Body):
         return modes or ["values"]
 
 
+async def refuse_by_role(gw: Gateway, request: RunRequest) -> None:
+    """403 naming the field when the caller's role may not use the run's model or custom agent."""
+    merged = {**request.config.get("configurable", {}), **request.context}
+    default = gw.config.get_model()
+    model = merged.get("model_name") or merged.get("model") or (default.name if default else None)
+    agent = merged.get("agent_name")
+    permissions = await gw.run_access.permissions(request.user_id)
+    if isinstance(model, str) and (reason := permissions.refusal_for_model(model)):
+        await gw.audit.record(
+            "run_refused",
+            user_id=request.user_id,
+            thread_id=request.thread_id,
+            outcome="refused",
+            detail={"role": permissions.role, "model": model, "reason": reason},
+        )
+        raise HTTPException(403, reason)
+    if isinstance(agent, str) and agent and not permissions.agent(agent):
+        raise HTTPException(403, f"agent_name: your role {permissions.role!r} may not use agent {agent!r}")
+
+
 async def start_run(
     gw: Gateway, me: str, thread_id: str, body: RunCreate, modes: list[str] | None = None
 ) -> RunRecord:
@@ -183,6 +203,7 @@ async def start_run(
         interrupt_after=body.interrupt_after,
     )
     await refuse_what_cannot_run(gw, request)  # before a thread is made for it
+    await refuse_by_role(gw, request)  # the runner checks again, for runs from every way in
     if record is None:
         # Another caller may create it at this very moment: only the one whose create wins owns it.
         created = await gw.ask(

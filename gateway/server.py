@@ -50,7 +50,8 @@ def _loopback(host: str) -> bool:
 def bind_host(config: AppConfig, has_accounts: bool = False) -> str:
     """The configured host, or loopback in single-user mode (no tokens, no accounts: no sign-in)."""
     host = config.gateway.host
-    if not config.gateway.tokens and not has_accounts and not _loopback(host):
+    signs_in = bool(config.gateway.tokens) or has_accounts or bool(config.gateway.auth.oidc)
+    if not signs_in and not _loopback(host):
         log.warning(
             "gateway: no tokens (gateway.tokens) and no accounts (antler user add), so it listens on "
             "127.0.0.1 only instead of %s",
@@ -96,4 +97,6 @@ async def run(bus: Bus, config: AppConfig) -> None:
         server.should_exit = True
         await task
         await gw.view.close()
+        if gw.sso_http is not None:
+            await gw.sso_http.aclose()
         url_file.unlink(missing_ok=True)

@@ -20,6 +20,8 @@ CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("schedule", "do something on a schedule: /schedule every weekday 08:00 Europe/Berlin <what>"),
     ("schedules", "your scheduled tasks in this chat"),
     ("unschedule", "remove a scheduled task: /unschedule <number>"),
+    ("connect", "a code to enter in the web UI: this chat becomes your account (memory, role, threads)"),
+    ("bootstrap", "create a custom agent here: /bootstrap <name> [what it should do]"),
     ("help", "this help"),
 )
 

@@ -39,7 +39,7 @@ from tests.conftest import REPO, finished, run_antler
 from tests.support.antler_up import AntlerUp
 
 COMPONENTS = ("agents", "sandbox", "channels", "gateway", "memory", "schedules", "agentproto", "browser")
-SHARED = ("bus", "config", "llm", "skills")
+SHARED = ("bus", "config", "llm", "skills", "access")
 ALLOWED: dict[str, tuple[str, ...]] = {"agents": ("sandbox.client", "sandbox.errors")}
 
 # Known imports across components, each with the issue that removes it. The test fails once one is

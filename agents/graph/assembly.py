@@ -11,8 +11,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 
+from access.runner import Refused, RunAccess, tool_filter
 from agents.context import RunOptions
-from agents.errors import UnknownAgent
+from agents.errors import AgentError, UnknownAgent
 from agents.graph.prompt import build_system_prompt
 from agents.tools.uploads import current_uploads, prompt_outlines
 from bus import Bus
@@ -40,6 +41,7 @@ class RunSetup:
     is_bootstrap: bool = False
     allowed_tools: frozenset[str] | None = None
     tool_groups: frozenset[str] | None = None
+    tool_filter: Any = None  # the person's role: (tool name, group) -> offered (access.runner)
 
 
 class PromptAssembly:
@@ -51,6 +53,7 @@ class PromptAssembly:
         self.memory = memory
         self.skills = SkillsFollower(bus, config)
         self.agents: AgentStore | None = None
+        self.access = RunAccess(bus, config)  # the person's role (access/): models, agents, skills, tools
 
     async def start(self) -> None:
         self.agents = await AgentStore.open(self.bus)
@@ -82,7 +85,21 @@ class PromptAssembly:
                 )
         if agent is not None:
             options = options.with_agent(agent, configurable, request.context)
+        permissions = await self.access.permissions(request.user_id)
+        default = self.config.get_model()
+        try:
+            await self.access.check_run(
+                permissions,
+                user_id=request.user_id,
+                run_id=request.run_id,
+                thread_id=request.thread_id,
+                model=options.model_name or (default.name if default else None),
+                agent=options.agent_name,
+            )
+        except Refused as exc:
+            raise AgentError(str(exc)) from None
         skills = await self.skills.enabled(agent.skills if agent is not None else None)
+        skills = [s for s in skills if permissions.skill(s.name)]
         activated = None
         command = slash_command(last_user_text(request.input))
         if command is not None:
@@ -117,6 +134,7 @@ class PromptAssembly:
             tool_groups=frozenset(agent.tool_groups)
             if agent is not None and agent.tool_groups is not None
             else None,
+            tool_filter=tool_filter(permissions),
         )
 
     async def memory_text(self, user_id: str, agent_name: str | None) -> str | None:

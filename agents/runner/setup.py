@@ -105,6 +105,7 @@ async def ready_to_run(
         allowed_tools=setup.allowed_tools,
         tool_groups=setup.tool_groups,
         tool_group_of=tool_group_of,
+        tool_filter=setup.tool_filter,
         origin=request.origin,
     )
     return Ready(agent, options, graph, graph_input, context, translator, configurable)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from access import RoleBook
 from bus import Bus, Delivery
 from bus.messages import (
     ChatBinding,
@@ -41,16 +42,26 @@ class Bindings:
     def __init__(self, bus: Bus, chats: RecordStore[ChatBinding]) -> None:
         self.bus = bus
         self.chats = chats
+        self._roles: RoleBook | None = None
+
+    async def person(self, message: InboundMessage) -> str:
+        """Whose the chat user's runs are: the account they linked with `/connect`, else the chat user."""
+        if self._roles is None:
+            self._roles = await RoleBook.open(self.bus)
+        who = chat_user(message)
+        return await self._roles.linked_user(who) or who
 
     async def of(self, message: InboundMessage, *, fresh: bool = False) -> ChatBinding:
         """The chat's thread, created on first contact (or anew for /new), safely under concurrency."""
         key = chat_key(message.channel, message.chat_id, message.topic_id)
+        user_id = await self.person(message)
         if not fresh:
             current = await self.chats.get(key)
-            if current is not None:
+            if current is not None and current.user_id == user_id:
                 return current
+            # linked to an account since (`/connect`): a fresh thread of theirs
+            fresh = current is not None
         thread_id = str(uuid.uuid4())
-        user_id = chat_user(message)
 
         def bind(current: ChatBinding | None) -> ChatBinding | None:
             if current is not None and not fresh:

@@ -131,12 +131,14 @@ class Router:
             return
         text = message.text.strip()
         command = slash_command(text)
+        run_context: dict[str, Any] = {}
         if command is not None:
             answer = await commands.answer(self.commands, message, *command)
             if not isinstance(answer, commands.PassOn):
                 await self.reply(message, answer)
                 return
             text = answer.text if answer.text is not None else text
+            run_context = dict(answer.context or {})
         binding = await self.bindings.of(message)
         run_id = str(uuid.uuid5(RUN_NAMESPACE, message.dedupe_id()))
         uploaded = await self.file_uploads(message, binding)
@@ -163,6 +165,7 @@ class Router:
             user_id=binding.user_id,
             input={"messages": [{"role": "user", "content": text}]},
             config={"configurable": configurable},
+            context=run_context,
             metadata={"origin": origin.model_dump(exclude_none=True)},
             stream_mode=["messages-tuple", "custom"],  # custom: subagents' progress
             multitask_strategy=MultitaskStrategy.ENQUEUE,

@@ -46,7 +46,8 @@ async def verify_password(password: str, password_hash: str | None) -> bool:
 
     def verify() -> bool:
         try:
-            return _hasher.verify(password_hash or _decoy(), password) and password_hash is not None
+            # An account without a password (single sign-on only) matches none, not even the decoy's.
+            return _hasher.verify(password_hash or _decoy(), password) and bool(password_hash)
         except (VerificationError, InvalidHashError):
             return False
 

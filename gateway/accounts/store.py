@@ -33,6 +33,7 @@ from gateway.accounts.errors import AccountExists, AccountNotFound, InvalidAccou
 from gateway.accounts.passwords import hash_password
 
 ACCOUNT_KEYS = "acct.>"
+IDENTITY_PREFIX = "oidc."
 SECRET_KEY = "secret.session"
 INITIALIZED_KEY = "setup.initialized"
 _USER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$")
@@ -49,8 +50,13 @@ class Account(BaseModel):
 
     email: str
     user_id: str
-    password_hash: str
+    password_hash: str | None = Field(None, description="None: signs in only by single sign-on.")
     system_role: Role = "user"
+    role: str | None = Field(None, description="The team role (access.roles); None = the default.")
+    identities: dict[str, str] = Field(
+        default_factory=dict, description="Identity provider -> the person's `sub` there."
+    )
+    name: str | None = None
     token_version: int = Field(0, description="Raised when the password changes: older sessions end.")
     needs_setup: bool = False
     created_at: datetime = Field(default_factory=_now)
@@ -71,6 +77,11 @@ def normalize_email(raw: str) -> str:
 
 def account_key(email: str) -> str:
     return "acct." + hashlib.sha256(email.encode()).hexdigest()[:40]
+
+
+def identity_key(provider: str, sub: str) -> str:
+    """Where an identity provider's subject points to its account's key (subjects may be any string)."""
+    return f"{IDENTITY_PREFIX}{provider}." + hashlib.sha256(sub.encode()).hexdigest()[:40]
 
 
 def check_user_id(user_id: str) -> str:
@@ -134,7 +145,49 @@ class AccountStore:
                 accounts.append(found[0])
         return sorted(accounts, key=lambda a: a.email)
 
+    async def by_identity(self, provider: str, sub: str) -> Account | None:
+        """The account an identity provider's subject was linked to."""
+        try:
+            entry = await self.kv.get(identity_key(provider, sub))
+        except KeyNotFoundError:
+            return None
+        account = await self.by_key(entry.value.decode()) if entry.value else None
+        if account is None or account.identities.get(provider) != sub:
+            return None  # the account went, or was linked to another subject since
+        return account
+
     # -- writing ----------------------------------------------------------
+    async def create_linked(
+        self, email: str, provider: str, sub: str, *, role: str | None = None, name: str | None = None
+    ) -> Account:
+        """A new account that signs in only through `provider` (no password)."""
+        email = normalize_email(email)
+        account = Account(
+            email=email, user_id=new_user_id(), role=role, identities={provider: sub}, name=name
+        )
+        try:
+            await self.kv.create(account.key, account.model_dump_json().encode())
+        except KeyWrongLastSequenceError:
+            raise AccountExists(f"{email} already has an account", email) from None
+        await self.kv.put(identity_key(provider, sub), account.key.encode())
+        return account
+
+    async def link_identity(self, email: str, provider: str, sub: str) -> Account:
+        """Let `provider`'s subject `sub` sign in as the account of `email` from now on."""
+        account = await self.update(
+            email,
+            lambda a: a.model_copy(update={"identities": {**a.identities, provider: sub}}),
+        )
+        await self.kv.put(identity_key(provider, sub), account.key.encode())
+        return account
+
+    async def set_role(self, email: str, role: str, *, admin: bool) -> Account:
+        """The account's team role, and with it whether it administers."""
+        return await self.update(
+            email,
+            lambda a: a.model_copy(update={"role": role, "system_role": "admin" if admin else "user"}),
+        )
+
     async def create(
         self,
         email: str,

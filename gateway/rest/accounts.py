@@ -4,7 +4,7 @@ What DeerFlow's web UI calls, with the shapes it reads: `setup-status`
 (`needs_setup` while no account exists), `initialize` (the first admin),
 `login/local` (a form: `username`, `password`, `remember_me`), `register`
 (when `gateway.auth.allow_registration`), `me`, `logout`, `change-password`,
-and `providers` (no single sign-on: always empty).
+and (in `gateway/rest/sso.py`) single sign-on's `providers`, `oauth/{provider}` and `callback/{provider}`.
 Signing in sets two cookies: `access_token` (the session: HttpOnly,
 SameSite=Lax) and `csrf_token` (readable by the page, SameSite=Strict), whose
 value state-changing requests send back as `X-CSRF-Token`. Refusals carry
@@ -214,16 +214,6 @@ async def setup_status(gw: GW) -> SetupStatus:
     )
 
 
-class Providers(BaseModel):
-    providers: list[dict[str, str]]
-
-
-@router.get("/providers", response_model=Providers)
-async def providers() -> Providers:
-    """Single sign-on providers for the sign-in page: none (Antler signs in with passwords)."""
-    return Providers(providers=[])
-
-
 @router.post("/initialize", status_code=201, response_model=UserAnswer, responses=_errors(403, 409, 422))
 async def initialize(gw: GW, request: Request, response: Response, body: NewAccount) -> Response | UserAnswer:
     """The first admin account, while no account exists; it is signed in at once. In single-user
@@ -262,6 +252,8 @@ async def login(
     """Sign in with e-mail address (`username`) and password, as a form; sets the session cookie."""
     if not allowed_origin(gw, request):
         return cross_site()
+    if not gw.config.gateway.auth.local_passwords:
+        return refusal(403, "local_login_disabled", "sign in with single sign-on here (no passwords)")
     assert gw.auth.accounts is not None
     assert gw.lockout is not None
     keys = LoginLockout.keys(username, client_address(gw, request))
@@ -273,9 +265,11 @@ async def login(
     account = await gw.auth.accounts.get(username)
     if not await verify_password(password, account.password_hash if account else None) or account is None:
         await gw.lockout.failed(keys)
+        await gw.audit.record("sign_in_refused", outcome="refused", detail={"provider": "password"})
         return refusal(401, "invalid_credentials", "Incorrect email or password")
     await gw.lockout.succeeded(keys)
     sign_in(gw, request, response, account, remember_me)
+    await gw.audit.record("sign_in", user_id=account.user_id, detail={"provider": "password"})
     return LoginAnswer(expires_in=int(gw.auth.sessions.max_age_seconds) if gw.auth.sessions else 0)
 
 

@@ -10,7 +10,18 @@ shared with the web UI).
 from __future__ import annotations
 
 from bus.messages import InboundMessage
-from channels.router.commands import compact, goal, help, memory, models, new, schedule, status
+from channels.router.commands import (
+    bootstrap,
+    compact,
+    connect,
+    goal,
+    help,
+    memory,
+    models,
+    new,
+    schedule,
+    status,
+)
 from channels.router.commands.context import Answer, CommandContext, Handler, PassOn
 
 __all__ = ["COMMANDS", "Answer", "CommandContext", "Handler", "PassOn", "answer"]
@@ -25,6 +36,8 @@ COMMANDS: dict[str, Handler] = {
     "schedule": schedule.handle,
     "schedules": schedule.handle,
     "unschedule": schedule.handle,
+    "connect": connect.handle,  # a one-time code linking this chat user to a web account
+    "bootstrap": bootstrap.handle,  # create a custom agent in this conversation
     "help": help.handle,
     "start": help.handle,  # what platforms send first (Telegram's /start)
 }

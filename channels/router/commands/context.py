@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from bus import Bus
 from bus.messages import InboundMessage, MemoryDocument, ThreadRecord
@@ -29,6 +30,7 @@ class PassOn:
     the objective); no reply is sent here."""
 
     text: str | None = None
+    context: dict[str, Any] | None = None  # the run's context (`/bootstrap`: is_bootstrap, agent_name)
 
 
 # A command's answer: the reply to send in the chat, or `PassOn`.

@@ -1,0 +1,62 @@
+"""What a role lets a person use: models, tools (by name, `group:<tool group>`, `mcp:<server>`), skills and
+custom agents. `["*"]` in a list allows everything of its kind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from config import AppConfig, RoleConfig
+from config.access import ANY
+
+
+@dataclass(frozen=True)
+class Permissions:
+    role: str
+    config: RoleConfig
+
+    @property
+    def admin(self) -> bool:
+        return self.config.admin
+
+    def model(self, name: str) -> bool:
+        return ANY in self.config.models or name in self.config.models
+
+    def tool(self, name: str, group: str | None = None, mcp_server: str | None = None) -> bool:
+        allowed = self.config.tools
+        return (
+            ANY in allowed
+            or name in allowed
+            or (group is not None and f"group:{group}" in allowed)
+            or (mcp_server is not None and f"mcp:{mcp_server}" in allowed)
+        )
+
+    def skill(self, name: str) -> bool:
+        return ANY in self.config.skills or name in self.config.skills
+
+    def agent(self, name: str) -> bool:
+        return ANY in self.config.agents or name in self.config.agents
+
+    def refusal_for_model(self, name: str) -> str | None:
+        """Why a run on model `name` is refused for this role; None when it may run."""
+        if self.model(name):
+            return None
+        allowed = ", ".join(self.config.models) or "none"
+        return f"model: your role {self.role!r} may not use model {name!r} (it may use: {allowed})"
+
+    def summary(self) -> dict[str, object]:
+        c = self.config
+        return {
+            "role": self.role,
+            "admin": c.admin,
+            "models": list(c.models),
+            "tools": list(c.tools),
+            "skills": list(c.skills),
+            "agents": list(c.agents),
+        }
+
+
+def permissions_for(config: AppConfig, role: str | None) -> Permissions:
+    """The permissions of `role` (the default role for None or a role config no longer has)."""
+    roles = config.access.roles
+    name = role if role in roles else config.access.default_role
+    return Permissions(name, roles[name])

@@ -1,0 +1,87 @@
+"""Teams' admin and linking routes: `GET /api/v1/audit` (admins: the audit trail, filtered by person,
+action and time), `PUT /api/v1/roles/{user_id}` (admins: a person's role, effective at their next
+run), and `POST /api/v1/connect` (a signed-in person redeems a chat's `/connect` code: that chat user
+becomes them: same memory, role and threads from the chat's next message)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query
+from pydantic import BaseModel, Field
+
+from access import AuditRecord
+from gateway.deps import GW, CallerOf
+
+router = APIRouter()
+
+
+def _admin(caller: CallerOf) -> None:
+    if not caller.admin:
+        raise HTTPException(403, "only admins may do this")
+
+
+class AuditPage(BaseModel):
+    records: list[AuditRecord]
+
+
+@router.get("/v1/audit", response_model=AuditPage, responses={403: {}})
+async def audit(
+    gw: GW,
+    caller: CallerOf,
+    user: Annotated[str | None, Query(max_length=200, description="about or by whom")] = None,
+    action: Annotated[str | None, Query(pattern=r"^[a-z_]{1,40}$")] = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> AuditPage:
+    _admin(caller)
+    for name, value in (("since", since), ("until", until)):
+        if value is not None and value.tzinfo is None:
+            raise HTTPException(422, f"{name}: give a time zone (e.g. 2026-11-27T10:00:00Z)")
+    records = await gw.audit.read(user_id=user, action=action, since=since, until=until, limit=limit)
+    return AuditPage(records=records)
+
+
+class RoleChange(BaseModel):
+    role: str = Field(max_length=64)
+
+
+class RoleAnswer(BaseModel):
+    user_id: str
+    role: str
+
+
+@router.put("/v1/roles/{user_id}", response_model=RoleAnswer, responses={403: {}, 422: {}})
+async def assign_role(gw: GW, caller: CallerOf, user_id: str, body: RoleChange) -> RoleAnswer:
+    _admin(caller)
+    roles = gw.config.access.roles
+    if body.role not in roles:
+        raise HTTPException(422, f"role: no role {body.role!r} (roles: {', '.join(roles)})")
+    await gw.roles.assign(user_id, body.role, source=f"admin:{caller.user_id}")
+    assert gw.auth.accounts is not None
+    for account in await gw.auth.accounts.all():
+        if account.user_id == user_id:
+            await gw.auth.accounts.set_role(account.email, body.role, admin=roles[body.role].admin)
+    await gw.audit.record("role_changed", user_id=user_id, actor=caller.user_id, detail={"role": body.role})
+    return RoleAnswer(user_id=user_id, role=body.role)
+
+
+class ConnectCode(BaseModel):
+    code: str = Field(min_length=4, max_length=20)
+
+
+class Connected(BaseModel):
+    chat_user: str
+    user_id: str
+
+
+@router.post("/v1/connect", response_model=Connected, responses={404: {}})
+async def connect(gw: GW, caller: CallerOf, body: ConnectCode) -> Connected:
+    chat_user = await gw.roles.redeem(body.code)
+    if chat_user is None:
+        raise HTTPException(404, "code: unknown, already used or expired; send /connect in the chat again")
+    await gw.roles.link(chat_user, caller.user_id)
+    await gw.audit.record("chat_linked", user_id=caller.user_id, detail={"chat_user": chat_user})
+    return Connected(chat_user=chat_user, user_id=caller.user_id)

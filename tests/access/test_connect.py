@@ -1,0 +1,53 @@
+"""One person across chats and the web: `/connect` in a chat gives a one-time code; a signed-in person
+redeems it, and the chat's next message is theirs (their thread, visible in the web API). The link is
+in the audit trail, which only admins may read."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+from bus import Bus
+from config import AppConfig
+from tests.agents.conftest import running_runner
+from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.gateway.conftest import running_gateway
+from tests.support.chat import Chat, running_router
+
+
+async def test_a_chat_user_connects_to_an_account_and_their_next_thread_is_the_accounts(
+    bus: Bus, nats_url: str, stack_config: AppConfig, fake_model: FakeOpenAI
+) -> None:
+    async with (
+        running_runner(nats_url, stack_config),
+        running_router(nats_url, stack_config),
+        running_gateway(nats_url, stack_config) as base,
+        Chat(bus) as chat,
+        httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": "tok-ana"}, timeout=30) as ana,
+        httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": "tok-bob"}, timeout=30) as bob,
+    ):
+        await chat.say("/connect")
+        reply = (await chat.final()).text
+        code = re.search(r"code: ([A-Z0-9]{4}-[A-Z0-9]{4})", reply)
+        assert code, reply
+
+        wrong = await ana.post("/v1/connect", json={"code": "ZZZZ-ZZZZ"})
+        assert wrong.status_code == 404
+        assert wrong.json()["detail"].startswith("code:")
+        linked = await ana.post("/v1/connect", json={"code": code.group(1)})
+        assert linked.status_code == 200
+        assert linked.json() == {"chat_user": "cli:u1", "user_id": "ana"}
+        again = await bob.post("/v1/connect", json={"code": code.group(1)})
+        assert again.status_code == 404  # one-time
+
+        fake_model.script(Reply(text="hi ana", when="hello from the chat"))
+        await chat.say("hello from the chat")
+        assert (await chat.final()).text == "hi ana"
+        threads = (await ana.post("/threads/search", json={"limit": 50})).json()
+        assert any(t["metadata"].get("channel") == "cli" for t in threads)
+
+        trail = await ana.get("/v1/audit", params={"user": "ana", "action": "chat_linked"})
+        assert trail.status_code == 200
+        assert [r["detail"]["chat_user"] for r in trail.json()["records"]] == ["cli:u1"]
+        assert (await bob.get("/v1/audit")).status_code == 403

@@ -1,0 +1,224 @@
+"""Single sign-on through a real OpenID provider (oidc-provider under node, on loopback).
+
+A person's browser is an httpx client with a cookie jar, following the redirects one by one:
+Antler's `/api/v1/auth/oauth/<provider>` → the provider's sign-in form → its consent → Antler's
+callback → the web UI. Bad ID tokens (wrong audience, expired, signed with another key), a replayed
+code and an unverified address are refused, and the person stays signed out.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from bus import Bus
+from config import AppConfig
+from gateway.accounts import AccountStore
+from tests.gateway.conftest import running_gateway
+from tests.support.oidc_idp import IdP, running_idp
+
+AUTH = "/api/v1/auth"
+SECRET = "antler-client-secret-for-the-test-idp"
+PEOPLE = {
+    "alice": {
+        "password": "alice-pw",
+        "email": "alice@example.com",
+        "email_verified": True,
+        "groups": ["eng"],
+    },
+    "boss": {"password": "boss-pw", "email": "boss@example.com", "email_verified": True, "groups": ["ops"]},
+    "carol": {"password": "carol-pw", "email": "carol@example.com", "email_verified": True, "groups": []},
+    "mallory": {"password": "m-pw", "email": "mallory@example.com", "email_verified": False, "groups": []},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Stack:
+    base: str
+    idp: IdP
+
+
+def sso_config(stack_config: AppConfig, issuer: str, port: int) -> AppConfig:
+    data: dict[str, Any] = stack_config.model_dump(mode="json")
+    data["gateway"]["port"] = port
+    data["gateway"]["auth"]["oidc"] = [
+        {
+            "name": "corp",
+            "display_name": "Corp SSO",
+            "issuer": issuer,
+            "client_id": "antler",
+            "client_secret": SECRET,
+            "scopes": ["openid", "email", "profile", "groups"],
+            "role_map": {"ops": "admin", "eng": "engineer"},
+        }
+    ]
+    data["access"] = {
+        "roles": {
+            "member": {"models": ["*"]},
+            "engineer": {"models": ["fake"], "tools": ["bash", "group:web"]},
+        }
+    }
+    return AppConfig.model_validate(data)
+
+
+@pytest_asyncio.fixture
+async def stack(nats_url: str, stack_config: AppConfig) -> AsyncIterator[Stack]:
+    port = free_port()
+    client = {
+        "client_id": "antler",
+        "client_secret": SECRET,
+        "redirect_uris": [f"http://127.0.0.1:{port}{AUTH}/callback/corp"],
+        "post_logout_redirect_uris": [f"http://127.0.0.1:{port}/"],
+    }
+    async with running_idp([client], PEOPLE) as idp:
+        config = sso_config(stack_config, idp.issuer, port)
+        async with running_gateway(nats_url, config) as base:
+            yield Stack(base, idp)
+
+
+async def walk(
+    client: httpx.AsyncClient, response: httpx.Response, stop_at: str | None = None
+) -> httpx.Response:
+    """Follow redirects as a browser does (cookies kept per host), stopping before a URL containing
+    `stop_at` (the response that points there is returned)."""
+    for _ in range(20):
+        if response.status_code not in (302, 303):
+            return response
+        target = str(response.url.join(response.headers["location"]))
+        if stop_at and stop_at in target:
+            return response
+        response = await client.get(target)
+    raise AssertionError("too many redirects")
+
+
+async def start_and_sign_in(
+    client: httpx.AsyncClient, stack: Stack, login: str, *, stop_at: str | None = None
+) -> httpx.Response:
+    """Press the provider's button on Antler's sign-in page, then fill in the provider's form."""
+    form_page = await walk(client, await client.get(f"{stack.base}{AUTH}/oauth/corp", params={"next": "/"}))
+    assert form_page.status_code == 200, form_page.text
+    action = re.search(r'action="([^"]+)"', form_page.text)
+    assert action, form_page.text
+    answer = await client.post(
+        str(form_page.url.join(action.group(1))),
+        data={"login": login, "password": PEOPLE[login]["password"]},
+    )
+    return await walk(client, answer, stop_at=stop_at)
+
+
+def browser() -> httpx.AsyncClient:
+    return httpx.AsyncClient(timeout=30)
+
+
+async def test_the_sign_in_page_lists_the_configured_providers(stack: Stack) -> None:
+    async with browser() as client:
+        answer = await client.get(f"{stack.base}{AUTH}/providers")
+    assert answer.json() == {"providers": [{"id": "corp", "display_name": "Corp SSO", "type": "oidc"}]}
+
+
+async def test_a_person_signs_in_through_the_provider_gets_an_account_and_the_role_their_group_maps_to(
+    stack: Stack, bus: Bus
+) -> None:
+    async with browser() as client:
+        assert (await client.get(f"{stack.base}{AUTH}/me")).status_code == 401
+        landed = await start_and_sign_in(client, stack, "alice")
+        assert landed.status_code == 200
+        assert str(landed.url) == f"{stack.base}/"
+        me = (await client.get(f"{stack.base}{AUTH}/me")).json()
+        assert me["email"] == "alice@example.com"
+        assert me["system_role"] == "user"
+        profile = (await client.get(f"{stack.base}/api/user-profile")).json()
+        assert profile["role"] == "engineer"
+        assert profile["models"] == ["fake"]
+        # A state-changing request works with the CSRF cookie the callback set.
+        headers = {"X-CSRF-Token": client.cookies["csrf_token"]}
+        written = await client.put(
+            f"{stack.base}/api/user-profile", json={"content": "I review Go code"}, headers=headers
+        )
+        assert written.status_code == 200
+        assert written.json()["content"] == "I review Go code"
+    # Signing in again (another browser) is the same account, found by the provider's subject.
+    async with browser() as again:
+        await start_and_sign_in(again, stack, "alice")
+        assert (await again.get(f"{stack.base}{AUTH}/me")).json()["id"] == me["id"]
+    account = await (await AccountStore.open(bus)).get("alice@example.com")
+    assert account is not None
+    assert account.identities == {"corp": "alice"}
+    assert account.password_hash is None
+
+
+async def test_the_ops_group_maps_to_admin(stack: Stack) -> None:
+    async with browser() as client:
+        await start_and_sign_in(client, stack, "boss")
+        assert (await client.get(f"{stack.base}{AUTH}/me")).json()["system_role"] == "admin"
+
+
+async def test_an_existing_password_account_is_linked_by_its_verified_address(stack: Stack, bus: Bus) -> None:
+    accounts = await AccountStore.open(bus)
+    made = await accounts.create("carol@example.com", "carol's long password")
+    async with browser() as client:
+        await start_and_sign_in(client, stack, "carol")
+        assert (await client.get(f"{stack.base}{AUTH}/me")).json()["id"] == made.user_id
+
+
+@pytest.mark.parametrize("mode", ["wrong_audience", "expired", "bad_signature"])
+async def test_a_bad_id_token_is_refused_and_nobody_is_signed_in(stack: Stack, mode: str) -> None:
+    await stack.idp.tamper_next(mode)
+    async with browser() as client:
+        landed = await start_and_sign_in(client, stack, "alice")
+        assert landed.url.params.get("sso_error") == "sso_bad_token"
+        assert (await client.get(f"{stack.base}{AUTH}/me")).status_code == 401
+        assert "access_token" not in client.cookies
+
+
+async def test_a_replayed_code_is_refused(stack: Stack) -> None:
+    async with browser() as client:
+        to_callback = await start_and_sign_in(client, stack, "alice", stop_at=f"{AUTH}/callback/")
+        callback = str(to_callback.url.join(to_callback.headers["location"]))
+        state_cookie = client.cookies.get("antler_sso_corp")
+        assert state_cookie
+        assert (await walk(client, await client.get(callback))).status_code == 200  # the first use
+    async with browser() as thief:  # the same code (and even the state cookie) again
+        thief.cookies.set("antler_sso_corp", state_cookie, domain="127.0.0.1")
+        landed = await walk(thief, await thief.get(callback))
+        assert landed.url.params.get("sso_error") == "sso_failed"
+        assert (await thief.get(f"{stack.base}{AUTH}/me")).status_code == 401
+
+
+async def test_a_callback_without_its_state_cookie_is_refused(stack: Stack) -> None:
+    async with browser() as client:
+        to_callback = await start_and_sign_in(client, stack, "alice", stop_at=f"{AUTH}/callback/")
+        callback = str(to_callback.url.join(to_callback.headers["location"]))
+    async with browser() as other:
+        landed = await walk(other, await other.get(callback))
+        assert landed.url.params.get("sso_error") == "sso_state"
+
+
+async def test_an_unverified_address_gets_no_account(stack: Stack) -> None:
+    async with browser() as client:
+        landed = await start_and_sign_in(client, stack, "mallory")
+        assert landed.url.params.get("sso_error") == "sso_not_allowed"
+        assert (await client.get(f"{stack.base}{AUTH}/me")).status_code == 401
+
+
+async def test_bad_requests_name_what_is_wrong(stack: Stack) -> None:
+    async with browser() as client:
+        missing = await client.get(f"{stack.base}{AUTH}/callback/corp", params={"state": "x"})
+        assert missing.status_code == 400
+        assert missing.json()["detail"].startswith("code:")
+        unknown = await client.get(f"{stack.base}{AUTH}/oauth/nope")
+        assert unknown.status_code == 404
+        assert "corp" in unknown.json()["detail"]
