@@ -72,7 +72,9 @@ def render(a: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("answers", type=Path, help="the answers as JSON")
     parser.add_argument("--out", type=Path, required=True, help="where to write SOUL.md")
     args = parser.parse_args(argv)
@@ -92,11 +94,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     text = render(answers)
     if len(text) > LIMIT:
-        print(f"error: the SOUL.md is {len(text)} characters; shorten the answers to under {LIMIT}", file=sys.stderr)
+        print(
+            f"error: the SOUL.md is {len(text)} characters; shorten the answers to under {LIMIT}",
+            file=sys.stderr,
+        )
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
-    print(f"wrote {args.out}: {answers['agent_name']}, {len(answers['traits'])} traits, {len(text)} characters")
+    print(
+        f"wrote {args.out}: {answers['agent_name']}, {len(answers['traits'])} traits, {len(text)} characters"
+    )
     return 0
 
 

@@ -33,8 +33,10 @@ class SpecError(ValueError):
 
 
 def text(x: float, y: float, label: str, size: int = 14, anchor: str = "middle", fill: str = "#222") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" '
-            f'font-family="sans-serif">{escape(str(label))}</text>')  # fmt: skip
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" '
+        f'font-family="sans-serif">{escape(str(label))}</text>'
+    )
 
 
 def numbers(items: Any, what: str) -> list[tuple[str, float]]:
@@ -57,8 +59,10 @@ def funnel(spec: dict[str, Any]) -> tuple[list[str], str]:
     for n, (label, value) in enumerate(stages):
         width = max(40.0, 560 * value / top)
         x, y = (W - 160 - width) / 2 + 20, 60 + n * band
-        parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{band - 8:.1f}" '
-                     f'fill="{COLORS[n % len(COLORS)]}" rx="4"/>')  # fmt: skip
+        parts.append(
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{band - 8:.1f}" '
+            f'fill="{COLORS[n % len(COLORS)]}" rx="4"/>'
+        )
         parts.append(text(x + width / 2, y + band / 2, f"{label}: {value:g}", 14, fill="#fff"))
         parts.append(text(W - 110, y + band / 2, f"{100 * value / top:.0f}%", 14, "start"))
     return parts, f"funnel, {len(stages)} stages"
@@ -75,9 +79,11 @@ def radar(spec: dict[str, Any]) -> tuple[list[str], str]:
             raise SpecError(f"series {name!r} needs {len(axes)} values, one per axis")
     top = float(spec.get("max") or max(max(v) for v in series.values()) or 1)
     cx, cy, r = W / 2 - 80, H / 2 + 15, 190
-    def point(i: int, share: float) -> tuple[float, float]:  # fmt: skip
+
+    def point(i: int, share: float) -> tuple[float, float]:
         angle = -math.pi / 2 + 2 * math.pi * i / len(axes)
         return cx + r * share * math.cos(angle), cy + r * share * math.sin(angle)
+
     parts = []
     for ring in (0.25, 0.5, 0.75, 1.0):
         ring_points = " ".join(f"{x:.1f},{y:.1f}" for x, y in (point(i, ring) for i in range(len(axes))))
@@ -88,7 +94,10 @@ def radar(spec: dict[str, Any]) -> tuple[list[str], str]:
     for n, (name, values) in enumerate(series.items()):
         color = COLORS[n % len(COLORS)]
         shape = " ".join(f"{x:.1f},{y:.1f}" for x, y in (point(i, v / top) for i, v in enumerate(values)))
-        parts.append(f'<polygon points="{shape}" fill="{color}" fill-opacity="0.25" stroke="{color}" stroke-width="2"/>')
+        parts.append(
+            f'<polygon points="{shape}" fill="{color}" fill-opacity="0.25" '
+            f'stroke="{color}" stroke-width="2"/>'
+        )
         parts.append(f'<rect x="{W - 150}" y="{70 + 24 * n}" width="14" height="14" fill="{color}"/>')
         parts.append(text(W - 128, 82 + 24 * n, name, 13, "start"))
     return parts, f"radar, {len(axes)} axes, {len(series)} series"
@@ -111,10 +120,14 @@ def treemap(spec: dict[str, Any]) -> tuple[list[str], str]:
             y, h = y + h * share, h * (1 - share)
         left -= value
         cx, cy, cw, ch = cell
-        parts.append(f'<rect x="{cx:.1f}" y="{cy:.1f}" width="{cw:.1f}" height="{ch:.1f}" '
-                     f'fill="{COLORS[n % len(COLORS)]}" stroke="#fff" stroke-width="2"/>')  # fmt: skip
+        parts.append(
+            f'<rect x="{cx:.1f}" y="{cy:.1f}" width="{cw:.1f}" height="{ch:.1f}" '
+            f'fill="{COLORS[n % len(COLORS)]}" stroke="#fff" stroke-width="2"/>'
+        )
         if cw > 60 and ch > 30:
-            parts.append(text(cx + cw / 2, cy + ch / 2, f"{label} ({100 * value / total:.0f}%)", 13, fill="#fff"))
+            parts.append(
+                text(cx + cw / 2, cy + ch / 2, f"{label} ({100 * value / total:.0f}%)", 13, fill="#fff")
+            )
     return parts, f"treemap, {len(items)} items"
 
 
@@ -135,14 +148,18 @@ def mindmap(spec: dict[str, Any]) -> tuple[list[str], str]:
     if not rows:
         raise SpecError("a mind map needs children")
     step = (H - 80) / len(rows)
-    parts = [f'<rect x="20" y="{H / 2 - 20:.1f}" width="160" height="40" rx="20" fill="{COLORS[0]}"/>',
-             text(100, H / 2 + 5, root, 15, fill="#fff")]  # fmt: skip
+    parts = [
+        f'<rect x="20" y="{H / 2 - 20:.1f}" width="160" height="40" rx="20" fill="{COLORS[0]}"/>',
+        text(100, H / 2 + 5, root, 15, fill="#fff"),
+    ]
     parents: dict[int, tuple[float, float]] = {0: (180, H / 2)}
     for n, (depth, label) in enumerate(rows):
         x, y = 40 + depth * 190, 60 + n * step + step / 2
         px, py = parents[depth - 1]
-        parts.append(f'<path d="M{px:.1f},{py:.1f} C{px + 40:.1f},{py:.1f} {x - 40:.1f},{y:.1f} {x:.1f},{y:.1f}" '
-                     f'fill="none" stroke="{COLORS[depth % len(COLORS)]}" stroke-width="2"/>')  # fmt: skip
+        parts.append(
+            f'<path d="M{px:.1f},{py:.1f} C{px + 40:.1f},{py:.1f} {x - 40:.1f},{y:.1f} {x:.1f},{y:.1f}" '
+            f'fill="none" stroke="{COLORS[depth % len(COLORS)]}" stroke-width="2"/>'
+        )
         parts.append(text(x + 6, y + 5, label, 13, "start"))
         parents[depth] = (x + 8 + 7.5 * len(label), y)
     depth = max(d for d, _ in rows)
@@ -158,13 +175,17 @@ def render(spec: dict[str, Any]) -> tuple[str, str]:
         raise SpecError(f"kind must be one of {', '.join(KINDS)} (bar, line, pie and others: chart-report)")
     parts, summary = KINDS[kind](spec)
     title = text(W / 2, 30, spec["title"], 18) if spec.get("title") else ""
-    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}">\n'
-           f'<rect width="{W}" height="{H}" fill="#fff"/>\n{title}\n' + "\n".join(parts) + "\n</svg>\n")  # fmt: skip
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}">\n'
+        f'<rect width="{W}" height="{H}" fill="#fff"/>\n{title}\n' + "\n".join(parts) + "\n</svg>\n"
+    )
     return svg, summary
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("spec", type=Path, help="the chart as JSON")
     parser.add_argument("--out", type=Path, required=True, help="the SVG to write")
     args = parser.parse_args(argv)

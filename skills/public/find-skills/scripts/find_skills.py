@@ -6,8 +6,9 @@
 
 Reads each `<root>/<public|custom>/<name>/SKILL.md` (never runs anything) and ranks the skills
 by how many of the query's words they contain, then by score: a word in the name counts 3, in
-the description 2, in the body 1 (each word once per place; plural and -ing endings ignored). Prints each match as its `/command`,
-its category, its description and the SKILL.md to read, best first (ties by name). Exit 0
+the description 2, in the body 1 (each word once per place; plural and -ing endings ignored).
+Prints each match as its `/command`, its category, its description and the SKILL.md to read,
+best first (ties by name). Exit 0
 with matches, 1 when none matches (with what to do instead), 2 when the root holds no skills.
 No network; standard library; the same skills and words give the same answer.
 """
@@ -21,10 +22,51 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-STOP = {"a", "an", "and", "the", "to", "of", "for", "in", "on", "with", "my", "me", "i", "is", "it",
-        "do", "can", "you", "how", "what", "some", "skill", "skills", "find", "help", "want", "need",
-        "make", "from", "about", "into", "that", "this", "there", "any", "turn", "get", "give",
-        "please", "would", "like", "user", "use"}  # fmt: skip
+STOP = {
+    "a",
+    "an",
+    "and",
+    "the",
+    "to",
+    "of",
+    "for",
+    "in",
+    "on",
+    "with",
+    "my",
+    "me",
+    "i",
+    "is",
+    "it",
+    "do",
+    "can",
+    "you",
+    "how",
+    "what",
+    "some",
+    "skill",
+    "skills",
+    "find",
+    "help",
+    "want",
+    "need",
+    "make",
+    "from",
+    "about",
+    "into",
+    "that",
+    "this",
+    "there",
+    "any",
+    "turn",
+    "get",
+    "give",
+    "please",
+    "would",
+    "like",
+    "user",
+    "use",
+}
 
 
 @dataclass
@@ -79,7 +121,11 @@ def rank(skills: list[Skill], query: str) -> list[tuple[int, Skill, list[str]]]:
     asked = words(query)
     ranked = []
     for skill in skills:
-        name, described, body = words(skill.name.replace("-", " ")), words(skill.description), words(skill.body)
+        name, described, body = (
+            words(skill.name.replace("-", " ")),
+            words(skill.description),
+            words(skill.body),
+        )
         score, matched = 0, []
         for word in sorted(asked):
             points = 3 * (word in name) + 2 * (word in described) + (word in body)
@@ -92,7 +138,9 @@ def rank(skills: list[Skill], query: str) -> list[tuple[int, Skill, list[str]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("words", nargs="*", help="what the user wants to do")
     parser.add_argument("--root", type=Path, default=Path("/mnt/skills"), help="the skills folder")
     parser.add_argument("--limit", type=int, default=5, help="at most this many matches (5)")
@@ -110,13 +158,28 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("give the words to search for, or --list")
         chosen = rank(skills, " ".join(args.words))[: args.limit]
     if args.json:
-        print(json.dumps([{"name": s.name, "category": s.category, "score": score, "matched": matched,
-                           "description": s.description, "path": s.path} for score, s, matched in chosen],
-                         indent=1))  # fmt: skip
+        print(
+            json.dumps(
+                [
+                    {
+                        "name": s.name,
+                        "category": s.category,
+                        "score": score,
+                        "matched": matched,
+                        "description": s.description,
+                        "path": s.path,
+                    }
+                    for score, s, matched in chosen
+                ],
+                indent=1,
+            )
+        )
         return 0 if chosen else 1
     if not chosen:
-        print(f"no skill matches '{' '.join(args.words)}' among {len(skills)} skills: answer with your own "
-              "tools, or make one with /skill-creator")  # fmt: skip
+        print(
+            f"no skill matches '{' '.join(args.words)}' among {len(skills)} skills: answer with your own "
+            "tools, or make one with /skill-creator"
+        )
         return 1
     heading = f"{len(skills)} skills" if args.list else f"{len(chosen)} of {len(skills)} skills match"
     print(heading + ":")

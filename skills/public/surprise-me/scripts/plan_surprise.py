@@ -43,7 +43,9 @@ def description(path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seed", default="surprise", help="what the pick follows from (the user's words)")
     parser.add_argument("--count", type=int, default=2, choices=(1, 2, 3), help="skills to combine (2)")
     parser.add_argument("--root", type=Path, default=Path("/mnt/skills"), help="the skills folder")

@@ -72,16 +72,27 @@ class _Audit(HTMLParser):
             self.viewport = True
             content = attrs.get("content", "").replace(" ", "").lower()
             if "user-scalable=no" in content or re.search(r"maximum-scale=1(\.0)?(,|$)", content):
-                self.add(line, "error", "zoom-disabled", "the viewport forbids zooming; drop user-scalable=no "
-                         "and maximum-scale")  # fmt: skip
+                self.add(
+                    line,
+                    "error",
+                    "zoom-disabled",
+                    "the viewport forbids zooming; drop user-scalable=no and maximum-scale",
+                )
         elif tag == "img":
             if attrs.get("alt", "").strip() and self.open_named:  # an image's alt names its link or button
                 self.open_named[-1][3].append(attrs["alt"])
             if "alt" not in attrs:
-                self.add(line, "error", "img-alt", f"<img src=\"{attrs.get('src', '')}\"> has no alt: describe "
-                         'it, or alt="" when it is decoration')  # fmt: skip
+                self.add(
+                    line,
+                    "error",
+                    "img-alt",
+                    f'<img src="{attrs.get("src", "")}"> has no alt: describe '
+                    'it, or alt="" when it is decoration',
+                )
             if not ("width" in attrs and "height" in attrs):
-                self.add(line, "note", "img-size", "<img> without width and height: the layout jumps when it loads")
+                self.add(
+                    line, "note", "img-size", "<img> without width and height: the layout jumps when it loads"
+                )
         elif tag == "label":
             self.label_depth += 1
             if attrs.get("for"):
@@ -90,29 +101,47 @@ class _Audit(HTMLParser):
             kind = attrs.get("type", "text").lower() if tag == "input" else tag
             named = attrs.get("aria-label", "").strip() or attrs.get("aria-labelledby", "").strip()
             if kind not in UNLABELLED_TYPES and not named and not self.label_depth:
-                self.fields.append((line, attrs.get("id", ""), f"<{tag} name=\"{attrs.get('name', '')}\">"))
+                self.fields.append((line, attrs.get("id", ""), f'<{tag} name="{attrs.get("name", "")}">'))
             if kind in ("email", "password", "tel") and "autocomplete" not in attrs:
-                self.add(line, "note", "autocomplete", f"a {kind} field without autocomplete: browsers cannot fill it")
+                self.add(
+                    line,
+                    "note",
+                    "autocomplete",
+                    f"a {kind} field without autocomplete: browsers cannot fill it",
+                )
             if "onpaste" in attrs:
                 self.add(line, "warning", "paste-blocked", "a field that handles paste: never block pasting")
         elif tag in ("a", "button"):
             self.open_named.append((tag, line, attrs, []))
             href = attrs.get("href", "")
             if tag == "a" and (href == "#" or href.lower().startswith("javascript:")):
-                self.add(line, "warning", "link-as-button", f'<a href="{href}"> acts as a button: use <button>')
+                self.add(
+                    line, "warning", "link-as-button", f'<a href="{href}"> acts as a button: use <button>'
+                )
             if tag == "a" and attrs.get("target") == "_blank" and "noopener" not in attrs.get("rel", ""):
                 self.add(line, "note", "target-blank", 'target="_blank" without rel="noopener"')
         elif tag in ("div", "span", "li", "img") and "onclick" in attrs:
             if "role" not in attrs or "tabindex" not in attrs:
-                self.add(line, "error", "click-without-role", f"<{tag} onclick> cannot be reached by keyboard: "
-                         "use <button>, or add role and tabindex")  # fmt: skip
+                self.add(
+                    line,
+                    "error",
+                    "click-without-role",
+                    f"<{tag} onclick> cannot be reached by keyboard: use <button>, or add role and tabindex",
+                )
         elif re.fullmatch(r"h[1-6]", tag):
             self.headings.append((line, int(tag[1])))
         elif tag in ("video", "audio") and "autoplay" in attrs and "muted" not in attrs:
-            self.add(line, "warning", "autoplay-sound", f"<{tag} autoplay> with sound: mute it or let the user start it")
+            self.add(
+                line,
+                "warning",
+                "autoplay-sound",
+                f"<{tag} autoplay> with sound: mute it or let the user start it",
+            )
         tabindex = attrs.get("tabindex", "")
         if tabindex.lstrip("-").isdigit() and int(tabindex) > 0:
-            self.add(line, "warning", "tabindex-positive", f"tabindex={tabindex} reorders the keyboard path; use 0")
+            self.add(
+                line, "warning", "tabindex-positive", f"tabindex={tabindex} reorders the keyboard path; use 0"
+            )
         if "style" in attrs:
             self.styles.append((line, attrs["style"]))
 
@@ -127,8 +156,12 @@ class _Audit(HTMLParser):
             _, line, attrs, words = self.open_named.pop()
             text = " ".join(" ".join(words).split())
             if not text and not attrs.get("aria-label", "").strip() and not attrs.get("title", "").strip():
-                self.add(line, "error", "control-name", f"<{tag}> with no text or aria-label: screen readers say "
-                         'only "button" or "link"')  # fmt: skip
+                self.add(
+                    line,
+                    "error",
+                    "control-name",
+                    f'<{tag}> with no text or aria-label: screen readers say only "button" or "link"',
+                )
             elif tag == "a" and text.lower().strip(".!…") in VAGUE_LINKS:
                 self.add(line, "warning", "vague-link", f'link text "{text}" says nothing out of context')
 
@@ -151,27 +184,39 @@ class _Audit(HTMLParser):
         if not (self.title_text or "").strip():
             self.add(1, "error", "page-title", "the page has no <title>")
         if not self.viewport:
-            self.add(1, "warning", "viewport", 'no <meta name="viewport">: phones show a zoomed-out desktop page')
+            self.add(
+                1, "warning", "viewport", 'no <meta name="viewport">: phones show a zoomed-out desktop page'
+            )
         for line, field_id, described in self.fields:
             if not field_id or field_id not in self.label_for:
-                self.add(line, "error", "field-label", f"{described} has no label: add <label for> or aria-label")
+                self.add(
+                    line, "error", "field-label", f"{described} has no label: add <label for> or aria-label"
+                )
         levels = [level for _, level in self.headings]
         if self.headings and levels.count(1) == 0:
             self.add(self.headings[0][0], "warning", "heading-order", "no <h1>: the page has no main heading")
         for (_, before), (line, level) in zip(self.headings, self.headings[1:], strict=False):
             if level > before + 1:
-                self.add(line, "warning", "heading-order", f"<h{level}> follows <h{before}>: a level is skipped")
+                self.add(
+                    line, "warning", "heading-order", f"<h{level}> follows <h{before}>: a level is skipped"
+                )
         css = "\n".join(text for _, text in self.styles)
         focus_style = ":focus-visible" in css
         for line, text in self.styles:
             for match in re.finditer(r"outline\s*:\s*(none|0)\b", text):
                 if not focus_style:
                     at = line + text[: match.start()].count("\n")
-                    self.add(at, "warning", "focus-hidden", "outline: none with no :focus-visible style: keyboard "
-                             "users lose their place")  # fmt: skip
+                    self.add(
+                        at,
+                        "warning",
+                        "focus-hidden",
+                        "outline: none with no :focus-visible style: keyboard users lose their place",
+                    )
             for match in re.finditer(r"transition\s*:\s*all\b", text):
                 at = line + text[: match.start()].count("\n")
-                self.add(at, "note", "transition-all", "transition: all animates layout too; name the properties")
+                self.add(
+                    at, "note", "transition-all", "transition: all animates layout too; name the properties"
+                )
         return sorted(self.findings, key=lambda f: (f.file, f.line, SEVERITY_ORDER[f.severity], f.rule))
 
 
@@ -194,7 +239,9 @@ def markdown(findings: list[Finding], files: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("files", nargs="+", type=Path, help="HTML files to audit")
     parser.add_argument("--out", type=Path, help="also write the review as Markdown here")
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
