@@ -430,7 +430,8 @@ async def run(bus: Bus, config: AppConfig) -> None:
         name="feishu-replies",
     )
     try:
-        done, _ = await asyncio.wait({replies, connection.failed}, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Future[Any]] = {replies, connection.failed}
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if connection.failed in done:
             failure = connection.failed.result()
             if isinstance(failure, ClientException):  # the credentials or the app, as Feishu said

@@ -68,7 +68,7 @@ class Router:
         self.origins = RecentOrigins()  # the chats of runs submitted here, for the reply projection
         self.finals = FinalsInOrder()  # a thread's finals in the order its runs were submitted here
         self.order = SubmissionOrder()  # a chat's runs are taken by runners in the order sent
-        self.events_start: dict[int, int | None] = {}  # partition -> where its events durable began
+        self.events_start: dict[int | None, int | None] = {}  # partition -> where its events durable began
 
     @classmethod
     async def open(cls, bus: Bus, config: AppConfig) -> Router:

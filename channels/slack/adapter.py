@@ -299,7 +299,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     watching: asyncio.Task[None] | None = None
     try:
         try:  # Slack out of reach raises the client's OSError, which the runtime retries with backoff
-            await handler.connect_async()
+            await handler.connect_async()  # type: ignore[no-untyped-call]  # slack_sdk leaves it unannotated
         except SlackApiError as exc:
             error = exc.response.get("error")
             if error in REFUSED_TOKEN:
@@ -314,7 +314,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         await standby.deliver_replies_while_active(bus, "slack", config.bus.lease_seconds, new_replies)
     finally:
         await cancel_and_wait(watching)
-        await handler.close_async()
+        await handler.close_async()  # type: ignore[no-untyped-call]  # slack_sdk leaves it unannotated
 
 
 def _host(settings: SlackConfig) -> str:

@@ -11,8 +11,8 @@ import httpx
 from bus import Bus
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.gateway.conftest import running_gateway
 from tests.support.chat import Chat, running_router
+from tests.support.gateway import running_gateway
 from tests.support.runner import running_runner
 
 

@@ -22,7 +22,7 @@ from bus import Bus
 from config import AppConfig
 from sandbox import SandboxClient
 from sandbox.cgroups_v1 import v1_hierarchies
-from tests.sandbox.conftest import needs_bwrap, running_broker
+from tests.support.sandbox import needs_bwrap, running_broker
 from tests.support.tree_memory import TreeMemory, hogs
 
 pytestmark = pytest.mark.asyncio

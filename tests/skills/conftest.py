@@ -14,7 +14,7 @@ from config import AppConfig
 from config.loader import _build
 from sandbox import SandboxClient
 from tests.conftest import REPO
-from tests.sandbox.conftest import PROVIDERS, running_broker
+from tests.support.sandbox import PROVIDERS, running_broker
 
 SKILLS = REPO / "skills"
 SHIPPED = (

@@ -25,13 +25,13 @@ from config.loader import _build
 from sandbox.toolbox import Toolbox
 from tests.conftest import component_bus, fail_on_violations
 from tests.fakes.openai_server import FakeOpenAI
-from tests.sandbox.conftest import BWRAP, running_broker
 from tests.skills.agent_skills import AGENT_SKILL_TESTS
 from tests.skills.artifacts import open_document, png_size
 from tests.skills.conftest import MEDIA_SKILLS, SHIPPED, SKILLS
 from tests.skills.scripted import OUT, UP, WS, Stack, bash, present, ran_cleanly, use_skill, write
 from tests.support.nats_users import SecuredServer
 from tests.support.runner import running_runner
+from tests.support.sandbox import BWRAP, running_broker
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
