@@ -24,6 +24,7 @@ from nats.aio.msg import Msg
 from antler._common import CliError, load, login, nats_url, setup_logging
 from antler.send_steps import RunSteps
 from bus import Bus, EnvelopeError, decode
+from bus.chat_partitions import chat_in_subject
 from bus.errors import BusConnectError
 from bus.messages import InboundMessage, OutboundMessage, RunEvent
 
@@ -96,7 +97,7 @@ async def send(args: argparse.Namespace) -> int:
             subject = bus.subjects.chat_run_events(args.channel, message.chat_id)
             subs.append(await bus.nc.subscribe(subject, cb=on_event))
         ack = await bus.publish(
-            bus.subjects.chat_in(args.channel, message.chat_id), message, msg_id=message.dedupe_id()
+            await chat_in_subject(bus, args.channel, message.chat_id), message, msg_id=message.dedupe_id()
         )
         if args.no_wait:
             print(f"sent (stream seq {ack.seq})")

@@ -33,6 +33,7 @@ import httpx
 from dingtalk_stream.chatbot import ChatbotMessage
 
 from bus import Bus, Misconfigured
+from bus.chat_partitions import chat_in_subject
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
@@ -114,7 +115,7 @@ class DingTalkAdapter(Surface):
             },
         )
         await self.bus.publish(
-            self.bus.subjects.chat_in("dingtalk", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
+            await chat_in_subject(self.bus, "dingtalk", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
         )
 
     async def _files_in(self, message: ChatbotMessage, content: dict[str, Any]) -> list[FileRef]:

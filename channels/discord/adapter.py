@@ -33,6 +33,7 @@ import aiohttp
 import discord
 
 from bus import Bus, Misconfigured, Unreachable, run_consumers
+from bus.chat_partitions import chat_in_subject
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
@@ -154,7 +155,7 @@ class DiscordAdapter(Surface):
 
     async def _publish(self, inbound: InboundMessage) -> None:
         await self.bus.publish(
-            self.bus.subjects.chat_in("discord", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
+            await chat_in_subject(self.bus, "discord", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
         )
 
     async def _place(self, channel: Any) -> tuple[str, str | None]:

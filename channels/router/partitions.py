@@ -51,7 +51,7 @@ HANDOVER_DRAIN = 20.0
 LOST_DRAIN = 1.0
 
 # (partition, where its events durable starts) -> its consumers, not started yet
-ConsumersFor = Callable[[int, int | None], list[Consumer[Any]]]
+ConsumersFor = Callable[[int, int | None], Awaitable[list[Consumer[Any]]]]
 
 
 def inbound_durable(partition: int) -> str:
@@ -65,6 +65,8 @@ def events_durable(partition: int) -> str:
 # Messages published on `<prefix>.chat.in.<channel>` without the chat's route (a script's raw
 # publish, or stored before partitioning): one more inbound durable, run by partition 0's owner.
 DIRECT_DURABLE = "router-in-direct"
+# Messages published with their chat's route but not its partition (adapters of earlier versions).
+UNPARTITIONED_DURABLE = "router-in-unpartitioned"
 
 
 class Partitions:
@@ -216,9 +218,9 @@ class Partitions:
         s = self.bus.subjects
         try:
             events_start = await _restart_point(self.bus, s.run_events_stream, events_durable(partition))
-            consumers = self.consumers(partition, events_start)
+            consumers = await self.consumers(partition, events_start)
             for consumer in consumers:  # a work queue: what is left is what was not settled
-                if consumer.stream == s.chat_in_stream:
+                if consumer.stream.startswith(s.unsplit_chat_in_stream):
                     with contextlib.suppress(NotFoundError):
                         await self.bus.js.delete_consumer(consumer.stream, consumer.durable)
             started: list[Consumer[Any]] = []
@@ -249,6 +251,16 @@ class Partitions:
         del self.owned[partition]
         if release:
             await self.leases.release(lease)
+
+
+async def unsplit_chat_in(bus: Bus) -> bool:
+    """Whether the single `CHAT_IN` of an installation made before the split by partition is still
+    there (its routers' durables drain it until `antler provision` removes it, empty)."""
+    try:
+        await bus.js.stream_info(bus.subjects.unsplit_chat_in_stream)
+    except NotFoundError:
+        return False
+    return True
 
 
 def partition_of(subject: str) -> int | None:

@@ -35,6 +35,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bus import Bus, Misconfigured
+from bus.chat_partitions import chat_in_subject
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
@@ -122,7 +123,7 @@ class SlackAdapter(Surface):
             files=files,
         )
         await self.bus.publish(
-            self.bus.subjects.chat_in("slack", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
+            await chat_in_subject(self.bus, "slack", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
         )
 
     async def on_command(self, command: dict[str, Any]) -> None:
@@ -177,7 +178,7 @@ class SlackAdapter(Surface):
             text=text,
         )
         await self.bus.publish(
-            self.bus.subjects.chat_in("slack", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
+            await chat_in_subject(self.bus, "slack", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
         )
 
     async def _files_in(self, event: dict[str, Any]) -> list[FileRef]:

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bus import Bus, Unreachable, run_consumers
+from bus.chat_partitions import chat_in_subject
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
@@ -94,7 +95,9 @@ class CallbackAdapter(Surface):
             metadata=self.metadata(message),
         )
         await self.bus.publish(
-            self.bus.subjects.chat_in(self.channel, inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
+            await chat_in_subject(self.bus, self.channel, inbound.chat_id),
+            inbound,
+            msg_id=inbound.dedupe_id(),
         )
         self._seen[message.ident] = None
         while len(self._seen) > _SEEN:

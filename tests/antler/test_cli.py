@@ -207,7 +207,7 @@ async def test_dlq_list_show_and_replay(
     args = ("--nats-url", nats_url, "--prefix", bus_config.prefix, "--data-dir", str(tmp_path / "data"))
     consumer = Consumer(
         bus,
-        stream=s.chat_in_stream,
+        stream=s.chat_in_partition_stream(0),
         durable="cli",
         filter_subjects=[s.chat_in_all],
         model=InboundMessage,
@@ -311,7 +311,7 @@ async def test_send_without_anyone_answering_times_out_with_a_hint(
     code, _, err = await finished(proc)
     assert code == 3
     assert "is the router running?" in err
-    info = await bus.js.stream_info(bus.subjects.chat_in_stream)
+    info = await bus.js.stream_info(bus.subjects.chat_in_partition_stream(0))
     assert info.state.messages == 1, "the message itself waits on the bus for the router"
 
 

@@ -46,6 +46,7 @@ import psutil
 
 from antler.pool import process_count
 from bus import Bus, decode
+from bus.chat_partitions import chat_in_subject
 from bus.messages import InboundMessage, OutboundMessage
 from tests.bench.stack import BenchStack, bench_stack
 from tests.fakes.openai_server import Pace
@@ -106,7 +107,7 @@ class ChatClient:
         self._waiting[message.message_id] = waiting
         try:
             await self.bus.publish(
-                self.bus.subjects.chat_in(CHANNEL, message.chat_id), message, msg_id=message.dedupe_id()
+                await chat_in_subject(self.bus, CHANNEL, message.chat_id), message, msg_id=message.dedupe_id()
             )
             kind = await asyncio.wait_for(waiting.done, timeout)
         finally:

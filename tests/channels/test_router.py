@@ -320,7 +320,11 @@ async def test_a_message_whose_run_could_not_be_queued_is_answered_once_it_can_b
         # The run is recorded, its request refused, and the message delivered again.
         while True:
             if await records.get(run_id) is not None:  # (the router's consumer exists by now)
-                inbound = await bus.js.consumers_info(bus.subjects.chat_in_stream)
+                inbound = [
+                    consumer
+                    for k in range(await chat_partitions(bus))
+                    for consumer in await bus.js.consumers_info(bus.subjects.chat_in_partition_stream(k))
+                ]
                 if any(c.num_redelivered for c in inbound if c.name.startswith("router-in-")):
                     break
             await asyncio.sleep(0.05)

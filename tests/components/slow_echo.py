@@ -33,7 +33,7 @@ async def run(bus: Bus, config: Any) -> None:
     await run_consumers(
         Consumer(
             bus,
-            stream=s.chat_in_stream,
+            stream=s.chat_in_partition_stream(0),
             durable="slow-echo",
             filter_subjects=[s.chat_in_all],
             model=InboundMessage,

@@ -31,6 +31,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import APIError
 
 from bus import Bus, EnvelopeError, decode
+from bus.chat_partitions import chat_in_subject
 from bus.messages import InboundMessage, OutboundMessage, RunEvent
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ class ChatLoad:
         while time.monotonic() < deadline:
             try:
                 await self.bus.publish(
-                    self.bus.subjects.chat_in(CHANNEL, inbound.chat_id),
+                    await chat_in_subject(self.bus, CHANNEL, inbound.chat_id),
                     inbound,
                     msg_id=inbound.dedupe_id(),
                     timeout=2.0,

@@ -7,6 +7,7 @@ import contextlib
 from typing import Any
 
 from bus import Bus, decode
+from bus.chat_partitions import chat_in_subject
 from bus.messages import (
     InboundMessage,
     OutboundMessage,
@@ -45,7 +46,9 @@ class Chat:
             channel=self.channel, chat_id=chat_id, text=text, user_id=kw.pop("user_id", "u1"), **kw
         )
         await self.bus.publish(
-            self.bus.subjects.chat_in(self.channel, message.chat_id), message, msg_id=message.dedupe_id()
+            await chat_in_subject(self.bus, self.channel, message.chat_id),
+            message,
+            msg_id=message.dedupe_id(),
         )
         return message
 
