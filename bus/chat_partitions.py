@@ -34,10 +34,11 @@ import logging
 import re
 import weakref
 
-from nats.js.api import StreamInfo
-from nats.js.errors import NotFoundError
+from nats.js.api import PubAck, StreamInfo
+from nats.js.errors import NoStreamResponseError, NotFoundError
 
 from bus.connection import Bus
+from bus.messages import InboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -83,13 +84,34 @@ async def streams_count(bus: Bus) -> int | None:
 _published: weakref.WeakKeyDictionary[Bus, tuple[float, int]] = weakref.WeakKeyDictionary()
 
 
-async def chat_in_subject(bus: Bus, channel: str, chat_id: str) -> str:
+async def publish_inbound(
+    bus: Bus, channel: str, message: InboundMessage, *, timeout: float | None = None
+) -> PubAck:
+    """Store a chat's inbound message in its partition's stream (deduplicated by its id).
+
+    A publisher that still had an older count when provisioning lowered it finds no stream for its
+    partition (the server answers "no responders"): it reads the count again and publishes once more.
+
+    Raises:
+        NoStreamResponseError: no chat stream took it (none provisioned, or a leader being elected).
+    """
+    for attempt in (1, 2):
+        subject = await chat_in_subject(bus, channel, message.chat_id, fresh=attempt == 2)
+        try:
+            return await bus.publish(subject, message, msg_id=message.dedupe_id(), timeout=timeout)
+        except NoStreamResponseError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+async def chat_in_subject(bus: Bus, channel: str, chat_id: str, *, fresh: bool = False) -> str:
     """Where a publisher puts a chat's inbound message: `Subjects.chat_in` and the chat's partition,
     which picks its `CHAT_IN_<k>` stream. The count is read from the streams (again after
     `PUBLISHER_REFRESH` seconds), so publishers follow provisioning without configuration."""
     now = asyncio.get_running_loop().time()
     seen = _published.get(bus)
-    if seen is None or now - seen[0] > PUBLISHER_REFRESH:
+    if fresh or seen is None or now - seen[0] > PUBLISHER_REFRESH:
         seen = (now, await chat_partitions(bus))
         _published[bus] = seen
     stem = bus.subjects.chat_in(channel, chat_id)

@@ -7,7 +7,7 @@ import contextlib
 from typing import Any
 
 from bus import Bus, decode
-from bus.chat_partitions import chat_in_subject
+from bus.chat_partitions import publish_inbound
 from bus.messages import (
     InboundMessage,
     OutboundMessage,
@@ -45,11 +45,7 @@ class Chat:
         message = InboundMessage(
             channel=self.channel, chat_id=chat_id, text=text, user_id=kw.pop("user_id", "u1"), **kw
         )
-        await self.bus.publish(
-            await chat_in_subject(self.bus, self.channel, message.chat_id),
-            message,
-            msg_id=message.dedupe_id(),
-        )
+        await publish_inbound(self.bus, self.channel, message)
         return message
 
     async def final(self, timeout: float = 30) -> OutboundMessage:
