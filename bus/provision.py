@@ -7,6 +7,7 @@ by updating the stream in place.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from nats.js.api import (
     RetentionPolicy,
     StorageType,
     StreamConfig,
+    StreamInfo,
     SubjectTransform,
 )
 from nats.js.errors import APIError, BadRequestError, BucketNotFoundError, NotFoundError
@@ -169,6 +171,7 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
         await _ensure_stream(bus, config)
         streams.append(config.name or "")
     await _drop_partition_streams_beyond(bus, count)
+    await spread_leaders(bus, [bus.subjects.chat_in_partition_stream(k) for k in range(count)])
     s = bus.subjects
     buckets = [
         s.threads_bucket,
@@ -252,6 +255,51 @@ async def _narrow_unsplit_chat_in(bus: Bus, *, retire: bool) -> None:
             s.unsplit_chat_in_stream,
             info.state.messages,
         )
+
+
+async def spread_leaders(bus: Bus, streams: list[str]) -> dict[str, str]:
+    """Give the partition streams' leaders to the cluster's nodes in turn (stream `k` to the `k`-th
+    node by name, of those holding a copy), so no node leads every partition; JetStream alone places
+    leaders at random, which leaves them all on one node now and then. A leader is moved by asking it
+    to step down in favour of the chosen node (nats-server 2.11+); one that cannot move stays where
+    it is. Nothing to do on one server.
+
+    Returns:
+        Each stream's leader afterwards, as far as known (empty on one server).
+    """
+    infos = []
+    for stream in streams:
+        info = await bus.js.stream_info(stream)
+        if info.cluster is None or not info.cluster.leader or not info.cluster.replicas:
+            return {}
+        infos.append(info)
+    nodes = sorted({name for info in infos for name in _peers(info)})
+    leaders: dict[str, str] = {}
+    for k, info in enumerate(infos):
+        name, leader = info.config.name or "", info.cluster.leader if info.cluster else None
+        wanted = nodes[k % len(nodes)]
+        leaders[name] = leader or ""
+        if leader == wanted or wanted not in _peers(info):
+            continue
+        request = json.dumps({"placement": {"preferred": wanted}}).encode()
+        try:
+            reply = await bus.nc.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{name}", request, timeout=5)
+        except Exception as exc:  # a slow election, an older server: the leader stays put
+            log.warning(
+                "stream %s keeps its leader %s (could not move it to %s: %s)", name, leader, wanted, exc
+            )
+            continue
+        if json.loads(reply.data or b"{}").get("success"):
+            leaders[name] = wanted
+            log.info("stream %s: leader moved from %s to %s", name, leader, wanted)
+    return leaders
+
+
+def _peers(info: StreamInfo) -> set[str]:
+    cluster = info.cluster
+    if cluster is None:
+        return set()
+    return {name for name in (cluster.leader, *(peer.name for peer in cluster.replicas or [])) if name}
 
 
 async def _drop_partition_streams_beyond(bus: Bus, count: int) -> None:
