@@ -141,6 +141,7 @@ class Partitions:
         """Renew what is held, then claim or give back partitions towards a fair share."""
         await self._renew()
         await self._follow_count()
+        await self._forget_unsplit_chat_in()
         held = await self.leases.holders(GROUP)
         members = {key for key in held if key.startswith(f"{GROUP}.member.")} | {self._member_key}
         fair = math.ceil(self.count / len(members))
@@ -158,6 +159,18 @@ class Partitions:
             lease = await self.leases.claim(self._partition_key(partition))
             if lease is not None:
                 await self._take(partition, lease)
+
+    async def _forget_unsplit_chat_in(self) -> None:
+        """Stop the consumers draining the single CHAT_IN of before the split once `antler provision`
+        has removed it (empty), rather than asking a stream that is gone for messages."""
+        old = self.bus.subjects.unsplit_chat_in_stream
+        draining = [c for _, consumers in self.owned.values() for c in consumers if c.stream == old]
+        if not draining or await unsplit_chat_in(self.bus):
+            return
+        await asyncio.gather(*(c.stop(LOST_DRAIN) for c in draining), return_exceptions=True)
+        for partition, (lease, consumers) in list(self.owned.items()):
+            self.owned[partition] = (lease, [c for c in consumers if c.stream != old])
+        log.info("router %s: %s is gone (drained); stopped its consumers", self.holder, old)
 
     async def _follow_count(self) -> None:
         """The streams' partition count changed (provisioning applied a new `bus.chat_partitions`):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -488,11 +489,16 @@ async def test_a_router_follows_a_partition_count_changed_while_it_runs(
 
 
 async def test_messages_waiting_in_the_single_chat_in_of_before_the_split_are_answered_after_the_move(
-    bus: Bus, nats_url: str, fake_model: FakeOpenAI, app_config: Callable[[], AppConfig]
+    bus: Bus,
+    nats_url: str,
+    fake_model: FakeOpenAI,
+    app_config: Callable[[], AppConfig],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """An installation upgraded with messages waiting in its old CHAT_IN: the upgraded components
     provision the partition streams and drain the old stream, so every waiting message is answered;
     `antler provision` then removes the empty old stream, and chats go on through the new ones."""
+    caplog.set_level(logging.INFO, logger="channels.router.partitions")
     old = await make_unsplit_installation(nats_url, bus.config, waiting=6)
     await old.close()
     config = app_config()
@@ -506,6 +512,12 @@ async def test_messages_waiting_in_the_single_chat_in_of_before_the_split_are_an
             for c in range(6):
                 await chat.say(f"after the move {c}", chat_id=f"before-{c}", message_id=f"new-{c}")
             after = {(await chat.final(timeout=60)).reply_to for _ in range(6)}
+            # And the router stops asking the removed stream for messages (at its next look).
+            for _ in range(200):
+                if "is gone (drained); stopped its consumers" in caplog.text:
+                    break
+                await asyncio.sleep(0.05)
+            assert "is gone (drained); stopped its consumers" in caplog.text
     assert after == {f"new-{c}" for c in range(6)}
 
 
