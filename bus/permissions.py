@@ -144,6 +144,7 @@ RIGHTS: dict[str, Rights] = {
         files=True,
         call=("threads", "memory", "sandbox", "subagents", "schedules", "browser"),
         observe=True,
+        stream_info=("CHAT_IN_0", "CHAT_IN"),  # the partition count, for the durables' metrics
     ),
     **{channel: _adapter(channel) for channel in CHANNELS},
     "agentproto": Rights(
@@ -174,7 +175,7 @@ def rights_table() -> str:
     ]
     for name, r in RIGHTS.items():
         consumes = [f"{kind}/{durable}: {filter_subject}" for kind, durable, filter_subject in r.consume]
-        reads = [f"{kind} (read)" for kind in r.read_streams]
+        reads = [f"{kind} (read)" for kind in r.read_streams] + [f"{kind} (info)" for kind in r.stream_info]
         rows.append(
             f"| {name} | {cell(consumes + reads)} | {cell(r.publish + r.publish_absolute)} | "
             f"{cell(r.subscribe + r.subscribe_absolute)} | "
@@ -206,12 +207,15 @@ def _stream_reads(js: str, stream: str) -> list[str]:
     ]
 
 
-def _per_partition(consume: tuple[tuple[str, str, str], ...]) -> list[tuple[str, str, str]]:
-    """`consume` with each `<k>` stream kind named once per possible chat partition."""
+def per_partition(
+    consume: tuple[tuple[str, str, str], ...], partitions: int = MAX_PARTITIONS
+) -> list[tuple[str, str, str]]:
+    """`consume` with each `<k>` stream kind named once per chat partition (by default every one
+    the partition count may reach: a user's rights do not change with the count)."""
     return [
         (kind.replace("<k>", str(k)), durable, filter_subject)
         for kind, durable, filter_subject in consume
-        for k in (range(MAX_PARTITIONS) if "<k>" in kind else (0,))
+        for k in (range(partitions) if "<k>" in kind else (0,))
     ]
 
 
@@ -233,9 +237,9 @@ def permissions(component: str, subjects: Subjects) -> dict[str, object]:
         for other in RIGHTS.values():
             publish += [
                 f"{js}.CONSUMER.INFO.{subjects.stream(kind)}.{durable}"
-                for kind, durable, _ in _per_partition(other.consume)
+                for kind, durable, _ in per_partition(other.consume)
             ]
-    for kind, durable, filter_subject in _per_partition(rights.consume):
+    for kind, durable, filter_subject in per_partition(rights.consume):
         stream = subjects.stream(kind)
         publish += [
             f"{js}.STREAM.INFO.{stream}",
