@@ -259,10 +259,10 @@ async def _narrow_unsplit_chat_in(bus: Bus, *, retire: bool) -> None:
 
 async def spread_leaders(bus: Bus, streams: list[str]) -> dict[str, str]:
     """Give the partition streams' leaders to the cluster's nodes in turn (stream `k` to the `k`-th
-    node by name, of those holding a copy), so no node leads every partition; JetStream alone places
-    leaders at random, which leaves them all on one node now and then. A leader is moved by asking it
-    to step down in favour of the chosen node (nats-server 2.11+); one that cannot move stays where
-    it is. Nothing to do on one server.
+    node by name, of those holding a copy) unless they are already even (no node leads two more
+    than another); JetStream alone places leaders at random, which leaves them all on one node now
+    and then. A leader is moved by asking it to step down in favour of the chosen node
+    (nats-server 2.11+); one that cannot move stays where it is. Nothing to do on one server.
 
     Returns:
         Each stream's leader afterwards, as far as known (empty on one server).
@@ -274,7 +274,10 @@ async def spread_leaders(bus: Bus, streams: list[str]) -> dict[str, str]:
             return {}
         infos.append(info)
     nodes = sorted({name for info in infos for name in _peers(info)})
-    leaders: dict[str, str] = {}
+    leaders = {info.config.name or "": info.cluster.leader or "" for info in infos if info.cluster}
+    led = [sum(1 for leader in leaders.values() if leader == node) for node in nodes]
+    if max(led) - min(led) <= 1:
+        return leaders  # as even as it gets: moving leaders would only pause their streams
     for k, info in enumerate(infos):
         name, leader = info.config.name or "", info.cluster.leader if info.cluster else None
         wanted = nodes[k % len(nodes)]
