@@ -52,6 +52,7 @@ from lark_oapi.ws.exception import ClientException
 
 import channels.feishu.lark_http as lark_http
 from bus import Bus, Misconfigured, Retry
+from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
@@ -246,9 +247,7 @@ class FeishuAdapter(Surface):
             )
             return
         if inbound is not None:
-            await self.bus.publish(
-                self.bus.subjects.chat_in("feishu", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
-            )
+            await publish_inbound(self.bus, "feishu", inbound)
 
     async def _inbound(self, event: dict[str, Any]) -> InboundMessage | None:
         sender = event.get("sender") or {}
