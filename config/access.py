@@ -66,6 +66,27 @@ class OIDCProviderConfig(Section):
         return self.display_name or self.name
 
 
+class BudgetConfig(Section):
+    """What one person with the role may spend, per UTC day and month (access.usage); null = no limit.
+    Cost counts only models with prices (models[].input_price_per_million, output_price_per_million)."""
+
+    tokens_per_day: int | None = Field(
+        None, ge=0, description="Tokens (prompt and answer) a person may use a day."
+    )
+    tokens_per_month: int | None = Field(None, ge=0, description="Tokens a person may use a calendar month.")
+    cost_per_day: float | None = Field(
+        None, ge=0, description="Cost (models' prices) a person may run up a day."
+    )
+    cost_per_month: float | None = Field(None, ge=0, description="Cost a person may run up a calendar month.")
+
+    @property
+    def limited(self) -> bool:
+        return any(
+            v is not None
+            for v in (self.tokens_per_day, self.tokens_per_month, self.cost_per_day, self.cost_per_month)
+        )
+
+
 class RoleConfig(Section):
     """What people with this role may use; `["*"]` = everything (the default for each list)."""
 
@@ -78,6 +99,9 @@ class RoleConfig(Section):
     )
     skills: list[str] = Field(default_factory=lambda: [ANY], description="Skill names.")
     agents: list[str] = Field(default_factory=lambda: [ANY], description="Custom agents' names.")
+    budget: BudgetConfig = Field(
+        default_factory=lambda: BudgetConfig(), description="Per-person tokens and cost a day and a month."
+    )
 
 
 def _default_roles() -> dict[str, RoleConfig]:

@@ -57,6 +57,7 @@ from agents.graph.middleware import (
     ToolTelemetryMiddleware,
     ViewImageMiddleware,
 )
+from agents.graph.middleware.person_budget import PersonBudgetMiddleware
 from agents.graph.middleware.read_before_write import ReadBeforeWriteMiddleware
 from agents.graph.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.graph.patches import middleware_spans
@@ -103,6 +104,7 @@ def build_middlewares(
         *([ReadBeforeWriteMiddleware(files)] if files is not None else []),
         *([DeferredToolsMiddleware(deferred)] if deferred else []),
         DanglingToolCallMiddleware(),
+        *([PersonBudgetMiddleware(calls.bus, config, chosen.name if chosen else None)] if calls.bus else []),
         LLMErrorHandlingMiddleware(
             (chosen.display_name or chosen.name) if chosen else None,
             calls,

@@ -44,6 +44,7 @@ from agents.graph.middleware import (
     ToolTelemetryMiddleware,
     ViewImageMiddleware,
 )
+from agents.graph.middleware.person_budget import PersonBudgetMiddleware
 from agents.graph.middleware.read_before_write import ReadBeforeWriteMiddleware
 from agents.graph.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.graph.patches import middleware_spans
@@ -137,6 +138,8 @@ class SubagentExecutor:
             *([ToolOutputBudgetMiddleware(budget, self.files)] if budget.enabled else []),
             ReadBeforeWriteMiddleware(self.files),
             DanglingToolCallMiddleware(),
+            # The person's own budget counts their subagents' calls too.
+            *([PersonBudgetMiddleware(self.calls.bus, self.config, model_name)] if self.calls.bus else []),
             LLMErrorHandlingMiddleware(
                 (model_config.display_name or model_config.name) if model_config else None,
                 self.calls,
