@@ -183,3 +183,17 @@ class UsageBook:
                     continue  # another call counted meanwhile: add to its count
             else:
                 log.warning("usage: could not count %d tokens of %s in %s", tokens, user_id, key)
+
+
+def usage_text(role: str, uses: list[PeriodUsage]) -> str:
+    """A person's use as chat lines: each period's tokens and cost, against their role's limits."""
+    lines = [f"Your usage (role {role!r}):"]
+    for use in uses:
+        word = "Today" if use.period == "day" else "This month"
+        tokens = f"{use.tokens} tokens" + (f" of {use.token_limit}" if use.token_limit is not None else "")
+        cost = f", cost {use.cost:.4f}" + (f" of {use.cost_limit:g}" if use.cost_limit is not None else "")
+        when = use.resets_at.strftime("%Y-%m-%d %H:%M UTC")
+        lines.append(
+            f"{word}: {tokens}{cost if use.cost or use.cost_limit is not None else ''} (resets {when})"
+        )
+    return "\n".join(lines)

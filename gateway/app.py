@@ -47,6 +47,7 @@ from gateway.rest.scheduled_tasks import router as scheduled_tasks_router
 from gateway.rest.skills import router as skills_router
 from gateway.rest.sso import router as sso_router
 from gateway.rest.teams import router as teams_router
+from gateway.rest.usage import router as usage_router
 from gateway.schemas import errors
 from gateway.tracing import TraceRequests
 from gateway.webui import WebUI
@@ -133,6 +134,7 @@ def api_routes() -> tuple[BaseRoute, ...]:
     api.include_router(sso_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
     api.include_router(profile_router, prefix="/api", tags=["teams"], responses=refusals)
     api.include_router(teams_router, prefix="/api", tags=["teams"], responses=refusals)
+    api.include_router(usage_router, prefix="/api", tags=["teams"], responses=refusals)
     # Compatibility answers for DeerFlow features Antler lacks: not part of Antler's documented API.
     api.include_router(health_router, tags=["health"])
     api.include_router(metrics_router, tags=["health"], responses=refusals)

@@ -3,16 +3,21 @@ resets) while another person's runs go on; each call's tokens and cost are count
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import httpx
 import pytest
 
 from access import AuditLog, RoleBook
 from access.usage import UsageBook
 from bus import Bus
 from config import AppConfig
+from config.access import AccessConfig
 from config.loader import _build
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.gateway.conftest import running_gateway
+from tests.support.chat import Chat, running_router
 from tests.support.runner import ask, running_runner, submit_and_collect
 
 
@@ -70,3 +75,46 @@ async def test_a_person_over_their_daily_budget_is_told_so_and_another_goes_on(
     refused = await AuditLog(bus).read(user_id="ivy", action="budget_refused")
     assert len(refused) == 1
     assert "5 tokens" in refused[0].detail["reason"]
+
+
+async def test_people_see_their_usage_in_chats_and_the_api_and_admins_see_everyones(
+    bus: Bus, nats_url: str, stack_config: AppConfig, fake_model: FakeOpenAI
+) -> None:
+    config = stack_config.model_copy(
+        update={
+            "access": AccessConfig.model_validate({"roles": {"member": {"budget": {"tokens_per_day": 1000}}}})
+        }
+    )
+    async with (
+        running_runner(nats_url, config),
+        running_router(nats_url, config),
+        running_gateway(nats_url, config) as base,
+        Chat(bus) as chat,
+        httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": "tok-ana"}, timeout=30) as ana,
+        httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": "tok-bob"}, timeout=30) as bob,
+    ):
+        fake_model.script(Reply(text="hi bob", when="bob here"), Reply(text="hi chat", when="chat here"))
+        await submit_and_collect(bus, ask("th-bob", "bob here", user_id="bob"))
+        mine = (await bob.get("/usage")).json()["people"][0]
+        assert mine["user_id"] == "bob"
+        assert mine["role"] == "member"
+        day = mine["periods"][0]
+        assert day["period"] == "day"
+        assert day["tokens"] > 0
+        assert day["token_limit"] == 1000
+
+        refused = await bob.get("/usage", params={"all": "true"})
+        assert refused.status_code == 403
+        assert refused.json()["detail"].startswith("user:")
+        assert (await bob.get("/usage", params={"user": "ana"})).status_code == 403
+        everyone = (await ana.get("/usage", params={"all": "true"})).json()["people"]
+        assert [p["user_id"] for p in everyone] == ["bob"]
+        theirs = (await ana.get("/usage", params={"user": "bob"})).json()["people"][0]
+        assert theirs["periods"][0]["tokens"] == day["tokens"]
+
+        await chat.say("chat here")
+        assert (await chat.final()).text == "hi chat"
+        await chat.say("/usage")
+        shown = (await chat.final()).text
+        assert "role 'member'" in shown
+        assert re.search(r"Today: [1-9]\d* tokens of 1000", shown), shown
