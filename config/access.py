@@ -120,6 +120,11 @@ class AccessConfig(Section):
         "unset = default_role.",
     )
     connect_code_minutes: float = Field(10.0, gt=0, description="How long a /connect code may be redeemed.")
+    audited_tools: list[str] = Field(
+        default_factory=lambda: ["bash", "write_file", "str_replace", "group:mcp", "group:browser"],
+        description="Tool calls written to the audit trail (who, run, tool, arguments' digest, outcome): "
+        'names or `group:<tool group>`; ["*"] = every call, [] = none. Refused calls always are.',
+    )
 
     @model_validator(mode="after")
     def _roles_known(self) -> AccessConfig:

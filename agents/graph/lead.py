@@ -59,6 +59,7 @@ from agents.graph.middleware import (
 )
 from agents.graph.middleware.person_budget import PersonBudgetMiddleware
 from agents.graph.middleware.read_before_write import ReadBeforeWriteMiddleware
+from agents.graph.middleware.tool_audit import ToolAuditMiddleware
 from agents.graph.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.graph.patches import middleware_spans
 from agents.graph.state import ThreadState
@@ -111,6 +112,7 @@ def build_middlewares(
             chosen.name if chosen else None,
         ),
         ToolTelemetryMiddleware(),
+        *([ToolAuditMiddleware(calls.bus, config)] if calls.bus else []),
         ToolErrorMiddleware(aon_error=tool_error),
     ]
     if options.is_plan_mode:

@@ -46,6 +46,7 @@ from agents.graph.middleware import (
 )
 from agents.graph.middleware.person_budget import PersonBudgetMiddleware
 from agents.graph.middleware.read_before_write import ReadBeforeWriteMiddleware
+from agents.graph.middleware.tool_audit import ToolAuditMiddleware
 from agents.graph.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.graph.patches import middleware_spans
 from agents.graph.prompt import skills_section
@@ -146,6 +147,7 @@ class SubagentExecutor:
                 model_config.name if model_config else None,
             ),
             ToolTelemetryMiddleware(),
+            *([ToolAuditMiddleware(self.calls.bus, self.config)] if self.calls.bus else []),
             ToolErrorMiddleware(aon_error=tool_error),
             *([ViewImageMiddleware()] if sees else []),
             FinishReasonMiddleware(),
