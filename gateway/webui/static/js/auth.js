@@ -265,11 +265,14 @@ export async function signIn(root) {
 
 /** Forget who we are (the token, or the session cookie) and start again. */
 export async function signOut() {
+  let endSession = null; // signed in by single sign-on: the provider's session ends too
   if (session.mode === "accounts") {
-    await probe("/api/v1/auth/logout", { method: "POST", headers: headers("POST") });
+    const answer = await probe("/api/v1/auth/logout", { method: "POST", headers: headers("POST") });
+    endSession = answer && answer.ok ? (await answer.json().catch(() => ({}))).end_session_url : null;
   }
   localStorage.removeItem(TOKEN_KEY);
-  location.reload();
+  if (endSession) location.assign(endSession);
+  else location.reload();
 }
 
 /** Whether signing out means anything here (not on the loopback single-user gateway). */
