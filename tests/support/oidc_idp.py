@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,13 @@ import httpx
 import pytest
 
 IDP_DIR = Path(__file__).parent / "oidc_idp"
+
+
+def free_port() -> int:
+    """A free loopback port, for a gateway whose callback URL the provider must know before it starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -19,9 +19,8 @@ from config import AppConfig, BusConfig
 from config.loader import _build
 from tests.conftest import component_bus, fail_on_violations
 from tests.gateway.conftest import running_gateway
-from tests.gateway.test_sso import free_port
 from tests.support.nats_users import SecuredServer
-from tests.support.oidc_idp import running_idp
+from tests.support.oidc_idp import free_port, running_idp
 from tests.webui.conftest import DESKTOP, UI_TESTS
 
 pytestmark = UI_TESTS
