@@ -11,8 +11,10 @@ and when it resets when the person has used it up, else None. `UsageBook.add` co
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -29,6 +31,7 @@ log = logging.getLogger(__name__)
 
 BUCKET = "usage"
 PERIODS = ("day", "month")
+ADD_TRIES = 100  # compare-and-set rounds a count may lose to other runners' counts before it gives up
 
 
 def _stamp(period: str, at: datetime) -> str:
@@ -164,25 +167,28 @@ class UsageBook:
         if tokens <= 0 and cost <= 0:
             return
         now = at or datetime.now(UTC)
-        for period in PERIODS:
-            key = f"{period}.{_stamp(period, now)}.{_digest(user_id)}"
-            for _ in range(10):
-                value, revision = await self._get(key)
-                value = {
-                    "user_id": user_id,
-                    "tokens": int(value.get("tokens", 0)) + tokens,
-                    "cost": float(value.get("cost", 0.0)) + cost,
-                }
-                try:
-                    if revision:
-                        await self.kv.update(key, json.dumps(value).encode(), last=revision)
-                    else:
-                        await self.kv.create(key, json.dumps(value).encode())
-                    break
-                except KeyWrongLastSequenceError:
-                    continue  # another call counted meanwhile: add to its count
-            else:
-                log.warning("usage: could not count %d tokens of %s in %s", tokens, user_id, key)
+        keys = [f"{period}.{_stamp(period, now)}.{_digest(user_id)}" for period in PERIODS]
+        await asyncio.gather(*(self._add(key, user_id, tokens, cost) for key in keys))
+
+    async def _add(self, key: str, user_id: str, tokens: int, cost: float) -> None:
+        for attempt in range(ADD_TRIES):
+            if attempt:  # another call counted meanwhile: add to its count, after a moment apart
+                await asyncio.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
+            value, revision = await self._get(key)
+            value = {
+                "user_id": user_id,
+                "tokens": int(value.get("tokens", 0)) + tokens,
+                "cost": float(value.get("cost", 0.0)) + cost,
+            }
+            try:
+                if revision:
+                    await self.kv.update(key, json.dumps(value).encode(), last=revision)
+                else:
+                    await self.kv.create(key, json.dumps(value).encode())
+                return
+            except KeyWrongLastSequenceError:
+                continue
+        log.warning("usage: could not count %d tokens of %s in %s", tokens, user_id, key)
 
 
 def usage_text(role: str, uses: list[PeriodUsage]) -> str:

@@ -3,6 +3,7 @@ resets) while another person's runs go on; each call's tokens and cost are count
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -118,3 +119,11 @@ async def test_people_see_their_usage_in_chats_and_the_api_and_admins_see_everyo
         shown = (await chat.final()).text
         assert "role 'member'" in shown
         assert re.search(r"Today: [1-9]\d* tokens of 1000", shown), shown
+
+
+async def test_calls_counted_at_once_by_many_runners_lose_no_tokens(bus: Bus) -> None:
+    books = [UsageBook(await bus.js.key_value(bus.subjects.bucket("usage"))) for _ in range(4)]
+    await asyncio.gather(*(books[i % 4].add("ivy", 10, 0.5) for i in range(20)))
+    day, month = await books[0].usage("ivy")
+    assert (day.tokens, month.tokens) == (200, 200)
+    assert day.cost == pytest.approx(10.0)
