@@ -5,14 +5,22 @@
 import { settings } from "./api.js";
 import { el } from "./dom.js";
 
+/** One period's use as a line: "Today: 120 tokens of 20000, cost 0.0012 (resets …)". */
+function usageLine(p) {
+  const label = p.period === "day" ? "Today" : "This month";
+  const tokens = `${p.tokens} tokens${p.token_limit != null ? ` of ${p.token_limit}` : ""}`;
+  const cost = p.cost || p.cost_limit != null ? `, cost ${p.cost.toFixed(4)}${p.cost_limit != null ? ` of ${p.cost_limit}` : ""}` : "";
+  return `${label}: ${tokens}${cost} (resets ${new Date(p.resets_at).toLocaleString()})`;
+}
+
 function usageRows(periods) {
-  return periods.map((p) => {
-    const label = p.period === "day" ? "Today" : "This month";
-    const tokens = `${p.tokens} tokens${p.token_limit != null ? ` of ${p.token_limit}` : ""}`;
-    const cost = p.cost || p.cost_limit != null ? `, cost ${p.cost.toFixed(4)}${p.cost_limit != null ? ` of ${p.cost_limit}` : ""}` : "";
-    const resets = new Date(p.resets_at).toLocaleString();
-    return el("li", { "data-period": p.period, text: `${label}: ${tokens}${cost} (resets ${resets})` });
-  });
+  return periods.map((p) => el("li", { "data-period": p.period, text: usageLine(p) }));
+}
+
+/** `/usage` typed in the web UI: the same as in a chat. */
+export async function usageText() {
+  const mine = (await settings.usage()).people[0];
+  return [`Your usage (role '${mine.role}'):`, ...mine.periods.map(usageLine)].join("\n");
 }
 
 export async function accountPage(body, toast) {
