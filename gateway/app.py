@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute
 
 from bus import tracing
 from gateway.allow import MethodsAsDocumented
+from gateway.audit_changes import AuditChanges
 from gateway.auth import RequireToken
 from gateway.crashes import AnswerCrashes
 from gateway.deps import Gateway
@@ -70,6 +71,7 @@ def create_app(gw: Gateway) -> FastAPI:
     # Outermost last: 500s, the web UI's files, CORS (preflights need no token), the token check,
     # body limits.
     app.add_middleware(MethodsAsDocumented)  # innermost: 405 and Allow as the OpenAPI document says
+    app.add_middleware(AuditChanges, audit=gw.audit)  # MCP servers', skills', schedules' changes
     app.add_middleware(BodyLimitMiddleware, **body_limits(gw))
     app.add_middleware(RequireToken, auth=gw.auth)
     if gw.config.gateway.cors_origins:
