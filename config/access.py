@@ -121,7 +121,7 @@ class AccessConfig(Section):
     )
     connect_code_minutes: float = Field(10.0, gt=0, description="How long a /connect code may be redeemed.")
     audited_tools: list[str] = Field(
-        default_factory=lambda: ["bash", "write_file", "str_replace", "group:mcp", "group:browser"],
+        default_factory=lambda: ["bash", "write_file", "str_replace", "group:mcp"],
         description="Tool calls written to the audit trail (who, run, tool, arguments' digest, outcome): "
         'names or `group:<tool group>`; ["*"] = every call, [] = none. Refused calls always are.',
     )
