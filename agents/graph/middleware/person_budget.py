@@ -8,6 +8,7 @@ Every call is counted, budget or not, so `/usage` and `GET /api/usage` show what
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -33,6 +34,7 @@ class PersonBudgetMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self.model_name = model_name
         self.access = RunAccess(bus, config)
         self._book: UsageBook | None = None
+        self._counting: set[asyncio.Task[None]] = set()  # counts written after the answer went on
 
     async def _usage(self) -> UsageBook:
         if self._book is None:
@@ -47,9 +49,13 @@ class PersonBudgetMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         if not isinstance(user_id, str) or not user_id:
             return await handler(request)
         book = await self._usage()
-        permissions = await self.access.permissions(user_id)
-        reason = await book.refusal(user_id, permissions.role, permissions.config.budget)
-        if reason is not None:
+        # No role with a budget (the default): nothing to check, and the count need not hold the answer.
+        limited = any(role.budget.limited for role in self.config.access.roles.values())
+        permissions = await self.access.permissions(user_id) if limited else None
+        reason = (
+            await book.refusal(user_id, permissions.role, permissions.config.budget) if permissions else None
+        )
+        if reason is not None and permissions is not None:
             log.info("run %s: %s is over budget", getattr(context, "run_id", None), user_id)
             await self.access.audit.record(
                 "budget_refused",
@@ -65,8 +71,20 @@ class PersonBudgetMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         usage = (answer.usage_metadata if answer is not None else None) or {}
         tokens_in, tokens_out = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
         total = int(usage.get("total_tokens", 0)) or tokens_in + tokens_out
-        try:
-            await book.add(user_id, total, call_cost(self.config, self.model_name, tokens_in, tokens_out))
-        except Exception as exc:  # counting must never cost the answer
-            log.warning("could not count %d tokens of %s: %s", total, user_id, exc)
+        counted = self._count(
+            book, user_id, total, call_cost(self.config, self.model_name, tokens_in, tokens_out)
+        )
+        if limited:
+            await counted  # the next call's check must see it
+        else:
+            task = asyncio.create_task(counted)
+            self._counting.add(task)
+            task.add_done_callback(self._counting.discard)
         return result
+
+    @staticmethod
+    async def _count(book: UsageBook, user_id: str, tokens: int, cost: float) -> None:
+        try:
+            await book.add(user_id, tokens, cost)
+        except Exception as exc:  # counting must never cost the answer
+            log.warning("could not count %d tokens of %s: %s", tokens, user_id, exc)
