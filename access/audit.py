@@ -14,7 +14,8 @@ import json
 import logging
 import re
 import uuid
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from nats.js.api import ConsumerConfig, DeliverPolicy
@@ -44,6 +45,29 @@ class AuditRecord(BaseModel):
     thread_id: str | None = None
     outcome: str = "ok"
     detail: dict[str, Any] = Field(default_factory=dict)
+
+
+_AGO = re.compile(r"^(\d{1,6})([smhd])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def parse_when(text: str, field: str, now: datetime | None = None) -> datetime:
+    """A filter's time: ISO 8601 with a time zone (`2026-11-27T10:00:00Z`) or an age (`90m`, `2h`, `7d`:
+    that long ago). Raises ValueError naming `field` (the API's query parameter, the CLI's option)."""
+    value = text.strip()
+    ago = _AGO.match(value)
+    if ago:
+        return (now or _now()) - timedelta(**{_UNITS[ago.group(2)]: int(ago.group(1))})
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"{field}: {text!r} is not a time: give ISO 8601 with a zone "
+            "(2026-11-27T10:00:00Z) or an age (2h, 7d)"
+        ) from None
+    if when.tzinfo is None:
+        raise ValueError(f"{field}: give a time zone (e.g. 2026-11-27T10:00:00Z)")
+    return when
 
 
 def digest(value: Any) -> str:
@@ -148,3 +172,43 @@ class AuditLog:
         finally:
             await sub.unsubscribe()
         return found
+
+    async def follow(
+        self,
+        *,
+        user_id: str | None = None,
+        action: str | None = None,
+        since: datetime | None = None,
+        skip: frozenset[str] = frozenset(),
+    ) -> AsyncIterator[AuditRecord]:
+        """Records as they are written (from `since` when given, else from now), matching the filters;
+        `skip`: ids already shown (a record at `since` that `read` gave)."""
+        stream = self.bus.subjects.stream("AUDIT")
+        subject = self.bus.subjects.full(f"audit.{action}" if action else "audit.>")
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_TIME if since else DeliverPolicy.NEW,
+            opt_start_time=since.astimezone(UTC) if since else None,
+            filter_subject=subject,
+        )
+        sub = await self.bus.js.subscribe(subject, stream=stream, ordered_consumer=True, config=config)
+        try:
+            async for msg in sub.messages:
+                try:
+                    record = AuditRecord.model_validate_json(msg.data)
+                except ValueError:
+                    continue
+                if record.id in skip or (user_id and user_id not in (record.user_id, record.actor)):
+                    continue
+                yield record
+        finally:
+            await sub.unsubscribe()
+
+
+def record_line(record: AuditRecord) -> str:
+    """One record as a line for a terminal: time, action, outcome, whom, run, then the detail."""
+    parts = [record.at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), record.action, record.outcome]
+    for label, value in (("user", record.user_id), ("by", record.actor), ("run", record.run_id)):
+        if value:
+            parts.append(f"{label}={value}")
+    parts += [f"{key}={value}" for key, value in record.detail.items()]
+    return "  ".join(parts)

@@ -25,6 +25,7 @@ Antler: an AI super agent whose components talk over NATS/JetStream.
   antler dlq list                 see messages that could not be processed
   antler user add me@x.org --admin  an account for DeerFlow's web UI
   antler schedule add every weekday 08:00 Europe/Berlin summarize the news
+  antler audit --user ana --since 1d  who did what: sign-ins, roles, runs, tool calls
 """
 
 
@@ -273,6 +274,28 @@ def _schedule(sub: SubParsers) -> None:
     add_arguments(sub, add_common)
 
 
+def _audit(sub: SubParsers) -> None:
+    p = sub.add_parser(
+        "audit",
+        help="print the audit trail: sign-ins, role changes, runs, tool calls, refusals",
+        description="Print audit records (stream <PREFIX>_AUDIT), oldest first, filtered as GET "
+        "/api/v1/audit filters them; with --follow, go on printing new ones until Ctrl-C.",
+    )
+    p.add_argument("--user", help="records about or by this user id")
+    p.add_argument("--action", help="only this action (sign_in, role_changed, run_started, tool_call, ...)")
+    p.add_argument(
+        "--since", help="from this time: ISO 8601 with a zone (2026-11-27T10:00:00Z) or an age (2h, 7d)"
+    )
+    p.add_argument("--until", help="up to this time (as --since)")
+    p.add_argument("--limit", type=int, default=100, help="the newest this many (default 100)")
+    p.add_argument("-f", "--follow", action="store_true", help="then print new records as they are written")
+    p.add_argument(
+        "-n", "--count", type=int, default=0, help="with --follow: exit after this many new records"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON record per line")
+    add_common(p)
+
+
 @dataclass(frozen=True)
 class Command:
     """One `antler` command: its parser, and what runs it (`module:function`, imported when it runs;
@@ -304,6 +327,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("sandbox", _sandbox, "antler.sandbox:sandbox"),
     Command("user", _user, "antler.user:user"),
     Command("schedule", _schedule, "antler.schedule:schedule"),
+    Command("audit", _audit, "antler.audit:audit"),
 )
 
 

@@ -80,7 +80,8 @@ RIGHTS: dict[str, Rights] = {
             "audit.>",  # runs started, tool calls, refusals (access.audit)
         ),
         subscribe=("runs.ctl.*", "subagents.progress.*"),
-        kv_write=("threads", "runs", "thread_runs", "settings", "agents", "model_slots"),
+        # usage: per-person budgets (access.usage)
+        kv_write=("threads", "runs", "thread_runs", "settings", "agents", "model_slots", "usage"),
         kv_read=("memory", "subagent_results", "access"),  # people's roles (access.roles)
         # custom skills' versions (skills/<name>/<version>), unpacked on this machine; runs' journals
         files=True,
@@ -91,7 +92,7 @@ RIGHTS: dict[str, Rights] = {
         consume=(("SUBAGENTS", "subagents", "subagents.submit"),),
         publish=("subagents.progress.*", "audit.>"),
         subscribe=("subagents.cancel.*", "runs.ctl.*"),
-        kv_write=("subagent_results", "settings", "model_slots"),
+        kv_write=("subagent_results", "settings", "model_slots", "usage"),
         kv_read=("runs", "memory", "access"),
         files=True,  # custom skills' versions, as the runner
         serve=("subagents",),
@@ -123,7 +124,7 @@ RIGHTS: dict[str, Rights] = {
         publish=("runs.submit", "runs.ctl.*", "chat.out.*", "audit.>"),
         # access: /connect codes and linked chat users (access.links)
         kv_write=("chats", "runs", "thread_runs", "leases", "access"),
-        kv_read=("threads", "memory", "settings"),
+        kv_read=("threads", "memory", "settings", "usage"),  # usage: /usage
         files=True,
         serve=("router",),
         call=("threads", "schedules"),
@@ -140,7 +141,7 @@ RIGHTS: dict[str, Rights] = {
         read_streams=("RUN_EVENTS", "AUDIT"),
         publish=("runs.submit", "runs.ctl.*", "audit.>"),
         kv_write=("runs", "thread_runs", "settings", "agents", "users", "login_failures", "access"),
-        kv_read=("threads", "memory"),
+        kv_read=("threads", "memory", "usage"),  # usage: GET /api/usage
         files=True,
         call=("threads", "memory", "sandbox", "subagents", "schedules", "browser"),
         observe=True,

@@ -192,6 +192,8 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
     await _ensure_kv(bus, s.bucket("login_failures"), ttl=DAY)
     # Teams (access/): people's roles, chat users linked to accounts, /connect codes (per-key TTL).
     await _ensure_kv(bus, s.bucket("access"), marker_ttl=60.0)
+    # Per-person budgets (access.usage): a day's and a month's counters, kept 62 days after their last write.
+    await _ensure_kv(bus, s.bucket("usage"), ttl=62 * DAY)
     await _ensure_kv(bus, s.subagent_results_bucket, ttl=bus.config.subagent_results_ttl_hours * HOUR)
     # Model budgets (llm.budget): leases with their own TTL; watchers see the ones that lapse.
     await _ensure_kv(bus, s.bucket("model_slots"), marker_ttl=60.0)
@@ -203,6 +205,7 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
         s.bucket("users"),
         s.bucket("login_failures"),
         s.bucket("access"),
+        s.bucket("usage"),
         s.bucket("model_slots"),
         s.leases_bucket,
     ]

@@ -66,6 +66,27 @@ class OIDCProviderConfig(Section):
         return self.display_name or self.name
 
 
+class BudgetConfig(Section):
+    """What one person with the role may spend, per UTC day and month (access.usage); null = no limit.
+    Cost counts only models with prices (models[].input_price_per_million, output_price_per_million)."""
+
+    tokens_per_day: int | None = Field(
+        None, ge=0, description="Tokens (prompt and answer) a person may use a day."
+    )
+    tokens_per_month: int | None = Field(None, ge=0, description="Tokens a person may use a calendar month.")
+    cost_per_day: float | None = Field(
+        None, ge=0, description="Cost (models' prices) a person may run up a day."
+    )
+    cost_per_month: float | None = Field(None, ge=0, description="Cost a person may run up a calendar month.")
+
+    @property
+    def limited(self) -> bool:
+        return any(
+            v is not None
+            for v in (self.tokens_per_day, self.tokens_per_month, self.cost_per_day, self.cost_per_month)
+        )
+
+
 class RoleConfig(Section):
     """What people with this role may use; `["*"]` = everything (the default for each list)."""
 
@@ -78,6 +99,9 @@ class RoleConfig(Section):
     )
     skills: list[str] = Field(default_factory=lambda: [ANY], description="Skill names.")
     agents: list[str] = Field(default_factory=lambda: [ANY], description="Custom agents' names.")
+    budget: BudgetConfig = Field(
+        default_factory=lambda: BudgetConfig(), description="Per-person tokens and cost a day and a month."
+    )
 
 
 def _default_roles() -> dict[str, RoleConfig]:
@@ -96,6 +120,11 @@ class AccessConfig(Section):
         "unset = default_role.",
     )
     connect_code_minutes: float = Field(10.0, gt=0, description="How long a /connect code may be redeemed.")
+    audited_tools: list[str] = Field(
+        default_factory=lambda: ["bash", "write_file", "str_replace", "group:mcp"],
+        description="Tool calls written to the audit trail (who, run, tool, arguments' digest, outcome): "
+        'names or `group:<tool group>`; ["*"] = every call, [] = none. Refused calls always are.',
+    )
 
     @model_validator(mode="after")
     def _roles_known(self) -> AccessConfig:

@@ -50,6 +50,16 @@ class ModelConfig(Section):
         description="Tokens (prompt and answer) of this model per minute across the cluster; a call starts "
         "only while the minute's count is below it. null = no limit.",
     )
+    input_price_per_million: float | None = Field(
+        None,
+        ge=0,
+        description="Price of a million prompt tokens (any currency); counts toward budgets' cost.",
+    )
+    output_price_per_million: float | None = Field(
+        None,
+        ge=0,
+        description="Price of a million answer tokens (the same currency as input_price_per_million).",
+    )
     context_window: int | None = Field(
         None,
         gt=0,

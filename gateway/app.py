@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute
 
 from bus import tracing
 from gateway.allow import MethodsAsDocumented
+from gateway.audit_changes import AuditChanges
 from gateway.auth import RequireToken
 from gateway.crashes import AnswerCrashes
 from gateway.deps import Gateway
@@ -47,6 +48,7 @@ from gateway.rest.scheduled_tasks import router as scheduled_tasks_router
 from gateway.rest.skills import router as skills_router
 from gateway.rest.sso import router as sso_router
 from gateway.rest.teams import router as teams_router
+from gateway.rest.usage import router as usage_router
 from gateway.schemas import errors
 from gateway.tracing import TraceRequests
 from gateway.webui import WebUI
@@ -69,6 +71,7 @@ def create_app(gw: Gateway) -> FastAPI:
     # Outermost last: 500s, the web UI's files, CORS (preflights need no token), the token check,
     # body limits.
     app.add_middleware(MethodsAsDocumented)  # innermost: 405 and Allow as the OpenAPI document says
+    app.add_middleware(AuditChanges, audit=gw.audit)  # MCP servers', skills', schedules' changes
     app.add_middleware(BodyLimitMiddleware, **body_limits(gw))
     app.add_middleware(RequireToken, auth=gw.auth)
     if gw.config.gateway.cors_origins:
@@ -133,6 +136,7 @@ def api_routes() -> tuple[BaseRoute, ...]:
     api.include_router(sso_router, prefix="/api/v1/auth", tags=["sign-in"], responses=refusals)
     api.include_router(profile_router, prefix="/api", tags=["teams"], responses=refusals)
     api.include_router(teams_router, prefix="/api", tags=["teams"], responses=refusals)
+    api.include_router(usage_router, prefix="/api", tags=["teams"], responses=refusals)
     # Compatibility answers for DeerFlow features Antler lacks: not part of Antler's documented API.
     api.include_router(health_router, tags=["health"])
     api.include_router(metrics_router, tags=["health"], responses=refusals)

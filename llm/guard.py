@@ -37,6 +37,7 @@ class ModelCalls:
     """One process's model calls: budgets shared through the bus and the retry policy."""
 
     def __init__(self, bus: Bus | None, config: AppConfig) -> None:
+        self.bus = bus  # per-person budgets (agents.graph.middleware.person_budget) count on it too
         self.config = config
         self.policy = config.model_calls
         limited = any(

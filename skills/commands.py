@@ -22,6 +22,7 @@ CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("unschedule", "remove a scheduled task: /unschedule <number>"),
     ("connect", "a code to enter in the web UI: this chat becomes your account (memory, role, threads)"),
     ("bootstrap", "create a custom agent here: /bootstrap <name> [what it should do]"),
+    ("usage", "the tokens (and cost) you used today and this month, and your budget"),
     ("help", "this help"),
 )
 

@@ -119,4 +119,5 @@ class GuardrailMiddleware(AgentMiddleware):
             tool_call_id=call["id"],
             name=call["name"],
             status="error",
+            response_metadata={"refused": verdict.reason},  # the audit trail's `tool_refused`
         )

@@ -57,7 +57,9 @@ from agents.graph.middleware import (
     ToolTelemetryMiddleware,
     ViewImageMiddleware,
 )
+from agents.graph.middleware.person_budget import PersonBudgetMiddleware
 from agents.graph.middleware.read_before_write import ReadBeforeWriteMiddleware
+from agents.graph.middleware.tool_audit import ToolAuditMiddleware
 from agents.graph.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.graph.patches import middleware_spans
 from agents.graph.state import ThreadState
@@ -103,12 +105,14 @@ def build_middlewares(
         *([ReadBeforeWriteMiddleware(files)] if files is not None else []),
         *([DeferredToolsMiddleware(deferred)] if deferred else []),
         DanglingToolCallMiddleware(),
+        *([PersonBudgetMiddleware(calls.bus, config, chosen.name if chosen else None)] if calls.bus else []),
         LLMErrorHandlingMiddleware(
             (chosen.display_name or chosen.name) if chosen else None,
             calls,
             chosen.name if chosen else None,
         ),
         ToolTelemetryMiddleware(),
+        *([ToolAuditMiddleware(calls.bus, config)] if calls.bus else []),
         ToolErrorMiddleware(aon_error=tool_error),
     ]
     if options.is_plan_mode:

@@ -31,6 +31,7 @@ from langchain_core.tools import BaseTool
 from langgraph.errors import GraphRecursionError
 from nats.js.errors import KeyWrongLastSequenceError
 
+from access.runner import RunAccess, tool_filter
 from agents.context import RunContext
 from agents.events import jsonable
 from agents.graph.guardrails import GuardrailMiddleware, make_provider
@@ -44,7 +45,9 @@ from agents.graph.middleware import (
     ToolTelemetryMiddleware,
     ViewImageMiddleware,
 )
+from agents.graph.middleware.person_budget import PersonBudgetMiddleware
 from agents.graph.middleware.read_before_write import ReadBeforeWriteMiddleware
+from agents.graph.middleware.tool_audit import ToolAuditMiddleware
 from agents.graph.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.graph.patches import middleware_spans
 from agents.graph.prompt import skills_section
@@ -53,6 +56,7 @@ from agents.subagents.stops import REMEMBER_STOPS, Stops
 from agents.subagents.types import SubagentType, subagent_types
 from agents.telemetry import invoke_subagent
 from agents.tools import config_tools
+from agents.tools.custom_agents import tool_group_map
 from agents.tools.mcp import McpServers
 from agents.tools.sandbox import make_sandbox_tools, make_view_image_tool
 from agents.tools.thread_files import ThreadFiles
@@ -89,6 +93,7 @@ class SubagentExecutor:
         self._own_tools = [*make_sandbox_tools(bus), make_view_image_tool(bus), *config_tools(config)]
         self.tools: dict[str, BaseTool] = {t.name: t for t in self._own_tools}
         self.calls = ModelCalls(bus, config)  # the models' cluster budgets, and retries
+        self.access = RunAccess(bus, config)  # the person's role: their model and tools here too
         self.mcp = McpServers(
             bus,
             reserved=set(self.tools) | {"task", "ask_clarification", "present_files"},
@@ -137,12 +142,15 @@ class SubagentExecutor:
             *([ToolOutputBudgetMiddleware(budget, self.files)] if budget.enabled else []),
             ReadBeforeWriteMiddleware(self.files),
             DanglingToolCallMiddleware(),
+            # The person's own budget counts their subagents' calls too.
+            *([PersonBudgetMiddleware(self.calls.bus, self.config, model_name)] if self.calls.bus else []),
             LLMErrorHandlingMiddleware(
                 (model_config.display_name or model_config.name) if model_config else None,
                 self.calls,
                 model_config.name if model_config else None,
             ),
             ToolTelemetryMiddleware(),
+            *([ToolAuditMiddleware(self.calls.bus, self.config)] if self.calls.bus else []),
             ToolErrorMiddleware(aon_error=tool_error),
             *([ViewImageMiddleware()] if sees else []),
             FinishReasonMiddleware(),
@@ -268,6 +276,13 @@ class SubagentExecutor:
             self.tools = {t.name: t for t in [*self._own_tools, *mcp_tools]}
             self._agents.clear()
             self._mcp_version = version
+        # The person's role holds in their subagents as in their runs: a model it lacks is refused,
+        # the tools it lacks are not offered.
+        permissions = await self.access.permissions(task.user_id)
+        default = self.config.get_model()
+        refusal = permissions.refusal_for_model(model_name or (default.name if default else ""))
+        if refusal is not None and (model_name or default is not None):
+            return self._ended(task, "failed", refusal)
         try:
             # Compiling takes a moment of CPU: in a thread, so the loop keeps every task's delivery
             # alive (a blocked loop misses the in-progress acks of the tasks it already runs).
@@ -302,6 +317,8 @@ class SubagentExecutor:
             user_id=task.user_id,
             system_prompt=await self.system_prompt(kind),
             model_name=model_name,
+            tool_group_of=tool_group_map(self.config, mcp_tools),
+            tool_filter=tool_filter(permissions),
         )
         snapshot = await agent.aget_state(config)
         if snapshot.values.get("messages") and not snapshot.next:

@@ -36,6 +36,7 @@ from gateway.accounts import (
 from gateway.accounts.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH
 from gateway.auth import DEFAULT_USER
 from gateway.deps import GW, CallerOf, Gateway
+from gateway.sso.logout import end_session_url
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -307,12 +308,18 @@ async def me(caller: CallerOf) -> UserAnswer | JSONResponse:
     return answer.model_copy(update={"via": caller.via})
 
 
-@router.post("/logout", response_model=Message)
-async def logout(gw: GW, request: Request, response: Response) -> Message:
+class SignedOut(Message):
+    end_session_url: str | None = Field(
+        None, description="Signed in by single sign-on: open this to end the provider's session too."
+    )
+
+
+@router.post("/logout", response_model=SignedOut)
+async def logout(gw: GW, request: Request, response: Response) -> SignedOut:
     secure = _https(gw, request)
     response.delete_cookie(SESSION_COOKIE, httponly=True, samesite="lax", secure=secure)
     response.delete_cookie(CSRF_COOKIE, samesite="strict", secure=secure)
-    return Message(message="signed out")
+    return SignedOut(message="signed out", end_session_url=await end_session_url(gw, request, response))
 
 
 @router.post("/change-password", response_model=Message, responses=_errors(400, 403, 422))

@@ -24,6 +24,7 @@ from gateway.accounts import Account, AccountExists, InvalidAccount
 from gateway.deps import GW, Gateway
 from gateway.rest.accounts import _https, sign_in
 from gateway.sso import Identity, NotAllowed, PendingSignIn, SSOError
+from gateway.sso.logout import remember_provider
 from gateway.sso.state import STATE_MAX_AGE, cookie_name, safe_next
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,9 @@ async def callback(
     response = RedirectResponse(pending.next_path, status_code=302)
     response.delete_cookie(cookie_name(provider), path="/api/v1/auth/callback")
     sign_in(gw, request, response, account, pending.remember_me)
+    assert gw.auth.sessions is not None
+    max_age = int(gw.auth.sessions.max_age_seconds) if pending.remember_me else None
+    remember_provider(response, provider, secure=_https(gw, request), max_age=max_age)  # for /logout
     log.info("sso: %s signed in through %s (user %s)", account.email, provider, account.user_id)
     await gw.audit.record(
         "sign_in",

@@ -5,13 +5,13 @@ becomes them: same memory, role and threads from the chat's next message)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, Field
 
 from access import AuditRecord
+from access.audit import parse_when
 from gateway.deps import GW, CallerOf
 
 router = APIRouter()
@@ -32,15 +32,19 @@ async def audit(
     caller: CallerOf,
     user: Annotated[str | None, Query(max_length=200, description="about or by whom")] = None,
     action: Annotated[str | None, Query(pattern=r"^[a-z_]{1,40}$")] = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: Annotated[
+        str | None, Query(max_length=40, description="ISO 8601 with a zone, or an age: 90m, 2h, 7d")
+    ] = None,
+    until: Annotated[str | None, Query(max_length=40, description="as since")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> AuditPage:
     _admin(caller)
-    for name, value in (("since", since), ("until", until)):
-        if value is not None and value.tzinfo is None:
-            raise HTTPException(422, f"{name}: give a time zone (e.g. 2026-11-27T10:00:00Z)")
-    records = await gw.audit.read(user_id=user, action=action, since=since, until=until, limit=limit)
+    try:  # the same filters as `antler audit`
+        start = parse_when(since, "since") if since is not None else None
+        end = parse_when(until, "until") if until is not None else None
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+    records = await gw.audit.read(user_id=user, action=action, since=start, until=end, limit=limit)
     return AuditPage(records=records)
 
 

@@ -11,9 +11,11 @@ import pytest
 from access import AuditLog, RoleBook
 from bus import Bus
 from config import AppConfig
+from config.access import AccessConfig
 from config.loader import _build
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.subagents import delegate, running_executor, task_call, tool_results
 
 
 @pytest.fixture
@@ -82,3 +84,31 @@ async def test_unlinked_chat_users_get_their_platforms_role(
         fake_model.script(Reply(text="hi", when="from telegram"))
         await submit_and_collect(bus, ask("th-tg", "from telegram", user_id="telegram:42"))
     assert "bash" not in tool_names(fake_model.agent_requests[-1])
+
+
+async def test_a_persons_role_holds_in_their_subagents_too(
+    bus: Bus, nats_url: str, team_config: AppConfig, fake_model: FakeOpenAI
+) -> None:
+    roles = await RoleBook.open(bus)
+    await roles.assign("ivy", "delegator", source="test")
+    config = team_config.model_copy(
+        update={
+            "access": AccessConfig.model_validate(
+                {"roles": {"member": {}, "delegator": {"models": ["fake"], "tools": ["task", "group:web"]}}}
+            )
+        }
+    )
+    async with running_runner(nats_url, config), running_executor(nats_url, config):
+        fake_model.script(
+            Reply(tool_calls=[task_call("call_a", "Look it up for ivy")]),
+            Reply(text="found it", when="Look it up for ivy"),
+            Reply(text="done", when="found it"),
+        )
+        request = delegate("th-ivy-sub", "delegate please").model_copy(update={"user_id": "ivy"})
+        events = await submit_and_collect(bus, request)
+    sub = next(r for r in fake_model.agent_requests if r["messages"][-1]["content"] == "Look it up for ivy")
+    offered = tool_names(sub)
+    assert "bash" not in offered  # the subagent is offered what ivy's role allows
+    assert "write_file" not in offered
+    assert "web_search" in offered
+    assert "found it" in tool_results(events)["call_a"]["content"]

@@ -183,6 +183,7 @@ async def test_a_bad_config_file_is_reported_without_a_traceback(tmp_path: Path)
         "bench",
         "user add",
         "sandbox doctor",
+        "audit",
     ],
 )
 async def test_every_command_has_help(command: str) -> None:

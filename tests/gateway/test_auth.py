@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from bus import Bus
 from config import AppConfig, GatewayConfig
 from gateway.app import create_app
-from gateway.auth import PUBLIC_PATHS, Auth
+from gateway.auth import PUBLIC_PATHS, PUBLIC_PREFIXES, Auth
 from gateway.deps import Gateway
 
 
@@ -71,8 +71,17 @@ async def test_every_route_but_health_and_docs_refuses_a_caller_without_a_token(
         f"/api/v1/auth/{name}"
         for name in ("setup-status", "providers", "initialize", "login/local", "register", "logout")
     }
-    assert answered == {"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", *sign_in}
-    assert answered == PUBLIC_PATHS
+    single_sign_on = {"/api/v1/auth/oauth/x", "/api/v1/auth/callback/x"}  # per provider: PUBLIC_PREFIXES
+    assert answered == {
+        "/health",
+        "/docs",
+        "/docs/oauth2-redirect",
+        "/openapi.json",
+        *sign_in,
+        *single_sign_on,
+    }
+    assert answered == PUBLIC_PATHS | single_sign_on
+    assert all(path.startswith(PUBLIC_PREFIXES) for path in single_sign_on)
 
 
 async def test_paths_no_route_has_are_refused_too_without_a_token(http: httpx.AsyncClient) -> None:

@@ -54,6 +54,14 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404",
 [[operations]]
 include-name = "POST /api/scheduled-tasks/from-text"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+# A role must be one config.yaml defines; the audit trail's since/until a time (ISO 8601 with a zone,
+# or an age such as 2h), read as `antler audit` reads them (422 naming the field).
+[[operations]]
+include-name = "PUT /api/v1/roles/{user_id}"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+[[operations]]
+include-name = "GET /api/v1/audit"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 """
 
 

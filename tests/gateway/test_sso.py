@@ -216,3 +216,42 @@ async def test_bad_requests_name_what_is_wrong(stack: Stack) -> None:
         unknown = await client.get(f"{stack.base}{AUTH}/oauth/nope")
         assert unknown.status_code == 404
         assert "corp" in unknown.json()["detail"]
+
+
+async def test_signing_out_ends_the_providers_session_too(stack: Stack) -> None:
+    async with browser() as client:
+        await start_and_sign_in(client, stack, "alice")
+        # While the provider's session lives, its button signs in again without asking anything.
+        again = await walk(client, await client.get(f"{stack.base}{AUTH}/oauth/corp", params={"next": "/"}))
+        assert str(again.url) == f"{stack.base}/"
+
+        headers = {"X-CSRF-Token": client.cookies["csrf_token"]}
+        out = await client.post(f"{stack.base}{AUTH}/logout", headers=headers)
+        assert out.status_code == 200
+        end = httpx.URL(out.json()["end_session_url"])
+        assert str(end).startswith(stack.idp.issuer)
+        assert end.params["post_logout_redirect_uri"] == f"{stack.base}/"
+        assert (await client.get(f"{stack.base}{AUTH}/me")).status_code == 401
+
+        confirm = await walk(client, await client.get(str(end)))  # the provider asks "sign out?"
+        action = re.search(r'action="([^"]+)"', confirm.text)
+        xsrf = re.search(r'name="xsrf" value="([^"]+)"', confirm.text)
+        assert action, confirm.text
+        assert xsrf, confirm.text
+        back = await walk(
+            client,
+            await client.post(
+                str(confirm.url.join(action.group(1))), data={"xsrf": xsrf.group(1), "logout": "yes"}
+            ),
+        )
+        assert str(back.url) == f"{stack.base}/"
+
+        # The provider's session is over: its button leads to its sign-in form again.
+        form_page = await walk(
+            client, await client.get(f"{stack.base}{AUTH}/oauth/corp", params={"next": "/"})
+        )
+        assert 'name="password"' in form_page.text
+
+    async with browser() as client:  # a password or token session has no provider to sign out of
+        out = await client.post(f"{stack.base}{AUTH}/logout")
+        assert out.json()["end_session_url"] is None

@@ -61,6 +61,9 @@ async def test_every_command_help_lists_is_answered_here_and_none_reaches_the_mo
         "/goal": "No active goal",
         "/compact": "Nothing to compact",
         "/schedules": "no scheduled tasks",
+        "/usage": "Today: ",
+        "/connect": "Settings → Account",
+        "/bootstrap": "works in chats",
     }
     for typed, answer in answers.items():
         await command(page, typed)

@@ -21,6 +21,7 @@ from channels.router.commands import (
     new,
     schedule,
     status,
+    usage,
 )
 from channels.router.commands.context import Answer, CommandContext, Handler, PassOn
 
@@ -38,6 +39,7 @@ COMMANDS: dict[str, Handler] = {
     "unschedule": schedule.handle,
     "connect": connect.handle,  # a one-time code linking this chat user to a web account
     "bootstrap": bootstrap.handle,  # create a custom agent in this conversation
+    "usage": usage.handle,  # this person's tokens and cost against their role's budget
     "help": help.handle,
     "start": help.handle,  # what platforms send first (Telegram's /start)
 }

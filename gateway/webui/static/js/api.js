@@ -79,6 +79,9 @@ export const settings = {
   deleteFact: (id) => call(`/memory/facts/${q(id)}`, { method: "DELETE" }),
   mcp: () => call("/mcp/config"),
   patchMcp: (servers) => call("/mcp/config", { method: "PATCH", json: { mcp_servers: servers } }),
+  profile: () => call("/user-profile"),
+  usage: () => call("/usage"),
+  connect: (code) => call("/v1/connect", { method: "POST", json: { code } }),
 };
 
 /** Split an SSE byte stream into `{event, data, id}` frames (comments and heartbeats skipped). */

@@ -86,8 +86,36 @@ async function currentAccess() {
   if (storedToken()) localStorage.removeItem(TOKEN_KEY); // unknown here (any more): ask again
   const setup = await probe("/api/v1/auth/setup-status");
   session.setup = setup && setup.ok ? await setup.json().catch(() => ({})) : {};
+  const offered = await probe("/api/v1/auth/providers");
+  session.providers = offered && offered.ok ? (await offered.json().catch(() => ({}))).providers || [] : [];
   session.mode = "signin";
   return null;
+}
+
+/** Why a single sign-on came back refused (`/?sso_error=<code>`), as a sentence. */
+function ssoError() {
+  const code = new URLSearchParams(location.search).get("sso_error");
+  return code ? `Single sign-on did not sign you in (${code}). Try again, or ask your administrator.` : "";
+}
+
+/** One button per configured identity provider (single sign-on), above the password form. */
+function providerButtons(box) {
+  const providers = session.providers || [];
+  if (!providers.length) return;
+  const list = document.createElement("div");
+  list.className = "sso-providers";
+  for (const provider of providers) {
+    const link = document.createElement("a");
+    link.className = "button primary sso";
+    link.href = `/api/v1/auth/oauth/${encodeURIComponent(provider.id)}?next=${encodeURIComponent("/")}`;
+    link.textContent = `Sign in with ${provider.display_name}`;
+    link.dataset.provider = provider.id;
+    list.append(link);
+  }
+  const or = document.createElement("p");
+  or.className = "muted or";
+  or.textContent = "or";
+  box.querySelector("h1").after(list, or);
 }
 
 /** A link under a form that switches to the other way of signing in. */
@@ -176,6 +204,8 @@ function accountForm(root, setup) {
       ];
       const note = initializing ? "No account exists yet: this one will be the administrator's." : "";
       const { box, inputs, error } = form(root, title, fields, initializing || registering ? "Create account" : "Sign in", note);
+      providerButtons(box);
+      if (!initializing && !registering) error.textContent = ssoError();
       switchLink(box, "Use an access token", () => resolve("token"));
       if (!initializing && setup.registration_enabled !== false) {
         const swap = document.createElement("button");
@@ -235,11 +265,14 @@ export async function signIn(root) {
 
 /** Forget who we are (the token, or the session cookie) and start again. */
 export async function signOut() {
+  let endSession = null; // signed in by single sign-on: the provider's session ends too
   if (session.mode === "accounts") {
-    await probe("/api/v1/auth/logout", { method: "POST", headers: headers("POST") });
+    const answer = await probe("/api/v1/auth/logout", { method: "POST", headers: headers("POST") });
+    endSession = answer && answer.ok ? (await answer.json().catch(() => ({}))).end_session_url : null;
   }
   localStorage.removeItem(TOKEN_KEY);
-  location.reload();
+  if (endSession) location.assign(endSession);
+  else location.reload();
 }
 
 /** Whether signing out means anything here (not on the loopback single-user gateway). */

@@ -3,6 +3,7 @@
 // note; the agent never sees them. A skill's /name goes on to the agent, which uses that skill.
 
 import { call, settings } from "./api.js";
+import { usageText } from "./account.js";
 import { compactNow } from "./compact.js";
 import { CLEAR_WORDS, goalCommand } from "./goal.js";
 import { schedules as scheduleApi, describe } from "./schedules.js";
@@ -85,6 +86,12 @@ export async function command(text, page) {
     case "schedules":
     case "unschedule":
       say(await listed(page, name, argument));
+      return null;
+    case "usage":
+      say(await usageText());
+      return null;
+    case "connect":
+      say("Here you are signed in already. To make a chat (Slack, Telegram, ...) you, send /connect there and enter the code it answers under Settings → Account.");
       return null;
     default:
       say(`/${name} works in chats; not here yet.`);

@@ -7,6 +7,7 @@ import { el } from "./dom.js";
 import { icon } from "./icons.js";
 import { skillsPage } from "./skills.js";
 import { schedulesPage } from "./schedules.js";
+import { accountPage } from "./account.js";
 
 const SECTIONS = [
   ["user", "workContext", "Work"],
@@ -131,7 +132,7 @@ async function mcpPage(body, toast) {
   );
 }
 
-const PAGES = { memory: memoryPage, skills: skillsPage, mcp: mcpPage, schedules: schedulesPage };
+const PAGES = { memory: memoryPage, skills: skillsPage, mcp: mcpPage, schedules: schedulesPage, account: accountPage };
 
 export async function showSettings(tab, body, toast) {
   document.querySelectorAll(".tabs a").forEach((a) => a.classList.toggle("active", a.dataset.tab === tab));

@@ -1,0 +1,205 @@
+"""Per-person budgets: tokens and cost per UTC day and month, counted in KV `<prefix>_usage` so every
+runner and subagent executor of the cluster adds to, and checks, the same counters.
+
+Keys: `<period>.<stamp>.<digest of user id>` (`day.20261127.…`, `month.202611.…`), value
+`{user_id, tokens, cost}`; written with compare-and-set, so two processes never lose each other's
+tokens. The bucket keeps a key 62 days after its last write (a month's counter outlives its month).
+
+`UsageBook.refusal(user_id, budget)` is asked before each model call: a sentence naming the limit
+and when it resets when the person has used it up, else None. `UsageBook.add` counts a finished call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
+from nats.js.kv import KeyValue
+
+from access.roles import _digest
+from bus import Bus
+from config import AppConfig
+from config.access import BudgetConfig
+
+log = logging.getLogger(__name__)
+
+BUCKET = "usage"
+PERIODS = ("day", "month")
+ADD_TRIES = 100  # compare-and-set rounds a count may lose to other runners' counts before it gives up
+
+
+def _stamp(period: str, at: datetime) -> str:
+    return at.strftime("%Y%m%d" if period == "day" else "%Y%m")
+
+
+def resets_at(period: str, at: datetime) -> datetime:
+    """When the period `at` falls in ends (UTC midnight, or the first of the next month)."""
+    start = at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "day":
+        return start + timedelta(days=1)
+    first = start.replace(day=1)
+    return (first + timedelta(days=32)).replace(day=1)
+
+
+def call_cost(config: AppConfig, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
+    """What a call cost at its model's configured prices (0 when it has none)."""
+    model = config.get_model(model_name)
+    if model is None:
+        return 0.0
+    cost = (model.input_price_per_million or 0.0) * input_tokens
+    cost += (model.output_price_per_million or 0.0) * output_tokens
+    return cost / 1_000_000
+
+
+@dataclass(frozen=True)
+class PeriodUsage:
+    period: str
+    tokens: int
+    cost: float
+    resets_at: datetime
+    token_limit: int | None = None
+    cost_limit: float | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "period": self.period,
+            "tokens": self.tokens,
+            "cost": round(self.cost, 6),
+            "token_limit": self.token_limit,
+            "cost_limit": self.cost_limit,
+            "resets_at": self.resets_at.isoformat(),
+        }
+
+
+class UsageBook:
+    def __init__(self, kv: KeyValue) -> None:
+        self.kv = kv
+
+    @classmethod
+    async def open(cls, bus: Bus) -> UsageBook:
+        return cls(await bus.js.key_value(bus.subjects.bucket(BUCKET)))
+
+    async def _get(self, key: str) -> tuple[dict[str, Any], int]:
+        try:
+            entry = await self.kv.get(key)
+        except KeyNotFoundError:
+            return {}, 0
+        try:
+            found = json.loads(entry.value or b"{}")
+        except ValueError:
+            found = {}
+        return (found if isinstance(found, dict) else {}), entry.revision or 0
+
+    async def usage(
+        self, user_id: str, budget: BudgetConfig | None = None, at: datetime | None = None
+    ) -> list[PeriodUsage]:
+        """The person's use this day and this month (with the role's limits when `budget` is given)."""
+        now = at or datetime.now(UTC)
+        found = []
+        for period in PERIODS:
+            value, _ = await self._get(f"{period}.{_stamp(period, now)}.{_digest(user_id)}")
+            found.append(
+                PeriodUsage(
+                    period=period,
+                    tokens=int(value.get("tokens", 0)),
+                    cost=float(value.get("cost", 0.0)),
+                    resets_at=resets_at(period, now),
+                    token_limit=getattr(budget, f"tokens_per_{period}", None),
+                    cost_limit=getattr(budget, f"cost_per_{period}", None),
+                )
+            )
+        return found
+
+    async def everyone(self, at: datetime | None = None) -> dict[str, list[PeriodUsage]]:
+        """Everyone's use this day and month, by user id (admins' view)."""
+        now = at or datetime.now(UTC)
+        people: dict[str, list[PeriodUsage]] = {}
+        for period in PERIODS:
+            prefix = f"{period}.{_stamp(period, now)}."
+            try:
+                keys = await self.kv.keys()
+            except NoKeysError:
+                keys = []
+            for key in (k for k in keys if k.startswith(prefix)):
+                value, _ = await self._get(key)
+                user_id = value.get("user_id")
+                if not isinstance(user_id, str):
+                    continue
+                people.setdefault(user_id, []).append(
+                    PeriodUsage(
+                        period,
+                        int(value.get("tokens", 0)),
+                        float(value.get("cost", 0.0)),
+                        resets_at(period, now),
+                    )
+                )
+        return people
+
+    async def refusal(
+        self, user_id: str, role: str, budget: BudgetConfig, at: datetime | None = None
+    ) -> str | None:
+        """Why the person may not call a model now (a limit used up, and when it resets); None: they may."""
+        if not budget.limited:
+            return None
+        for use in await self.usage(user_id, budget, at):
+            word = "daily" if use.period == "day" else "monthly"
+            when = use.resets_at.strftime("%Y-%m-%d %H:%M UTC")
+            if use.token_limit is not None and use.tokens >= use.token_limit:
+                return (
+                    f"You have used your {word} budget of {use.token_limit} tokens "
+                    f"(role {role!r}: {use.tokens} used). It resets at {when}."
+                )
+            if use.cost_limit is not None and use.cost >= use.cost_limit:
+                return (
+                    f"You have used your {word} budget of {use.cost_limit:g} in model costs "
+                    f"(role {role!r}: {use.cost:.4f} used). It resets at {when}."
+                )
+        return None
+
+    async def add(self, user_id: str, tokens: int, cost: float, at: datetime | None = None) -> None:
+        """Count a finished call's tokens and cost in this day's and month's counters."""
+        if tokens <= 0 and cost <= 0:
+            return
+        now = at or datetime.now(UTC)
+        keys = [f"{period}.{_stamp(period, now)}.{_digest(user_id)}" for period in PERIODS]
+        await asyncio.gather(*(self._add(key, user_id, tokens, cost) for key in keys))
+
+    async def _add(self, key: str, user_id: str, tokens: int, cost: float) -> None:
+        for attempt in range(ADD_TRIES):
+            if attempt:  # another call counted meanwhile: add to its count, after a moment apart
+                await asyncio.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
+            value, revision = await self._get(key)
+            value = {
+                "user_id": user_id,
+                "tokens": int(value.get("tokens", 0)) + tokens,
+                "cost": float(value.get("cost", 0.0)) + cost,
+            }
+            try:
+                if revision:
+                    await self.kv.update(key, json.dumps(value).encode(), last=revision)
+                else:
+                    await self.kv.create(key, json.dumps(value).encode())
+                return
+            except KeyWrongLastSequenceError:
+                continue
+        log.warning("usage: could not count %d tokens of %s in %s", tokens, user_id, key)
+
+
+def usage_text(role: str, uses: list[PeriodUsage]) -> str:
+    """A person's use as chat lines: each period's tokens and cost, against their role's limits."""
+    lines = [f"Your usage (role {role!r}):"]
+    for use in uses:
+        word = "Today" if use.period == "day" else "This month"
+        tokens = f"{use.tokens} tokens" + (f" of {use.token_limit}" if use.token_limit is not None else "")
+        cost = f", cost {use.cost:.4f}" + (f" of {use.cost_limit:g}" if use.cost_limit is not None else "")
+        when = use.resets_at.strftime("%Y-%m-%d %H:%M UTC")
+        lines.append(
+            f"{word}: {tokens}{cost if use.cost or use.cost_limit is not None else ''} (resets {when})"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,129 @@
+"""Per-person budgets: a person who has used their role's daily tokens up is told so (the limit, when it
+resets) while another person's runs go on; each call's tokens and cost are counted per person."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import httpx
+import pytest
+
+from access import AuditLog, RoleBook
+from access.usage import UsageBook
+from bus import Bus
+from config import AppConfig
+from config.access import AccessConfig
+from config.loader import _build
+from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.chat import Chat, running_router
+from tests.support.gateway import running_gateway
+from tests.support.runner import ask, running_runner, submit_and_collect
+
+
+@pytest.fixture
+def metered_config(config_data: dict[str, Any]) -> AppConfig:
+    base = config_data["models"][0]
+    data = {
+        **config_data,
+        "models": [{**base, "input_price_per_million": 1000.0, "output_price_per_million": 2000.0}],
+        "sandbox": {"provider": "local"},
+        "access": {"roles": {"member": {}, "metered": {"budget": {"tokens_per_day": 5}}}},
+    }
+    return _build(AppConfig, data, "test config")
+
+
+def answer_text(events: list[Any]) -> str:
+    values = [e.data for e in events if e.event == "values"]
+    messages = values[-1]["messages"]
+    return str(messages[-1]["content"])
+
+
+async def test_a_person_over_their_daily_budget_is_told_so_and_another_goes_on(
+    bus: Bus, nats_url: str, metered_config: AppConfig, fake_model: FakeOpenAI
+) -> None:
+    await (await RoleBook.open(bus)).assign("ivy", "metered", source="test")
+    async with running_runner(nats_url, metered_config):
+        fake_model.script(
+            Reply(text="first answer for ivy", when="ivy one"),
+            Reply(text="hello max", when="max one"),
+            Reply(text="hello again max", when="max two"),
+        )
+        events = await submit_and_collect(bus, ask("th-ivy", "ivy one please", user_id="ivy"))
+        assert answer_text(events) == "first answer for ivy"  # under budget before the call
+
+        asked = len(fake_model.agent_requests)
+        events = await submit_and_collect(bus, ask("th-ivy", "ivy two please", user_id="ivy"))
+        refusal = answer_text(events)
+        assert "daily budget of 5 tokens" in refusal
+        assert "resets at" in refusal
+        assert "00:00 UTC" in refusal
+        assert not [e for e in events if e.event == "error"]  # an answer, not a broken run
+        assert len(fake_model.agent_requests) == asked  # the model was not called for ivy
+
+        events = await submit_and_collect(bus, ask("th-max", "max one", user_id="max"))
+        assert answer_text(events) == "hello max"
+        events = await submit_and_collect(bus, ask("th-max", "max two", user_id="max"))
+        assert answer_text(events) == "hello again max"
+
+    usage = UsageBook(await bus.js.key_value(bus.subjects.bucket("usage")))
+    ivy_day = (await usage.usage("ivy"))[0]
+    assert ivy_day.tokens > 5
+    assert ivy_day.cost > 0  # the model has prices
+    everyone = await usage.everyone()
+    assert set(everyone) == {"ivy", "max"}
+    refused = await AuditLog(bus).read(user_id="ivy", action="budget_refused")
+    assert len(refused) == 1
+    assert "5 tokens" in refused[0].detail["reason"]
+
+
+async def test_people_see_their_usage_in_chats_and_the_api_and_admins_see_everyones(
+    bus: Bus, nats_url: str, stack_config: AppConfig, fake_model: FakeOpenAI
+) -> None:
+    config = stack_config.model_copy(
+        update={
+            "access": AccessConfig.model_validate({"roles": {"member": {"budget": {"tokens_per_day": 1000}}}})
+        }
+    )
+    async with (
+        running_runner(nats_url, config),
+        running_router(nats_url, config),
+        running_gateway(nats_url, config) as base,
+        Chat(bus) as chat,
+        httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": "tok-ana"}, timeout=30) as ana,
+        httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": "tok-bob"}, timeout=30) as bob,
+    ):
+        fake_model.script(Reply(text="hi bob", when="bob here"), Reply(text="hi chat", when="chat here"))
+        await submit_and_collect(bus, ask("th-bob", "bob here", user_id="bob"))
+        mine = (await bob.get("/usage")).json()["people"][0]
+        assert mine["user_id"] == "bob"
+        assert mine["role"] == "member"
+        day = mine["periods"][0]
+        assert day["period"] == "day"
+        assert day["tokens"] > 0
+        assert day["token_limit"] == 1000
+
+        refused = await bob.get("/usage", params={"all": "true"})
+        assert refused.status_code == 403
+        assert refused.json()["detail"].startswith("user:")
+        assert (await bob.get("/usage", params={"user": "ana"})).status_code == 403
+        everyone = (await ana.get("/usage", params={"all": "true"})).json()["people"]
+        assert [p["user_id"] for p in everyone] == ["bob"]
+        theirs = (await ana.get("/usage", params={"user": "bob"})).json()["people"][0]
+        assert theirs["periods"][0]["tokens"] == day["tokens"]
+
+        await chat.say("chat here")
+        assert (await chat.final()).text == "hi chat"
+        await chat.say("/usage")
+        shown = (await chat.final()).text
+        assert "role 'member'" in shown
+        assert re.search(r"Today: [1-9]\d* tokens of 1000", shown), shown
+
+
+async def test_calls_counted_at_once_by_many_runners_lose_no_tokens(bus: Bus) -> None:
+    books = [UsageBook(await bus.js.key_value(bus.subjects.bucket("usage"))) for _ in range(4)]
+    await asyncio.gather(*(books[i % 4].add("ivy", 10, 0.5) for i in range(20)))
+    day, month = await books[0].usage("ivy")
+    assert (day.tokens, month.tokens) == (200, 200)
+    assert day.cost == pytest.approx(10.0)
