@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
@@ -25,7 +25,7 @@ from config import AppConfig
 log = logging.getLogger(__name__)
 
 
-class PersonBudgetMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class PersonBudgetMiddleware(AgentMiddleware):
     def __init__(self, bus: Bus, config: AppConfig, model_name: str | None) -> None:
         """`model_name`: the configured model the calls go to (its prices make the cost)."""
         super().__init__()
@@ -68,7 +68,7 @@ class PersonBudgetMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             return AIMessage(content=reason)
         result = await handler(request)
         answer = last_ai(result)
-        usage = (answer.usage_metadata if answer is not None else None) or {}
+        usage: Mapping[str, Any] = (answer.usage_metadata if answer is not None else None) or {}
         tokens_in, tokens_out = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
         total = int(usage.get("total_tokens", 0)) or tokens_in + tokens_out
         counted = self._count(

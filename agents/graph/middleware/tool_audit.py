@@ -19,7 +19,7 @@ from bus import Bus
 from config import AppConfig
 
 
-class ToolAuditMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class ToolAuditMiddleware(AgentMiddleware):
     def __init__(self, bus: Bus, config: AppConfig) -> None:
         super().__init__()
         self.audit = AuditLog(bus)
