@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import ipaddress
-import socket
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from access.addresses import AddressRefused, UnresolvableHost, resolve_public
 from agents.tools.community._html import Kind, kind_of, media_type, sniff
 from agents.tools.community._http import client, ssl_context
 from agents.tools.community._pinned import CheckedTransport
@@ -126,28 +125,20 @@ async def _public_addresses(url: str, host: str, port: int) -> list[str]:
     """`host`'s addresses, resolved once, if every one is public (a connection then uses them).
 
     Raises:
-        FetchRefused: one is loopback, private, link-local or otherwise not public (the runner's
-            own network); a name answering with a mix is refused whole.
+        FetchRefused: one is loopback, private, link-local, a cloud metadata address or an IPv6
+            form carrying one (`access.addresses`); a name answering with a mix is refused whole.
         ProviderUnreachable: the name does not resolve.
     """
     try:
-        found = [ipaddress.ip_address(host.strip("[]"))]
-    except ValueError:
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            raise ProviderUnreachable(host, host, f"cannot resolve the name: {exc.strerror}") from None
-        found = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
-    for address in found:
-        checked = address
-        if isinstance(checked, ipaddress.IPv6Address) and checked.ipv4_mapped is not None:
-            checked = checked.ipv4_mapped
-        if not checked.is_global:
-            raise FetchRefused(
-                url,
-                f"{host} is a private or local address ({checked}); only public web pages can be fetched",
-            )
-    return list(dict.fromkeys(str(a) for a in found))
+        return await resolve_public(host, port)
+    except UnresolvableHost as exc:
+        raise ProviderUnreachable(host, host, f"cannot resolve the name: {exc.detail}") from None
+    except AddressRefused as exc:
+        raise FetchRefused(
+            url,
+            f"{host} is a private or local address ({exc.address}: {exc.reason}); "
+            "only public web pages can be fetched",
+        ) from None
 
 
 def _page_hint(status: int) -> str:
