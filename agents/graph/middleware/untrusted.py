@@ -11,7 +11,8 @@ history keep what the tools and people actually said):
   `additional_kwargs`) is fenced the same way, its display name shown as a quoted label;
 - the owner's own messages keep their words but lose invisible characters and forged section tags
   (as DeerFlow's InputSanitizationMiddleware does);
-- the system prompt gets `BOUNDARY_PROMPT`, which tells the model what the fence means.
+- once the request holds fenced content, the system prompt gets `BOUNDARY_PROMPT`, which tells the
+  model what the fence means.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from agents.graph.middleware._untrusted_text import BOUNDARY_PROMPT, clean, fence, is_fenced
+from agents.graph.middleware._untrusted_text import BOUNDARY_PROMPT, BOUNDARY_TAG, clean, fence, is_fenced
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,22 @@ log = logging.getLogger(__name__)
 # here for a message from a group chat; the key is the wire contract between the two.
 SENDER_KEY = "antler_sender"
 MAX_MEMBER_MESSAGE_CHARS = 16_000
+
+# Tools whose results are Antler's own structured answers (JSON or a confirmation): cleaned like the
+# rest (names they list lose invisible characters and forged tags) but not fenced, so they stay the
+# JSON the model and the UI expect. Every other tool's result is fenced.
+OWN_TOOLS = frozenset(
+    {
+        "ask_clarification",
+        "list_uploaded_files",
+        "present_files",
+        "setup_agent",
+        "tool_search",
+        "update_agent",
+        "view_image",
+        "write_todos",
+    }
+)
 
 
 def _tool_names(messages: list[BaseMessage]) -> dict[str, str]:
@@ -62,6 +79,8 @@ def _rewrite_text(content: Any, change: Callable[[str], str]) -> Any:
 
 def _tool_result(message: ToolMessage, source: str) -> ToolMessage:
     def change(text: str) -> str:
+        if source in OWN_TOOLS:
+            return clean(text)
         return text if is_fenced(text) else fence(text, f"tool {source}")
 
     content = _rewrite_text(message.content, change)
@@ -110,11 +129,17 @@ def _with_policy(system: SystemMessage | None) -> SystemMessage:
     return SystemMessage([*system.content, {"type": "text", "text": BOUNDARY_PROMPT}])
 
 
+def _fences_something(messages: list[BaseMessage]) -> bool:
+    opening = f"<{BOUNDARY_TAG} id="
+    return any(isinstance(m, ToolMessage | HumanMessage) and opening in str(m.content) for m in messages)
+
+
 class UntrustedContentMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     def _contained(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
-        return request.override(
-            messages=contain(list(request.messages)), system_message=_with_policy(request.system_message)
-        )
+        messages = contain(list(request.messages))
+        if not _fences_something(messages):  # the policy comes with the first fenced content
+            return request.override(messages=messages)
+        return request.override(messages=messages, system_message=_with_policy(request.system_message))
 
     def wrap_model_call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]) -> Any:
         return handler(self._contained(request))
