@@ -20,7 +20,7 @@ import socket
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
-__all__ = ["AddressRefused", "UnresolvableHost", "refusal_reason", "resolve_public"]
+__all__ = ["AddressRefused", "UnresolvableHost", "literal_address", "refusal_reason", "resolve_public"]
 
 # Cloud metadata and platform services, refused even where `is_global` would let them through.
 METADATA = frozenset(
@@ -127,7 +127,8 @@ def refusal_reason(address: IPAddress) -> str | None:
     return None
 
 
-def _literal(host: str) -> IPAddress | None:
+def literal_address(host: str) -> IPAddress | None:
+    """`host` as an IP address when it is one (brackets and a zone id allowed), else None."""
     try:
         return ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
     except ValueError:
@@ -143,7 +144,7 @@ async def resolve_public(host: str, port: int, *, allow_private: bool = False) -
         AddressRefused: an address is not public (unless `allow_private`).
         UnresolvableHost: the name does not resolve.
     """
-    literal = _literal(host)
+    literal = literal_address(host)
     if literal is not None:
         found: list[IPAddress] = [literal]
     else:

@@ -254,6 +254,22 @@ async def test_jina_failing_to_read_a_page_passes_its_reason_on(jina: FakeJina) 
     assert output.startswith("Error: Jina Reader answered HTTP 422: Failed to goto https://nowhere.invalid/")
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("http://169.254.169.254/latest/meta-data/", id="metadata"),
+        pytest.param("http://[64:ff9b::a9fe:a9fe]/latest/meta-data/", id="nat64-metadata"),
+        pytest.param("http://[::ffff:10.0.0.1]/admin", id="ipv4-mapped-private"),
+        pytest.param("http://localhost:8080/", id="localhost"),
+    ],
+)
+async def test_a_reader_service_is_never_sent_a_private_or_metadata_address(jina: FakeJina, url: str) -> None:
+    output = await build(provider="jina", base_url=jina.base_url).ainvoke({"url": url})
+    assert output.startswith(f"Error: will not fetch {url}: ")
+    assert "private or local address" in output
+    assert jina.calls == [], "nothing was sent to the reader"
+
+
 # ------------------------------------------------------------------ Firecrawl
 
 

@@ -111,15 +111,25 @@ BLOCKED_TAGS = frozenset(
     }
 )
 _TAG_NAMES = "|".join(re.escape(t) for t in sorted(BLOCKED_TAGS, key=len, reverse=True))
-_TAG = re.compile(r"<\s*/?\s*(?:" + _TAG_NAMES + r")\b[^<>]*>?", re.IGNORECASE)
+# Angle brackets and their look-alikes (fullwidth, small, CJK and mathematical angle brackets,
+# single guillemets), which a model reads as tags all the same.
+_OPEN = "<\uff1c\ufe64\u3008\u27e8\u2039\u2329"
+_CLOSE = ">\uff1e\ufe65\u3009\u27e9\u203a\u232a"
+# A blocked name, also as the start of a longer one (`<system_override>`, `<memory-update>`).
+_TAG = re.compile(
+    f"[{_OPEN}]\\s*[/\uff0f]?\\s*(?:{_TAG_NAMES})[\\w-]*[^{_OPEN}{_CLOSE}]{{0,200}}[{_CLOSE}]?", re.IGNORECASE
+)
 # Chat templates' special tokens: <|im_start|>, <|system|>, <|eot_id|>, [INST], <<SYS>>, <start_of_turn>.
 _TEMPLATE = re.compile(
     r"<\|[^<>|]{0,40}\|>|\[/?INST\]|<</?SYS>>|<\s*/?\s*(?:start|end)_of_turn\s*>|</?s>", re.IGNORECASE
 )
 
 
+_ESCAPES = str.maketrans({**dict.fromkeys(_OPEN, "&lt;"), **dict.fromkeys(_CLOSE, "&gt;"), "[": "&#91;"})
+
+
 def _escape(match: re.Match[str]) -> str:
-    return match.group(0).replace("<", "&lt;").replace(">", "&gt;").replace("[", "&#91;")
+    return match.group(0).translate(_ESCAPES)
 
 
 def neutralize(text: str) -> str:
