@@ -4,6 +4,7 @@ readers (Jina Reader, Firecrawl) against local fakes of their APIs."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -205,6 +206,17 @@ async def test_local_and_private_addresses_are_refused_unless_allowed(site: Fake
     assert output.startswith(f"Error: will not fetch {url}: 127.0.0.1 is a private or local address")
     assert site.calls == [], "nothing was sent"
     assert await direct().ainvoke({"url": url}) == "internal admin page"
+
+
+async def test_a_refused_address_is_logged_with_the_run_that_tried_it(
+    site: FakeWebsite, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = site.page("/secret", "internal admin page", "text/plain")
+    with caplog.at_level(logging.WARNING, logger="agents.tools.community._common"):
+        output = await build(provider="http").ainvoke({"url": url}, config={"metadata": {"run_id": "run-7"}})
+    assert output.startswith(f"Error: will not fetch {url}")
+    assert any("run run-7" in r.getMessage() and url in r.getMessage() for r in caplog.records)
+    assert site.calls == [], "nothing was sent"
 
 
 @pytest.mark.parametrize(
