@@ -76,6 +76,9 @@ def test_cleaning_strips_every_invisible_character_and_escapes_forged_sections()
     assert "zerowidth" in cleaned
     assert "esrever" in cleaned
     assert len(clean("x" * 500, max_chars=100)) < 200, "sizes are bounded"
+    long = fence("word " * 50_000, "tool web_fetch")
+    assert len(long) < 101_000, "a huge tool result is cut"
+    assert long.endswith('">'), "and still closed"
     assert fence("same", "a") == fence("same", "a"), "stable across calls (prompt caching)"
 
 
@@ -175,6 +178,8 @@ async def test_a_hostile_upload_name_is_a_label_not_prompt_text(
     request = RunRequest(thread_id="t-hostile-upload", input={"messages": [message]}, stream_mode=["values"])
     assert (await submit_and_collect(bus, request))[-1].data["status"] == "success"
     (system,) = sent(fake_model, "system")
+    (asked,) = sent(fake_model, "user")
+    assert asked == "Summarise it", "the owner's words are not fenced"
     assert system.count("</current_uploads>") == 1, "the name cannot close the uploads section"
     assert "<system>" not in system
     assert "\u202e" not in system

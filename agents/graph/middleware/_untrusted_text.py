@@ -137,10 +137,11 @@ def neutralize(text: str) -> str:
     return _TEMPLATE.sub(_escape, _TAG.sub(_escape, text))
 
 
-def clean(text: str, max_chars: int = MAX_CHARS) -> str:
-    """Invisible characters stripped, tags neutralized, cut to `max_chars` with a note saying so."""
+def clean(text: str, max_chars: int | None = MAX_CHARS) -> str:
+    """Invisible characters stripped, tags neutralized, cut to `max_chars` (None: not cut) with a
+    note saying so."""
     text = neutralize(strip_invisible(text))
-    if len(text) > max_chars:
+    if max_chars is not None and len(text) > max_chars:
         text = text[:max_chars] + f"\n[... cut: {len(text) - max_chars} more characters not shown]"
     return text
 

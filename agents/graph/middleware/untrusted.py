@@ -98,7 +98,7 @@ def _human(message: HumanMessage) -> HumanMessage:
     else:
 
         def change(text: str) -> str:
-            return clean(text)
+            return clean(text, max_chars=None)  # the owner's own words are not cut
 
     content = _rewrite_text(message.content, change)
     return message if content == message.content else message.model_copy(update={"content": content})
