@@ -208,6 +208,25 @@ async def test_local_and_private_addresses_are_refused_unless_allowed(site: Fake
     assert await direct().ainvoke({"url": url}) == "internal admin page"
 
 
+async def test_with_allowed_domains_only_those_hosts_are_fetched_redirects_included(
+    site: FakeWebsite,
+) -> None:
+    site.page("/page", "an allowed page", "text/plain")
+    secret = site.page("/secret", "internal admin page", "text/plain")
+    site.redirect("/hop", secret)  # to 127.0.0.1, which the list does not name
+    allowed = f"http://localhost:{site.port}"
+    tool = direct(allowed_domains=["localhost"])
+
+    assert await tool.ainvoke({"url": f"{allowed}/page"}) == "an allowed page"
+    refused = await tool.ainvoke({"url": f"{allowed}/hop"})
+    assert refused == (
+        f"Error: will not fetch {secret}: 127.0.0.1 is not on this deployment's list of allowed domains"
+    )
+    assert await tool.ainvoke({"url": secret}) == refused
+    asked = [params["path"] for method, params in site.calls if method == "get"]
+    assert asked == ["/page", "/hop"], "the secret was never asked for"
+
+
 async def test_a_refused_address_is_logged_with_the_run_that_tried_it(
     site: FakeWebsite, caplog: pytest.LogCaptureFixture
 ) -> None:

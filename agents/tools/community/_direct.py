@@ -51,11 +51,35 @@ def web_url(url: str) -> httpx.URL:
     return parsed
 
 
-async def fetch(url: str, *, timeout_seconds: float, max_bytes: int, allow_private_networks: bool) -> Page:
+def check_domain(url: str, host: str, allowed: list[str] | None) -> None:
+    """Nothing when `allowed` is None or `host` is one of its domains or their subdomains.
+
+    Raises:
+        FetchRefused: the host is not on the allow-list.
+    """
+    if allowed is None:
+        return
+    name = host.strip("[]").rstrip(".").lower()
+    for domain in allowed:
+        domain = domain.strip().rstrip(".").lower()
+        if domain and (name == domain or name.endswith("." + domain)):
+            return
+    raise FetchRefused(url, f"{host} is not on this deployment's list of allowed domains")
+
+
+async def fetch(
+    url: str,
+    *,
+    timeout_seconds: float,
+    max_bytes: int,
+    allow_private_networks: bool,
+    allowed_domains: list[str] | None = None,
+) -> Page:
     """The page at `url`, following redirects.
 
     Raises:
-        FetchRefused: not http(s), a private or local address (unless allowed), or too many redirects.
+        FetchRefused: not http(s), a private or local address (unless allowed), a host (or a
+            redirect's) not in `allowed_domains`, or too many redirects.
         ProviderRefused: the site answered with an HTTP error status.
         ProviderTimeout, ProviderUnreachable: no answer.
     """
@@ -76,6 +100,7 @@ async def fetch(url: str, *, timeout_seconds: float, max_bytes: int, allow_priva
                     async with http.stream("GET", target, headers={"Accept": _ACCEPT}) as response:
                         if response.is_redirect:
                             target = web_url(str(response.url.join(response.headers["location"])))
+                            check_domain(str(target), target.host, allowed_domains)
                             continue
                         if response.status_code >= 400:
                             raise ProviderRefused(

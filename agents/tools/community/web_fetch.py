@@ -37,6 +37,11 @@ class WebFetchSettings(ToolSettings):
     allow_private_networks: bool = Field(
         False, description="http: also fetch loopback, private and link-local addresses."
     )
+    allowed_domains: list[str] | None = Field(
+        None,
+        description="Only these hosts and their subdomains may be fetched (every redirect too); "
+        "unset: any public host.",
+    )
 
 
 class WebFetchArgs(BaseModel):
@@ -46,6 +51,7 @@ class WebFetchArgs(BaseModel):
 async def read_page(settings: WebFetchSettings, url: str) -> str:
     """The page at `url` as Markdown (or what it is, when it is not text), cut to `max_chars`."""
     target = _direct.web_url(url)  # every provider gets an absolute http(s) URL
+    _direct.check_domain(url, target.host, settings.allowed_domains)
     if settings.provider != "http" and not settings.allow_private_networks:
         # A reader service resolves the name itself; a literal private or metadata address (or
         # localhost) is still refused here, as a self-hosted reader would reach it.
@@ -70,6 +76,7 @@ async def _read_directly(settings: WebFetchSettings, url: str) -> str:
         timeout_seconds=settings.timeout_seconds,
         max_bytes=settings.max_bytes,
         allow_private_networks=settings.allow_private_networks,
+        allowed_domains=settings.allowed_domains,
     )
     if page.kind == "binary":
         return describe(page.url, page.mime, page.size)
