@@ -92,7 +92,7 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy  # the packages and strictness in pyproject.toml's [tool.mypy]
-	$(BIN)/pytest -n 4 --dist loadgroup   # four workers on two cores, each with its own nats-server: the suite is CPU-bound: six finished ~30 s sooner (685 s against 716 s) but lost 2-4 tests to timeouts each run
+	$(BIN)/pytest -n 4 --dist loadgroup --durations=30   # the slowest 30 printed at the end; four workers on two cores, each with its own nats-server: the suite is CPU-bound: six finished ~30 s sooner (685 s against 716 s) but lost 2-4 tests to timeouts each run
 
 lint: install
 	$(BIN)/ruff check .

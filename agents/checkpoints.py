@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, copy_checkpoint, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
@@ -93,7 +94,7 @@ async def rollback(checkpointer: BaseCheckpointSaver[Any], thread_id: str, run_i
     stay in the thread's history, followed by the restored state (metadata `source`
     "rollback", `rolled_back_run_id`); the thread continues from the restored state.
     """
-    thread = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    thread: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     head = await checkpointer.aget_tuple(thread)
     if head is None or head.metadata.get("run_id") != run_id:
         log.info("run %s: nothing of it is in thread %s; nothing to roll back", run_id, thread_id)
@@ -121,7 +122,7 @@ async def rollback(checkpointer: BaseCheckpointSaver[Any], thread_id: str, run_i
         "rolled_back_run_id": run_id,
     }
     metadata.pop("run_id", None)
-    await checkpointer.aput(head.config, restored, metadata, versions)  # type: ignore[arg-type]
+    await checkpointer.aput(head.config, restored, metadata, versions)  # type: ignore[arg-type]  # CheckpointMetadata, built as a dict
     log.info("run %s rolled back (%d checkpoints of it in the thread's history)", run_id, written)
 
 

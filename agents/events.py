@@ -151,7 +151,7 @@ def _tool_call_chunk(message: AIMessage) -> dict[str, Any]:
             for i, c in enumerate(message.tool_calls)
         ],
     )
-    return jsonable(chunk)  # type: ignore[no-any-return]
+    return jsonable(chunk)  # type: ignore[no-any-return]  # a message serializes to a dict
 
 
 class StreamTranslator:

@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -83,7 +83,7 @@ class ThreadedSqliteSaver(BaseCheckpointSaver[str]):
         if inner is self.saver:
             return self
         clone = copy.copy(self)
-        clone.saver = inner
+        clone.saver = cast(SqliteSaver, inner)  # with_allowlist returns a saver of its own class
         clone.serde = inner.serde
         return clone
 

@@ -7,7 +7,7 @@ work. Off, the work runs unwrapped.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
 from bus import tracing
@@ -31,7 +31,7 @@ def invoke_agent(work: Awaitable[T], agent: str, thread_id: str, run_id: str, **
     return tracing.in_span(work, f"invoke_agent {agent}", attributes)
 
 
-def invoke_subagent(task: SubagentTask, work: Awaitable[T]) -> Awaitable[T]:
+def invoke_subagent(task: SubagentTask, work: Awaitable[T]) -> Coroutine[Any, Any, T]:
     """A subagent task's work, its log lines naming `<parent run>:<task>`; with tracing on, in an
     `invoke_agent` span, a child of the parent run's `task` tool call (its message's trace)."""
     if tracing.ON:

@@ -37,6 +37,7 @@ from bus.clients import (
 from bus.errors import BusError, ServerStartError
 from bus.launcher import NATS_PASSWORD_ENV, NATS_USER_ENV, LaunchError
 from bus.permissions import ADMIN, NatsUser, generate_users, save_users, server_block, users_for
+from bus.provision import provision as provision_bus
 from bus.server import reload_running
 from bus.subjects import Subjects
 from config import AppConfig
@@ -148,6 +149,10 @@ async def provision(args: argparse.Namespace) -> int:
     setup_logging(config, args.verbose)
     url = nats_url(args, config)
     bus = await login(config).connect(url, "antler-provision")
-    await bus.close()
+    try:
+        # Connecting provisioned; the operator's run also removes a drained pre-split CHAT_IN.
+        await provision_bus(bus, retire=True)
+    finally:
+        await bus.close()
     status(f"streams, KV buckets and object store under prefix '{config.bus.prefix}' are ready at {url}")
     return 0

@@ -24,6 +24,7 @@ from nats.aio.msg import Msg
 from antler._common import CliError, load, login, nats_url, setup_logging
 from antler.send_steps import RunSteps
 from bus import Bus, EnvelopeError, decode
+from bus.chat_partitions import publish_inbound
 from bus.errors import BusConnectError
 from bus.messages import InboundMessage, OutboundMessage, RunEvent
 
@@ -95,9 +96,7 @@ async def send(args: argparse.Namespace) -> int:
         if client is None:  # a script channel's user may read its replies only, not runs' events
             subject = bus.subjects.chat_run_events(args.channel, message.chat_id)
             subs.append(await bus.nc.subscribe(subject, cb=on_event))
-        ack = await bus.publish(
-            bus.subjects.chat_in(args.channel, message.chat_id), message, msg_id=message.dedupe_id()
-        )
+        ack = await publish_inbound(bus, args.channel, message)
         if args.no_wait:
             print(f"sent (stream seq {ack.seq})")
             return 0

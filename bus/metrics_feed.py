@@ -37,11 +37,12 @@ from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from bus.chat_partitions import chat_partitions
 from bus.connection import Bus
 from bus.errors import EnvelopeError
 from bus.messages import ComponentHealth, MetricsSnapshot, decode, encode
 from bus.metrics import REGISTRY
-from bus.permissions import RIGHTS
+from bus.permissions import RIGHTS, per_partition
 
 log = logging.getLogger(__name__)
 
@@ -226,8 +227,13 @@ async def consumer_families(bus: Bus) -> list[Metric]:
         "Messages delivered to the durable more than once and not yet settled",
         labels=labels,
     )
+    partitions = await chat_partitions(bus)
     durables = sorted(
-        {(bus.subjects.stream(kind), durable) for r in RIGHTS.values() for kind, durable, _ in r.consume}
+        {
+            (bus.subjects.stream(kind), durable)
+            for r in RIGHTS.values()
+            for kind, durable, _ in per_partition(r.consume, partitions)
+        }
     )
 
     async def info_of(stream: str, durable: str) -> Any:

@@ -23,6 +23,7 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bus.chat_partitions import MAX as MAX_PARTITIONS
 from bus.subjects import Subjects
 
 ADMIN = "admin"
@@ -46,6 +47,7 @@ class Rights:
     # Subjects outside the prefix that a protocol fixes (the NATS agent protocol's `agents.*`).
     publish_absolute: tuple[str, ...] = ()
     subscribe_absolute: tuple[str, ...] = ()
+    stream_info: tuple[str, ...] = ()  # stream kinds whose configuration only is read
     observe: bool = False  # every process's metrics and every durable's JetStream counts (`/metrics`)
 
 
@@ -53,7 +55,10 @@ def _adapter(channel: str) -> Rights:
     return Rights(
         consume=(("CHAT_OUT", channel, f"chat.out.{channel}"),),
         # Its own messages in; a platform message it cannot read, dead-lettered with the reason.
-        publish=(f"chat.in.{channel}.*", f"dlq.{channel}"),
+        # `.*.*`: the chat's route and partition (bus.chat_partitions.chat_in_subject); `.*` as
+        # earlier versions published (CHAT_IN_0 takes those: an upgrade in any order loses nothing).
+        publish=(f"chat.in.{channel}.*.*", f"chat.in.{channel}.*", f"dlq.{channel}"),
+        stream_info=("CHAT_IN_0", "CHAT_IN"),  # the partition count (not the messages)
         kv_write=("replies", "leases"),  # leases: one active copy per bot (channels.standby)
         kv_read=("settings",),  # the skills catalog: Telegram registers their commands
         files=True,
@@ -104,8 +109,13 @@ RIGHTS: dict[str, Rights] = {
     "router": Rights(
         consume=(
             # One durable per chat partition (`router-in-<k>`, `router-ev-<k>`: channels.partitions).
+            # `CHAT_IN_<k>`: one stream per partition (each `k` below bus.chat_partitions.MAX);
+            # `CHAT_IN`: the single stream of before the split, drained until removed.
+            ("CHAT_IN_<k>", "*", "chat.in.*.*.*"),
+            ("CHAT_IN_<k>", "router-in-direct", "chat.in.*"),  # published without the chat's route
+            ("CHAT_IN_<k>", "router-in-unpartitioned", "chat.in.*.*"),  # or its partition
             ("CHAT_IN", "*", "chat.in.*.*.*"),
-            ("CHAT_IN", "router-in-direct", "chat.in.*"),  # published without the chat's route
+            ("CHAT_IN", "router-in-direct", "chat.in.*"),
             ("RUN_EVENTS", "*", "runs.ev.*.chat.*.*"),
             ("EVENTS", "router-thread-deleted", "events.thread.deleted"),
         ),
@@ -134,6 +144,7 @@ RIGHTS: dict[str, Rights] = {
         files=True,
         call=("threads", "memory", "sandbox", "subagents", "schedules", "browser"),
         observe=True,
+        stream_info=("CHAT_IN_0", "CHAT_IN"),  # the partition count, for the durables' metrics
     ),
     **{channel: _adapter(channel) for channel in CHANNELS},
     "agentproto": Rights(
@@ -158,13 +169,13 @@ def rights_table() -> str:
         return ", ".join(f"`{item}`" for item in items) or "—"
 
     rows = [
-        "| component | streams (durable: filter; or read) | publishes | subscribes | KV read+write | "
+        "| component | streams (stream/durable: filter; or read) | publishes | subscribes | KV read+write | "
         "KV read | files | serves | calls |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, r in RIGHTS.items():
-        consumes = [f"{durable}: {filter_subject}" for _, durable, filter_subject in r.consume]
-        reads = [f"{kind} (read)" for kind in r.read_streams]
+        consumes = [f"{kind}/{durable}: {filter_subject}" for kind, durable, filter_subject in r.consume]
+        reads = [f"{kind} (read)" for kind in r.read_streams] + [f"{kind} (info)" for kind in r.stream_info]
         rows.append(
             f"| {name} | {cell(consumes + reads)} | {cell(r.publish + r.publish_absolute)} | "
             f"{cell(r.subscribe + r.subscribe_absolute)} | "
@@ -196,6 +207,18 @@ def _stream_reads(js: str, stream: str) -> list[str]:
     ]
 
 
+def per_partition(
+    consume: tuple[tuple[str, str, str], ...], partitions: int = MAX_PARTITIONS
+) -> list[tuple[str, str, str]]:
+    """`consume` with each `<k>` stream kind named once per chat partition (by default every one
+    the partition count may reach: a user's rights do not change with the count)."""
+    return [
+        (kind.replace("<k>", str(k)), durable, filter_subject)
+        for kind, durable, filter_subject in consume
+        for k in (range(partitions) if "<k>" in kind else (0,))
+    ]
+
+
 def permissions(component: str, subjects: Subjects) -> dict[str, object]:
     """The NATS permissions block of `component`'s user.
 
@@ -213,9 +236,10 @@ def permissions(component: str, subjects: Subjects) -> dict[str, object]:
         subscribe.append(subjects.metrics_all)
         for other in RIGHTS.values():
             publish += [
-                f"{js}.CONSUMER.INFO.{subjects.stream(kind)}.{durable}" for kind, durable, _ in other.consume
+                f"{js}.CONSUMER.INFO.{subjects.stream(kind)}.{durable}"
+                for kind, durable, _ in per_partition(other.consume)
             ]
-    for kind, durable, filter_subject in rights.consume:
+    for kind, durable, filter_subject in per_partition(rights.consume):
         stream = subjects.stream(kind)
         publish += [
             f"{js}.STREAM.INFO.{stream}",
@@ -229,6 +253,7 @@ def permissions(component: str, subjects: Subjects) -> dict[str, object]:
         ]
     for kind in rights.read_streams:
         publish += _stream_reads(js, subjects.stream(kind))
+    publish += [f"{js}.STREAM.INFO.{subjects.stream(kind)}" for kind in rights.stream_info]
     if rights.read_streams or rights.files:
         # Finding a subject's stream (names only): nats-py's subscribe does it when not told the stream,
         # as ObjectStore.list() / watch() do underneath.

@@ -7,6 +7,7 @@ by updating the stream in place.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
@@ -17,12 +18,14 @@ from nats.js.api import (
     RetentionPolicy,
     StorageType,
     StreamConfig,
+    StreamInfo,
     SubjectTransform,
 )
 from nats.js.errors import APIError, BadRequestError, BucketNotFoundError, NotFoundError
 
+from bus.chat_partitions import COUNT_KEY, count_to_provision
 from bus.chat_partitions import DEFAULT as DEFAULT_PARTITIONS
-from bus.chat_partitions import count_to_provision
+from bus.chat_partitions import MAX as MAX_PARTITIONS
 from bus.connection import Bus
 from bus.errors import BusError
 from bus.subjects import partition_transform
@@ -59,18 +62,24 @@ def stream_configs(bus: Bus, partitions: int | None = None) -> list[StreamConfig
 
     work = {"retention": RetentionPolicy.WORK_QUEUE}
     # A chat's messages and its runs' events are stored with the chat's partition appended, so each
-    # partition's router consumes both; publishers never need to know the partition count.
+    # partition's router consumes both. Inbound messages go to one stream per partition (publishers
+    # add the partition: bus.chat_partitions.chat_in_subject), so their leaders spread over a cluster.
     partitions = partitions or c.chat_partitions or DEFAULT_PARTITIONS
-    chat_in = SubjectTransform(*partition_transform(s.chat_in_published, partitions))
     chat_events = SubjectTransform(*partition_transform(s.chat_run_events_published, partitions))
-    return [
+    chat_in = [
         stream(
-            s.chat_in_stream,
-            [s.chat_in_all],
-            "Inbound chat messages (adapters, scripts), by chat partition",
-            subject_transform=chat_in,
+            s.chat_in_partition_stream(k),
+            # Partition 0 also takes what is published without a partition: without the chat's route
+            # (scripts), or as adapters of earlier versions publish (served by their own durables).
+            [s.chat_in_partition(k)] + ([s.chat_in_direct, s.chat_in_published] if k == 0 else []),
+            f"Inbound chat messages of chat partition {k} of {partitions}",
+            metadata={COUNT_KEY: str(partitions)},
             **work,
-        ),
+        )
+        for k in range(partitions)
+    ]
+    return [
+        *chat_in,
         stream(
             s.chat_out_stream,
             [s.chat_out_all],
@@ -146,13 +155,23 @@ def stream_configs(bus: Bus, partitions: int | None = None) -> list[StreamConfig
 REPLIES_TTL = 24 * 3600.0  # seconds a streaming reply's message id is kept
 
 
-async def provision(bus: Bus) -> Provisioned:
-    """Create or update everything; safe to run any number of times, concurrently too."""
+async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
+    """Create or update everything; safe to run any number of times, concurrently too.
+
+    Args:
+        retire: also remove the single `CHAT_IN` of an installation made before the split by
+            partition, once it is drained (`antler provision` does; components starting do not, as
+            adapters of the earlier version may still publish to it during an upgrade).
+    """
     streams = []
     # The chat streams' partition count is theirs to keep: changed only while nothing waits in CHAT_IN.
-    for config in stream_configs(bus, await count_to_provision(bus)):
+    count = await count_to_provision(bus)
+    await _narrow_unsplit_chat_in(bus, retire=retire)
+    for config in stream_configs(bus, count):
         await _ensure_stream(bus, config)
         streams.append(config.name or "")
+    await _drop_partition_streams_beyond(bus, count)
+    await spread_leaders(bus, [bus.subjects.chat_in_partition_stream(k) for k in range(count)])
     s = bus.subjects
     buckets = [
         s.threads_bucket,
@@ -212,12 +231,103 @@ async def connect_and_provision(
     return bus
 
 
+async def _narrow_unsplit_chat_in(bus: Bus, *, retire: bool) -> None:
+    """The single `CHAT_IN` of an installation made before the split by partition: it stops taking
+    new messages (its subjects become one nobody publishes on), so the partition streams can take
+    theirs, and routers drain what waits in it with the durables they had. With `retire`, once
+    nothing waits in it, it is removed (docs/operating.md, "Moving to streams per partition")."""
+    s = bus.subjects
+    try:
+        info = await bus.js.stream_info(s.unsplit_chat_in_stream)
+    except NotFoundError:
+        return
+    if retire and not info.state.messages:
+        await bus.js.delete_stream(s.unsplit_chat_in_stream)
+        log.info("removed %s, drained after the split by partition", s.unsplit_chat_in_stream)
+        return
+    retired = [s.full("unsplit.chat.in")]
+    if info.config.subjects != retired:
+        info.config.subjects = retired
+        info.config.subject_transform = None
+        await bus.js.update_stream(info.config)
+        log.info(
+            "%s holds %d message(s) from before the split by partition: the routers drain it",
+            s.unsplit_chat_in_stream,
+            info.state.messages,
+        )
+
+
+async def spread_leaders(bus: Bus, streams: list[str]) -> dict[str, str]:
+    """Give the partition streams' leaders to the cluster's nodes in turn (stream `k` to the `k`-th
+    node by name, of those holding a copy) unless they are already even (no node leads two more
+    than another); JetStream alone places leaders at random, which leaves them all on one node now
+    and then. A leader is moved by asking it to step down in favour of the chosen node
+    (nats-server 2.11+); one that cannot move stays where it is. Nothing to do on one server.
+
+    Returns:
+        Each stream's leader afterwards, as far as known (empty on one server).
+    """
+    infos = []
+    for stream in streams:
+        info = await bus.js.stream_info(stream)
+        if info.cluster is None or not info.cluster.leader or not info.cluster.replicas:
+            return {}
+        infos.append(info)
+    nodes = sorted({name for info in infos for name in _peers(info)})
+    leaders = {info.config.name or "": info.cluster.leader or "" for info in infos if info.cluster}
+    led = [sum(1 for leader in leaders.values() if leader == node) for node in nodes]
+    if max(led) - min(led) <= 1:
+        return leaders  # as even as it gets: moving leaders would only pause their streams
+    for k, info in enumerate(infos):
+        name, leader = info.config.name or "", info.cluster.leader if info.cluster else None
+        wanted = nodes[k % len(nodes)]
+        leaders[name] = leader or ""
+        if leader == wanted or wanted not in _peers(info):
+            continue
+        request = json.dumps({"placement": {"preferred": wanted}}).encode()
+        try:
+            reply = await bus.nc.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{name}", request, timeout=5)
+        except Exception as exc:  # a slow election, an older server: the leader stays put
+            log.warning(
+                "stream %s keeps its leader %s (could not move it to %s: %s)", name, leader, wanted, exc
+            )
+            continue
+        if json.loads(reply.data or b"{}").get("success"):
+            leaders[name] = wanted
+            log.info("stream %s: leader moved from %s to %s", name, leader, wanted)
+    return leaders
+
+
+def _peers(info: StreamInfo) -> set[str]:
+    cluster = info.cluster
+    if cluster is None:
+        return set()
+    return {name for name in (cluster.leader, *(peer.name for peer in cluster.replicas or [])) if name}
+
+
+async def _drop_partition_streams_beyond(bus: Bus, count: int) -> None:
+    """Partition streams of a larger count than now (changed only while they were empty)."""
+    for k in range(count, MAX_PARTITIONS):
+        stream = bus.subjects.chat_in_partition_stream(k)
+        try:
+            info = await bus.js.stream_info(stream)
+        except NotFoundError:
+            return
+        if info.state.messages:
+            log.warning(
+                "%s holds %d message(s) but is beyond the partition count", stream, info.state.messages
+            )
+            continue
+        await bus.js.delete_stream(stream)
+        log.info("removed %s (the chat streams have %d partitions now)", stream, count)
+
+
 async def _drop_unpartitioned_router(bus: Bus) -> None:
     """Remove the durables of routers from before partitioning (one durable over all chat messages,
     one over all run events): on a work queue, an overlapping filter would stop the partitions'
     durables from being created. Messages stay in their streams."""
     s = bus.subjects
-    for stream, durable in ((s.chat_in_stream, "router"), (s.run_events_stream, "router-projection")):
+    for stream, durable in ((s.unsplit_chat_in_stream, "router"), (s.run_events_stream, "router-projection")):
         try:
             await bus.js.delete_consumer(stream, durable)
             log.info("removed the unpartitioned router durable %s/%s", stream, durable)

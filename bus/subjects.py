@@ -47,8 +47,9 @@ class Subjects:
     def chat_in(self, channel: str, chat_id: str) -> str:
         """Where a chat's inbound messages are published: `<p>.chat.in.<channel>.<chat route>`.
 
-        The stream adds the chat's partition as a last token (`bus.chat_partitions`), so every
-        message of one chat is stored under one partition, which one router at a time owns.
+        Publishers add the chat's partition as a last token (`bus.chat_partitions.chat_in_subject`),
+        so every message of one chat is stored in its partition's stream, which one router at a time
+        owns.
         """
         return f"{self.prefix}.chat.in.{safe_token(channel)}.{chat_route(channel, chat_id)}"
 
@@ -203,8 +204,16 @@ class Subjects:
         return f"{safe_token(self.prefix).upper()}_{kind}"
 
     @property
-    def chat_in_stream(self) -> str:
+    def unsplit_chat_in_stream(self) -> str:
+        """The single inbound stream of installations made before the split by partition: drained
+        by the routers, then removed (bus.provision)."""
         return self.stream("CHAT_IN")
+
+    def chat_in_partition_stream(self, partition: int) -> str:
+        """One partition's inbound chat messages (`CHAT_IN_<k>`). Partition 0's also holds those
+        published without a partition: without their chat's route (scripts: `chat_in_direct`), or
+        without the partition token (adapters of earlier versions: `chat_in_published`)."""
+        return self.stream(f"CHAT_IN_{partition}")
 
     @property
     def chat_out_stream(self) -> str:

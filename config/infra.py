@@ -67,7 +67,7 @@ class BusConfig(Section):
     chat_partitions: int | None = Field(
         None,
         ge=1,
-        le=1024,
+        le=64,  # bus.chat_partitions.MAX: each partition is a stream the components' users may use
         description="Partitions of the chat traffic (inbound messages and chat runs' events, by chat); "
         "each is owned by one router process at a time, so at most this many routers share the work. "
         "Unset: 4 for a new installation, and an existing one keeps the count its streams have. A new "

@@ -53,10 +53,10 @@ class Gateway:
     order: SubmissionOrder = field(default_factory=SubmissionOrder)  # a thread's runs start in order sent
     board: MetricsBoard | None = None  # every process's metrics, heard on the bus (GET /metrics)
     roles: RoleBook = field(default=None)  # type: ignore[assignment]  # people's roles, linked chat users
-    audit: AuditLog = field(default=None)  # type: ignore[assignment]
+    audit: AuditLog = field(default=None)  # type: ignore[assignment]  # set as the gateway starts
     run_access: RunAccess = field(default=None)  # type: ignore[assignment]  # roles as the runner reads them
     sso: dict[str, OIDCClient] = field(default_factory=dict)  # identity providers by name
-    sso_states: StateCookies = field(default=None)  # type: ignore[assignment]
+    sso_states: StateCookies = field(default=None)  # type: ignore[assignment]  # set as the gateway starts
     sso_http: httpx.AsyncClient | None = None
 
     @classmethod

@@ -84,6 +84,9 @@ class Limits(ABC):
         return {"memory": self.mechanism, "processes": "per process", "cpu": "per process"}
 
 
+IDLE_SECONDS = 30.0  # a watcher with no command to watch this long ends its thread
+
+
 class Watcher:
     """One thread looking at every running command's group every `interval` seconds, stopping the
     ones whose memory passed the limit. A thread, not the event loop: a busy broker must not look
@@ -116,7 +119,11 @@ class Watcher:
         while True:
             with self._lock:
                 while not self._groups:
-                    self._wake.wait()
+                    # Nothing to watch for a while: the thread ends (`add` starts another), so a
+                    # broker that stopped, or one that runs no command, keeps no thread.
+                    if not self._wake.wait(IDLE_SECONDS) and not self._groups:
+                        self._thread = None
+                        return
                 groups = list(self._groups)
             for group in groups:
                 try:

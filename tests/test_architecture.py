@@ -164,6 +164,32 @@ def test_no_test_module_imports_another() -> None:
     assert found == [], "move what is shared into tests/support:\n" + "\n".join(found)
 
 
+# What test packages share: helpers (tests/support), fake external services (tests/fakes) and the
+# small components tests start as processes (tests/components); and the top-level tests/conftest.py
+# and tests/postgres.py. tests/bench is not shared: its modules import each other, and only the
+# `antler bench` command (not a test) imports them.
+SHARED_TEST_PACKAGES = ("support", "fakes", "components")
+
+
+def test_no_test_package_imports_another_ones_conftest_or_modules() -> None:
+    """A helper two test packages use lives in tests/support: importing another package's conftest
+    pulls in its fixtures and its own imports, and hides that the helper is shared."""
+    found = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        parts = path.relative_to(REPO / "tests").parts
+        own = parts[0] if len(parts) > 1 else None
+        rel = path.relative_to(REPO).as_posix()
+        source = path.read_text(encoding="utf-8")
+        for imp in imports_of(source, module_name(path), path.name == "__init__.py", rel):
+            target = imp.target.split(".")
+            if target[0] != "tests" or len(target) < 3:  # tests.conftest.X, tests.postgres.X: shared
+                continue
+            if target[1] in (own, *SHARED_TEST_PACKAGES) or not (REPO / "tests" / target[1]).is_dir():
+                continue
+            found.append(f"{imp.path}:{imp.line} imports {imp.target}")
+    assert found == [], "move what test packages share into tests/support:\n" + "\n".join(found)
+
+
 def test_every_known_exception_is_still_needed() -> None:
     found = crossings()
     stale = [

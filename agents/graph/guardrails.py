@@ -85,10 +85,10 @@ def make_provider(config: GuardrailsConfig) -> GuardrailProvider:
         raise ToolConfigError(f"guardrails.use {config.use!r}: {type(exc).__name__}: {exc}") from None
     if not callable(getattr(provider, "check", None)):
         raise ToolConfigError(f"guardrails.use {config.use!r}: the provider has no check(call) method")
-    return provider  # type: ignore[no-any-return]
+    return provider  # type: ignore[no-any-return]  # whatever class `use` names, checked above
 
 
-class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class GuardrailMiddleware(AgentMiddleware):
     def __init__(self, provider: GuardrailProvider) -> None:
         super().__init__()
         self.provider = provider

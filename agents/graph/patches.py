@@ -56,12 +56,12 @@ def _switch_traceable() -> None:
     """create_agent's `traceable`, made to consult `middleware_spans` (installed once per process)."""
     from langchain.agents import factory
 
-    if getattr(factory.traceable, "antler_switch", False):
+    if getattr(factory.traceable, "antler_switch", False):  # type: ignore[attr-defined]  # create_agent's module imports it; we patch it there
         return
-    real = factory.traceable
+    real = factory.traceable  # type: ignore[attr-defined]  # as above
 
     def traceable(*args: Any, **kwargs: Any) -> Any:
         return real(*args, **kwargs) if _middleware_spans.get() else _unwrapped
 
-    traceable.antler_switch = True  # type: ignore[attr-defined]
-    factory.traceable = traceable
+    traceable.antler_switch = True  # type: ignore[attr-defined]  # a mark on the function: installed once
+    factory.traceable = traceable  # type: ignore[attr-defined]  # as above

@@ -85,7 +85,7 @@ class MemoryFlush:
         return True
 
 
-class ThreadSummarizer(AgentMiddleware):  # type: ignore[type-arg]
+class ThreadSummarizer(AgentMiddleware):
     """Outermost around the model call (no graph node of its own: a plain turn stays two nodes).
 
     When the thread's messages reach the trigger, the model is asked with the summary and the

@@ -49,7 +49,7 @@ async def graph_input_of(request: RunRequest, agent: Any, resumed: bool) -> tupl
     return graph_input, []
 
 
-def command_of(command: RunCommand) -> Command:
+def command_of(command: RunCommand) -> Command[Any]:
     """LangGraph's Command for a run's: a Send as the SDK writes it (`{"node", "input"}`) made one."""
     goto = command.goto if isinstance(command.goto, list) else [command.goto] if command.goto else []
     return Command(

@@ -188,7 +188,7 @@ def subagent_row(part: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
             content["model_name"] = part["model_name"]
         return "subagent.start", "subagent", content
     if kind == "task_running":
-        message = part.get("message") if isinstance(part.get("message"), dict) else {}
+        message: dict[str, Any] = part["message"] if isinstance(part.get("message"), dict) else {}
         text = (
             str(message.get("content") or "")
             if not isinstance(message.get("content"), list)

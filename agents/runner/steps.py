@@ -97,7 +97,9 @@ class RunSteps:
         if await self._stream(run, ready):
             await self._conclude(run, ready)
 
-    async def _prepare(self, request: RunRequest, options: RunOptions, configurable: dict) -> tuple[Any, Any]:
+    async def _prepare(
+        self, request: RunRequest, options: RunOptions, configurable: dict[str, Any]
+    ) -> tuple[Any, Any]:
         try:
             await self.tools.refresh(self.agents)
             return await self.memory_and_prompt.prepare(request, options, configurable), None

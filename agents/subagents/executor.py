@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ToolErrorMiddleware
@@ -273,7 +273,7 @@ class SubagentExecutor:
         try:
             # Compiling takes a moment of CPU: in a thread, so the loop keeps every task's delivery
             # alive (a blocked loop misses the in-progress acks of the tasks it already runs).
-            agent = self._agents.get((kind.name, model_name)) or await asyncio.to_thread(
+            agent: Any = self._agents.get((kind.name, model_name)) or await asyncio.to_thread(
                 self.agent, kind, model_name
             )
         except Exception as exc:  # a model that cannot be built: the task fails, saying why
@@ -391,7 +391,7 @@ class SubagentExecutor:
         answers = [m for m in state.get("messages", []) if isinstance(m, AIMessage)]
         usage = Usage()
         for message in answers:
-            used = message.usage_metadata or {}
+            used: dict[str, Any] = cast(dict[str, Any], message.usage_metadata or {})
             usage.input_tokens += int(used.get("input_tokens", 0) or 0)
             usage.output_tokens += int(used.get("output_tokens", 0) or 0)
             usage.total_tokens += int(used.get("total_tokens", 0) or 0)
@@ -401,7 +401,7 @@ class SubagentExecutor:
         return SubagentResult(
             task_id=task.task_id,
             parent_run_id=task.parent_run_id,
-            status=status,  # type: ignore[arg-type]
+            status=status,
             result=text,
             error=error,
             stop_reason=stop_reason,
@@ -415,7 +415,7 @@ class SubagentExecutor:
         return SubagentResult(
             task_id=task.task_id,
             parent_run_id=task.parent_run_id,
-            status=status,  # type: ignore[arg-type]
+            status=status,
             error=error,
         )
 

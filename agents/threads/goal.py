@@ -282,7 +282,7 @@ class GoalLoop:
             run_id=request.run_id,
             next_run_id=next_run_id,
             progress_key=key,
-            stand_down_reason=stand_down,  # type: ignore[arg-type]
+            stand_down_reason=stand_down,
         )
         now = utcnow()
         judged = goal.model_copy(

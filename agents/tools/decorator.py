@@ -13,7 +13,7 @@ LangChain's own, with the same description, injected arguments and schema.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as langchain_tool
@@ -32,16 +32,26 @@ def _key(func: Callable[..., Any], name: str | None, kwargs: dict[str, Any]) -> 
     )
 
 
-def tool(name_or_func: str | Callable[..., Any] | None = None, **kwargs: Any) -> Any:
+@overload
+def tool(name_or_func: Callable[..., Any], **kwargs: Any) -> BaseTool: ...
+
+
+@overload
+def tool(name_or_func: str | None = None, **kwargs: Any) -> Callable[[Callable[..., Any]], BaseTool]: ...
+
+
+def tool(
+    name_or_func: str | Callable[..., Any] | None = None, **kwargs: Any
+) -> BaseTool | Callable[[Callable[..., Any]], BaseTool]:
     """`@tool`, `@tool("name", description=...)` or `@tool(return_direct=True, ...)`, as LangChain's."""
 
     def make(func: Callable[..., Any], name: str | None) -> BaseTool:
         if "args_schema" in kwargs or kwargs.get("infer_schema") is False:
-            return langchain_tool(*([name] if name else []), **kwargs)(func)  # type: ignore[no-any-return]
+            return langchain_tool(*([name] if name else []), **kwargs)(func)
         key = _key(func, name, kwargs)
         schema = _schemas.get(key)
         if schema is not None:
-            return langchain_tool(*([name] if name else []), args_schema=schema, **kwargs)(func)  # type: ignore[no-any-return]
+            return langchain_tool(*([name] if name else []), args_schema=schema, **kwargs)(func)
         made: BaseTool = langchain_tool(*([name] if name else []), **kwargs)(func)
         _schemas[key] = made.args_schema
         return made

@@ -15,7 +15,7 @@ def tool_factory(make: Callable[[ToolConfig], BaseTool]) -> Callable[[ToolConfig
     """Mark `make(entry) -> BaseTool` as a factory: `config_tools` calls it with the tool's
     config.yaml entry (its extra keys, such as `api_key` or `max_results`, in `entry.model_extra`)
     instead of binding the function itself as a tool."""
-    make.__antler_tool_factory__ = True  # type: ignore[attr-defined]
+    make.__antler_tool_factory__ = True  # type: ignore[attr-defined]  # a mark on the function
     return make
 
 

@@ -200,7 +200,7 @@ class _Server:
         from langchain_mcp_adapters.sessions import create_session
 
         if self.conn.get("transport") != "stdio":
-            return await stack.enter_async_context(create_session(self.conn))  # type: ignore[arg-type]
+            return await stack.enter_async_context(create_session(self.conn))  # type: ignore[arg-type]  # a Connection dict
         from mcp import ClientSession, StdioServerParameters
         from mcp.client.stdio import stdio_client
 
@@ -357,14 +357,14 @@ class McpServers:
         except BaseException:
             await asyncio.gather(*(s.close() for s in starting.values()), return_exceptions=True)
             raise
-        for (name, server), outcome in zip(starting.items(), results, strict=True):
+        for (name, started), outcome in zip(starting.items(), results, strict=True):
             if isinstance(outcome, BaseException):
                 error = _describe(outcome)
                 log.warning("MCP server %s is left out: %s", name, error)
                 status[name] = ServerStatus(ok=False, error=error)
-                await server.close()
+                await started.close()
             else:
-                kept[name] = server
+                kept[name] = started
         retired = [s for name, s in self._servers.items() if kept.get(name) is not s]
         self._servers = kept
         self._status = status

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain.tools import ToolRuntime
@@ -54,7 +54,7 @@ def make_tool_search(deferred: Sequence[BaseTool], limit: int = 5) -> BaseTool:
     return tool_search
 
 
-class DeferredToolsMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class DeferredToolsMiddleware(AgentMiddleware):
     """Bind only the deferred tools this thread has found; name the rest in the system message."""
 
     def __init__(self, deferred: Sequence[BaseTool]) -> None:
@@ -65,7 +65,7 @@ class DeferredToolsMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
     ) -> Any:
-        found = set(request.state.get("found_tools") or [])
+        found = set(cast(list[str], request.state.get("found_tools") or []))
         tools = [t for t in request.tools if getattr(t, "name", None) not in self.deferred - found]
         note = (
             f"<deferred_tools>\nMore tools are available: {self.listing}. Call tool_search to get one "

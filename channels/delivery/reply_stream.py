@@ -213,7 +213,7 @@ class ReplyStream:
                 async with run.lock:
                     out, run.newest = run.newest, None
                     if out is None:
-                        break
+                        break  # type: ignore[unreachable]  # another task may have taken it meanwhile
                     try:
                         await self._partial(out, run_id)
                     except RateLimited as exc:
@@ -287,8 +287,8 @@ class ReplyStream:
             await self.surface.finish(current.ref, pieces[0], out, current.shown)
 
         steps: list[Callable[[], Awaitable[Any]]] = [first]
-        steps += [lambda piece=piece: self.surface.post_more(out, piece) for piece in pieces[1:]]
-        steps += [lambda file=file: self._send_file(out, file) for file in out.files if file.object_name]
+        steps += [lambda piece=piece: self.surface.post_more(out, piece) for piece in pieces[1:]]  # type: ignore[misc]  # mypy cannot type a lambda's default
+        steps += [lambda file=file: self._send_file(out, file) for file in out.files if file.object_name]  # type: ignore[misc]  # mypy cannot type a lambda's default
         for number, step in enumerate(steps[entry.steps_done :], start=entry.steps_done + 1):
             await step()
             if run_id:

@@ -33,6 +33,7 @@ import httpx
 from dingtalk_stream.chatbot import ChatbotMessage
 
 from bus import Bus, Misconfigured
+from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
@@ -113,9 +114,7 @@ class DingTalkAdapter(Surface):
                 "robot_code": message.robot_code or self.config.resolved("client_id"),
             },
         )
-        await self.bus.publish(
-            self.bus.subjects.chat_in("dingtalk", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
-        )
+        await publish_inbound(self.bus, "dingtalk", inbound)
 
     async def _files_in(self, message: ChatbotMessage, content: dict[str, Any]) -> list[FileRef]:
         """Pictures and files of the message, fetched through the robot's download codes."""

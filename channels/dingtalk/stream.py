@@ -16,7 +16,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote_plus
 
 import httpx
@@ -125,7 +125,7 @@ class StreamConnection:
                     return
 
     async def _frame(self, frame: dict[str, Any]) -> dict[str, Any] | None:
-        headers = frame.get("headers") if isinstance(frame.get("headers"), dict) else {}
+        headers: dict[str, Any] = frame["headers"] if isinstance(frame.get("headers"), dict) else {}
         ack = AckMessage()
         ack.headers.message_id = headers.get("messageId")
         ack.headers.content_type = "application/json"
@@ -135,11 +135,11 @@ class StreamConnection:
                     ack.data = json.loads(frame.get("data") or "{}")
                 except (TypeError, ValueError):
                     ack.data = {}
-                return ack.to_dict()
+                return cast(dict[str, Any], ack.to_dict())
             return None
         if frame.get("type") != CallbackMessage.TYPE or headers.get("topic") != BOT_TOPIC:
             log.info("dingtalk: skipping a %s frame on %s", frame.get("type"), headers.get("topic"))
-            return ack.to_dict()
+            return cast(dict[str, Any], ack.to_dict())
         ack.data = {"response": "OK"}
         raw = frame.get("data")
         try:
@@ -147,14 +147,14 @@ class StreamConnection:
         except MalformedMessage as exc:  # acked: sending it again would not make it readable
             log.warning("dingtalk: malformed robot message %s: %s", headers.get("messageId"), exc)
             await self._dead_letter(raw, str(exc), str(headers.get("messageId") or ""))
-            return ack.to_dict()
+            return cast(dict[str, Any], ack.to_dict())
         try:
             await self.on_message(message)
         except Exception:  # the bus could not take it: DingTalk delivers it again
             log.exception("dingtalk: could not handle a robot message")
             ack.code = AckMessage.STATUS_SYSTEM_EXCEPTION
             ack.data = {"response": "retry"}
-        return ack.to_dict()
+        return cast(dict[str, Any], ack.to_dict())
 
     async def _dead_letter(self, raw: Any, reason: str, frame_id: str) -> None:
         data = raw.encode() if isinstance(raw, str) else json.dumps(raw).encode()

@@ -33,6 +33,7 @@ import aiohttp
 import discord
 
 from bus import Bus, Misconfigured, Unreachable, run_consumers
+from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
@@ -153,9 +154,7 @@ class DiscordAdapter(Surface):
         await _answer(interaction, text[:LIMIT], False)
 
     async def _publish(self, inbound: InboundMessage) -> None:
-        await self.bus.publish(
-            self.bus.subjects.chat_in("discord", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
-        )
+        await publish_inbound(self.bus, "discord", inbound)
 
     async def _place(self, channel: Any) -> tuple[str, str | None]:
         """(chat id, topic id) of a channel: a thread is a topic of its parent channel."""

@@ -85,7 +85,7 @@ async def offer_commands(bus: Bus, client: discord.Client) -> None:
         if client.application_id is None:
             log.warning("discord: no application id known yet; slash commands not registered")
             return
-        await client.http.bulk_upsert_global_commands(client.application_id, commands)  # type: ignore[arg-type]
+        await client.http.bulk_upsert_global_commands(client.application_id, commands)
         offered = commands
         log.info("discord: offering %d slash commands", len(commands))
 

@@ -52,6 +52,7 @@ from lark_oapi.ws.exception import ClientException
 
 import channels.feishu.lark_http as lark_http
 from bus import Bus, Misconfigured, Retry
+from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
@@ -246,9 +247,7 @@ class FeishuAdapter(Surface):
             )
             return
         if inbound is not None:
-            await self.bus.publish(
-                self.bus.subjects.chat_in("feishu", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
-            )
+            await publish_inbound(self.bus, "feishu", inbound)
 
     async def _inbound(self, event: dict[str, Any]) -> InboundMessage | None:
         sender = event.get("sender") or {}
@@ -430,7 +429,8 @@ async def run(bus: Bus, config: AppConfig) -> None:
         name="feishu-replies",
     )
     try:
-        done, _ = await asyncio.wait({replies, connection.failed}, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Future[Any]] = {replies, connection.failed}
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if connection.failed in done:
             failure = connection.failed.result()
             if isinstance(failure, ClientException):  # the credentials or the app, as Feishu said

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import lark_oapi as lark
@@ -23,10 +23,12 @@ from config import FeishuConfig
 log = logging.getLogger("channels.feishu")
 
 
-class _Events(lark.EventDispatcherHandler):
+class _Events(lark.EventDispatcherHandler):  # type: ignore[misc]  # lark-oapi ships no type information
     """What lark-oapi's ws client calls for each event frame: hand the payload to our loop, wait."""
 
-    def __init__(self, on_event: Callable[[bytes], Awaitable[None]], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, on_event: Callable[[bytes], Coroutine[Any, Any, None]], loop: asyncio.AbstractEventLoop
+    ) -> None:
         super().__init__()
         self._on_event = on_event
         self._loop = loop
@@ -39,7 +41,7 @@ class LongConnection:
     """lark-oapi's ws client on a thread of its own; `failed` is set if it gives up for good."""
 
     def __init__(
-        self, config: FeishuConfig, domain: str, on_event: Callable[[bytes], Awaitable[None]]
+        self, config: FeishuConfig, domain: str, on_event: Callable[[bytes], Coroutine[Any, Any, None]]
     ) -> None:
         self._config = config
         self._domain = domain

@@ -28,7 +28,13 @@ from bus.messages import InboundMessage, ThreadDeleted
 from bus.service import start_service
 from channels.router.bindings import chat_key
 from channels.router.inbound import Router
-from channels.router.partitions import DIRECT_DURABLE, Partitions, inbound_durable
+from channels.router.partitions import (
+    DIRECT_DURABLE,
+    UNPARTITIONED_DURABLE,
+    Partitions,
+    inbound_durable,
+    unsplit_chat_in,
+)
 from channels.router.projection import ReplyProjection, projection_consumer
 from config import AppConfig
 
@@ -43,35 +49,37 @@ async def run(bus: Bus, config: AppConfig) -> None:
     s = bus.subjects
     projection = ReplyProjection(bus, config, router.runs, router.origins, router.finals)
 
-    def partition_consumers(partition: int, events_start: int | None) -> list[Consumer[Any]]:
-        router.events_start[partition] = events_start
-        inbound = Consumer(
+    def inbound_consumer(stream: str, durable: str, filter_subject: str) -> Consumer[Any]:
+        return Consumer(
             bus,
-            stream=s.chat_in_stream,
-            durable=inbound_durable(partition),
-            filter_subjects=[s.chat_in_partition(partition)],
+            stream=stream,
+            durable=durable,
+            filter_subjects=[filter_subject],
             model=InboundMessage,
             handler=router.on_inbound,
             # A chat's messages become runs in the order sent; different chats go on at once.
             key=_chat_of,
             concurrency=16,
         )
+
+    async def partition_consumers(partition: int, events_start: int | None) -> list[Consumer[Any]]:
+        router.events_start[partition] = events_start
+        stream = s.chat_in_partition_stream(partition)
         consumers: list[Consumer[Any]] = [
-            inbound,
+            inbound_consumer(stream, inbound_durable(partition), s.chat_in_partition(partition)),
             projection_consumer(bus, projection, partition, events_start),
         ]
-        if partition == 0:  # and those published without their chat's route (scripts)
-            direct = Consumer(
-                bus,
-                stream=s.chat_in_stream,
-                durable=DIRECT_DURABLE,
-                filter_subjects=[s.chat_in_direct],
-                model=InboundMessage,
-                handler=router.on_inbound,
-                key=_chat_of,
-                concurrency=16,
+        if partition == 0:  # and those published without their chat's route (scripts) or partition
+            consumers.append(inbound_consumer(stream, DIRECT_DURABLE, s.chat_in_direct))
+            consumers.append(inbound_consumer(stream, UNPARTITIONED_DURABLE, s.chat_in_published))
+        if await unsplit_chat_in(bus):
+            # The single CHAT_IN of before the split: drained by the durables it had, until removed.
+            old = s.unsplit_chat_in_stream
+            consumers.append(
+                inbound_consumer(old, inbound_durable(partition), s.chat_in_partition(partition))
             )
-            consumers.append(direct)
+            if partition == 0:
+                consumers.append(inbound_consumer(old, DIRECT_DURABLE, s.chat_in_direct))
         return consumers
 
     # The streams' count, not this process's setting: every partition that stores messages is served

@@ -68,7 +68,7 @@ class Router:
         self.origins = RecentOrigins()  # the chats of runs submitted here, for the reply projection
         self.finals = FinalsInOrder()  # a thread's finals in the order its runs were submitted here
         self.order = SubmissionOrder()  # a chat's runs are taken by runners in the order sent
-        self.events_start: dict[int, int | None] = {}  # partition -> where its events durable began
+        self.events_start: dict[int | None, int | None] = {}  # partition -> where its events durable began
 
     @classmethod
     async def open(cls, bus: Bus, config: AppConfig) -> Router:
@@ -189,9 +189,10 @@ class Router:
             Reject: its `channel` is not its subject's, or it names a file that was not staged for
                 its own chat (another user's upload, say); dead-lettered, nothing moved or deleted.
         """
-        # As stored: the subject published on, then the partition the stream added; or, without the
-        # chat's route (a script's raw publish), the channel's own subject.
-        routed = subject.rsplit(".", 1)[0] == self.bus.subjects.chat_in(message.channel, message.chat_id)
+        # As stored: the chat's subject and its partition; the chat's subject alone (an adapter of an
+        # earlier version); or, without the chat's route (a script's raw publish), the channel's own.
+        stem = self.bus.subjects.chat_in(message.channel, message.chat_id)
+        routed = stem in (subject, subject.rsplit(".", 1)[0])
         if not routed and subject != self.bus.subjects.chat_in_channel(message.channel):
             raise Reject(
                 f"channel {message.channel!r} (chat {message.chat_id!r}) does not match the subject "

@@ -51,7 +51,7 @@ HANDOVER_DRAIN = 20.0
 LOST_DRAIN = 1.0
 
 # (partition, where its events durable starts) -> its consumers, not started yet
-ConsumersFor = Callable[[int, int | None], list[Consumer[Any]]]
+ConsumersFor = Callable[[int, int | None], Awaitable[list[Consumer[Any]]]]
 
 
 def inbound_durable(partition: int) -> str:
@@ -65,6 +65,8 @@ def events_durable(partition: int) -> str:
 # Messages published on `<prefix>.chat.in.<channel>` without the chat's route (a script's raw
 # publish, or stored before partitioning): one more inbound durable, run by partition 0's owner.
 DIRECT_DURABLE = "router-in-direct"
+# Messages published with their chat's route but not its partition (adapters of earlier versions).
+UNPARTITIONED_DURABLE = "router-in-unpartitioned"
 
 
 class Partitions:
@@ -139,6 +141,7 @@ class Partitions:
         """Renew what is held, then claim or give back partitions towards a fair share."""
         await self._renew()
         await self._follow_count()
+        await self._forget_unsplit_chat_in()
         held = await self.leases.holders(GROUP)
         members = {key for key in held if key.startswith(f"{GROUP}.member.")} | {self._member_key}
         fair = math.ceil(self.count / len(members))
@@ -156,6 +159,18 @@ class Partitions:
             lease = await self.leases.claim(self._partition_key(partition))
             if lease is not None:
                 await self._take(partition, lease)
+
+    async def _forget_unsplit_chat_in(self) -> None:
+        """Stop the consumers draining the single CHAT_IN of before the split once `antler provision`
+        has removed it (empty), rather than asking a stream that is gone for messages."""
+        old = self.bus.subjects.unsplit_chat_in_stream
+        draining = [c for _, consumers in self.owned.values() for c in consumers if c.stream == old]
+        if not draining or await unsplit_chat_in(self.bus):
+            return
+        await asyncio.gather(*(c.stop(LOST_DRAIN) for c in draining), return_exceptions=True)
+        for partition, (lease, consumers) in list(self.owned.items()):
+            self.owned[partition] = (lease, [c for c in consumers if c.stream != old])
+        log.info("router %s: %s is gone (drained); stopped its consumers", self.holder, old)
 
     async def _follow_count(self) -> None:
         """The streams' partition count changed (provisioning applied a new `bus.chat_partitions`):
@@ -216,9 +231,9 @@ class Partitions:
         s = self.bus.subjects
         try:
             events_start = await _restart_point(self.bus, s.run_events_stream, events_durable(partition))
-            consumers = self.consumers(partition, events_start)
+            consumers = await self.consumers(partition, events_start)
             for consumer in consumers:  # a work queue: what is left is what was not settled
-                if consumer.stream == s.chat_in_stream:
+                if consumer.stream.startswith(s.unsplit_chat_in_stream):
                     with contextlib.suppress(NotFoundError):
                         await self.bus.js.delete_consumer(consumer.stream, consumer.durable)
             started: list[Consumer[Any]] = []
@@ -249,6 +264,16 @@ class Partitions:
         del self.owned[partition]
         if release:
             await self.leases.release(lease)
+
+
+async def unsplit_chat_in(bus: Bus) -> bool:
+    """Whether the single `CHAT_IN` of an installation made before the split by partition is still
+    there (its routers' durables drain it until `antler provision` removes it, empty)."""
+    try:
+        await bus.js.stream_info(bus.subjects.unsplit_chat_in_stream)
+    except NotFoundError:
+        return False
+    return True
 
 
 def partition_of(subject: str) -> int | None:

@@ -186,7 +186,7 @@ class ReplyProjection:
             reply_to=origin.message_id,
             thread_id=projection.thread_id,
             run_id=run_id,
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             text=text,
             seq=projection.seq,
             files=files or [],

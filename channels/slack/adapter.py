@@ -35,6 +35,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bus import Bus, Misconfigured
+from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
@@ -121,9 +122,7 @@ class SlackAdapter(Surface):
             text=text.replace(mention, "").strip(),
             files=files,
         )
-        await self.bus.publish(
-            self.bus.subjects.chat_in("slack", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
-        )
+        await publish_inbound(self.bus, "slack", inbound)
 
     async def on_command(self, command: dict[str, Any]) -> None:
         """A slash command (`/status`, `/new`, a skill's `/name`), already acknowledged: the router
@@ -176,9 +175,7 @@ class SlackAdapter(Surface):
             mentioned=True,  # invoked on the bot by name
             text=text,
         )
-        await self.bus.publish(
-            self.bus.subjects.chat_in("slack", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
-        )
+        await publish_inbound(self.bus, "slack", inbound)
 
     async def _files_in(self, event: dict[str, Any]) -> list[FileRef]:
         """Files attached to the message, downloaded with the bot token and staged for the router."""
@@ -299,7 +296,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     watching: asyncio.Task[None] | None = None
     try:
         try:  # Slack out of reach raises the client's OSError, which the runtime retries with backoff
-            await handler.connect_async()
+            await handler.connect_async()  # type: ignore[no-untyped-call]  # slack_sdk leaves it unannotated
         except SlackApiError as exc:
             error = exc.response.get("error")
             if error in REFUSED_TOKEN:
@@ -314,7 +311,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         await standby.deliver_replies_while_active(bus, "slack", config.bus.lease_seconds, new_replies)
     finally:
         await cancel_and_wait(watching)
-        await handler.close_async()
+        await handler.close_async()  # type: ignore[no-untyped-call]  # slack_sdk leaves it unannotated
 
 
 def _host(settings: SlackConfig) -> str:

@@ -32,6 +32,7 @@ from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, T
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
 from bus import Bus, Misconfigured, Unreachable, run_consumers
+from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
@@ -211,9 +212,7 @@ class TelegramAdapter(Surface):
             text=text,
             files=files,
         )
-        await self.bus.publish(
-            self.bus.subjects.chat_in("telegram", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
-        )
+        await publish_inbound(self.bus, "telegram", inbound)
 
     async def _notice(self, message: Message, text: str) -> None:
         """A short answer from the adapter itself, to the message it is about."""

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bus import Bus, Unreachable, run_consumers
+from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
@@ -93,9 +94,7 @@ class CallbackAdapter(Surface):
             files=files,
             metadata=self.metadata(message),
         )
-        await self.bus.publish(
-            self.bus.subjects.chat_in(self.channel, inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
-        )
+        await publish_inbound(self.bus, self.channel, inbound)
         self._seen[message.ident] = None
         while len(self._seen) > _SEEN:
             self._seen.popitem(last=False)

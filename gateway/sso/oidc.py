@@ -101,7 +101,7 @@ class OIDCClient:
         if not isinstance(jwks_uri, str):
             raise ProviderUnreachable(f"{self.config.name}: the discovery document has no jwks_uri")
         try:
-            return KeySet.import_key_set(await self._get_json(jwks_uri))  # type: ignore[arg-type]
+            return KeySet.import_key_set(await self._get_json(jwks_uri))  # type: ignore[arg-type]  # a JWKS dict, as joserfc reads it
         except JoseError as exc:
             raise ProviderUnreachable(f"{self.config.name}: its JWKS cannot be read: {exc}") from exc
 

@@ -1,5 +1,3 @@
 """The gateway tests' stack config (tokens tok-ana, an admin, and tok-bob) for the access tests."""
 
-from tests.gateway.conftest import stack_config
-
-__all__ = ["stack_config"]
+from tests.support.gateway import stack_config  # noqa: F401  (the fixture)

@@ -10,10 +10,10 @@ import httpx
 
 from bus import Bus
 from config import AppConfig
-from tests.agents.conftest import running_runner
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.gateway.conftest import running_gateway
 from tests.support.chat import Chat, running_router
+from tests.support.gateway import running_gateway
+from tests.support.runner import running_runner
 
 
 async def test_a_chat_user_connects_to_an_account_and_their_next_thread_is_the_accounts(

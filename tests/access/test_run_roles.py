@@ -12,8 +12,8 @@ from access import AuditLog, RoleBook
 from bus import Bus
 from config import AppConfig
 from config.loader import _build
-from tests.agents.conftest import ask, running_runner, submit_and_collect
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.runner import ask, running_runner, submit_and_collect
 
 
 @pytest.fixture

@@ -133,7 +133,7 @@ async def test_a_server_added_through_the_gateway_reaches_every_runner(
     app_config: Any,
     extensions: Any,
 ) -> None:
-    from tests.gateway.conftest import running_gateway
+    from tests.support.gateway import running_gateway
 
     extensions({})
     config_data["gateway"] = {"port": 0}

@@ -15,6 +15,7 @@ import jsonschema
 import pytest
 
 from bus import Bus, Consumer, Delivery, Reject
+from bus.chat_partitions import chat_partitions
 from bus.launcher import login
 from bus.messages import InboundMessage
 from config import AppConfig, BusConfig
@@ -207,7 +208,7 @@ async def test_dlq_list_show_and_replay(
     args = ("--nats-url", nats_url, "--prefix", bus_config.prefix, "--data-dir", str(tmp_path / "data"))
     consumer = Consumer(
         bus,
-        stream=s.chat_in_stream,
+        stream=s.chat_in_partition_stream(0),
         durable="cli",
         filter_subjects=[s.chat_in_all],
         model=InboundMessage,
@@ -311,8 +312,11 @@ async def test_send_without_anyone_answering_times_out_with_a_hint(
     code, _, err = await finished(proc)
     assert code == 3
     assert "is the router running?" in err
-    info = await bus.js.stream_info(bus.subjects.chat_in_stream)
-    assert info.state.messages == 1, "the message itself waits on the bus for the router"
+    waiting = [
+        (await bus.js.stream_info(bus.subjects.chat_in_partition_stream(k))).state.messages
+        for k in range(await chat_partitions(bus))
+    ]
+    assert sum(waiting) == 1, "the message itself waits on the bus for the router"
 
 
 async def test_bench_outside_a_checkout_says_where_to_run_it(tmp_path: Path) -> None:

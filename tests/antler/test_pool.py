@@ -18,8 +18,8 @@ from antler.pool import _keep_alive, process_count, process_pool
 from bus import Bus
 from config import AppConfig
 from tests.components.needs_a_service import PORT_ENV
-from tests.faults.harness import free_port
 from tests.support.health import served, status_of
+from tests.support.ports import free_port
 from tests.support.processes import pid_alive
 
 CHILD = "tests.components.needs_a_service:run"

@@ -20,8 +20,8 @@ from bus.runs import submit_run
 from config import AppConfig
 from tests.conftest import REPO
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.faults.harness import free_port
 from tests.support.health import served
+from tests.support.ports import free_port
 from tests.support.runner import ask, running_runner
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -46,6 +46,7 @@ import psutil
 
 from antler.pool import process_count
 from bus import Bus, decode
+from bus.chat_partitions import publish_inbound
 from bus.messages import InboundMessage, OutboundMessage
 from tests.bench.stack import BenchStack, bench_stack
 from tests.fakes.openai_server import Pace
@@ -105,9 +106,7 @@ class ChatClient:
         waiting = _Waiting(time.perf_counter(), asyncio.get_running_loop().create_future())
         self._waiting[message.message_id] = waiting
         try:
-            await self.bus.publish(
-                self.bus.subjects.chat_in(CHANNEL, message.chat_id), message, msg_id=message.dedupe_id()
-            )
+            await publish_inbound(self.bus, CHANNEL, message)
             kind = await asyncio.wait_for(waiting.done, timeout)
         finally:
             self._waiting.pop(message.message_id, None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -19,8 +18,7 @@ from config import AppConfig
 from tests.conftest import running_component, until_answering
 from tests.fakes.openai_server import FakeOpenAI, unfenced
 from tests.fakes.web_pages import WebPages
-
-CHROMIUM = os.environ.get("ANTLER_CHROMIUM", "/usr/bin/chromium")
+from tests.support.browser import CHROMIUM, browser_ready
 
 
 @pytest.fixture
@@ -43,10 +41,6 @@ def browser_config(config_data: dict[str, Any], chromium: str) -> dict[str, Any]
     """The browser on, allowed onto loopback (the test's website) as an operator would allow it."""
     config_data["browser"] = {"enabled": True, "chromium": chromium, "allow_private_networks": True}
     return config_data["browser"]
-
-
-async def browser_ready(bus: Bus, task: asyncio.Task[None]) -> None:
-    await until_answering(bus.subjects.service_subject("browser", "act"), bus, task)
 
 
 @pytest_asyncio.fixture

@@ -14,10 +14,10 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from tests.browser.conftest import CHROMIUM
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.web_pages import WebPages
 from tests.support.antler_up import AntlerUp
+from tests.support.browser import CHROMIUM
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),

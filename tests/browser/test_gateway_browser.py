@@ -11,7 +11,7 @@ import pytest
 from bus import Bus
 from config import AppConfig
 from tests.fakes.web_pages import WebPages
-from tests.gateway.conftest import running_gateway
+from tests.support.gateway import running_gateway
 
 pytestmark = pytest.mark.asyncio
 

@@ -80,7 +80,7 @@ async def test_sigterm_drains_in_flight_work_and_exits_zero(
     assert final.text == "done", "the in-flight message was finished, not abandoned"
     assert code == 0, err
     assert "stopped" in err
-    info = await bus.js.stream_info(bus.subjects.chat_in_stream)
+    info = await bus.js.stream_info(bus.subjects.chat_in_partition_stream(0))
     assert info.state.messages == 0, "and it was acked before exit"
 
 
@@ -107,7 +107,7 @@ async def test_a_consumer_killed_before_acking_leaves_its_message_to_another_con
     s = bus.subjects
     async with Consumer(
         bus,
-        stream=s.chat_in_stream,
+        stream=s.chat_in_partition_stream(0),
         durable="slow-echo",
         filter_subjects=[s.chat_in_all],
         model=InboundMessage,
@@ -151,5 +151,5 @@ async def test_a_message_whose_handling_process_keeps_dying_ends_in_the_dlq(
     assert InboundMessage.model_validate_json(letter.data).text == "60"
     assert letter.headers[H_DELIVERIES] == "1"
     assert "without being settled" in letter.headers[H_REASON]
-    info = await bus.js.stream_info(bus.subjects.chat_in_stream)
+    info = await bus.js.stream_info(bus.subjects.chat_in_partition_stream(0))
     assert info.state.messages == 0, "the exhausted message left the work queue"

@@ -46,7 +46,7 @@ def chat_consumer(
     options: dict[str, Any] = {"backoff": (0.05,), "drain_timeout": 5.0, **kw}
     return Consumer(
         bus,
-        stream=s.chat_in_stream,
+        stream=s.chat_in_partition_stream(0),
         durable="test",
         filter_subjects=[s.chat_in_all],
         model=InboundMessage,
@@ -72,7 +72,7 @@ async def test_successful_handler_acks_and_the_work_queue_empties(bus: Bus) -> N
         await asyncio.wait_for(done.wait(), 10)
     assert seen == ["hello"]
     assert consumer.stats.acked == 1
-    info = await bus.js.stream_info(bus.subjects.chat_in_stream)
+    info = await bus.js.stream_info(bus.subjects.chat_in_partition_stream(0))
     assert info.state.messages == 0, "an acked work-queue message is removed from the stream"
 
 
@@ -95,7 +95,7 @@ async def test_a_failing_handler_sees_the_message_again_then_it_is_dead_lettered
     assert "RuntimeError: model endpoint unreachable" in letter.headers[H_REASON]
     assert letter.headers[H_SUBJECT].startswith(bus.subjects.chat_in("cli", "c"))
     assert InboundMessage.model_validate_json(letter.data).text == "poison", "the original payload is kept"
-    info = await bus.js.stream_info(bus.subjects.chat_in_stream)
+    info = await bus.js.stream_info(bus.subjects.chat_in_partition_stream(0))
     assert info.state.messages == 0, "the dead letter no longer blocks the work queue"
 
 
@@ -189,7 +189,7 @@ async def test_a_dead_letter_hook_that_fails_is_told_again_before_the_message_is
     assert len(told) == 2
     assert told[0] == "failed 2 times; last error: RuntimeError: always"
     assert len(await list_dead_letters(bus)) == 1, "dead-lettered again, stored once"
-    info = await bus.js.stream_info(bus.subjects.chat_in_stream)
+    info = await bus.js.stream_info(bus.subjects.chat_in_partition_stream(0))
     assert info.state.messages == 0
 
 
@@ -636,7 +636,7 @@ async def test_a_process_without_room_leaves_the_rest_in_the_queue_and_takes_it_
     consumer = chat_consumer(bus, handle, concurrency=100, capacity=room)
     async with consumer:
         await asyncio.wait_for(step_taken.wait(), 10)
-        info = await bus.js.consumer_info(bus.subjects.chat_in_stream, "test")
+        info = await bus.js.consumer_info(bus.subjects.chat_in_partition_stream(0), "test")
         assert info.num_pending == 20 - CAPACITY_STEP, "with no room, the rest stays in the queue"
         assert len(started) == CAPACITY_STEP
         room.room = True  # e.g. the model calls under way now wait on the network

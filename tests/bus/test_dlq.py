@@ -26,7 +26,7 @@ async def test_a_replayed_dead_letter_is_handled_again_and_leaves_the_dlq(bus: B
 
     consumer = Consumer(
         bus,
-        stream=s.chat_in_stream,
+        stream=s.chat_in_partition_stream(0),
         durable="r",
         filter_subjects=[s.chat_in_all],
         model=InboundMessage,

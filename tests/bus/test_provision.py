@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from nats.js.api import KeyValueConfig, RetentionPolicy, StreamInfo
-from nats.js.errors import KeyNotFoundError
+from nats.js.api import KeyValueConfig, RetentionPolicy, StreamConfig, StreamInfo, SubjectTransform
+from nats.js.errors import KeyNotFoundError, NotFoundError
 
 from bus import Bus, connect_and_provision, provision
-from bus.chat_partitions import chat_partitions, stored_count
+from bus.chat_partitions import chat_in_subject, chat_partitions, partition_of, stored_count
 from bus.errors import BusError
 from bus.provision import _ensure_kv
+from bus.subjects import chat_route, partition_transform
 from config import BusConfig
+from tests.support.unsplit import make_unsplit_installation
 
 pytestmark = pytest.mark.asyncio
 
@@ -21,7 +23,15 @@ async def test_everything_of_the_architecture_exists_under_the_prefix(bus: Bus) 
     s = bus.subjects
     p = bus.config.prefix.upper()
     expected = {
-        f"{p}_CHAT_IN": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.chat.in.>"]),
+        # One inbound stream per chat partition; partition 0's also takes what comes without one.
+        f"{p}_CHAT_IN_0": (
+            RetentionPolicy.WORK_QUEUE,
+            [f"{s.prefix}.chat.in.*.*.0", f"{s.prefix}.chat.in.*", f"{s.prefix}.chat.in.*.*"],
+        ),
+        **{
+            f"{p}_CHAT_IN_{k}": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.chat.in.*.*.{k}"])
+            for k in (1, 2, 3)
+        },
         f"{p}_CHAT_OUT": (RetentionPolicy.LIMITS, [f"{s.prefix}.chat.out.>"]),
         f"{p}_RUNS": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.runs.submit"]),
         f"{p}_RUN_EVENTS": (RetentionPolicy.LIMITS, [f"{s.prefix}.runs.ev.>"]),
@@ -121,14 +131,14 @@ async def test_a_new_installation_has_four_chat_partitions_and_an_older_one_keep
     new_bus = await connect_and_provision(nats_url, fresh)
     try:
         assert await chat_partitions(new_bus) == 4
-        for stream in (new_bus.subjects.chat_in_stream, new_bus.subjects.run_events_stream):
+        for stream in (new_bus.subjects.chat_in_partition_stream(0), new_bus.subjects.run_events_stream):
             assert partitions_of(await new_bus.js.stream_info(stream)) == 4
         # The same installation, provisioned by a version (or a process) with no count set.
         no_count = older.model_copy(update={"chat_partitions": None})
         unset = await connect_and_provision(nats_url, no_count)
         try:
             assert await chat_partitions(unset) == 16
-            for stream in (unset.subjects.chat_in_stream, unset.subjects.run_events_stream):
+            for stream in (unset.subjects.chat_in_partition_stream(0), unset.subjects.run_events_stream):
                 assert partitions_of(await unset.js.stream_info(stream)) == 16
         finally:
             await unset.close()
@@ -144,20 +154,69 @@ async def test_a_new_partition_count_waits_until_nothing_waits_in_chat_in(
     first = await connect_and_provision(nats_url, config)
     eight = config.model_copy(update={"chat_partitions": 8})
     try:
-        await first.publish(first.subjects.chat_in("telegram", "42"), b"{}")
+        await first.publish(await chat_in_subject(first, "telegram", "42"), b"{}")
         changed = await connect_and_provision(nats_url, eight)
         try:
             assert await chat_partitions(changed) == 16, "a message waits under the old count"
-            assert "still holds 1 message(s)" in caplog.text
-            info = await changed.js.stream_info(changed.subjects.chat_in_stream)
-            await changed.js.purge_stream(info.config.name)  # the routers answered it
+            assert "still hold 1 message(s)" in caplog.text
+            for k in range(16):  # the routers answered it
+                await changed.js.purge_stream(changed.subjects.chat_in_partition_stream(k))
             await provision(changed)
             assert await chat_partitions(changed) == 8
+            with pytest.raises(NotFoundError):  # partitions 8 to 15 are gone with the count
+                await changed.js.stream_info(changed.subjects.chat_in_partition_stream(8))
             assert partitions_of(await changed.js.stream_info(changed.subjects.run_events_stream)) == 8
         finally:
             await changed.close()
     finally:
         await first.close()
+
+
+async def test_a_chat_goes_to_the_partition_nats_servers_own_partition_function_gives_it(bus: Bus) -> None:
+    """Publishers pick a chat's partition stream themselves: with the hash the streams' transforms
+    used before the split, so a chat keeps its partition (and its router) across the upgrade."""
+    s = bus.subjects
+    name = f"{s.prefix.upper()}_HASHCHECK"
+    source, dest = partition_transform(s.full("hashcheck.*"), 7)
+    await bus.js.add_stream(
+        StreamConfig(name=name, subjects=[source], subject_transform=SubjectTransform(source, dest))
+    )
+    try:
+        routes = [chat_route("telegram", str(n)) for n in range(40)] + [chat_route("slack", "C0-ü")]
+        for route in routes:
+            await bus.js.publish(s.full(f"hashcheck.{route}"), b"")
+        for seq, route in enumerate(routes, start=1):
+            stored = await bus.js.get_msg(name, seq)
+            assert stored.subject == s.full(f"hashcheck.{route}.{partition_of(route, 7)}")
+    finally:
+        await bus.js.delete_stream(name)
+
+
+async def test_an_installation_from_before_the_split_is_moved_without_losing_what_waits(
+    nats_url: str, bus_config: BusConfig
+) -> None:
+    """The single CHAT_IN of an earlier version stops taking messages but keeps what waits (routers
+    drain it); `antler provision` removes it only once it is empty."""
+    config = bus_config.model_copy(update={"prefix": f"{bus_config.prefix}m"})
+    old = await make_unsplit_installation(nats_url, config, waiting=3)
+    s = old.subjects
+    try:
+        await provision(old)
+        legacy = await old.js.stream_info(s.unsplit_chat_in_stream)
+        assert legacy.state.messages == 3, "what waited is still there, for the routers"
+        assert legacy.config.subjects == [s.full("unsplit.chat.in")], "and nothing new goes there"
+        for k in range(4):
+            info = await old.js.stream_info(s.chat_in_partition_stream(k))
+            assert stored_count(info) == 4
+        await provision(old, retire=True)
+        assert (await old.js.stream_info(s.unsplit_chat_in_stream)).state.messages == 3, "kept: not drained"
+        await old.js.purge_stream(s.unsplit_chat_in_stream)  # the routers answered it
+        await provision(old, retire=True)
+        with pytest.raises(NotFoundError):
+            await old.js.stream_info(s.unsplit_chat_in_stream)
+        assert await chat_partitions(old) == 4
+    finally:
+        await old.close()
 
 
 async def test_a_disk_without_room_for_the_memory_stream_is_named_with_the_setting_to_lower(

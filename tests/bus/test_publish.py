@@ -25,7 +25,7 @@ async def test_duplicate_publishes_with_one_msg_id_are_delivered_once(bus: Bus) 
     other = InboundMessage(channel="telegram", chat_id="42", message_id="1002", text="second")
     await bus.publish(bus.subjects.chat_in("telegram", other.chat_id), other, msg_id=other.dedupe_id())
 
-    stored = await bus.js.stream_info(bus.subjects.chat_in_stream)
+    stored = await bus.js.stream_info(bus.subjects.chat_in_partition_stream(0))
     assert stored.state.messages == 2, "the duplicates were never stored"
 
     got: list[str] = []
@@ -39,7 +39,7 @@ async def test_duplicate_publishes_with_one_msg_id_are_delivered_once(bus: Bus) 
     s = bus.subjects
     async with Consumer(
         bus,
-        stream=s.chat_in_stream,
+        stream=s.chat_in_partition_stream(0),
         durable="d",
         filter_subjects=[s.chat_in_all],
         model=InboundMessage,

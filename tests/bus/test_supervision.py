@@ -23,8 +23,8 @@ from bus import (
 )
 from bus.supervision import Backoff, Kind
 from config import AppConfig
-from tests.faults.harness import free_port
 from tests.support.health import served, status_of
+from tests.support.ports import free_port
 
 
 @pytest.fixture

@@ -25,8 +25,8 @@ from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
-from tests.faults.harness import free_port
 from tests.support.health import Entry, HealthWatch, served, status_of
+from tests.support.ports import free_port
 
 
 @contextlib.asynccontextmanager

@@ -4,10 +4,11 @@ dead router's partitions go to the others, and no partition ever has two owners.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
-from bus import Bus
+from bus import Bus, Consumer
 from bus.leases import pause
 from channels.router.partitions import Partitions
 
@@ -17,7 +18,10 @@ TTL = 2.0  # the least `bus.lease_seconds` allows
 
 def router(bus: Bus) -> Partitions:
     # No consumers: what is tested is who holds which partition.
-    return Partitions(bus, COUNT, TTL, lambda partition, start: [])
+    async def no_consumers(partition: int, start: int | None) -> list[Consumer[Any]]:
+        return []
+
+    return Partitions(bus, COUNT, TTL, no_consumers)
 
 
 async def settle(*routers: Partitions) -> None:

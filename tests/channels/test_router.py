@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -13,8 +14,9 @@ from typing import Any
 import nats
 import pytest
 import pytest_asyncio
+from nats.js.errors import NotFoundError
 
-from bus import Bus, connect_and_provision, decode, list_dead_letters, replay
+from bus import Bus, connect_and_provision, decode, list_dead_letters, provision, replay
 from bus.chat_partitions import chat_partitions
 from bus.messages import (
     ChatBinding,
@@ -37,6 +39,7 @@ from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.chat import Chat, running_router
 from tests.support.runner import running_runner
 from tests.support.runs import stored_events
+from tests.support.unsplit import make_unsplit_installation
 
 pytestmark = pytest.mark.asyncio
 
@@ -320,7 +323,11 @@ async def test_a_message_whose_run_could_not_be_queued_is_answered_once_it_can_b
         # The run is recorded, its request refused, and the message delivered again.
         while True:
             if await records.get(run_id) is not None:  # (the router's consumer exists by now)
-                inbound = await bus.js.consumers_info(bus.subjects.chat_in_stream)
+                inbound = [
+                    consumer
+                    for k in range(await chat_partitions(bus))
+                    for consumer in await bus.js.consumers_info(bus.subjects.chat_in_partition_stream(k))
+                ]
                 if any(c.num_redelivered for c in inbound if c.name.startswith("router-in-")):
                     break
             await asyncio.sleep(0.05)
@@ -479,6 +486,39 @@ async def test_a_router_follows_a_partition_count_changed_while_it_runs(
             await chat.say(f"again from {c}", chat_id=f"raised-{c}", message_id=f"a-{c}")
         again = {(await chat.final(timeout=60)).reply_to for _ in range(4)}
     assert again == {f"a-{c}" for c in range(4)}
+
+
+async def test_messages_waiting_in_the_single_chat_in_of_before_the_split_are_answered_after_the_move(
+    bus: Bus,
+    nats_url: str,
+    fake_model: FakeOpenAI,
+    app_config: Callable[[], AppConfig],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An installation upgraded with messages waiting in its old CHAT_IN: the upgraded components
+    provision the partition streams and drain the old stream, so every waiting message is answered;
+    `antler provision` then removes the empty old stream, and chats go on through the new ones."""
+    caplog.set_level(logging.INFO, logger="channels.router.partitions")
+    old = await make_unsplit_installation(nats_url, bus.config, waiting=6)
+    await old.close()
+    config = app_config()
+    async with Chat(bus) as chat:
+        async with running_runner(nats_url, config), running_router(nats_url, config):
+            answered = {(await chat.final(timeout=60)).reply_to for _ in range(6)}
+            assert answered == {f"old-{n}" for n in range(6)}, "what waited before the move is answered"
+            await provision(bus, retire=True)
+            with pytest.raises(NotFoundError):
+                await bus.js.stream_info(bus.subjects.unsplit_chat_in_stream)
+            for c in range(6):
+                await chat.say(f"after the move {c}", chat_id=f"before-{c}", message_id=f"new-{c}")
+            after = {(await chat.final(timeout=60)).reply_to for _ in range(6)}
+            # And the router stops asking the removed stream for messages (at its next look).
+            for _ in range(200):
+                if "is gone (drained); stopped its consumers" in caplog.text:
+                    break
+                await asyncio.sleep(0.05)
+            assert "is gone (drained); stopped its consumers" in caplog.text
+    assert after == {f"new-{c}" for c in range(6)}
 
 
 async def projection_ready(bus: Bus) -> None:

@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 from bus import Bus, Consumer, Delivery, run_consumers
+from bus.chat_partitions import chat_partitions
 from bus.messages import InboundMessage, OutboundMessage
 
 
@@ -30,14 +31,18 @@ async def run(bus: Bus, config: Any) -> None:
         done.metadata = meta
         await bus.publish(out, done)
 
+    # Every partition's inbound stream (partition 0's also holds what came without a partition).
     await run_consumers(
-        Consumer(
-            bus,
-            stream=s.chat_in_stream,
-            durable="slow-echo",
-            filter_subjects=[s.chat_in_all],
-            model=InboundMessage,
-            handler=handle,
-            concurrency=4,
+        *(
+            Consumer(
+                bus,
+                stream=s.chat_in_partition_stream(k),
+                durable="slow-echo",
+                filter_subjects=[s.chat_in_all],
+                model=InboundMessage,
+                handler=handle,
+                concurrency=4,
+            )
+            for k in range(await chat_partitions(bus))
         )
     )

@@ -23,8 +23,8 @@ import yaml
 from tests.conftest import REPO, finished
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
-from tests.faults.harness import free_port
 from tests.support.antler_up import AntlerUp
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.xdist_group("antler-up-outage"), pytest.mark.timeout(300)]
 

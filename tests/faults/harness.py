@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -22,16 +21,10 @@ from bus.subjects import Subjects
 from config import BusConfig
 from tests.faults.budget import PREFIX
 from tests.support.antler_up import AntlerUp
+from tests.support.ports import free_port
 
 if TYPE_CHECKING:
     from tests.faults.load import ChatLoad
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now (for servers that must come back on the same one)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_config(path: Path, data: dict[str, Any]) -> Path:

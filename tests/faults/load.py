@@ -31,6 +31,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import APIError
 
 from bus import Bus, EnvelopeError, decode
+from bus.chat_partitions import publish_inbound
 from bus.messages import InboundMessage, OutboundMessage, RunEvent
 
 log = logging.getLogger(__name__)
@@ -150,12 +151,7 @@ class ChatLoad:
         )
         while time.monotonic() < deadline:
             try:
-                await self.bus.publish(
-                    self.bus.subjects.chat_in(CHANNEL, inbound.chat_id),
-                    inbound,
-                    msg_id=inbound.dedupe_id(),
-                    timeout=2.0,
-                )
+                await publish_inbound(self.bus, CHANNEL, inbound, timeout=2.0)
             except Exception as exc:  # NATS down or restarting: the same msg id again is safe
                 self.publish_errors[type(exc).__name__] += 1
                 await asyncio.sleep(0.2)

@@ -19,8 +19,7 @@ from bus import Bus
 from config import AppConfig
 from gateway.accounts import AccountStore
 from tests.conftest import another_machine
-from tests.gateway.conftest import running_gateway
-from tests.support.gateway import with_gateway
+from tests.support.gateway import running_gateway, with_gateway
 from tests.support.runner import running_runner
 
 AUTH = "/api/v1/auth"

@@ -17,8 +17,8 @@ from langgraph_sdk.schema import Command, Send
 
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.gateway.conftest import running_gateway
 from tests.support.bad_runs import EMPTY_THREAD, GATEWAY_ONLY, HI, MALFORMED, UNKNOWN_ASSISTANT
+from tests.support.gateway import running_gateway
 from tests.support.runner import running_runner
 
 pytestmark = pytest.mark.asyncio

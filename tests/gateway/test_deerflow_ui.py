@@ -16,8 +16,7 @@ import pytest_asyncio
 
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.gateway.conftest import running_gateway
-from tests.support.gateway import with_gateway
+from tests.support.gateway import running_gateway, with_gateway
 from tests.support.runner import running_runner
 
 HI = {"messages": [{"role": "user", "content": "hi"}]}

@@ -245,7 +245,7 @@ async def test_health_reports_the_components_that_answer(api_url: str) -> None:
 
 async def test_health_is_503_while_the_bus_is_gone(tmp_path: Path, stack_config: AppConfig) -> None:
     from bus import EmbeddedServer
-    from tests.gateway.conftest import running_gateway
+    from tests.support.gateway import running_gateway
 
     server = EmbeddedServer(tmp_path / "own-nats")
     await server.start()

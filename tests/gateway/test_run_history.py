@@ -15,9 +15,9 @@ from nats.js.errors import NotFoundError
 from bus import Bus
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.gateway.conftest import running_gateway
-from tests.sandbox.conftest import running_broker
+from tests.support.gateway import running_gateway
 from tests.support.runner import running_runner
+from tests.support.sandbox import running_broker
 from tests.support.subagents import running_executor, task_call
 
 pytestmark = pytest.mark.asyncio

@@ -12,7 +12,7 @@ import pytest_asyncio
 from bus import Bus
 from bus.runs import collect_run
 from config import AppConfig
-from tests.gateway.conftest import running_gateway
+from tests.support.gateway import running_gateway
 from tests.support.runner import running_runner
 from tests.support.schedules import firings, running_scheduler
 

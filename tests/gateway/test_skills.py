@@ -14,8 +14,8 @@ import pytest
 from bus import Bus
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.gateway.conftest import running_gateway
 from tests.support.chat import Chat, running_router
+from tests.support.gateway import running_gateway
 from tests.support.runner import ask, running_runner, submit_and_collect
 from tests.support.skill_files import ALIAS_BOMB
 

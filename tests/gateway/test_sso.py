@@ -9,7 +9,6 @@ code and an unverified address are refused, and the person stays signed out.
 from __future__ import annotations
 
 import re
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,8 +20,9 @@ import pytest_asyncio
 from bus import Bus
 from config import AppConfig
 from gateway.accounts import AccountStore
-from tests.gateway.conftest import running_gateway
+from tests.support.gateway import running_gateway
 from tests.support.oidc_idp import IdP, running_idp
+from tests.support.ports import free_port
 
 AUTH = "/api/v1/auth"
 SECRET = "antler-client-secret-for-the-test-idp"
@@ -37,12 +37,6 @@ PEOPLE = {
     "carol": {"password": "carol-pw", "email": "carol@example.com", "email_verified": True, "groups": []},
     "mallory": {"password": "m-pw", "email": "mallory@example.com", "email_verified": False, "groups": []},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -17,8 +17,7 @@ from bus.messages import MemoryDocument
 from bus.records import RecordStore
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.memory.conftest import running_updater
-from tests.support.memory import MEMORY_PROMPT, facts, memory_calls, memory_of, memory_reply
+from tests.support.memory import MEMORY_PROMPT, facts, memory_calls, memory_of, memory_reply, running_updater
 from tests.support.runner import ask, running_runner, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
@@ -154,7 +153,7 @@ async def test_users_never_see_each_others_memory_and_export_import_round_trips(
     app_config: Any,
     tmp_path: Any,
 ) -> None:
-    from tests.gateway.conftest import running_gateway
+    from tests.support.gateway import running_gateway
 
     quick_memory["gateway"] = {
         "port": 0,

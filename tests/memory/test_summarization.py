@@ -11,8 +11,7 @@ import pytest
 from bus import Bus
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.memory.conftest import running_updater
-from tests.support.memory import MEMORY_PROMPT, facts, memory_calls, memory_of, memory_reply
+from tests.support.memory import MEMORY_PROMPT, facts, memory_calls, memory_of, memory_reply, running_updater
 from tests.support.runner import ask, running_runner, submit_and_collect
 from tests.support.runs import streamed_text
 

@@ -1,9 +1,8 @@
-"""A running sandbox broker (in this process, on its own connection) and a client for one thread."""
+"""A running sandbox broker (in this process, on its own connection) and a client for one thread
+(the broker itself and the bubblewrap marks are in tests/support/sandbox.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -14,28 +13,9 @@ import pytest_asyncio
 from bus import Bus
 from config import AppConfig
 from config.loader import _build
-from sandbox import SandboxClient, bwrap_works
-from sandbox.broker import run as run_broker
-from tests.conftest import component_bus, running_component, until_answering
-
-BWRAP = bwrap_works()
-_WITH_BWRAP = pytest.mark.skipif(
-    not BWRAP, reason="bubblewrap is not installed or cannot create namespaces here"
-)
-# bwrap commands share one unprivileged uid and so its process limit: the fork bomb test would
-# starve another worker's bwrap test; they run on one worker, one after another.
-_BWRAP_GROUP = pytest.mark.xdist_group("bwrap")
-
-
-def needs_bwrap(test: Any) -> Any:
-    """For a test of bwrap itself: skipped without it, and never beside another bwrap test."""
-    return _BWRAP_GROUP(_WITH_BWRAP(test))
-
-
-PROVIDERS = [
-    pytest.param("local", id="local"),
-    pytest.param("bwrap", id="bwrap", marks=[_WITH_BWRAP, _BWRAP_GROUP]),
-]
+from sandbox import SandboxClient
+from tests.conftest import component_bus
+from tests.support.sandbox import PROVIDERS, running_broker
 
 
 @pytest.fixture
@@ -57,13 +37,6 @@ def sandbox_config(tmp_path: Path, bus: Bus) -> dict[str, Any]:
             "cpu_seconds": 20,
         },
     }
-
-
-def running_broker(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
-    async def ready(bus: Bus, task: asyncio.Task[None]) -> None:
-        await until_answering(bus.subjects.sandbox("list_dir"), bus, task)
-
-    return running_component(nats_url, config, run_broker, "broker", ready)
 
 
 @pytest.fixture(params=PROVIDERS)

@@ -12,9 +12,9 @@ from bus.files import output_key
 from config import AppConfig
 from config.loader import _build
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.sandbox.conftest import running_broker
 from tests.support.runner import ask, running_runner, submit_and_collect
 from tests.support.runs import streamed_text
+from tests.support.sandbox import running_broker
 
 pytestmark = pytest.mark.asyncio
 

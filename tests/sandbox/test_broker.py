@@ -16,7 +16,7 @@ from bus.files import output_key, upload_key
 from config import AppConfig
 from sandbox import Conflict, InvalidRequest, NotAllowed, NotFound, SandboxClient, TooLarge
 from sandbox.hygiene import PASSED_TO_COMMANDS
-from tests.sandbox.conftest import PROVIDERS, needs_bwrap, running_broker
+from tests.support.sandbox import PROVIDERS, needs_bwrap, running_broker
 
 pytestmark = pytest.mark.asyncio
 

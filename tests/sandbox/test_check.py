@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import finished, run_antler
-from tests.sandbox.conftest import needs_bwrap
+from tests.support.sandbox import needs_bwrap
 
 pytestmark = pytest.mark.asyncio
 

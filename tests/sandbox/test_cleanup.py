@@ -14,7 +14,7 @@ from bus import Bus
 from bus.messages import ThreadDeleted, utcnow
 from config import AppConfig
 from sandbox import SandboxClient
-from tests.sandbox.conftest import running_broker
+from tests.support.sandbox import running_broker
 
 pytestmark = pytest.mark.asyncio
 

@@ -10,7 +10,7 @@ import pytest
 from bus import Bus
 from config import AppConfig
 from sandbox import Busy, SandboxClient
-from tests.sandbox.conftest import running_broker
+from tests.support.sandbox import running_broker
 
 pytestmark = pytest.mark.asyncio
 

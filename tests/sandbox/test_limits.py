@@ -11,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from collections.abc import AsyncIterator, Callable
 
 import pytest
 import pytest_asyncio
 
+import sandbox.mechanism
 from bus import Bus
 from config import AppConfig
 from sandbox import SandboxClient
 from sandbox.cgroups_v1 import v1_hierarchies
-from tests.sandbox.conftest import needs_bwrap, running_broker
+from tests.support.sandbox import needs_bwrap, running_broker
 from tests.support.tree_memory import TreeMemory, hogs
 
 pytestmark = pytest.mark.asyncio
@@ -180,3 +182,33 @@ async def test_the_service_says_which_mechanism_holds_a_commands_memory(
 ) -> None:
     reply = await bus.nc.request("$SRV.INFO." + bus.subjects.service_name("sandbox"), b"", timeout=5)
     assert json.loads(reply.data)["metadata"]["command_limits"] == mechanism
+
+
+def _watch_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "sandbox-memory-watch"}
+
+
+@needs_bwrap
+async def test_an_idle_watcher_lets_its_thread_go_and_still_stops_the_next_hog(
+    nats_url: str,
+    client: SandboxClient,
+    make_config: Callable[..., AppConfig],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A broker running no command keeps no watcher thread (one per broker ever started piled up in
+    a process before); the next command is watched as the first was."""
+    monkeypatch.setattr(sandbox.mechanism, "IDLE_SECONDS", 0.2)
+    config = make_config(provider="bwrap", memory_mb=CAP_MB, command_limits="watch")
+    async with running_broker(nats_url, config):
+        before = _watch_threads()
+        assert (await client.exec("echo first")).output == "first\n"
+        mine = _watch_threads() - before
+        assert mine, "the command was watched"
+        for _ in range(200):
+            if not any(t.is_alive() for t in mine):
+                break
+            await asyncio.sleep(0.05)
+        assert not any(t.is_alive() for t in mine), "the watcher's thread ended once nothing was running"
+        hog = await client.exec(hogs(3, 200, HOG), timeout=60)
+        assert hog.exit_code == 137, hog.output
+        assert "passed its memory limit" in " ".join(hog.warnings)

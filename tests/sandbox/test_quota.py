@@ -9,7 +9,7 @@ import pytest_asyncio
 
 from config import AppConfig
 from sandbox import SandboxClient, TooLarge
-from tests.sandbox.conftest import needs_bwrap, running_broker
+from tests.support.sandbox import needs_bwrap, running_broker
 
 pytestmark = pytest.mark.asyncio
 

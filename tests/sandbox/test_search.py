@@ -10,7 +10,7 @@ import pytest_asyncio
 
 from config import AppConfig
 from sandbox import InvalidRequest, SandboxClient, Timeout
-from tests.sandbox.conftest import running_broker
+from tests.support.sandbox import running_broker
 
 pytestmark = pytest.mark.asyncio
 

@@ -11,7 +11,7 @@ import uvloop
 from config import SandboxConfig
 from sandbox.paths import ThreadFS
 from sandbox.providers import make_provider
-from tests.sandbox.conftest import BWRAP
+from tests.support.sandbox import BWRAP
 
 # The shell's own descriptors (not find's: a last command would be exec'd in the shell's place).
 LIST_FDS = "find /proc/$$/fd -mindepth 1 -printf '%f %l\\n'; true"

@@ -16,8 +16,8 @@ from config.loader import _build
 from sandbox import SandboxClient
 from tests.conftest import REPO
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
-from tests.sandbox.conftest import running_broker
 from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.sandbox import running_broker
 
 pytestmark = pytest.mark.asyncio
 

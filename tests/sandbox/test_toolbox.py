@@ -19,7 +19,7 @@ from config import AppConfig
 from sandbox import SandboxClient
 from sandbox.toolbox import ENV_PATH, STAMP, Toolbox
 from tests.conftest import finished, run_antler
-from tests.sandbox.conftest import PROVIDERS, needs_bwrap, running_broker
+from tests.support.sandbox import PROVIDERS, needs_bwrap, running_broker
 
 
 def tiny_wheel(folder: Path, name: str = "antler_probe", version: str = "1.0") -> Path:

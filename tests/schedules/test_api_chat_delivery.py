@@ -14,8 +14,8 @@ from bus.runs import collect_run
 from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.fakes.telegram_server import FakeTelegram
-from tests.gateway.conftest import running_gateway
 from tests.support.adapters import adapter_stack
+from tests.support.gateway import running_gateway
 from tests.support.schedules import firings, running_scheduler, said
 
 # The Telegram user 7 of the fake talks to the bot as `telegram:7`; a token of that user is theirs.

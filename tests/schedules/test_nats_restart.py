@@ -15,7 +15,7 @@ from bus.messages import ScheduledTaskRun, utcnow
 from config import AppConfig
 from schedules.scheduler import run as run_scheduler
 from tests.conftest import until_answering
-from tests.faults.harness import free_port
+from tests.support.ports import free_port
 from tests.support.schedules import create_task, firings
 
 pytestmark = pytest.mark.asyncio

@@ -14,17 +14,20 @@ from config import AppConfig
 from config.loader import _build
 from sandbox import SandboxClient
 from tests.conftest import REPO
-from tests.sandbox.conftest import PROVIDERS, running_broker
+from tests.support.sandbox import PROVIDERS, running_broker
 
 SKILLS = REPO / "skills"
 SHIPPED = (
     "academic-paper-review",
+    "bootstrap",
     "chart-report",
+    "chart-visualization",
     "code-documentation",
     "consulting-analysis",
     "data-analysis",
     "deep-research",
     "document-report",
+    "find-skills",
     "frontend-design",
     "github-deep-research",
     "image-generation",
@@ -34,8 +37,10 @@ SHIPPED = (
     "ppt-generation",
     "skill-creator",
     "skill-reviewer",
+    "surprise-me",
     "systematic-literature-review",
     "video-generation",
+    "web-design-guidelines",
 )
 
 # Their end-to-end tests reach a fake generation endpoint: tests/skills/test_media_skills.py.

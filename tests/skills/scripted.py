@@ -48,13 +48,23 @@ class Used:
     system: str = ""
 
 
-async def use_skill(stack: Stack, skill: str, ask_text: str, *steps: ToolCall, thread: str = "") -> Used:
-    """Send `/<skill> <ask_text>`; the model makes `steps` one tool call a turn, then answers."""
+async def use_skill(
+    stack: Stack,
+    skill: str,
+    ask_text: str,
+    *steps: ToolCall,
+    thread: str = "",
+    context: dict[str, Any] | None = None,
+) -> Used:
+    """Send `/<skill> <ask_text>` (with the run's `context`, as a client would set it); the model
+    makes `steps` one tool call a turn, then answers."""
     thread = thread or f"t-{skill}-{uuid.uuid4().hex[:6]}"
     before = len(stack.model.agent_requests)
     stack.model.script(*(Reply(tool_calls=[step]) for step in steps), Reply(text="Here it is."))
     events = await submit_and_collect(
-        stack.bus, ask(thread, f"/{skill} {ask_text}", user_id=USER), timeout=300
+        stack.bus,
+        ask(thread, f"/{skill} {ask_text}", user_id=USER, **({"context": context} if context else {})),
+        timeout=300,
     )
     assert events[-1].event == "end", events[-1]
     used = Used(outputs=stack.outputs(thread))

@@ -26,12 +26,12 @@ from sandbox.toolbox import Toolbox
 from tests.conftest import component_bus, fail_on_violations
 from tests.fakes.media_server import SPEECH_RATE, FakeMedia, png
 from tests.fakes.openai_server import FakeOpenAI
-from tests.sandbox.conftest import BWRAP, running_broker
 from tests.skills.artifacts import png_size
 from tests.skills.conftest import MEDIA_SKILLS, SKILLS
 from tests.skills.scripted import OUT, WS, Stack, bash, present, ran_cleanly, use_skill, write
 from tests.support.nats_users import SecuredServer
 from tests.support.runner import running_runner
+from tests.support.sandbox import BWRAP, running_broker
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),

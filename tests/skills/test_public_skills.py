@@ -19,9 +19,9 @@ from config import AppConfig
 from sandbox import SandboxClient
 from skills import load_skills
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.sandbox.conftest import running_broker
 from tests.skills.conftest import SHIPPED, SKILLS, skills_config, uploads_dir
 from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.sandbox import running_broker
 
 WS = "/mnt/user-data/workspace"
 OUT = "/mnt/user-data/outputs"

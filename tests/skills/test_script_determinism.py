@@ -30,6 +30,13 @@ DOC = {
         {"type": "image", "path": "chart.png", "width": 4},
     ],
 }
+RADAR = {"kind": "radar", "axes": ["Speed", "Price", "Range"], "series": {"A": [4, 3, 5], "B": [2, 5, 3]}}
+PAGE = '<html><body><h1>Shop</h1><h3>Deals</h3><img src="a.png"><a href="#">Buy</a></body></html>'
+ANSWERS = {
+    "agent_name": "Sprout", "user_name": "Ana", "user_role": "a gardener", "purpose": "plan beds.",
+    "traits": ["Ask first.", "Be brief.", "Be kind."], "style": "Short.", "pushback": "blunt.",
+    "autonomy": "Ask before deleting.", "failure": "say so.",
+}  # fmt: skip
 # (script, arguments) run in order in one folder; chart.png is also the others' picture.
 RUNS = [
     ("chart-report/scripts/plot.py", ["sales.csv", "--out", "chart.png"]),
@@ -39,8 +46,11 @@ RUNS = [
     ),
     ("ppt-generation/scripts/make_deck.py", ["deck.json", "--out", "d.pptx"]),
     ("document-report/scripts/make_document.py", ["doc.json", "--out", "r.docx", "--out", "r.pdf"]),
+    ("chart-visualization/scripts/diagram.py", ["radar.json", "--out", "radar.svg"]),
+    ("web-design-guidelines/scripts/audit_page.py", ["page.html", "--out", "review.md"]),
+    ("bootstrap/scripts/soul.py", ["answers.json", "--out", "SOUL.md"]),
 ]
-FILES = ["chart.png", "s.xlsx", "d.pptx", "r.docx", "r.pdf"]
+FILES = ["chart.png", "s.xlsx", "d.pptx", "r.docx", "r.pdf", "radar.svg", "review.md", "SOUL.md"]
 STAMPED = ("docProps/core.xml", "ppt/embeddings/")  # save times; chart data workbooks inside decks
 
 
@@ -57,6 +67,9 @@ def run_all(folder: Path, toolbox: Toolbox) -> None:
     (folder / "sales.csv").write_text(SALES, encoding="utf-8")
     (folder / "deck.json").write_text(json.dumps(DECK), encoding="utf-8")
     (folder / "doc.json").write_text(json.dumps(DOC), encoding="utf-8")
+    (folder / "radar.json").write_text(json.dumps(RADAR), encoding="utf-8")
+    (folder / "page.html").write_text(PAGE, encoding="utf-8")
+    (folder / "answers.json").write_text(json.dumps(ANSWERS), encoding="utf-8")
     env = {"MPLBACKEND": "Agg", "MPLCONFIGDIR": str(folder / ".mpl"), "LANG": "C.UTF-8"}
     for script, args in RUNS:
         result = subprocess.run(
@@ -71,7 +84,7 @@ def run_all(folder: Path, toolbox: Toolbox) -> None:
         assert result.returncode == 0, result.stderr
 
 
-def test_the_same_input_gives_the_same_chart_workbook_deck_and_documents(
+def test_the_same_input_gives_the_same_charts_workbook_deck_documents_review_and_soul(
     toolbox: Toolbox, tmp_path: Path
 ) -> None:
     run_all(tmp_path / "first", toolbox)

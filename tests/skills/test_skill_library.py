@@ -25,12 +25,13 @@ from config.loader import _build
 from sandbox.toolbox import Toolbox
 from tests.conftest import component_bus, fail_on_violations
 from tests.fakes.openai_server import FakeOpenAI
-from tests.sandbox.conftest import BWRAP, running_broker
+from tests.skills.agent_skills import AGENT_SKILL_TESTS
 from tests.skills.artifacts import open_document, png_size
 from tests.skills.conftest import MEDIA_SKILLS, SHIPPED, SKILLS
 from tests.skills.scripted import OUT, UP, WS, Stack, bash, present, ran_cleanly, use_skill, write
 from tests.support.nats_users import SecuredServer
 from tests.support.runner import running_runner
+from tests.support.sandbox import BWRAP, running_broker
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
@@ -630,6 +631,7 @@ SKILL_TESTS: dict[str, Callable[[Stack], Awaitable[None]]] = {
     "skill-reviewer": skill_reviewer,
     "systematic-literature-review": systematic_literature_review,
     "consulting-analysis": consulting_analysis,
+    **AGENT_SKILL_TESTS,
 }
 
 
@@ -644,4 +646,4 @@ async def test_every_public_skill_has_an_end_to_end_test() -> None:
     # the media skills' own tests are in test_media_skills.py, which checks it has one for each
     assert set(SHIPPED) == set(SKILL_TESTS) | set(MEDIA_SKILLS)
     assert not set(SKILL_TESTS) & set(MEDIA_SKILLS)
-    assert len(SHIPPED) >= 18
+    assert len(SHIPPED) >= 23

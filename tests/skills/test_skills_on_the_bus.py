@@ -20,10 +20,10 @@ from config import AppConfig
 from config.loader import _build
 from tests.conftest import another_machine
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.gateway.conftest import running_gateway
-from tests.sandbox.conftest import running_broker
 from tests.skills.conftest import SKILLS
+from tests.support.gateway import running_gateway
 from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.sandbox import running_broker
 
 pytestmark = pytest.mark.asyncio
 

@@ -15,9 +15,9 @@ from config import AppConfig
 from tests.conftest import running_component
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.telegram_server import FakeTelegram
-from tests.sandbox.conftest import running_broker
 from tests.support.chat import running_router
 from tests.support.runner import running_runner
+from tests.support.sandbox import running_broker
 
 
 @contextlib.asynccontextmanager

@@ -7,6 +7,7 @@ import contextlib
 from typing import Any
 
 from bus import Bus, decode
+from bus.chat_partitions import publish_inbound
 from bus.messages import (
     InboundMessage,
     OutboundMessage,
@@ -44,9 +45,7 @@ class Chat:
         message = InboundMessage(
             channel=self.channel, chat_id=chat_id, text=text, user_id=kw.pop("user_id", "u1"), **kw
         )
-        await self.bus.publish(
-            self.bus.subjects.chat_in(self.channel, message.chat_id), message, msg_id=message.dedupe_id()
-        )
+        await publish_inbound(self.bus, self.channel, message)
         return message
 
     async def final(self, timeout: float = 30) -> OutboundMessage:

@@ -1,8 +1,9 @@
-"""Scripting the memory updater's model and reading what it stored."""
+"""The memory updater in a test's process, scripting its model and reading what it stored."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -11,6 +12,9 @@ from typing import Any
 from bus import Bus
 from bus.messages import MemoryDocument
 from bus.records import RecordStore
+from config import AppConfig
+from memory.updater import run as run_updater
+from tests.conftest import running_component, until_answering
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 MEMORY_PROMPT = "long-term memory an AI assistant has"
@@ -48,3 +52,12 @@ async def memory_of(
 
 def facts(doc: MemoryDocument) -> list[str]:
     return [f.content for f in doc.facts]
+
+
+def running_updater(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
+    """The memory updater on its own connection, up once its `memory` service answers."""
+
+    async def ready(bus: Bus, task: asyncio.Task[None]) -> None:
+        await until_answering(bus.subjects.service_subject("memory", "get"), bus, task)
+
+    return running_component(nats_url, config, run_updater, "memory", ready)

@@ -29,11 +29,11 @@ from config import AppConfig, BusConfig
 from config.loader import _build
 from tests.conftest import component_bus, fail_on_violations
 from tests.fakes.openai_server import FakeOpenAI
-from tests.gateway.conftest import running_gateway, skills_dir
-from tests.memory.conftest import running_updater
-from tests.sandbox.conftest import running_broker
+from tests.support.gateway import running_gateway, skills_dir
+from tests.support.memory import running_updater
 from tests.support.nats_users import SecuredServer
 from tests.support.runner import running_runner
+from tests.support.sandbox import running_broker
 from tests.support.schedules import running_scheduler
 from tests.support.subagents import running_executor
 

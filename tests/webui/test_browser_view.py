@@ -15,14 +15,14 @@ from playwright.async_api import expect
 from browser.service import run as run_browser
 from config import AppConfig, BusConfig
 from config.loader import _build
-from tests.browser.conftest import CHROMIUM, browser_ready
 from tests.conftest import component_bus, fail_on_violations, running_component
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.web_pages import WebPages
-from tests.gateway.conftest import running_gateway
-from tests.sandbox.conftest import running_broker
+from tests.support.browser import CHROMIUM, browser_ready
+from tests.support.gateway import running_gateway
 from tests.support.nats_users import SecuredServer
 from tests.support.runner import running_runner
+from tests.support.sandbox import running_broker
 from tests.webui.conftest import TOKENS, UI_TESTS, OpenPage, Stack
 
 pytestmark = UI_TESTS

@@ -12,7 +12,7 @@ from langgraph.types import Command
 def as_response(result: Any) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
     if isinstance(result, AIMessage):
         return ModelResponse(result=[result])
-    return result  # type: ignore[no-any-return]
+    return result  # type: ignore[no-any-return]  # the handler's response, already one of the two
 
 
 def messages_of(result: Any) -> list[BaseMessage]:

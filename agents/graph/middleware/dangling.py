@@ -8,7 +8,7 @@ adds placeholder results to the request (the stored history is left as is).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
@@ -25,9 +25,9 @@ def repair(messages: list[AnyMessage]) -> list[AnyMessage]:
     for message in messages:
         repaired.append(message)
         if isinstance(message, AIMessage):
-            ids = [c["id"] for c in message.tool_calls if c.get("id")]
+            ids = [cast(str, c["id"]) for c in message.tool_calls if c.get("id")]
             ids += [
-                c.get("id")
+                cast(str, c.get("id"))
                 for c in message.additional_kwargs.get("tool_calls", [])
                 if isinstance(c, dict) and c.get("id") and c.get("id") not in ids
             ]
@@ -38,7 +38,7 @@ def repair(messages: list[AnyMessage]) -> list[AnyMessage]:
     return repaired
 
 
-class DanglingToolCallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class DanglingToolCallMiddleware(AgentMiddleware):
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
     ) -> Any:

@@ -77,7 +77,7 @@ def _visible(message: AIMessage) -> str:
     return text_of(message.content, sep="").strip()
 
 
-class FinishReasonMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class FinishReasonMiddleware(AgentMiddleware):
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
     ) -> Any:

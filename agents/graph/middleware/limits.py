@@ -12,18 +12,18 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolCall
 
 from agents.graph.middleware._util import last_ai, replace_ai, without_tool_calls
 
 log = logging.getLogger(__name__)
 
 
-def _signature(call: dict[str, Any]) -> str:
+def _signature(call: ToolCall) -> str:
     return call["name"] + ":" + json.dumps(call.get("args", {}), sort_keys=True, default=str)
 
 
-class LoopDetectionMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class LoopDetectionMiddleware(AgentMiddleware):
     """Stop a model that keeps making the very same tool call, and make it answer instead."""
 
     STOP = (
@@ -59,4 +59,4 @@ class LoopDetectionMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         )
         final = last_ai(forced)
         text = final.content if final is not None else "I stopped because I was repeating the same step."
-        return replace_ai(result, without_tool_calls(ai, content=text))  # type: ignore[arg-type]
+        return replace_ai(result, without_tool_calls(ai, content=text))  # type: ignore[arg-type]  # a text answer

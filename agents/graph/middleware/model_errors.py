@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langgraph.errors import GraphBubbleUp
@@ -54,7 +54,7 @@ def _model_name(request: ModelRequest[Any]) -> str:
 def _tokens(result: Any) -> int:
     answer = last_ai(result)
     usage = answer.usage_metadata if answer is not None else None
-    return int((usage or {}).get("total_tokens", 0))
+    return int(cast(dict[str, Any], usage or {}).get("total_tokens", 0))
 
 
 def run_event_writer(request: ModelRequest[Any]) -> Callable[[dict[str, Any]], None] | None:
@@ -63,7 +63,7 @@ def run_event_writer(request: ModelRequest[Any]) -> Callable[[dict[str, Any]], N
     return getattr(runtime, "stream_writer", None)
 
 
-class LLMErrorHandlingMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class LLMErrorHandlingMiddleware(AgentMiddleware):
     def __init__(
         self,
         model_label: str | None = None,

@@ -21,7 +21,7 @@ def _name(tool: Any) -> str:
     return str(getattr(tool, "name", ""))
 
 
-class RunPromptMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class RunPromptMiddleware(AgentMiddleware):
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
     ) -> Any:

@@ -50,7 +50,7 @@ def _whole(call: Any) -> bool:
 def read_since_last_change(messages: list[Any], path: str) -> bool:
     """Whether the agent knows `path` as it is now: its newest read of it, or a whole-file write of it,
     is newer than its last other change to it (an edit or an append)."""
-    changes: dict[str, bool] = {}  # ids of tool calls that change `path` -> whether they wrote it whole
+    changes: dict[str | None, bool] = {}  # ids of calls that change `path` -> whether they wrote it whole
     known = False  # no read yet
     for message in messages:
         if isinstance(message, AIMessage):
@@ -65,7 +65,7 @@ def read_since_last_change(messages: list[Any], path: str) -> bool:
     return known
 
 
-def earlier_in_turn(messages: list[Any], call_id: str, path: str) -> bool:
+def earlier_in_turn(messages: list[Any], call_id: str | None, path: str) -> bool:
     """Whether the model turn making `call_id` changes `path` in an earlier call too."""
     for message in reversed(messages):
         if isinstance(message, AIMessage) and any(c["id"] == call_id for c in message.tool_calls):
@@ -77,7 +77,7 @@ def earlier_in_turn(messages: list[Any], call_id: str, path: str) -> bool:
     return False
 
 
-class ReadBeforeWriteMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class ReadBeforeWriteMiddleware(AgentMiddleware):
     def __init__(self, files: ThreadFiles) -> None:
         super().__init__()
         self.files = files

@@ -44,7 +44,7 @@ def fallback_title(user_msg: str, config: TitleConfig) -> str:
     return clean_title(user_msg or "New conversation", config) or "New conversation"
 
 
-class TitleMiddleware(AgentMiddleware[ThreadState, Any]):  # type: ignore[type-var]
+class TitleMiddleware(AgentMiddleware[ThreadState, Any]):
     state_schema = ThreadState
 
     def __init__(self, config: TitleConfig, title_model: BaseChatModel | None = None) -> None:

@@ -70,7 +70,7 @@ def cut(text: str, head_chars: int, tail_chars: int, note: str) -> str:
     return f"{text[:head_end]}\n\n[{note}]\n\n{text[tail_start:]}".rstrip("\n")
 
 
-class ToolOutputBudgetMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class ToolOutputBudgetMiddleware(AgentMiddleware):
     def __init__(self, config: ToolOutputConfig, files: ThreadFiles | None) -> None:
         super().__init__()
         self.config = config

@@ -20,7 +20,7 @@ from bus import tracing
 from bus.metrics import TOOL_CALLS, TOOL_DURATION, labelled
 
 
-class ToolTelemetryMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class ToolTelemetryMiddleware(AgentMiddleware):
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         call = request.tool_call
         name = str(call.get("name") or "unknown")

@@ -22,7 +22,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 
 from agents.graph.middleware._untrusted_text import BOUNDARY_PROMPT, BOUNDARY_TAG, clean, fence, is_fenced
 
@@ -50,7 +56,7 @@ OWN_TOOLS = frozenset(
 )
 
 
-def _tool_names(messages: list[BaseMessage]) -> dict[str, str]:
+def _tool_names(messages: list[AnyMessage]) -> dict[str, str]:
     names: dict[str, str] = {}
     for message in messages:
         if isinstance(message, AIMessage):
@@ -104,10 +110,10 @@ def _human(message: HumanMessage) -> HumanMessage:
     return message if content == message.content else message.model_copy(update={"content": content})
 
 
-def contain(messages: list[BaseMessage]) -> list[BaseMessage]:
+def contain(messages: list[AnyMessage]) -> list[AnyMessage]:
     """The messages as the model should read them (see the module's docstring)."""
     names = _tool_names(messages)
-    contained: list[BaseMessage] = []
+    contained: list[AnyMessage] = []
     for message in messages:
         if isinstance(message, ToolMessage):
             source = message.name or names.get(message.tool_call_id) or "tool"
@@ -129,12 +135,12 @@ def _with_policy(system: SystemMessage | None) -> SystemMessage:
     return SystemMessage([*system.content, {"type": "text", "text": BOUNDARY_PROMPT}])
 
 
-def _fences_something(messages: list[BaseMessage]) -> bool:
+def _fences_something(messages: list[AnyMessage]) -> bool:
     opening = f"<{BOUNDARY_TAG} id="
     return any(isinstance(m, ToolMessage | HumanMessage) and opening in str(m.content) for m in messages)
 
 
-class UntrustedContentMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class UntrustedContentMiddleware(AgentMiddleware):
     def _contained(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         messages = contain(list(request.messages))
         if not _fences_something(messages):  # the policy comes with the first fenced content

@@ -8,7 +8,7 @@ so the history does not carry them (or their tokens) forward.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain_core.messages import HumanMessage
@@ -17,13 +17,13 @@ from agents.graph.middleware._util import with_update
 from agents.graph.state import ThreadState
 
 
-class ViewImageMiddleware(AgentMiddleware[ThreadState, Any]):  # type: ignore[type-var]
+class ViewImageMiddleware(AgentMiddleware[ThreadState, Any]):
     state_schema = ThreadState
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
     ) -> Any:
-        images = request.state.get("viewed_images") or {}
+        images = cast(dict[str, Any], request.state.get("viewed_images") or {})
         if not images:
             return await handler(request)
         blocks: list[str | dict[str, Any]] = [

@@ -9,9 +9,8 @@ from channels.router.commands.context import Answer, CommandContext
 async def handle(ctx: CommandContext, message: InboundMessage, name: str, argument: str) -> Answer:
     binding = await ctx.bindings.of(message)
     thread = await ctx.threads.get(binding.thread_id)
-    model = binding.model_name or (
-        ctx.config.get_model().name if ctx.config.get_model() else "none configured"
-    )
+    default = ctx.config.get_model()
+    model = binding.model_name or (default.name if default else "none configured")
     busy = f"working on run {thread.active_run_id[:8]}" if thread and thread.active_run_id else "idle"
     title = thread.title if thread and thread.title else "untitled"
     return f"Conversation {binding.thread_id[:8]} ({title})\nModel: {model}\nStatus: {busy}"

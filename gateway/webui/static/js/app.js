@@ -2,20 +2,20 @@
 
 import { answerFoot, dropLatestTurn, footKey, humanFoot, loadRunHistory, replayStart, runActions } from "./actions.js";
 import { STREAM_MODES, streamRun, threads } from "./api.js";
-import { canSignOut, signIn, signOut } from "./auth.js";
+import { canSignOut, signIn } from "./auth.js";
 import { command, slashCommand } from "./commands.js";
-import { clearFiles, drawQueued, hasQueued, pendingFiles, queue, sendQueued, wireComposer } from "./composer.js";
-import { showBrowserView, wireBrowserView } from "./browser_view.js";
-import { Conversation, draw } from "./conversation.js";
+import { clearFiles, drawQueued, hasQueued, pendingFiles, queue, sendQueued } from "./composer.js";
+import { showBrowserView } from "./browser_view.js";
+import { applyFrame, Conversation, draw } from "./conversation.js";
 import { el, textOf } from "./dom.js";
-import { wireCompact } from "./compact.js";
 import { closeFiles, countUploads, fileCount, panelBehind, showArtifacts } from "./files.js";
-import { goalEnded, showGoal, wireGoal } from "./goal.js";
+import { goalEnded, showGoal } from "./goal.js";
 import { fillIcons } from "./icons.js";
 import { addNote } from "./notes.js";
-import { applyTheme, chooseModel, chosenModel, cycleTheme, loadOptions, runConfig } from "./options.js";
-import { showSettings } from "./settings.js";
-import { drawThreads, listed, previewOf, refreshThreads, titleOf, wireThreads } from "./threads.js";
+import { applyTheme, chooseModel, chosenModel, loadOptions, runConfig } from "./options.js";
+import { drawThreads, listed, previewOf, refreshThreads, titleOf } from "./threads.js";
+import { toast } from "./toast.js";
+import { route, wire } from "./wiring.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -29,15 +29,6 @@ const state = {
   abort: null,
   drawQueued: false,
 };
-
-export function toast(text, kind = "info") {
-  const box = $("toast");
-  box.textContent = text;
-  box.className = `toast toast-${kind}`;
-  box.hidden = false;
-  clearTimeout(toast.timer);
-  toast.timer = setTimeout(() => (box.hidden = true), 5000);
-}
 
 function redraw() {
   if (state.drawQueued) return;
@@ -149,19 +140,6 @@ async function rejoin(conversation) {
 }
 
 // ------------------------------------------------------------------ sending
-
-/** One event of a run's stream into the conversation (`replay`: a finished run's log, re-read). */
-function applyFrame(conversation, frame, replay = false) {
-  const name = frame.event.split("|")[0];
-  if (frame.event === "values") {
-    if (!replay) conversation.setValues(frame.data); // a replayed run's values are older than the thread's
-  } else if (frame.event === "messages" && Array.isArray(frame.data)) conversation.addMessage(frame.data[0]);
-  else if (name === "custom") conversation.addCustom(frame.data);
-  else if (frame.event === "error") conversation.error = frame.data?.message || "The run failed.";
-  else if (frame.event === "end" && ["interrupted", "timeout"].includes(frame.data?.status)) {
-    conversation.stopped = true; // a marker under what was written, not an error
-  }
-}
 
 /**
  * The thread's last run ended early (stopped, failed, timed out): what it wrote before is not in the
@@ -428,66 +406,6 @@ async function stop() {
   }
 }
 
-// ------------------------------------------------------------------ routing
-
-async function route() {
-  const hash = decodeURIComponent(location.hash.replace(/^#\/?/, ""));
-  document.body.classList.remove("sidebar-open");
-  if (hash.startsWith("settings")) {
-    $("chat-view").hidden = true;
-    $("settings-view").hidden = false;
-    $("open-artifacts").hidden = true;
-    $("chat-title").textContent = "Settings";
-    closeFiles();
-    await showSettings(hash.split("/")[1] || "memory", $("settings-body"), toast);
-    return;
-  }
-  $("chat-view").hidden = false;
-  $("settings-view").hidden = true;
-  if (hash.startsWith("t/")) await openThread(hash.slice(2));
-  else if (!state.isNew || !state.threadId) newChat();
-  else redraw();
-}
-
-function wire() {
-  $("composer").addEventListener("submit", (event) => {
-    event.preventDefault();
-    const text = $("input").value;
-    if (!text.trim() && !pendingFiles().length) return;
-    $("input").value = "";
-    submit(text);
-  });
-  $("input").addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-      event.preventDefault();
-      $("composer").requestSubmit();
-    }
-  });
-  $("stop").addEventListener("click", stop);
-  wireComposer({ current: () => state.threadId, send });
-  $("new-chat").addEventListener("click", page.newChat);
-  wireThreads({
-    current: () => state.threadId,
-    openTitle: () => state.conversation?.title || "",
-    onChange: (threadId, deleted) => {
-      if (deleted && threadId === state.threadId) location.hash = "#/";
-      else redraw();
-    },
-    toast,
-  });
-  wireGoal((objective) => submit(`/goal ${objective}`));
-  wireBrowserView();
-  $("open-settings").addEventListener("click", () => (location.hash = "#/settings/memory"));
-  $("theme").addEventListener("click", () => cycleTheme(toast));
-  $("sign-out").addEventListener("click", signOut);
-  $("open-sidebar").addEventListener("click", () => document.body.classList.add("sidebar-open"));
-  $("close-sidebar").addEventListener("click", () => document.body.classList.remove("sidebar-open"));
-  $("open-artifacts").addEventListener("click", openFiles);
-  $("close-artifacts").addEventListener("click", closeFiles);
-  wireCompact($("compact"), { threadId: () => state.threadId, reload: reloadState, toast });
-  window.addEventListener("hashchange", route);
-}
-
 async function main() {
   applyTheme(localStorage.getItem("antler.theme"));
   try {
@@ -498,10 +416,24 @@ async function main() {
   }
   $("sign-out").hidden = !canSignOut();
   fillIcons();
-  wire();
+  const app = {
+    threadId: () => state.threadId,
+    isNew: () => state.isNew,
+    openTitle: () => state.conversation?.title || "",
+    submit,
+    send,
+    stop,
+    newChat: page.newChat, // the New chat button: by the address
+    startChat: newChat,
+    openThread,
+    redraw,
+    openFiles,
+    reloadState,
+  };
+  wire(app);
   await loadOptions();
   await refreshThreads();
-  await route();
+  await route(app);
   $("app").hidden = false; // only now: nothing typed or attached before is lost to the first route
   setInterval(() => document.visibilityState === "visible" && refreshThreads(), 15000);
 }

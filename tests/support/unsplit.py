@@ -1,0 +1,43 @@
+"""An installation as versions before the split by partition left it: one `CHAT_IN` stream whose
+subject transform appends the chat's partition, with messages waiting in it."""
+
+from __future__ import annotations
+
+from nats.js.api import RetentionPolicy, StorageType, StreamConfig, SubjectTransform
+from nats.js.errors import NotFoundError
+
+from bus import Bus, connect_and_provision
+from bus.messages import InboundMessage
+from bus.subjects import partition_transform
+from config import BusConfig
+
+
+async def make_unsplit_installation(
+    nats_url: str, config: BusConfig, *, waiting: int, channel: str = "cli"
+) -> Bus:
+    """A bus on `config`'s prefix whose chat inbound is the single `CHAT_IN` of earlier versions
+    (4 partitions), holding `waiting` messages from as many chats, as their adapters published them.
+    Everything else is provisioned as now; the partition streams are not there."""
+    bus = await connect_and_provision(nats_url, config)
+    s = bus.subjects
+    for k in range(64):
+        try:
+            await bus.js.delete_stream(s.chat_in_partition_stream(k))
+        except NotFoundError:
+            break
+    await bus.js.add_stream(
+        StreamConfig(
+            name=s.unsplit_chat_in_stream,
+            subjects=[s.chat_in_all],
+            subject_transform=SubjectTransform(*partition_transform(s.chat_in_published, 4)),
+            retention=RetentionPolicy.WORK_QUEUE,
+            storage=StorageType.FILE,
+            num_replicas=config.replicas,
+        )
+    )
+    for n in range(waiting):
+        message = InboundMessage(
+            channel=channel, chat_id=f"before-{n}", message_id=f"old-{n}", text=f"old {n}"
+        )
+        await bus.publish(s.chat_in(channel, message.chat_id), message, msg_id=message.dedupe_id())
+    return bus
