@@ -111,10 +111,11 @@ BLOCKED_TAGS = frozenset(
     }
 )
 _TAG_NAMES = "|".join(re.escape(t) for t in sorted(BLOCKED_TAGS, key=len, reverse=True))
-# Angle brackets and their look-alikes (fullwidth, small, CJK and mathematical angle brackets,
-# single guillemets), which a model reads as tags all the same.
-_OPEN = "<\uff1c\ufe64\u3008\u27e8\u2039\u2329"
-_CLOSE = ">\uff1e\ufe65\u3009\u27e9\u203a\u232a"
+# Angle brackets and their look-alikes (fullwidth, small, CJK and mathematical angle brackets),
+# which a model reads as tags all the same. Single guillemets (‹ ›) are what the
+# uploads' outlines turn angle brackets into (agents/tools/file_outline.py), so they stay.
+_OPEN = "<\uff1c\ufe64\u3008\u27e8\u2329"
+_CLOSE = ">\uff1e\ufe65\u3009\u27e9\u232a"
 # A blocked name, also as the start of a longer one (`<system_override>`, `<memory-update>`).
 _TAG = re.compile(
     f"[{_OPEN}]\\s*[/\uff0f]?\\s*(?:{_TAG_NAMES})[\\w-]*[^{_OPEN}{_CLOSE}]{{0,200}}[{_CLOSE}]?", re.IGNORECASE
