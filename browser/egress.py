@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
-import socket
 from urllib.parse import urlsplit
+
+from access.addresses import AddressRefused, UnresolvableHost, resolve_public
 
 log = logging.getLogger(__name__)
 
@@ -34,32 +34,22 @@ class Refused(Exception):
 
 
 async def checked_addresses(host: str, port: int, allow_private: bool) -> list[str]:
-    """`host`'s addresses, resolved once, when the policy allows every one.
+    """`host`'s addresses, resolved once, when the policy (`access.addresses`) allows every one.
 
     Raises:
         Refused: a non-public address (unless `allow_private`), or a name that does not resolve.
     """
     host = host.strip("[]")
     try:
-        found = [ipaddress.ip_address(host)]
-    except ValueError:
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            raise Refused(host, f"the name does not resolve ({exc.strerror})") from None
-        found = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
-    if not allow_private:
-        for address in found:
-            checked = address
-            if isinstance(checked, ipaddress.IPv6Address) and checked.ipv4_mapped is not None:
-                checked = checked.ipv4_mapped
-            if not checked.is_global:
-                raise Refused(
-                    host,
-                    f"{checked} is a loopback, private, link-local or otherwise non-public address; "
-                    "the browser opens only public web pages",
-                )
-    return list(dict.fromkeys(str(a) for a in found))
+        return await resolve_public(host, port, allow_private=allow_private)
+    except UnresolvableHost as exc:
+        raise Refused(host, f"the name does not resolve ({exc.detail})") from None
+    except AddressRefused as exc:
+        raise Refused(
+            host,
+            f"{exc.address} is {exc.reason}; the browser opens only public web pages, "
+            "never non-public addresses",
+        ) from None
 
 
 class EgressProxy:
@@ -104,16 +94,19 @@ class EgressProxy:
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         request_line, _, rest = head.partition(b"\r\n")
-        method, target, version = request_line.decode("latin-1").split(" ", 2)
-        if method == "CONNECT":
-            host, _, port_text = target.rpartition(":")
-            port = int(port_text)
-        else:
-            url = urlsplit(target)
-            if url.scheme != "http" or not url.hostname:
-                await _answer(writer, 400, "only absolute http:// URLs are proxied")
-                return
-            host, port = url.hostname, url.port or 80
+        try:
+            method, target, version = request_line.decode("latin-1").split(" ", 2)
+            if method == "CONNECT":
+                host, _, port_text = target.rpartition(":")
+                port = int(port_text)
+            else:
+                url = urlsplit(target)
+                if url.scheme != "http" or not url.hostname:
+                    raise ValueError("not an absolute http:// URL")
+                host, port = url.hostname, url.port or 80
+        except ValueError:  # a malformed request line or port: refused, never a crash
+            await _answer(writer, 400, "only CONNECT host:port and absolute http:// URLs are proxied")
+            return
         try:
             addresses = await checked_addresses(host, port, self.allow_private)
         except Refused as exc:

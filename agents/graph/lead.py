@@ -61,6 +61,7 @@ from agents.graph.middleware.person_budget import PersonBudgetMiddleware
 from agents.graph.middleware.read_before_write import ReadBeforeWriteMiddleware
 from agents.graph.middleware.tool_audit import ToolAuditMiddleware
 from agents.graph.middleware.tool_output import ToolOutputBudgetMiddleware
+from agents.graph.middleware.untrusted import UntrustedContentMiddleware
 from agents.graph.patches import middleware_spans
 from agents.graph.state import ThreadState
 from agents.graph.summarize import MemoryFlush, ThreadSummarizer
@@ -127,6 +128,7 @@ def build_middlewares(
     middlewares.append(LoopDetectionMiddleware())
     if config.guardrails.enabled:
         middlewares.append(GuardrailMiddleware(make_provider(config.guardrails)))
+    middlewares.append(UntrustedContentMiddleware())  # innermost: the model reads what it leaves
     return middlewares
 
 

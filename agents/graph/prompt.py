@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import date
 
+from agents.graph.middleware._untrusted_text import fence, label
 from bus.layout import OUTPUTS, UPLOADS, WORKSPACE
 from skills import Skill
 
@@ -56,8 +57,12 @@ def uploads_section(
     lines = ["<current_uploads>", "The user sent these files with this message; read them before answering:"]
     for name, path, size in uploads:
         shown = f", {size / 1024:.1f} KB" if size >= 0 else ""
-        lines.append(f"- {name} ({path}{shown})")
-        lines += (outlines or {}).get(path, ())
+        # A file's name and its text are the sender's words, not ours: the name a one-line label,
+        # the outline (its headings or first lines) fenced as untrusted content.
+        lines.append(f"- {label(name, 200)} ({label(path, 300)}{shown})")
+        heading, *outline = (outlines or {}).get(path, ()) or ("",)
+        if outline:
+            lines += [heading, fence("\n".join(outline), f"outline of {label(name, 200)}")]
     return "\n".join([*lines, "</current_uploads>"])
 
 

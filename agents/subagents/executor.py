@@ -49,6 +49,7 @@ from agents.graph.middleware.person_budget import PersonBudgetMiddleware
 from agents.graph.middleware.read_before_write import ReadBeforeWriteMiddleware
 from agents.graph.middleware.tool_audit import ToolAuditMiddleware
 from agents.graph.middleware.tool_output import ToolOutputBudgetMiddleware
+from agents.graph.middleware.untrusted import UntrustedContentMiddleware
 from agents.graph.patches import middleware_spans
 from agents.graph.prompt import skills_section
 from agents.graph.state import ThreadState, thread_data
@@ -160,6 +161,7 @@ class SubagentExecutor:
                 if self.config.guardrails.enabled
                 else []
             ),
+            UntrustedContentMiddleware(),  # innermost, as the lead's
         ]
         # As the lead's (agents.graph.lead).
         with middleware_spans("langsmith" in enabled_services(self.config)):

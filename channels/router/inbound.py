@@ -163,7 +163,7 @@ class Router:
             run_id=run_id,
             thread_id=binding.thread_id,
             user_id=binding.user_id,
-            input={"messages": [{"role": "user", "content": text}]},
+            input={"messages": [user_message(message, text)]},
             config={"configurable": configurable},
             context=run_context,
             metadata={"origin": origin.model_dump(exclude_none=True)},
@@ -240,3 +240,12 @@ class Router:
         await self.bus.publish(
             self.bus.subjects.chat_out(message.channel), out, msg_id=f"command:{message.dedupe_id()}"
         )
+
+
+def user_message(message: InboundMessage, text: str) -> dict[str, Any]:
+    """The run's input message. A group chat's is marked as a member's (`antler_sender`, read by the
+    agent's UntrustedContentMiddleware), so the model reads it fenced, its display name as a label."""
+    if message.chat_type != "group":
+        return {"role": "user", "content": text}
+    sender = {"chat_type": "group", "user_id": message.user_id, "name": message.user_name or message.user_id}
+    return {"role": "user", "content": text, "additional_kwargs": {"antler_sender": sender}}

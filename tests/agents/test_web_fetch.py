@@ -4,6 +4,7 @@ readers (Jina Reader, Firecrawl) against local fakes of their APIs."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -207,6 +208,36 @@ async def test_local_and_private_addresses_are_refused_unless_allowed(site: Fake
     assert await direct().ainvoke({"url": url}) == "internal admin page"
 
 
+async def test_with_allowed_domains_only_those_hosts_are_fetched_redirects_included(
+    site: FakeWebsite,
+) -> None:
+    site.page("/page", "an allowed page", "text/plain")
+    secret = site.page("/secret", "internal admin page", "text/plain")
+    site.redirect("/hop", secret)  # to 127.0.0.1, which the list does not name
+    allowed = f"http://localhost:{site.port}"
+    tool = direct(allowed_domains=["localhost"])
+
+    assert await tool.ainvoke({"url": f"{allowed}/page"}) == "an allowed page"
+    refused = await tool.ainvoke({"url": f"{allowed}/hop"})
+    assert refused == (
+        f"Error: will not fetch {secret}: 127.0.0.1 is not on this deployment's list of allowed domains"
+    )
+    assert await tool.ainvoke({"url": secret}) == refused
+    asked = [params["path"] for method, params in site.calls if method == "get"]
+    assert asked == ["/page", "/hop"], "the secret was never asked for"
+
+
+async def test_a_refused_address_is_logged_with_the_run_that_tried_it(
+    site: FakeWebsite, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = site.page("/secret", "internal admin page", "text/plain")
+    with caplog.at_level(logging.WARNING, logger="agents.tools.community._common"):
+        output = await build(provider="http").ainvoke({"url": url}, config={"metadata": {"run_id": "run-7"}})
+    assert output.startswith(f"Error: will not fetch {url}")
+    assert any("run run-7" in r.getMessage() and url in r.getMessage() for r in caplog.records)
+    assert site.calls == [], "nothing was sent"
+
+
 @pytest.mark.parametrize(
     "url",
     [
@@ -252,6 +283,22 @@ async def test_jina_gets_the_key_and_its_answer_is_capped() -> None:
 async def test_jina_failing_to_read_a_page_passes_its_reason_on(jina: FakeJina) -> None:
     output = await build(provider="jina", base_url=jina.base_url).ainvoke({"url": "https://nowhere.invalid/"})
     assert output.startswith("Error: Jina Reader answered HTTP 422: Failed to goto https://nowhere.invalid/")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("http://169.254.169.254/latest/meta-data/", id="metadata"),
+        pytest.param("http://[64:ff9b::a9fe:a9fe]/latest/meta-data/", id="nat64-metadata"),
+        pytest.param("http://[::ffff:10.0.0.1]/admin", id="ipv4-mapped-private"),
+        pytest.param("http://localhost:8080/", id="localhost"),
+    ],
+)
+async def test_a_reader_service_is_never_sent_a_private_or_metadata_address(jina: FakeJina, url: str) -> None:
+    output = await build(provider="jina", base_url=jina.base_url).ainvoke({"url": url})
+    assert output.startswith(f"Error: will not fetch {url}: ")
+    assert "private or local address" in output
+    assert jina.calls == [], "nothing was sent to the reader"
 
 
 # ------------------------------------------------------------------ Firecrawl

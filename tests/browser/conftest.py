@@ -16,7 +16,7 @@ from bus import Bus
 from bus.messages import RunRequest
 from config import AppConfig
 from tests.conftest import running_component, until_answering
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, unfenced
 from tests.fakes.web_pages import WebPages
 from tests.support.browser import CHROMIUM, browser_ready
 
@@ -69,4 +69,5 @@ def ask(thread: str, text: str) -> RunRequest:
 
 
 def tool_results(fake: FakeOpenAI) -> list[str]:
-    return [str(m["content"]) for m in fake.agent_requests[-1]["messages"] if m["role"] == "tool"]
+    """The tool results the model was sent last, read inside their untrusted-content fences."""
+    return [unfenced(str(m["content"])) for m in fake.agent_requests[-1]["messages"] if m["role"] == "tool"]

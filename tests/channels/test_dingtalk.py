@@ -14,7 +14,7 @@ from channels.dingtalk import MAX_PARAM_BYTES, DingTalkAdapter
 from channels.dingtalk import run as run_dingtalk
 from config import AppConfig
 from tests.fakes.dingtalk_server import FakeDingTalk
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.support.adapters import adapter_stack
 
 
@@ -73,7 +73,7 @@ async def test_retries_pings_groups_and_a_dropped_connection(
     await dingtalk.wait(lambda: dingtalk.connections == 2)
     dingtalk.send_robot_message("after the reconnect")
     await dingtalk.wait(lambda: len(dingtalk.replies) == 3)
-    asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+    asked = [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
     assert sorted(asked[:2]) == ["@bot please", "once"]
     assert asked[2:] == ["after the reconnect"]
 
@@ -107,8 +107,10 @@ async def test_a_file_in_a_file_out_and_an_expired_webhook(
     assert media["fileName"] == "plan.md"
     assert dingtalk.uploads[media["mediaId"]] == b"# Plan\n"
     assert not dingtalk.replies, "an expired session webhook is not used"
-    assert "/mnt/user-data/uploads/todo.txt" in fake_model.agent_requests[0]["messages"][-1]["content"]
-    assert fake_model.agent_requests[1]["messages"][-1]["content"] == "- buy milk\n- call mum\n"
+    assert "/mnt/user-data/uploads/todo.txt" in unfenced(
+        fake_model.agent_requests[0]["messages"][-1]["content"]
+    )
+    assert unfenced(fake_model.agent_requests[1]["messages"][-1]["content"]) == "- buy milk\n- call mum\n"
 
 
 async def test_send_too_fast_inside_a_200_is_waited_out_and_the_reply_arrives(
@@ -139,7 +141,7 @@ async def test_malformed_robot_messages_are_acked_and_dead_lettered_with_a_reaso
     assert len(reasons) == 2
     assert "without text" in reasons[0]
     assert "not JSON" in reasons[1]
-    assert [r["messages"][-1]["content"] for r in fake_model.agent_requests] == ["a good one"]
+    assert [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests] == ["a good one"]
 
 
 async def test_a_frame_that_is_not_a_json_object_keeps_the_connection(

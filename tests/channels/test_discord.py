@@ -16,7 +16,7 @@ from channels.discord import run as run_discord
 from config import AppConfig
 from skills import SkillsCatalog
 from tests.fakes.discord_server import BOT_ID, DM_CHANNEL, GENERAL, THREAD, FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.support.adapters import adapter_stack, discord  # noqa: F401  (the fake Discord fixture)
 
 
@@ -59,7 +59,9 @@ async def test_a_dm_is_answered_streamed_by_edits_of_one_message(
     assert all(answer.startswith(text) for text in shown), f"each edit a longer beginning: {shown}"
     assert [len(t) for t in shown] == sorted(len(t) for t in shown), "edits arrive in order"
     assert discord.refused == [], "within Discord's rate limits: never a 429"
-    assert fake_model.agent_requests[0]["messages"][-1]["content"] == "What is the capital of France?"
+    assert (
+        unfenced(fake_model.agent_requests[0]["messages"][-1]["content"]) == "What is the capital of France?"
+    )
 
 
 async def test_a_guild_message_needs_a_mention_and_a_thread_is_its_own_conversation(
@@ -77,7 +79,7 @@ async def test_a_guild_message_needs_a_mention_and_a_thread_is_its_own_conversat
     await _until(discord, lambda: len(discord.bot_messages()) == 2, "the thread was not answered")
     by_channel = {m["channel_id"]: m["content"] for m in discord.bot_messages()}
     assert by_channel == {GENERAL: "In the channel.", THREAD: "In the thread."}
-    asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+    asked = [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
     assert asked == ["help me", "and here"], (
         "the chatter ran nothing; the mention is not part of the question"
     )
@@ -183,10 +185,10 @@ async def test_files_go_both_ways(
     )
     discord.user_message("what was decided?", files={"minutes.txt": b"Decision: ship on Friday."})
     await _until(discord, lambda: any(m["files"] for m in discord.bot_messages()), "no file came back")
-    first = fake_model.agent_requests[0]["messages"][-1]["content"]
+    first = unfenced(fake_model.agent_requests[0]["messages"][-1]["content"])
     assert first.startswith("what was decided?")
     assert "/mnt/user-data/uploads/minutes.txt" in first
-    assert fake_model.agent_requests[1]["messages"][-1]["content"] == "Decision: ship on Friday."
+    assert unfenced(fake_model.agent_requests[1]["messages"][-1]["content"]) == "Decision: ship on Friday."
     messages = discord.bot_messages()
     assert messages[0]["content"] == "The meeting decided to ship; notes attached."
     assert messages[-1]["files"] == {"notes.md": b"# Ship\n"}, "the file follows the answer"

@@ -14,7 +14,7 @@ from channels.feishu import message_text
 from channels.feishu import run as run_feishu
 from config import AppConfig
 from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.support.adapters import adapter_stack
 
 
@@ -55,7 +55,7 @@ async def test_a_private_message_gets_one_card_patched_as_the_answer_streams(
     assert len(set(card_calls)) == 1, "the card and its updates go over one kept connection"
     await feishu.wait(lambda: any(a["message_id"] for a in feishu.acks))
     assert [a["code"] for a in feishu.acks] == [200]
-    assert fake_model.agent_requests[0]["messages"][-1]["content"] == "hello bot"
+    assert unfenced(fake_model.agent_requests[0]["messages"][-1]["content"]) == "hello bot"
 
 
 async def test_groups_answer_mentions_once_in_their_topic(
@@ -70,7 +70,7 @@ async def test_groups_answer_mentions_once_in_their_topic(
     feishu.send_message("and one in private", chat_id="oc_chat1")
     await feishu.wait(lambda: len([c for c, _ in feishu.calls if c == "reply"]) == 2)
     await feishu.wait(lambda: len(feishu.acks) == 5)
-    asked = sorted(r["messages"][-1]["content"] for r in fake_model.agent_requests)
+    asked = sorted(unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests)
     assert asked == ["and one in private", "summarize the plan"], "two chats, answered side by side"
     replies = {p["reply_to"]: p for c, p in feishu.calls if c == "reply"}
     in_topic = replies.pop(mention["event"]["message"]["message_id"])
@@ -103,8 +103,10 @@ async def test_a_file_in_and_a_presented_file_out(
     assert json.loads(file_reply["content"]) == {"file_key": sent[0]["file_key"]}
     downloaded = await feishu.wait_for("resource")
     assert downloaded[0]["type"] == "file"
-    assert "/mnt/user-data/uploads/todo.txt" in fake_model.agent_requests[0]["messages"][-1]["content"]
-    assert fake_model.agent_requests[1]["messages"][-1]["content"] == "- buy milk\n- call mum\n"
+    assert "/mnt/user-data/uploads/todo.txt" in unfenced(
+        fake_model.agent_requests[0]["messages"][-1]["content"]
+    )
+    assert unfenced(fake_model.agent_requests[1]["messages"][-1]["content"]) == "- buy milk\n- call mum\n"
 
 
 async def test_a_picture_in_and_a_presented_picture_out(
@@ -128,7 +130,7 @@ async def test_a_picture_in_and_a_presented_picture_out(
     sent = next(p for c, p in feishu.calls if c == "reply" and p.get("msg_type") == "image")
     assert json.loads(sent["content"]) == {"image_key": uploaded[0]["image_key"]}
     assert (await feishu.wait_for("resource"))[0]["type"] == "image"
-    assert ".png" in fake_model.agent_requests[0]["messages"][-1]["content"]
+    assert ".png" in unfenced(fake_model.agent_requests[0]["messages"][-1]["content"])
 
 
 async def test_the_long_connection_comes_back_after_a_drop(
@@ -138,7 +140,7 @@ async def test_the_long_connection_comes_back_after_a_drop(
     await feishu.wait(lambda: feishu.connections == 2)
     feishu.send_message("after the reconnect")
     await feishu.wait(lambda: bool(feishu.cards()))
-    assert fake_model.agent_requests[0]["messages"][-1]["content"] == "after the reconnect"
+    assert unfenced(fake_model.agent_requests[0]["messages"][-1]["content"]) == "after the reconnect"
 
 
 async def test_an_event_that_cannot_be_read_is_acknowledged_dead_lettered_and_the_next_answered(
@@ -152,7 +154,7 @@ async def test_an_event_that_cannot_be_read_is_acknowledged_dead_lettered_and_th
     assert len(letters) == 1
     assert json.loads(letters[0].data)["event"]["message"]["content"] == "{not json", "the raw event"
     assert "JSONDecodeError" in letters[0].reason
-    assert [r["messages"][-1]["content"] for r in fake_model.agent_requests] == ["are you there?"]
+    assert [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests] == ["are you there?"]
     await feishu.wait(lambda: len(feishu.acks) >= 2)
     assert {a["code"] for a in feishu.acks} == {200}, "acknowledged: Feishu does not send it again"
 

@@ -4,7 +4,7 @@ the runner goes on by itself, the chat sees a short status per step and the fina
 from __future__ import annotations
 
 from config import AppConfig
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Reply, unfenced
 from tests.fakes.telegram_server import FakeTelegram
 
 
@@ -40,7 +40,7 @@ async def test_goal_in_a_chat_sets_it_the_runner_goes_on_and_the_chat_gets_one_f
     await telegram.wait(lambda: showing(telegram, "(goal reached)"))
 
     # The objective went to the agent as the chat's message; the continuation asked for the next step.
-    asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+    asked = [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
     assert asked[0] == "Write a haiku with a title"
     assert "Next step: give it a title" in asked[1]
     # Asking for the goal now: it was reached, so it is cleared (and the answer came before this reply).

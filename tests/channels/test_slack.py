@@ -11,7 +11,7 @@ import pytest_asyncio
 from channels.slack import mrkdwn
 from channels.slack import run as run_slack
 from config import AppConfig
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.fakes.slack_server import BOT_USER, FakeSlack
 from tests.support.adapters import adapter_stack
 
@@ -85,7 +85,7 @@ async def test_a_mention_arriving_twice_gets_one_answer_and_chatter_none(
             break
         await asyncio.sleep(0.05)
     # (Different chats are handled side by side: the two may reach the model in either order.)
-    asked = sorted(r["messages"][-1]["content"] for r in fake_model.agent_requests)
+    asked = sorted(unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests)
     assert asked == ["and one in private", "summarize the plan"]
     posts = {p["channel"]: p.get("thread_ts") for m, p in slack.calls if m == "chat.postMessage"}
     assert posts["C1"] == "1700000001.000200", "a channel answer goes into the mention's thread"
@@ -118,8 +118,10 @@ async def test_a_file_shared_in_a_dm_reaches_the_agent_as_an_upload(
     event.update(subtype="file_share", files=[slack.share_file("todo.txt", b"- buy milk\n- call mum\n")])
     slack.send_event(event)
     await slack.wait_for("chat.postMessage")
-    assert "/mnt/user-data/uploads/todo.txt" in fake_model.agent_requests[0]["messages"][-1]["content"]
-    assert fake_model.agent_requests[1]["messages"][-1]["content"] == "- buy milk\n- call mum\n"
+    assert "/mnt/user-data/uploads/todo.txt" in unfenced(
+        fake_model.agent_requests[0]["messages"][-1]["content"]
+    )
+    assert unfenced(fake_model.agent_requests[1]["messages"][-1]["content"]) == "- buy milk\n- call mum\n"
 
 
 async def test_socket_mode_reconnects_after_the_link_breaks(
@@ -131,7 +133,7 @@ async def test_socket_mode_reconnects_after_the_link_breaks(
     assert len(await slack.wait_for("apps.connections.open", count=2)) == 2, "a fresh URL for the new link"
     slack.send_event(dm("still there?", ts="1700000003.000400"))
     await slack.wait_for("chat.postMessage")
-    assert fake_model.agent_requests[0]["messages"][-1]["content"] == "still there?"
+    assert unfenced(fake_model.agent_requests[0]["messages"][-1]["content"]) == "still there?"
 
 
 async def test_a_slash_command_is_acknowledged_and_answered_like_the_same_text_in_a_dm(

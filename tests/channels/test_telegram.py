@@ -16,7 +16,7 @@ from channels.telegram import render_html, split_message
 from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.conftest import running_component
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.adapters import adapter_stack
 
@@ -137,7 +137,7 @@ async def test_webhook_mode_registers_the_url_and_takes_only_signed_updates(
             signed = await http.post(hook, json=update, headers=signed_header)
             assert signed.status_code == 200
         await telegram.wait_for("sendMessage")
-        asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+        asked = [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
         assert asked == ["hi via webhook"], "only the signed, readable update ran"
         assert telegram.polls == 0, "no long polling in webhook mode"
         letters = await list_dead_letters(bus)
@@ -159,7 +159,7 @@ async def test_a_retried_message_gets_one_answer_and_groups_need_a_mention(
     await telegram.wait_for("sendMessage", count=3)
     answered = [p["chat_id"] for m, p in telegram.calls if m == "sendMessage"]
     assert answered == [42, -100, 42]
-    asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+    asked = [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
     assert asked == ["hello", "help me", "last one"], (
         "the retry and the chatter ran nothing; @antler_bot is not part of the question"
     )
@@ -179,7 +179,7 @@ async def test_a_document_sent_to_the_bot_reaches_the_agent_as_an_upload(
     assert "/mnt/user-data/uploads/minutes.txt" in first
     tool_result = fake_model.agent_requests[1]["messages"][-1]
     assert tool_result["role"] == "tool"
-    assert tool_result["content"] == "Decision: ship on Friday."
+    assert unfenced(tool_result["content"]) == "Decision: ship on Friday."
 
 
 def test_markdown_is_rendered_safely_and_urls_stay_intact() -> None:
@@ -250,7 +250,7 @@ async def test_a_sticker_gets_a_helpful_answer_and_runs_nothing(
     assert "can't read a sticker" in told[0]["text"]
     telegram.send_user_message("and now in words")
     await telegram.wait_for("sendMessage", count=2)
-    asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+    asked = [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
     assert asked == ["and now in words"], "the sticker was not sent to the agent as an empty prompt"
 
 
@@ -270,7 +270,7 @@ async def test_an_anonymous_group_admin_who_mentions_the_bot_is_answered(
     )
     sent = await telegram.wait_for("sendMessage")
     assert sent[0]["chat_id"] == -100
-    assert fake_model.agent_requests[0]["messages"][-1]["content"] == "summarize the week"
+    assert unfenced(fake_model.agent_requests[0]["messages"][-1]["content"]) == "summarize the week"
 
 
 async def test_an_edited_message_is_answered_with_how_to_send_the_change(

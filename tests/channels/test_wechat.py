@@ -15,7 +15,7 @@ import pytest_asyncio
 from bus import Bus, list_dead_letters
 from channels.wechat import run as run_wechat
 from config import AppConfig
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.fakes.wechat_server import TEXT_BYTES, FakeWeChat
 from tests.support.adapters import adapter_stack
 
@@ -54,7 +54,7 @@ async def stack(
 
 
 def asked(fake_model: FakeOpenAI) -> list[str]:
-    return [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+    return [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
 
 
 async def test_the_url_check_echoes_and_a_forged_one_is_refused(wechat: FakeWeChat, stack: AppConfig) -> None:

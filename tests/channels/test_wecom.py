@@ -13,7 +13,7 @@ import pytest_asyncio
 from bus import Bus, list_dead_letters
 from channels.wecom import run as run_wecom
 from config import AppConfig
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.fakes.wecom_server import TEXT_BYTES, FakeWeCom
 from tests.support.adapters import adapter_stack
 
@@ -46,7 +46,7 @@ async def stack(
 
 
 def asked(fake_model: FakeOpenAI) -> list[str]:
-    return [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+    return [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
 
 
 async def test_the_url_check_gets_the_decrypted_echostr_and_a_forged_one_is_refused(

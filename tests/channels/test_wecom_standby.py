@@ -19,7 +19,7 @@ from bus import Bus, decode
 from bus.messages import ComponentReady
 from config import AppConfig
 from tests.channels.conftest import adapter_processes
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, unfenced
 from tests.fakes.wecom_server import FakeWeCom
 from tests.support.adapters import adapter_stack
 
@@ -83,6 +83,6 @@ async def test_the_standby_takes_the_callback_over_and_a_retry_is_still_answered
             assert listener(procs, port) is not active
             await wecom.send_text("last")
             await wecom.wait_for("message/send", count=3, timeout=60)
-            asked = [r["messages"][-1]["content"] for r in fake_model.agent_requests]
+            asked = [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
             assert asked == ["before", "after", "last"], "each message ran once, the retry nothing"
             assert [s["touser"] for s in wecom.sent] == ["zhangsan"] * 3

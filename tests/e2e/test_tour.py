@@ -31,7 +31,7 @@ from langgraph_sdk.client import LangGraphClient
 
 from sandbox.providers import bwrap_works
 from tests.conftest import REPO, finished, run_antler
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.antler_up import AntlerUp
 
@@ -237,7 +237,10 @@ async def test_telegram_a_document_in_an_artifact_out_and_a_malformed_update_dea
     assert documents[0]["document"] == b"herd,size\nnorth,12\n"
     assert documents[0]["document_name"] == "tg-report.csv"
     tool_messages = [
-        text(m["content"]) for r in tour.model.agent_requests for m in r["messages"] if m["role"] == "tool"
+        unfenced(text(m["content"]))
+        for r in tour.model.agent_requests
+        for m in r["messages"]
+        if m["role"] == "tool"
     ]
     assert "TG-DOC: north herd, 12 deer\n" in tool_messages, "the agent read the document sent in Telegram"
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -79,13 +80,27 @@ class Pace:
         return self.first_token + max(0, tokens - 1) * self.interval
 
 
+# Antler fences untrusted content (agents/graph/middleware/untrusted.py); the echo repeats what is
+# inside, as a model reading it would, so a group chat member's "hello" is echoed as "hello".
+_FENCE = re.compile(
+    r'<untrusted-content id="[0-9a-f]+"[^>]*>\n(.*)\n</untrusted-content id="[0-9a-f]+">', re.S
+)
+
+
+def unfenced(text: str) -> str:
+    """`text` with Antler's untrusted-content fences taken off: the words the model reads inside."""
+    return _FENCE.sub(lambda m: m.group(1), text)
+
+
 def _last_text(messages: list[dict[str, Any]], roles: tuple[str, ...] = ("user", "tool")) -> str:
     for message in reversed(messages):
         if message.get("role") in roles:
             content = message.get("content")
             if isinstance(content, list):
-                return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-            return str(content or "")
+                text = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            else:
+                text = str(content or "")
+            return unfenced(text)
     return ""
 
 

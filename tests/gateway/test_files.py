@@ -12,7 +12,7 @@ from bus import Bus
 from bus.files import list_objects, output_key
 from config import AppConfig
 from tests.fakes.documents import docx, pdf
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 
 pytestmark = pytest.mark.asyncio
 
@@ -188,7 +188,7 @@ async def test_a_deleted_threads_files_are_gone_everywhere_and_its_id_starts_emp
         Reply(text="Nothing here."),
     )
     await http.post(f"/threads/{thread}/runs/wait", json=body)
-    assert fake_model.agent_requests[-1]["messages"][-1]["content"].strip() == "end"
+    assert unfenced(fake_model.agent_requests[-1]["messages"][-1]["content"]).strip() == "end"
     assert (await http.get(f"/threads/{thread}/uploads/list")).json()["files"] == []
     names = [i.name for i in await list_objects(await bus.files())]
     runs = (await http.get(f"/threads/{thread}/runs")).json()

@@ -15,7 +15,7 @@ from config import AppConfig
 from config.loader import _build
 from sandbox import SandboxClient
 from tests.conftest import REPO
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.support.runner import ask, running_runner, submit_and_collect
 from tests.support.sandbox import running_broker
 
@@ -59,7 +59,7 @@ async def test_a_5_mb_mcp_result_reaches_the_model_cut_and_is_saved_whole_for_th
 
         (seen,) = sent_tool_results(fake_model.agent_requests[1])
         assert len(seen) < 21_000, "the model got the result within its budget (and a note)"
-        assert seen.startswith("line 0000000 "), "it starts as the result starts"
+        assert unfenced(seen).startswith("line 0000000 "), "it starts as the result starts"
         assert "NEEDLE-IN-THE-MIDDLE" not in seen, "the middle was cut"
         found = re.search(r"saved at (/mnt/user-data/outputs/tool-results/\S+\.txt)", seen)
         assert found, seen[20_000 - 2000 :]

@@ -7,6 +7,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from langchain_core.runnables.config import var_child_runnable_config
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agents.tools.community.errors import WebToolError
@@ -53,12 +54,19 @@ def call_settings(entry: ToolConfig, settings_type: type[S]) -> S:
     return settings_type.model_validate(entry.resolved_extra())
 
 
+def _run_id() -> str:
+    """The run a tool call belongs to (the graph's config metadata), or "-" outside a run."""
+    metadata = (var_child_runnable_config.get() or {}).get("metadata") or {}
+    return str(metadata.get("run_id") or "-")
+
+
 async def guarded(tool_name: str, work: Callable[[], Awaitable[str]]) -> str:
     """`work()`'s answer, or an `Error: ...` line the model can act on; nothing is raised."""
     try:
         return await work()
     except WebToolError as exc:
-        logger.warning("%s: %s", tool_name, exc)
+        # A refusal names the run that tried it (the address policy's log: issue 54).
+        logger.warning("%s (run %s): %s", tool_name, _run_id(), exc)
         return f"Error: {exc}"
     except (MissingEnvError, ValidationError) as exc:
         logger.warning("%s is not set up: %s", tool_name, exc)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import ipaddress
-import socket
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from access.addresses import AddressRefused, UnresolvableHost, resolve_public
 from agents.tools.community._html import Kind, kind_of, media_type, sniff
 from agents.tools.community._http import client, ssl_context
 from agents.tools.community._pinned import CheckedTransport
@@ -52,11 +51,35 @@ def web_url(url: str) -> httpx.URL:
     return parsed
 
 
-async def fetch(url: str, *, timeout_seconds: float, max_bytes: int, allow_private_networks: bool) -> Page:
+def check_domain(url: str, host: str, allowed: list[str] | None) -> None:
+    """Nothing when `allowed` is None or `host` is one of its domains or their subdomains.
+
+    Raises:
+        FetchRefused: the host is not on the allow-list.
+    """
+    if allowed is None:
+        return
+    name = host.strip("[]").rstrip(".").lower()
+    for domain in allowed:
+        domain = domain.strip().rstrip(".").lower()
+        if domain and (name == domain or name.endswith("." + domain)):
+            return
+    raise FetchRefused(url, f"{host} is not on this deployment's list of allowed domains")
+
+
+async def fetch(
+    url: str,
+    *,
+    timeout_seconds: float,
+    max_bytes: int,
+    allow_private_networks: bool,
+    allowed_domains: list[str] | None = None,
+) -> Page:
     """The page at `url`, following redirects.
 
     Raises:
-        FetchRefused: not http(s), a private or local address (unless allowed), or too many redirects.
+        FetchRefused: not http(s), a private or local address (unless allowed), a host (or a
+            redirect's) not in `allowed_domains`, or too many redirects.
         ProviderRefused: the site answered with an HTTP error status.
         ProviderTimeout, ProviderUnreachable: no answer.
     """
@@ -77,6 +100,7 @@ async def fetch(url: str, *, timeout_seconds: float, max_bytes: int, allow_priva
                     async with http.stream("GET", target, headers={"Accept": _ACCEPT}) as response:
                         if response.is_redirect:
                             target = web_url(str(response.url.join(response.headers["location"])))
+                            check_domain(str(target), target.host, allowed_domains)
                             continue
                         if response.status_code >= 400:
                             raise ProviderRefused(
@@ -126,28 +150,20 @@ async def _public_addresses(url: str, host: str, port: int) -> list[str]:
     """`host`'s addresses, resolved once, if every one is public (a connection then uses them).
 
     Raises:
-        FetchRefused: one is loopback, private, link-local or otherwise not public (the runner's
-            own network); a name answering with a mix is refused whole.
+        FetchRefused: one is loopback, private, link-local, a cloud metadata address or an IPv6
+            form carrying one (`access.addresses`); a name answering with a mix is refused whole.
         ProviderUnreachable: the name does not resolve.
     """
     try:
-        found = [ipaddress.ip_address(host.strip("[]"))]
-    except ValueError:
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            raise ProviderUnreachable(host, host, f"cannot resolve the name: {exc.strerror}") from None
-        found = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
-    for address in found:
-        checked = address
-        if isinstance(checked, ipaddress.IPv6Address) and checked.ipv4_mapped is not None:
-            checked = checked.ipv4_mapped
-        if not checked.is_global:
-            raise FetchRefused(
-                url,
-                f"{host} is a private or local address ({checked}); only public web pages can be fetched",
-            )
-    return list(dict.fromkeys(str(a) for a in found))
+        return await resolve_public(host, port)
+    except UnresolvableHost as exc:
+        raise ProviderUnreachable(host, host, f"cannot resolve the name: {exc.detail}") from None
+    except AddressRefused as exc:
+        raise FetchRefused(
+            url,
+            f"{host} is a private or local address ({exc.address}: {exc.reason}); "
+            "only public web pages can be fetched",
+        ) from None
 
 
 def _page_hint(status: int) -> str:

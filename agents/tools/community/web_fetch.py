@@ -18,9 +18,11 @@ from typing import Literal
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
+from access.addresses import literal_address, refusal_reason
 from agents.tools.community import _direct, _readers
 from agents.tools.community._common import ToolSettings, call_settings, cap, check_settings, guarded
 from agents.tools.community._html import describe, html_to_markdown
+from agents.tools.community.errors import FetchRefused
 from agents.tools.from_config import tool_factory
 from config import ToolConfig
 
@@ -35,6 +37,11 @@ class WebFetchSettings(ToolSettings):
     allow_private_networks: bool = Field(
         False, description="http: also fetch loopback, private and link-local addresses."
     )
+    allowed_domains: list[str] | None = Field(
+        None,
+        description="Only these hosts and their subdomains may be fetched (every redirect too); "
+        "unset: any public host.",
+    )
 
 
 class WebFetchArgs(BaseModel):
@@ -43,7 +50,17 @@ class WebFetchArgs(BaseModel):
 
 async def read_page(settings: WebFetchSettings, url: str) -> str:
     """The page at `url` as Markdown (or what it is, when it is not text), cut to `max_chars`."""
-    _direct.web_url(url)  # every provider gets an absolute http(s) URL
+    target = _direct.web_url(url)  # every provider gets an absolute http(s) URL
+    _direct.check_domain(url, target.host, settings.allowed_domains)
+    if settings.provider != "http" and not settings.allow_private_networks:
+        # A reader service resolves the name itself; a literal private or metadata address (or
+        # localhost) is still refused here, as a self-hosted reader would reach it.
+        literal = literal_address(target.host)
+        reason = refusal_reason(literal) if literal is not None else None
+        if reason is not None or target.host.rstrip(".").lower().endswith("localhost"):
+            raise FetchRefused(
+                url, f"{target.host} is a private or local address; only public pages can be read"
+            )
     if settings.provider == "jina":
         text = await _readers.jina(settings, url)
     elif settings.provider == "firecrawl":
@@ -59,6 +76,7 @@ async def _read_directly(settings: WebFetchSettings, url: str) -> str:
         timeout_seconds=settings.timeout_seconds,
         max_bytes=settings.max_bytes,
         allow_private_networks=settings.allow_private_networks,
+        allowed_domains=settings.allowed_domains,
     )
     if page.kind == "binary":
         return describe(page.url, page.mime, page.size)
