@@ -25,6 +25,8 @@ DeerFlow's chain and where each link lives here:
                                             `subagents.max_concurrent` calls of a turn run
 13. loop detection                       -> LoopDetectionMiddleware
     guardrails (DeerFlow's GuardrailMiddleware) -> GuardrailMiddleware (`guardrails.enabled`)
+    tool approvals                       -> ApprovalMiddleware (`approvals.enabled`): a LangGraph
+                                            interrupt, answered by a resume run (agents.graph.approvals)
 14. clarification                        -> `ask_clarification` is a return-direct tool: the run ends
                                             with the question as its last message
 Every link acts inside the model or tool call, so a plain turn is two graph
@@ -46,6 +48,7 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.context import RunContext, RunOptions
+from agents.graph.approvals import ApprovalMiddleware
 from agents.graph.guardrails import GuardrailMiddleware, make_provider
 from agents.graph.middleware import (
     DanglingToolCallMiddleware,
@@ -123,6 +126,8 @@ def build_middlewares(
     middlewares.append(LoopDetectionMiddleware())
     if config.guardrails.enabled:
         middlewares.append(GuardrailMiddleware(make_provider(config.guardrails)))
+    if config.approvals.enabled:  # innermost: a call the guardrails refuse is never asked about
+        middlewares.append(ApprovalMiddleware(config.approvals))
     return middlewares
 
 

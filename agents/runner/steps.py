@@ -14,6 +14,7 @@ from agents.errors import AgentError, ModelConfigError
 from agents.graph.assembly import PromptAssembly
 from agents.graph.lead import AgentCache
 from agents.runner.active_run import ActiveRun, finish_run
+from agents.runner.approvals import announce_approvals
 from agents.runner.endings import ensure_ended
 from agents.runner.graph_input import run_timeout
 from agents.runner.setup import CannotRun, Ready, ready_to_run
@@ -138,6 +139,8 @@ class RunSteps:
                 context=ready.context,
                 stream_mode=translator.graph_modes,
                 subgraphs=request.stream_subgraphs,
+                interrupt_before=request.interrupt_before,
+                interrupt_after=request.interrupt_after,
                 durability="sync",  # a finished step is on disk before the next begins
             ):
                 ns, mode, chunk = part if request.stream_subgraphs else ((), *part)
@@ -178,6 +181,7 @@ class RunSteps:
         values = translator.final_values or {}
         if not values.get("messages"):  # resumed with nothing left to run: the thread's state has them
             values = (await ready.agent.aget_state(ready.graph_config)).values or {}
+        await announce_approvals(run, ready)
         # Goal mode: judged before `end`, which carries the outcome to the chat and the UI.
         goal = await self.goals.after_run(
             run.request, list(values.get("messages") or []), lambda: run.cancel is not None
