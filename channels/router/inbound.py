@@ -26,6 +26,7 @@ from bus.messages import (
     MemoryDocument,
     MultitaskStrategy,
     OutboundMessage,
+    RunCommand,
     RunRecord,
     RunRequest,
     ThreadRecord,
@@ -132,6 +133,8 @@ class Router:
         text = message.text.strip()
         command = slash_command(text)
         run_context: dict[str, Any] = {}
+        resume: Any = None
+        run_id = str(uuid.uuid5(RUN_NAMESPACE, message.dedupe_id()))
         if command is not None:
             answer = await commands.answer(self.commands, message, *command)
             if not isinstance(answer, commands.PassOn):
@@ -139,8 +142,8 @@ class Router:
                 return
             text = answer.text if answer.text is not None else text
             run_context = dict(answer.context or {})
+            resume, run_id = answer.resume, answer.run_id or run_id
         binding = await self.bindings.of(message)
-        run_id = str(uuid.uuid5(RUN_NAMESPACE, message.dedupe_id()))
         uploaded = await self.file_uploads(message, binding)
         if uploaded:
             listing = "\n".join(f"- {path}" for path in uploaded)
@@ -163,7 +166,8 @@ class Router:
             run_id=run_id,
             thread_id=binding.thread_id,
             user_id=binding.user_id,
-            input={"messages": [{"role": "user", "content": text}]},
+            input=None if resume is not None else {"messages": [{"role": "user", "content": text}]},
+            command=RunCommand(resume=resume) if resume is not None else None,
             config={"configurable": configurable},
             context=run_context,
             metadata={"origin": origin.model_dump(exclude_none=True)},

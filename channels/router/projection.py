@@ -93,6 +93,8 @@ class ReplyProjection:
             projection.collect(event.data, event.seq, event.attempt)
         elif event.event == "custom":
             projection.task_event(event.data)
+        elif event.event == "approval":
+            projection.approval(event.data)
         elif event.event == "error":
             data = event.data if isinstance(event.data, dict) else {}
             projection.error = str(data.get("message") or data.get("error") or "unknown error")
@@ -148,6 +150,9 @@ class ReplyProjection:
             )
         elif projection.clarification is not None:
             kind, text = "clarification", projection.clarification
+        elif projection.approvals:  # the run waits for a person's yes: what, and how to answer
+            answer = projection.answer(event.attempt)
+            kind, text = "clarification", "\n\n".join(p for p in (answer, projection.approval_text()) if p)
         else:
             text = projection.answer(event.attempt) or "(no answer)"
             goal = (event.data or {}).get("goal") if isinstance(event.data, dict) else None

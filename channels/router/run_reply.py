@@ -39,6 +39,22 @@ class RunReply:
     sent_text: str = ""
     error: str | None = None
     tasks: dict[str, tuple[str, bool]] = field(default_factory=dict)  # subagent task -> (label, done)
+    approvals: list[dict[str, Any]] = field(default_factory=list)  # tool calls waiting for a yes
+
+    def approval(self, data: Any) -> None:
+        """An `approval` event: a tool call the run stopped at, waiting for a person's answer."""
+        if isinstance(data, dict) and data.get("approval_id"):
+            if all(a.get("approval_id") != data["approval_id"] for a in self.approvals):
+                self.approvals.append(data)
+
+    def approval_text(self) -> str:
+        """The question the chat is asked, with the commands that answer it."""
+        lines = ["I need your approval before I go on:"]
+        for request in self.approvals:
+            ident = request["approval_id"]
+            what = request.get("description") or request.get("tool") or "a tool call"
+            lines.append(f"- {what}\n  /approve {ident} or /deny {ident} <reason>")
+        return "\n".join(lines)
 
     def answer(self, attempt: int | None = None) -> str:
         """The latest assistant text; with `attempt`, the latest that delivery of the run streamed.
