@@ -27,6 +27,8 @@ DeerFlow's chain and where each link lives here:
     guardrails (DeerFlow's GuardrailMiddleware) -> GuardrailMiddleware (`guardrails.enabled`)
     tool approvals                       -> ApprovalMiddleware (`approvals.enabled`): a LangGraph
                                             interrupt, answered by a resume run (agents.graph.approvals)
+    steering                             -> SteeringMiddleware: messages a `steer` run handed over,
+                                            added before the next model call
 14. clarification                        -> `ask_clarification` is a return-direct tool: the run ends
                                             with the question as its last message
 Every link acts inside the model or tool call, so a plain turn is two graph
@@ -61,6 +63,7 @@ from agents.graph.middleware import (
     ViewImageMiddleware,
 )
 from agents.graph.middleware.read_before_write import ReadBeforeWriteMiddleware
+from agents.graph.middleware.steering import SteeringMiddleware
 from agents.graph.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.graph.patches import middleware_spans
 from agents.graph.state import ThreadState
@@ -102,6 +105,7 @@ def build_middlewares(
         middlewares.append(ThreadSummarizer(config, model, options.model_name, flush, calls))
     middlewares += [
         RunPromptMiddleware(),
+        SteeringMiddleware(),  # messages sent while the run works, before its next model call
         *([ToolOutputBudgetMiddleware(budget, files)] if budget.enabled else []),
         *([ReadBeforeWriteMiddleware(files)] if files is not None else []),
         *([DeferredToolsMiddleware(deferred)] if deferred else []),

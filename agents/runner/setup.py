@@ -107,5 +107,6 @@ async def ready_to_run(
         tool_group_of=tool_group_of,
         tool_filter=setup.tool_filter,
         origin=request.origin,
+        steering=run.steering,
     )
     return Ready(agent, options, graph, graph_input, context, translator, configurable)
