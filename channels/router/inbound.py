@@ -172,7 +172,10 @@ class Router:
             context=run_context,
             metadata={"origin": origin.model_dump(exclude_none=True)},
             stream_mode=["messages-tuple", "custom"],  # custom: subagents' progress
-            multitask_strategy=MultitaskStrategy.ENQUEUE,
+            # An answer to an approval waits for nothing to steer: it resumes the thread in turn.
+            multitask_strategy=MultitaskStrategy.ENQUEUE
+            if resume is not None
+            else MultitaskStrategy(self.config.channels.multitask_strategy),
             origin=origin,
         )
         if not self.order.knows(binding.thread_id):  # a chat taken over: after its last owner's runs

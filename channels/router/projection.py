@@ -32,6 +32,7 @@ from config import AppConfig
 
 log = logging.getLogger(__name__)
 
+STEERED_NOTE = "Got it: I am taking that into the answer I am working on."
 FINAL_RETRY = 1.0  # seconds before a final that waits for an earlier one is looked at again
 
 
@@ -95,12 +96,17 @@ class ReplyProjection:
             projection.task_event(event.data)
         elif event.event == "approval":
             projection.approval(event.data)
+        elif event.event == "steered" and isinstance(event.data, dict):
+            projection.steered_into = str(event.data.get("run_id") or "") or None
         elif event.event == "error":
             data = event.data if isinstance(event.data, dict) else {}
             projection.error = str(data.get("message") or data.get("error") or "unknown error")
 
     async def on_event(self, event: RunEvent, delivery: Delivery) -> None:
-        if event.event == "end" and self.finals.must_wait(event.thread_id, event.run_id):
+        steered = self._projections.get(event.run_id)
+        if steered is not None and steered.steered_into:
+            pass  # a steering message's note goes out at once, not after the answer it joined
+        elif event.event == "end" and self.finals.must_wait(event.thread_id, event.run_id):
             # Not holding the thread's turn: its earlier run's `end` (behind it) goes first.
             raise Defer(FINAL_RETRY)
         if event.run_id in self._finished:
@@ -148,6 +154,8 @@ class ReplyProjection:
             text = (
                 "I stopped before finishing." if status == "interrupted" else "That took too long; I stopped."
             )
+        elif projection.steered_into:  # its message joined the running answer, which says the rest
+            kind, text = "command", STEERED_NOTE
         elif projection.clarification is not None:
             kind, text = "clarification", projection.clarification
         elif projection.approvals:  # the run waits for a person's yes: what, and how to answer

@@ -1,16 +1,20 @@
-"""Approvals from a chat: the request shown with `/approve` and `/deny`, answered where people are."""
+"""Approvals and steering from a chat: the request shown with `/approve` and `/deny`, answered where
+people are; a message sent while the answer is written joins it."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
+from tests.support.adapters import adapter_stack
 
 
 @pytest.fixture(autouse=True)
@@ -69,3 +73,30 @@ async def test_a_bash_call_denied_from_telegram_is_not_run_and_the_model_reads_w
     assert "from-the-chat" not in str(
         [m for m in fake_model.agent_requests[-1]["messages"] if m["role"] == "tool"]
     )
+
+
+async def test_a_message_sent_while_the_answer_is_written_steers_it(
+    telegram: FakeTelegram,
+    fake_model: FakeOpenAI,
+    nats_url: str,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+) -> None:
+    gate = asyncio.Event()
+    fake_model.script(
+        Reply(text="A haiku, in English.", hold=gate, when="write a haiku"),
+        Reply(text="Un haïku, en français.", when="in French please"),
+    )
+    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
+    steer = {"multitask_strategy": "steer"}
+    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram, steer):
+        telegram.send_user_message("write a haiku")
+        await fake_model.wait_until(lambda: fake_model.holding == 1)
+        telegram.send_user_message("in French please")
+        await sent_text(telegram, "Got it: I am taking that into the answer")
+        gate.set()
+        await sent_text(telegram, "Un haïku, en français.")
+    # One run: its next model call had the message sent meanwhile, after its first answer.
+    [_, second] = fake_model.agent_requests
+    assert second["messages"][-1] == {"role": "user", "content": "in French please"}
+    assert second["messages"][-2]["content"] == "A haiku, in English."

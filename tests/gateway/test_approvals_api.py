@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -69,3 +70,32 @@ async def test_interrupt_before_stops_at_the_node_and_a_run_without_input_contin
     values: Any = await ana.runs.wait(thread["thread_id"], "lead_agent", input=None)
     assert len(tool_messages(values)) == 1
     assert values["messages"][-1]["content"] == "Continued after the stop."
+
+
+async def test_a_run_sent_with_the_steer_strategy_joins_the_running_run(
+    ana: LangGraphClient, fake_model: FakeOpenAI
+) -> None:
+    gate = asyncio.Event()
+    fake_model.script(
+        Reply(text="Counting to three.", hold=gate, when="count for me"),
+        Reply(text="Counting to five instead.", when="make it five"),
+    )
+    thread = await ana.threads.create()
+    running = await ana.runs.create(thread["thread_id"], "lead_agent", input=said("count for me"))
+    await fake_model.wait_until(lambda: fake_model.holding == 1)
+    steer = await ana.runs.create(
+        thread["thread_id"],
+        "lead_agent",
+        input=said("make it five"),
+        multitask_strategy="steer",  # type: ignore[arg-type]  (the SDK's Literal predates it)
+    )
+    await ana.runs.join(thread["thread_id"], steer["run_id"])
+    assert (await ana.runs.get(thread["thread_id"], steer["run_id"]))["status"] == "success"
+    gate.set()
+    values: Any = await ana.runs.join(thread["thread_id"], running["run_id"])
+    assert [m["content"] for m in values["messages"]] == [
+        "count for me",
+        "Counting to three.",
+        "make it five",
+        "Counting to five instead.",
+    ]
