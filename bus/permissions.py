@@ -73,6 +73,7 @@ RIGHTS: dict[str, Rights] = {
             "subagents.submit",
             "subagents.cancel.*",
             "audit.>",  # runs started, tool calls, refusals (access.audit)
+            "sched.def.*",  # an approval request's expiry, fired by the server (agents.runner.approvals)
         ),
         subscribe=("runs.ctl.*", "subagents.progress.*"),
         kv_write=("threads", "runs", "thread_runs", "settings", "agents", "model_slots"),

@@ -104,6 +104,7 @@ from bus.messages.sandbox import (
     WriteFileRequest,
 )
 from bus.messages.schedules import (
+    ApprovalExpiry,
     ScheduleAction,
     ScheduleChange,
     ScheduleCreate,
@@ -219,6 +220,7 @@ __all__ = [
     "LEAD_AGENT",
     "MAX_OBJECTIVE_CHARS",
     "AgentDefinition",
+    "ApprovalExpiry",
     "ChatBinding",
     "ChatOrigin",
     "ChatTurn",

@@ -9,11 +9,14 @@ import pytest
 
 from agents.graph.approvals import ApprovalPolicy, decision_of
 from bus import Bus
+from bus.approvals import answer_run_id
 from bus.messages import RunCommand, RunRequest
+from bus.runs import collect_run
 from config import AppConfig, ApprovalsConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.sandbox.conftest import running_broker
 from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.schedules import running_scheduler
 
 BASH_ASKS = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask", "unless_command": [r"ls\b"]}]}
 
@@ -122,3 +125,28 @@ async def test_a_denied_call_is_not_run_and_the_model_reads_why(
     # An answer that comes again finds nothing waiting: applied once.
     assert again[-1].data["status"] == "error"
     assert any("nothing on thread t-deny waits" in str(e.data) for e in again if e.event == "error")
+
+
+@pytest.mark.asyncio
+async def test_an_unanswered_request_expires_into_a_denial_the_model_reads(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    nats_url: str,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+) -> None:
+    config_data["approvals"] = {**BASH_ASKS, "timeout_seconds": 1}
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo too-late"})], when="expire me"),
+        Reply(text="Nobody said yes, so I did not run it.", when="in time"),
+    )
+    config = app_config()
+    async with running_runner(nats_url, config), running_scheduler(nats_url, config):
+        first = await submit_and_collect(bus, ask("t-expire", "expire me"))
+        [request] = approvals(first)
+        # Fired by the server when the time is up: the request's one answer run, a denial.
+        expired = await collect_run(bus, answer_run_id("t-expire", request["approval_id"]), timeout=30)
+    [result] = [m for m in messages(expired) if m["type"] == "tool"]
+    assert result["status"] == "error"
+    assert "nobody answered the approval request in time" in result["content"]
+    assert messages(expired)[-1]["content"] == "Nobody said yes, so I did not run it."

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from typing import Any
 
+from bus.approvals import answer_run_id
 from bus.messages import InboundMessage, ThreadStateReply, ThreadStateRequest
 from bus.service import ServiceError, call
 from channels.router.commands.context import Answer, CommandContext, PassOn
@@ -20,12 +20,6 @@ from channels.router.commands.context import Answer, CommandContext, PassOn
 log = logging.getLogger(__name__)
 
 TIMEOUT = 15.0
-ANSWER_NAMESPACE = uuid.UUID("5f0c7e4e-53a1-4d5e-9a3b-0b7a9d6c2e11")  # resume runs' ids, by request
-
-
-def answer_run_id(thread_id: str, approval_id: str) -> str:
-    """The resume run of an approval request: one, whoever answers and however often."""
-    return str(uuid.uuid5(ANSWER_NAMESPACE, f"{thread_id}:{approval_id}"))
 
 
 async def waiting(ctx: CommandContext, thread_id: str, user_id: str) -> list[dict[str, Any]]:
