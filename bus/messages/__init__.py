@@ -32,6 +32,7 @@ from bus.messages.base import (
     utcnow,
 )
 from bus.messages.chat import (
+    ChatButton,
     InboundMessage,
     OutboundMessage,
 )
@@ -222,6 +223,7 @@ __all__ = [
     "AgentDefinition",
     "ApprovalExpiry",
     "ChatBinding",
+    "ChatButton",
     "ChatOrigin",
     "ChatTurn",
     "ComponentHealth",

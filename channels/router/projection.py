@@ -22,7 +22,7 @@ from nats.js.api import DeliverPolicy
 from bus import Bus, Consumer, Defer, Delivery
 from bus.files import output_key
 from bus.layout import output_relative
-from bus.messages import ChatOrigin, FileRef, OutboundMessage, RunEvent, RunRecord
+from bus.messages import ChatButton, ChatOrigin, FileRef, OutboundMessage, RunEvent, RunRecord
 from bus.records import RecordStore
 from bus.runs import follow_run
 from channels.router.commands.goal import reply_for as goal_reply
@@ -146,6 +146,7 @@ class ReplyProjection:
         status = (event.data or {}).get("status") if isinstance(event.data, dict) else None
         kind: str = "final"
         files: list[FileRef] = []
+        buttons: list[ChatButton] = []
         if projection.error is not None or status == "error":
             kind = "error"
             text = f"Sorry, I could not finish that: {projection.error or 'the run failed'}"
@@ -161,6 +162,7 @@ class ReplyProjection:
         elif projection.approvals:  # the run waits for a person's yes: what, and how to answer
             answer = projection.answer(event.attempt)
             kind, text = "clarification", "\n\n".join(p for p in (answer, projection.approval_text()) if p)
+            buttons = projection.approval_buttons()
         else:
             text = projection.answer(event.attempt) or "(no answer)"
             goal = (event.data or {}).get("goal") if isinstance(event.data, dict) else None
@@ -176,7 +178,9 @@ class ReplyProjection:
                 for path in projection.files
             ]
         projection.seq += 1
-        await self._send(event.run_id, projection, kind, text, msg_id=f"reply:{event.run_id}", files=files)
+        await self._send(
+            event.run_id, projection, kind, text, msg_id=f"reply:{event.run_id}", files=files, buttons=buttons
+        )
         # Only once it is out: a final whose send failed (or was given up in an outage) is still due,
         # and its `end` comes again; the thread's next final, arriving meanwhile, waits for it.
         self.finals.sent(projection.thread_id, event.run_id)
@@ -190,6 +194,7 @@ class ReplyProjection:
         *,
         msg_id: str | None,
         files: list[FileRef] | None = None,
+        buttons: list[ChatButton] | None = None,
     ) -> None:
         origin = projection.origin
         out = OutboundMessage(
@@ -204,6 +209,7 @@ class ReplyProjection:
             seq=projection.seq,
             files=files or [],
             metadata=origin.platform,
+            buttons=buttons or [],
         )
         await self.bus.publish(self.bus.subjects.chat_out(origin.channel), out, msg_id=msg_id)
 

@@ -4,6 +4,7 @@ people are; a message sent while the answer is written joins it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +41,10 @@ async def sent_text(telegram: FakeTelegram, pattern: str, timeout: float = 20.0)
                 await _next_call(telegram)
     except TimeoutError:
         raise AssertionError(f"nothing sent matches {pattern!r}; sent: {texts}") from None
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
 
 
 async def _next_call(telegram: FakeTelegram) -> None:
@@ -100,3 +105,25 @@ async def test_a_message_sent_while_the_answer_is_written_steers_it(
     [_, second] = fake_model.agent_requests
     assert second["messages"][-1] == {"role": "user", "content": "in French please"}
     assert second["messages"][-2]["content"] == "A haiku, in English."
+
+
+async def test_a_bash_call_is_approved_with_telegrams_button(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
+) -> None:
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo pressed-approve"})]),
+        Reply(text="Ran it: pressed-approve.", when="pressed-approve"),
+    )
+    telegram.send_user_message("run it when I say so")
+    await sent_text(telegram, r"/approve ap[0-9a-f]+")
+    [keyboard] = [_json(p["reply_markup"]) for m, p in telegram.calls if m in SENDS and p.get("reply_markup")]
+    approve, deny = keyboard["inline_keyboard"][0]
+    assert approve["text"] == "Approve bash"
+    assert deny["callback_data"].startswith("/deny ap")
+
+    telegram.press_button(approve["callback_data"])
+    [acknowledged] = await telegram.wait_for("answerCallbackQuery")
+    assert acknowledged["text"] == f"Sent: {approve['callback_data']}"
+    await sent_text(telegram, "Ran it: pressed-approve.")
+    tool_result = fake_model.agent_requests[-1]["messages"][-1]
+    assert "pressed-approve" in tool_result["content"]
