@@ -20,6 +20,9 @@ class ApprovalRule(Section):
         "(`write_*`)."
     )
     action: ApprovalAction = Field("ask", description="run: unasked; ask: wait for a person's yes; refuse.")
+    roles: list[str] | None = Field(
+        None, description="Only for people of these roles (`access.roles`); null: for everyone."
+    )
     unless_command: list[str] = Field(
         default_factory=list,
         description="Regular expressions: a bash call whose command matches one runs unasked "

@@ -60,10 +60,14 @@ class ApprovalPolicy:
         self.config = config
         self._rules = [(rule, [re.compile(p) for p in rule.unless_command]) for rule in config.rules]
 
-    def action(self, name: str, args: dict[str, Any], mcp_server: str | None = None) -> str:
-        """run, ask or refuse, for a call of tool `name` with `args`."""
+    def action(
+        self, name: str, args: dict[str, Any], mcp_server: str | None = None, role: str | None = None
+    ) -> str:
+        """run, ask or refuse, for a call of tool `name` with `args` by a person of `role`."""
         for rule, unless in self._rules:
             if not _matches(rule, name, mcp_server):
+                continue
+            if rule.roles is not None and role not in rule.roles:
                 continue
             command = args.get("command")
             if unless and isinstance(command, str) and any(p.match(command.strip()) for p in unless):
@@ -119,12 +123,13 @@ class ApprovalMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         call = request.tool_call
         args = dict(call.get("args") or {})
         metadata = getattr(request.tool, "metadata", None) or {}
-        action = self.policy.action(call["name"], args, metadata.get("mcp_server"))
+        context = request.runtime.context if request.runtime is not None else None
+        role = getattr(context, "role", None)
+        action = self.policy.action(call["name"], args, metadata.get("mcp_server"), role)
         if action == "run":
             return await handler(request)
         if action == "refuse":
             return _not_run(call, f"the tool {call['name']} is not allowed here")
-        context = request.runtime.context if request.runtime is not None else None
         thread_id = str(getattr(context, "thread_id", ""))
         owner = str(getattr(context, "user_id", "default"))
         ident = approval_id(thread_id, str(call["id"]))

@@ -51,6 +51,13 @@ def test_the_first_matching_rule_decides(tool: str, args: dict[str, Any], action
     assert ApprovalPolicy(config).action(tool, args) == action
 
 
+def test_a_rule_with_roles_is_only_for_people_of_those_roles() -> None:
+    rules = [{"tools": ["bash"], "roles": ["member"]}, {"tools": ["bash"], "action": "run"}]
+    policy = ApprovalPolicy(ApprovalsConfig.model_validate({"rules": rules}))
+    assert policy.action("bash", {"command": "make"}, role="member") == "ask"
+    assert policy.action("bash", {"command": "make"}, role="admin") == "run"
+
+
 def test_mcp_rules_match_the_tools_server() -> None:
     policy = ApprovalPolicy(ApprovalsConfig.model_validate({"rules": [{"tools": ["mcp:github"]}]}))
     assert policy.action("create_issue", {}, mcp_server="github") == "ask"
