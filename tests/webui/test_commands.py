@@ -61,6 +61,8 @@ async def test_every_command_help_lists_is_answered_here_and_none_reaches_the_mo
         "/goal": "No active goal",
         "/compact": "Nothing to compact",
         "/schedules": "no scheduled tasks",
+        "/approve": "Nothing waits for your approval here",
+        "/deny": "Nothing waits for your approval here",
     }
     for typed, answer in answers.items():
         await command(page, typed)
