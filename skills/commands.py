@@ -22,7 +22,7 @@ CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("unschedule", "remove a scheduled task: /unschedule <number>"),
     ("connect", "a code to enter in the web UI: this chat becomes your account (memory, role, threads)"),
     ("bootstrap", "create a custom agent here: /bootstrap <name> [what it should do]"),
-    ("approve", "let a tool call that waits for your yes run: /approve <id>"),
+    ("approve", "let a tool call that waits for your yes run: /approve <id> [always]"),
     ("deny", "refuse a tool call that waits for your yes: /deny <id> [reason]"),
     ("help", "this help"),
 )

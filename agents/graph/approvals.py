@@ -39,13 +39,14 @@ from config import ApprovalRule, ApprovalsConfig
 log = logging.getLogger(__name__)
 
 APPROVAL = "approval_request"  # the interrupt value's `type`
-APPROVE_WORDS = frozenset({"approve", "approved", "accept", "yes", "y", "ok", "allow", "true"})
+APPROVE_WORDS = frozenset({"approve", "approved", "accept", "yes", "y", "ok", "allow", "true", "always"})
 
 
 @dataclass(frozen=True)
 class Decision:
     approved: bool
     reason: str = ""
+    always: bool = False  # approved for the rest of the thread: the tool asks no more there
 
 
 def approval_id(thread_id: str, tool_call_id: str) -> str:
@@ -96,14 +97,21 @@ def decision_of(answer: Any) -> Decision:
     if isinstance(answer, bool):
         return Decision(answer)
     if isinstance(answer, str):
-        word, _, rest = answer.strip().partition(" ")
-        return Decision(word.lower() in APPROVE_WORDS, rest.strip() if word.lower() in ("deny", "no") else "")
+        word, _, rest = answer.strip().lower().partition(" ")
+        approved = word in APPROVE_WORDS
+        always = approved and "always" in (word, rest.strip())
+        return Decision(
+            approved, answer.strip().partition(" ")[2].strip() if word in ("deny", "no") else "", always
+        )
     if isinstance(answer, dict):
+        always = bool(answer.get("always")) or str(answer.get("decision", "")).lower() == "always"
         if "approved" in answer:
-            return Decision(bool(answer["approved"]), str(answer.get("reason") or ""))
+            approved = bool(answer["approved"])
+            return Decision(approved, str(answer.get("reason") or ""), approved and always)
         kind = answer.get("decision", answer.get("type", answer.get("action")))
         reason = answer.get("reason") or (answer.get("args") if answer.get("type") == "response" else "")
-        return Decision(str(kind).lower() in APPROVE_WORDS, str(reason or ""))
+        approved = str(kind).lower() in APPROVE_WORDS
+        return Decision(approved, str(reason or ""), approved and always)
     return Decision(False, "" if answer is None else str(answer))
 
 
@@ -126,6 +134,8 @@ class ApprovalMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         context = request.runtime.context if request.runtime is not None else None
         role = getattr(context, "role", None)
         action = self.policy.action(call["name"], args, metadata.get("mcp_server"), role)
+        if action == "ask" and call["name"] in ((request.state or {}).get("approved_tools") or []):
+            action = "run"  # approved "always" earlier in this thread
         if action == "run":
             return await handler(request)
         if action == "refuse":
@@ -153,7 +163,10 @@ class ApprovalMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         decision = _expired(answer) or decision_of(answer)
         log.info("approval %s of %s: %s", ident, call["name"], "approved" if decision.approved else "denied")
         if decision.approved:
-            return await handler(request)
+            result = await handler(request)
+            if decision.always and isinstance(result, ToolMessage):  # remembered in the thread's state
+                return Command(update={"messages": [result], "approved_tools": [call["name"]]})
+            return result
         why = f": {decision.reason}" if decision.reason else ""
         return _not_run(call, f"the user denied this call{why}")
 

@@ -73,6 +73,8 @@ def test_mcp_rules_match_the_tools_server() -> None:
         ({"type": "ignore"}, False),
         (True, True),
         ("whatever", False),
+        ("always", True),
+        ({"decision": "always"}, True),
     ],
 )
 def test_answers_in_the_shapes_clients_send(answer: Any, approved: bool) -> None:
@@ -194,3 +196,27 @@ async def test_a_runner_sigkilled_while_the_approval_waits_loses_nothing_and_the
     assert messages(answered)[-1]["content"] == "Counted, once."
     assert calls.read_text().splitlines() == ["once"]
     assert asked["tool"] == "count_calls"
+
+
+@pytest.mark.asyncio
+async def test_approved_always_the_tool_asks_no_more_in_that_thread(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    nats_url: str,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+) -> None:
+    config_data["approvals"] = BASH_ASKS
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo first-time"})], when="first"),
+        Reply(text="Done once.", when="first-time"),
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo second-time"})], when="again"),
+        Reply(text="Done again, unasked.", when="second-time"),
+    )
+    config = app_config()
+    async with running_runner(nats_url, config), running_broker(nats_url, config):
+        await submit_and_collect(bus, ask("t-always", "first"))
+        await submit_and_collect(bus, resume("t-always", "approve always"))
+        again = await submit_and_collect(bus, ask("t-always", "again"))
+    assert not approvals(again)
+    assert messages(again)[-1]["content"] == "Done again, unasked."

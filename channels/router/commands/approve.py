@@ -1,4 +1,5 @@
-"""`/approve <id>` and `/deny <id> [reason]`: answer a tool call waiting for a person's yes.
+"""`/approve <id> [always]` and `/deny <id> [reason]`: answer a tool call waiting for a person's yes
+(`always`: that tool asks no more in this conversation).
 
 The request is found in the chat's thread (its pending interrupts, through the runners' `threads.state`):
 an id that waits for nothing there is said so; in a chat, only the person whose message made the run
@@ -53,14 +54,15 @@ async def handle(ctx: CommandContext, message: InboundMessage, name: str, argume
     if asker and asker != message.user_id:
         return f"Only the person who asked for this may answer approval {ident}."
     expired = time.time() > float(found.get("expires_at") or float("inf"))
+    always = approve and reason.strip().lower() == "always"  # `/approve <id> always`: for this chat
     resume: dict[str, Any] = {
         "approval_id": ident,
-        "decision": "approve" if approve and not expired else "deny",
+        "decision": ("always" if always else "approve") if approve and not expired else "deny",
         "by": message.user_id,
     }
     if expired:
         resume["expired"] = True
-    elif reason.strip():
+    elif reason.strip() and not always:
         resume["reason"] = reason.strip()
     log.info("approval %s on thread %s: %s from a chat", ident, binding.thread_id, resume["decision"])
     return PassOn(resume=resume, run_id=answer_run_id(binding.thread_id, ident))
