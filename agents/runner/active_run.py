@@ -47,6 +47,7 @@ class ActiveRun:
     # while `steerable` (the stream runs and will look at them again).
     steering: list[dict[str, Any]] = field(default_factory=list)
     steerable: bool = False
+    waiting: bool = False  # it ended waiting for a person (an approval): the thread is `interrupted`
 
     def steer(self, messages: list[dict[str, Any]]) -> bool:
         """Take messages into the running turn; False when the run will make no model call any more."""
@@ -143,7 +144,9 @@ async def finish_run(
     # release by a superseded delivery changes nothing (the thread records the delivery holding it).
     await asyncio.gather(
         runs.update(request.run_id, ended, known=known),
-        claims.release(request, status, title, used, run.model_name(config), subagent_tokens),
+        claims.release(
+            request, status, title, used, run.model_name(config), subagent_tokens, waiting=run.waiting
+        ),
         keep_journal,
     )
     if superseded:

@@ -40,6 +40,7 @@ async def pending_approvals(agent: Any, thread_id: str) -> list[dict[str, Any]]:
 async def announce_approvals(run: ActiveRun, ready: Ready) -> None:
     """Publish an `approval` event for each request the run stopped at."""
     for request in await pending_approvals(ready.agent, run.thread_id):
+        run.waiting = True
         log.info(
             "run %s on thread %s waits for approval %s (%s)",
             run.run_id,

@@ -42,6 +42,7 @@ async def test_a_bash_call_is_approved_with_the_sdks_command_resume(
     state = await ana.threads.get_state(thread["thread_id"])
     [waiting] = state["interrupts"]
     assert waiting["value"]["approval_id"] == asked["approval_id"]  # what a web UI shows with its buttons
+    assert (await ana.threads.get(thread["thread_id"]))["status"] == "interrupted"
 
     values: Any = await ana.runs.wait(
         thread["thread_id"], "lead_agent", command={"resume": {"decision": "approve"}}
@@ -51,6 +52,7 @@ async def test_a_bash_call_is_approved_with_the_sdks_command_resume(
     assert ran.get("status") != "error"
     assert values["messages"][-1]["content"] == "Done: it printed via-http."
     assert not (await ana.threads.get_state(thread["thread_id"]))["interrupts"]
+    assert (await ana.threads.get(thread["thread_id"]))["status"] == "idle"
 
 
 async def test_interrupt_before_stops_at_the_node_and_a_run_without_input_continues(
