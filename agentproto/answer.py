@@ -29,7 +29,8 @@ TASK_EVENTS = frozenset({"task_started", "task_completed", "task_failed", "task_
 
 @dataclass
 class Outcome:
-    """How a run ended, for the caller: `kind` is `answer`, `question` or `error`."""
+    """How a run ended, for the caller: `kind` is `answer`, `question`, `approval` (a tool call
+    waits for the caller's yes) or `error`."""
 
     kind: str
     text: str = ""
@@ -51,6 +52,7 @@ class RunAnswer:
     files: list[str] = field(default_factory=list)
     error: str | None = None
     status: str | None = None  # the `end` event's status
+    approvals: list[dict[str, Any]] = field(default_factory=list)  # tool calls waiting for a yes
 
     def take(self, event: RunEvent) -> list[ResponseChunk | StatusChunk]:
         if event.event == "messages":
@@ -60,6 +62,8 @@ class RunAnswer:
         if event.event == "error":
             data = event.data if isinstance(event.data, dict) else {}
             self.error = str(data.get("message") or data.get("error") or "the run failed")
+        elif event.event == "approval" and isinstance(event.data, dict):
+            self.approvals.append(event.data)
         elif event.event == "end":
             self.status = event.data.get("status") if isinstance(event.data, dict) else None
         return []
@@ -72,6 +76,9 @@ class RunAnswer:
                            else "the run took too long and was stopped")  # fmt: skip
         if self.question is not None:
             return Outcome("question", self.question)
+        if self.approvals:
+            what = "; ".join(str(a.get("description") or a.get("tool")) for a in self.approvals)
+            return Outcome("approval", f"May I run {what}? Answer approve, or deny with a reason.")
         return Outcome("answer", files=list(self.files))
 
     def _message(self, data: Any, attempt: int) -> list[ResponseChunk | StatusChunk]:

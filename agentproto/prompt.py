@@ -46,6 +46,7 @@ from bus.files import output_key, safe_filename, upload_key
 from bus.layout import output_relative, upload_path
 from bus.messages import (
     MultitaskStrategy,
+    RunCommand,
     RunRequest,
     ThreadCreateReply,
     ThreadCreateRequest,
@@ -162,22 +163,25 @@ class PromptStream:
         await self.host.ensure_thread(self.target)
         text = await self._with_uploads(envelope)
         request_id = (self.msg.headers or {}).get(MSG_ID)
+        answer = await self._run(text, request_id)
         while True:
-            answer = await self._run(text, request_id)
             outcome = answer.outcome()
             if outcome.kind == "error":
                 raise Refused(500, outcome.text)
-            if outcome.kind == "question":
-                reply = await self._ask(outcome.text)
-                if reply is None:
-                    await self._chunk(ResponseChunk(text=f"\n\n{outcome.text}\n(no answer came; ask again)"))
-                    return
-                text, request_id = await self._with_uploads(reply), None
-                continue
-            await self._send_files(outcome.files)
-            return
+            if outcome.kind not in ("question", "approval"):
+                await self._send_files(outcome.files)
+                return
+            reply = await self._ask(outcome.text)
+            if reply is None:  # an approval's expiry denies it later (agents.runner.approvals)
+                await self._chunk(ResponseChunk(text=f"\n\n{outcome.text}\n(no answer came; ask again)"))
+                return
+            if outcome.kind == "question":  # the answer is the conversation's next message
+                answer = await self._run(await self._with_uploads(reply), None)
+            else:  # a tool call waits for a yes: the answer resumes it
+                answer = await self._run("", None, resume=reply.prompt.strip())
 
-    async def _run(self, text: str, request_id: str | None) -> RunAnswer:
+    async def _run(self, text: str, request_id: str | None, resume: Any = None) -> RunAnswer:
+        """A run of `text` on the session's thread, or (`resume`) the answer to what it waits on."""
         t = self.target
         configurable: dict[str, Any] = {"agent_name": t.agent_name} if t.agent_name else {}
         # A caller's message id makes the run id: a prompt sent again is not run twice.
@@ -186,7 +190,8 @@ class PromptStream:
             run_id=run_id,
             thread_id=t.thread_id,
             user_id=t.owner,
-            input={"messages": [{"role": "user", "content": text}]},
+            input=None if resume is not None else {"messages": [{"role": "user", "content": text}]},
+            command=RunCommand(resume=resume) if resume is not None else None,
             config={"configurable": configurable},
             metadata={"agent_protocol": {"agent": t.agent, "owner": t.owner, "session": t.session}},
             stream_mode=["messages-tuple", "custom"],

@@ -72,6 +72,10 @@ class RunContext:
     tool_group_of: dict[str, str] = field(default_factory=dict)
     origin: ChatOrigin | None = None  # the chat a chat's run came from (its scheduled tasks answer there)
     tool_filter: Any = None  # the person's role (access.runner.tool_filter): (name, group) -> offered
+    role: str | None = None  # the person's role's name (access.policy), for the approval rules
+    # Messages steered into the run while it works (agents.runner.steering), a list the runner fills
+    # and the steering middleware empties before each model call.
+    steering: list[dict[str, Any]] | None = field(default=None, compare=False)
 
     def tool_allowed(self, name: str) -> bool:
         if name == "setup_agent" and not self.is_bootstrap:

@@ -78,6 +78,7 @@ RIGHTS: dict[str, Rights] = {
             "subagents.submit",
             "subagents.cancel.*",
             "audit.>",  # runs started, tool calls, refusals (access.audit)
+            "sched.def.*",  # an approval request's expiry, fired by the server (agents.runner.approvals)
         ),
         subscribe=("runs.ctl.*", "subagents.progress.*"),
         # usage: per-person budgets (access.usage)

@@ -9,6 +9,8 @@ from config._env import Section, UnresolvedEnv, resolve_value
 from config.app import (
     AccessConfig,
     AppConfig,
+    ApprovalRule,
+    ApprovalsConfig,
     AuthConfig,
     BusConfig,
     ChannelConfig,
@@ -68,6 +70,8 @@ __all__ = [
     "EXTENSIONS_ENV",
     "AccessConfig",
     "AppConfig",
+    "ApprovalRule",
+    "ApprovalsConfig",
     "AuthConfig",
     "BusConfig",
     "ChannelConfig",

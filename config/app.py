@@ -33,6 +33,7 @@ from config.agent import (
     default_tools,
 )
 from config.agentproto import AgentProtocolConfig
+from config.approvals import ApprovalRule, ApprovalsConfig
 from config.browser import BrowserConfig
 from config.channels import (
     ChannelConfig,
@@ -67,6 +68,8 @@ __all__ = [
     "DEFAULT_TOOLBOX_PACKAGES",
     "AccessConfig",
     "AppConfig",
+    "ApprovalRule",
+    "ApprovalsConfig",
     "AuthConfig",
     "BusConfig",
     "ChannelConfig",
@@ -123,6 +126,7 @@ class AppConfig(Section):
     goal: GoalConfig = Field(default_factory=GoalConfig)
     subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
     guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
     tool_output: ToolOutputConfig = Field(default_factory=ToolOutputConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)

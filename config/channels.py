@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from config._env import Section
@@ -100,6 +102,11 @@ class ChannelsConfig(Section):
     )
     subagent_enabled: bool = Field(
         False, description="Chat runs may delegate to subagents (the task tool); progress shows in the reply."
+    )
+    multitask_strategy: Literal["enqueue", "steer", "interrupt"] = Field(
+        "enqueue",
+        description="A message sent while the chat's run works: enqueue (answered after it), steer (added "
+        "to the running answer before its next model call), interrupt (stops it, answered instead).",
     )
     slack: SlackConfig = Field(default_factory=SlackConfig)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)

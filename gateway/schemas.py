@@ -117,6 +117,6 @@ class Run(BaseModel):  # type: ignore[no-redef]  # its field `kwargs` (LangGraph
     updated_at: Timestamp | None
     status: Literal["pending", "running", "success", "error", "interrupted", "timeout"]
     metadata: dict[str, Any]
-    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"]
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue", "steer"]
     kwargs: dict[str, Any] = Field(default_factory=dict)
     feedback: dict[str, Any] | None = Field(None, description="The owner's rating of the answer, if any.")

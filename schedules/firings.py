@@ -36,6 +36,7 @@ from bus.metrics import SCHEDULE_FIRINGS
 from bus.records import RecordStore
 from bus.runs import submit_run
 from bus.service import ServiceError, call
+from schedules import approvals
 from schedules.definitions import remove_definition
 from schedules.spec import NEXT, next_run
 
@@ -66,6 +67,9 @@ class Firings:
         self.runs = runs
 
     async def on_firing(self, firing: ScheduleFiring, delivery: Delivery) -> None:
+        if firing.approval is not None:  # no task's: an approval request whose time is up
+            await approvals.expire(self.bus, firing.approval, firing.user_id)
+            return
         task = await self.tasks.get(task_key(firing.user_id, firing.task_id))
         if task is None:  # deleted; a definition left behind (its owner died mid-delete) goes now
             log.info("firing of unknown task %s: its definition is removed", firing.task_id)

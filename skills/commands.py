@@ -23,6 +23,8 @@ CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("connect", "a code to enter in the web UI: this chat becomes your account (memory, role, threads)"),
     ("bootstrap", "create a custom agent here: /bootstrap <name> [what it should do]"),
     ("usage", "the tokens (and cost) you used today and this month, and your budget"),
+    ("approve", "let a tool call that waits for your yes run: /approve <id> [always]"),
+    ("deny", "refuse a tool call that waits for your yes: /deny <id> [reason]"),
     ("help", "this help"),
 )
 

@@ -42,6 +42,7 @@ class RunSetup:
     allowed_tools: frozenset[str] | None = None
     tool_groups: frozenset[str] | None = None
     tool_filter: Any = None  # the person's role: (tool name, group) -> offered (access.runner)
+    role: str | None = None  # the person's role's name (the approval rules may name roles)
 
 
 class PromptAssembly:
@@ -135,6 +136,7 @@ class PromptAssembly:
             if agent is not None and agent.tool_groups is not None
             else None,
             tool_filter=tool_filter(permissions),
+            role=permissions.role,
         )
 
     async def memory_text(self, user_id: str, agent_name: str | None) -> str | None:

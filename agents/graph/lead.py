@@ -25,6 +25,10 @@ DeerFlow's chain and where each link lives here:
                                             `subagents.max_concurrent` calls of a turn run
 13. loop detection                       -> LoopDetectionMiddleware
     guardrails (DeerFlow's GuardrailMiddleware) -> GuardrailMiddleware (`guardrails.enabled`)
+    tool approvals                       -> ApprovalMiddleware (`approvals.enabled`): a LangGraph
+                                            interrupt, answered by a resume run (agents.graph.approvals)
+    steering                             -> SteeringMiddleware: messages a `steer` run handed over,
+                                            added before the next model call
 14. clarification                        -> `ask_clarification` is a return-direct tool: the run ends
                                             with the question as its last message
 Every link acts inside the model or tool call, so a plain turn is two graph
@@ -46,6 +50,7 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.context import RunContext, RunOptions
+from agents.graph.approvals import ApprovalMiddleware
 from agents.graph.guardrails import GuardrailMiddleware, make_provider
 from agents.graph.middleware import (
     DanglingToolCallMiddleware,
@@ -59,6 +64,7 @@ from agents.graph.middleware import (
 )
 from agents.graph.middleware.person_budget import PersonBudgetMiddleware
 from agents.graph.middleware.read_before_write import ReadBeforeWriteMiddleware
+from agents.graph.middleware.steering import SteeringMiddleware
 from agents.graph.middleware.tool_audit import ToolAuditMiddleware
 from agents.graph.middleware.tool_output import ToolOutputBudgetMiddleware
 from agents.graph.middleware.untrusted import UntrustedContentMiddleware
@@ -102,6 +108,7 @@ def build_middlewares(
         middlewares.append(ThreadSummarizer(config, model, options.model_name, flush, calls))
     middlewares += [
         RunPromptMiddleware(),
+        SteeringMiddleware(),  # messages sent while the run works, before its next model call
         *([ToolOutputBudgetMiddleware(budget, files)] if budget.enabled else []),
         *([ReadBeforeWriteMiddleware(files)] if files is not None else []),
         *([DeferredToolsMiddleware(deferred)] if deferred else []),
@@ -128,6 +135,8 @@ def build_middlewares(
     middlewares.append(LoopDetectionMiddleware())
     if config.guardrails.enabled:
         middlewares.append(GuardrailMiddleware(make_provider(config.guardrails)))
+    if config.approvals.enabled:  # innermost: a call the guardrails refuse is never asked about
+        middlewares.append(ApprovalMiddleware(config.approvals))
     middlewares.append(UntrustedContentMiddleware())  # innermost: the model reads what it leaves
     return middlewares
 

@@ -55,6 +55,7 @@ class ThreadState(AgentState[Any]):
     uploaded_files: NotRequired[list[dict[str, Any]] | None]
     viewed_images: NotRequired[Annotated[dict[str, ViewedImage], merge_viewed_images]]
     found_tools: NotRequired[Annotated[list[str], merge_artifacts]]  # deferred tools bound (tool_search)
+    approved_tools: NotRequired[Annotated[list[str], merge_artifacts]]  # approved "always" in this thread
 
 
 def thread_data(user_id: str) -> ThreadData:

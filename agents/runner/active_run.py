@@ -43,6 +43,18 @@ class ActiveRun:
     model: str | None = None  # the model it runs on, once known
     journal: JournalRecorder | None = None  # what its journal will hold, once it streams
     taken_at: float = field(default_factory=time.monotonic)  # when this delivery took it (its duration)
+    # Messages steered into the run (`steer` runs), added before its next model call; taken only
+    # while `steerable` (the stream runs and will look at them again).
+    steering: list[dict[str, Any]] = field(default_factory=list)
+    steerable: bool = False
+    waiting: bool = False  # it ended waiting for a person (an approval): the thread is `interrupted`
+
+    def steer(self, messages: list[dict[str, Any]]) -> bool:
+        """Take messages into the running turn; False when the run will make no model call any more."""
+        if not self.steerable or self.cancel is not None:
+            return False
+        self.steering.extend(messages)
+        return True
 
     def __post_init__(self) -> None:
         with_run(self.request.run_id)  # made in the run's handler task: its log lines name the run
@@ -132,7 +144,9 @@ async def finish_run(
     # release by a superseded delivery changes nothing (the thread records the delivery holding it).
     await asyncio.gather(
         runs.update(request.run_id, ended, known=known),
-        claims.release(request, status, title, used, run.model_name(config), subagent_tokens),
+        claims.release(
+            request, status, title, used, run.model_name(config), subagent_tokens, waiting=run.waiting
+        ),
         keep_journal,
     )
     if superseded:

@@ -43,10 +43,18 @@ async def graph_input_of(request: RunRequest, agent: Any, resumed: bool) -> tupl
     await check_run(request, agent)
     if request.command is not None:
         return command_of(request.command), []
+    if request.input is None and await _stopped_midway(agent, request.thread_id):
+        return None, []  # LangGraph's "continue": a run stopped by interrupt_before/after goes on
     graph_input = dict(request.input or {})
     graph_input.setdefault("thread_data", thread_data(request.user_id))
     graph_input.setdefault("sandbox", {"sandbox_id": f"{request.user_id}:{request.thread_id}"})
     return graph_input, []
+
+
+async def _stopped_midway(agent: Any, thread_id: str) -> bool:
+    """Whether the thread's last run stopped before its graph's end (nodes are still to run)."""
+    snapshot = await agent.aget_state({"configurable": {"thread_id": thread_id}})
+    return bool(snapshot and snapshot.next)
 
 
 def command_of(command: RunCommand) -> Command[Any]:

@@ -24,13 +24,22 @@ from agents.graph.lead import AgentCache
 from agents.runner.active_run import ActiveRun
 from agents.runner.endings import end_given_up, end_refused_request, ensure_ended
 from agents.runner.event_log import EventLog, request_chat
+from agents.runner.steering import steer_into_active_run
 from agents.runner.steps import RunSteps
 from agents.runner.thread_claims import Outcome, ThreadClaims
 from agents.runner.toolset import RunnerTools
 from agents.threads.goal import GoalLoop
 from agents.tools.thread_files import ThreadFiles
 from bus import Bus, Delivery, EnvelopeError, Retry, decode
-from bus.messages import MemoryDocument, RunControl, RunRecord, RunRequest, RunStatus, ThreadRecord
+from bus.messages import (
+    MemoryDocument,
+    MultitaskStrategy,
+    RunControl,
+    RunRecord,
+    RunRequest,
+    RunStatus,
+    ThreadRecord,
+)
 from bus.metrics import RUNS_RUNNING
 from bus.records import RecordStore, repair_by_key
 from bus.runs import thread_run_key
@@ -146,6 +155,18 @@ class Runner:
         run = self._runs.get(control.run_id)
         if run is None:
             return  # another runner's run (or already over)
+        if control.action == "steer":
+            taken = run.steer(control.messages)
+            log.info(
+                "run %s: %d message(s) from run %s %s",
+                run.run_id,
+                len(control.messages),
+                control.by_run,
+                "taken in" if taken else "refused (no model call to come)",
+            )
+            if msg.reply:
+                await self.bus.nc.publish(msg.reply, b'{"ok": true}' if taken else b'{"ok": false}')
+            return
         log.info("run %s: %s requested", control.run_id, control.action)
         run.ask_to_stop(control.action)
         if run.stream is not None:
@@ -232,6 +253,11 @@ class Runner:
         self, run: ActiveRun, delivery: Delivery, known: tuple[RunRecord, int]
     ) -> None:
         request = run.request
+        if request.multitask_strategy == MultitaskStrategy.STEER:
+            steered = await steer_into_active_run(self.bus, self.threads, run)
+            if steered is not None:
+                await self.steps.steered(run, steered)
+                return
         just_read = [known[0]]  # the first check before taking the thread needs no second read
         claim = await self.claims.take(
             request,

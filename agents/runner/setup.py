@@ -106,6 +106,8 @@ async def ready_to_run(
         tool_groups=setup.tool_groups,
         tool_group_of=tool_group_of,
         tool_filter=setup.tool_filter,
+        role=setup.role,
         origin=request.origin,
+        steering=run.steering,
     )
     return Ready(agent, options, graph, graph_input, context, translator, configurable)

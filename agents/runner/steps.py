@@ -8,15 +8,20 @@ import asyncio
 import logging
 from typing import Any
 
+from langgraph.types import Command
+
 from agents.checkpoints import rollback
 from agents.context import RunOptions
 from agents.errors import AgentError, ModelConfigError
 from agents.graph.assembly import PromptAssembly
 from agents.graph.lead import AgentCache
+from agents.graph.middleware.steering import STEERING_NODE
 from agents.runner.active_run import ActiveRun, finish_run
+from agents.runner.approvals import announce_approvals
 from agents.runner.endings import ensure_ended
 from agents.runner.graph_input import run_timeout
 from agents.runner.setup import CannotRun, Ready, ready_to_run
+from agents.runner.steering import STEERED
 from agents.runner.thread_claims import ThreadClaims
 from agents.runner.toolset import RunnerTools
 from agents.threads.goal import GoalLoop
@@ -59,6 +64,12 @@ class RunSteps:
             await rollback(self.checkpointer, run.thread_id, run.run_id)
         await self.finish(run, RunStatus.INTERRUPTED)
         await self.claims.leave_queue(run.request)
+
+    async def steered(self, run: ActiveRun, into: str) -> None:
+        """A steer run whose messages another run took in: it ends here, saying which."""
+        await run.events.emit("metadata", {"run_id": run.run_id, "thread_id": run.thread_id})
+        await run.events.emit(STEERED, {"run_id": into})
+        await self.finish(run, RunStatus.SUCCESS)
 
     async def execute(self, run: ActiveRun, known: tuple[RunRecord, int]) -> None:
         """Mark it running (its agent prepared meanwhile), make it ready, stream it, conclude."""
@@ -134,18 +145,30 @@ class RunSteps:
         assert journal is not None
 
         async def stream() -> None:
-            async for part in ready.agent.astream(
-                ready.graph_input,
-                ready.graph_config,
-                context=ready.context,
-                stream_mode=translator.graph_modes,
-                subgraphs=request.stream_subgraphs,
-                durability="sync",  # a finished step is on disk before the next begins
-            ):
-                ns, mode, chunk = part if request.stream_subgraphs else ((), *part)
-                journal.observe(mode, chunk, tuple(ns))
-                for event, data in translator.translate(mode, chunk, tuple(ns)):
-                    await run.events.emit(event, data)
+            graph_input = ready.graph_input
+            run.steerable = True
+            while True:
+                async for part in ready.agent.astream(
+                    graph_input,
+                    ready.graph_config,
+                    context=ready.context,
+                    stream_mode=translator.graph_modes,
+                    subgraphs=request.stream_subgraphs,
+                    interrupt_before=request.interrupt_before,
+                    interrupt_after=request.interrupt_after,
+                    durability="sync",  # a finished step is on disk before the next begins
+                ):
+                    ns, mode, chunk = part if request.stream_subgraphs else ((), *part)
+                    journal.observe(mode, chunk, tuple(ns))
+                    for event, data in translator.translate(mode, chunk, tuple(ns)):
+                        await run.events.emit(event, data)
+                # Messages steered in after the last model call: the agent answers them in this run,
+                # going on from its steering node (new input would be taken for this run's resumption
+                # and dropped). No await between the look and `steerable`: a later steer is refused.
+                if not run.steering:
+                    run.steerable = False
+                    return
+                graph_input = Command(goto=STEERING_NODE)
 
         run.stream = asyncio.create_task(stream(), name=f"run:{run.run_id}")
         try:
@@ -172,6 +195,7 @@ class RunSteps:
             return False
         finally:
             run.stream = None
+            run.steerable = False
         return True
 
     async def _conclude(self, run: ActiveRun, ready: Ready) -> None:
@@ -180,6 +204,7 @@ class RunSteps:
         values = translator.final_values or {}
         if not values.get("messages"):  # resumed with nothing left to run: the thread's state has them
             values = (await ready.agent.aget_state(ready.graph_config)).values or {}
+        await announce_approvals(run, ready)
         # Goal mode: judged before `end`, which carries the outcome to the chat and the UI.
         goal = await self.goals.after_run(
             run.request, list(values.get("messages") or []), lambda: run.cancel is not None

@@ -112,12 +112,14 @@ class ThreadClaims:
         usage: Usage | None = None,
         model_name: str | None = None,
         subagent_tokens: int = 0,
+        waiting: bool = False,
     ) -> None:
         """Give the thread back if this run holds it (once per run), recording title, outcome and the
-        tokens the run used."""
+        tokens the run used; `waiting`: the run stopped for a person's answer (LangGraph's
+        `interrupted` thread)."""
         if request.run_id in self._released:
             return
-        status = "error" if outcome == RunStatus.ERROR else "idle"
+        status = "error" if outcome == RunStatus.ERROR else "interrupted" if waiting else "idle"
         mine = self._attempts.get(request.run_id)
 
         def release(rec: ThreadRecord | None) -> ThreadRecord | None:

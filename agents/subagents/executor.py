@@ -191,6 +191,8 @@ class SubagentExecutor:
             control = decode(RunControl, msg.data)
         except Exception:
             return
+        if control.action == "steer":  # a message added to the parent's turn: its tasks go on
+            return
         self._stop(control.run_id, None, f"the parent run was {control.action}led")
 
     async def on_cancel(self, msg: Any) -> None:

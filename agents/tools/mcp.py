@@ -394,6 +394,8 @@ class McpServers:
             for tool in server.tools:
                 if counts[tool.name] > 1 or tool.name in self.reserved:
                     tool = tool.model_copy(update={"name": f"{name}_{tool.name}"})
+                # Which server a tool is of, for the approval rules (`mcp:<server>`).
+                tool = tool.model_copy(update={"metadata": {**(tool.metadata or {}), "mcp_server": name}})
                 mine.append(tool)
             self._status[name] = ServerStatus(ok=True, tools=[t.name for t in mine])
             named += mine

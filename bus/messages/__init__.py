@@ -32,6 +32,7 @@ from bus.messages.base import (
     utcnow,
 )
 from bus.messages.chat import (
+    ChatButton,
     InboundMessage,
     OutboundMessage,
 )
@@ -104,6 +105,7 @@ from bus.messages.sandbox import (
     WriteFileRequest,
 )
 from bus.messages.schedules import (
+    ApprovalExpiry,
     ScheduleAction,
     ScheduleChange,
     ScheduleCreate,
@@ -219,7 +221,9 @@ __all__ = [
     "LEAD_AGENT",
     "MAX_OBJECTIVE_CHARS",
     "AgentDefinition",
+    "ApprovalExpiry",
     "ChatBinding",
+    "ChatButton",
     "ChatOrigin",
     "ChatTurn",
     "ComponentHealth",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from bus.messages.base import (
     Envelope,
@@ -48,6 +48,14 @@ class InboundMessage(Envelope):
         return f"{self.channel}:{self.chat_id}" + (f":{self.topic_id}" if self.topic_id else "")
 
 
+class ChatButton(BaseModel):
+    """A button under a reply, where the platform has them: pressing it sends `command` as the
+    presser's message (`/approve <id>`); elsewhere the reply's text says the same command."""
+
+    label: str
+    command: str = Field(max_length=64, description="Telegram carries at most 64 bytes per button.")
+
+
 class OutboundMessage(Envelope):
     """A reply (partial or final) for a chat, on `<prefix>.chat.out.<channel>`."""
 
@@ -62,6 +70,7 @@ class OutboundMessage(Envelope):
     seq: int = Field(0, description="Order of updates within one run; adapters drop stale partials.")
     files: list[FileRef] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict, description="The answered message's metadata.")
+    buttons: list[ChatButton] = Field(default_factory=list, description="Buttons under a final reply.")
 
     @property
     def is_final(self) -> bool:

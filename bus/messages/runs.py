@@ -36,6 +36,9 @@ class MultitaskStrategy(StrEnum):
     INTERRUPT = "interrupt"
     ROLLBACK = "rollback"
     ENQUEUE = "enqueue"
+    # Delivered into the thread's running run, before its next model call (the message is added to
+    # that turn); a thread with no run in progress runs it as `enqueue` would.
+    STEER = "steer"
 
 
 class RunStatus(StrEnum):
@@ -115,11 +118,17 @@ class RunEvent(Envelope):
 
 
 class RunControl(Envelope):
-    """Cancel or interrupt a run, on `<prefix>.runs.ctl.<run_id>` (core NATS)."""
+    """Cancel or interrupt a run, or steer it, on `<prefix>.runs.ctl.<run_id>` (core NATS)."""
 
     run_id: str
-    action: Literal["cancel", "interrupt", "rollback"] = "cancel"
+    action: Literal["cancel", "interrupt", "rollback", "steer"] = "cancel"
     reason: str | None = None
+    messages: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="steer: the messages added to the running turn (a request: its runner replies "
+        '`{"ok": true}` once it has them, `{"ok": false}` when the run can take none any more).',
+    )
+    by_run: str | None = Field(None, description="steer: the run that brought the messages.")
 
 
 class RunFeedback(BaseModel):

@@ -108,15 +108,29 @@ class ScheduledTask(Envelope):
         return {**self.schedule_spec, "run_at": at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
+class ApprovalExpiry(BaseModel):
+    """A tool call waiting for approval (`agents.graph.approvals`), denied when its time is up."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    thread_id: str
+    approval_id: str
+    origin: ChatOrigin | None = Field(
+        None, description="The chat the run asked in: the denial answers there."
+    )
+
+
 class ScheduleFiring(Envelope):
     """The body of a task's definition, which the server copies into every firing; a trigger-now
-    publishes one itself (`trigger` manual, `trigger_id` its request)."""
+    publishes one itself (`trigger` manual, `trigger_id` its request). With `approval`, no task's:
+    the expiry of an approval request, which the runner defined (`task_id` `approval-<id>`)."""
 
     task_id: str
     user_id: str
     generation: int
     trigger: Literal["scheduled", "manual"] = "scheduled"
     trigger_id: str | None = None
+    approval: ApprovalExpiry | None = None
 
 
 class ScheduledTaskRun(Envelope):

@@ -26,6 +26,7 @@ from bus.messages import (
     MemoryDocument,
     MultitaskStrategy,
     OutboundMessage,
+    RunCommand,
     RunRecord,
     RunRequest,
     ThreadRecord,
@@ -132,6 +133,8 @@ class Router:
         text = message.text.strip()
         command = slash_command(text)
         run_context: dict[str, Any] = {}
+        resume: Any = None
+        run_id = str(uuid.uuid5(RUN_NAMESPACE, message.dedupe_id()))
         if command is not None:
             answer = await commands.answer(self.commands, message, *command)
             if not isinstance(answer, commands.PassOn):
@@ -139,8 +142,8 @@ class Router:
                 return
             text = answer.text if answer.text is not None else text
             run_context = dict(answer.context or {})
+            resume, run_id = answer.resume, answer.run_id or run_id
         binding = await self.bindings.of(message)
-        run_id = str(uuid.uuid5(RUN_NAMESPACE, message.dedupe_id()))
         uploaded = await self.file_uploads(message, binding)
         if uploaded:
             listing = "\n".join(f"- {path}" for path in uploaded)
@@ -163,12 +166,16 @@ class Router:
             run_id=run_id,
             thread_id=binding.thread_id,
             user_id=binding.user_id,
-            input={"messages": [user_message(message, text)]},
+            input=None if resume is not None else {"messages": [user_message(message, text)]},
+            command=RunCommand(resume=resume) if resume is not None else None,
             config={"configurable": configurable},
             context=run_context,
             metadata={"origin": origin.model_dump(exclude_none=True)},
             stream_mode=["messages-tuple", "custom"],  # custom: subagents' progress
-            multitask_strategy=MultitaskStrategy.ENQUEUE,
+            # An answer to an approval waits for nothing to steer: it resumes the thread in turn.
+            multitask_strategy=MultitaskStrategy.ENQUEUE
+            if resume is not None
+            else MultitaskStrategy(self.config.channels.multitask_strategy),
             origin=origin,
         )
         if not self.order.knows(binding.thread_id):  # a chat taken over: after its last owner's runs

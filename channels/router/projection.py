@@ -22,7 +22,7 @@ from nats.js.api import DeliverPolicy
 from bus import Bus, Consumer, Defer, Delivery
 from bus.files import output_key
 from bus.layout import output_relative
-from bus.messages import ChatOrigin, FileRef, OutboundMessage, RunEvent, RunRecord
+from bus.messages import ChatButton, ChatOrigin, FileRef, OutboundMessage, RunEvent, RunRecord
 from bus.records import RecordStore
 from bus.runs import follow_run
 from channels.router.commands.goal import reply_for as goal_reply
@@ -32,6 +32,7 @@ from config import AppConfig
 
 log = logging.getLogger(__name__)
 
+STEERED_NOTE = "Got it: I am taking that into the answer I am working on."
 FINAL_RETRY = 1.0  # seconds before a final that waits for an earlier one is looked at again
 
 
@@ -93,12 +94,19 @@ class ReplyProjection:
             projection.collect(event.data, event.seq, event.attempt)
         elif event.event == "custom":
             projection.task_event(event.data)
+        elif event.event == "approval":
+            projection.approval(event.data)
+        elif event.event == "steered" and isinstance(event.data, dict):
+            projection.steered_into = str(event.data.get("run_id") or "") or None
         elif event.event == "error":
             data = event.data if isinstance(event.data, dict) else {}
             projection.error = str(data.get("message") or data.get("error") or "unknown error")
 
     async def on_event(self, event: RunEvent, delivery: Delivery) -> None:
-        if event.event == "end" and self.finals.must_wait(event.thread_id, event.run_id):
+        steered = self._projections.get(event.run_id)
+        if steered is not None and steered.steered_into:
+            pass  # a steering message's note goes out at once, not after the answer it joined
+        elif event.event == "end" and self.finals.must_wait(event.thread_id, event.run_id):
             # Not holding the thread's turn: its earlier run's `end` (behind it) goes first.
             raise Defer(FINAL_RETRY)
         if event.run_id in self._finished:
@@ -138,6 +146,7 @@ class ReplyProjection:
         status = (event.data or {}).get("status") if isinstance(event.data, dict) else None
         kind: str = "final"
         files: list[FileRef] = []
+        buttons: list[ChatButton] = []
         if projection.error is not None or status == "error":
             kind = "error"
             text = f"Sorry, I could not finish that: {projection.error or 'the run failed'}"
@@ -146,8 +155,14 @@ class ReplyProjection:
             text = (
                 "I stopped before finishing." if status == "interrupted" else "That took too long; I stopped."
             )
+        elif projection.steered_into:  # its message joined the running answer, which says the rest
+            kind, text = "command", STEERED_NOTE
         elif projection.clarification is not None:
             kind, text = "clarification", projection.clarification
+        elif projection.approvals:  # the run waits for a person's yes: what, and how to answer
+            answer = projection.answer(event.attempt)
+            kind, text = "clarification", "\n\n".join(p for p in (answer, projection.approval_text()) if p)
+            buttons = projection.approval_buttons()
         else:
             text = projection.answer(event.attempt) or "(no answer)"
             goal = (event.data or {}).get("goal") if isinstance(event.data, dict) else None
@@ -163,7 +178,9 @@ class ReplyProjection:
                 for path in projection.files
             ]
         projection.seq += 1
-        await self._send(event.run_id, projection, kind, text, msg_id=f"reply:{event.run_id}", files=files)
+        await self._send(
+            event.run_id, projection, kind, text, msg_id=f"reply:{event.run_id}", files=files, buttons=buttons
+        )
         # Only once it is out: a final whose send failed (or was given up in an outage) is still due,
         # and its `end` comes again; the thread's next final, arriving meanwhile, waits for it.
         self.finals.sent(projection.thread_id, event.run_id)
@@ -177,6 +194,7 @@ class ReplyProjection:
         *,
         msg_id: str | None,
         files: list[FileRef] | None = None,
+        buttons: list[ChatButton] | None = None,
     ) -> None:
         origin = projection.origin
         out = OutboundMessage(
@@ -191,6 +209,7 @@ class ReplyProjection:
             seq=projection.seq,
             files=files or [],
             metadata=origin.platform,
+            buttons=buttons or [],
         )
         await self.bus.publish(self.bus.subjects.chat_out(origin.channel), out, msg_id=msg_id)
 

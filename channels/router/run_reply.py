@@ -10,7 +10,7 @@ from typing import Any
 
 from bus.content import text_of
 from bus.layout import output_relative
-from bus.messages import ChatOrigin
+from bus.messages import ChatButton, ChatOrigin
 
 # The custom events that end a subagent task (as the runner's task tool sends them).
 FINAL_TASK_EVENTS = frozenset({"task_completed", "task_failed", "task_cancelled", "task_timed_out"})
@@ -39,6 +39,35 @@ class RunReply:
     sent_text: str = ""
     error: str | None = None
     tasks: dict[str, tuple[str, bool]] = field(default_factory=dict)  # subagent task -> (label, done)
+    approvals: list[dict[str, Any]] = field(default_factory=list)  # tool calls waiting for a yes
+    steered_into: str | None = None  # a steer run: the running run that took its message in
+
+    def approval(self, data: Any) -> None:
+        """An `approval` event: a tool call the run stopped at, waiting for a person's answer."""
+        if isinstance(data, dict) and data.get("approval_id"):
+            if all(a.get("approval_id") != data["approval_id"] for a in self.approvals):
+                self.approvals.append(data)
+
+    def approval_buttons(self) -> list[ChatButton]:
+        """Approve and Deny for each request, where the platform shows buttons."""
+        buttons = []
+        for request in self.approvals:
+            ident = request["approval_id"]
+            what = str(request.get("tool") or "")
+            buttons += [
+                ChatButton(label=f"Approve {what}".strip(), command=f"/approve {ident}"),
+                ChatButton(label=f"Deny {what}".strip(), command=f"/deny {ident}"),
+            ]
+        return buttons
+
+    def approval_text(self) -> str:
+        """The question the chat is asked, with the commands that answer it."""
+        lines = ["I need your approval before I go on:"]
+        for request in self.approvals:
+            ident = request["approval_id"]
+            what = request.get("description") or request.get("tool") or "a tool call"
+            lines.append(f"- {what}\n  /approve {ident} or /deny {ident} <reason>")
+        return "\n".join(lines)
 
     def answer(self, attempt: int | None = None) -> str:
         """The latest assistant text; with `attempt`, the latest that delivery of the run streamed.

@@ -162,6 +162,24 @@ class SlackAdapter(Surface):
         except Exception:
             log.exception("slack: could not handle a message shortcut")
 
+    async def on_button(self, body: dict[str, Any]) -> None:
+        """A button under a reply pressed (already acknowledged): its command (`/approve <id>`) goes
+        to the router as the presser's message, in the conversation the reply is in."""
+        try:
+            action = (body.get("actions") or [{}])[0]
+            channel = str((body.get("channel") or {}).get("id") or "")
+            user = str((body.get("user") or {}).get("id") or "")
+            text = str(action.get("value") or "").strip()
+            if not channel or not user or not text.startswith("/"):
+                return
+            message = body.get("message") or {}
+            direct = channel.startswith("D")
+            topic = None if direct else (str(message.get("thread_ts") or "") or None)
+            pressed = str(action.get("action_ts") or body.get("trigger_id") or "")
+            await self._publish(channel, user, f"button-{pressed}", topic, direct, text)
+        except Exception:  # logged and skipped, never fatal (it is acknowledged already)
+            log.exception("slack: could not handle a button")
+
     async def _publish(
         self, channel: str, user: str, message_id: str, topic: str | None, direct: bool, text: str
     ) -> None:
@@ -206,13 +224,25 @@ class SlackAdapter(Surface):
 
     async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
         posted = await _patiently(
-            self.app.client.chat_postMessage(channel=out.chat_id, thread_ts=out.topic_id, text=mrkdwn(text)),
+            self.app.client.chat_postMessage(
+                channel=out.chat_id, thread_ts=out.topic_id, text=mrkdwn(text), **_blocks(out, text)
+            ),
             scope="chat",  # chat.postMessage is limited per channel (about one a second)
         )
         return {"channel": out.chat_id, "ts": str(posted["ts"])}
 
-    async def edit(self, ref: dict[str, Any], text: str) -> None:
-        await _patiently(self.app.client.chat_update(channel=ref["channel"], ts=ref["ts"], text=mrkdwn(text)))
+    async def edit(self, ref: dict[str, Any], text: str, extra: dict[str, Any] | None = None) -> None:
+        await _patiently(
+            self.app.client.chat_update(
+                channel=ref["channel"], ts=ref["ts"], text=mrkdwn(text), **(extra or {})
+            )
+        )
+
+    async def finish(self, ref: dict[str, Any], text: str, out: OutboundMessage, shown: str) -> None:
+        if out.buttons and out.is_final:  # a streamed message gets its buttons with its final text
+            await self.edit(ref, text, _blocks(out, text))
+        elif text != shown:
+            await self.edit(ref, text)
 
     async def send_file(self, out: OutboundMessage, file: FileRef, data: bytes) -> None:
         await _patiently(
@@ -224,6 +254,27 @@ class SlackAdapter(Surface):
                 title=file.name,
             )
         )
+
+
+BUTTON_ACTION = "antler_command"  # action ids of our buttons: antler_command_<n>
+
+
+def _blocks(out: OutboundMessage, text: str) -> dict[str, Any]:
+    """A final reply's buttons as Block Kit: the text, then an actions block (Approve, Deny)."""
+    if not out.buttons or not out.is_final:
+        return {}
+    buttons = [
+        {
+            "type": "button",
+            "action_id": f"{BUTTON_ACTION}_{number}",
+            "text": {"type": "plain_text", "text": button.label[:75]},
+            "value": button.command,
+            **({"style": "danger"} if button.command.startswith("/deny") else {}),
+        }
+        for number, button in enumerate(out.buttons)
+    ]
+    section = {"type": "section", "text": {"type": "mrkdwn", "text": mrkdwn(text)[:3000]}}
+    return {"blocks": [section, {"type": "actions", "elements": buttons[:25]}]}
 
 
 async def _patiently(call: Awaitable[T], *, scope: str = "platform") -> T:
@@ -279,6 +330,11 @@ async def run(bus: Bus, config: AppConfig) -> None:
     async def on_command(ack: AsyncAck, command: dict[str, Any]) -> None:
         await ack()
         await adapter.on_command(command)
+
+    @app.action(re.compile(f"^{BUTTON_ACTION}_"))
+    async def on_button(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        await adapter.on_button(body)
 
     @app.shortcut(re.compile(".*"))
     async def on_shortcut(ack: AsyncAck, shortcut: dict[str, Any]) -> None:

@@ -27,9 +27,16 @@ from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 import httpx
-from telegram import BotCommand, InputFile, Message, Update
+from telegram import BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Message, Update
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
-from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
+from telegram.ext import (
+    Application,
+    ApplicationBuilder,
+    CallbackQueryHandler,
+    ContextTypes,
+    MessageHandler,
+    filters,
+)
 
 from bus import Bus, Misconfigured, Unreachable, run_consumers
 from bus.chat_partitions import publish_inbound
@@ -214,6 +221,36 @@ class TelegramAdapter(Surface):
         )
         await publish_inbound(self.bus, "telegram", inbound)
 
+    async def on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A button under a reply pressed (`/approve <id>`, say): the command, as the presser's message."""
+        try:
+            await self._button(update)
+        except Exception:  # as with messages: logged and skipped, never fatal
+            log.exception("telegram: could not handle button update %s", update.update_id)
+
+    async def _button(self, update: Update) -> None:
+        query = update.callback_query
+        if query is None or not query.data or query.message is None:
+            return
+        chat = query.message.chat
+        inbound = InboundMessage(
+            channel="telegram",
+            chat_id=str(chat.id),
+            user_id=str(query.from_user.id),
+            user_name=query.from_user.full_name,
+            message_id=f"button-{query.id}",
+            chat_type="private" if chat.type == "private" else "group",
+            mentioned=True,  # pressing the bot's button addresses the bot
+            text=query.data,
+        )
+        await self.bus.publish(
+            self.bus.subjects.chat_in("telegram", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
+        )
+        try:  # the spinner on the button stops; the answer comes as a message
+            await query.answer(f"Sent: {query.data}")
+        except TelegramError as exc:
+            log.info("telegram: could not acknowledge button %s: %s", query.id, exc)
+
     async def _notice(self, message: Message, text: str) -> None:
         """A short answer from the adapter itself, to the message it is about."""
         topic = {"message_thread_id": message.message_thread_id} if message.chat.is_forum else {}
@@ -251,20 +288,29 @@ class TelegramAdapter(Surface):
         return split_message(text)
 
     async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
-        sent = await self._send(int(out.chat_id), text, _topic(out))
+        sent = await self._send(int(out.chat_id), text, {**_topic(out), **_keyboard(out)})
         return {"chat": sent.chat_id, "message": sent.message_id}
 
-    async def edit(self, ref: dict[str, Any], text: str) -> None:
+    async def finish(self, ref: dict[str, Any], text: str, out: OutboundMessage, shown: str) -> None:
+        if out.buttons and out.is_final:  # a streamed message gets its buttons with its final text
+            await self.edit(ref, text, _keyboard(out))
+        elif text != shown:
+            await self.edit(ref, text)
+
+    async def edit(self, ref: dict[str, Any], text: str, extra: dict[str, Any] | None = None) -> None:
         chat_id, message_id = ref["chat"], ref["message"]
+        extra = extra or {}
         try:
-            await self.app.bot.edit_message_text(render_html(text), chat_id, message_id, parse_mode="HTML")
+            await self.app.bot.edit_message_text(
+                render_html(text), chat_id, message_id, parse_mode="HTML", **extra
+            )
         except BadRequest as exc:
             reason = str(exc).lower()
             if "not modified" in reason:
                 return
             if "parse entities" not in reason:
                 raise
-            await _patiently(self.app.bot.edit_message_text(text, chat_id, message_id))
+            await _patiently(self.app.bot.edit_message_text(text, chat_id, message_id, **extra))
         except RetryAfter as exc:
             raise RateLimited(_seconds(exc.retry_after), "Telegram asks to wait") from None
 
@@ -285,6 +331,15 @@ class TelegramAdapter(Surface):
             if "parse entities" not in str(exc).lower():
                 raise
             return await _patiently(self.app.bot.send_message(chat_id, text, **topic))
+
+
+def _keyboard(out: OutboundMessage) -> dict[str, Any]:
+    """A final reply's buttons as an inline keyboard, two to a row (Approve, Deny)."""
+    if not out.buttons or not out.is_final:
+        return {}
+    buttons = [InlineKeyboardButton(b.label, callback_data=b.command) for b in out.buttons]
+    rows = [buttons[i : i + 2] for i in range(0, len(buttons), 2)]
+    return {"reply_markup": InlineKeyboardMarkup(rows)}
 
 
 def _topic(out: OutboundMessage) -> dict[str, Any]:
@@ -357,8 +412,9 @@ async def _serve(bus: Bus, config: AppConfig, lost: asyncio.Event) -> None:
     app = build_application(settings, dead_letterer(bus))
     adapter = TelegramAdapter(bus, app, settings)
     app.add_handler(MessageHandler(filters.ALL, adapter.on_message))
+    app.add_handler(CallbackQueryHandler(adapter.on_button))
     outbound = reply_consumer(bus, "telegram", adapter.replies.deliver)
-    updates = ["message", "edited_message"]
+    updates = ["message", "edited_message", "callback_query"]
     async with app:
         await app.start()
         assert app.updater is not None

@@ -51,6 +51,10 @@ async def up(tmp_path_factory: pytest.TempPathFactory, model: FakeOpenAI) -> Asy
         "sandbox": {"provider": "local"},
         "memory": {"enabled": False},
         "agent_protocol": {"heartbeat_seconds": 1, "keepalive_seconds": 0.5},
+        # Only bash commands that say NEEDS-APPROVAL ask (the other tests' run unasked).
+        "approvals": {"enabled": True, "rules": [
+            {"tools": ["bash"], "action": "ask", "unless_command": ["(?!.*NEEDS-APPROVAL)"]},
+        ]},
     }  # fmt: skip
     (workdir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     stack = AntlerUp(workdir)
@@ -187,6 +191,29 @@ async def test_a_clarification_is_a_query_whose_answer_resumes_the_conversation(
                 texts.append(message.text)
     assert questions == ["Which city?"]
     assert "".join(texts) == "Sunny in Paris."
+
+
+async def test_a_tool_call_waiting_for_approval_is_a_query_answered_on_the_protocol(
+    up: AntlerUp, model: FakeOpenAI
+) -> None:
+    model.script(
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo NEEDS-APPROVAL ok"})], when="APPROVE-Q"),
+        Reply(text="It said ok.", when="NEEDS-APPROVAL ok"),
+    )
+    async with client(up, "alice") as (agents, _, _):
+        agent = await find(agents, "antler", "alice")
+        questions, texts = [], []
+        async for message in agent.prompt("APPROVE-Q: run it"):
+            if isinstance(message, Query):
+                questions.append(message.prompt)
+                await message.reply("approve")
+            elif isinstance(message, ResponseChunk):
+                texts.append(message.text)
+    assert questions == ["May I run bash: echo NEEDS-APPROVAL ok? Answer approve, or deny with a reason."]
+    assert "".join(texts).endswith("It said ok.")
+    ran = model.agent_requests[-1]["messages"][-1]
+    assert ran["role"] == "tool"
+    assert "NEEDS-APPROVAL ok" in ran["content"]
 
 
 async def test_heartbeats_arrive_for_each_discovered_session(up: AntlerUp) -> None:

@@ -89,6 +89,39 @@ class FakeSlack(LocalServer):
         self.outbox.put(envelope["envelope_id"], envelope)
         return envelope
 
+    def press_button(self, value: str, *, channel: str = "D1", user: str = "U1") -> dict[str, Any]:
+        """A user pressing a button (Block Kit `block_actions`) of the bot's message, as Socket Mode
+        delivers it; `value` is the button's. Returns the envelope."""
+        action_ts = f"{time.time():.6f}"
+        envelope = {
+            "envelope_id": str(uuid.uuid4()),
+            "type": "interactive",
+            "accepts_response_payload": False,
+            "payload": {
+                "type": "block_actions",
+                "team": {"id": "T1", "domain": "example"},
+                "user": {"id": user, "username": "ana", "team_id": "T1"},
+                "api_app_id": "A1",
+                "token": "x",
+                "trigger_id": f"{int(time.time())}.1.{uuid.uuid4().hex[:16]}",
+                "channel": {"id": channel, "name": "directmessage" if channel.startswith("D") else "general"},
+                "container": {"type": "message", "channel_id": channel, "message_ts": "1700000000.000200"},
+                "message": {"type": "message", "ts": "1700000000.000200", "text": "(the reply with buttons)"},
+                "actions": [
+                    {
+                        "type": "button",
+                        "action_id": "antler_command_1",
+                        "block_id": "b1",
+                        "value": value,
+                        "action_ts": action_ts,
+                        "text": {"type": "plain_text", "text": "pressed"},
+                    }
+                ],
+            },
+        }
+        self.outbox.put(envelope["envelope_id"], envelope)
+        return envelope
+
     def share_file(self, name: str, data: bytes) -> dict[str, Any]:
         """A file object as Slack puts it in a message event; downloading it needs the bot token."""
         file_id = f"F{len(self.private_files) + 1}"

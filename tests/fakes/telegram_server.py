@@ -57,6 +57,23 @@ class FakeTelegram(LocalServer):
         self._new_update.set()
         return update
 
+    def press_button(self, callback_data: str, *, chat_id: int = 42, user_id: int = 7) -> dict[str, Any]:
+        """Queue a `callback_query` update, as if the user pressed an inline button carrying
+        `callback_data` under one of the bot's messages; returns it."""
+        update = {
+            "update_id": next(self._update_ids),
+            "callback_query": {
+                "id": f"cb{next(self._message_ids)}",
+                "from": {"id": user_id, "is_bot": False, "first_name": "Ana"},
+                "message": self._message(chat_id, "(the message with the button)"),
+                "chat_instance": f"ci{chat_id}",
+                "data": callback_data,
+            },
+        }
+        self.updates.append(update)
+        self._new_update.set()
+        return update
+
     def make_update(
         self,
         text: str,

@@ -28,11 +28,17 @@ async def adapter_stack(
     platform: str,
     settings: dict[str, Any],
     entry: Callable[[Bus, AppConfig], Awaitable[None]] | None,
+    channels: dict[str, Any] | None = None,
 ) -> AsyncIterator[AppConfig]:
     """The whole path for one platform, with fast partial updates and the local sandbox.
 
-    With `entry` None the adapter is left to the test (to stop and start it)."""
-    config_data["channels"] = {"stream_update_seconds": 0.05, platform: {"enabled": True, **settings}}
+    With `entry` None the adapter is left to the test (to stop and start it); `channels`: more of
+    the `channels` section."""
+    config_data["channels"] = {
+        "stream_update_seconds": 0.05,
+        **(channels or {}),
+        platform: {"enabled": True, **settings},
+    }
     config_data["sandbox"] = {"provider": "local"}
     config = app_config()
     async with (

@@ -64,6 +64,8 @@ async def test_every_command_help_lists_is_answered_here_and_none_reaches_the_mo
         "/usage": "Today: ",
         "/connect": "Settings → Account",
         "/bootstrap": "works in chats",
+        "/approve": "Nothing waits for your approval here",
+        "/deny": "Nothing waits for your approval here",
     }
     for typed, answer in answers.items():
         await command(page, typed)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bus.messages import InboundMessage
 from channels.router.commands import (
+    approve,
     bootstrap,
     compact,
     connect,
@@ -40,6 +41,8 @@ COMMANDS: dict[str, Handler] = {
     "connect": connect.handle,  # a one-time code linking this chat user to a web account
     "bootstrap": bootstrap.handle,  # create a custom agent in this conversation
     "usage": usage.handle,  # this person's tokens and cost against their role's budget
+    "approve": approve.handle,  # a tool call waiting for a person's yes
+    "deny": approve.handle,
     "help": help.handle,
     "start": help.handle,  # what platforms send first (Telegram's /start)
 }

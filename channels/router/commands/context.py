@@ -31,6 +31,8 @@ class PassOn:
 
     text: str | None = None
     context: dict[str, Any] | None = None  # the run's context (`/bootstrap`: is_bootstrap, agent_name)
+    resume: Any = None  # the run resumes the thread's interrupt with this answer (`/approve`, `/deny`)
+    run_id: str | None = None  # the run's id instead of the message's (one run per answered request)
 
 
 # A command's answer: the reply to send in the chat, or `PassOn`.

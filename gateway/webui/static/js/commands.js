@@ -93,6 +93,10 @@ export async function command(text, page) {
     case "connect":
       say("Here you are signed in already. To make a chat (Slack, Telegram, ...) you, send /connect there and enter the code it answers under Settings → Account.");
       return null;
+    case "approve":
+    case "deny":
+      say(await answerApproval(page, name, argument));
+      return null;
     default:
       say(`/${name} works in chats; not here yet.`);
       return null;
@@ -107,6 +111,26 @@ async function other(name, text, say) {
   if (skill) say(`The skill /${skill.name} is switched off here; an administrator can enable it.`);
   else say(`There is no command or skill called /${name}.\n\n${await helpText()}`);
   return null;
+}
+
+/** `/approve <id>` or `/deny <id> [reason]`: a tool call waiting for a yes, answered with LangGraph's
+ * resume (what the SDK's `Command(resume=...)` sends); without an id, what waits. */
+async function answerApproval(page, name, argument) {
+  if (page.isNew()) return "Nothing waits for your approval here.";
+  const threadId = page.threadId();
+  const state = await call(`/threads/${q(threadId)}/state`);
+  const waiting = (state.interrupts || []).map((i) => i.value).filter((v) => v && v.type === "approval_request");
+  const [id, ...words] = argument.split(/\s+/).filter(Boolean);
+  if (!id) {
+    if (!waiting.length) return "Nothing waits for your approval here.";
+    return `Waiting for approval:\n${waiting.map((w) => `${w.approval_id}: ${w.description || w.tool}`).join("\n")}\nAnswer with /${name} <id>.`;
+  }
+  if (!waiting.some((w) => w.approval_id === id)) return `No approval ${id} waits here (it was answered already).`;
+  const resume = { approval_id: id, decision: name === "approve" ? "approve" : "deny" };
+  if (words.length && name === "deny") resume.reason = words.join(" ");
+  await call(`/threads/${q(threadId)}/runs/wait`, { method: "POST", json: { assistant_id: "lead_agent", command: { resume } } });
+  await page.reload();
+  return name === "approve" ? `Approved ${id}: the call ran and the answer went on.` : `Denied ${id}: the agent was told.`;
 }
 
 async function status(page) {

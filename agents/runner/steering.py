@@ -1,0 +1,62 @@
+"""A `steer` run: its messages go into the thread's running run instead of waiting for it to end.
+
+The runner taking a steer run looks at the thread: if another run holds it, the messages are sent to
+that run (`runs.ctl.<run>`, action `steer`, a request) and its runner replies once the run has them
+(`ActiveRun.steer`); the steer run then ends at once, its log saying which run took it in
+(`steered`). When nobody answers yes (the run is ending, its runner is gone) the steer run runs as an
+enqueued run would: a message is never lost, at worst it is answered on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from agents.runner.active_run import ActiveRun
+from bus import Bus
+from bus.messages import RunControl, ThreadRecord
+from bus.records import RecordStore
+
+log = logging.getLogger(__name__)
+
+STEER_TIMEOUT = 5.0  # seconds the holder's runner has to say it took the messages in
+STEERED = "steered"  # the steer run's event: {"run_id": the run that took its messages in}
+
+
+def steering_messages(request_input: Any) -> list[dict[str, Any]]:
+    """The messages a steer run brings (its input's), as dicts."""
+    messages = request_input.get("messages") if isinstance(request_input, dict) else None
+    found = []
+    for message in messages or []:
+        if isinstance(message, dict):
+            found.append(message)
+        elif isinstance(message, str):
+            found.append({"role": "user", "content": message})
+    return found
+
+
+async def steer_into_active_run(bus: Bus, threads: RecordStore[ThreadRecord], run: ActiveRun) -> str | None:
+    """Hand the run's messages to the run holding its thread; that run's id once it took them in."""
+    request = run.request
+    messages = steering_messages(request.input)
+    if not messages:
+        return None
+    thread = await threads.get(request.thread_id)
+    holder = thread.active_run_id if thread is not None else None
+    if holder is None or holder == request.run_id or thread is None or thread.user_id != request.user_id:
+        return None
+    control = RunControl(run_id=holder, action="steer", messages=messages, by_run=request.run_id)
+    try:
+        reply = await bus.nc.request(
+            bus.subjects.run_control(holder), control.model_dump_json().encode(), timeout=STEER_TIMEOUT
+        )
+        taken = bool(json.loads(reply.data).get("ok"))
+    except Exception as exc:  # nobody took it (the run just ended, its runner is gone): run it ourselves
+        log.info("run %s could not steer run %s (%s); it runs on its own", request.run_id, holder, exc)
+        return None
+    if not taken:
+        log.info("run %s: run %s takes no more messages; it runs on its own", request.run_id, holder)
+        return None
+    log.info("run %s steered into run %s on thread %s", request.run_id, holder, request.thread_id)
+    return holder
