@@ -87,8 +87,17 @@ def client_permissions(kind: ClientKind, scope: str, subjects: Subjects) -> dict
     """The NATS permissions of a client user of `kind` for `scope` (a channel, or an owner)."""
     inbox = inbox_prefix(subjects, f"client-{kind}-{scope}")
     if kind == "channel":
-        # Its chats' routed subjects (what `antler send` publishes) and the bare one (raw scripts).
-        publish = [subjects.chat_in_channel(scope), f"{subjects.chat_in_channel(scope)}.*"]
+        # Its chats' routed subjects with their partition (what `antler send` publishes:
+        # `bus.chat_partitions.publish_inbound`), without it (clients of earlier versions) and the bare
+        # one (raw scripts); and the chat streams' configuration, where the partition count is kept.
+        channel = subjects.chat_in_channel(scope)
+        publish = [
+            channel,
+            f"{channel}.*",
+            f"{channel}.*.*",
+            f"$JS.API.STREAM.INFO.{subjects.chat_in_partition_stream(0)}",
+            f"$JS.API.STREAM.INFO.{subjects.unsplit_chat_in_stream}",
+        ]
         subscribe = [subjects.chat_out(scope), f"{inbox}.>"]
     else:
         publish = [

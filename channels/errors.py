@@ -10,10 +10,12 @@
     ├── PlatformError (RuntimeError)      a platform refused a call; trying again will not help
     │   ├── DingTalkError                 (`channels.dingtalk.api`)
     │   ├── DiscordError                  (`channels.discord.rest`, with the HTTP status and `code`)
-    │   └── FeishuError                   (`channels.feishu.adapter`, with the platform's `code`)
+    │   ├── FeishuError                   (`channels.feishu.adapter`, with the platform's `code`)
+    │   └── WeixinError                   (`channels.wechat.api`: WeCom's and WeChat's `errcode`)
     └── PlatformUnavailable (RuntimeError)  a platform failed in a way that passes (a 5xx):
         ├── DingTalkUnavailable             the reply is tried again later (`channels.dingtalk.api`)
-        └── DiscordUnavailable              (`channels.discord.rest`)
+        ├── DiscordUnavailable              (`channels.discord.rest`)
+        └── WeixinUnavailable               (`channels.wechat.api`)
 
 A platform's own errors live in its folder and derive from these, so code that handles every
 platform alike (the reply stream, the standby) names only the bases. Errors of the bus runtime that

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, cast
+from typing import Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ToolErrorMiddleware
@@ -53,6 +53,7 @@ from agents.graph.middleware.untrusted import UntrustedContentMiddleware
 from agents.graph.patches import middleware_spans
 from agents.graph.prompt import skills_section
 from agents.graph.state import ThreadState, thread_data
+from agents.subagents.outcomes import ended_outcome, outcome_from_state
 from agents.subagents.stops import REMEMBER_STOPS, Stops
 from agents.subagents.types import SubagentType, subagent_types
 from agents.telemetry import invoke_subagent
@@ -62,7 +63,6 @@ from agents.tools.mcp import McpServers
 from agents.tools.sandbox import make_sandbox_tools, make_view_image_tool
 from agents.tools.thread_files import ThreadFiles
 from bus import Bus, Delivery, decode, encode
-from bus.content import text_of
 from bus.messages import (
     RunControl,
     RunRecord,
@@ -70,7 +70,6 @@ from bus.messages import (
     SubagentProgress,
     SubagentResult,
     SubagentTask,
-    Usage,
     utcnow,
 )
 from bus.records import RecordStore
@@ -236,7 +235,9 @@ class SubagentExecutor:
             return  # finished by an earlier delivery
         parent = await self.runs.get(task.parent_run_id)
         if parent is not None and parent.status.finished:
-            await self._store(key, self._ended(task, "cancelled", f"the parent run is {parent.status.value}"))
+            await self._store(
+                key, ended_outcome(task, "cancelled", f"the parent run is {parent.status.value}")
+            )
             return
         job = asyncio.create_task(invoke_subagent(task, self._run(task)), name=f"subagent:{task.task_id}")
         self._jobs.setdefault(task.parent_run_id, {})[task.task_id] = job
@@ -251,7 +252,7 @@ class SubagentExecutor:
             stopped = self._cancelled.get((task.parent_run_id, task.task_id))
             if stopped is None or (me and me.cancelling()):
                 raise  # this process is stopping: the next delivery resumes the task
-            result = self._ended(task, "cancelled", stopped)
+            result = ended_outcome(task, "cancelled", stopped)
         finally:
             jobs = self._jobs.get(task.parent_run_id, {})
             jobs.pop(task.task_id, None)
@@ -267,13 +268,13 @@ class SubagentExecutor:
             task = decode(SubagentTask, msg.data)
         except Exception:
             return  # not a task at all: nobody waits for it
-        failed = self._ended(task, "failed", f"the task could not be run: {reason}")
+        failed = ended_outcome(task, "failed", f"the task could not be run: {reason}")
         await self._store(SubagentResult.key(task.parent_run_id, task.task_id), failed)
 
     async def _run(self, task: SubagentTask) -> SubagentResult:
         kind = self.types.get(task.subagent_type)
         if kind is None:
-            return self._ended(task, "failed", f"no subagent type {task.subagent_type!r}")
+            return ended_outcome(task, "failed", f"no subagent type {task.subagent_type!r}")
         model_name = kind.model_name or task.model_name
         version, mcp_tools = await self.mcp.current()
         if version != self._mcp_version:  # MCP tools changed: agents are built again with them
@@ -286,7 +287,7 @@ class SubagentExecutor:
         default = self.config.get_model()
         refusal = permissions.refusal_for_model(model_name or (default.name if default else ""))
         if refusal is not None and (model_name or default is not None):
-            return self._ended(task, "failed", refusal)
+            return ended_outcome(task, "failed", refusal)
         try:
             # Compiling takes a moment of CPU: in a thread, so the loop keeps every task's delivery
             # alive (a blocked loop misses the in-progress acks of the tasks it already runs).
@@ -294,7 +295,7 @@ class SubagentExecutor:
                 self.agent, kind, model_name
             )
         except Exception as exc:  # a model that cannot be built: the task fails, saying why
-            return self._ended(task, "failed", f"{type(exc).__name__}: {exc}")
+            return ended_outcome(task, "failed", f"{type(exc).__name__}: {exc}")
         max_turns = task.max_turns or kind.max_turns or self.config.subagents.max_turns
         config = {
             "configurable": {"thread_id": f"{task.parent_run_id}:{task.task_id}"},
@@ -326,7 +327,7 @@ class SubagentExecutor:
         )
         snapshot = await agent.aget_state(config)
         if snapshot.values.get("messages") and not snapshot.next:
-            return self._from_state(task, snapshot.values, started=None)  # done before the process died
+            return outcome_from_state(task, snapshot.values, started=None)  # done before the process died
         graph_input = None if snapshot.values.get("messages") else self._input(task)
         turns = sum(isinstance(m, AIMessage) for m in snapshot.values.get("messages", []))
         started = utcnow()
@@ -356,7 +357,7 @@ class SubagentExecutor:
             log.warning("subagent %s failed: %s: %s", task.task_id, type(exc).__name__, exc)
             status, error = "failed", f"{type(exc).__name__}: {exc}"
         state = (await agent.aget_state(config)).values
-        return self._from_state(task, state, started, status, error, stop_reason)
+        return outcome_from_state(task, state, started, status, error, stop_reason)
 
     @staticmethod
     def _input(task: SubagentTask) -> dict[str, Any]:
@@ -396,47 +397,6 @@ class SubagentExecutor:
                     subject = self.bus.subjects.subagent_progress(task.parent_run_id)
                     await self.bus.publish_core(subject, progress)
         return turns
-
-    def _from_state(
-        self,
-        task: SubagentTask,
-        state: dict[str, Any],
-        started: Any,
-        status: str = "completed",
-        error: str | None = None,
-        stop_reason: str | None = None,
-    ) -> SubagentResult:
-        """The outcome, from the child thread's messages: the last answer, the turns, the tokens."""
-        answers = [m for m in state.get("messages", []) if isinstance(m, AIMessage)]
-        usage = Usage()
-        for message in answers:
-            used: dict[str, Any] = cast(dict[str, Any], message.usage_metadata or {})
-            usage.input_tokens += int(used.get("input_tokens", 0) or 0)
-            usage.output_tokens += int(used.get("output_tokens", 0) or 0)
-            usage.total_tokens += int(used.get("total_tokens", 0) or 0)
-        text = next((text_of(m.content, sep="") for m in reversed(answers) if m.content), "")
-        if status == "completed" and stop_reason and not text:
-            status, error = "failed", f"it used all {len(answers)} of its turns without an answer"
-        return SubagentResult(
-            task_id=task.task_id,
-            parent_run_id=task.parent_run_id,
-            status=status,
-            result=text,
-            error=error,
-            stop_reason=stop_reason,
-            turns=len(answers),
-            usage=usage,
-            started_at=started,
-        )
-
-    @staticmethod
-    def _ended(task: SubagentTask, status: str, error: str) -> SubagentResult:
-        return SubagentResult(
-            task_id=task.task_id,
-            parent_run_id=task.parent_run_id,
-            status=status,
-            error=error,
-        )
 
     async def _stored(self, key: str) -> bool:
         try:

@@ -26,7 +26,7 @@ from bus.records import RecordStore
 from bus.runs import cancel_run, collect_run, submit_run
 from config import AppConfig
 from tests.conftest import another_machine, both_checkpointers
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.support.runner import KillRunner, ask, running_runner, submit_and_collect
 from tests.support.runs import streamed_text
 
@@ -65,7 +65,7 @@ async def test_a_runner_killed_mid_run_is_finished_by_another_from_its_checkpoin
     assert len(fake_model.agent_requests) == 3
     resumed_call = fake_model.agent_requests[2]["messages"]
     assert [m["role"] for m in resumed_call] == ["system", "user", "assistant", "tool"]
-    assert resumed_call[-1]["content"] == "counted: step one"
+    assert unfenced(resumed_call[-1]["content"]) == "counted: step one"
     metadata = [e.data for e in events if e.event == "metadata"]
     assert metadata[0]["attempt"] == 1
     assert metadata[-1] == {"run_id": request.run_id, "thread_id": "t-crash", "attempt": 2, "resumed": True}
