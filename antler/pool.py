@@ -42,6 +42,7 @@ from bus import (
     decode,
 )
 from bus.messages import ComponentReady
+from bus.tasks import wait_for
 
 log = logging.getLogger("antler.up")
 
@@ -229,7 +230,7 @@ async def _stop(child: asyncio.subprocess.Process, grace: float = STOP_GRACE) ->
     with contextlib.suppress(ProcessLookupError):
         child.send_signal(signal.SIGTERM)
     try:
-        await asyncio.wait_for(child.wait(), grace)
+        await wait_for(child.wait(), grace)
     except TimeoutError:
         log.warning("component process %d did not stop within %.0fs; killing it", child.pid, grace)
         with contextlib.suppress(ProcessLookupError):

@@ -27,6 +27,7 @@ from bus import Bus, EnvelopeError, decode
 from bus.chat_partitions import publish_inbound
 from bus.errors import BusConnectError
 from bus.messages import InboundMessage, OutboundMessage, RunEvent
+from bus.tasks import wait_for
 
 BUS_GONE_AFTER = 5.0  # seconds without the bus before giving up (`antler up` restarting it takes less)
 
@@ -178,7 +179,7 @@ class Terminal:
                     code=3,
                 )
             try:
-                item = await asyncio.wait_for(self.arrived.get(), remaining)
+                item = await wait_for(self.arrived.get(), remaining)
             except TimeoutError:
                 continue
             if item is LOST:

@@ -30,6 +30,7 @@ from bus import Bus, stop_on_signals
 from bus.health import summarize
 from bus.messages import MetricsSnapshot, RunRecord, decode
 from bus.metrics_feed import MetricsBoard, consumer_families
+from bus.tasks import wait_for
 
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen
 RECENT = 200  # ended runs kept for "slowest recent turns"
@@ -237,7 +238,7 @@ async def top(args: argparse.Namespace) -> int:
         first = True
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), wait if first else args.interval)
+                await wait_for(stop.wait(), wait if first else args.interval)
             first = False
             width = shutil.get_terminal_size((160, 40)).columns
             snapshots = board.live()

@@ -41,6 +41,7 @@ from bus.clients import embedded_authorization
 from bus.health import describe
 from bus.messages import ComponentHealth
 from bus.subjects import Subjects
+from bus.tasks import wait_for
 from config import AppConfig
 from llm.usable import model_problem
 
@@ -176,7 +177,7 @@ async def announce_when_ready(readiness: Readiness, config: AppConfig, started: 
     for each that is not well; last, when the runner cannot answer (no usable model), what to do."""
     while True:
         try:
-            await asyncio.wait_for(readiness.all_ready.wait(), STILL_WAITING)
+            await wait_for(readiness.all_ready.wait(), STILL_WAITING)
             break
         except TimeoutError:
             status(f"still getting ready: {', '.join(readiness.waiting)} ...")

@@ -22,7 +22,7 @@ from typing import Any
 from antler._common import status
 from antler.pool import child_environment, die_with_parent
 from bus import Bus, ComponentEntry, component_degraded
-from bus.tasks import cancel_and_wait
+from bus.tasks import cancel_and_wait, wait_for
 from config import AppConfig
 from sandbox.toolbox import Toolbox
 
@@ -106,7 +106,7 @@ class ToolboxBuild:
             with contextlib.suppress(ProcessLookupError):
                 child.send_signal(signal.SIGINT)
             try:
-                await asyncio.wait_for(child.wait(), STOP_GRACE)
+                await wait_for(child.wait(), STOP_GRACE)
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     child.kill()

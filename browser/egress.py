@@ -17,6 +17,7 @@ import logging
 from urllib.parse import urlsplit
 
 from access.addresses import AddressRefused, UnresolvableHost, resolve_public
+from bus.tasks import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +152,7 @@ async def _connect(
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
     for address in addresses:
         try:
-            return await asyncio.wait_for(asyncio.open_connection(address, port), CONNECT_TIMEOUT)
+            return await wait_for(asyncio.open_connection(address, port), CONNECT_TIMEOUT)
         except (OSError, TimeoutError):
             continue
     return None

@@ -21,6 +21,7 @@ from playwright.async_api import Browser, BrowserContext, Page, Playwright, asyn
 from playwright.async_api import Error as PlaywrightError
 
 from browser.egress import EgressProxy, Refused, checked_addresses
+from bus.tasks import wait_for
 from config.browser import BrowserConfig
 
 log = logging.getLogger(__name__)
@@ -121,10 +122,10 @@ class Pages:
             await self.close(*key)
         if self._browser is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._browser.close(), 10)
+                await wait_for(self._browser.close(), 10)
         if self._playwright is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._playwright.stop(), 10)
+                await wait_for(self._playwright.stop(), 10)
         await self.proxy.stop()
 
     async def _ensure_browser(self) -> Browser:
@@ -203,7 +204,7 @@ class Pages:
         if session is None:
             return False
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(session.context.close(), 10)
+            await wait_for(session.context.close(), 10)
         self._notify_closed(user_id, thread_id)
         log.info("browser page closed for thread %s of %s", thread_id, user_id)
         return True

@@ -43,6 +43,8 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import ConnectionClosedError
 
+from bus.tasks import wait_for
+
 log = logging.getLogger(__name__)
 
 _STATUS = "Status"
@@ -126,7 +128,7 @@ class Puller:
             if self._reply:
                 deadline = self._expires - time.monotonic()
                 try:
-                    await asyncio.wait_for(self._ended.wait(), max(deadline, 0.0))
+                    await wait_for(self._ended.wait(), max(deadline, 0.0))
                 except TimeoutError:
                     log.warning("consumer %s: pull request lost; sending another", self.name)
                     self._close()

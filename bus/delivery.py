@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from nats.aio.msg import Msg
 
+from bus.tasks import wait_for
+
 
 class Reject(Exception):
     """Raise from a handler: the message is bad input; dead-letter it, do not retry."""
@@ -88,6 +90,6 @@ class Delivery:
         until = loop.time() + max(0.0, seconds)
         if not self.stopping.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), max(0.0, seconds))
+                await wait_for(self.stopping.wait(), max(0.0, seconds))
         if self.stopping.is_set():
             raise Defer(0.0 if release else until - loop.time())

@@ -25,6 +25,7 @@ from nats.js.errors import KeyWrongLastSequenceError
 
 from bus.connection import Bus
 from bus.lease_keys import LeaseKeys
+from bus.tasks import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ async def pause(stop: asyncio.Event, seconds: float) -> bool:
     """Wait `seconds` or until `stop` is set; whether it is set."""
     if not stop.is_set():
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), seconds)
+            await wait_for(stop.wait(), seconds)
     if cancel_swallowed():
         raise asyncio.CancelledError
     return stop.is_set()

@@ -43,6 +43,7 @@ from bus.errors import EnvelopeError
 from bus.messages import ComponentHealth, MetricsSnapshot, decode, encode
 from bus.metrics import REGISTRY
 from bus.permissions import RIGHTS, per_partition
+from bus.tasks import cancel_and_wait, wait_for
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +108,7 @@ class MetricsFeed:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         failing = False
@@ -126,7 +124,7 @@ class MetricsFeed:
                     log.warning("could not publish this process's metrics: %s", exc)
                 failing = True
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._poked.wait(), self.interval)
+                await wait_for(self._poked.wait(), self.interval)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from nats.js.errors import NotFoundError
 
 from bus.connection import Bus
 from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus, decode, utcnow
-from bus.tasks import cancel_and_wait
+from bus.tasks import cancel_and_wait, wait_for
 
 END = "end"
 GAP_WAIT = 2.0  # seconds an out-of-order event is held back for a missing earlier one
@@ -59,7 +59,7 @@ async def follow_run(
                 left = max(gap_since + GAP_WAIT - loop.time(), 0.0)
                 wait = left if wait is None else min(wait, left)
             try:
-                event = await asyncio.wait_for(queue.get(), wait)
+                event = await wait_for(queue.get(), wait)
             except TimeoutError:
                 if not held:
                     raise

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import gc
+import io
 import logging
 import signal
+import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -26,6 +29,8 @@ from bus.health import Tracker, component_ready, tracking
 from bus.messages import ComponentHealth
 from bus.metrics_feed import MetricsFeed
 from bus.supervision import Backoff, supervised
+from bus.tasks import cancel_and_wait
+from bus.tasks import wait_for as wait
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +108,23 @@ async def run_consumers(*consumers: Consumer[Any]) -> None:
         await asyncio.gather(*(c.stop() for c in started), return_exceptions=True)
 
 
+def dump_tasks() -> None:
+    """Write what every asyncio task of this loop is waiting on to stderr: a process that will not
+    stop, or seems stuck, shows why on `kill -USR1 <pid>`."""
+    out = io.StringIO()
+    tasks = asyncio.all_tasks()
+    print(f"--- {len(tasks)} asyncio task(s) ---", file=out)
+    for task in sorted(tasks, key=lambda t: t.get_name()):
+        task.print_stack(limit=12, file=out)
+    print("--- end of tasks ---", file=out)
+    sys.stderr.write(out.getvalue())
+    sys.stderr.flush()
+
+
 def stop_on_signals(stop: asyncio.Event) -> Callable[[], None]:
-    """Set `stop` on the first SIGTERM/SIGINT; a second one aborts at once. Returns an undo."""
+    """Set `stop` on the first SIGTERM/SIGINT; a second one aborts at once. Returns an undo.
+
+    SIGUSR1 prints every asyncio task's stack to stderr (`dump_tasks`), SIGUSR2 every thread's."""
     loop = asyncio.get_running_loop()
     hits = 0
 
@@ -120,9 +140,13 @@ def stop_on_signals(stop: asyncio.Event) -> Callable[[], None]:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
+    loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
+    # Even with the event loop stuck, SIGUSR2 prints every thread's stack (from C, not the loop).
+    with contextlib.suppress(Exception):
+        faulthandler.register(signal.SIGUSR2, all_threads=True)
 
     def undo() -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
 
@@ -202,6 +226,9 @@ async def serve(
             _, pending = await asyncio.wait(running, timeout=drain_timeout)
             for task in pending:
                 log.warning("component %s did not drain within %ss", tasks[task], drain_timeout)
+            if pending:  # cancelled again (one may have lost its cancellation): it must end
+                with contextlib.suppress(TimeoutError):
+                    await wait(cancel_and_wait(*pending), 5.0)
         for task in running:
             if task.done() and not task.cancelled() and task.exception() is not None:
                 log.error("component %s raised while draining: %r", tasks[task], task.exception())

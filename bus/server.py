@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from bus.errors import DataDirLocked, ServerBinaryNotFound, ServerStartError
+from bus.tasks import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +186,7 @@ class EmbeddedServer:
                 preexec_fn=_die_with_parent,
                 start_new_session=True,
             )
-            host, port = await asyncio.wait_for(self._wait_ready(), timeout)
+            host, port = await wait_for(self._wait_ready(), timeout)
         except TimeoutError:
             await self._kill()
             raise ServerStartError(
@@ -250,7 +251,7 @@ class EmbeddedServer:
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
             try:
-                await asyncio.wait_for(proc.wait(), timeout)
+                await wait_for(proc.wait(), timeout)
             except TimeoutError:
                 log.warning("nats-server did not stop within %ss; killing it", timeout)
                 with contextlib.suppress(ProcessLookupError):
@@ -347,7 +348,7 @@ class EmbeddedServer:
             if address is not None and _READY in text:
                 return address
             try:
-                await asyncio.wait_for(self._proc.wait(), 0.02)
+                await wait_for(self._proc.wait(), 0.02)
             except TimeoutError:
                 pass
 

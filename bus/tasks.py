@@ -4,13 +4,26 @@ Python 3.11's `asyncio.wait_for` returns a result that arrives together with a c
 drops the cancellation (python/cpython#86296, fixed in 3.12). nats-py wraps every request in it, so
 a worker loop cancelled while one of its requests is answered goes on as if nothing happened, and
 whoever awaits it after `cancel()` waits forever (a component's shutdown hung this way under load).
-`cancel_and_wait` cancels again until the task has ended.
+`cancel_and_wait` cancels again until the task has ended, and our own code waits with `wait_for`
+here, built on `asyncio.timeout`, which never drops a cancellation (ruff bans `asyncio.wait_for`
+outside the tests).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+async def wait_for(awaitable: Awaitable[T], timeout: float | None) -> T:
+    """`asyncio.wait_for` without 3.11's lost cancellation: `awaitable`'s result, or TimeoutError
+    after `timeout` seconds (None: no limit), with `awaitable` cancelled. A cancellation of the
+    caller that comes as `awaitable` finishes still cancels the caller."""
+    async with asyncio.timeout(timeout):
+        return await awaitable
 
 
 async def cancel_and_wait(*tasks: asyncio.Future[Any] | None, every: float = 1.0) -> None:

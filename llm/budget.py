@@ -33,7 +33,7 @@ from nats.js.errors import KeyWrongLastSequenceError
 
 from bus import Bus
 from bus.lease_keys import KeyEntry, LeaseKeys
-from bus.tasks import cancel_and_wait
+from bus.tasks import cancel_and_wait, wait_for
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class ModelSlots:
             asyncio.create_task(self._renew(), name="model-slots-renew"),
         ]
         try:
-            await asyncio.wait_for(self._ready.wait(), START_PATIENCE)
+            await wait_for(self._ready.wait(), START_PATIENCE)
         except TimeoutError:
             await self.close()
             raise RuntimeError(
@@ -128,13 +128,13 @@ class ModelSlots:
                         return lease
                     # Another process took it first: look again once our view has caught up.
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(changed.wait(), 0.1)
+                        await wait_for(changed.wait(), 0.1)
                     continue
                 if ticket is None:
                     ticket = await self._write_new(f"{base}.wait.{uuid.uuid4().hex}", b"new")
                     continue
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), self.lease_seconds)
+                    await wait_for(changed.wait(), self.lease_seconds)
         finally:
             if ticket is not None:
                 await self.release(ticket)

@@ -30,7 +30,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from bus import Bus
 from bus.messages import ThreadDeleted, decode
-from bus.tasks import cancel_and_wait
+from bus.tasks import cancel_and_wait, wait_for
 from sandbox.paths import ThreadFS
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class ThreadCleaner:
         if info.num_pending == 0 and (delivered or 0) <= self.handled:
             self.caught_up.set()
         try:
-            await asyncio.wait_for(self.caught_up.wait(), CATCH_UP_TIMEOUT)
+            await wait_for(self.caught_up.wait(), CATCH_UP_TIMEOUT)
         except TimeoutError:
             log.warning(
                 "sandbox: still catching up on deleted threads after %.0fs; serving", CATCH_UP_TIMEOUT

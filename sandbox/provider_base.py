@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bus.tasks import wait_for
 from config import MissingEnvError, SandboxConfig, resolve_value
 from sandbox import spawn
 from sandbox.limits import CommandGroup, Limits, make_limits
@@ -145,7 +146,7 @@ class Provider:
         reader = asyncio.create_task(collector.read(started.output))
         timed_out = False
         try:
-            code = await asyncio.wait_for(started.wait(), timeout)
+            code = await wait_for(started.wait(), timeout)
         except TimeoutError:
             timed_out = True
             started.kill()
@@ -155,7 +156,7 @@ class Provider:
             reader.cancel()
             raise
         try:
-            await asyncio.wait_for(reader, 2)
+            await wait_for(reader, 2)
         except TimeoutError:  # a background child kept the pipe open: what we have is enough
             reader.cancel()
         text, cut = collector.text()

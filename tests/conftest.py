@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -358,13 +359,28 @@ async def run_antler(
 
 
 async def finished(proc: asyncio.subprocess.Process, timeout: float = 30.0) -> tuple[int, str, str]:
-    """Wait for a child to exit: `(exit code, stdout, stderr)`; killed if it overstays."""
+    """Wait for a child to exit: `(exit code, stdout, stderr)`. One that overstays is asked for its
+    tasks' and threads' stacks (SIGUSR1/SIGUSR2, `bus.runtime.dump_tasks`), killed, and the
+    TimeoutError carries the end of its stderr: what it was waiting on."""
+
+    async def read(stream: asyncio.StreamReader | None) -> bytes:
+        return b"" if stream is None else await stream.read()
+
+    readers = asyncio.gather(read(proc.stdout), read(proc.stderr))
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        await asyncio.wait_for(asyncio.shield(proc.wait()), timeout)
     except TimeoutError:
+        for sig in (signal.SIGUSR1, signal.SIGUSR2):
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+            await asyncio.sleep(0.5)  # a fixed pause for the dump to be written, checking nothing
         proc.kill()
         await proc.wait()
-        raise
+        _, err = await readers
+        raise TimeoutError(
+            f"the process did not exit within {timeout}s; its stderr ends:\n{err.decode()[-12000:]}"
+        ) from None
+    out, err = await readers
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 

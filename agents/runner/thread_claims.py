@@ -30,6 +30,7 @@ from bus.messages import (
     utcnow,
 )
 from bus.records import RecordStore, repair_by_key
+from bus.tasks import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +188,7 @@ class ThreadClaims:
         while any(seq < mine for other, seq in arriving.items() if other != run_id):
             event = self._arrived.setdefault(thread_id, asyncio.Event())
             try:
-                await asyncio.wait_for(event.wait(), WAIT_POLL)
+                await wait_for(event.wait(), WAIT_POLL)
             except TimeoutError:
                 pass
             event.clear()
@@ -235,7 +236,7 @@ class ThreadClaims:
                 )
             freed = self._freed.setdefault(request.thread_id, asyncio.Event())
             try:
-                await asyncio.wait_for(freed.wait(), WAIT_POLL)
+                await wait_for(freed.wait(), WAIT_POLL)
             except TimeoutError:
                 pass
 

@@ -37,6 +37,7 @@ from langchain_core.tools import BaseTool
 from agents.tools.mcp_stderr import StderrTail
 from bus import Bus, safe_token
 from bus.messages import utcnow
+from bus.tasks import wait_for
 from bus.watch import follow_key
 from config import extensions_from, extensions_path, read_raw_extensions
 from config.environment import scrubbed_env
@@ -230,9 +231,9 @@ class _Server:
                 self._ready.set_result(None)
                 while not self._stop.is_set():  # a ping now and then: a server that died is noticed
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._stop.wait(), PING_EVERY)
+                        await wait_for(self._stop.wait(), PING_EVERY)
                     if not self._stop.is_set():
-                        await asyncio.wait_for(session.send_ping(), PING_EVERY)
+                        await wait_for(session.send_ping(), PING_EVERY)
         except BaseException as exc:
             if not self._ready.done():
                 self._ready.set_exception(await self._failed(exc))
@@ -252,7 +253,7 @@ class _Server:
     async def close(self) -> None:
         self._stop.set()
         try:
-            await asyncio.wait_for(self._task, 10)
+            await wait_for(self._task, 10)
         except (TimeoutError, Exception):
             self._task.cancel()
             with contextlib.suppress(BaseException):

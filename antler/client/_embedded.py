@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from antler.client.errors import AntlerNotRunning, InvalidRequest
+from bus.tasks import wait_for
 
 READY_LINE = "Antler is up"
 URL_LINE = "NATS: "
@@ -100,7 +101,7 @@ class EmbeddedAntler:
         url: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._reader = asyncio.create_task(self._read(self.proc, url))
         try:
-            return await asyncio.wait_for(asyncio.shield(url), timeout)
+            return await wait_for(asyncio.shield(url), timeout)
         except TimeoutError:
             await self.stop()
             raise AntlerNotRunning(
@@ -140,7 +141,7 @@ class EmbeddedAntler:
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(signal.SIGTERM)
                 try:
-                    await asyncio.wait_for(proc.wait(), timeout)
+                    await wait_for(proc.wait(), timeout)
                 except TimeoutError:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
@@ -148,7 +149,7 @@ class EmbeddedAntler:
             _running.discard(proc)
         if self._reader is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._reader, 5)
+                await wait_for(self._reader, 5)
             self._reader = None
         if self._tempdir is not None:
             await asyncio.to_thread(shutil.rmtree, self._tempdir, True)

@@ -18,6 +18,7 @@ from typing import Any
 import lark_oapi as lark
 import lark_oapi.ws.client as lark_ws
 
+from bus.tasks import wait_for
 from config import FeishuConfig
 
 log = logging.getLogger("channels.feishu")
@@ -90,7 +91,7 @@ class LongConnection:
         connection = getattr(self._client, "_conn", None)
         if connection is not None:
             try:
-                loop.run_until_complete(asyncio.wait_for(connection.close(), 5))
+                loop.run_until_complete(wait_for(connection.close(), 5))
             except Exception as exc:
                 log.debug("feishu: closing the long connection: %s", exc)
         loop.close()

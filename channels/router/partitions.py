@@ -40,6 +40,7 @@ from bus.messages import RunEvent, RunRecord, RunRequest
 from bus.records import RecordStore
 from bus.runs import latest_run
 from bus.runtime import component_ready
+from bus.tasks import wait_for
 from channels.router.ordering import FinalsInOrder
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ class Partitions:
             # What is held stays renewed while it drains: nobody may take a partition still handled.
             giving_up = asyncio.gather(*(self._give_up(k, HANDOVER_DRAIN) for k in list(self.owned)))
             try:  # bounded: what is not given back lapses by itself
-                await asyncio.wait_for(giving_up, HANDOVER_DRAIN + 10)
+                await wait_for(giving_up, HANDOVER_DRAIN + 10)
             except TimeoutError:
                 log.warning("router %s: partitions not given back in time; they lapse", self.holder)
             self._renewals_end.set()

@@ -36,6 +36,7 @@ from wechatpy.utils import check_signature
 
 from bus import Bus, Misconfigured
 from bus.messages import OutboundMessage
+from bus.tasks import wait_for
 from channels.delivery import standby
 from channels.errors import MalformedMessage
 from channels.wechat.api import WeixinApi, WeixinError
@@ -153,7 +154,7 @@ class WeChatAdapter(CallbackAdapter):
         self._waiting[message.ident] = waiting
         try:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(waiting.answer), self.config.passive_reply_seconds)
+                await wait_for(asyncio.shield(waiting.answer), self.config.passive_reply_seconds)
         finally:
             self._waiting.pop(message.ident, None)
         if not waiting.answer.done():
@@ -179,7 +180,7 @@ class WeChatAdapter(CallbackAdapter):
         if waiting is not None and not waiting.answer.done():
             waiting.answer.set_result(text)
             try:  # what follows (more pieces, files) comes after it
-                await asyncio.wait_for(waiting.sent.wait(), SENT_WAIT)
+                await wait_for(waiting.sent.wait(), SENT_WAIT)
             except TimeoutError:
                 log.warning("wechat: the passive reply to %s did not leave in time", out.reply_to)
             return {"sent": True, "passive": True}
