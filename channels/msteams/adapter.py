@@ -1,0 +1,314 @@
+"""The Microsoft Teams adapter: the bot's messaging endpoint in, the Bot Connector out.
+
+Inbound: the Bot Connector posts each activity to the messaging endpoint (`webhook_path`, served
+with aiohttp). Its JWT is checked by the Microsoft 365 Agents SDK before anything else
+(`channels.msteams.auth`: 401 when missing or not valid). A message activity in a personal chat, or
+one in a channel or group chat that @-mentions the bot (every one with
+`require_mention_in_groups: false`), becomes an InboundMessage on `<prefix>.chat.in.msteams`,
+deduplicated by its activity id (the Bot Connector sends an activity again when the endpoint was
+slow), and the bot shows it is typing. A personal or group chat is one conversation; in a channel
+each post's reply chain is one (chat id: the channel, topic: the post). Files shared with the bot
+are downloaded into the thread's uploads. A body that is not an activity is refused with 400 and
+dead-lettered with the reason.
+
+Outbound: the first partial answer is sent into the conversation (the reply chain, in a channel:
+`POST /v3/conversations/{id}/activities`), then updated in place (`PUT .../activities/{id}`) as
+the answer streams, within Teams' per-conversation rate limit (`channels.msteams.connector`); a
+long answer continues in more messages. Teams renders Markdown itself, so the text goes as it is.
+Pictures the agent presents are sent inline; other files are named in a note (Teams takes a bot's
+files only through a user's consent card).
+
+One copy serves the endpoint at a time (the lease `adapter.msteams`); a standby on the same host
+takes the port over when it dies, finishing its unfinished answer in the message already shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import re
+import warnings
+from collections import OrderedDict
+from pathlib import PurePosixPath
+from typing import Any
+
+import httpx
+from aiohttp import web
+from microsoft_agents.activity import Activity, Attachment
+from microsoft_agents.hosting.aiohttp import jwt_authorization_decorator
+from pydantic import ValidationError
+
+from bus import Bus, Misconfigured, run_consumers
+from bus.chat_partitions import publish_inbound
+from bus.files import stage_chat_file
+from bus.messages import FileRef, InboundMessage, OutboundMessage
+from bus.tasks import cancel_and_wait
+from channels.delivery import standby
+from channels.delivery.consumer import reply_consumer
+from channels.delivery.reply_stream import ReplyStream
+from channels.delivery.splitting import split_text
+from channels.delivery.surface import Surface
+from channels.delivery.unreadable import dead_letter_unreadable
+from channels.msteams.auth import ConnectorTokens, auth_configuration, service_url_matches, use_signing_keys
+from channels.msteams.connector import Connector
+from config import AppConfig
+from config.channels import MSTeamsConfig
+
+log = logging.getLogger(__name__)
+
+LIMIT = 7000  # characters per message: Teams takes about 28 KB, and a character is at most 4 bytes
+MAX_FILE_IN = 25 * 1024 * 1024
+MAX_IMAGE_OUT = 1024 * 1024  # pictures sent inline (as data URLs) up to this size
+IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif"}
+FILE_INFO = "application/vnd.microsoft.teams.file.download.info"
+GLOBAL_SERVICE_URL = "https://smba.trafficmanager.net/teams/"  # Microsoft's, for proactive messages
+_SEEN = 5000  # activity ids remembered (the bus dedupes beyond, across copies)
+
+
+class TeamsAdapter(Surface):
+    def __init__(self, bus: Bus, config: MSTeamsConfig) -> None:
+        self.bus = bus
+        self.config = config
+        self.http = httpx.AsyncClient(timeout=30)
+        self.tokens = ConnectorTokens(self.http, config)
+        self.connector = Connector(self.tokens)
+        self.replies = ReplyStream(bus, "msteams", self)
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------ inbound
+
+    def web_app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_FILE_IN)
+        with warnings.catch_warnings():  # the SDK's middleware reads its settings by this plain key
+            warnings.simplefilter("ignore", web.NotAppKeyWarning)
+            app["agent_configuration"] = auth_configuration(self.config)
+        checked = jwt_authorization_decorator(self.receive)  # type: ignore[no-untyped-call]
+        app.router.add_post(self.config.webhook_path, checked)
+        return app
+
+    async def receive(self, request: web.Request) -> web.Response:
+        """One activity the Bot Connector posts (its token already validated by the SDK)."""
+        raw = await request.read()
+        try:
+            activity = Activity.model_validate_json(raw)
+            if not activity.type:
+                raise ValueError("the activity has no type")
+        except (ValidationError, ValueError) as exc:
+            reason = _reason(exc)
+            await dead_letter_unreadable(self.bus, "msteams", raw, reason)
+            return web.json_response({"error": f"not an activity: {reason}"}, status=400)
+        if not service_url_matches(request["claims_identity"], activity.service_url):
+            log.warning("msteams: refused activity %s: its serviceUrl is not the token's", activity.id)
+            return web.json_response({"error": "serviceUrl does not match the token"}, status=401)
+        if activity.type != "message":
+            return web.Response(status=200)  # conversation updates, reactions, invokes: nothing asked
+        if activity.id and activity.id in self._seen:
+            return web.Response(status=200)  # the Bot Connector's retry of one this copy took
+        try:
+            inbound = await self._inbound(activity)
+        except Exception as exc:  # a message we cannot read: kept with the reason, taken
+            await dead_letter_unreadable(
+                self.bus, "msteams", raw, f"{type(exc).__name__}: {exc}", activity.id or ""
+            )
+            return web.Response(status=200)
+        if inbound is None:
+            return web.Response(status=200)
+        await publish_inbound(self.bus, "msteams", inbound)  # fails with a 500: sent again
+        if activity.id:
+            self._seen[activity.id] = None
+            while len(self._seen) > _SEEN:
+                self._seen.popitem(last=False)
+        log.info("msteams: activity %s in %s is on the bus", activity.id, inbound.chat_key())
+        self._spawn(self._typing(inbound), f"msteams-typing-{activity.id}")
+        return web.Response(status=200)
+
+    async def _inbound(self, activity: Activity) -> InboundMessage | None:
+        conversation = activity.conversation
+        sender = activity.from_property
+        if conversation is None or not conversation.id or sender is None or not activity.id:
+            raise ValueError("a message activity without conversation, from or id")
+        kind = conversation.conversation_type or "personal"
+        private = kind == "personal"
+        mentioned = activity.is_recipient_mentioned()
+        if not private and not mentioned and self.config.require_mention_in_groups:
+            return None  # channel chatter the bot was not asked about
+        text = activity.remove_recipient_mention() if mentioned else (activity.text or "")
+        text = re.sub(r"[ \t]{2,}", " ", text).strip()
+        chat_id, _, root = conversation.id.partition(";messageid=")
+        topic_id = root if kind == "channel" and root else None
+        files = await self._files_in(activity, chat_id)
+        if not text and not files:
+            return None  # a card or a reaction alone: nothing to answer
+        return InboundMessage(
+            channel="msteams",
+            chat_id=chat_id,
+            topic_id=topic_id,
+            user_id=str(sender.aad_object_id or sender.id),
+            user_name=sender.name,
+            message_id=activity.id,
+            chat_type="private" if private else "group",
+            mentioned=mentioned,
+            text=text,
+            files=files,
+            metadata={"service_url": activity.service_url, "conversation": conversation.id},
+        )
+
+    async def _files_in(self, activity: Activity, chat_id: str) -> list[FileRef]:
+        staged: list[FileRef] = []
+        for number, attachment in enumerate(activity.attachments or []):
+            fetched = await self._fetch(attachment)
+            if fetched is None:
+                continue
+            data, content_type = fetched
+            name = attachment.name or f"image_{activity.id}_{number}{_suffix(content_type)}"
+            store = await self.bus.files()
+            staged.append(
+                await stage_chat_file(store, "msteams", chat_id, str(activity.id), name, data, content_type)
+            )
+        return staged
+
+    async def _fetch(self, attachment: Attachment) -> tuple[bytes, str | None] | None:
+        """A shared file (its pre-authorized `downloadUrl`) or an inline picture (read with the
+        bot's token); None for what is not a file (the message's HTML, cards)."""
+        content = attachment.content if isinstance(attachment.content, dict) else {}
+        headers: dict[str, str] = {}
+        if attachment.content_type == FILE_INFO and content.get("downloadUrl"):
+            url = str(content["downloadUrl"])
+        elif (attachment.content_type or "").startswith("image/") and attachment.content_url:
+            url = attachment.content_url
+            headers["Authorization"] = f"Bearer {await self.tokens.get()}"
+        else:
+            return None
+        response = await self.http.get(url, headers=headers, follow_redirects=True)
+        response.raise_for_status()
+        if len(response.content) > MAX_FILE_IN:
+            log.info(
+                "msteams: skipping %s (%d bytes, over the limit)", attachment.name, len(response.content)
+            )
+            return None
+        content_type = response.headers.get("content-type", "").split(";")[0] or None
+        if (attachment.content_type or "").startswith("image/") and attachment.content_type != "image/*":
+            content_type = attachment.content_type
+        return response.content, content_type
+
+    async def _typing(self, inbound: InboundMessage) -> None:
+        service_url, conversation = _where(inbound.metadata, inbound.chat_id, inbound.topic_id)
+        try:
+            await self.connector.send(service_url, conversation, Activity(type="typing"))
+        except Exception as exc:  # only a courtesy
+            log.info("msteams: no typing indicator in %s: %s", conversation, exc)
+
+    def _spawn(self, work: Any, name: str) -> None:
+        task = asyncio.create_task(work, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ outbound (a Surface)
+
+    def split(self, text: str) -> list[str]:
+        return split_text(text, LIMIT)
+
+    async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
+        service_url, conversation = _where(out.metadata, out.chat_id, out.topic_id)
+        sent = await self.connector.send(service_url, conversation, _message(text))
+        return {"service_url": service_url, "conversation": conversation, "activity": sent}
+
+    async def edit(self, ref: dict[str, Any], text: str) -> None:
+        message = _message(text)
+        message.id = ref["activity"]
+        await self.connector.update(ref["service_url"], ref["conversation"], ref["activity"], message)
+
+    async def send_file(self, out: OutboundMessage, file: FileRef, data: bytes) -> None:
+        kind = IMAGE_TYPES.get(PurePosixPath(file.name).suffix.lower())
+        if kind is None or len(data) > MAX_IMAGE_OUT:
+            await self.post_more(out, f"(I made {file.name}; Teams does not let me attach it here.)")
+            return
+        service_url, conversation = _where(out.metadata, out.chat_id, out.topic_id)
+        picture = Attachment(
+            content_type=kind,
+            content_url=f"data:{kind};base64,{base64.b64encode(data).decode()}",
+            name=file.name,
+        )
+        await self.connector.send(service_url, conversation, Activity(type="message", attachments=[picture]))
+
+    async def aclose(self) -> None:
+        await cancel_and_wait(*self._tasks)
+        await self.connector.aclose()
+        await self.http.aclose()
+
+
+def _message(text: str) -> Activity:
+    return Activity(type="message", text=text, text_format="markdown")
+
+
+def _where(metadata: dict[str, Any], chat_id: str, topic_id: str | None) -> tuple[str, str]:
+    """The service URL and conversation id to answer at: the message's own, else (a reply that
+    does not answer a message: a schedule) Microsoft's global service URL and the chat."""
+    service_url = str(metadata.get("service_url") or GLOBAL_SERVICE_URL)
+    conversation = metadata.get("conversation")
+    if not conversation:
+        conversation = chat_id + (f";messageid={topic_id}" if topic_id else "")
+    return service_url, str(conversation)
+
+
+def _suffix(content_type: str | None) -> str:
+    return next((s for s, t in IMAGE_TYPES.items() if t == content_type), "")
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ())) or "the body"
+        return f"{where}: {first.get('msg')}"
+    return str(exc)
+
+
+async def run(bus: Bus, config: AppConfig) -> None:
+    """The Teams adapter component: the messaging endpoint in, replies out, until cancelled. One copy
+    serves at a time (the lease `adapter.msteams`); the others stand by and take the port over."""
+    settings = config.channels.msteams
+    missing = [name for name in ("app_id", "app_password") if not settings.resolved(name)]
+    if missing:
+        raise Misconfigured(f"channels.msteams: {', '.join(missing)} must be set")
+    if settings.signing_keys_url:
+        use_signing_keys(settings.signing_keys_url)
+    await standby.serve_while_active(
+        bus, "msteams", config.bus.lease_seconds, lambda lost: _serve(bus, settings, lost)
+    )
+
+
+async def _serve(bus: Bus, settings: MSTeamsConfig, lost: asyncio.Event) -> None:
+    adapter = TeamsAdapter(bus, settings)
+    runner = web.AppRunner(adapter.web_app(), access_log=None, handle_signals=False)
+    work: list[asyncio.Task[None]] = []
+    try:
+        await adapter.tokens.get()  # refused credentials: Misconfigured; Microsoft away: Unreachable
+        await runner.setup()
+        site = web.TCPSite(runner, settings.webhook_listen, settings.webhook_port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise Misconfigured(
+                f"channels.msteams: cannot listen on {settings.webhook_listen}:{settings.webhook_port}: {exc}"
+            ) from exc
+        log.info(
+            "msteams adapter: messaging endpoint on %s:%d%s",
+            settings.webhook_listen,
+            settings.webhook_port,
+            settings.webhook_path,
+        )
+        work = [
+            asyncio.create_task(
+                run_consumers(reply_consumer(bus, "msteams", adapter.replies.deliver)), name="msteams-replies"
+            ),
+            asyncio.create_task(standby.watch(lost, "msteams"), name="msteams-lease-watch"),
+        ]
+        done, _ = await asyncio.wait(work, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+    finally:
+        await cancel_and_wait(*work)
+        await asyncio.shield(runner.cleanup())
+        await adapter.aclose()

@@ -1,0 +1,179 @@
+"""Microsoft Teams end to end: the adapter's messaging endpoint (its JWTs checked by the Microsoft
+365 Agents SDK) and the Bot Connector reached through the SDK's connector client, against a fake
+Teams written from Microsoft's documentation, through router and runner."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from bus import Bus, list_dead_letters
+from channels.msteams import run as run_msteams
+from config import AppConfig
+from tests.fakes.msteams_server import FakeTeams
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
+from tests.support.adapters import adapter_stack
+
+OUT = "/mnt/user-data/outputs"
+CHANNEL = "19:3c1d0f5e8a2b4f6e9d7c@thread.tacv2"
+
+
+@pytest.fixture
+def port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest_asyncio.fixture
+async def teams() -> AsyncIterator[FakeTeams]:
+    async with FakeTeams() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def stack(
+    nats_url: str,
+    teams: FakeTeams,
+    port: int,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+) -> AsyncIterator[AppConfig]:
+    settings = teams.settings(port)
+    async with adapter_stack(nats_url, config_data, app_config, "msteams", settings, run_msteams) as config:
+        await teams.wait_for("token")
+        yield config
+
+
+def asked(fake_model: FakeOpenAI) -> list[str]:
+    return [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
+
+
+async def _until(teams: FakeTeams, condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    try:
+        await teams.wait(condition, timeout)
+    except TimeoutError:
+        raise AssertionError(f"{what}; the bot's messages: {teams.bot_messages()}") from None
+
+
+async def test_a_personal_chat_is_answered_streamed_by_updates_of_one_message(
+    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    answer = "The **capital** of France is `Paris`, and it has been for a very long time indeed."
+    fake_model.script(Reply(text=answer, chunk_delay=0.1))
+    taken = await teams.say("What is the capital of France?")
+    assert taken.status_code == 200
+    await _until(teams, lambda: [m["text"] for m in teams.bot_messages()] == [answer], "not answered")
+    (reply,) = teams.bot_messages("a:1personal-chat")
+    assert reply["type"] == "message"
+    shown = [reply["edits"][0] if reply["edits"] else reply["text"], *reply["edits"][1:], reply["text"]]
+    assert len(reply["edits"]) >= 1, "streamed: sent, then updated in place"
+    assert all(answer.startswith(text) for text in shown), f"each update a longer beginning: {shown}"
+    assert "a:1personal-chat" in teams.typing, "the bot showed it was typing"
+    assert asked(fake_model) == ["What is the capital of France?"]
+
+
+async def test_a_channel_message_needs_a_mention_and_is_answered_in_its_reply_chain(
+    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(text="In the chain.", when="help me"), Reply(text="Next post.", when="and this"))
+    chain = f"{CHANNEL};messageid=1700000000001"
+    ignored = await teams.say("chatter among humans", conversation=chain, kind="channel")
+    assert ignored.status_code == 200
+    await teams.say("help me", conversation=chain, kind="channel", mention=True)
+    await _until(teams, lambda: len(teams.bot_messages()) == 1, "the mention was not answered")
+    other = f"{CHANNEL};messageid=1700000000002"
+    await teams.say("and this", conversation=other, kind="channel", mention=True)
+    await _until(teams, lambda: len(teams.bot_messages()) == 2, "the second post was not answered")
+    assert [m["text"] for m in teams.bot_messages(chain)] == ["In the chain."], "answered in the reply chain"
+    assert [m["text"] for m in teams.bot_messages(other)] == ["Next post."]
+    assert asked(fake_model) == ["help me", "and this"], "the chatter ran nothing; the mention is not asked"
+    assert "<at>" not in json.dumps(fake_model.agent_requests)
+    assert "help me" not in json.dumps(fake_model.agent_requests[1]["messages"]), "each post its own thread"
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        pytest.param(None, id="missing"),
+        pytest.param("not-a-jwt", id="garbage"),
+        pytest.param("forged-key", id="signed-by-another-key"),
+        pytest.param("other-audience", id="for-another-bot"),
+        pytest.param("expired", id="expired"),
+        pytest.param("other-service-url", id="answers-sent-elsewhere"),
+    ],
+)
+async def test_a_request_without_a_valid_bot_framework_token_is_refused_with_401(
+    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig, bus: Bus, token: str | None
+) -> None:
+    tokens = {
+        None: None,
+        "not-a-jwt": "not-a-jwt",
+        "forged-key": teams.signed(key=rsa.generate_private_key(public_exponent=65537, key_size=2048)),
+        "other-audience": teams.signed(aud="00000000-0000-0000-0000-000000000000"),
+        "expired": teams.signed(exp=1_600_000_000, nbf=1_599_990_000),
+        "other-service-url": teams.signed(serviceurl="https://attacker.example/"),
+    }
+    refused = await teams.post(teams.activity("do something"), token=tokens[token])
+    assert refused.status_code == 401
+    fake_model.script(Reply(text="Genuine."))
+    await teams.say("genuine")
+    await _until(teams, lambda: len(teams.bot_messages()) == 1, "the genuine message was not answered")
+    assert asked(fake_model) == ["genuine"], "the refused request reached nothing"
+    assert await list_dead_letters(bus) == []
+
+
+async def test_the_same_activity_posted_twice_is_answered_once(
+    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    activity = teams.activity("hello")
+    first, again = await teams.post(activity), await teams.post(activity)
+    assert (first.status_code, again.status_code) == (200, 200)
+    await teams.say("last one")
+    await _until(teams, lambda: len(teams.bot_messages()) == 2, "not answered")
+    assert asked(fake_model) == ["hello", "last one"], "the retry ran nothing"
+
+
+async def test_a_body_that_is_not_an_activity_is_refused_and_dead_lettered(
+    teams: FakeTeams, stack: AppConfig, bus: Bus
+) -> None:
+    answer = await teams.post(b'{"type": "message", "conversation": "not an object"}')
+    assert answer.status_code == 400
+    assert "conversation" in answer.json()["error"]
+    (kept,) = await list_dead_letters(bus)
+    assert kept.consumer == "msteams-adapter"
+    assert "conversation" in kept.reason
+
+
+async def test_files_go_both_ways(teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig) -> None:
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+    )
+    encoded = base64.b64encode(png).decode()
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "/mnt/user-data/uploads/minutes.txt"})]),
+        Reply(tool_calls=[ToolCall("bash", {"command": f"echo {encoded} | base64 -d > {OUT}/dot.png"})]),
+        Reply(tool_calls=[ToolCall("present_files", {"filepaths": [f"{OUT}/dot.png"]})]),
+        Reply(text="Ship on Friday; a picture attached."),
+    )
+    shared = teams.share_file("minutes.txt", b"Decision: ship on Friday.")
+    await teams.say("what was decided?", attachments=[shared])
+    await _until(
+        teams, lambda: any(m.get("attachments") for m in teams.bot_messages()), "no picture came back"
+    )
+    first = asked(fake_model)[0]
+    assert first.startswith("what was decided?")
+    assert "/mnt/user-data/uploads/minutes.txt" in first
+    assert asked(fake_model)[1] == "Decision: ship on Friday."
+    messages = teams.bot_messages()
+    assert messages[0]["text"] == "Ship on Friday; a picture attached."
+    (picture,) = messages[-1]["attachments"]
+    assert picture["contentType"] == "image/png"
+    assert picture["contentUrl"] == f"data:image/png;base64,{encoded}"
