@@ -3,13 +3,16 @@ update), made with the Agents SDK's `ConnectorClient`, its refusals told the rep
 
 Teams limits each bot per conversation (7 operations a second, 60 in 30 seconds, ...) and answers
 a call over the limit with 429, often with `Retry-After`: that is `RateLimited` for the one
-conversation (other chats go on). A 5xx or no answer is `TeamsUnavailable` (tried again later),
+conversation (other chats go on), and until the wait is over no call is made there (a typing
+indicator's 429 holds the reply too). A 5xx or no answer is `TeamsUnavailable` (tried again later),
 another refusal `TeamsError`; a 401 also forgets the connector token, so the next try fetches one.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Coroutine
 from typing import Any
 
 import aiohttp
@@ -42,6 +45,7 @@ class Connector:
     def __init__(self, tokens: ConnectorTokens) -> None:
         self._tokens = tokens
         self._clients: dict[str, tuple[str, ConnectorClient]] = {}  # service URL -> (token, client)
+        self._limited_until: dict[str, float] = {}  # conversation -> when Teams takes calls again
 
     async def aclose(self) -> None:
         for _, client in self._clients.values():
@@ -78,14 +82,22 @@ class Connector:
             conversation, client.conversations.update_activity(conversation, activity_id, activity)
         )
 
-    async def _call(self, conversation: str, call: Any) -> Any:
+    async def _call(self, conversation: str, call: Coroutine[Any, Any, Any]) -> Any:
+        chat = conversation.split(";")[0]  # a channel's reply chains share the channel's limit
+        wait = self._limited_until.get(chat, 0.0) - time.monotonic()
+        if wait > 0:  # Teams said to wait: no call before then (the typing indicator's 429 counts)
+            call.close()
+            raise RateLimited(wait, f"Teams' rate limit in conversation {chat}", scope="chat")
         try:
             return await call
         except aiohttp.ClientResponseError as exc:
             if exc.status == 429:
-                raise RateLimited(
-                    _retry_after(exc), f"Teams' rate limit in conversation {conversation}", scope="chat"
-                ) from exc
+                wait = _retry_after(exc)
+                self._limited_until[chat] = time.monotonic() + wait
+                if len(self._limited_until) > 10_000:  # conversations long quiet: their waits are past
+                    now = time.monotonic()
+                    self._limited_until = {k: v for k, v in self._limited_until.items() if v > now}
+                raise RateLimited(wait, f"Teams' rate limit in conversation {chat}", scope="chat") from exc
             if exc.status == 401:
                 self._tokens.forget()
                 raise TeamsUnavailable("the Bot Connector refused the bot's token; fetching another") from exc

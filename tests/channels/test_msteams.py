@@ -130,6 +130,22 @@ async def test_a_request_without_a_valid_bot_framework_token_is_refused_with_401
     assert await list_dead_letters(bus) == []
 
 
+async def test_a_rate_limited_conversation_waits_without_holding_up_another(
+    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(text="Worth the wait.", when="first"), Reply(text="Right away.", when="second"))
+    teams.flood.arm("conversation", 6, key="a:1personal-chat")  # its next call: 429, Retry-After 6
+    await teams.say("first")
+    await teams.wait_for("throttled")
+    await teams.say("second", conversation="a:1other-chat", user="29:1user-adele")
+    await _until(teams, lambda: len(teams.bot_messages("a:1other-chat")) == 1, "the other chat waited")
+    assert teams.bot_messages("a:1personal-chat") == [], "the limited chat is still waiting"
+    await _until(teams, lambda: len(teams.bot_messages("a:1personal-chat")) == 1, "the answer was lost", 40)
+    assert [m["text"] for m in teams.bot_messages("a:1personal-chat")] == ["Worth the wait."]
+    assert [m["text"] for m in teams.bot_messages("a:1other-chat")] == ["Right away."]
+    assert teams.throttled == ["a:1personal-chat"], "no call came before the announced wait was over"
+
+
 async def test_the_same_activity_posted_twice_is_answered_once(
     teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
 ) -> None:

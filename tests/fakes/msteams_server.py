@@ -134,13 +134,18 @@ class FakeTeams(LocalServer):
     # ------------------------------------------------------------------ the Bot Connector
 
     def _limited(self, conversation: str) -> Response | None:
+        """429 with `Retry-After` past Teams' limit in `conversation`, or while a test's
+        `flood.arm("conversation", seconds, key=conversation)` holds it."""
         now = time.monotonic()
         recent = self._ops.setdefault(conversation, deque())
         while recent and now - recent[0] > 1.0:
             recent.popleft()
-        if len(recent) >= PER_SECOND:
-            self.throttled.append(conversation)
+        wait = self.flood.refusal("conversation", conversation)
+        if wait is None and len(recent) >= PER_SECOND:
             wait = max(1, round(1.0 - (now - recent[0]) + 0.5))
+        if wait is not None:
+            self.throttled.append(conversation)
+            self.record("throttled", {"conversation": conversation})
             return JSONResponse(
                 {"error": {"code": "TooManyRequests", "message": "Too many requests"}},
                 status_code=429,
