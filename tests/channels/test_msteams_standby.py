@@ -30,6 +30,10 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(200)]
 ANSWER = "one two three four five six seven eight nine ten eleven twelve"
 
 
+def texts(teams: FakeTeams) -> list[str]:
+    return [m["text"] for m in teams.bot_messages()]
+
+
 @pytest_asyncio.fixture
 async def teams() -> AsyncIterator[FakeTeams]:
     async with FakeTeams() as fake:
@@ -74,7 +78,7 @@ async def test_the_standby_takes_the_endpoint_over_and_finishes_the_answer_once(
             assert (first.status_code, again.status_code) == (200, 200)
             assert listener(procs, port) is not active
             try:
-                await teams.wait(lambda: [m["text"] for m in teams.bot_messages()] == [ANSWER, "still here"], 90)
+                await teams.wait(lambda: texts(teams) == [ANSWER, "still here"], 90)
             except TimeoutError:
                 logs = "\n".join((tmp_path / f"msteams-{n}.log").read_text()[-3000:] for n in range(2))
                 pytest.fail(f"the standby did not finish: {teams.bot_messages()}\n{logs}")
