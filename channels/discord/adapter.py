@@ -44,6 +44,7 @@ from channels.delivery.reply_stream import ReplyStream
 from channels.delivery.splitting import split_text
 from channels.delivery.surface import Surface
 from channels.delivery.unreadable import dead_letter_unreadable
+from channels.discord import session
 from channels.discord.commands import invoked_text, offer_commands
 from channels.discord.gateway import build_client, use_announced_gateway
 from channels.discord.rest import DiscordRest
@@ -97,7 +98,9 @@ class DiscordAdapter(Surface):
             return  # bots, ourselves included
         if message.type not in (discord.MessageType.default, discord.MessageType.reply):
             return  # joins, pins, thread starts: nothing asked
-        private = message.guild is None
+        # A resumed session has no guild cache (no GUILD_CREATE): its channels come as partial
+        # ones, which still know their guild.
+        private = message.guild is None and getattr(message.channel, "guild_id", None) is None
         mentioned = me.id in message.raw_mentions
         replied = message.reference.resolved if message.reference else None
         reply_to_bot = isinstance(replied, discord.Message) and replied.author.id == me.id
@@ -274,15 +277,22 @@ async def _serve(bus: Bus, settings: DiscordConfig, lost: asyncio.Event) -> None
             raise Misconfigured("Discord refused the bot token: check channels.discord.bot_token") from exc
         except (aiohttp.ClientError, OSError, discord.GatewayNotFound) as exc:
             raise Unreachable(host, f"{type(exc).__name__}: {exc}") from exc
+        stored = await session.load(bus)
+        if stored is not None:  # the last active copy's session: what it missed is replayed
+            session.resume_stored(client, stored)
+        resumed = asyncio.Event()  # a resumed session sends RESUMED, never READY
+        client.event(_named("on_resumed", lambda: _set(resumed)))
         connecting = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
         work.append(connecting)
-        ready = asyncio.create_task(client.wait_until_ready())
-        await asyncio.wait([connecting, ready], return_when=asyncio.FIRST_COMPLETED)
-        if not ready.done():
-            ready.cancel()
+        ready = [asyncio.create_task(client.wait_until_ready()), asyncio.create_task(resumed.wait())]
+        await asyncio.wait([connecting, *ready], return_when=asyncio.FIRST_COMPLETED)
+        if not any(task.done() for task in ready):
+            await cancel_and_wait(*ready)
             connecting.result()  # the connection ended before READY: say why
+        await cancel_and_wait(*ready)
         assert client.user is not None
-        log.info("discord adapter connected as %s (%s)", client.user, client.user.id)
+        how = "resumed the session" if resumed.is_set() else "connected"
+        log.info("discord adapter %s as %s (%s)", how, client.user, client.user.id)
 
         async def connected() -> bool:
             return client.ws is not None and client.ws.open and not client.is_closed()
@@ -295,6 +305,7 @@ async def _serve(bus: Bus, settings: DiscordConfig, lost: asyncio.Event) -> None
         helpers = [
             asyncio.create_task(offer_commands(bus, client), name="discord-commands"),
             asyncio.create_task(watch_connection("discord", connected, down), name="discord-health"),
+            asyncio.create_task(session.keep_saved(bus, client), name="discord-session"),
         ]
         try:
             done, _ = await asyncio.wait(work, return_when=asyncio.FIRST_COMPLETED)
@@ -316,6 +327,10 @@ async def _serve(bus: Bus, settings: DiscordConfig, lost: asyncio.Event) -> None
         await cancel_and_wait(*work)
         await asyncio.shield(_close(client, rest))
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def _set(event: asyncio.Event) -> None:
+    event.set()
 
 
 def _named(name: str, handler: Any) -> Any:

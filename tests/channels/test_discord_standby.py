@@ -1,14 +1,16 @@
 """Two copies of the Discord adapter: one holds the gateway connection, one stands by. The active one
-is SIGKILLed mid-answer; the standby connects and finishes the answer in the message already
-shown, answers what comes next, and Discord never sees two sessions of the bot at once (each would
-get every message)."""
+is SIGKILLed mid-answer; the standby RESUMEs its gateway session (kept on the bus), so what users
+wrote during the switch is replayed and answered, finishes the answer in the message already
+shown, and Discord never sees two sessions of the bot at once (each would get every message). A
+session Discord no longer resumes (op 9) is replaced by a new one (IDENTIFY)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,49 +29,96 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(150)]
 ANSWER = "one two three four five six seven eight nine ten eleven twelve"
 
 
-async def test_the_standby_copy_connects_and_finishes_the_answer_once(
+async def _kill_the_active_copy_mid_answer(
+    bus: Bus, fake: FakeDiscord, procs: list[asyncio.subprocess.Process], ready: asyncio.Queue[int]
+) -> None:
+    first, second = await asyncio.wait_for(ready.get(), 60), await asyncio.wait_for(ready.get(), 60)
+    assert {first, second} == {p.pid for p in procs}, "one active, one standing by"
+    await fake.wait(lambda: fake.live == 1, 30)
+    fake.user_message("tell me slowly")
+    # Once the message shown has been edited, the adapter's bookkeeping knows it.
+    await fake.wait_for("editMessage", timeout=60)
+    holder = (await (await bus.kv(bus.subjects.leases_bucket)).get("adapter.discord")).value
+    active = next(p for p in procs if f"-{p.pid}-" in (holder or b"").decode())
+    os.kill(active.pid, signal.SIGKILL)
+    await active.wait()
+    await fake.wait(lambda: fake.live == 0, 30)
+
+
+async def _until_answered(fake: FakeDiscord, tmp_path: Path, expected: set[str]) -> None:
+    try:
+        await fake.wait(lambda: {m["content"] for m in fake.bot_messages()} == expected, 90)
+    except TimeoutError:
+        logs = "\n".join((tmp_path / f"discord-{n}.log").read_text()[-3000:] for n in range(2))
+        pytest.fail(f"the standby did not finish: {fake.bot_messages()}\n{logs}")
+
+
+@pytest.fixture
+def two_copies(
     bus: Bus,
     discord: FakeDiscord,  # noqa: F811
-    fake_model: FakeOpenAI,
     nats_url: str,
     tmp_path: Path,
     config_data: dict[str, Any],
     app_config: Callable[[], AppConfig],
     config_file: Callable[[], Path],
-) -> None:
+) -> Callable[[], Any]:
     config_data["bus"]["lease_seconds"] = 4  # a busy machine stalls a process for a second or two
+
+    @contextlib.asynccontextmanager
+    async def started() -> AsyncIterator[tuple[list[asyncio.subprocess.Process], asyncio.Queue[int]]]:
+        ready: asyncio.Queue[int] = asyncio.Queue()
+
+        async def on_ready(msg: Any) -> None:
+            ready.put_nowait(decode(ComponentReady, msg.data).pid)
+
+        await bus.nc.subscribe(bus.subjects.component_ready("discord"), cb=on_ready)
+        settings = {"bot_token": discord.token, "base_url": discord.api_base}
+        async with adapter_stack(nats_url, config_data, app_config, "discord", settings, None):
+            async with adapter_processes(config_file(), nats_url, tmp_path, 2, "discord") as procs:
+                yield procs, ready
+
+    return started
+
+
+async def test_the_standby_resumes_the_session_hears_what_was_said_meanwhile_and_finishes_once(
+    bus: Bus,
+    discord: FakeDiscord,  # noqa: F811
+    fake_model: FakeOpenAI,
+    tmp_path: Path,
+    two_copies: Callable[[], Any],
+) -> None:
     fake_model.script(
         Reply(text=ANSWER, when="tell me slowly", chunk_delay=0.4), Reply(text="still here", when="and now?")
     )
-    settings = {"bot_token": discord.token, "base_url": discord.api_base}
-    ready: asyncio.Queue[int] = asyncio.Queue()
-
-    async def on_ready(msg: Any) -> None:
-        ready.put_nowait(decode(ComponentReady, msg.data).pid)
-
-    await bus.nc.subscribe(bus.subjects.component_ready("discord"), cb=on_ready)
-    async with adapter_stack(nats_url, config_data, app_config, "discord", settings, None):
-        async with adapter_processes(config_file(), nats_url, tmp_path, 2, "discord") as procs:
-            first, second = await asyncio.wait_for(ready.get(), 60), await asyncio.wait_for(ready.get(), 60)
-            assert {first, second} == {p.pid for p in procs}, "one active, one standing by"
-            await discord.wait(lambda: discord.live == 1, 30)
-            discord.user_message("tell me slowly")
-            # Once the message shown has been edited, the adapter's bookkeeping knows it.
-            await discord.wait_for("editMessage", timeout=60)
-            holder = (await (await bus.kv(bus.subjects.leases_bucket)).get("adapter.discord")).value
-            active = next(p for p in procs if f"-{p.pid}-" in (holder or b"").decode())
-            os.kill(active.pid, signal.SIGKILL)
-            await discord.wait(lambda: discord.identified == 2 and discord.live == 1, 60)
-            discord.user_message("and now?")
-            try:
-                await discord.wait(
-                    lambda: {m["content"] for m in discord.bot_messages()} == {ANSWER, "still here"}, 90
-                )
-            except TimeoutError:
-                logs = "\n".join((tmp_path / f"discord-{n}.log").read_text()[-3000:] for n in range(2))
-                pytest.fail(f"the standby did not finish: {discord.bot_messages()}\n{logs}")
+    async with two_copies() as (procs, ready):
+        await _kill_the_active_copy_mid_answer(bus, discord, procs, ready)
+        discord.user_message("and now?")  # no copy is connected: only a resumed session hears it
+        await _until_answered(discord, tmp_path, {ANSWER, "still here"})
+        assert (discord.identified, discord.resumed) == (1, 1), "the standby resumed the session"
     messages = discord.bot_messages()
     assert [m["content"] for m in messages] == [ANSWER, "still here"], "the answer stays in its message"
     assert ANSWER.startswith(messages[0]["edits"][0]), "streamed before the kill, finished after it"
     assert discord.most_live == 1, "never two gateway sessions at once"
-    assert len(fake_model.agent_requests) == 2, "each message became one run"
+    assert len(fake_model.agent_requests) == 2, "each message became one run (a replay none more)"
+
+
+async def test_a_session_discord_no_longer_resumes_is_replaced_by_a_new_one(
+    bus: Bus,
+    discord: FakeDiscord,  # noqa: F811
+    fake_model: FakeOpenAI,
+    tmp_path: Path,
+    two_copies: Callable[[], Any],
+) -> None:
+    fake_model.script(
+        Reply(text=ANSWER, when="tell me slowly", chunk_delay=0.4), Reply(text="new session", when="hello?")
+    )
+    async with two_copies() as (procs, ready):
+        await _kill_the_active_copy_mid_answer(bus, discord, procs, ready)
+        discord.invalidate_sessions()
+        await discord.wait(lambda: discord.identified == 2 and discord.live == 1, 60)
+        assert discord.invalid_sessions_told == 1, "the standby tried to resume first"
+        discord.user_message("hello?")
+        await _until_answered(discord, tmp_path, {ANSWER, "new session"})
+    assert discord.resumed == 0
+    assert discord.most_live == 1, "never two gateway sessions at once"
