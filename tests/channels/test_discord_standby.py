@@ -20,7 +20,7 @@ from bus import Bus, decode
 from bus.messages import ComponentReady
 from config import AppConfig
 from tests.channels.conftest import adapter_processes
-from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.discord_server import DM_CHANNEL, GENERAL, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.adapters import adapter_stack, discord  # noqa: F401  (the fake Discord fixture)
 
@@ -89,18 +89,22 @@ async def test_the_standby_resumes_the_session_hears_what_was_said_meanwhile_and
     two_copies: Callable[[], Any],
 ) -> None:
     fake_model.script(
-        Reply(text=ANSWER, when="tell me slowly", chunk_delay=0.4), Reply(text="still here", when="and now?")
+        Reply(text=ANSWER, when="tell me slowly", chunk_delay=0.4),
+        Reply(text="still here", when="and now?"),
+        Reply(text="in the guild", when="over here"),
     )
     async with two_copies() as (procs, ready):
         await _kill_the_active_copy_mid_answer(bus, discord, procs, ready)
         discord.user_message("and now?")  # no copy is connected: only a resumed session hears it
-        await _until_answered(discord, tmp_path, {ANSWER, "still here"})
+        discord.user_message("over here", channel_id=GENERAL, mention=True)
+        await _until_answered(discord, tmp_path, {ANSWER, "still here", "in the guild"})
         assert (discord.identified, discord.resumed) == (1, 1), "the standby resumed the session"
-    messages = discord.bot_messages()
+    messages = discord.bot_messages(DM_CHANNEL)
     assert [m["content"] for m in messages] == [ANSWER, "still here"], "the answer stays in its message"
+    assert discord.bot_messages(GENERAL)[0]["content"] == "in the guild", "a guild channel is still one"
     assert ANSWER.startswith(messages[0]["edits"][0]), "streamed before the kill, finished after it"
     assert discord.most_live == 1, "never two gateway sessions at once"
-    assert len(fake_model.agent_requests) == 2, "each message became one run (a replay none more)"
+    assert len(fake_model.agent_requests) == 3, "each message became one run (a replay none more)"
 
 
 async def test_a_session_discord_no_longer_resumes_is_replaced_by_a_new_one(
