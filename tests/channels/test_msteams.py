@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -20,33 +19,25 @@ from config import AppConfig
 from tests.fakes.msteams_server import FakeTeams
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.support.adapters import adapter_stack
+from tests.support.ports import free_port
 
 OUT = "/mnt/user-data/outputs"
 CHANNEL = "19:3c1d0f5e8a2b4f6e9d7c@thread.tacv2"
 
 
-@pytest.fixture
-def port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest_asyncio.fixture
 async def teams() -> AsyncIterator[FakeTeams]:
+    """The fake Teams (token service, signing keys, Bot Connector)."""
     async with FakeTeams() as fake:
         yield fake
 
 
 @pytest_asyncio.fixture
 async def stack(
-    nats_url: str,
-    teams: FakeTeams,
-    port: int,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    nats_url: str, teams: FakeTeams, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
 ) -> AsyncIterator[AppConfig]:
-    settings = teams.settings(port)
+    """A runner, a router and the Teams adapter serving its messaging endpoint."""
+    settings = teams.settings(free_port())
     async with adapter_stack(nats_url, config_data, app_config, "msteams", settings, run_msteams) as config:
         await teams.wait_for("token")
         yield config

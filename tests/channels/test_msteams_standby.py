@@ -8,41 +8,35 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from bus import Bus, decode
 from bus.messages import ComponentReady
 from config import AppConfig
 from tests.channels.conftest import adapter_processes
+from tests.channels.test_msteams import teams  # noqa: F401  (the fake Teams fixture)
 from tests.channels.test_wecom_standby import listener
 from tests.fakes.msteams_server import FakeTeams
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.adapters import adapter_stack
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(200)]
 
 ANSWER = "one two three four five six seven eight nine ten eleven twelve"
 
 
-def texts(teams: FakeTeams) -> list[str]:
-    return [m["text"] for m in teams.bot_messages()]
-
-
-@pytest_asyncio.fixture
-async def teams() -> AsyncIterator[FakeTeams]:
-    async with FakeTeams() as fake:
-        yield fake
+def texts(fake: FakeTeams) -> list[str]:
+    return [m["text"] for m in fake.bot_messages()]
 
 
 async def test_the_standby_takes_the_endpoint_over_and_finishes_the_answer_once(
     bus: Bus,
-    teams: FakeTeams,
+    teams: FakeTeams,  # noqa: F811
     fake_model: FakeOpenAI,
     nats_url: str,
     tmp_path: Path,
@@ -50,9 +44,7 @@ async def test_the_standby_takes_the_endpoint_over_and_finishes_the_answer_once(
     app_config: Callable[[], AppConfig],
     config_file: Callable[[], Path],
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     config_data["bus"]["lease_seconds"] = 4  # a busy machine stalls a process for a second or two
     fake_model.script(
         Reply(text=ANSWER, when="tell me slowly", chunk_delay=0.4), Reply(text="still here", when="and now?")
