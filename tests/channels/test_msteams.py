@@ -184,3 +184,37 @@ async def test_files_go_both_ways(teams: FakeTeams, fake_model: FakeOpenAI, stac
     (picture,) = messages[-1]["attachments"]
     assert picture["contentType"] == "image/png"
     assert picture["contentUrl"] == f"data:image/png;base64,{encoded}"
+
+
+async def test_a_pasted_picture_is_read_with_the_bots_token_and_the_html_beside_it_is_skipped(
+    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(text="A single dot."))
+    await teams.say("what is this?", attachments=teams.paste_image(b"\x89PNG fake picture"))
+    await _until(teams, lambda: len(teams.bot_messages()) == 1, "not answered")
+    question = asked(fake_model)[0]
+    assert question.startswith("what is this?")
+    assert "/mnt/user-data/uploads/image_" in question
+    assert ".png" in question, "named after the picture's type"
+    assert question.count("/mnt/user-data/uploads/") == 1, "the message's HTML is no file"
+
+
+async def test_a_long_answer_continues_in_messages_teams_takes(
+    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    paragraphs = [f"Paragraph {n}: " + "words and more words " * 40 for n in range(30)]
+    answer = "\n\n".join(paragraphs)
+    assert len(answer) > 20_000
+    fake_model.script(Reply(text=answer))
+    await teams.say("tell me everything")
+    await _until(
+        teams,
+        lambda: (
+            "".join(m["text"] for m in teams.bot_messages()).replace("\n", "") == answer.replace("\n", "")
+        ),
+        "the long answer did not arrive whole",
+    )
+    pieces = [m["text"] for m in teams.bot_messages()]
+    assert len(pieces) >= 3
+    assert all(len(p) <= 7000 for p in pieces)
+    assert all(p.startswith("Paragraph") for p in pieces), "cut at paragraph ends"

@@ -33,6 +33,8 @@ TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 TEXT_BYTES = 28 * 1024  # Teams refuses a message over about 28 KB
 # Teams' limit per bot and conversation: 7 operations a second (and 8 in 2 s; longer windows omitted).
 PER_SECOND = 7
+AMS_IMAGE = "http://schema.skype.com/AMSImage"
+DENIED = JSONResponse({"message": "Authorization has been denied for this request."}, status_code=401)
 
 
 class FakeTeams(LocalServer):
@@ -59,6 +61,7 @@ class FakeTeams(LocalServer):
         app.add_api_route("/{tenant}/oauth2/v2.0/token", self._token, methods=["POST"])
         app.add_api_route("/v1/.well-known/keys", self._keys, methods=["GET"])
         app.add_api_route("/files/{file_id}", self._file, methods=["GET"])
+        app.add_api_route("/amer/v3/attachments/{file_id}/views/original", self._inline, methods=["GET"])
         app.add_api_route("/amer/v3/conversations/{conversation}/activities", self._send, methods=["POST"])
         app.add_api_route(
             "/amer/v3/conversations/{conversation}/activities/{activity}", self._reply, methods=["POST"]
@@ -221,6 +224,15 @@ class FakeTeams(LocalServer):
         name, data = self.files[file_id]
         return Response(data, headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
+    async def _inline(self, file_id: str, request: Request) -> Response:
+        """A picture pasted into a message: the connector serves it to the bot's token only."""
+        self.record("attachmentView", {"id": file_id})
+        if not self._authorized(request):
+            return JSONResponse(
+                {"message": "Authorization has been denied for this request."}, status_code=401
+            )
+        return Response(self.files[file_id][1], media_type="image/png")
+
     def bot_messages(self, conversation: str | None = None) -> list[dict[str, Any]]:
         """The bot's messages (text and edits so far), in order, in one conversation or all."""
         chosen = [conversation] if conversation else list(self.activities)
@@ -242,6 +254,22 @@ class FakeTeams(LocalServer):
                 "fileType": name.rsplit(".", 1)[-1],
             },
         }
+
+    def paste_image(self, data: bytes) -> list[dict[str, Any]]:
+        """The attachments of a message with a picture pasted in, as Teams sends them: the picture
+        at the connector, and the message's own HTML (not a file)."""
+        file_id = "0-eus-d1-" + uuid.uuid4().hex
+        self.files[file_id] = ("pasted.png", data)
+        return [
+            {
+                "contentType": "image/*",
+                "contentUrl": f"{self.service_url}v3/attachments/{file_id}/views/original",
+            },
+            {
+                "contentType": "text/html",
+                "content": '<div><img src="..." itemtype="http://schema.skype.com/AMSImage"></div>',
+            },
+        ]
 
     def activity(
         self,
