@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 from aiohttp import web
-from microsoft_agents.activity import Activity, Attachment
+from microsoft_agents.activity import Activity, Attachment, ConversationReference
 from microsoft_agents.hosting.aiohttp import jwt_authorization_decorator
 from pydantic import ValidationError
 
@@ -63,6 +63,7 @@ MAX_IMAGE_OUT = 1024 * 1024  # pictures sent inline (as data URLs) up to this si
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif"}
 FILE_INFO = "application/vnd.microsoft.teams.file.download.info"
 GLOBAL_SERVICE_URL = "https://smba.trafficmanager.net/teams/"  # Microsoft's, for proactive messages
+_JSON: dict[str, Any] = {"mode": "json", "by_alias": True, "exclude_none": True}
 _SEEN = 5000  # activity ids remembered (the bus dedupes beyond, across copies)
 
 
@@ -152,7 +153,9 @@ class TeamsAdapter(Surface):
             mentioned=mentioned,
             text=text,
             files=files,
-            metadata={"service_url": activity.service_url, "conversation": conversation.id},
+            # Where and as whom to answer (the SDK's conversation reference: service URL,
+            # conversation, bot, user, the message answered), carried back by every reply.
+            metadata={"reference": activity.get_conversation_reference().model_dump(**_JSON)},
         )
 
     async def _files_in(self, activity: Activity, chat_id: str) -> list[FileRef]:
@@ -194,9 +197,11 @@ class TeamsAdapter(Surface):
         return response.content, content_type
 
     async def _typing(self, inbound: InboundMessage) -> None:
-        service_url, conversation = _where(inbound.metadata, inbound.chat_id, inbound.topic_id)
+        service_url, conversation, reference = _where(inbound.metadata, inbound.chat_id, inbound.topic_id)
         try:
-            await self.connector.send(service_url, conversation, Activity(type="typing"))
+            await self.connector.send(
+                service_url, conversation, _outgoing(Activity(type="typing"), reference)
+            )
         except Exception as exc:  # only a courtesy
             log.info("msteams: no typing indicator in %s: %s", conversation, exc)
 
@@ -211,12 +216,13 @@ class TeamsAdapter(Surface):
         return split_text(text, LIMIT)
 
     async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
-        service_url, conversation = _where(out.metadata, out.chat_id, out.topic_id)
-        sent = await self.connector.send(service_url, conversation, _message(text))
-        return {"service_url": service_url, "conversation": conversation, "activity": sent}
+        service_url, conversation, reference = _where(out.metadata, out.chat_id, out.topic_id)
+        sent = await self.connector.send(service_url, conversation, _outgoing(_message(text), reference))
+        ref = {"service_url": service_url, "conversation": conversation, "activity": sent}
+        return {**ref, "reference": out.metadata.get("reference")}
 
     async def edit(self, ref: dict[str, Any], text: str) -> None:
-        message = _message(text)
+        message = _outgoing(_message(text), _reference(ref))
         message.id = ref["activity"]
         await self.connector.update(ref["service_url"], ref["conversation"], ref["activity"], message)
 
@@ -225,13 +231,14 @@ class TeamsAdapter(Surface):
         if kind is None or len(data) > MAX_IMAGE_OUT:
             await self.post_more(out, f"(I made {file.name}; Teams does not let me attach it here.)")
             return
-        service_url, conversation = _where(out.metadata, out.chat_id, out.topic_id)
+        service_url, conversation, reference = _where(out.metadata, out.chat_id, out.topic_id)
         picture = Attachment(
             content_type=kind,
             content_url=f"data:{kind};base64,{base64.b64encode(data).decode()}",
             name=file.name,
         )
-        await self.connector.send(service_url, conversation, Activity(type="message", attachments=[picture]))
+        message = _outgoing(Activity(type="message", attachments=[picture]), reference)
+        await self.connector.send(service_url, conversation, message)
 
     async def aclose(self) -> None:
         await cancel_and_wait(*self._tasks)
@@ -243,14 +250,28 @@ def _message(text: str) -> Activity:
     return Activity(type="message", text=text, text_format="markdown")
 
 
-def _where(metadata: dict[str, Any], chat_id: str, topic_id: str | None) -> tuple[str, str]:
-    """The service URL and conversation id to answer at: the message's own, else (a reply that
-    does not answer a message: a schedule) Microsoft's global service URL and the chat."""
-    service_url = str(metadata.get("service_url") or GLOBAL_SERVICE_URL)
-    conversation = metadata.get("conversation")
-    if not conversation:
-        conversation = chat_id + (f";messageid={topic_id}" if topic_id else "")
-    return service_url, str(conversation)
+def _reference(metadata: dict[str, Any]) -> ConversationReference | None:
+    try:
+        return ConversationReference.model_validate(metadata["reference"])
+    except (KeyError, TypeError, ValidationError):
+        return None
+
+
+def _where(
+    metadata: dict[str, Any], chat_id: str, topic_id: str | None
+) -> tuple[str, str, ConversationReference | None]:
+    """The service URL and conversation id to answer at, and the answered message's reference:
+    the message's own, else (a reply that answers no message: a schedule) Microsoft's global
+    service URL and the chat."""
+    reference = _reference(metadata)
+    if reference is not None and reference.service_url and reference.conversation:
+        return reference.service_url, reference.conversation.id, reference
+    return GLOBAL_SERVICE_URL, chat_id + (f";messageid={topic_id}" if topic_id else ""), None
+
+
+def _outgoing(activity: Activity, reference: ConversationReference | None) -> Activity:
+    """`activity` from the bot to the user of `reference` (as the SDK addresses its answers)."""
+    return activity if reference is None else activity.apply_conversation_reference(reference)
 
 
 def _suffix(content_type: str | None) -> str:

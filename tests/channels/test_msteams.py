@@ -59,11 +59,15 @@ async def test_a_personal_chat_is_answered_streamed_by_updates_of_one_message(
 ) -> None:
     answer = "The **capital** of France is `Paris`, and it has been for a very long time indeed."
     fake_model.script(Reply(text=answer, chunk_delay=0.1))
-    taken = await teams.say("What is the capital of France?")
+    question = teams.activity("What is the capital of France?")
+    taken = await teams.post(question)
     assert taken.status_code == 200
     await _until(teams, lambda: [m["text"] for m in teams.bot_messages()] == [answer], "not answered")
     (reply,) = teams.bot_messages("a:1personal-chat")
     assert reply["type"] == "message"
+    assert reply["from"]["id"] == teams.bot_id, "from the bot"
+    assert reply["recipient"]["id"] == question["from"]["id"], "to the asker"
+    assert reply["replyToId"] == question["id"], "answering the question"
     shown = [reply["edits"][0] if reply["edits"] else reply["text"], *reply["edits"][1:], reply["text"]]
     assert len(reply["edits"]) >= 1, "streamed: sent, then updated in place"
     assert all(answer.startswith(text) for text in shown), f"each update a longer beginning: {shown}"
