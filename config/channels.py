@@ -110,7 +110,9 @@ class MSTeamsConfig(ChannelConfig):
         None, description="OAuth token endpoint for the connector token; unset = Microsoft's (tests: a fake)."
     )
     signing_keys_url: str | None = Field(
-        None, description="The Bot Framework's JWKS; unset = Microsoft's (tests: a fake). Never off."
+        None,
+        description="The Bot Framework's signing keys (a JWKS, or OpenID metadata naming one); "
+        "unset = Microsoft's (tests: a fake). Checking tokens is never off.",
     )
 
 

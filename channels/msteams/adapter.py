@@ -294,7 +294,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     if missing:
         raise Misconfigured(f"channels.msteams: {', '.join(missing)} must be set")
     if settings.signing_keys_url:
-        use_signing_keys(settings.signing_keys_url)
+        await use_signing_keys(settings.signing_keys_url)
     await standby.serve_while_active(
         bus, "msteams", config.bus.lease_seconds, lambda lost: _serve(bus, settings, lost)
     )

@@ -8,8 +8,9 @@ claim must name the `serviceUrl` the activity asks to be answered at (Microsoft'
 authentication steps), so a token cannot be replayed to send the bot's answers elsewhere.
 
 The SDK reads the Bot Framework's keys from Microsoft (`AuthenticationConstants.PUBLIC_ABS_JWKS_URL`);
-`channels.msteams.signing_keys_url` (tests: a fake on loopback) gives it another place to read them
-from (`use_signing_keys`). There is no setting that turns validation off.
+`channels.msteams.signing_keys_url` (tests: a fake on loopback; a JWKS or the OpenID metadata that
+names one) gives it another place to read them from (`use_signing_keys`). There is no setting that
+turns validation off.
 
 Outbound: the Bot Connector wants a bearer token from Microsoft's token service, OAuth 2.0 client
 credentials for the scope `https://api.botframework.com/.default` (`ConnectorTokens`, kept until a
@@ -49,12 +50,21 @@ def auth_configuration(config: MSTeamsConfig) -> AgentAuthConfiguration:
     )
 
 
-def use_signing_keys(url: str) -> None:
-    """Have the SDK read the Bot Framework's signing keys from `url` instead of Microsoft's address
-    (its key clients are kept per address; this one is put in first, for this process)."""
+async def use_signing_keys(url: str) -> None:
+    """Have the SDK read the Bot Framework's signing keys from `url` (a JWKS, or OpenID metadata
+    naming one in `jwks_uri`, as Microsoft's `openidconfiguration` does) instead of Microsoft's
+    address (its key clients are kept per address; this one is put in first, for this process)."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        try:
+            response = await http.get(url)
+            response.raise_for_status()
+            body = response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise Unreachable(httpx.URL(url).host, f"the signing keys at {url}: {exc}") from exc
+    keys = str(body["jwks_uri"]) if isinstance(body, dict) and body.get("jwks_uri") else url
     manager = JwtTokenValidator._jwk_client_manager
     manager._cache[AuthenticationConstants.PUBLIC_ABS_JWKS_URL] = _JwkClientCacheEntry(
-        PyJWKClient(url), threading.Lock()
+        PyJWKClient(keys), threading.Lock()
     )
 
 

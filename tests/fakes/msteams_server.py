@@ -60,6 +60,7 @@ class FakeTeams(LocalServer):
         app = self.app
         app.add_api_route("/{tenant}/oauth2/v2.0/token", self._token, methods=["POST"])
         app.add_api_route("/v1/.well-known/keys", self._keys, methods=["GET"])
+        app.add_api_route("/v1/.well-known/openidconfiguration", self._openid, methods=["GET"])
         app.add_api_route("/files/{file_id}", self._file, methods=["GET"])
         app.add_api_route("/amer/v3/attachments/{file_id}/views/original", self._inline, methods=["GET"])
         app.add_api_route("/amer/v3/conversations/{conversation}/activities", self._send, methods=["POST"])
@@ -86,7 +87,7 @@ class FakeTeams(LocalServer):
             "app_password": self.app_password,
             "webhook_port": port,
             "token_url": f"{self.base_url}/botframework.com/oauth2/v2.0/token",
-            "signing_keys_url": f"{self.base_url}/v1/.well-known/keys",
+            "signing_keys_url": f"{self.base_url}/v1/.well-known/openidconfiguration",
         }
 
     # ------------------------------------------------------------------ token service and keys
@@ -109,6 +110,18 @@ class FakeTeams(LocalServer):
         self._tokens[token] = time.time() + 3599
         return JSONResponse(
             {"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599, "access_token": token}
+        )
+
+    async def _openid(self) -> Response:
+        """The Bot Framework's OpenID metadata: who issues the tokens and where its keys are."""
+        return JSONResponse(
+            {
+                "issuer": ISSUER,
+                "authorization_endpoint": "https://invalid.botframework.com",
+                "jwks_uri": f"{self.base_url}/v1/.well-known/keys",
+                "id_token_signing_alg_values_supported": ["RS256"],
+                "token_endpoint_auth_methods_supported": ["private_key_jwt"],
+            }
         )
 
     async def _keys(self) -> Response:
