@@ -94,6 +94,21 @@ async def test_a_channel_message_needs_a_mention_and_is_answered_in_its_reply_ch
     assert "help me" not in json.dumps(fake_model.agent_requests[1]["messages"]), "each post its own thread"
 
 
+async def test_with_mentions_not_required_every_channel_message_is_answered(
+    teams: FakeTeams,
+    fake_model: FakeOpenAI,
+    nats_url: str,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+) -> None:
+    settings = {**teams.settings(free_port()), "require_mention_in_groups": False}
+    async with adapter_stack(nats_url, config_data, app_config, "msteams", settings, run_msteams):
+        fake_model.script(Reply(text="Heard you."))
+        await teams.say("anyone around?", conversation=f"{CHANNEL};messageid=1700000000003", kind="channel")
+        await _until(teams, lambda: len(teams.bot_messages()) == 1, "the channel message was not answered")
+    assert asked(fake_model) == ["anyone around?"]
+
+
 @pytest.mark.parametrize(
     "token",
     [
