@@ -18,18 +18,14 @@ from channels.msteams import run as run_msteams
 from config import AppConfig
 from tests.fakes.msteams_server import FakeTeams
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
+from tests.support import adapters
 from tests.support.adapters import adapter_stack
 from tests.support.ports import free_port
 
+teams = adapters.teams  # the fake Teams, a fixture
+
 OUT = "/mnt/user-data/outputs"
 CHANNEL = "19:3c1d0f5e8a2b4f6e9d7c@thread.tacv2"
-
-
-@pytest_asyncio.fixture
-async def teams() -> AsyncIterator[FakeTeams]:
-    """The fake Teams (token service, signing keys, Bot Connector)."""
-    async with FakeTeams() as fake:
-        yield fake
 
 
 @pytest_asyncio.fixture

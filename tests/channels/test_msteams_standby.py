@@ -18,11 +18,13 @@ from bus import Bus, decode
 from bus.messages import ComponentReady
 from config import AppConfig
 from tests.channels.conftest import adapter_processes
-from tests.channels.test_msteams import teams  # noqa: F401  (the fake Teams fixture)
 from tests.fakes.msteams_server import FakeTeams
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support import adapters
 from tests.support.adapters import adapter_stack
 from tests.support.ports import free_port
+
+teams = adapters.teams  # the fake Teams, a fixture
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(200)]
 
@@ -35,7 +37,7 @@ def texts(fake: FakeTeams) -> list[str]:
 
 async def test_the_standby_takes_the_endpoint_over_and_finishes_the_answer_once(
     bus: Bus,
-    teams: FakeTeams,  # noqa: F811
+    teams: FakeTeams,
     fake_model: FakeOpenAI,
     nats_url: str,
     tmp_path: Path,

@@ -1,6 +1,6 @@
 """A chat platform's whole path for tests of several packages: runner, sandbox broker, router and
-the adapter under test (`adapter_stack`), and the fake Bot API and the fake Discord as fixtures
-(`telegram`, `discord`)."""
+the adapter under test (`adapter_stack`), and the fake Bot API, the fake Discord and the fake Teams
+as fixtures (`telegram`, `discord`, `teams`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from bus import Bus
 from config import AppConfig
 from tests.conftest import running_component
 from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.msteams_server import FakeTeams
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.chat import running_router
 from tests.support.runner import running_runner
@@ -61,4 +62,11 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
 async def discord() -> AsyncIterator[FakeDiscord]:
     """The fake Discord (REST API and Gateway) the Discord adapter talks to."""
     async with FakeDiscord() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def teams() -> AsyncIterator[FakeTeams]:
+    """The fake Teams (token service, signing keys, Bot Connector) the Teams adapter talks to."""
+    async with FakeTeams() as fake:
         yield fake
