@@ -15,8 +15,8 @@ Outbound: the first partial answer is sent into the conversation (the reply chai
 `POST /v3/conversations/{id}/activities`), then updated in place (`PUT .../activities/{id}`) as
 the answer streams, within Teams' per-conversation rate limit (`channels.msteams.connector`); a
 long answer continues in more messages. Teams renders Markdown itself, so the text goes as it is.
-Pictures the agent presents are sent inline; other files are named in a note (Teams takes a bot's
-files only through a user's consent card).
+Pictures the agent presents are sent inline; other files, in a personal chat, through Teams' file
+consent card (`channels.msteams.files`), elsewhere named in a note.
 
 One copy serves the endpoint at a time (the lease `adapter.msteams`); a standby on the same host
 takes the port over when it dies, finishing its unfinished answer in the message already shown.
@@ -50,6 +50,7 @@ from channels.delivery.reply_stream import ReplyStream
 from channels.delivery.splitting import split_text
 from channels.delivery.surface import Surface
 from channels.delivery.unreadable import dead_letter_unreadable
+from channels.msteams import files
 from channels.msteams.auth import ConnectorTokens, auth_configuration, service_url_matches, use_signing_keys
 from channels.msteams.connector import Connector
 from config import AppConfig
@@ -103,6 +104,8 @@ class TeamsAdapter(Surface):
         if not service_url_matches(request["claims_identity"], activity.service_url):
             log.warning("msteams: refused activity %s: its serviceUrl is not the token's", activity.id)
             return web.json_response({"error": "serviceUrl does not match the token"}, status=401)
+        if activity.type == "invoke" and activity.name == files.INVOKE:
+            return await self._file_consent(activity)
         if activity.type != "message":
             return web.Response(status=200)  # conversation updates, reactions, invokes: nothing asked
         if activity.id and activity.id in self._seen:
@@ -227,23 +230,44 @@ class TeamsAdapter(Surface):
         await self.connector.update(ref["service_url"], ref["conversation"], ref["activity"], message)
 
     async def send_file(self, out: OutboundMessage, file: FileRef, data: bytes) -> None:
+        """A picture inline; another file, in a personal chat, through a consent card (`files`);
+        elsewhere Teams takes no file from a bot, and a note names it."""
+        service_url, conversation, reference = _where(out.metadata, out.chat_id, out.topic_id)
         kind = IMAGE_TYPES.get(PurePosixPath(file.name).suffix.lower())
-        if kind is None or len(data) > MAX_IMAGE_OUT:
+        if kind is not None and len(data) <= MAX_IMAGE_OUT:
+            url = f"data:{kind};base64,{base64.b64encode(data).decode()}"
+            attachment = Attachment(content_type=kind, content_url=url, name=file.name)
+        elif _personal(reference) and file.object_name:
+            attachment = files.consent_card(file, len(data))
+        else:
             await self.post_more(out, f"(I made {file.name}; Teams does not let me attach it here.)")
             return
-        service_url, conversation, reference = _where(out.metadata, out.chat_id, out.topic_id)
-        picture = Attachment(
-            content_type=kind,
-            content_url=f"data:{kind};base64,{base64.b64encode(data).decode()}",
-            name=file.name,
-        )
-        message = _outgoing(Activity(type="message", attachments=[picture]), reference)
+        message = _outgoing(Activity(type="message", attachments=[attachment]), reference)
         await self.connector.send(service_url, conversation, message)
+
+    async def _file_consent(self, activity: Activity) -> web.Response:
+        """The user accepted (or declined) a file: uploaded, and shown with a file info card."""
+        reference = activity.get_conversation_reference()
+        try:
+            card = await files.upload_accepted(self.bus, self.http, activity.value)
+            if card is not None and reference.service_url and reference.conversation:
+                message = _outgoing(Activity(type="message", attachments=[card]), reference)
+                await self.connector.send(reference.service_url, reference.conversation.id, message)
+        except Exception as exc:  # the file is gone (kept for a while only), or OneDrive refused it
+            log.warning("msteams: could not send the accepted file: %s", exc)
+            reason = f"the file could not be sent ({type(exc).__name__}); ask me to make it again"
+            return web.json_response({"error": reason}, status=500)
+        return web.json_response({}, status=200)
 
     async def aclose(self) -> None:
         await cancel_and_wait(*self._tasks)
         await self.connector.aclose()
         await self.http.aclose()
+
+
+def _personal(reference: ConversationReference | None) -> bool:
+    conversation = reference.conversation if reference is not None else None
+    return conversation is not None and (conversation.conversation_type or "personal") == "personal"
 
 
 def _message(text: str) -> Activity:

@@ -43,6 +43,11 @@ def asked(fake_model: FakeOpenAI) -> list[str]:
     return [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
 
 
+def sent_cards(teams: FakeTeams, kind: str) -> list[dict[str, Any]]:
+    """The attachments of the bot's messages whose content type names `kind`."""
+    return [a for m in teams.bot_messages() for a in m.get("attachments") or [] if kind in a["contentType"]]
+
+
 async def _until(teams: FakeTeams, condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
     try:
         await teams.wait(condition, timeout)
@@ -233,3 +238,25 @@ async def test_a_long_answer_continues_in_messages_teams_takes(
     assert len(pieces) >= 3
     assert all(len(p) <= 7000 for p in pieces)
     assert all(p.startswith("Paragraph") for p in pieces), "cut at paragraph ends"
+
+
+async def test_a_file_is_offered_in_a_personal_chat_and_uploaded_once_the_user_accepts(
+    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("write_file", {"path": f"{OUT}/notes.md", "content": "# Ship\n"})]),
+        Reply(tool_calls=[ToolCall("present_files", {"filepaths": [f"{OUT}/notes.md"]})]),
+        Reply(text="Notes attached."),
+    )
+    await teams.say("write the notes")
+
+    await _until(teams, lambda: bool(sent_cards(teams, "consent")), "no file was offered")
+    (card,) = sent_cards(teams, "consent")
+    assert card["contentType"] == "application/vnd.microsoft.teams.card.file.consent"
+    assert (card["name"], card["content"]["sizeInBytes"]) == ("notes.md", 7)
+    accepted = await teams.accept_file(card)
+    assert accepted.status_code == 200
+    assert teams.uploaded == {"notes.md": b"# Ship\n"}, "the file is in the user's OneDrive"
+    (info,) = sent_cards(teams, "file.info")
+    assert info["name"] == "notes.md"
+    assert info["contentUrl"].endswith("/Documents/Applications/notes.md")

@@ -53,15 +53,18 @@ class FakeTeams(LocalServer):
         self.activities: dict[str, list[dict[str, Any]]] = {}  # conversation -> the bot's activities
         self.typing: list[str] = []  # conversations the bot sent a typing indicator to
         self.files: dict[str, tuple[str, bytes]] = {}  # file id -> (name, content) users shared
+        self.uploaded: dict[str, bytes] = {}  # file name -> what the bot put in the user's OneDrive
         self._ops: dict[str, deque[float]] = {}  # conversation -> times of the bot's recent calls
         self.throttled: list[str] = []  # conversations a call was refused for (429)
         self.endpoint = ""
         self._ids = 0
+        self._uploads: dict[str, str] = {}  # upload session id -> the file name it is for
         app = self.app
         app.add_api_route("/{tenant}/oauth2/v2.0/token", self._token, methods=["POST"])
         app.add_api_route("/v1/.well-known/keys", self._keys, methods=["GET"])
         app.add_api_route("/v1/.well-known/openidconfiguration", self._openid, methods=["GET"])
         app.add_api_route("/files/{file_id}", self._file, methods=["GET"])
+        app.add_api_route("/onedrive/upload/{file_id}", self._upload, methods=["PUT"])
         app.add_api_route("/amer/v3/attachments/{file_id}/views/original", self._inline, methods=["GET"])
         app.add_api_route("/amer/v3/conversations/{conversation}/activities", self._send, methods=["POST"])
         app.add_api_route(
@@ -237,6 +240,19 @@ class FakeTeams(LocalServer):
         name, data = self.files[file_id]
         return Response(data, headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
+    async def _upload(self, file_id: str, request: Request) -> Response:
+        """OneDrive's upload session URL from a file consent: one PUT with the whole file."""
+        data = await request.body()
+        expected = f"bytes 0-{max(len(data) - 1, 0)}/{len(data)}"
+        if request.headers.get("Content-Range") != expected:
+            return JSONResponse({"error": {"code": "invalidRange"}}, status_code=416)
+        name = self._uploads.pop(file_id, None)
+        if name is None:
+            return JSONResponse({"error": {"code": "itemNotFound"}}, status_code=404)
+        self.uploaded[name] = data
+        self.record("upload", {"name": name, "size": len(data)})
+        return JSONResponse({"id": file_id, "name": name, "size": len(data)}, status_code=201)
+
     async def _inline(self, file_id: str, request: Request) -> Response:
         """A picture pasted into a message: the connector serves it to the bot's token only."""
         self.record("attachmentView", {"id": file_id})
@@ -346,6 +362,35 @@ class FakeTeams(LocalServer):
                         return await http.post(self.endpoint, content=content, headers=headers)
                     except httpx.ConnectError:
                         await asyncio.sleep(0.05)  # the adapter's server is starting: try again
+
+    async def accept_file(
+        self, card: dict[str, Any], conversation: str = "a:1personal-chat"
+    ) -> httpx.Response:
+        """The user pressing Allow on a file consent card the bot sent: Teams' `fileConsent/invoke`
+        with an upload URL in the user's OneDrive."""
+        content = card["content"]
+        session = uuid.uuid4().hex
+        name = card["name"]
+        self._uploads[session] = name
+        invoke = self.activity("", conversation=conversation)
+        invoke.update(
+            type="invoke",
+            name="fileConsent/invoke",
+            text=None,
+            value={
+                "type": "fileUpload",
+                "action": "accept",
+                "context": content["acceptContext"],
+                "uploadInfo": {
+                    "contentUrl": f"{self.base_url}/sites/user/Documents/Applications/{name}",
+                    "name": name,
+                    "uploadUrl": f"{self.base_url}/onedrive/upload/{session}",
+                    "uniqueId": session.upper(),
+                    "fileType": name.rsplit(".", 1)[-1],
+                },
+            },
+        )
+        return await self.post(invoke)
 
     async def say(self, text: str, **kwargs: Any) -> httpx.Response:
         return await self.post(self.activity(text, **kwargs))
