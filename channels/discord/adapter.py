@@ -17,7 +17,8 @@ attachments. Discord renders Markdown itself, so the model's text goes as it is,
 nobody. Rate limits are the reply stream's to wait out (`channels.discord.rest`).
 
 One copy per bot is active (Discord sends every event to every session of an unsharded bot):
-the others stand by (`channels.delivery.standby`) and take over when it dies.
+the others stand by (`channels.delivery.standby`) and take over when it dies, resuming its gateway
+session so that what was sent meanwhile is replayed (`channels.discord.session`).
 """
 
 from __future__ import annotations
