@@ -157,6 +157,20 @@ async def test_a_rate_limited_conversation_waits_without_holding_up_another(
     assert teams.throttled == ["a:1personal-chat"], "no call came before the announced wait was over"
 
 
+async def test_a_failing_connector_and_an_expired_token_delay_the_answer_but_lose_nothing(
+    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(text="First."), Reply(text="Second."))
+    teams.break_method("sendToConversation", 2)  # the Bot Connector's 502s
+    await teams.say("one")
+    await _until(teams, lambda: [m["text"] for m in teams.bot_messages()] == ["First."], "lost after a 502")
+    teams.expire_tokens()
+    await teams.say("two")
+    await _until(teams, lambda: len(teams.bot_messages()) == 2, "lost after the token expired")
+    assert [m["text"] for m in teams.bot_messages()] == ["First.", "Second."]
+    assert len(await teams.wait_for("token", count=2)) >= 2, "a new connector token was fetched"
+
+
 async def test_the_same_activity_posted_twice_is_answered_once(
     teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
 ) -> None:

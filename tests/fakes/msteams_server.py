@@ -146,6 +146,10 @@ class FakeTeams(LocalServer):
         }
         return jwt.encode(body, key or self._key, algorithm="RS256", headers={"kid": self.kid})
 
+    def expire_tokens(self) -> None:
+        """Every connector token issued so far is refused from now on (401), as when one expires."""
+        self._tokens.clear()
+
     def _authorized(self, request: Request) -> bool:
         token = request.headers.get("Authorization", "").removeprefix("Bearer ")
         return self._tokens.get(token, 0) > time.time()
