@@ -64,6 +64,9 @@ MAX_IMAGE_OUT = 1024 * 1024  # pictures sent inline (as data URLs) up to this si
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif"}
 FILE_INFO = "application/vnd.microsoft.teams.file.download.info"
 GLOBAL_SERVICE_URL = "https://smba.trafficmanager.net/teams/"  # Microsoft's, for proactive messages
+ADAPTIVE_CARD = "application/vnd.microsoft.card.adaptive"
+CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
+BUTTON_KEY = "antler_command"  # our buttons' Action.Submit data: {"antler_command": "/approve ..."}
 _JSON: dict[str, Any] = {"mode": "json", "by_alias": True, "exclude_none": True}
 _SEEN = 5000  # activity ids remembered (the bus dedupes beyond, across copies)
 
@@ -135,10 +138,11 @@ class TeamsAdapter(Surface):
             raise ValueError("a message activity without conversation, from or id")
         kind = conversation.conversation_type or "personal"
         private = kind == "personal"
-        mentioned = activity.is_recipient_mentioned()
+        pressed = _pressed(activity)  # a button of ours: its command, as the presser's message
+        mentioned = pressed is not None or activity.is_recipient_mentioned()
         if not private and not mentioned and self.config.require_mention_in_groups:
             return None  # channel chatter the bot was not asked about
-        text = activity.remove_recipient_mention() if mentioned else (activity.text or "")
+        text = pressed or (activity.remove_recipient_mention() if mentioned else (activity.text or ""))
         text = re.sub(r"[ \t]{2,}", " ", text).strip()
         chat_id, _, root = conversation.id.partition(";messageid=")
         topic_id = root if kind == "channel" and root else None
@@ -220,14 +224,21 @@ class TeamsAdapter(Surface):
 
     async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
         service_url, conversation, reference = _where(out.metadata, out.chat_id, out.topic_id)
-        sent = await self.connector.send(service_url, conversation, _outgoing(_message(text), reference))
+        message = _outgoing(_message(text, out), reference)
+        sent = await self.connector.send(service_url, conversation, message)
         ref = {"service_url": service_url, "conversation": conversation, "activity": sent}
         return {**ref, "reference": out.metadata.get("reference")}
 
-    async def edit(self, ref: dict[str, Any], text: str) -> None:
-        message = _outgoing(_message(text), _reference(ref))
+    async def edit(self, ref: dict[str, Any], text: str, out: OutboundMessage | None = None) -> None:
+        message = _outgoing(_message(text, out), _reference(ref))
         message.id = ref["activity"]
         await self.connector.update(ref["service_url"], ref["conversation"], ref["activity"], message)
+
+    async def finish(self, ref: dict[str, Any], text: str, out: OutboundMessage, shown: str) -> None:
+        if out.buttons and out.is_final:  # a streamed message gets its buttons with its final text
+            await self.edit(ref, text, out)
+        elif text != shown:
+            await self.edit(ref, text)
 
     async def send_file(self, out: OutboundMessage, file: FileRef, data: bytes) -> None:
         """A picture inline; another file, in a personal chat, through a consent card (`files`);
@@ -270,8 +281,31 @@ def _personal(reference: ConversationReference | None) -> bool:
     return conversation is not None and (conversation.conversation_type or "personal") == "personal"
 
 
-def _message(text: str) -> Activity:
-    return Activity(type="message", text=text, text_format="markdown")
+def _message(text: str, out: OutboundMessage | None = None) -> Activity:
+    """A Markdown message; a final reply's buttons (Approve, Deny) under it as an Adaptive Card,
+    each sending its command back (`_pressed`)."""
+    message = Activity(type="message", text=text, text_format="markdown")
+    if out is not None and out.buttons and out.is_final:
+        actions = [
+            {"type": "Action.Submit", "title": b.label, "data": {BUTTON_KEY: b.command}} for b in out.buttons
+        ]
+        card = {
+            "type": "AdaptiveCard",
+            "$schema": CARD_SCHEMA,
+            "version": "1.4",
+            "body": [],
+            "actions": actions,
+        }
+        message.attachments = [Attachment(content_type=ADAPTIVE_CARD, content=card)]
+    return message
+
+
+def _pressed(activity: Activity) -> str | None:
+    """The command of our button the user pressed (Teams sends an Action.Submit's data as the
+    message's `value`), or None."""
+    value = activity.value
+    command = value.get(BUTTON_KEY) if isinstance(value, dict) else None
+    return command if isinstance(command, str) and command.startswith("/") else None
 
 
 def _reference(metadata: dict[str, Any]) -> ConversationReference | None:

@@ -396,5 +396,13 @@ class FakeTeams(LocalServer):
         )
         return await self.post(invoke)
 
+    async def press(self, action: dict[str, Any], card_activity: str, **kwargs: Any) -> httpx.Response:
+        """The user pressing an Adaptive Card's Action.Submit button: Teams posts a message activity
+        with no text, the action's `data` as its `value`, replying to the card's activity."""
+        pressed = self.activity("", **kwargs)
+        del pressed["text"]
+        pressed.update(value=action["data"], replyToId=card_activity)
+        return await self.post(pressed)
+
     async def say(self, text: str, **kwargs: Any) -> httpx.Response:
         return await self.post(self.activity(text, **kwargs))
