@@ -49,10 +49,12 @@ class StoredSession(BaseModel):
 
 async def load(bus: Bus) -> StoredSession | None:
     """The session the last active copy kept, if it is recent enough to be worth resuming."""
-    kv = await bus.kv(bus.subjects.replies_bucket)
     try:
-        entry = await kv.get(KEY)
+        entry = await (await bus.kv(bus.subjects.replies_bucket)).get(KEY)
     except KeyNotFoundError:
+        return None
+    except Exception as exc:  # the bus away a moment: a new session then, rather than none
+        log.warning("discord: could not read the stored gateway session; identifying: %s", exc)
         return None
     try:
         stored = StoredSession.model_validate_json(entry.value or b"")

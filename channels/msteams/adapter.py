@@ -15,8 +15,9 @@ Outbound: the first partial answer is sent into the conversation (the reply chai
 `POST /v3/conversations/{id}/activities`), then updated in place (`PUT .../activities/{id}`) as
 the answer streams, within Teams' per-conversation rate limit (`channels.msteams.connector`); a
 long answer continues in more messages. Teams renders Markdown itself, so the text goes as it is.
-Pictures the agent presents are sent inline; other files, in a personal chat, through Teams' file
-consent card (`channels.msteams.files`), elsewhere named in a note.
+A final answer asking for approval carries its buttons as an Adaptive Card (a press comes back as
+the button's command). Pictures the agent presents are sent inline; other files, in a personal
+chat, through Teams' file consent card (`channels.msteams.files`), elsewhere named in a note.
 
 One copy serves the endpoint at a time (the lease `adapter.msteams`); a standby on the same host
 takes the port over when it dies, finishing its unfinished answer in the message already shown.
