@@ -128,7 +128,7 @@ def dump_tasks() -> None:
 def _await_chain(coro: Any) -> list[Any]:
     """The frames of a coroutine and of everything it awaits in turn (`cr_await`; generators'
     `gi_yieldfrom`, async generators' `ag_await`), outermost first."""
-    frames = []
+    frames: list[Any] = []
     while coro is not None and len(frames) < 64:
         frame = (
             getattr(coro, "cr_frame", None)
