@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from bus.messages.base import (
+    ChatOrigin,
     Envelope,
     FileRef,
     new_id,
@@ -46,6 +47,18 @@ class InboundMessage(Envelope):
 
     def chat_key(self) -> str:
         return f"{self.channel}:{self.chat_id}" + (f":{self.topic_id}" if self.topic_id else "")
+
+    def origin(self, *, in_reply: bool = True) -> ChatOrigin:
+        """Where the answers to this message go: its chat (and topic), handed its metadata back;
+        `in_reply` makes them replies to this very message (a scheduled task's later firings are not)."""
+        return ChatOrigin(
+            channel=self.channel,
+            chat_id=self.chat_id,
+            topic_id=self.topic_id,
+            message_id=self.message_id if in_reply else None,
+            user_id=self.user_id,
+            platform=self.metadata,
+        )
 
 
 class ChatButton(BaseModel):

@@ -21,7 +21,6 @@ from bus.files import inbox_prefix, safe_filename, upload_key
 from bus.layout import upload_path
 from bus.messages import (
     ChatBinding,
-    ChatOrigin,
     InboundMessage,
     MemoryDocument,
     MultitaskStrategy,
@@ -153,14 +152,7 @@ class Router:
             configurable["model_name"] = binding.model_name
         if self.config.channels.subagent_enabled:
             configurable["subagent_enabled"] = True
-        origin = ChatOrigin(
-            channel=message.channel,
-            chat_id=message.chat_id,
-            topic_id=message.topic_id,
-            message_id=message.message_id,
-            user_id=message.user_id,
-            platform=message.metadata,
-        )
+        origin = message.origin()
         self.origins.remember(run_id, origin)
         request = RunRequest(
             run_id=run_id,

@@ -17,7 +17,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bus import Bus
 from bus.messages import (
-    ChatOrigin,
     InboundMessage,
     ScheduleAction,
     ScheduleCreate,
@@ -74,13 +73,7 @@ async def handle(ctx: CommandContext, message: InboundMessage, name: str, argume
         return USAGE[name]
     try:
         if name == "schedule":
-            origin = ChatOrigin(
-                channel=message.channel,
-                chat_id=message.chat_id,
-                topic_id=message.topic_id,
-                user_id=message.user_id,
-                platform=message.metadata,
-            )
+            origin = message.origin(in_reply=False)
             request = ScheduleCreate(user_id=user_id, text=argument, origin=origin)
             reply = await call(bus, "schedules", "create", request, ScheduledTaskReply, timeout=10)
             assert reply.task is not None
