@@ -85,6 +85,19 @@ class OutboundMessage(Envelope):
     metadata: dict[str, Any] = Field(default_factory=dict, description="The answered message's metadata.")
     buttons: list[ChatButton] = Field(default_factory=list, description="Buttons under a final reply.")
 
+    @classmethod
+    def answering(cls, origin: ChatOrigin, **fields: Any) -> OutboundMessage:
+        """A message to the chat (and topic) `origin` names, in reply to its message, carrying its
+        platform extras back; `fields` say the rest (kind, text, run ...)."""
+        return cls(
+            channel=origin.channel,
+            chat_id=origin.chat_id,
+            topic_id=origin.topic_id,
+            reply_to=origin.message_id,
+            metadata=origin.platform,
+            **fields,
+        )
+
     @property
     def is_final(self) -> bool:
         return self.kind != "partial"

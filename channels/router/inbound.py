@@ -227,15 +227,7 @@ class Router:
 
     async def reply(self, message: InboundMessage, text: str) -> None:
         """A command's answer, in the chat it came from (once, however often the message comes)."""
-        out = OutboundMessage(
-            channel=message.channel,
-            chat_id=message.chat_id,
-            topic_id=message.topic_id,
-            reply_to=message.message_id,
-            kind="command",
-            text=text,
-            metadata=message.metadata,
-        )
+        out = OutboundMessage.answering(message.origin(), kind="command", text=text)
         await self.bus.publish(
             self.bus.subjects.chat_out(message.channel), out, msg_id=f"command:{message.dedupe_id()}"
         )
