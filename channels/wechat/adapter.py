@@ -37,9 +37,8 @@ from wechatpy.utils import check_signature
 from bus import Bus, Misconfigured
 from bus.messages import OutboundMessage
 from bus.tasks import wait_for
-from channels.delivery import standby
 from channels.wechat.api import WeixinApi, WeixinError
-from channels.wechat.base import CallbackAdapter, make_crypto, serve_active
+from channels.wechat.base import CallbackAdapter, make_crypto, serve_standing_by
 from channels.wechat.messages import CallbackMessage
 from config import AppConfig
 from config.channels import WeChatConfig
@@ -193,12 +192,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     app_id, _, token, key = _credentials(settings)  # a mistake is told before standing by
     if key:
         make_crypto(WeChatCrypto, "wechat", token, key, app_id)
-    await standby.serve_while_active(
-        bus,
-        "wechat",
-        config.bus.lease_seconds,
-        lambda lost: serve_active(WeChatAdapter(bus, settings), settings, lost),
-    )
+    await serve_standing_by(bus, "wechat", config.bus.lease_seconds, WeChatAdapter, settings)
 
 
 def _credentials(config: WeChatConfig) -> tuple[str, str, str, str | None]:

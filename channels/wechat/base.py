@@ -278,6 +278,17 @@ def make_crypto(
         ) from exc
 
 
+async def serve_standing_by(
+    bus: Bus, name: str, lease_seconds: float, adapter: Callable[[Bus, Any], CallbackAdapter], settings: Any
+) -> None:
+    """The adapter component: one copy serves at a time (it holds the lease `adapter.<name>`; the
+    others stand by and take the callback port over when it dies, `channels.delivery.standby`), each
+    term with a new `adapter(bus, settings)` (`serve_active`)."""
+    await standby.serve_while_active(
+        bus, name, lease_seconds, lambda lost: serve_active(adapter(bus, settings), settings, lost)
+    )
+
+
 async def serve_active(adapter: CallbackAdapter, settings: Any, lost: asyncio.Event) -> None:
     """While this copy holds the adapter's lease: the callback URL served and the replies
     delivered, until the lease is lost (`LeaseLost`) or either fails. The platform's credentials

@@ -25,9 +25,8 @@ from wechatpy.enterprise.crypto import WeChatCrypto
 from wechatpy.exceptions import InvalidSignatureException
 
 from bus import Bus, Misconfigured
-from channels.delivery import standby
 from channels.wechat.api import WeixinApi, WeixinError
-from channels.wechat.base import CallbackAdapter, make_crypto, serve_active
+from channels.wechat.base import CallbackAdapter, make_crypto, serve_standing_by
 from channels.wechat.messages import CallbackMessage
 from config import AppConfig
 from config.channels import WeComConfig
@@ -117,12 +116,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     settings = config.channels.wecom
     corp_id, _, token, key = _credentials(settings)  # a mistake is told before standing by
     make_crypto(WeChatCrypto, "wecom", token, key, corp_id)
-    await standby.serve_while_active(
-        bus,
-        "wecom",
-        config.bus.lease_seconds,
-        lambda lost: serve_active(WeComAdapter(bus, settings), settings, lost),
-    )
+    await serve_standing_by(bus, "wecom", config.bus.lease_seconds, WeComAdapter, settings)
 
 
 def _credentials(config: WeComConfig) -> tuple[str, str, str, str]:
