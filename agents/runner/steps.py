@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.types import Command
@@ -33,30 +34,19 @@ from config import AppConfig, ConfigError, MissingEnvError
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)  # a process's one set of steps: compared by identity
 class RunSteps:
     """The steps of the runs one runner process executes, over what the process holds."""
 
-    def __init__(
-        self,
-        bus: Bus,
-        config: AppConfig,
-        checkpointer: Any,
-        runs: RecordStore[RunRecord],
-        claims: ThreadClaims,
-        agents: AgentCache,
-        tools: RunnerTools,
-        goals: GoalLoop,
-        memory_and_prompt: PromptAssembly,
-    ) -> None:
-        self.bus = bus
-        self.config = config
-        self.checkpointer = checkpointer
-        self.runs = runs
-        self.claims = claims
-        self.agents = agents
-        self.tools = tools
-        self.goals = goals
-        self.memory_and_prompt = memory_and_prompt
+    bus: Bus
+    config: AppConfig
+    checkpointer: Any
+    runs: RecordStore[RunRecord]
+    claims: ThreadClaims
+    agents: AgentCache
+    tools: RunnerTools
+    goals: GoalLoop
+    memory_and_prompt: PromptAssembly
 
     async def interrupted(self, run: ActiveRun) -> None:
         """A cancelled run (rolled back if so asked) ends interrupted and leaves its thread's queue."""

@@ -21,7 +21,6 @@ from bus.files import inbox_prefix, safe_filename, upload_key
 from bus.layout import upload_path
 from bus.messages import (
     ChatBinding,
-    ChatOrigin,
     InboundMessage,
     MemoryDocument,
     MultitaskStrategy,
@@ -153,14 +152,7 @@ class Router:
             configurable["model_name"] = binding.model_name
         if self.config.channels.subagent_enabled:
             configurable["subagent_enabled"] = True
-        origin = ChatOrigin(
-            channel=message.channel,
-            chat_id=message.chat_id,
-            topic_id=message.topic_id,
-            message_id=message.message_id,
-            user_id=message.user_id,
-            platform=message.metadata,
-        )
+        origin = message.origin()
         self.origins.remember(run_id, origin)
         request = RunRequest(
             run_id=run_id,
@@ -235,15 +227,7 @@ class Router:
 
     async def reply(self, message: InboundMessage, text: str) -> None:
         """A command's answer, in the chat it came from (once, however often the message comes)."""
-        out = OutboundMessage(
-            channel=message.channel,
-            chat_id=message.chat_id,
-            topic_id=message.topic_id,
-            reply_to=message.message_id,
-            kind="command",
-            text=text,
-            metadata=message.metadata,
-        )
+        out = OutboundMessage.answering(message.origin(), kind="command", text=text)
         await self.bus.publish(
             self.bus.subjects.chat_out(message.channel), out, msg_id=f"command:{message.dedupe_id()}"
         )

@@ -196,22 +196,17 @@ class ReplyProjection:
         files: list[FileRef] | None = None,
         buttons: list[ChatButton] | None = None,
     ) -> None:
-        origin = projection.origin
-        out = OutboundMessage(
-            channel=origin.channel,
-            chat_id=origin.chat_id,
-            topic_id=origin.topic_id,
-            reply_to=origin.message_id,
+        out = OutboundMessage.answering(
+            projection.origin,
             thread_id=projection.thread_id,
             run_id=run_id,
             kind=kind,
             text=text,
             seq=projection.seq,
             files=files or [],
-            metadata=origin.platform,
             buttons=buttons or [],
         )
-        await self.bus.publish(self.bus.subjects.chat_out(origin.channel), out, msg_id=msg_id)
+        await self.bus.publish(self.bus.subjects.chat_out(out.channel), out, msg_id=msg_id)
 
 
 def projection_consumer(
