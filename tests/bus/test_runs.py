@@ -10,6 +10,7 @@ from bus import Bus, decode
 from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus
 from bus.records import RecordStore, keys_matching
 from bus.runs import follow_run, submit_run
+from tests.support.runs import publish_event
 
 pytestmark = pytest.mark.asyncio
 
@@ -17,9 +18,8 @@ pytestmark = pytest.mark.asyncio
 async def store(bus: Bus, run_id: str, *seqs: int, end: int | None = None) -> None:
     for seq in seqs:
         event = "end" if seq == end else "messages"
-        await bus.publish(
-            bus.subjects.run_events_for(run_id, None),
-            RunEvent(run_id=run_id, thread_id="t", seq=seq, event=event, data={"n": seq}),
+        await publish_event(
+            bus, RunEvent(run_id=run_id, thread_id="t", seq=seq, event=event, data={"n": seq})
         )
 
 
