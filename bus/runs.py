@@ -33,7 +33,7 @@ async def follow_run(
     Events are normally stored in order. After a server restart, an event the
     runner had to publish again can be stored after later ones: it is held back
     and put in its place; a gap that stays open for `GAP_WAIT` seconds (or at
-    `end`) is skipped. A run whose `end` is at or before `after_seq` yields nothing.
+    `end`, when only one stream is read) is skipped. A run whose `end` is at or before `after_seq` yields nothing.
 
     Raises:
         TimeoutError: `timeout` seconds passed without the next event.
@@ -82,7 +82,8 @@ async def follow_run(
             held[event.seq] = event
             if len(held) == 1:
                 gap_since = loop.time()
-            ended = event.event == END
+            # With two streams read (an upgrade), an earlier event may come after `end` from the other.
+            ended = event.event == END and len(subs) == 1
             while expected in held or (ended and held):
                 seq = expected if expected in held else min(held)
                 current = held.pop(seq)
