@@ -33,7 +33,8 @@ async def follow_run(
     Events are normally stored in order. After a server restart, an event the
     runner had to publish again can be stored after later ones: it is held back
     and put in its place; a gap that stays open for `GAP_WAIT` seconds (or at
-    `end`, when only one stream is read) is skipped. A run whose `end` is at or before `after_seq` yields nothing.
+    `end`, when only one stream is read) is skipped. A run whose `end` is at or
+    before `after_seq` yields nothing.
 
     Raises:
         TimeoutError: `timeout` seconds passed without the next event.
