@@ -19,7 +19,6 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
     StreamInfo,
-    SubjectTransform,
 )
 from nats.js.errors import APIError, BadRequestError, BucketNotFoundError, NotFoundError
 
@@ -28,7 +27,7 @@ from bus.chat_partitions import DEFAULT as DEFAULT_PARTITIONS
 from bus.chat_partitions import MAX as MAX_PARTITIONS
 from bus.connection import Bus
 from bus.errors import BusError
-from bus.subjects import partition_transform
+from bus.run_events import narrow_unsplit_run_events
 from config import BusConfig
 
 log = logging.getLogger(__name__)
@@ -65,7 +64,6 @@ def stream_configs(bus: Bus, partitions: int | None = None) -> list[StreamConfig
     # partition's router consumes both. Inbound messages go to one stream per partition (publishers
     # add the partition: bus.chat_partitions.chat_in_subject), so their leaders spread over a cluster.
     partitions = partitions or c.chat_partitions or DEFAULT_PARTITIONS
-    chat_events = SubjectTransform(*partition_transform(s.chat_run_events_published, partitions))
     chat_in = [
         stream(
             s.chat_in_partition_stream(k),
@@ -88,13 +86,17 @@ def stream_configs(bus: Bus, partitions: int | None = None) -> list[StreamConfig
             max_age=c.chat_out_max_age_hours * HOUR,
         ),
         stream(s.runs_stream, [s.runs_submit], "Run requests for agent runners", **work),
-        stream(
-            s.run_events_stream,
-            [s.run_events_all],
-            "Ordered event log of every run (a chat's runs by chat partition)",
-            subject_transform=chat_events,
-            retention=RetentionPolicy.LIMITS,
-            max_age=c.run_events_max_age_hours * HOUR,
+        *(
+            stream(
+                s.run_events_partition_stream(k),
+                s.run_events_partition_subjects(k),
+                f"Ordered event logs of runs, partition {k} of {partitions}: its chats' runs and other "
+                "runs by id",
+                metadata={COUNT_KEY: str(partitions)},
+                retention=RetentionPolicy.LIMITS,
+                max_age=c.run_events_max_age_hours * HOUR,
+            )
+            for k in range(partitions)
         ),
         stream(
             s.subagents_stream,
@@ -167,11 +169,13 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
     # The chat streams' partition count is theirs to keep: changed only while nothing waits in CHAT_IN.
     count = await count_to_provision(bus)
     await _narrow_unsplit_chat_in(bus, retire=retire)
+    await narrow_unsplit_run_events(bus, retire=retire)
     for config in stream_configs(bus, count):
         await _ensure_stream(bus, config)
         streams.append(config.name or "")
     await _drop_partition_streams_beyond(bus, count)
     await spread_leaders(bus, [bus.subjects.chat_in_partition_stream(k) for k in range(count)])
+    await spread_leaders(bus, [bus.subjects.run_events_partition_stream(k) for k in range(count)])
     s = bus.subjects
     buckets = [
         s.threads_bucket,
@@ -330,7 +334,10 @@ async def _drop_unpartitioned_router(bus: Bus) -> None:
     one over all run events): on a work queue, an overlapping filter would stop the partitions'
     durables from being created. Messages stay in their streams."""
     s = bus.subjects
-    for stream, durable in ((s.unsplit_chat_in_stream, "router"), (s.run_events_stream, "router-projection")):
+    for stream, durable in (
+        (s.unsplit_chat_in_stream, "router"),
+        (s.unsplit_run_events_stream, "router-projection"),
+    ):
         try:
             await bus.js.delete_consumer(stream, durable)
             log.info("removed the unpartitioned router durable %s/%s", stream, durable)

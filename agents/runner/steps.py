@@ -115,7 +115,11 @@ class RunSteps:
             if rec is None or rec.status.finished:
                 return None  # cancelled while pending: noticed below
             update = {"status": RunStatus.RUNNING, "attempt": run.attempt, "updated_at": started}
-            return rec.model_copy(update={**update, "started_at": rec.started_at or started})
+            # A request published raw says no partition: readers learn its events' stream here.
+            partition = run.events.partition if rec.events_partition is None else rec.events_partition
+            return rec.model_copy(
+                update={**update, "started_at": rec.started_at or started, "events_partition": partition}
+            )
 
         now_running = await self.runs.update_with_revision(run.run_id, running, known=known)
         if now_running is not None and now_running[0].status.finished:

@@ -35,7 +35,7 @@ from bus.runs import SubmissionOrder, submit_run
 from channels.router import commands
 from channels.router.bindings import Bindings
 from channels.router.ordering import FinalsInOrder, RecentOrigins
-from channels.router.partitions import continue_chat, partition_of
+from channels.router.partitions import EventsStart, continue_chat, partition_of
 from config import AppConfig, ChannelConfig
 from skills import slash_command
 
@@ -68,7 +68,7 @@ class Router:
         self.origins = RecentOrigins()  # the chats of runs submitted here, for the reply projection
         self.finals = FinalsInOrder()  # a thread's finals in the order its runs were submitted here
         self.order = SubmissionOrder()  # a chat's runs are taken by runners in the order sent
-        self.events_start: dict[int | None, int | None] = {}  # partition -> where its events durable began
+        self.events_start: dict[int | None, EventsStart] = {}  # partition -> where its events durables began
 
     @classmethod
     async def open(cls, bus: Bus, config: AppConfig) -> Router:
@@ -173,7 +173,7 @@ class Router:
         if not self.order.knows(binding.thread_id):  # a chat taken over: after its last owner's runs
             partition = partition_of(delivery.subject)
             request = await continue_chat(
-                self.bus, self.runs, self.finals, request, self.events_start.get(partition, None)
+                self.bus, self.runs, self.finals, request, self.events_start.get(partition, {})
             )
         request = self.order.stamp(request)
         self.finals.submitted(binding.thread_id, run_id)

@@ -210,14 +210,16 @@ class ReplyProjection:
 
 
 def projection_consumer(
-    bus: Bus, projection: ReplyProjection, partition: int, start_seq: int | None
+    bus: Bus, projection: ReplyProjection, partition: int, stream: str, start_seq: int | None
 ) -> Consumer[RunEvent]:
-    """One partition's chat runs' events: a run's in order, runs side by side; from `start_seq` (where
-    the partition's last owner left off), or only new ones for a partition never consumed."""
+    """One partition's chat runs' events in `stream` (its `RUN_EVENTS_<k>`, or the single
+    `RUN_EVENTS` of before the split while it is there): a run's in order, runs side by side; from
+    `start_seq` (where the partition's last owner left off), or only new ones for a partition never
+    consumed."""
     s = bus.subjects
     return Consumer(
         bus,
-        stream=s.run_events_stream,
+        stream=stream,
         durable=f"router-ev-{partition}",
         filter_subjects=[s.run_events_partition(partition)],
         model=RunEvent,

@@ -31,7 +31,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import APIError
 
 from bus import Bus, EnvelopeError, decode
-from bus.chat_partitions import publish_inbound
+from bus.chat_partitions import chat_partitions, publish_inbound
 from bus.messages import InboundMessage, OutboundMessage, RunEvent
 from tests.faults.diagnosis import explain_lost
 
@@ -385,9 +385,14 @@ class ChatLoad:
 
     async def _read_resumed(self, resumed: set[str]) -> None:
         s = self.bus.subjects
+        for k in range(await chat_partitions(self.bus)):
+            await self._read_resumed_in(s.run_events_partition_stream(k), resumed)
+
+    async def _read_resumed_in(self, stream: str, resumed: set[str]) -> None:
+        s = self.bus.subjects
         sub = await self.bus.js.pull_subscribe(
             s.run_events_all,
-            stream=s.run_events_stream,
+            stream=stream,
             config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE),
         )
         try:

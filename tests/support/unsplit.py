@@ -1,5 +1,5 @@
-"""An installation as versions before the split by partition left it: one `CHAT_IN` stream whose
-subject transform appends the chat's partition, with messages waiting in it."""
+"""Installations as versions before the split by partition left them: one `CHAT_IN` stream whose
+subject transform appends the chat's partition, with messages waiting in it; one `RUN_EVENTS`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from nats.js.errors import NotFoundError
 
 from bus import Bus, connect_and_provision
 from bus.messages import InboundMessage
-from bus.subjects import partition_transform
+from bus.subjects import chat_route, partition_transform
 from config import BusConfig
 
 
@@ -41,3 +41,35 @@ async def make_unsplit_installation(
         )
         await bus.publish(s.chat_in(channel, message.chat_id), message, msg_id=message.dedupe_id())
     return bus
+
+
+async def make_unsplit_run_events(nats_url: str, config: BusConfig) -> Bus:
+    """A bus on `config`'s prefix whose run events go to the single `RUN_EVENTS` of earlier versions
+    (all runs' events; a chat run's stored with its chat's partition of 4 appended), as those
+    versions provisioned it. Everything else is provisioned as now; `RUN_EVENTS_<k>` are not there."""
+    bus = await connect_and_provision(nats_url, config)
+    s = bus.subjects
+    for k in range(64):
+        try:
+            await bus.js.delete_stream(s.run_events_partition_stream(k))
+        except NotFoundError:
+            break
+    await bus.js.add_stream(
+        StreamConfig(
+            name=s.unsplit_run_events_stream,
+            subjects=[s.run_events_all],
+            subject_transform=SubjectTransform(*partition_transform(f"{s.prefix}.runs.ev.*.chat.*", 4)),
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            num_replicas=config.replicas,
+        )
+    )
+    return bus
+
+
+def earlier_runners_subject(bus: Bus, run_id: str, chat: tuple[str, str] | None) -> str:
+    """Where a runner of a version from before the split publishes a run's events."""
+    s = bus.subjects
+    if chat is None:
+        return f"{s.prefix}.runs.ev.{run_id}.api"
+    return f"{s.prefix}.runs.ev.{run_id}.chat.{chat_route(*chat)}"
