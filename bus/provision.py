@@ -27,7 +27,6 @@ from bus.chat_partitions import DEFAULT as DEFAULT_PARTITIONS
 from bus.chat_partitions import MAX as MAX_PARTITIONS
 from bus.connection import Bus
 from bus.errors import BusError
-from bus.run_events import narrow_unsplit_run_events
 from config import BusConfig
 
 log = logging.getLogger(__name__)
@@ -161,22 +160,30 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
     """Create or update everything; safe to run any number of times, concurrently too.
 
     Args:
-        retire: also remove the single `CHAT_IN` of an installation made before the split by
-            partition, once it is drained (`antler provision` does; components starting do not, as
-            adapters of the earlier version may still publish to it during an upgrade).
+        retire: also remove the single `CHAT_IN` and `RUN_EVENTS` of an installation made before
+            the split by partition, once they are empty (`antler provision` does; components
+            starting do not, as components of the earlier version may still use them).
     """
     streams = []
     # The chat streams' partition count is theirs to keep: changed only while nothing waits in CHAT_IN.
     count = await count_to_provision(bus)
-    await _narrow_unsplit_chat_in(bus, retire=retire)
-    await narrow_unsplit_run_events(bus, retire=retire)
+    s = bus.subjects
+    # The single CHAT_IN of before: it takes nothing new (a subject nobody publishes on); the
+    # routers drain what waits in it with the durables they had.
+    await _narrow_unsplit(
+        bus, s.unsplit_chat_in_stream, [s.full("unsplit.chat.in")], retire=retire, transform=False
+    )
+    # The single RUN_EVENTS: it keeps taking what earlier versions' runners publish during an
+    # upgrade (bus.run_events; readers read it too) until its max_age has emptied it.
+    await _narrow_unsplit(
+        bus, s.unsplit_run_events_stream, s.unsplit_run_events, retire=retire, transform=True
+    )
     for config in stream_configs(bus, count):
         await _ensure_stream(bus, config)
         streams.append(config.name or "")
     await _drop_partition_streams_beyond(bus, count)
     await spread_leaders(bus, [bus.subjects.chat_in_partition_stream(k) for k in range(count)])
     await spread_leaders(bus, [bus.subjects.run_events_partition_stream(k) for k in range(count)])
-    s = bus.subjects
     buckets = [
         s.threads_bucket,
         s.chats_bucket,
@@ -238,30 +245,28 @@ async def connect_and_provision(
     return bus
 
 
-async def _narrow_unsplit_chat_in(bus: Bus, *, retire: bool) -> None:
-    """The single `CHAT_IN` of an installation made before the split by partition: it stops taking
-    new messages (its subjects become one nobody publishes on), so the partition streams can take
-    theirs, and routers drain what waits in it with the durables they had. With `retire`, once
-    nothing waits in it, it is removed (docs/operating.md, "Moving to streams per partition")."""
-    s = bus.subjects
+async def _narrow_unsplit(
+    bus: Bus, stream: str, subjects: list[str], *, retire: bool, transform: bool
+) -> None:
+    """A single stream of an installation made before the split by partition (`CHAT_IN`,
+    `RUN_EVENTS`): it keeps only `subjects` (none that the partition streams take), with its subject
+    transform if `transform`, and keeps what it holds for the routers (and readers) of the new
+    version. With `retire`, an empty one is removed (docs/operating.md, "Moving to streams per
+    partition")."""
     try:
-        info = await bus.js.stream_info(s.unsplit_chat_in_stream)
+        info = await bus.js.stream_info(stream)
     except NotFoundError:
         return
     if retire and not info.state.messages:
-        await bus.js.delete_stream(s.unsplit_chat_in_stream)
-        log.info("removed %s, drained after the split by partition", s.unsplit_chat_in_stream)
+        await bus.js.delete_stream(stream)
+        log.info("removed %s, emptied after the split by partition", stream)
         return
-    retired = [s.full("unsplit.chat.in")]
-    if info.config.subjects != retired:
-        info.config.subjects = retired
-        info.config.subject_transform = None
+    if info.config.subjects != subjects:
+        info.config.subjects = subjects
+        if not transform:
+            info.config.subject_transform = None
         await bus.js.update_stream(info.config)
-        log.info(
-            "%s holds %d message(s) from before the split by partition: the routers drain it",
-            s.unsplit_chat_in_stream,
-            info.state.messages,
-        )
+        log.info("%s keeps %d message(s) from before the split by partition", stream, info.state.messages)
 
 
 async def spread_leaders(bus: Bus, streams: list[str]) -> dict[str, str]:

@@ -7,7 +7,7 @@ when the run is submitted (`RunRequest.events_partition`, kept in its `RunRecord
 of that moment: a count changed later does not move a run's events, and a reader that knows only
 the run id finds them from its record (`events_streams`). An installation made before the split
 keeps its single `RUN_EVENTS` for what earlier versions' runners publish during an upgrade
-(`narrow_unsplit_run_events`); while it is there, readers read it too and merge by `seq`.
+(`bus.provision`); while it is there, readers read it too and merge by `seq`.
 """
 
 from __future__ import annotations
@@ -148,29 +148,3 @@ async def has_unsplit_stream(bus: Bus) -> bool:
             seen = (now, False)
         _unsplit_seen[bus] = seen
     return seen[1]
-
-
-async def narrow_unsplit_run_events(bus: Bus, *, retire: bool) -> None:
-    """The single `RUN_EVENTS` of an installation made before the split by partition: it keeps only
-    the subjects earlier versions' runners publish on (`Subjects.unsplit_run_events`, which do not
-    overlap the partition streams'), so those streams can be made beside it and runners of both
-    versions work during an upgrade; readers read both (`events_streams`). Once every runner is
-    upgraded nothing new comes, and its `max_age` empties it; `antler provision` (`retire`) then
-    removes it (docs/operating.md, "Moving to streams per partition")."""
-    s = bus.subjects
-    try:
-        info = await bus.js.stream_info(s.unsplit_run_events_stream)
-    except NotFoundError:
-        return
-    if retire and not info.state.messages:
-        await bus.js.delete_stream(s.unsplit_run_events_stream)
-        log.info("removed %s, emptied after the split by partition", s.unsplit_run_events_stream)
-        return
-    if info.config.subjects != s.unsplit_run_events:
-        info.config.subjects = s.unsplit_run_events  # its transform (the chat's partition) is kept
-        await bus.js.update_stream(info.config)
-        log.info(
-            "%s keeps %d event(s) from before the split by partition, readable until they expire",
-            s.unsplit_run_events_stream,
-            info.state.messages,
-        )
