@@ -11,6 +11,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 
+from access.egress import egress_policy
 from access.runner import Refused, RunAccess, tool_filter
 from agents.context import RunOptions
 from agents.errors import AgentError, UnknownAgent
@@ -19,7 +20,7 @@ from agents.tools.uploads import current_uploads, prompt_outlines
 from bus import Bus
 from bus.agent_store import AgentNameInvalid, AgentStore
 from bus.content import text_of
-from bus.messages import AgentDefinition, ChatTurn, MemoryDocument, MemoryUpdate, RunRequest
+from bus.messages import AgentDefinition, ChatTurn, EgressPolicy, MemoryDocument, MemoryUpdate, RunRequest
 from bus.records import RecordStore
 from config import AppConfig
 from skills import SkillsFollower, slash_command
@@ -43,6 +44,7 @@ class RunSetup:
     tool_groups: frozenset[str] | None = None
     tool_filter: Any = None  # the person's role: (tool name, group) -> offered (access.runner)
     role: str | None = None  # the person's role's name (the approval rules may name roles)
+    egress: EgressPolicy | None = None  # where its commands and web_fetch may connect (access.egress)
 
 
 class PromptAssembly:
@@ -137,6 +139,7 @@ class PromptAssembly:
             else None,
             tool_filter=tool_filter(permissions),
             role=permissions.role,
+            egress=egress_policy(self.config, permissions.role),
         )
 
     async def memory_text(self, user_id: str, agent_name: str | None) -> str | None:
