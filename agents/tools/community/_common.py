@@ -60,10 +60,10 @@ def run_egress() -> EgressPolicy | None:
     try:
         from langgraph.runtime import get_runtime
 
-        context = get_runtime().context
+        runtime = get_runtime()
     except (RuntimeError, ImportError):  # not inside a graph run
         return None
-    policy = getattr(context, "egress", None)
+    policy = getattr(getattr(runtime, "context", None), "egress", None)
     return policy if isinstance(policy, EgressPolicy) else None
 
 
