@@ -161,17 +161,21 @@ class EgressProxy:
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         """A connection to `host`'s checked address, or None once the client was told why not."""
         reason = egress.refusal(self.policy, host)
+        policy = "egress policy"
         found: list[str] = []
         try:
             if reason is None:
                 found = await egress.addresses(self.policy, host, port, allow_private=self.allow_private)
         except AddressRefused as exc:
-            reason = f"{exc.address} is {exc.reason}; only public addresses can be reached"
+            reason, policy = (
+                f"{exc.address} is {exc.reason}; only public addresses can be reached",
+                "address policy",
+            )
         except UnresolvableHost as exc:
             reason = f"the name does not resolve ({exc.detail})"
         if reason is not None:
             refused = self._refuse(host, port, reason)
-            await _answer(writer, 403, f"refused by the egress policy: {refused}")
+            await _answer(writer, 403, f"refused by the {self.where}'s {policy}: {refused}")
             return None
         for address in found:
             try:
