@@ -19,7 +19,9 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import h11
@@ -131,35 +133,26 @@ class EgressProxy:
                 writer, 400, f"only CONNECT host:port and absolute http:// URLs are proxied ({exc})"
             )
             return
-        connected = await self._connect(writer, host, port)
-        if connected is None:
+        found = await self._checked(writer, host, port)
+        if found is None:
             return
-        up_reader, up_writer = connected
-        try:
-            if request.method == b"CONNECT":
-                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                sending = asyncio.create_task(self._tunnel(reader, up_writer, host, port))
-            else:
-                host_header = dict(request.headers).get(b"host")
-                named = urlsplit(f"//{host_header.decode('latin-1')}").hostname if host_header else host
-                if (named or "").rstrip(".").lower() != host.rstrip(".").lower():
-                    refused = self._refuse(host, port, f"the Host header names {named!r}, not {host}")
-                    await _answer(writer, 403, f"refused by the egress policy: {refused}")
-                    return
-                sending = asyncio.create_task(_forward_request(client, request, reader, up_writer))
-            try:
-                await _pipe(up_reader, writer)  # the answer ends when the server closes its side
-            finally:
-                if not sending.done():
-                    sending.cancel()
-                await asyncio.gather(sending, return_exceptions=True)
-        finally:
-            up_writer.close()
+        if request.method == b"CONNECT":
+            await self._tunnel(reader, writer, host, port, found)
+            return
+        host_header = dict(request.headers).get(b"host")
+        named = urlsplit(f"//{host_header.decode('latin-1')}").hostname if host_header else host
+        if (named or "").rstrip(".").lower() != host.rstrip(".").lower():
+            refused = self._refuse(host, port, f"the Host header names {named!r}, not {host}")
+            await _answer(writer, 403, f"refused by the {self.where}'s egress policy: {refused}")
+            return
+        upstream = await _open(found, port)
+        if upstream is None:
+            await _answer(writer, 502, f"cannot connect to {host}:{port}")
+            return
+        await _relay(upstream, writer, _forward_request(client, request, reader, upstream[1]))
 
-    async def _connect(
-        self, writer: asyncio.StreamWriter, host: str, port: int
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-        """A connection to `host`'s checked address, or None once the client was told why not."""
+    async def _checked(self, writer: asyncio.StreamWriter, host: str, port: int) -> list[str] | None:
+        """`host`'s checked addresses, or None once the client was told why not."""
         reason = egress.refusal(self.policy, host)
         policy = "egress policy"
         found: list[str] = []
@@ -167,45 +160,86 @@ class EgressProxy:
             if reason is None:
                 found = await egress.addresses(self.policy, host, port, allow_private=self.allow_private)
         except AddressRefused as exc:
-            reason, policy = (
-                f"{exc.address} is {exc.reason}; only public addresses can be reached",
-                "address policy",
-            )
+            reason = f"{exc.address} is {exc.reason}; only public addresses can be reached"
+            policy = "address policy"
         except UnresolvableHost as exc:
             reason = f"the name does not resolve ({exc.detail})"
-        if reason is not None:
-            refused = self._refuse(host, port, reason)
-            await _answer(writer, 403, f"refused by the {self.where}'s {policy}: {refused}")
-            return None
-        for address in found:
-            try:
-                return await wait_for(asyncio.open_connection(address, port), CONNECT_TIMEOUT)
-            except (OSError, TimeoutError):
-                continue
-        await _answer(writer, 502, f"cannot connect to {host}:{port}")
+        if reason is None:
+            return found
+        refused = self._refuse(host, port, reason)
+        await _answer(writer, 403, f"refused by the {self.where}'s {policy}: {refused}")
         return None
 
     async def _tunnel(
-        self, reader: asyncio.StreamReader, up_writer: asyncio.StreamWriter, host: str, port: int
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        host: str,
+        port: int,
+        found: list[str],
     ) -> None:
-        """Relay the client's side of a tunnel, after checking the server its TLS ClientHello names."""
+        """A CONNECT tunnel, opened upstream only once the client's first bytes passed the check."""
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        await writer.drain()
         first = await _first_record(reader)
         if first is None:  # the client closed without a word
-            with contextlib.suppress(Exception):
-                up_writer.write_eof()
             return
+        reason = self._tunnel_refusal(first, host)
+        if reason is not None:
+            self._refuse(host, port, reason)
+            return  # the client's connection is closed: nothing went upstream
+        upstream = await _open(found, port)
+        if upstream is None:
+            return
+        upstream[1].write(first)
+        await _relay(upstream, writer, _pipe(reader, upstream[1]))
+
+    def _tunnel_refusal(self, first: bytes, host: str) -> str | None:
+        """Why a tunnel starting with `first` may not go on, or None.
+
+        Under an allowlist a tunnel carries TLS naming (SNI) the server CONNECT named, so what it
+        reaches is the allowed name, not another site behind the same address; with `all` (the
+        browser's WebSockets) anything may, as long as a ClientHello does not name another server.
+        """
         try:
             sni = server_name(first)
         except ValueError as exc:
-            self._refuse(host, port, f"an unreadable TLS ClientHello ({exc})")
-            up_writer.close()
-            return
-        if sni is not None and sni.rstrip(".").lower() != host.rstrip(".").lower():
-            self._refuse(host, port, f"the tunnel to {host} asked TLS for another server ({sni})")
-            up_writer.close()
-            return
-        up_writer.write(first)
-        await _pipe(reader, up_writer)
+            return f"an unreadable TLS ClientHello ({exc})"
+        if sni is None:
+            if self.policy.mode == "all":
+                return None
+            what = "names no server" if first[:1] == b"\x16" else "is not TLS"
+            return f"a tunnel under an allowlist must carry TLS naming {host}; this one {what}"
+        if sni.rstrip(".").lower() != host.rstrip(".").lower():
+            return f"the tunnel to {host} asked TLS for another server ({sni})"
+        return None
+
+
+async def _open(found: list[str], port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    """A connection to the first of the checked addresses that answers."""
+    for address in found:
+        try:
+            return await wait_for(asyncio.open_connection(address, port), CONNECT_TIMEOUT)
+        except (OSError, TimeoutError):
+            continue
+    return None
+
+
+async def _relay(
+    upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    writer: asyncio.StreamWriter,
+    sending: Coroutine[Any, Any, None],
+) -> None:
+    """`sending` (the client's side, upstream) while the server's answer goes back to the client."""
+    up_reader, up_writer = upstream
+    task = asyncio.create_task(sending)
+    try:
+        await _pipe(up_reader, writer)  # the answer ends when the server closes its side
+    finally:
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        up_writer.close()
 
 
 def _authority(target: str) -> tuple[str, int]:
@@ -251,7 +285,10 @@ def server_name(data: bytes) -> str | None:
     body = data[5 : 5 + int.from_bytes(data[3:5], "big")]
     if len(body) < 4 or body[0] != 0x01:
         raise ValueError("the first handshake message is not a ClientHello")
-    hello = body[4 : 4 + int.from_bytes(body[1:4], "big")]
+    size = int.from_bytes(body[1:4], "big")
+    if 4 + size > len(body):  # its extensions may follow in the next record: refused, not guessed
+        raise ValueError("a ClientHello split over TLS records")
+    hello = body[4 : 4 + size]
     at = 2 + 32  # version, random
     at += 1 + _byte(hello, at)  # session id
     at += 2 + _short(hello, at)  # cipher suites

@@ -145,6 +145,34 @@ async def test_a_tunnel_asking_tls_for_another_server_is_cut(
     assert answer.startswith(b"HTTP/1.1 200")  # the tunnel opened for the allowed name ...
     assert b"evil.test" not in upstream.received  # ... but the hello for another never went through
     assert "asked TLS for another server (evil.test)" in served.refusals[-1].reason
+    assert upstream.connections == 0, "no connection was opened for a refused tunnel"
+
+
+def split_over_records(hello: bytes, at: int) -> bytes:
+    """The same ClientHello cut into two TLS records after `at` bytes of its handshake message."""
+    message = hello[5:]
+    first, rest = message[:at], message[at:]
+    header = hello[:3]
+    return header + len(first).to_bytes(2, "big") + first + header + len(rest).to_bytes(2, "big") + rest
+
+
+@pytest.mark.parametrize(
+    "first_bytes",
+    [
+        pytest.param(b"GET /admin HTTP/1.1\r\nHost: evil.test\r\n\r\n", id="plain-http-inside"),
+        pytest.param(split_over_records(client_hello("evil.test"), 60), id="hello-split-over-records"),
+        pytest.param(b"\x16\x03\x01\x00\x02\x01\x00", id="cut-hello"),
+    ],
+)
+async def test_a_tunnel_under_an_allowlist_carries_only_tls_naming_its_server(
+    proxy: tuple[EgressProxy, int], upstream: Upstream, first_bytes: bytes
+) -> None:
+    served, port = proxy
+    connect = f"CONNECT allowed.test:{upstream.port} HTTP/1.1\r\nHost: allowed.test\r\n\r\n".encode()
+    answer = await exchange(port, connect + first_bytes)
+    assert answer == b"HTTP/1.1 200 Connection established\r\n\r\n"  # then closed, nothing relayed
+    assert upstream.connections == 0
+    assert served.refusals, "the refusal is kept for the command's result"
 
 
 async def test_a_tunnel_with_the_right_server_name_is_relayed(

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ import pytest_asyncio
 from bus.messages import EgressPolicy
 from config import AppConfig
 from sandbox import SandboxClient
+from tests.fakes.duckduckgo import _certificates
 from tests.support.sandbox import needs_bwrap, running_broker
 
 pytestmark = pytest.mark.asyncio
@@ -31,14 +34,15 @@ ALLOWED = "files.allowed.test"
 class Site:
     """A loopback HTTP server answering every request with what it was asked, counting connections."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.connections = 0
         self.requests: list[str] = []
         self.port = 0
+        self.tls = tls
         self._server: asyncio.Server | None = None
 
     async def __aenter__(self) -> Site:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -105,16 +109,35 @@ async def test_curl_reaches_an_allowed_domain_through_the_proxy(
 
 
 @needs_bwrap
-async def test_a_tunnel_to_an_allowed_domain_works(
+async def test_https_to_an_allowed_domain_goes_through_a_tunnel_for_that_name(
+    client: SandboxClient, egress_broker: AppConfig, tmp_path: Path
+) -> None:
+    ca, cert, key = _certificates(tmp_path, (ALLOWED,))
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    async with Site(tls) as secure:
+        await client.write_file("/mnt/user-data/workspace/ca.pem", ca.read_text())
+        result = await client.exec(
+            f"curl -sS --max-time 20 --cacert ca.pem https://{ALLOWED}:{secure.port}/secure",
+            egress=policy(egress_broker),
+        )
+    assert result.exit_code == 0, result.output
+    assert "hello from the allowed site (/secure" in result.output
+
+
+@needs_bwrap
+async def test_a_tunnel_that_is_not_tls_is_refused_under_an_allowlist(
     client: SandboxClient, egress_broker: AppConfig, site: Site
 ) -> None:
-    # --proxytunnel: CONNECT, as for https; the first bytes are not TLS, so no SNI to compare.
+    # --proxytunnel: plain http inside CONNECT; what it asks for (its Host) could be any site behind
+    # the allowed name's address, so only TLS naming that name may use a tunnel.
     result = await client.exec(
         f"curl -sS --max-time 20 --proxytunnel http://{ALLOWED}:{site.port}/tunnel",
         egress=policy(egress_broker),
     )
-    assert result.exit_code == 0, result.output
-    assert "hello from the allowed site (/tunnel" in result.output
+    assert "hello from the allowed site" not in result.output
+    assert site.connections == 0
+    assert any("must carry TLS" in w for w in result.warnings), result.warnings
 
 
 @needs_bwrap
