@@ -282,6 +282,7 @@ class Broker:
                     "event": "exec",
                     "user": req.user_id,
                     "thread": req.thread_id,
+                    "run": req.run_id,
                     "command": req.command[:2000],
                     "exit_code": exit_code,
                     "timed_out": timed_out,

@@ -364,7 +364,8 @@ def make_provider(config: SandboxConfig, toolbox: Toolbox | None = None) -> Prov
     if config.provider == "bwrap" or (config.provider == "auto" and bwrap_works()):
         return BwrapProvider(config, toolbox)
     log.warning(
-        "sandbox: commands run WITHOUT isolation (local provider): they can read and change this machine. "
+        "sandbox: commands run WITHOUT isolation (local provider): they can read and change this machine, "
+        "and reach its network whatever the egress policy says. "
         "Install bubblewrap (apt-get install bubblewrap) for isolated execution."
     )
     return LocalProvider(config, toolbox)
