@@ -219,3 +219,33 @@ async def test_facts_a_poisoned_conversation_would_plant_are_cleaned_or_dropped_
     assert doc.user.top_of_mind.summary == "", "a summary that is an order is not kept"
     dropped = " ".join(r.getMessage() for r in caplog.records)
     assert "reads as an instruction" in dropped
+
+
+@needs_bwrap
+async def test_a_roles_own_egress_policy_is_what_its_runs_commands_and_fetches_obey(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    hostile_deployment: Callable[..., AppConfig],
+    sites: tuple[FakeWebsite, FakeWebsite],
+    nats_url: str,
+) -> None:
+    news, _ = sites
+    page = f"http://news.allowed.test:{port_of(news)}/moths"
+    guests = {"mode": "allowlist", "allow": ["docs.example"]}  # not the deployment's allowed.test
+    access = {
+        "roles": {"member": {}, "guest": {"egress": guests}},
+        "channel_roles": {"telegram": "guest"},  # unlinked chat users get the guest role
+    }
+    config = hostile_deployment(access=access)
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("bash", {"command": f"curl -fsS --max-time 20 {page}"})]),
+        Reply(tool_calls=[ToolCall("web_fetch", {"url": page})]),
+        Reply(text="Neither was allowed."),
+    )
+    async with running_broker(nats_url, config), running_runner(nats_url, config):
+        request = ask("t-guest-egress", "Read the moth page", user_id="telegram:42")
+        ran, fetched = tool_results(await submit_and_collect(bus, request, timeout=60))
+    assert "luna moths" not in ran
+    assert "not on the egress allowlist (access.roles.guest.egress: docs.example)" in ran
+    assert "not on the egress allowlist (access.roles.guest.egress: docs.example)" in fetched
+    assert news.calls == []
