@@ -40,13 +40,7 @@ def normalize_domain(value: str) -> str:
     return name
 
 
-class EgressRule(Section):
-    """Where the agent's network access may go: a mode and, for `allowlist`, the domains."""
-
-    mode: EgressMode = Field(
-        description="none: no network; allowlist: only `allow` (and subdomains); all: any host "
-        "(web_fetch still only public addresses)."
-    )
+class _Allowlist(Section):
     allow: list[str] = Field(
         default_factory=list, description="Domains reachable in allowlist mode; each includes its subdomains."
     )
@@ -57,7 +51,16 @@ class EgressRule(Section):
         return list(dict.fromkeys(normalize_domain(d) for d in value))
 
 
-class EgressConfig(Section):
+class EgressRule(_Allowlist):
+    """Where the agent's network access may go: a mode and, for `allowlist`, the domains."""
+
+    mode: EgressMode = Field(
+        description="none: no network; allowlist: only `allow` (and subdomains); all: any host "
+        "(web_fetch still only public addresses)."
+    )
+
+
+class EgressConfig(_Allowlist):
     """The deployment's egress policy (`egress`); a role's `egress` replaces it for that role's people."""
 
     mode: EgressMode | None = Field(
@@ -65,19 +68,11 @@ class EgressConfig(Section):
         description="none | allowlist | all, for sandboxed commands and web_fetch alike. Unset: commands "
         "follow sandbox.allow_network (no network by default) and web_fetch reaches any public host.",
     )
-    allow: list[str] = Field(
-        default_factory=list, description="Domains reachable in allowlist mode; each includes its subdomains."
-    )
     hosts: dict[str, str] = Field(
         default_factory=dict,
         description="Names pinned to an address (an internal mirror): never looked up, and reachable "
         "even when private, since the operator chose them. A name must still be allowed.",
     )
-
-    @field_validator("allow")
-    @classmethod
-    def _domains(cls, value: list[str]) -> list[str]:
-        return list(dict.fromkeys(normalize_domain(d) for d in value))
 
     @field_validator("hosts")
     @classmethod
