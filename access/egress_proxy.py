@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 MAX_HEAD = 64 * 1024
 CONNECT_TIMEOUT = 15.0
 HEAD_TIMEOUT = 30.0
+MAX_LOGGED = 20  # refusals logged one by one per proxy (per command, for the sandbox)
 MAX_HELLO = 64 * 1024  # a ClientHello with post-quantum key shares is a few KB; more is refused
 _DROPPED = {b"proxy-connection", b"connection", b"keep-alive", b"proxy-authorization", b"upgrade", b"te"}
 
@@ -68,6 +69,7 @@ class EgressProxy:
         self.run_id = run_id
         self.allow_private = allow_private
         self.refusals: list[Refused] = []  # the latest ones (50 at most), for the caller's message
+        self.refused_total = 0  # all of them; past MAX_LOGGED the log gets one line, not one each
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.Task[None]] = set()
 
@@ -94,7 +96,16 @@ class EgressProxy:
     def _refuse(self, host: str, port: int | None, reason: str) -> Refused:
         refused = Refused(host, port, reason)
         self.refusals = [*self.refusals[-49:], refused]
-        egress.log_refusal(self.where, self.run_id, host, port, reason)
+        self.refused_total += 1
+        if self.refused_total <= MAX_LOGGED:
+            egress.log_refusal(self.where, self.run_id, host, port, reason)
+        if self.refused_total == MAX_LOGGED:  # a command looping over refused hosts floods no log
+            log.warning(
+                "%s egress (run %s): %d connections refused; further ones are counted, not logged",
+                self.where,
+                self.run_id or "-",
+                MAX_LOGGED,
+            )
         return refused
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

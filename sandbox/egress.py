@@ -57,6 +57,7 @@ class Door:
     env: dict[str, str]
     command: str
     refusals: list[Refused] = field(default_factory=list)  # filled in when the command ends
+    refused_total: int = 0
 
 
 @contextlib.asynccontextmanager
@@ -80,7 +81,7 @@ async def proxied(
             ),
         )
         yield door
-        door.refusals = list(proxy.refusals)
+        door.refusals, door.refused_total = list(proxy.refusals), proxy.refused_total
     finally:
         await proxy.stop()
         await asyncio.to_thread(shutil.rmtree, host_dir, True)
@@ -92,9 +93,10 @@ def _socket_dir() -> str:
     return made
 
 
-def refusal_warnings(refusals: list[Refused]) -> list[str]:
-    """The lines the command's result gets for what the proxy refused (the first few, then a count)."""
-    lines = [f"network: refused {r.host}{f':{r.port}' if r.port else ''}: {r.reason}" for r in refusals[:5]]
-    if len(refusals) > 5:
-        lines.append(f"network: {len(refusals) - 5} more connections were refused")
+def refusal_warnings(door: Door) -> list[str]:
+    """The lines the command's result gets for what the proxy refused (a few, then a count)."""
+    shown = door.refusals[:5]
+    lines = [f"network: refused {r.host}{f':{r.port}' if r.port else ''}: {r.reason}" for r in shown]
+    if door.refused_total > len(shown):
+        lines.append(f"network: {door.refused_total - len(shown)} more connections were refused")
     return lines

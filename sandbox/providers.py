@@ -296,7 +296,7 @@ class BwrapProvider(Provider):
                 return outcome
             async with proxied(policy, command, python, run_id=run_id) as door:
                 outcome = await run(door.command, network="proxy", extra=door.bwrap_args, proxy_env=door.env)
-            outcome.notes += refusal_warnings(door.refusals)
+            outcome.notes += refusal_warnings(door)
             return outcome
 
     async def _run(

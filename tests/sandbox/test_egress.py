@@ -209,3 +209,19 @@ async def test_a_role_without_network_gets_none_and_mode_all_shares_the_hosts(
         f"curl -sS --max-time 20 --noproxy '*' http://127.0.0.1:{site.port}/direct", egress=everything
     )
     assert "hello from the allowed site (/direct" in result.output
+
+
+@needs_bwrap
+async def test_a_command_looping_over_refused_hosts_floods_neither_its_result_nor_the_log(
+    client: SandboxClient, egress_broker: AppConfig, site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="access")
+    loop = f"for i in $(seq 30); do curl -s --max-time 5 http://h$i.evil.test:{site.port}/; done; echo done"
+    result = await client.exec(loop, egress=policy(egress_broker), run_id="run-loop")
+    assert result.output.strip().endswith("done")
+    refused = [w for w in result.warnings if w.startswith("network:")]
+    assert len(refused) == 6
+    assert refused[-1] == "network: 25 more connections were refused"
+    logged = [r.getMessage() for r in caplog.records if "run-loop" in r.getMessage()]
+    assert len(logged) == 21  # twenty refusals, then one line saying the rest are only counted
+    assert "further ones are counted, not logged" in logged[-1]
