@@ -147,6 +147,12 @@ def clean(text: str, max_chars: int | None = MAX_CHARS) -> str:
     return text
 
 
+def one_line(text: str) -> str:
+    """`text` as one line of data: invisible characters stripped, forged sections escaped,
+    whitespace folded (what the memory stores, and what the prompt's memory section shows)."""
+    return " ".join(neutralize(strip_invisible(text)).split())
+
+
 def label(value: str, max_chars: int = 80) -> str:
     """A name (display name, file name, tool name) as one short line of data, safe in an attribute."""
     flat = " ".join(strip_invisible(value).split())[:max_chars]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from bus.untrusted_text import neutralize, strip_invisible
+from bus.untrusted_text import one_line
 
 _DATA = (
     r"(memor(y|ies)|files?|documents?|uploads?|secrets?|passwords?|credentials?|api[ _-]?keys?|keys|"
@@ -74,7 +74,7 @@ _INSTRUCTIONS: list[tuple[re.Pattern[str], str]] = [
 def cleaned(text: str) -> str:
     """`text` as the memory may keep it: invisible characters stripped, forged sections escaped,
     whitespace folded."""
-    return " ".join(neutralize(strip_invisible(text)).split())
+    return one_line(text)
 
 
 def instruction(text: str) -> str | None:

@@ -22,6 +22,7 @@ from bus.agent_store import AgentNameInvalid, AgentStore
 from bus.content import text_of
 from bus.messages import AgentDefinition, ChatTurn, EgressPolicy, MemoryDocument, MemoryUpdate, RunRequest
 from bus.records import RecordStore
+from bus.untrusted_text import one_line
 from config import AppConfig
 from skills import SkillsFollower, slash_command
 from skills.catalog import command_name
@@ -195,9 +196,11 @@ def memory_lines(doc: MemoryDocument, threshold: float, max_tokens: int) -> str:
         ("Earlier", doc.history.earlier_context),
         ("Background", doc.history.long_term_background),
     ]
-    lines = [f"{label}: {section.summary}" for label, section in sections if section.summary]
+    # Cleaned here too: a document imported, or stored before the updater cleaned what it keeps,
+    # must not close the prompt's <memory> section either (bus.untrusted_text).
+    lines = [f"{label}: {one_line(section.summary)}" for label, section in sections if section.summary]
     facts = sorted((f for f in doc.facts if f.confidence >= threshold), key=lambda f: -f.confidence)
-    lines += [f"- {fact.content}" for fact in facts]
+    lines += [f"- {one_line(fact.content)}" for fact in facts]
     kept, used = [], 0
     for line in lines:
         cost = count_tokens(line) + 1  # the newline
