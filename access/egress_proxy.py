@@ -7,7 +7,8 @@ SSRF guard (`access.addresses`: no loopback, private or metadata address unless 
 operator), and the connection goes to the very address checked. In a tunnel the client's first
 TLS record is read: a ClientHello naming another server (SNI) than the one CONNECT named is
 refused, so a tunnel opened for an allowed name cannot ask a shared front for another. A plain
-http request is parsed with h11: its Host header must be the URL's host, and only that one request
+http request is parsed with h11: its Host header must be the URL's host (unless the policy lets
+every host through, as the browser's does), and only that one request
 (its body included) goes upstream, on a connection closed after the answer, so nothing smuggled
 behind it reaches the server. Every refusal is answered with a 403 saying why, logged with the
 run that tried it, and kept in `refusals` for the command's result.
@@ -152,7 +153,8 @@ class EgressProxy:
             return
         host_header = dict(request.headers).get(b"host")
         named = urlsplit(f"//{host_header.decode('latin-1')}").hostname if host_header else host
-        if (named or "").rstrip(".").lower() != host.rstrip(".").lower():
+        # Another site behind the allowed name's address, by its Host header: only `all` lets any.
+        if self.policy.mode != "all" and (named or "").rstrip(".").lower() != host.rstrip(".").lower():
             refused = self._refuse(host, port, f"the Host header names {named!r}, not {host}")
             await _answer(writer, 403, f"refused by the {self.where}'s egress policy: {refused}")
             return
