@@ -66,7 +66,7 @@ async def proxied(
 ) -> AsyncIterator[Door]:
     """The proxy for one command, serving while the command runs; `python` is the sandbox's python3
     (run before the command, as `exec`, so the command keeps its process and exit status)."""
-    # A short path (a Unix socket's is at most 107 bytes), private to this command.
+    # A directory of this command's own, on a short path (a Unix socket's is at most 107 bytes).
     host_dir = Path(await asyncio.to_thread(_socket_dir))
     proxy = EgressProxy(policy, where="sandbox", run_id=run_id)
     try:
@@ -88,7 +88,8 @@ async def proxied(
 
 
 def _socket_dir() -> str:
-    made = tempfile.mkdtemp(prefix="antler-egress-")
+    temp = tempfile.gettempdir()
+    made = tempfile.mkdtemp(prefix="antler-egress-", dir=temp if len(temp) <= 64 else "/tmp")
     os.chmod(made, 0o755)  # the sandbox's uid must reach the socket inside
     return made
 
