@@ -108,19 +108,31 @@ async def test_curl_reaches_an_allowed_domain_through_the_proxy(
     assert not [w for w in result.warnings if w.startswith("network:")]
 
 
+PYTHON_GET = (
+    "import ssl, urllib.request; context = ssl.create_default_context(cafile='ca.pem'); "
+    "print(urllib.request.urlopen('{url}', context=context, timeout=20).read().decode())"
+)
+
+
 @needs_bwrap
+@pytest.mark.parametrize(
+    "client_command",
+    [
+        pytest.param("curl -sS --max-time 20 --cacert ca.pem {url}", id="curl"),
+        # Python's own client (pip's urllib3 tunnels the same way): CONNECT as HTTP/1.0, no Host.
+        pytest.param(f'python3 -c "{PYTHON_GET}"', id="python-urllib"),
+    ],
+)
 async def test_https_to_an_allowed_domain_goes_through_a_tunnel_for_that_name(
-    client: SandboxClient, egress_broker: AppConfig, tmp_path: Path
+    client: SandboxClient, egress_broker: AppConfig, tmp_path: Path, client_command: str
 ) -> None:
     ca, cert, key = _certificates(tmp_path, (ALLOWED,))
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)
     async with Site(tls) as secure:
         await client.write_file("/mnt/user-data/workspace/ca.pem", ca.read_text())
-        result = await client.exec(
-            f"curl -sS --max-time 20 --cacert ca.pem https://{ALLOWED}:{secure.port}/secure",
-            egress=policy(egress_broker),
-        )
+        url = f"https://{ALLOWED}:{secure.port}/secure"
+        result = await client.exec(client_command.format(url=url), egress=policy(egress_broker))
     assert result.exit_code == 0, result.output
     assert "hello from the allowed site (/secure" in result.output
 
