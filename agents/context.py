@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bus.messages import ChatOrigin
+from bus.messages import ChatOrigin, EgressPolicy
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,8 @@ class RunContext:
     origin: ChatOrigin | None = None  # the chat a chat's run came from (its scheduled tasks answer there)
     tool_filter: Any = None  # the person's role (access.runner.tool_filter): (name, group) -> offered
     role: str | None = None  # the person's role's name (access.policy), for the approval rules
+    # Where the run's network access may go (access.egress): its sandbox commands and web_fetch.
+    egress: EgressPolicy | None = None
     # Messages steered into the run while it works (agents.runner.steering), a list the runner fills
     # and the steering middleware empties before each model call.
     steering: list[dict[str, Any]] | None = field(default=None, compare=False)

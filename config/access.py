@@ -13,6 +13,7 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from config._env import Section
+from config.egress import EgressRule
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 ANY = "*"
@@ -101,6 +102,9 @@ class RoleConfig(Section):
     agents: list[str] = Field(default_factory=lambda: [ANY], description="Custom agents' names.")
     budget: BudgetConfig = Field(
         default_factory=lambda: BudgetConfig(), description="Per-person tokens and cost a day and a month."
+    )
+    egress: EgressRule | None = Field(
+        None, description="The role's own egress policy (sandboxed commands, web_fetch); unset = `egress`."
     )
 
 

@@ -107,6 +107,7 @@ async def ready_to_run(
         tool_group_of=tool_group_of,
         tool_filter=setup.tool_filter,
         role=setup.role,
+        egress=setup.egress,
         origin=request.origin,
         steering=run.steering,
     )

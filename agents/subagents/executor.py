@@ -31,6 +31,7 @@ from langchain_core.tools import BaseTool
 from langgraph.errors import GraphRecursionError
 from nats.js.errors import KeyWrongLastSequenceError
 
+from access.egress import egress_policy
 from access.runner import RunAccess, tool_filter
 from agents.context import RunContext
 from agents.events import jsonable
@@ -324,6 +325,7 @@ class SubagentExecutor:
             model_name=model_name,
             tool_group_of=tool_group_map(self.config, mcp_tools),
             tool_filter=tool_filter(permissions),
+            egress=egress_policy(self.config, permissions.role),
         )
         snapshot = await agent.aget_state(config)
         if snapshot.values.get("messages") and not snapshot.next:
