@@ -1,5 +1,7 @@
 """What a role lets a person use: models, tools (by name, `group:<tool group>`, `mcp:<server>`), skills and
-custom agents. `["*"]` in a list allows everything of its kind."""
+custom agents. `["*"]` in a list allows everything of its kind; in `tools`, an entry starting with `!`
+denies what it names, whatever else allows it (`["*", "!mcp:github"]`: every tool but the github
+MCP server's)."""
 
 from __future__ import annotations
 
@@ -22,13 +24,20 @@ class Permissions:
         return ANY in self.config.models or name in self.config.models
 
     def tool(self, name: str, group: str | None = None, mcp_server: str | None = None) -> bool:
-        allowed = self.config.tools
-        return (
-            ANY in allowed
-            or name in allowed
-            or (group is not None and f"group:{group}" in allowed)
-            or (mcp_server is not None and f"mcp:{mcp_server}" in allowed)
-        )
+        named = {name}
+        if group is not None:
+            named.add(f"group:{group}")
+        if mcp_server is not None:
+            named.add(f"mcp:{mcp_server}")
+        rules = self.config.tools
+        if any(f"!{n}" in rules for n in named):
+            return False
+        return ANY in rules or any(n in rules for n in named)
+
+    @property
+    def every_tool(self) -> bool:
+        """Whether the role offers every tool (nothing denied)."""
+        return ANY in self.config.tools and not any(r.startswith("!") for r in self.config.tools)
 
     def skill(self, name: str) -> bool:
         return ANY in self.config.skills or name in self.config.skills

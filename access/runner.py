@@ -79,8 +79,8 @@ class RunAccess:
         )
 
 
-def tool_filter(permissions: Permissions) -> Callable[[str, str | None], bool] | None:
-    """Whether the role lets the model see a tool (by name and group); None: every tool."""
-    if "*" in permissions.config.tools:
+def tool_filter(permissions: Permissions) -> Callable[[str, str | None, str | None], bool] | None:
+    """Whether the role lets the model see a tool (by name, group and MCP server); None: every tool."""
+    if permissions.every_tool:
         return None
-    return lambda name, group: permissions.tool(name, group)
+    return permissions.tool

@@ -95,7 +95,8 @@ class RoleConfig(Section):
     models: list[str] = Field(default_factory=lambda: [ANY], description="Model names.")
     tools: list[str] = Field(
         default_factory=lambda: [ANY],
-        description="Tool names, tool groups (`group:<name>`) or MCP servers (`mcp:<server>`).",
+        description="Tool names, tool groups (`group:<name>`) or MCP servers (`mcp:<server>`); "
+        'one starting with `!` denies what it names (`["*", "!mcp:github"]`).',
     )
     skills: list[str] = Field(default_factory=lambda: [ANY], description="Skill names.")
     agents: list[str] = Field(default_factory=lambda: [ANY], description="Custom agents' names.")

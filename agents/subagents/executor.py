@@ -58,7 +58,7 @@ from agents.subagents.stops import REMEMBER_STOPS, Stops
 from agents.subagents.types import SubagentType, subagent_types
 from agents.telemetry import invoke_subagent
 from agents.tools import config_tools
-from agents.tools.custom_agents import tool_group_map
+from agents.tools.custom_agents import mcp_server_map, tool_group_map
 from agents.tools.mcp import McpServers
 from agents.tools.sandbox import make_sandbox_tools, make_view_image_tool
 from agents.tools.thread_files import ThreadFiles
@@ -323,6 +323,7 @@ class SubagentExecutor:
             system_prompt=await self.system_prompt(kind),
             model_name=model_name,
             tool_group_of=tool_group_map(self.config, mcp_tools),
+            tool_server_of=mcp_server_map(mcp_tools),
             tool_filter=tool_filter(permissions),
         )
         snapshot = await agent.aget_state(config)

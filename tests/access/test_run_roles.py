@@ -4,6 +4,9 @@ a role assigned meanwhile holds from the next run, and every run and refusal is 
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +16,8 @@ from bus import Bus
 from config import AppConfig
 from config.access import AccessConfig
 from config.loader import _build
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.conftest import REPO
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.runner import ask, running_runner, submit_and_collect
 from tests.support.subagents import delegate, running_executor, task_call, tool_results
 
@@ -112,3 +116,58 @@ async def test_a_persons_role_holds_in_their_subagents_too(
     assert "write_file" not in offered
     assert "web_search" in offered
     assert "found it" in tool_results(events)["call_a"]["content"]
+
+
+async def test_a_role_allows_or_denies_every_tool_of_one_mcp_server(
+    bus: Bus,
+    nats_url: str,
+    team_config: AppConfig,
+    fake_model: FakeOpenAI,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def stdio(which: str) -> dict[str, Any]:
+        args = ["-m", "tests.fakes.mcp_servers", which]
+        return {"type": "stdio", "command": sys.executable, "args": args, "env": {"PYTHONPATH": str(REPO)}}
+
+    servers = {"notes": stdio("stdio"), "reports": stdio("reports")}
+    extensions = tmp_path / "extensions_config.json"
+    extensions.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    monkeypatch.setenv("ANTLER_EXTENSIONS_CONFIG_PATH", str(extensions))
+    roles = await RoleBook.open(bus)
+    await roles.assign("nia", "notes_only", source="test")
+    await roles.assign("rex", "no_notes", source="test")
+    config = team_config.model_copy(
+        update={
+            "access": AccessConfig.model_validate(
+                {
+                    "roles": {
+                        "member": {},
+                        "notes_only": {"tools": ["mcp:notes", "ask_clarification"]},
+                        "no_notes": {"tools": ["*", "!mcp:notes"]},
+                    }
+                }
+            )
+        }
+    )
+    async with running_runner(nats_url, config):
+        fake_model.script(
+            Reply(text="hi nia", when="nia-1"),
+            Reply(tool_calls=[ToolCall("add_numbers", {"a": 2, "b": 3})], when="rex-1"),
+            Reply(text="rex done", when="not available"),
+        )
+        await submit_and_collect(bus, ask("th-nia", "nia-1", user_id="nia"))
+        events = await submit_and_collect(bus, ask("th-rex", "rex-1", user_id="rex"))
+    offered = {r["messages"][1]["content"]: tool_names(r) for r in fake_model.agent_requests}
+    assert {"add_numbers", "server_pid"} <= offered["nia-1"]  # every tool of the notes server
+    assert "big_report" not in offered["nia-1"]  # none of another server's
+    assert "bash" not in offered["nia-1"]
+    assert "add_numbers" not in offered["rex-1"]  # everything but the notes server's
+    assert {"big_report", "bash"} <= offered["rex-1"]
+    # A call the model makes anyway (it saw the tool elsewhere) is refused, not run.
+    assert "not available" in tool_results_of(events)["add_numbers"]
+
+
+def tool_results_of(events: list[Any]) -> dict[str, str]:
+    values = next(e.data for e in reversed(events) if e.event == "values")
+    return {m["name"]: str(m["content"]) for m in values["messages"] if m["type"] == "tool"}
