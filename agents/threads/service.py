@@ -30,6 +30,7 @@ from bus import Bus
 from bus.messages import (
     ID_RULE,
     Reply,
+    RunRecord,
     RunRequest,
     RunStart,
     ThreadCompactReply,
@@ -196,15 +197,31 @@ class ThreadService:
         return ThreadCreateReply(thread=await self.threads.get(req.thread_id))
 
     async def patch(self, req: ThreadPatchRequest) -> ThreadPatchReply:
+        owner = req.owner or req.user_id
 
         def merge(record: ThreadRecord | None) -> ThreadRecord | None:
-            if record is None or record.user_id != req.user_id:
+            if record is None or record.user_id not in (req.user_id, owner):
                 raise ServiceError(f"thread {req.thread_id} not found", "not_found")
-            return record.model_copy(
-                update={"metadata": {**record.metadata, **req.metadata}, "updated_at": utcnow()}
-            )
+            changes = {"metadata": {**record.metadata, **req.metadata}, "user_id": owner}
+            return record.model_copy(update={**changes, "updated_at": utcnow()})
 
-        return ThreadPatchReply(thread=await self.threads.update(req.thread_id, merge))
+        thread = await self.threads.update(req.thread_id, merge)
+        if owner != req.user_id:
+            await self._give_runs(req.thread_id, req.user_id, owner)
+            log.info("thread %s given by %s to %s", req.thread_id, req.user_id, owner)
+        return ThreadPatchReply(thread=thread)
+
+    async def _give_runs(self, thread_id: str, user_id: str, owner: str) -> None:
+        """The thread's run records are its new owner's too (their run history)."""
+        runs = RecordStore(await self.bus.kv(self.bus.subjects.runs_bucket), RunRecord)
+
+        def given(record: RunRecord | None) -> RunRecord | None:
+            if record is None or record.user_id != user_id:
+                return None
+            return record.model_copy(update={"user_id": owner})
+
+        for key in await keys_matching(self.bus.js, self.bus.subjects.thread_runs_bucket, f"{thread_id}.>"):
+            await runs.update(key.rsplit(".", 1)[1], given)
 
     async def goal(self, req: ThreadGoalRequest) -> ThreadGoalReply:
         """Set or clear the thread's goal (goal mode: `agents.threads.goal`)."""

@@ -1,6 +1,6 @@
 """One person across chats and the web: `/connect` in a chat gives a one-time code; a signed-in person
-redeems it, and the chat's next message is theirs (their thread, visible in the web API). The link is
-in the audit trail, which only admins may read."""
+redeems it, and the chat's thread is theirs at once (visible in the web API), the chat going on in it
+as them. The link is in the audit trail, which only admins may read."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.support.gateway import running_gateway
 from tests.support.runner import running_runner
 
 
-async def test_a_chat_user_connects_to_an_account_and_their_next_thread_is_the_accounts(
+async def test_a_chat_user_connects_to_an_account_and_the_chats_thread_becomes_the_accounts(
     bus: Bus, nats_url: str, stack_config: AppConfig, fake_model: FakeOpenAI
 ) -> None:
     async with (
@@ -27,6 +27,11 @@ async def test_a_chat_user_connects_to_an_account_and_their_next_thread_is_the_a
         httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": "tok-ana"}, timeout=30) as ana,
         httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": "tok-bob"}, timeout=30) as bob,
     ):
+        fake_model.script(Reply(text="hi stranger", when="hello before linking"))
+        await chat.say("hello before linking")
+        assert (await chat.final()).text == "hi stranger"
+        assert (await ana.post("/threads/search", json={"limit": 50})).json() == []
+
         await chat.say("/connect")
         reply = (await chat.final()).text
         code = re.search(r"code: ([A-Z0-9]{4}-[A-Z0-9]{4})", reply)
@@ -37,15 +42,26 @@ async def test_a_chat_user_connects_to_an_account_and_their_next_thread_is_the_a
         assert wrong.json()["detail"].startswith("code:")
         linked = await ana.post("/v1/connect", json={"code": code.group(1)})
         assert linked.status_code == 200
-        assert linked.json() == {"chat_user": "cli:u1", "user_id": "ana"}
+        assert linked.json()["chat_user"] == "cli:u1"
+        assert linked.json()["user_id"] == "ana"
+        [thread] = (await ana.post("/threads/search", json={"limit": 50})).json()
+        assert linked.json()["threads"] == [thread["thread_id"]]
+        assert thread["metadata"]["channel"] == "cli"
+        state = (await ana.get(f"/threads/{thread['thread_id']}/state")).json()
+        assert [m["content"] for m in state["values"]["messages"]] == ["hello before linking", "hi stranger"]
         again = await bob.post("/v1/connect", json={"code": code.group(1)})
         assert again.status_code == 404  # one-time
 
         fake_model.script(Reply(text="hi ana", when="hello from the chat"))
         await chat.say("hello from the chat")
         assert (await chat.final()).text == "hi ana"
+        # The chat went on in the same thread, now ana's: its earlier turns were in the model's request.
+        asked = fake_model.agent_requests[-1]["messages"]
+        assert "hello before linking" in [m["content"] for m in asked if m["role"] == "user"]
         threads = (await ana.post("/threads/search", json={"limit": 50})).json()
-        assert any(t["metadata"].get("channel") == "cli" for t in threads)
+        assert [t["thread_id"] for t in threads] == [thread["thread_id"]]
+        runs = (await ana.get(f"/threads/{thread['thread_id']}/runs")).json()
+        assert len(runs) == 2  # the run before the link is ana's too
 
         trail = await ana.get("/v1/audit", params={"user": "ana", "action": "chat_linked"})
         assert trail.status_code == 200
