@@ -132,7 +132,7 @@ RIGHTS: dict[str, Rights] = {
     ),
     "scheduler": Rights(
         consume=(("SCHEDULES", "scheduler", "sched.fire.*"),),
-        publish=("sched.def.*", "sched.fire.*", "runs.submit"),
+        publish=("sched.def.*", "sched.fire.*", "runs.submit", "audit.>"),  # audit: schedule changes
         kv_write=("schedules", "schedule_runs", "runs", "thread_runs"),
         kv_read=("threads", "chats"),
         serve=("schedules",),
