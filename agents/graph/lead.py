@@ -15,6 +15,8 @@ DeerFlow's chain and where each link lives here:
                                             cut, kept whole under outputs/tool-results
     read before write                    -> ReadBeforeWriteMiddleware: an existing file is changed only
                                             after a read_file of it newer than the last change
+    person's budget                      -> PersonBudgetMiddleware (access.usage): outermost, so the
+                                            summary's and the title's calls count too
  7. summarization                        -> ThreadSummarizer (agents.graph.summarize; `summarization`, on by
                                             default, from the model's context window; memory first)
  8. plan mode                            -> langchain's TodoListMiddleware (`is_plan_mode`)
@@ -103,7 +105,9 @@ def build_middlewares(
     budget = config.tool_output
     middlewares: list[AgentMiddleware[Any, Any]] = []
     calls = calls or ModelCalls(None, config)
-    if config.summarization.enabled:  # outermost: every link inside sees the shortened history
+    if calls.bus:  # outermost: the person's budget counts the summary's and the title's calls too
+        middlewares.append(PersonBudgetMiddleware(calls.bus, config, chosen.name if chosen else None))
+    if config.summarization.enabled:  # every link inside sees the shortened history
         flush = MemoryFlush(files.bus) if files is not None else None
         middlewares.append(ThreadSummarizer(config, model, options.model_name, flush, calls))
     middlewares += [
@@ -113,7 +117,6 @@ def build_middlewares(
         *([ReadBeforeWriteMiddleware(files)] if files is not None else []),
         *([DeferredToolsMiddleware(deferred)] if deferred else []),
         DanglingToolCallMiddleware(),
-        *([PersonBudgetMiddleware(calls.bus, config, chosen.name if chosen else None)] if calls.bus else []),
         LLMErrorHandlingMiddleware(
             (chosen.display_name or chosen.name) if chosen else None,
             calls,

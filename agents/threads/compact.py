@@ -16,6 +16,7 @@ from typing import Any
 from langchain_core.messages import RemoveMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+from agents.graph.middleware.person_budget import PersonMeter
 from agents.graph.summarize import MemoryFlush, ThreadSummarizer
 from agents.threads.snapshots import checkpoint_config
 from bus import Bus
@@ -63,10 +64,12 @@ async def compact_thread(
         return reply(False, "the thread has nothing to compact yet")
     model = create_chat_model(config, req.model_name)
     summarizer = ThreadSummarizer(config, model, req.model_name, MemoryFlush(bus), calls)
+    meter = PersonMeter(bus, config, req.model_name or getattr(config.get_model(), "name", None))
     try:
-        update = await summarizer.summarize(
-            messages, req.user_id, req.agent_name, req.thread_id, None, force=True
-        )
+        async with meter.counting(req.user_id):  # the summary is the person's call
+            update = await summarizer.summarize(
+                messages, req.user_id, req.agent_name, req.thread_id, None, force=True
+            )
     except Exception as exc:
         log.warning("thread %s: compaction failed: %s", req.thread_id, exc)
         raise ServiceError(f"the summary could not be written: {exc}", "model_failed") from None

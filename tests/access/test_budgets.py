@@ -127,3 +127,42 @@ async def test_calls_counted_at_once_by_many_runners_lose_no_tokens(bus: Bus) ->
     day, month = await books[0].usage("ivy")
     assert (day.tokens, month.tokens) == (200, 200)
     assert day.cost == pytest.approx(10.0)
+
+
+async def test_the_title_and_the_summary_written_for_a_person_count_against_their_budget(
+    bus: Bus, nats_url: str, config_data: dict[str, Any], fake_model: FakeOpenAI
+) -> None:
+    """The thread's title and the summary of its older turns are written by models of their own,
+    the only ones with prices: whatever cost the person's counters show is theirs."""
+    base = {**config_data["models"][0], "context_window": 1000}  # summarised from 800 tokens
+    per_token = 1_000_000.0  # 1 a token
+    data = {
+        **config_data,
+        "models": [
+            base,
+            {**base, "name": "titler", "model": "titler-1", "output_price_per_million": per_token},
+            {**base, "name": "summer", "model": "summer-1", "input_price_per_million": per_token},
+        ],
+        "sandbox": {"provider": "local"},
+        "title": {"enabled": True, "model_name": "titler"},
+        "summarization": {"enabled": True, "model_name": "summer"},
+    }
+    config = _build(AppConfig, data, "test config")
+    usage = UsageBook(await bus.js.key_value(bus.subjects.bucket("usage")))
+    filler = " ".join(f"note {n}: the quarterly figures were reviewed twice." for n in range(40))
+    async with running_runner(nats_url, config):
+        fake_model.script(Reply(text="Noted.", when="first turn"))
+        await submit_and_collect(bus, ask("th-ivy-long", f"first turn {filler}", user_id="ivy"))
+        titled = (await usage.usage("ivy"))[0]
+        assert 1 <= titled.cost <= 10  # the title's few words, at 1 a token; the answer costs nothing
+
+        fake_model.script(
+            Reply(text="- the figures were reviewed", when="Context Extraction Assistant"),
+            Reply(text="Reviewed twice.", when="second turn"),
+        )
+        events = await submit_and_collect(bus, ask("th-ivy-long", f"{filler} second turn", user_id="ivy"))
+        assert answer_text(events) == "Reviewed twice."
+    assert any(r["model"] == "summer-1" for r in fake_model.requests)
+    summarised = (await usage.usage("ivy"))[0]
+    assert summarised.cost - titled.cost > 100  # the summary read hundreds of tokens at 1 a token
+    assert summarised.tokens > titled.tokens
