@@ -111,6 +111,8 @@ def build_middlewares(
         flush = MemoryFlush(files.bus) if files is not None else None
         middlewares.append(ThreadSummarizer(config, model, options.model_name, flush, calls))
     middlewares += [
+        # Outside RunPromptMiddleware: a call of a tool the run does not offer is a refusal it records.
+        *([ToolAuditMiddleware(calls.bus, config)] if calls.bus else []),
         RunPromptMiddleware(),
         SteeringMiddleware(),  # messages sent while the run works, before its next model call
         *([ToolOutputBudgetMiddleware(budget, files)] if budget.enabled else []),
@@ -123,7 +125,6 @@ def build_middlewares(
             chosen.name if chosen else None,
         ),
         ToolTelemetryMiddleware(),
-        *([ToolAuditMiddleware(calls.bus, config)] if calls.bus else []),
         ToolErrorMiddleware(aon_error=tool_error),
     ]
     if options.is_plan_mode:

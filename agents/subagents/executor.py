@@ -138,6 +138,7 @@ class SubagentExecutor:
         tools = [t for name, t in self.tools.items() if kind.allows(name) and (sees or name != "view_image")]
         budget = self.config.tool_output
         middleware: list[AgentMiddleware[Any, Any]] = [
+            *([ToolAuditMiddleware(self.calls.bus, self.config)] if self.calls.bus else []),
             RunPromptMiddleware(),
             *([ToolOutputBudgetMiddleware(budget, self.files)] if budget.enabled else []),
             ReadBeforeWriteMiddleware(self.files),
@@ -150,7 +151,6 @@ class SubagentExecutor:
                 model_config.name if model_config else None,
             ),
             ToolTelemetryMiddleware(),
-            *([ToolAuditMiddleware(self.calls.bus, self.config)] if self.calls.bus else []),
             ToolErrorMiddleware(aon_error=tool_error),
             *([ViewImageMiddleware()] if sees else []),
             FinishReasonMiddleware(),

@@ -166,6 +166,9 @@ async def test_a_role_allows_or_denies_every_tool_of_one_mcp_server(
     assert {"big_report", "bash"} <= offered["rex-1"]
     # A call the model makes anyway (it saw the tool elsewhere) is refused, not run.
     assert "not available" in tool_results_of(events)["add_numbers"]
+    [refused] = await AuditLog(bus).read(user_id="rex", action="tool_refused")
+    assert refused.detail["tool"] == "add_numbers"
+    assert refused.outcome == "refused"
 
 
 def tool_results_of(events: list[Any]) -> dict[str, str]:
