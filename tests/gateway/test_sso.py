@@ -21,7 +21,7 @@ from bus import Bus
 from config import AppConfig
 from gateway.accounts import AccountStore
 from tests.support.gateway import running_gateway
-from tests.support.oidc_idp import IdP, running_idp
+from tests.support.oidc_idp import IdP, running_idp, sign_in, walk
 from tests.support.ports import free_port
 
 AUTH = "/api/v1/auth"
@@ -83,34 +83,11 @@ async def stack(nats_url: str, stack_config: AppConfig) -> AsyncIterator[Stack]:
             yield Stack(base, idp)
 
 
-async def walk(
-    client: httpx.AsyncClient, response: httpx.Response, stop_at: str | None = None
-) -> httpx.Response:
-    """Follow redirects as a browser does (cookies kept per host), stopping before a URL containing
-    `stop_at` (the response that points there is returned)."""
-    for _ in range(20):
-        if response.status_code not in (302, 303):
-            return response
-        target = str(response.url.join(response.headers["location"]))
-        if stop_at and stop_at in target:
-            return response
-        response = await client.get(target)
-    raise AssertionError("too many redirects")
-
-
 async def start_and_sign_in(
     client: httpx.AsyncClient, stack: Stack, login: str, *, stop_at: str | None = None
 ) -> httpx.Response:
     """Press the provider's button on Antler's sign-in page, then fill in the provider's form."""
-    form_page = await walk(client, await client.get(f"{stack.base}{AUTH}/oauth/corp", params={"next": "/"}))
-    assert form_page.status_code == 200, form_page.text
-    action = re.search(r'action="([^"]+)"', form_page.text)
-    assert action, form_page.text
-    answer = await client.post(
-        str(form_page.url.join(action.group(1))),
-        data={"login": login, "password": PEOPLE[login]["password"]},
-    )
-    return await walk(client, answer, stop_at=stop_at)
+    return await sign_in(client, stack.base, "corp", login, PEOPLE[login]["password"], stop_at=stop_at)
 
 
 def browser() -> httpx.AsyncClient:

@@ -35,6 +35,43 @@ class IdP:
             answer.raise_for_status()
 
 
+async def walk(
+    client: httpx.AsyncClient, response: httpx.Response, stop_at: str | None = None
+) -> httpx.Response:
+    """Follow redirects as a browser does (cookies kept per host), stopping before a URL containing
+    `stop_at` (the response that points there is returned)."""
+    for _ in range(20):
+        if response.status_code not in (302, 303):
+            return response
+        target = str(response.url.join(response.headers["location"]))
+        if stop_at and stop_at in target:
+            return response
+        response = await client.get(target)
+    raise AssertionError("too many redirects")
+
+
+async def sign_in(
+    client: httpx.AsyncClient,
+    gateway: str,
+    provider: str,
+    login: str,
+    password: str,
+    *,
+    stop_at: str | None = None,
+) -> httpx.Response:
+    """Press the provider's button on Antler's sign-in page (`gateway`: its origin), then fill in the
+    provider's form, as a person's browser (`client`, with a cookie jar) does."""
+    start = await client.get(f"{gateway}/api/v1/auth/oauth/{provider}", params={"next": "/"})
+    form_page = await walk(client, start)
+    assert form_page.status_code == 200, form_page.text
+    action = re.search(r'action="([^"]+)"', form_page.text)
+    assert action, form_page.text
+    answer = await client.post(
+        str(form_page.url.join(action.group(1))), data={"login": login, "password": password}
+    )
+    return await walk(client, answer, stop_at=stop_at)
+
+
 @contextlib.asynccontextmanager
 async def running_idp(
     clients: list[dict[str, Any]], accounts: dict[str, dict[str, Any]]
