@@ -41,20 +41,22 @@ from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.antler_up import AntlerUp
-from tests.support.oidc_idp import IdP, running_idp, sign_in
+from tests.support.oidc_idp import (
+    ALICE,
+    CLIENT_SECRET,
+    IdP,
+    antler_client,
+    provider_config,
+    running_idp,
+    sign_in,
+)
 from tests.support.ports import free_port
 from tests.support.schedules import said
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.xdist_group("team-flow")]
 
-SECRET = "antler-client-secret-for-the-team-idp"
 PEOPLE = {
-    "alice": {
-        "password": "alice-pw",
-        "email": "alice@example.com",
-        "email_verified": True,
-        "groups": ["eng"],
-    },
+    "alice": ALICE,
     "bob": {"password": "bob-pw", "email": "bob@example.com", "email_verified": True, "groups": []},
 }
 DAILY_TOKENS = 20_000  # alice's: room for the steps before the budget step (~9k), used up within it
@@ -81,14 +83,8 @@ async def team(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Team]:
         )
     workdir = tmp_path_factory.mktemp("team")
     port = free_port()  # the provider must know the callback before Antler starts
-    client = {
-        "client_id": "antler",
-        "client_secret": SECRET,
-        "redirect_uris": [f"http://127.0.0.1:{port}/api/v1/auth/callback/corp"],
-        "post_logout_redirect_uris": [f"http://127.0.0.1:{port}/"],
-    }
     async with (
-        running_idp([client], PEOPLE) as idp,
+        running_idp([antler_client(port)], PEOPLE) as idp,
         FakeOpenAI(api_key="sk-test") as model,
         FakeOpenAI(api_key="sk-test") as memory_model,
         FakeTelegram() as telegram,
@@ -104,19 +100,7 @@ async def team(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Team]:
             ],
             "gateway": {
                 "port": port,
-                "auth": {
-                    "oidc": [
-                        {
-                            "name": "corp",
-                            "display_name": "Corp SSO",
-                            "issuer": idp.issuer,
-                            "client_id": "antler",
-                            "client_secret": SECRET,
-                            "scopes": ["openid", "email", "profile", "groups"],
-                            "role_map": {"eng": "engineer"},
-                        }
-                    ]
-                },
+                "auth": {"oidc": [provider_config(idp.issuer, {"eng": "engineer"})]},
             },
             "access": {
                 "roles": {
@@ -432,7 +416,7 @@ async def step_5_every_step_is_in_antler_audit(team: Team, alice: Person, bob: P
     sign_ins = await audit("--action", "sign_in")
     assert {r["user_id"] for r in sign_ins} >= {alice.user_id, bob.user_id}
     assert "alice-pw" not in json.dumps(alices)
-    assert SECRET not in json.dumps(alices)
+    assert CLIENT_SECRET not in json.dumps(alices)
 
 
 async def test_a_team_member_from_sso_sign_in_to_the_audit_trail(team: Team) -> None:

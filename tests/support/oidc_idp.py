@@ -22,6 +22,32 @@ import httpx
 import pytest
 
 IDP_DIR = Path(__file__).parent / "oidc_idp"
+PROVIDER = "corp"  # the provider's name in Antler's config and URLs
+CLIENT_SECRET = "antler-client-secret-for-the-test-idp"
+ALICE = {"password": "alice-pw", "email": "alice@example.com", "email_verified": True, "groups": ["eng"]}
+
+
+def antler_client(port: int) -> dict[str, Any]:
+    """Antler registered at the provider, as the gateway on loopback `port` calls back."""
+    return {
+        "client_id": "antler",
+        "client_secret": CLIENT_SECRET,
+        "redirect_uris": [f"http://127.0.0.1:{port}/api/v1/auth/callback/{PROVIDER}"],
+        "post_logout_redirect_uris": [f"http://127.0.0.1:{port}/"],
+    }
+
+
+def provider_config(issuer: str, role_map: dict[str, str]) -> dict[str, Any]:
+    """The provider in Antler's config (`gateway.auth.oidc[]`), groups mapped to roles by `role_map`."""
+    return {
+        "name": PROVIDER,
+        "display_name": "Corp SSO",
+        "issuer": issuer,
+        "client_id": "antler",
+        "client_secret": CLIENT_SECRET,
+        "scopes": ["openid", "email", "profile", "groups"],
+        "role_map": role_map,
+    }
 
 
 @dataclass
