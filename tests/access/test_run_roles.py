@@ -118,14 +118,11 @@ async def test_a_persons_role_holds_in_their_subagents_too(
     assert "found it" in tool_results(events)["call_a"]["content"]
 
 
-async def test_a_role_allows_or_denies_every_tool_of_one_mcp_server(
-    bus: Bus,
-    nats_url: str,
-    team_config: AppConfig,
-    fake_model: FakeOpenAI,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def mcp_roles(team_config: AppConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppConfig:
+    """Two MCP servers (notes, reports); role notes_only may use the notes server's tools only, no_notes
+    every tool but those."""
+
     def stdio(which: str) -> dict[str, Any]:
         args = ["-m", "tests.fakes.mcp_servers", which]
         return {"type": "stdio", "command": sys.executable, "args": args, "env": {"PYTHONPATH": str(REPO)}}
@@ -134,22 +131,21 @@ async def test_a_role_allows_or_denies_every_tool_of_one_mcp_server(
     extensions = tmp_path / "extensions_config.json"
     extensions.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
     monkeypatch.setenv("ANTLER_EXTENSIONS_CONFIG_PATH", str(extensions))
+    roles = {
+        "member": {},
+        "notes_only": {"tools": ["mcp:notes", "ask_clarification"]},
+        "no_notes": {"tools": ["*", "!mcp:notes"]},
+    }
+    return team_config.model_copy(update={"access": AccessConfig.model_validate({"roles": roles})})
+
+
+async def test_a_role_allows_or_denies_every_tool_of_one_mcp_server(
+    bus: Bus, nats_url: str, mcp_roles: AppConfig, fake_model: FakeOpenAI
+) -> None:
     roles = await RoleBook.open(bus)
     await roles.assign("nia", "notes_only", source="test")
     await roles.assign("rex", "no_notes", source="test")
-    config = team_config.model_copy(
-        update={
-            "access": AccessConfig.model_validate(
-                {
-                    "roles": {
-                        "member": {},
-                        "notes_only": {"tools": ["mcp:notes", "ask_clarification"]},
-                        "no_notes": {"tools": ["*", "!mcp:notes"]},
-                    }
-                }
-            )
-        }
-    )
+    config = mcp_roles
     async with running_runner(nats_url, config):
         fake_model.script(
             Reply(text="hi nia", when="nia-1"),
@@ -174,3 +170,39 @@ async def test_a_role_allows_or_denies_every_tool_of_one_mcp_server(
 def tool_results_of(events: list[Any]) -> dict[str, str]:
     values = next(e.data for e in reversed(events) if e.event == "values")
     return {m["name"]: str(m["content"]) for m in values["messages"] if m["type"] == "tool"}
+
+
+async def test_deferred_mcp_tools_a_role_denies_are_neither_named_nor_found(
+    bus: Bus, nats_url: str, mcp_roles: AppConfig, fake_model: FakeOpenAI
+) -> None:
+    roles = await RoleBook.open(bus)
+    await roles.assign("nia", "notes_only", source="test")
+    await roles.assign("rex", "no_notes", source="test")
+    config = mcp_roles.model_copy(
+        update={"tool_search": mcp_roles.tool_search.model_copy(update={"enabled": True})}
+    )
+    async with running_runner(nats_url, config):
+        fake_model.script(
+            Reply(tool_calls=[ToolCall("tool_search", {"query": "add numbers"})], when="nia-2"),
+            Reply(text="nia found", when="Add two numbers"),  # tool_search found add_numbers
+            Reply(tool_calls=[ToolCall("tool_search", {"query": "add numbers"})], when="rex-2"),
+            Reply(text="rex found nothing", when="No tool matches"),
+        )
+        nia = await submit_and_collect(bus, ask("th-nia-2", "nia-2", user_id="nia"))
+        rex = await submit_and_collect(bus, ask("th-rex-2", "rex-2", user_id="rex"))
+    assert answer_of(nia) == "nia found"
+    assert answer_of(rex) == "rex found nothing"
+    assert "add_numbers" in tool_results_of(nia)["tool_search"]
+    assert "add_numbers" not in tool_results_of(rex)["tool_search"]
+    prompts = {
+        r["messages"][1]["content"]: str(r["messages"][0]["content"]) for r in fake_model.agent_requests
+    }
+    assert "add_numbers" in prompts["nia-2"]
+    assert "big_report" not in prompts["nia-2"]
+    assert "add_numbers" not in prompts["rex-2"]  # the deferred tools named: not the denied server's
+    assert "big_report" in prompts["rex-2"]
+
+
+def answer_of(events: list[Any]) -> str:
+    values = next(e.data for e in reversed(events) if e.event == "values")
+    return str(values["messages"][-1]["content"])
