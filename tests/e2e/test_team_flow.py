@@ -249,6 +249,9 @@ async def step_1_both_sign_in_by_sso_and_get_their_groups_roles(team: Team) -> t
     profile = (await alice.http.get(f"{team.gateway}/api/user-profile")).json()
     assert (profile["role"], profile["models"]) == ("engineer", ["fake"])
     assert (await bob.http.get(f"{team.gateway}/api/user-profile")).json()["role"] == "member"
+    pickable = (await alice.http.get(f"{team.gateway}/api/models")).json()["models"]
+    assert [m["name"] for m in pickable] == ["fake"], "the web UI's picker offers her role's models only"
+    assert len((await bob.http.get(f"{team.gateway}/api/models")).json()["models"]) == 3
     return alice, bob
 
 
