@@ -65,6 +65,8 @@ class Bindings:
                 adopted = await self._adopt(key, current, user_id)
                 if adopted is not None:
                     return adopted
+            elif current is not None and message.chat_type == "group":
+                return current  # a group's thread is the member's who spoke first; the others talk in it
             fresh = current is not None  # its thread is gone, or another account's: a fresh one
         thread_id = str(uuid.uuid4())
 

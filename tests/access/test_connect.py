@@ -67,3 +67,36 @@ async def test_a_chat_user_connects_to_an_account_and_the_chats_thread_becomes_t
         assert trail.status_code == 200
         assert [r["detail"]["chat_user"] for r in trail.json()["records"]] == ["cli:u1"]
         assert (await bob.get("/v1/audit")).status_code == 403
+
+
+async def test_a_group_chats_members_talk_in_one_thread_linked_or_not(
+    bus: Bus, nats_url: str, stack_config: AppConfig, fake_model: FakeOpenAI
+) -> None:
+    """A member who is not the thread's owner talks in the group's thread, as before teams; linking one
+    member to an account does not split the group's conversation either."""
+    group = {"chat_id": "g1", "chat_type": "group", "mentioned": True}
+    async with (
+        running_runner(nats_url, stack_config),
+        running_router(nats_url, stack_config),
+        running_gateway(nats_url, stack_config) as base,
+        Chat(bus) as chat,
+        httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": "tok-ana"}, timeout=30) as ana,
+    ):
+        for n, member in enumerate(["m1", "m2", "m1"]):
+            fake_model.script(Reply(text=f"answer {n}", when=f"GROUP-{n}"))
+            await chat.say(f"GROUP-{n} from {member}", user_id=member, **group)
+            assert (await chat.final()).text == f"answer {n}"
+        await chat.say("/connect", user_id="m2", **group)
+        code = re.search(r"code: ([A-Z0-9]{4}-[A-Z0-9]{4})", (await chat.final()).text)
+        assert code
+        assert (await ana.post("/v1/connect", json={"code": code.group(1)})).status_code == 200
+        fake_model.script(Reply(text="answer 3", when="GROUP-3"))
+        await chat.say("GROUP-3 from m2, linked now", user_id="m2", **group)
+        assert (await chat.final()).text == "answer 3"
+    said = [str(m["content"]) for m in fake_model.agent_requests[-1]["messages"] if m["role"] == "user"]
+    assert [next(w for w in s.split() if w.startswith("GROUP-")) for s in said if "GROUP-" in s] == [
+        "GROUP-0",
+        "GROUP-1",
+        "GROUP-2",
+        "GROUP-3",
+    ]
