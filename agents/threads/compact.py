@@ -37,9 +37,11 @@ async def compact_thread(
     threads: RecordStore[ThreadRecord],
     graph: Any,
     calls: ModelCalls,
+    meter: PersonMeter,
 ) -> ThreadCompactReply:
     """Compact the thread through `graph` (the threads service's state graph), its summary written
-    with `calls`' budget and its older messages handed to memory on `bus`.
+    with `calls`' budget (and counted by `meter` against the person's) and its older messages handed
+    to memory on `bus`.
 
     Raises:
         ServiceError: not_found (not the caller's), conflict (a run is on it), invalid (model).
@@ -64,7 +66,6 @@ async def compact_thread(
         return reply(False, "the thread has nothing to compact yet")
     model = create_chat_model(config, req.model_name)
     summarizer = ThreadSummarizer(config, model, req.model_name, MemoryFlush(bus), calls)
-    meter = PersonMeter(bus, config, req.model_name or getattr(config.get_model(), "name", None))
     try:
         async with meter.counting(req.user_id):  # the summary is the person's call
             update = await summarizer.summarize(

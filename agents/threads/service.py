@@ -20,6 +20,7 @@ from typing import Any
 from langgraph.errors import InvalidUpdateError
 
 from agents.context import RunOptions
+from agents.graph.middleware.person_budget import PersonMeter
 from agents.graph.run_check import InvalidRun, check_run
 from agents.graph.state_update import InvalidStateUpdate, check_state_update
 from agents.threads.compact import compact_thread
@@ -86,6 +87,8 @@ class ThreadService:
         self.threads = threads
         self.graph_for = graph_for  # the lead agent compiled for a run's options
         self.calls = calls
+        # The person's budget counts the calls made for them here: suggestions, /compact's summary.
+        self.meter = PersonMeter(bus, config, getattr(config.get_model(), "name", None))
         self.graph = state_graph(checkpointer)
 
     async def _own(self, thread_id: str, user_id: str) -> ThreadRecord | None:
@@ -262,13 +265,16 @@ class ThreadService:
             snapshot = await self.graph.aget_state(checkpoint_config(req.thread_id))
             turns = turns_of((snapshot.values or {}).get("messages", []))
         try:
-            found = await suggest(self.config, turns, req.n, req.model_name)
+            async with self.meter.counting(req.user_id):
+                found = await suggest(self.config, turns, req.n, req.model_name)
         except SuggestionFailed as exc:
             raise ServiceError(str(exc), "model_failed") from None
         return ThreadSuggestionsReply(suggestions=found)
 
     async def compact(self, req: ThreadCompactRequest) -> ThreadCompactReply:
-        return await compact_thread(req, self.config, self.bus, self.threads, self.graph, self.calls)
+        return await compact_thread(
+            req, self.config, self.bus, self.threads, self.graph, self.calls, self.meter
+        )
 
 
 async def serve_threads(threads: ThreadService) -> Running:

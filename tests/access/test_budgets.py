@@ -11,13 +11,21 @@ import httpx
 import pytest
 
 from access import AuditLog, RoleBook
-from access.usage import UsageBook
+from access.usage import PeriodUsage, UsageBook
 from bus import Bus
+from bus.messages import (
+    ThreadCompactReply,
+    ThreadCompactRequest,
+    ThreadSuggestionsReply,
+    ThreadSuggestionsRequest,
+)
+from bus.service import call
 from config import AppConfig
 from config.access import AccessConfig
 from config.loader import _build
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.chat import Chat, running_router
+from tests.support.eventually import eventually
 from tests.support.gateway import running_gateway
 from tests.support.runner import ask, running_runner, submit_and_collect
 
@@ -153,7 +161,7 @@ async def test_the_title_and_the_summary_written_for_a_person_count_against_thei
     async with running_runner(nats_url, config):
         fake_model.script(Reply(text="Noted.", when="first turn"))
         await submit_and_collect(bus, ask("th-ivy-long", f"first turn {filler}", user_id="ivy"))
-        titled = (await usage.usage("ivy"))[0]
+        titled = await eventually(lambda: cost_above(usage, 0), "the title counted")
         assert 1 <= titled.cost <= 10  # the title's few words, at 1 a token; the answer costs nothing
 
         fake_model.script(
@@ -162,7 +170,24 @@ async def test_the_title_and_the_summary_written_for_a_person_count_against_thei
         )
         events = await submit_and_collect(bus, ask("th-ivy-long", f"{filler} second turn", user_id="ivy"))
         assert answer_text(events) == "Reviewed twice."
-    assert any(r["model"] == "summer-1" for r in fake_model.requests)
-    summarised = (await usage.usage("ivy"))[0]
-    assert summarised.cost - titled.cost > 100  # the summary read hundreds of tokens at 1 a token
-    assert summarised.tokens > titled.tokens
+        assert any(r["model"] == "summer-1" for r in fake_model.requests)
+        # The summary read hundreds of tokens at 1 a token.
+        summarised = await eventually(lambda: cost_above(usage, titled.cost + 100), "the summary counted")
+        assert summarised.tokens > titled.tokens
+
+        # Follow-up suggestions (here by the titler) and /compact (by the summer) are ivy's calls too.
+        fake_model.auto_suggestions = ["What next?", "Why twice?"]
+        asked = ThreadSuggestionsRequest(thread_id="th-ivy-long", user_id="ivy", model_name="titler")
+        await call(bus, "threads", "suggestions", asked, ThreadSuggestionsReply, timeout=30)
+        # With no budget to check, a count is written after the answer went on.
+        suggested = await eventually(lambda: cost_above(usage, summarised.cost), "the suggestions counted")
+        fake_model.script(Reply(text="- reviewed twice", when="Context Extraction Assistant"))
+        compact = ThreadCompactRequest(thread_id="th-ivy-long", user_id="ivy")
+        assert (await call(bus, "threads", "compact", compact, ThreadCompactReply, timeout=30)).compacted
+        await eventually(lambda: cost_above(usage, suggested.cost), "the compaction counted")
+
+
+async def cost_above(usage: UsageBook, cost: float) -> PeriodUsage | None:
+    """Ivy's day, once its cost is above `cost`."""
+    day = (await usage.usage("ivy"))[0]
+    return day if day.cost > cost else None

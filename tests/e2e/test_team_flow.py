@@ -16,11 +16,8 @@ small model only, no shell, a daily budget) and Bob (no group: `member`) walk it
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import json
 import re
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +38,7 @@ from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.antler_up import AntlerUp
+from tests.support.eventually import eventually
 from tests.support.oidc_idp import (
     ALICE,
     CLIENT_SECRET,
@@ -138,21 +136,6 @@ async def team(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Team]:
 
 
 # -- helpers ------------------------------------------------------------------------------------------
-
-
-async def eventually(check: Callable[[], Any], what: str, timeout: float = 90.0) -> Any:
-    """`check()`'s first truthy answer (awaited, if it is a coroutine); a generous deadline bounds a
-    failure, it times nothing."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if inspect.isawaitable(found):
-            found = await found
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never: {what}")
-        await asyncio.sleep(0.1)
 
 
 @dataclass
