@@ -260,6 +260,7 @@ class ThreadService:
             known = ", ".join(m.name for m in self.config.models)
             message = f"model_name: no model named {req.model_name!r} (configured: {known})"
             raise ServiceError(message, "invalid")
+        await self._within_budget(req.user_id, req.thread_id)
         turns = req.messages
         if not turns:
             snapshot = await self.graph.aget_state(checkpoint_config(req.thread_id))
@@ -271,7 +272,14 @@ class ThreadService:
             raise ServiceError(str(exc), "model_failed") from None
         return ThreadSuggestionsReply(suggestions=found)
 
+    async def _within_budget(self, user_id: str, thread_id: str) -> None:
+        """Refuse (403, the sentence naming the limit) a person whose budget is used up."""
+        reason = await self.meter.refusal(user_id, None, thread_id)
+        if reason is not None:
+            raise ServiceError(reason, "not_allowed")
+
     async def compact(self, req: ThreadCompactRequest) -> ThreadCompactReply:
+        await self._within_budget(req.user_id, req.thread_id)
         return await compact_thread(
             req, self.config, self.bus, self.threads, self.graph, self.calls, self.meter
         )

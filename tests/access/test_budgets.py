@@ -19,7 +19,7 @@ from bus.messages import (
     ThreadSuggestionsReply,
     ThreadSuggestionsRequest,
 )
-from bus.service import call
+from bus.service import ServiceError, call
 from config import AppConfig
 from config.access import AccessConfig
 from config.loader import _build
@@ -75,6 +75,19 @@ async def test_a_person_over_their_daily_budget_is_told_so_and_another_goes_on(
         events = await submit_and_collect(bus, ask("th-max", "max two", user_id="max"))
         assert answer_text(events) == "hello again max"
 
+        # What else calls a model for ivy is refused too: follow-up suggestions, /compact.
+        suggestions = ThreadSuggestionsRequest(thread_id="th-ivy", user_id="ivy")
+        compact = ThreadCompactRequest(thread_id="th-ivy", user_id="ivy")
+        for endpoint, request, reply in (
+            ("suggestions", suggestions, ThreadSuggestionsReply),
+            ("compact", compact, ThreadCompactReply),
+        ):
+            with pytest.raises(ServiceError) as refused_call:
+                await call(bus, "threads", endpoint, request, reply, timeout=30)
+            assert refused_call.value.code == "not_allowed"
+            assert "daily budget of 5 tokens" in refused_call.value.message
+        assert len(fake_model.agent_requests) == asked + 2  # max's two runs only
+
     usage = UsageBook(await bus.js.key_value(bus.subjects.bucket("usage")))
     ivy_day = (await usage.usage("ivy"))[0]
     assert ivy_day.tokens > 5
@@ -82,7 +95,7 @@ async def test_a_person_over_their_daily_budget_is_told_so_and_another_goes_on(
     everyone = await usage.everyone()
     assert set(everyone) == {"ivy", "max"}
     refused = await AuditLog(bus).read(user_id="ivy", action="budget_refused")
-    assert len(refused) == 1
+    assert len(refused) == 3  # the run, the suggestions, the compaction
     assert "5 tokens" in refused[0].detail["reason"]
 
 
