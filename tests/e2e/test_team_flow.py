@@ -10,6 +10,7 @@ small model only, no shell, a daily budget) and Bob (no group: `member`) walk it
    Telegram (her Telegram user linked with `/connect`) and a bus script;
 3. she links her Slack user with `/connect`: that chat's thread is hers in the web UI, and the chat
    goes on in it with her memory;
+   she schedules a task and deletes it;
 4. she uses her daily budget up and is told so, while Bob goes on;
 5. every step is in `antler audit` (the real CLI).
 """
@@ -353,6 +354,22 @@ async def step_3_slack_linked_its_thread_is_alices_with_her_memory(team: Team, a
     return thread
 
 
+async def step_3b_alice_schedules_a_task_and_deletes_it(team: Team, alice: Person) -> str:
+    api = f"{team.gateway}/api"
+    task = {
+        "title": "Team digest",
+        "prompt": "summarize what the team did",
+        "schedule_type": "cron",
+        "schedule_spec": {"cron": "0 8 * * 1-5"},
+        "timezone": "UTC",
+    }
+    created = await alice.http.post(f"{api}/scheduled-tasks", json=task)
+    assert created.status_code == 200, created.text
+    task_id = str(created.json()["id"])
+    assert (await alice.http.delete(f"{api}/scheduled-tasks/{task_id}")).is_success
+    return task_id
+
+
 async def step_4_alice_uses_her_daily_budget_up_and_bob_goes_on(
     team: Team, alice: Person, bob: Person
 ) -> None:
@@ -378,7 +395,7 @@ async def step_4_alice_uses_her_daily_budget_up_and_bob_goes_on(
     assert answer.json()["messages"][-1]["content"] == "BOB-OK"
 
 
-async def step_5_every_step_is_in_antler_audit(team: Team, alice: Person, bob: Person) -> None:
+async def step_5_every_step_is_in_antler_audit(team: Team, alice: Person, bob: Person, task_id: str) -> None:
     config = str(team.workdir / "config.yaml")
 
     async def audit(*args: str) -> list[dict[str, Any]]:
@@ -399,6 +416,8 @@ async def step_5_every_step_is_in_antler_audit(team: Team, alice: Person, bob: P
     }
     assert {r["detail"]["tool"] for r in alices if r["action"] == "tool_refused"} == {"bash"}
     assert all(r["detail"]["role"] == "engineer" for r in alices if r["action"] == "run_started")
+    scheduled = [r["detail"] for r in alices if r["action"] == "schedule_changed"]
+    assert [(d["change"], d["task_id"]) for d in scheduled] == [("created", task_id), ("deleted", task_id)]
     sign_ins = await audit("--action", "sign_in")
     assert {r["user_id"] for r in sign_ins} >= {alice.user_id, bob.user_id}
     assert "alice-pw" not in json.dumps(alices)
@@ -413,8 +432,9 @@ async def test_a_team_member_from_sso_sign_in_to_the_audit_trail(team: Team) -> 
         await step_2c_telegram_linked_to_alice_has_her_role(team, alice)
         await step_2d_a_bus_script_running_as_alice_is_refused_the_big_model(team, alice)
         await step_3_slack_linked_its_thread_is_alices_with_her_memory(team, alice)
+        task_id = await step_3b_alice_schedules_a_task_and_deletes_it(team, alice)
         await step_4_alice_uses_her_daily_budget_up_and_bob_goes_on(team, alice, bob)
-        await step_5_every_step_is_in_antler_audit(team, alice, bob)
+        await step_5_every_step_is_in_antler_audit(team, alice, bob, task_id)
     finally:
         await alice.http.aclose()
         await bob.http.aclose()
