@@ -4,7 +4,9 @@ as them. The link is in the audit trail, which only admins may read."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 
@@ -16,17 +18,32 @@ from tests.support.gateway import running_gateway
 from tests.support.runner import running_runner
 
 
+@contextlib.asynccontextmanager
+async def chat_and_web(
+    bus: Bus, nats_url: str, config: AppConfig
+) -> AsyncIterator[tuple[Chat, Callable[[str], httpx.AsyncClient]]]:
+    """A runner, a router and a gateway; a chat on the bus, and web clients by their token."""
+    async with (
+        running_runner(nats_url, config),
+        running_router(nats_url, config),
+        running_gateway(nats_url, config) as base,
+        Chat(bus) as chat,
+        contextlib.AsyncExitStack() as clients,
+    ):
+
+        def web(token: str) -> httpx.AsyncClient:
+            client = httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": token}, timeout=30)
+            clients.push_async_callback(client.aclose)
+            return client
+
+        yield chat, web
+
+
 async def test_a_chat_user_connects_to_an_account_and_the_chats_thread_becomes_the_accounts(
     bus: Bus, nats_url: str, stack_config: AppConfig, fake_model: FakeOpenAI
 ) -> None:
-    async with (
-        running_runner(nats_url, stack_config),
-        running_router(nats_url, stack_config),
-        running_gateway(nats_url, stack_config) as base,
-        Chat(bus) as chat,
-        httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": "tok-ana"}, timeout=30) as ana,
-        httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": "tok-bob"}, timeout=30) as bob,
-    ):
+    async with chat_and_web(bus, nats_url, stack_config) as (chat, web):
+        ana, bob = web("tok-ana"), web("tok-bob")
         fake_model.script(Reply(text="hi stranger", when="hello before linking"))
         await chat.say("hello before linking")
         assert (await chat.final()).text == "hi stranger"
@@ -75,13 +92,8 @@ async def test_a_group_chats_members_talk_in_one_thread_linked_or_not(
     """A member who is not the thread's owner talks in the group's thread, as before teams; linking one
     member to an account does not split the group's conversation either."""
     group = {"chat_id": "g1", "chat_type": "group", "mentioned": True}
-    async with (
-        running_runner(nats_url, stack_config),
-        running_router(nats_url, stack_config),
-        running_gateway(nats_url, stack_config) as base,
-        Chat(bus) as chat,
-        httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": "tok-ana"}, timeout=30) as ana,
-    ):
+    async with chat_and_web(bus, nats_url, stack_config) as (chat, web):
+        ana = web("tok-ana")
         for n, member in enumerate(["m1", "m2", "m1"]):
             fake_model.script(Reply(text=f"answer {n}", when=f"GROUP-{n}"))
             await chat.say(f"GROUP-{n} from {member}", user_id=member, **group)

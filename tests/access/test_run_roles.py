@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from access import AuditLog, RoleBook
 from bus import Bus
@@ -118,10 +119,15 @@ async def test_a_persons_role_holds_in_their_subagents_too(
     assert "found it" in tool_results(events)["call_a"]["content"]
 
 
-@pytest.fixture
-def mcp_roles(team_config: AppConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppConfig:
-    """Two MCP servers (notes, reports); role notes_only may use the notes server's tools only, no_notes
-    every tool but those."""
+@pytest_asyncio.fixture
+async def mcp_roles(
+    bus: Bus, team_config: AppConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AppConfig:
+    """Two MCP servers (notes, reports); nia's role notes_only may use the notes server's tools only,
+    rex's no_notes every tool but those."""
+    book = await RoleBook.open(bus)
+    await book.assign("nia", "notes_only", source="test")
+    await book.assign("rex", "no_notes", source="test")
 
     def stdio(which: str) -> dict[str, Any]:
         args = ["-m", "tests.fakes.mcp_servers", which]
@@ -142,9 +148,6 @@ def mcp_roles(team_config: AppConfig, tmp_path: Path, monkeypatch: pytest.Monkey
 async def test_a_role_allows_or_denies_every_tool_of_one_mcp_server(
     bus: Bus, nats_url: str, mcp_roles: AppConfig, fake_model: FakeOpenAI
 ) -> None:
-    roles = await RoleBook.open(bus)
-    await roles.assign("nia", "notes_only", source="test")
-    await roles.assign("rex", "no_notes", source="test")
     config = mcp_roles
     async with running_runner(nats_url, config):
         fake_model.script(
@@ -175,9 +178,6 @@ def tool_results_of(events: list[Any]) -> dict[str, str]:
 async def test_deferred_mcp_tools_a_role_denies_are_neither_named_nor_found(
     bus: Bus, nats_url: str, mcp_roles: AppConfig, fake_model: FakeOpenAI
 ) -> None:
-    roles = await RoleBook.open(bus)
-    await roles.assign("nia", "notes_only", source="test")
-    await roles.assign("rex", "no_notes", source="test")
     config = mcp_roles.model_copy(
         update={"tool_search": mcp_roles.tool_search.model_copy(update={"enabled": True})}
     )
