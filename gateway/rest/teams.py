@@ -1,11 +1,13 @@
 """Teams' admin and linking routes: `GET /api/v1/audit` (admins: the audit trail, filtered by person,
 action and time), `PUT /api/v1/roles/{user_id}` (admins: a person's role, effective at their next
 run), and `POST /api/v1/connect` (a signed-in person redeems a chat's `/connect` code: that chat user
-becomes them: the chat user's threads are theirs at once, and the chat's runs have their memory,
-role and budget from its next message)."""
+becomes them: the chat user's threads are theirs at once, what the agent remembered of the chat user
+(its facts) joins their memory, and the chat's runs have their memory, role and budget from its next
+message)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
@@ -13,9 +15,18 @@ from pydantic import BaseModel, Field
 
 from access import AuditRecord
 from access.audit import parse_when
-from bus.messages import ThreadPatchReply, ThreadPatchRequest
+from bus.messages import (
+    MemoryDocument,
+    MemoryFactRequest,
+    MemoryReply,
+    ThreadPatchReply,
+    ThreadPatchRequest,
+)
+from bus.records import RecordStore
+from bus.service import ServiceError, call
 from gateway.deps import GW, CallerOf, Gateway
 
+log = logging.getLogger(__name__)
 router = APIRouter()
 
 
@@ -82,6 +93,7 @@ class Connected(BaseModel):
     chat_user: str
     user_id: str
     threads: list[str] = Field(default_factory=list, description="The chat user's threads, now theirs.")
+    facts: int = Field(0, description="Facts the agent remembered of the chat user, added to their memory.")
 
 
 @router.post("/v1/connect", response_model=Connected, responses={404: {}})
@@ -91,9 +103,32 @@ async def connect(gw: GW, caller: CallerOf, body: ConnectCode) -> Connected:
         raise HTTPException(404, "code: unknown, already used or expired; send /connect in the chat again")
     await gw.roles.link(chat_user, caller.user_id)
     moved = await _give_threads(gw, chat_user, caller.user_id)
-    detail = {"chat_user": chat_user, "threads": moved}
+    facts = await _carry_memory(gw, chat_user, caller.user_id)
+    detail = {"chat_user": chat_user, "threads": moved, "facts": facts}
     await gw.audit.record("chat_linked", user_id=caller.user_id, detail=detail)
-    return Connected(chat_user=chat_user, user_id=caller.user_id, threads=moved)
+    return Connected(chat_user=chat_user, user_id=caller.user_id, threads=moved, facts=facts)
+
+
+async def _carry_memory(gw: Gateway, chat_user: str, user_id: str) -> int:
+    """The facts the agent learned about the chat user, added to the account's memory (one memory);
+    how many. A fact the account's memory has already is left out; without a memory updater none are
+    carried (logged: the link holds all the same)."""
+    store = RecordStore(await gw.bus.kv(gw.bus.subjects.memory_bucket), MemoryDocument)
+    theirs = await store.get(MemoryDocument.key(chat_user, None))
+    carried = 0
+    for fact in theirs.facts if theirs is not None else []:
+        request = MemoryFactRequest(
+            user_id=user_id, content=fact.content, category=fact.category, confidence=fact.confidence
+        )
+        try:
+            await call(gw.bus, "memory", "add_fact", request, MemoryReply, timeout=30)
+        except ServiceError as exc:
+            if exc.code != "conflict":  # conflict: the same fact is there already
+                log.warning("memory of %s not carried to %s: %s", chat_user, user_id, exc.message)
+                break
+        else:
+            carried += 1
+    return carried
 
 
 async def _give_threads(gw: Gateway, chat_user: str, user_id: str) -> list[str]:

@@ -11,10 +11,13 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 
 from bus import Bus
+from bus.messages import MemoryFactRequest, MemoryReply
+from bus.service import call
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.chat import Chat, running_router
 from tests.support.gateway import running_gateway
+from tests.support.memory import running_updater
 from tests.support.runner import running_runner
 
 
@@ -42,8 +45,13 @@ async def chat_and_web(
 async def test_a_chat_user_connects_to_an_account_and_the_chats_thread_becomes_the_accounts(
     bus: Bus, nats_url: str, stack_config: AppConfig, fake_model: FakeOpenAI
 ) -> None:
-    async with chat_and_web(bus, nats_url, stack_config) as (chat, web):
+    async with (
+        running_updater(nats_url, stack_config),
+        chat_and_web(bus, nats_url, stack_config) as (chat, web),
+    ):
         ana, bob = web("tok-ana"), web("tok-bob")
+        learned = MemoryFactRequest(user_id="cli:u1", content="Prefers answers in French")
+        await call(bus, "memory", "add_fact", learned, MemoryReply, timeout=10)  # as the agent learned it
         fake_model.script(Reply(text="hi stranger", when="hello before linking"))
         await chat.say("hello before linking")
         assert (await chat.final()).text == "hi stranger"
@@ -63,6 +71,9 @@ async def test_a_chat_user_connects_to_an_account_and_the_chats_thread_becomes_t
         assert linked.json()["user_id"] == "ana"
         [thread] = (await ana.post("/threads/search", json={"limit": 50})).json()
         assert linked.json()["threads"] == [thread["thread_id"]]
+        assert linked.json()["facts"] == 1
+        remembered = (await ana.get("/memory")).json()["facts"]
+        assert [f["content"] for f in remembered] == ["Prefers answers in French"], "one memory"
         assert thread["metadata"]["channel"] == "cli"
         state = (await ana.get(f"/threads/{thread['thread_id']}/state")).json()
         assert [m["content"] for m in state["values"]["messages"]] == ["hello before linking", "hi stranger"]
