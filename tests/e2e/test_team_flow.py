@@ -296,23 +296,35 @@ async def step_2c_telegram_linked_to_alice_has_her_role(team: Team, alice: Perso
     assert "bash" not in offered(request_for(team.model, "TEAM-TG"))
 
 
-async def step_2d_a_bus_script_running_as_alice_is_refused_the_big_model(team: Team, alice: Person) -> None:
+async def step_2d_a_bus_script_running_as_alice_is_refused_the_big_model_and_the_shell(
+    team: Team, alice: Person
+) -> None:
     from bus.launcher import login
     from config import AppConfig, BusConfig
 
     as_admin = login(AppConfig(bus=BusConfig(data_dir=str(team.up.data_dir))))  # the saved credentials
     bus: Bus = await as_admin.connect(await team.up.nats_url(), "team-script", provision=False)
-    try:
+
+    async def run_as_alice(text: str, **configurable: Any) -> list[Any]:
         request = RunRequest(
-            thread_id="team-script-thread",
+            thread_id=f"team-script-{text}",
             user_id=alice.user_id,
-            input={"messages": [{"role": "user", "content": "TEAM-SCRIPT"}]},
-            config={"configurable": {"model_name": "big"}},
+            input={"messages": [{"role": "user", "content": text}]},
+            config={"configurable": configurable},
         )
         await submit_run(bus, request)
-        events = await collect_run(bus, request.run_id, timeout=90)
+        return await collect_run(bus, request.run_id, timeout=90)
+
+    try:
+        events = await run_as_alice("TEAM-SCRIPT-BIG", model_name="big")
+        team.model.script(*shell_attempt("TEAM-SCRIPT-SHELL"))
+        shell = await run_as_alice("TEAM-SCRIPT-SHELL")
     finally:
         await bus.close()
+    assert shell[-1].data["status"] == "success"
+    answered = request_for(team.model, "TEAM-SCRIPT-SHELL")["messages"][-1]  # what the tool call got back
+    assert "Error: the tool bash is not available in this run" in answered["content"]
+    assert "bash" not in offered(request_for(team.model, "TEAM-SCRIPT-SHELL"))
     error = next(e.data for e in events if e.event == "error")
     assert "may not use model 'big'" in error["message"]
     assert not [r for r in team.model.agent_requests if r["model"] == "big-1"], (
@@ -430,7 +442,7 @@ async def test_a_team_member_from_sso_sign_in_to_the_audit_trail(team: Team) -> 
         await step_2a_web_api_refuses_the_big_model_and_offers_no_shell(team, alice)
         await step_2b_the_sdk_is_refused_the_big_model_and_offered_no_shell(team, alice)
         await step_2c_telegram_linked_to_alice_has_her_role(team, alice)
-        await step_2d_a_bus_script_running_as_alice_is_refused_the_big_model(team, alice)
+        await step_2d_a_bus_script_running_as_alice_is_refused_the_big_model_and_the_shell(team, alice)
         await step_3_slack_linked_its_thread_is_alices_with_her_memory(team, alice)
         task_id = await step_3b_alice_schedules_a_task_and_deletes_it(team, alice)
         await step_4_alice_uses_her_daily_budget_up_and_bob_goes_on(team, alice, bob)
