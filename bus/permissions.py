@@ -136,7 +136,7 @@ RIGHTS: dict[str, Rights] = {
     ),
     "scheduler": Rights(
         consume=(("SCHEDULES", "scheduler", "sched.fire.*"),),
-        publish=("sched.def.*", "sched.fire.*", "runs.submit"),
+        publish=("sched.def.*", "sched.fire.*", "runs.submit", "audit.>"),  # audit: schedule changes
         stream_info=("CHAT_IN_0", "CHAT_IN"),  # the partition count: which stream a run's events go to
         kv_write=("schedules", "schedule_runs", "runs", "thread_runs"),
         kv_read=("threads", "chats"),

@@ -43,7 +43,7 @@ class RunSetup:
     is_bootstrap: bool = False
     allowed_tools: frozenset[str] | None = None
     tool_groups: frozenset[str] | None = None
-    tool_filter: Any = None  # the person's role: (tool name, group) -> offered (access.runner)
+    tool_filter: Any = None  # the person's role: (tool name, group, MCP server) -> offered (access.runner)
     role: str | None = None  # the person's role's name (the approval rules may name roles)
     egress: EgressPolicy | None = None  # where its commands and web_fetch may connect (access.egress)
 

@@ -85,7 +85,15 @@ class RunSteps:
                 raise CannotRun(type(failure).__name__, str(failure))
             first_start = known[0].started_at is None
             ready = await ready_to_run(
-                run, setup, self.agents, self.config, configurable, resumed, self.tools.groups, first_start
+                run,
+                setup,
+                self.agents,
+                self.config,
+                configurable,
+                resumed,
+                self.tools.groups,
+                first_start,
+                tool_server_of=self.tools.servers,
             )
         except CannotRun as exc:
             metadata = {"run_id": run.run_id, "thread_id": run.thread_id, "attempt": run.attempt}
