@@ -102,6 +102,12 @@ COMPONENTS: dict[str, ComponentSpec] = {
             lambda c: c.channels.wechat.enabled,
         ),
         ComponentSpec(
+            "github",
+            "channels.github:run",
+            "GitHub App or token (webhook: issue and pull-request comments)",
+            lambda c: c.channels.github.enabled,
+        ),
+        ComponentSpec(
             "agentproto",
             "agentproto.host:run",
             "the NATS agent protocol: agents discoverable and promptable by any NATS client",
