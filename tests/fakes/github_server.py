@@ -241,6 +241,8 @@ class FakeGitHub(LocalServer):
         return JSONResponse(_public(comment), status_code=201)
 
     async def _update(self, owner: str, repo: str, comment_id: int, request: Request) -> Response:
+        await request.body()  # sent in full before the connection can drop
+        await self.held("update")
         checked = await self._checked(request, "update")
         if isinstance(checked, Response):
             return checked
