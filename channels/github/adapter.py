@@ -85,8 +85,8 @@ class GitHubAdapter(Surface):
         try:
             mention = read_delivery(event, delivery, body)
         except MalformedMessage as exc:
-            await dead_letter_unreadable(self.bus, CHANNEL, body, f"{event}: {exc}", delivery)
-            return _refuse(400, f"unreadable {event} payload: {exc}")
+            await dead_letter_unreadable(self.bus, CHANNEL, body, str(exc), delivery)
+            return _refuse(400, f"unreadable delivery: {exc}")
         ignored = self._ignored(event, mention)
         if ignored:
             return JSONResponse({"ok": True, "ignored": ignored}, status_code=202)

@@ -4,8 +4,8 @@ as `antler up` runs them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -18,17 +18,11 @@ from config import AppConfig
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.support.adapters import adapter_stack
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
 
 ANSWER = "The widget breaks because the flange is loose. Tighten it and try again."
-
-
-@pytest.fixture
-def port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest_asyncio.fixture
@@ -37,27 +31,26 @@ async def github() -> AsyncIterator[FakeGitHub]:
         yield fake
 
 
+StackFor = Callable[..., contextlib.AbstractAsyncContextManager[AppConfig]]
+
+
+@pytest.fixture
 def stack_for(
-    nats_url: str,
-    github: FakeGitHub,
-    port: int,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    **extra: Any,
-) -> Any:
-    settings = {**github.settings(port, app=bool(extra.pop("app", False))), **extra}
-    return adapter_stack(nats_url, config_data, app_config, "github", settings, run_github)
+    nats_url: str, github: FakeGitHub, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> StackFor:
+    """Router, runner and the adapter against the fake, with `extra` settings (`app=True`: as the
+    fake's GitHub App)."""
+
+    def stack(**extra: Any) -> contextlib.AbstractAsyncContextManager[AppConfig]:
+        settings = {**github.settings(free_port(), app=bool(extra.pop("app", False))), **extra}
+        return adapter_stack(nats_url, config_data, app_config, "github", settings, run_github)
+
+    return stack
 
 
 @pytest_asyncio.fixture
-async def stack(
-    nats_url: str,
-    github: FakeGitHub,
-    port: int,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-) -> AsyncIterator[AppConfig]:
-    async with stack_for(nats_url, github, port, config_data, app_config) as config:
+async def stack(github: FakeGitHub, stack_for: StackFor) -> AsyncIterator[AppConfig]:
+    async with stack_for() as config:
         await github.wait_for("user")
         yield config
 
@@ -188,7 +181,7 @@ async def test_a_signed_payload_that_cannot_be_read_is_refused_naming_the_field_
     letters = await list_dead_letters(bus)
     assert len(letters) == 1
     assert json.loads(letters[0].data) == broken
-    assert "unreadable github message: issue_comment: issue_comment: field issue.number" in letters[0].reason
+    assert "unreadable github message: issue_comment: field issue.number" in letters[0].reason
     not_json = await github.deliver("issue_comment", b"{not json", delivery="bad-0002")
     assert not_json.status_code == 400
     await github.deliver("issue_comment", github.issue_comment("@antler-bot still there?"))
@@ -207,12 +200,7 @@ async def test_a_secondary_rate_limit_is_waited_out_and_the_answer_still_arrives
 
 
 async def test_a_file_the_agent_presents_is_linked_under_the_answer(
-    nats_url: str,
-    github: FakeGitHub,
-    port: int,
-    fake_model: FakeOpenAI,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    github: FakeGitHub, fake_model: FakeOpenAI, stack_for: StackFor
 ) -> None:
     fake_model.script(
         Reply(
@@ -224,7 +212,7 @@ async def test_a_file_the_agent_presents_is_linked_under_the_answer(
         Reply(text="Here is the plan."),
     )
     extra = {"files_base_url": "https://antler.example.com/"}
-    async with stack_for(nats_url, github, port, config_data, app_config, **extra):
+    async with stack_for(**extra):
         await github.deliver("issue_comment", github.issue_comment("@antler-bot plan it"))
         await github.wait(lambda: any("plan.md" in body for body in github.bodies()), timeout=60)
     body = github.bodies()[0]
@@ -234,15 +222,10 @@ async def test_a_file_the_agent_presents_is_linked_under_the_answer(
 
 
 async def test_as_a_github_app_the_answer_is_posted_with_the_installations_token(
-    nats_url: str,
-    github: FakeGitHub,
-    port: int,
-    fake_model: FakeOpenAI,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    github: FakeGitHub, fake_model: FakeOpenAI, stack_for: StackFor
 ) -> None:
     fake_model.script(Reply(text="Posted as the App."))
-    async with stack_for(nats_url, github, port, config_data, app_config, app=True):
+    async with stack_for(app=True):
         await github.wait_for("app")
         await github.deliver("issue_comment", github.issue_comment("@antler-app hello app"))
         await github.wait(lambda: github.bodies() == ["Posted as the App."], timeout=60)
@@ -251,14 +234,9 @@ async def test_as_a_github_app_the_answer_is_posted_with_the_installations_token
 
 
 async def test_only_the_listed_repositories_are_answered(
-    nats_url: str,
-    github: FakeGitHub,
-    port: int,
-    fake_model: FakeOpenAI,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    github: FakeGitHub, fake_model: FakeOpenAI, stack_for: StackFor
 ) -> None:
-    async with stack_for(nats_url, github, port, config_data, app_config, repositories=["Acme/Gadgets"]):
+    async with stack_for(repositories=["Acme/Gadgets"]):
         await github.wait_for("user")
         other = await github.deliver("issue_comment", github.issue_comment("@antler-bot hi"))
         assert other.status_code == 202

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from tests.channels.conftest import adapter_processes
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.adapters import adapter_stack
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(200)]
 
@@ -36,9 +36,7 @@ async def test_two_copies_answer_a_delivery_once_and_the_standby_finishes_a_kill
     app_config: Callable[[], AppConfig],
     config_file: Callable[[], Path],
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     config_data["bus"]["lease_seconds"] = 4  # a busy machine stalls a process for a second or two
     fake_model.script(
         Reply(text="only once", when="twice delivered"),
