@@ -28,7 +28,7 @@ from typing import Any
 from githubkit import AppAuthStrategy, GitHub, TokenAuthStrategy
 from githubkit.exception import AuthCredentialError, RateLimitExceeded, RequestError, RequestFailed
 
-from bus import Misconfigured
+from bus import Misconfigured, Unreachable
 from channels.errors import PlatformError, PlatformUnavailable, RateLimited
 from config.channels import GitHubConfig
 
@@ -101,7 +101,7 @@ class GitHubApi:
 
     async def login(self) -> str:
         """Who the adapter writes as (the login people mention): the token's user, or the App's slug.
-        Refused credentials are `Misconfigured`."""
+        Refused credentials are `Misconfigured`; GitHub out of reach, `Unreachable`."""
         try:
             if self.app is not None:
                 app: Any = (await self.github.rest.apps.async_get_authenticated()).json()
@@ -113,7 +113,7 @@ class GitHubApi:
                 "(token, or app_id and private_key)"
             ) from exc
         except RequestError as exc:
-            raise GitHubUnavailable(f"GitHub could not be reached: {_describe(exc)}") from exc
+            raise Unreachable(self.github.config.base_url.netloc.decode(), _describe(exc)) from exc
 
     async def post(self, place: Place, body: str) -> int:
         """A new comment (in the diff comment's thread, for one); its id."""

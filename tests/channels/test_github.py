@@ -15,9 +15,11 @@ import pytest_asyncio
 from bus import Bus, list_dead_letters
 from channels.github import run as run_github
 from config import AppConfig
+from tests.channels.test_adapter_health import adapter
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.support.adapters import adapter_stack
+from tests.support.health import status_of
 from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
@@ -245,3 +247,28 @@ async def test_only_the_listed_repositories_are_answered(
         await github.deliver("issue_comment", github.issue_comment("@antler-bot hi gadgets"))
         await github.wait(lambda: len(github.bodies()) == 1, timeout=60)
     assert asked(fake_model) == ["hi gadgets"]
+
+
+async def test_github_out_of_reach_at_start_is_unhealthy_until_it_is_there(
+    nats_url: str, bus: Bus, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> None:
+    github = FakeGitHub()
+    github.port = free_port()
+    settings = github.settings(free_port())
+    async with adapter(nats_url, bus, config_data, app_config, "github", settings, run_github) as watch:
+        seen = await watch.until(status_of("github", "unhealthy"))
+        assert f"cannot reach 127.0.0.1:{github.port}" in seen["github"].text, seen
+        async with github:
+            await watch.until(status_of("github", "healthy"), timeout=90)
+
+
+async def test_a_token_github_refuses_is_reported_as_configuration_to_fix_without_quoting_it(
+    nats_url: str, bus: Bus, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> None:
+    async with FakeGitHub() as github:
+        settings = {**github.settings(free_port()), "token": "ghp_WRONG"}
+        async with adapter(nats_url, bus, config_data, app_config, "github", settings, run_github) as watch:
+            seen = await watch.until(status_of("github", "unhealthy"))
+    text = seen["github"].text
+    assert text.startswith("GitHub refused the adapter's credentials (401: Bad credentials)"), text
+    assert "WRONG" not in text
