@@ -108,6 +108,12 @@ COMPONENTS: dict[str, ComponentSpec] = {
             lambda c: c.channels.github.enabled,
         ),
         ComponentSpec(
+            "matrix",
+            "channels.matrix:run",
+            "Matrix account (client-server sync)",
+            lambda c: c.channels.matrix.enabled,
+        ),
+        ComponentSpec(
             "agentproto",
             "agentproto.host:run",
             "the NATS agent protocol: agents discoverable and promptable by any NATS client",

@@ -27,7 +27,7 @@ from bus.chat_partitions import MAX as MAX_PARTITIONS
 from bus.subjects import Subjects
 
 ADMIN = "admin"
-CHANNELS = ("telegram", "slack", "feishu", "dingtalk", "discord", "wecom", "wechat", "github")
+CHANNELS = ("telegram", "slack", "feishu", "dingtalk", "discord", "wecom", "wechat", "github", "matrix")
 USERS_FILE = "nats-users.json"
 
 

@@ -1,4 +1,5 @@
-"""Chat platforms: Slack, Telegram, Feishu, DingTalk, Discord, WeCom, WeChat Official Accounts, GitHub."""
+"""Chat platforms: Slack, Telegram, Feishu, DingTalk, Discord, WeCom, WeChat Official Accounts, GitHub,
+Matrix."""
 
 from __future__ import annotations
 
@@ -128,6 +129,18 @@ class GitHubConfig(ChannelConfig):
     )
 
 
+class MatrixConfig(ChannelConfig):
+    """A Matrix account the adapter logs in as (any homeserver: Synapse, Conduit, matrix.org...)."""
+
+    homeserver: str | None = Field(
+        None, description="The homeserver's client API URL (https://matrix.example.org)."
+    )
+    user_id: str | None = Field(None, description="The bot's full user id (@antler:example.org).")
+    access_token: str | None = Field(None, description="An access token of the bot's (or give password).")
+    password: str | None = Field(None, description="The bot's password: the adapter logs in at start.")
+    device_id: str | None = Field(None, description="The device the access token belongs to.")
+
+
 class ChannelsConfig(Section):
     stream_update_seconds: float = Field(1.0, ge=0, description="Least time between partial reply edits.")
     router_processes: int = Field(
@@ -152,3 +165,4 @@ class ChannelsConfig(Section):
     wecom: WeComConfig = Field(default_factory=WeComConfig)
     wechat: WeChatConfig = Field(default_factory=WeChatConfig)
     github: GitHubConfig = Field(default_factory=GitHubConfig)
+    matrix: MatrixConfig = Field(default_factory=MatrixConfig)
