@@ -15,11 +15,10 @@ import pytest_asyncio
 from bus import Bus, list_dead_letters
 from channels.github import run as run_github
 from config import AppConfig
-from tests.channels.test_adapter_health import adapter
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.support.adapters import adapter_stack
-from tests.support.health import status_of
+from tests.support.health import adapter, status_of
 from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
