@@ -5,6 +5,8 @@ talking to the bot over the client-server API, the adapter through matrix-nio, r
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -13,8 +15,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bus import Bus, list_dead_letters
+from bus import Bus, decode, list_dead_letters
+from bus.messages import ComponentReady
 from config import AppConfig
+from tests.channels.conftest import adapter_processes
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.support.adapters import adapter_stack
 
@@ -65,6 +69,15 @@ async def stack(
     }
     async with adapter_stack(nats_url, config_data, app_config, "matrix", settings, run_matrix) as config:
         yield config
+
+
+def settings_for(homeserver: str, bot: MatrixUser) -> dict[str, Any]:
+    return {
+        "homeserver": homeserver,
+        "user_id": bot.user_id,
+        "access_token": bot.token,
+        "device_id": bot.device_id,
+    }
 
 
 async def until(check: Callable[[], Awaitable[Any]], timeout: float = 60.0) -> Any:
@@ -241,3 +254,61 @@ async def test_a_message_the_adapter_fails_on_is_dead_lettered_and_the_next_is_a
     assert broken in letters[0].data.decode()
     assert letters[0].reason.startswith("unreadable matrix message: ")
     assert asked(fake_model) == ["are you there?"]
+
+
+@pytest.mark.timeout(240)
+async def test_the_standby_copy_finishes_the_answer_and_answers_what_came_while_none_synced(
+    bus: Bus,
+    homeserver: str,
+    alice: MatrixUser,
+    bot: MatrixUser,
+    fake_model: FakeOpenAI,
+    nats_url: str,
+    tmp_path: Path,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+    config_file: Callable[[], Path],
+) -> None:
+    config_data["bus"]["lease_seconds"] = 4  # a busy machine stalls a process for a second or two
+    slow = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+    fake_model.script(
+        Reply(text=slow, when="tell me slowly", chunk_delay=0.4), Reply(text="still here", when="and now?")
+    )
+    ready: asyncio.Queue[int] = asyncio.Queue()
+
+    async def on_ready(msg: Any) -> None:
+        ready.put_nowait(decode(ComponentReady, msg.data).pid)
+
+    await bus.nc.subscribe(bus.subjects.component_ready("matrix"), cb=on_ready)
+    async with (
+        adapter_stack(nats_url, config_data, app_config, "matrix", settings_for(homeserver, bot), None),
+        adapter_processes(config_file(), nats_url, tmp_path, 2, "matrix") as procs,
+    ):
+        pids = {await asyncio.wait_for(ready.get(), 90), await asyncio.wait_for(ready.get(), 90)}
+        assert pids == {p.pid for p in procs}, "one syncing, one standing by"
+        room = await alice.create_room(bot.user_id, direct=True)
+        await joined_by(alice, room, bot)
+        await alice.say(room, "tell me slowly")
+
+        async def edited() -> bool:
+            return any(
+                e["sender"] == bot.user_id and "m.new_content" in e["content"]
+                for e in await alice.events(room)
+            )
+
+        await until(edited)
+        holder = (await (await bus.kv(bus.subjects.leases_bucket)).get("adapter.matrix")).value
+        active = next(p for p in procs if f"-{p.pid}-" in (holder or b"").decode())
+        os.kill(active.pid, signal.SIGKILL)
+        await active.wait()
+        await alice.say(room, "and now?")  # while no copy syncs
+
+        async def finished() -> bool:
+            return await bot_texts(alice, room, bot) == [slow, "still here"]
+
+        try:
+            await until(finished, 120)
+        except TimeoutError:
+            logs = "\n".join((tmp_path / f"matrix-{n}.log").read_text()[-3000:] for n in range(2))
+            pytest.fail(f"the standby did not finish: {await bot_texts(alice, room, bot)}\n{logs}")
+    assert asked(fake_model) == ["tell me slowly", "and now?"], "each message became one run"
