@@ -15,8 +15,9 @@ import pytest_asyncio
 from bus import Bus, list_dead_letters
 from channels.github import run as run_github
 from config import AppConfig
+from tests.channels.conftest import writes_and_presents
 from tests.fakes.github_server import FakeGitHub
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
+from tests.fakes.openai_server import FakeOpenAI, Reply, unfenced
 from tests.support.adapters import adapter_stack
 from tests.support.health import adapter, status_of
 from tests.support.ports import free_port
@@ -203,15 +204,7 @@ async def test_a_secondary_rate_limit_is_waited_out_and_the_answer_still_arrives
 async def test_a_file_the_agent_presents_is_linked_under_the_answer(
     github: FakeGitHub, fake_model: FakeOpenAI, stack_for: StackFor
 ) -> None:
-    fake_model.script(
-        Reply(
-            tool_calls=[
-                ToolCall("write_file", {"path": "/mnt/user-data/outputs/plan.md", "content": "# Plan\n"})
-            ]
-        ),
-        Reply(tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/plan.md"]})]),
-        Reply(text="Here is the plan."),
-    )
+    fake_model.script(*writes_and_presents("/mnt/user-data/outputs/plan.md", "# Plan\n", "Here is the plan."))
     extra = {"files_base_url": "https://antler.example.com/"}
     async with stack_for(**extra):
         await github.deliver("issue_comment", github.issue_comment("@antler-bot plan it"))

@@ -4,7 +4,6 @@ SIGKILLed mid-answer, and the other finishes it in the comment already shown."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 from collections.abc import Callable
@@ -13,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from bus import Bus, decode
-from bus.messages import ComponentReady
+from bus import Bus
 from config import AppConfig
-from tests.channels.conftest import adapter_processes
+from tests.channels.conftest import adapter_processes, copies_ready
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.adapters import adapter_stack
@@ -43,20 +41,13 @@ async def test_two_copies_answer_a_delivery_once_and_the_standby_finishes_a_kill
         Reply(text=ANSWER, when="tell me slowly", chunk_delay=0.4),
         Reply(text="still here", when="and now?"),
     )
-    ready: asyncio.Queue[int] = asyncio.Queue()
-
-    async def on_ready(msg: Any) -> None:
-        ready.put_nowait(decode(ComponentReady, msg.data).pid)
-
-    await bus.nc.subscribe(bus.subjects.component_ready("github"), cb=on_ready)
-    async with FakeGitHub() as github:
+    async with FakeGitHub() as github, copies_ready(bus, "github") as all_ready:
         settings = github.settings(port)
         async with (
             adapter_stack(nats_url, config_data, app_config, "github", settings, None),
             adapter_processes(config_file(), nats_url, tmp_path, 2, "github") as procs,
         ):
-            pids = {await asyncio.wait_for(ready.get(), 60), await asyncio.wait_for(ready.get(), 60)}
-            assert pids == {p.pid for p in procs}, "one posting answers, one standing by"
+            await all_ready(procs)
             payload = github.issue_comment("@antler-bot twice delivered", number=3)
             answers = [
                 await github.deliver("issue_comment", payload, delivery="redeliver-1") for _ in range(6)

@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bus import Bus, decode, list_dead_letters
-from bus.messages import ComponentReady
+from bus import Bus, list_dead_letters
 from config import AppConfig
-from tests.channels.conftest import adapter_processes
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
+from tests.channels.conftest import adapter_processes, copies_ready, writes_and_presents
+from tests.fakes.openai_server import FakeOpenAI, Reply, unfenced
 from tests.support.adapters import adapter_stack
 
 pytest.importorskip("synapse", reason="matrix-synapse is not installed (pip install -e '.[dev]')")
@@ -194,15 +193,7 @@ async def test_an_encrypted_room_is_refused_with_a_notice_and_nothing_is_asked(
 async def test_a_file_each_way(
     alice: MatrixUser, bot: MatrixUser, fake_model: FakeOpenAI, stack: AppConfig
 ) -> None:
-    fake_model.script(
-        Reply(
-            tool_calls=[
-                ToolCall("write_file", {"path": "/mnt/user-data/outputs/plan.md", "content": "# Plan\n"})
-            ]
-        ),
-        Reply(tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/plan.md"]})]),
-        Reply(text="Here is the plan."),
-    )
+    fake_model.script(*writes_and_presents("/mnt/user-data/outputs/plan.md", "# Plan\n", "Here is the plan."))
     room = await alice.create_room(bot.user_id, direct=True)
     await joined_by(alice, room, bot)
     uri = await alice.upload("notes.txt", b"buy milk", "text/plain")
@@ -274,18 +265,12 @@ async def test_the_standby_copy_finishes_the_answer_and_answers_what_came_while_
     fake_model.script(
         Reply(text=slow, when="tell me slowly", chunk_delay=0.4), Reply(text="still here", when="and now?")
     )
-    ready: asyncio.Queue[int] = asyncio.Queue()
-
-    async def on_ready(msg: Any) -> None:
-        ready.put_nowait(decode(ComponentReady, msg.data).pid)
-
-    await bus.nc.subscribe(bus.subjects.component_ready("matrix"), cb=on_ready)
     async with (
+        copies_ready(bus, "matrix") as all_ready,
         adapter_stack(nats_url, config_data, app_config, "matrix", settings_for(homeserver, bot), None),
         adapter_processes(config_file(), nats_url, tmp_path, 2, "matrix") as procs,
     ):
-        pids = {await asyncio.wait_for(ready.get(), 90), await asyncio.wait_for(ready.get(), 90)}
-        assert pids == {p.pid for p in procs}, "one syncing, one standing by"
+        await all_ready(procs)
         room = await alice.create_room(bot.user_id, direct=True)
         await joined_by(alice, room, bot)
         await alice.say(room, "tell me slowly")
