@@ -4,9 +4,10 @@ refusals told the way the reply stream reads them.
 nio answers a call with a response or an error response, never an exception; here an error becomes
 `RateLimited` (`M_LIMIT_EXCEEDED` with `retry_after_ms`: the homeserver limits the bot's account,
 so every room waits), `MatrixError` (any other refusal) or `MatrixUnavailable` (no answer).
-Messages are plain `m.text` with their Markdown as written; an edit is an `m.replace` event whose
-`m.new_content` is the whole new text (clients show it in place of the original); a message in a
-thread carries the `m.thread` relation to the thread's root.
+Messages are `m.text` with the model's Markdown as `body` and rendered to HTML (markdown-it-py,
+CommonMark, raw HTML escaped) as `formatted_body`, which clients show; an edit is an `m.replace`
+event whose `m.new_content` is the whole new text (clients show it in place of the original); a
+message in a thread carries the `m.thread` relation to the thread's root.
 """
 
 from __future__ import annotations
@@ -16,8 +17,21 @@ from typing import Any
 
 import aiohttp
 import nio
+from markdown_it import MarkdownIt
 
 from channels.errors import PlatformError, PlatformUnavailable, RateLimited
+
+_MARKDOWN = MarkdownIt("commonmark", {"html": False})  # the model's raw HTML is shown as text
+
+
+def text_content(text: str) -> dict[str, Any]:
+    """An `m.text` message's content: the Markdown, and the HTML clients render."""
+    return {
+        "msgtype": "m.text",
+        "body": text,
+        "format": "org.matrix.custom.html",
+        "formatted_body": _MARKDOWN.render(text).strip(),
+    }
 
 
 class MatrixError(PlatformError):
@@ -64,10 +78,12 @@ async def post_text(
 
 
 async def edit_text(client: nio.AsyncClient, room: str, event: str, text: str) -> None:
+    new = text_content(text)
     content = {
-        "msgtype": "m.text",
+        **new,
         "body": f"* {text}",  # what clients that do not know edits show
-        "m.new_content": {"msgtype": "m.text", "body": text},
+        "formatted_body": f"* {new['formatted_body']}",
+        "m.new_content": new,
         "m.relates_to": {"rel_type": "m.replace", "event_id": event},
     }
     await send(client, room, content, "edit a message")

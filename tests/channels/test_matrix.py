@@ -29,7 +29,7 @@ from tests.support.synapse import MatrixUser, shown, synapse
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(180)]
 
-ANSWER = "Matrix rooms are federated; this one lives on a loopback Synapse."
+ANSWER = "Matrix rooms are **federated**; this one lives on a loopback Synapse."
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +125,9 @@ async def test_a_direct_message_is_answered_in_one_message_edited_as_it_streams(
     assert all(e["content"]["m.relates_to"]["rel_type"] == "m.replace" for e in edits)
     assert all(ANSWER.startswith(e["content"]["m.new_content"]["body"]) for e in edits)
     assert asked(fake_model) == ["where does this room live?"]
+    final = edits[-1]["content"]["m.new_content"]
+    assert final["format"] == "org.matrix.custom.html"
+    assert "<strong>federated</strong>" in final["formatted_body"], "clients show the Markdown rendered"
 
 
 async def test_in_a_group_room_only_a_mention_is_answered_and_a_thread_is_answered_in_it(
