@@ -44,7 +44,7 @@ from channels.delivery.surface import Surface
 from channels.delivery.unreadable import dead_letter_unreadable
 from channels.errors import MalformedMessage
 from channels.github.api import GitHubApi, Place
-from channels.github.events import Mention, mentions, read_delivery, without_mention
+from channels.github.events import Mention, mentions, question, read_delivery
 from channels.github.webhook import webhook_server
 from config import AppConfig
 from config.channels import GitHubConfig
@@ -122,7 +122,7 @@ class GitHubAdapter(Surface):
             message_id=mention.delivery,
             chat_type="group",
             mentioned=mentions(mention.body, self.login),
-            text=without_mention(mention.body, self.login),
+            text=question(mention, self.login),
             metadata={
                 "repo": mention.repo,
                 "number": mention.number,

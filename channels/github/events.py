@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -60,6 +60,9 @@ class _Comment(_Model):
     body: str | None = None
     user: _User
     html_url: str = ""
+    path: str | None = None  # a diff comment's file, line and hunk
+    line: int | None = None
+    diff_hunk: str | None = None
 
 
 class _Pull(_Model):
@@ -99,8 +102,10 @@ class Mention:
     author_is_bot: bool
     body: str  # as written (the mention still in it)
     url: str
+    title: str = ""  # the issue's or pull request's
     installation_id: int | None = None
     review_comment_id: int | None = None  # a comment on a diff: answered in its review thread
+    diff: str = ""  # a diff comment's place: the file, the line and the hunk it is about
 
     @property
     def chat_id(self) -> str:
@@ -127,23 +132,25 @@ def read_delivery(event: str, delivery: str, body: bytes) -> Mention | None:
         return None
     try:
         if event == "issue_comment":
-            comment = _IssueComment.model_validate(payload)
+            commented = _IssueComment.model_validate(payload)
+            issue = commented.issue
             return _mention(
                 delivery,
-                comment,
-                comment.issue.number,
-                comment.issue.pull_request is not None,
-                comment.comment,
+                commented,
+                issue.number,
+                issue.title,
+                issue.pull_request is not None,
+                commented.comment,
             )
         if event == "pull_request_review_comment":
             review = _ReviewComment.model_validate(payload)
-            mention = _mention(delivery, review, review.pull_request.number, True, review.comment)
-            return Mention(**{**mention.__dict__, "review_comment_id": review.comment.id})
+            pull, comment = review.pull_request, review.comment
+            mention = _mention(delivery, review, pull.number, pull.title, True, comment)
+            return replace(mention, review_comment_id=comment.id, diff=_diff(comment))
         opened = _IssueOpened.model_validate(payload)
     except ValidationError as exc:
         raise MalformedMessage(f"{event}: {_first_error(exc)}") from exc
     issue = opened.issue
-    text = "\n\n".join(part for part in (issue.title, issue.body or "") if part)
     return Mention(
         delivery=delivery,
         repo=opened.repository.full_name,
@@ -151,13 +158,13 @@ def read_delivery(event: str, delivery: str, body: bytes) -> Mention | None:
         pull=issue.pull_request is not None,
         author=issue.user.login,
         author_is_bot=issue.user.type == "Bot",
-        body=text,
+        body="\n\n".join(part for part in (issue.title, issue.body or "") if part),
         url=issue.html_url,
         installation_id=opened.installation.id if opened.installation else None,
     )
 
 
-def _mention(delivery: str, event: _Event, number: int, pull: bool, comment: _Comment) -> Mention:
+def _mention(delivery: str, event: _Event, number: int, title: str, pull: bool, comment: _Comment) -> Mention:
     return Mention(
         delivery=delivery,
         repo=event.repository.full_name,
@@ -167,8 +174,27 @@ def _mention(delivery: str, event: _Event, number: int, pull: bool, comment: _Co
         author_is_bot=comment.user.type == "Bot",
         body=comment.body or "",
         url=comment.html_url,
+        title=title,
         installation_id=event.installation.id if event.installation else None,
     )
+
+
+def _diff(comment: _Comment) -> str:
+    place = f"{comment.path}" + (f" line {comment.line}" if comment.line else "") if comment.path else ""
+    hunk = f"```diff\n{comment.diff_hunk}\n```" if comment.diff_hunk else ""
+    return "\n".join(part for part in (place and f"On {place}:", hunk) if part)
+
+
+def question(mention: Mention, login: str) -> str:
+    """What the agent is asked: a comment's words (the mention taken out), after a line saying which
+    issue or pull request it is on (and, for a diff comment, the code it is about); a new issue as
+    its title and body."""
+    text = without_mention(mention.body, login)
+    if not mention.title:
+        return text
+    kind = "pull request" if mention.pull else "issue"
+    header = f"(GitHub {kind} {mention.chat_id}: {mention.title})"
+    return "\n\n".join(part for part in (header, mention.diff, text) if part)
 
 
 def _first_error(exc: ValidationError) -> str:

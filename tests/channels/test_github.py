@@ -58,7 +58,9 @@ async def stack(github: FakeGitHub, stack_for: StackFor) -> AsyncIterator[AppCon
 
 
 def asked(fake_model: FakeOpenAI) -> list[str]:
-    return [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
+    """What the agent was asked, without the line naming the issue (`question`'s header)."""
+    texts = [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
+    return [text.split("\n\n", 1)[1] if text.startswith("(GitHub ") else text for text in texts]
 
 
 async def test_a_mention_in_an_issue_comment_is_answered_in_a_comment_edited_as_it_streams(
@@ -74,6 +76,8 @@ async def test_a_mention_in_an_issue_comment_is_answered_in_a_comment_edited_as_
     assert comment["edits"], "the comment was posted early and edited as the answer streamed"
     assert all(ANSWER.startswith(shown) for shown in comment["edits"])
     assert asked(fake_model) == ["why does it break?"], "the mention is taken out of the question"
+    told = unfenced(fake_model.agent_requests[0]["messages"][-1]["content"])
+    assert told.startswith("(GitHub issue acme/widgets#1: Issue 1)\n\n"), "the agent knows where it is"
 
 
 async def test_the_same_issue_is_one_conversation_and_a_new_issue_another(
@@ -170,6 +174,11 @@ async def test_a_diff_comment_is_answered_in_its_review_thread(
     assert reply["number"] == 5
     assert reply["in_reply_to"] == payload["comment"]["id"]
     assert github.answers()[0]["in_reply_to_id"] == payload["comment"]["id"]
+    told = unfenced(fake_model.agent_requests[0]["messages"][-1]["content"])
+    assert told.startswith(
+        "(GitHub pull request acme/widgets#5: PR 5)\n\nOn src/widget.py line 12:\n```diff\n@@"
+    )
+    assert told.endswith("```\n\nis this line safe?")
 
 
 async def test_a_signed_payload_that_cannot_be_read_is_refused_naming_the_field_and_dead_lettered(
