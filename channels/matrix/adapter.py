@@ -1,9 +1,10 @@
 """The Matrix adapter: matrix-nio's sync loop in, the router's replies out.
 
-Inbound: the bot joins the rooms it is invited to. A message in a room with only the bot and one
-person (a direct chat) is answered; in a larger room, a message that mentions the bot (its user id,
-a pill to it, or `m.mentions`; every message with `require_mention_in_groups: false`). A room is
-one conversation and each Matrix thread in it one of its own (topic: the thread's root event).
+Inbound: the bot joins the rooms it is invited to (by `allowed_users`, when that is set). A
+message in a room with only the bot and one person (a direct chat) is answered; in a larger room,
+a message that mentions the bot (its user id, a pill to it, or `m.mentions`; every message with
+`require_mention_in_groups: false`). A room is one conversation and each Matrix thread in it one
+of its own (topic: the thread's root event).
 Images and files are downloaded from the content repository and staged for the router. Edits of
 messages are not followed. A message the adapter fails on is dead-lettered with the reason. The
 bot cannot read end-to-end encrypted rooms (it keeps no encryption keys): a message there is
@@ -68,9 +69,18 @@ class MatrixAdapter(Surface):
     # ------------------------------------------------------------------ inbound
 
     async def on_invite(self, room: nio.MatrixRoom, event: nio.InviteMemberEvent) -> None:
-        if event.state_key == self.client.user_id and event.membership == "invite":
-            joined = await self.client.join(room.room_id)
-            log.info("matrix: invited to %s by %s: %s", room.room_id, event.sender, type(joined).__name__)
+        """Join a room the bot is invited to; with `allowed_users` set, only on their invitation."""
+        if event.state_key != self.client.user_id or event.membership != "invite":
+            return
+        allowed = self.settings.allowed_users
+        if allowed and event.sender not in allowed:
+            log.info(
+                "matrix: declining %s's invitation to %s (not in allowed_users)", event.sender, room.room_id
+            )
+            await self.client.room_leave(room.room_id)
+            return
+        joined = await self.client.join(room.room_id)
+        log.info("matrix: invited to %s by %s: %s", room.room_id, event.sender, type(joined).__name__)
 
     async def on_message(self, room: nio.MatrixRoom, event: nio.Event) -> None:
         try:

@@ -273,3 +273,23 @@ async def test_a_token_github_refuses_is_reported_as_configuration_to_fix_withou
     text = seen["github"].text
     assert text.startswith("GitHub refused the adapter's credentials (401: Bad credentials)"), text
     assert "WRONG" not in text
+
+
+async def test_a_comment_waiting_to_be_edited_holds_no_other_issues_answer(
+    github: FakeGitHub, fake_model: FakeOpenAI, stack_for: StackFor
+) -> None:
+    slow = "one two three four five six seven eight nine ten"
+    fake_model.script(
+        Reply(text=slow, when="first issue", chunk_delay=0.3),
+        Reply(text="Second answered.", when="second issue"),
+    )
+    async with stack_for(edit_interval_seconds=60):
+        await github.wait_for("user")
+        await github.deliver("issue_comment", github.issue_comment("@antler-bot first issue", number=1))
+        await github.wait(lambda: any(c["number"] == 1 for c in github.answers()), timeout=60)
+        await github.deliver("issue_comment", github.issue_comment("@antler-bot second issue", number=2))
+        await github.wait(lambda: any(c["number"] == 2 for c in github.answers()), timeout=60)
+        first = next(c for c in github.answers() if c["number"] == 1)
+        assert first["edits"] == [], "issue 1's comment waits out its edit interval meanwhile"
+        assert first["body"] != slow
+    assert github.refusals == [], "the pacing is the adapter's: GitHub never had to refuse"

@@ -300,3 +300,25 @@ async def test_the_standby_copy_finishes_the_answer_and_answers_what_came_while_
             logs = "\n".join((tmp_path / f"matrix-{n}.log").read_text()[-3000:] for n in range(2))
             pytest.fail(f"the standby did not finish: {await bot_texts(alice, room, bot)}\n{logs}")
     assert asked(fake_model) == ["tell me slowly", "and now?"], "each message became one run"
+
+
+async def test_with_allowed_users_only_their_invitations_are_taken(
+    nats_url: str,
+    homeserver: str,
+    alice: MatrixUser,
+    bot: MatrixUser,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+) -> None:
+    mallory = await MatrixUser.register(homeserver)
+    settings = {**settings_for(homeserver, bot), "allowed_users": [alice.user_id]}
+    async with adapter_stack(nats_url, config_data, app_config, "matrix", settings, run_matrix):
+        declined = await mallory.create_room(bot.user_id, direct=True)
+
+        async def left() -> bool:
+            return await mallory.membership(declined, bot.user_id) == "leave"
+
+        await until(left)
+        room = await alice.create_room(bot.user_id, direct=True)
+        await joined_by(alice, room, bot)
+    await mallory.aclose()

@@ -164,6 +164,10 @@ class MatrixUser:
     async def say(self, room: str, text: str, **extra: Any) -> str:
         return await self.send(room, {"msgtype": "m.text", "body": text, **extra})
 
+    async def membership(self, room: str, user_id: str) -> str:
+        """`join`, `invite`, `leave`...: where `user_id` stands in `room`."""
+        return str((await self.call("GET", f"/rooms/{room}/state/m.room.member/{user_id}"))["membership"])
+
     async def members(self, room: str) -> set[str]:
         joined = await self.call("GET", f"/rooms/{room}/joined_members")
         return set(joined["joined"])
