@@ -1,6 +1,7 @@
 """The GitHub adapter: webhook deliveries in, the answer as a comment out.
 
-Inbound: GitHub posts each delivery of the App's (or repository's) webhook to `webhook_path`.
+Inbound: GitHub posts each delivery of the App's (or repository's) webhook to `webhook_path`, as
+JSON or (a repository webhook's default content type) form-encoded in its `payload` field.
 Its `X-Hub-Signature-256` (an HMAC-SHA256 of the body with the webhook secret) is checked first:
 a delivery without it, or whose signature does not hold, is refused with 401 and reaches nothing.
 A new comment on an issue or pull request (or on a pull request's diff), or a new issue, that
@@ -28,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
+from urllib.parse import parse_qs
 
 from githubkit.webhooks import verify
 from starlette.requests import Request
@@ -82,8 +84,11 @@ class GitHubAdapter(Surface):
                 return _refuse(400, f"missing {header} header")
         if event == "ping":
             return JSONResponse({"ok": True, "pong": True})
+        payload = body
+        if request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+            payload = (parse_qs(body.decode(errors="replace")).get("payload") or [""])[0].encode()
         try:
-            mention = read_delivery(event, delivery, body)
+            mention = read_delivery(event, delivery, payload)
         except MalformedMessage as exc:
             await dead_letter_unreadable(self.bus, CHANNEL, body, str(exc), delivery)
             return _refuse(400, f"unreadable delivery: {exc}")

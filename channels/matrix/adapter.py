@@ -110,6 +110,8 @@ class MatrixAdapter(Surface):
         relation = content.get("m.relates_to") or {}
         if relation.get("rel_type") == "m.replace":
             return  # an edit: not followed (a second run for an answer given would surprise)
+        if content.get("msgtype") == "m.notice":
+            return  # what bots send (the spec asks them never to answer one): no loops between bots
         if room.encrypted:
             await self.on_encrypted(room, event)
             return
@@ -118,7 +120,7 @@ class MatrixAdapter(Surface):
         if not private and not mentioned and self.settings.require_mention_in_groups:
             return
         text = (
-            self._without_mention(str(content.get("body") or ""))
+            self._without_mention(str(content.get("body") or ""), room)
             if isinstance(event, nio.RoomMessageText)
             else ""
         )
@@ -147,11 +149,12 @@ class MatrixAdapter(Surface):
             return True
         return me in str(content.get("body") or "") or me in str(content.get("formatted_body") or "")
 
-    def _without_mention(self, body: str) -> str:
-        me = re.escape(self.client.user_id)
-        local = re.escape(self.client.user_id.split(":")[0].lstrip("@"))
-        text = re.sub(rf"{me}[,:]?[ \t]*", "", body)
-        text = re.sub(rf"^@?{local}[,:][ \t]*", "", text)  # a client's pill falls back to "name: "
+    def _without_mention(self, body: str, room: nio.MatrixRoom) -> str:
+        me = self.client.user_id
+        text = re.sub(rf"{re.escape(me)}[,:]?[ \t]*", "", body)
+        names = {me.split(":")[0].lstrip("@"), room.user_name(me) or ""} - {""}
+        for name in names:  # a client's pill falls back to "name: " in the plain body
+            text = re.sub(rf"^@?{re.escape(name)}[,:][ \t]*", "", text)
         return text.strip()
 
     async def _files_in(self, room: nio.MatrixRoom, event: nio.RoomMessageMedia) -> list[FileRef]:

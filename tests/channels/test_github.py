@@ -80,6 +80,16 @@ async def test_a_mention_in_an_issue_comment_is_answered_in_a_comment_edited_as_
     assert told.startswith("(GitHub issue acme/widgets#1: Issue 1)\n\n"), "the agent knows where it is"
 
 
+async def test_a_form_encoded_delivery_is_read_like_a_json_one(
+    github: FakeGitHub, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    payload = github.issue_comment("@antler-bot sent as a form")
+    answer = await github.deliver("issue_comment", payload, form=True)
+    assert answer.status_code == 200, answer.text
+    await github.wait(lambda: len(github.bodies()) == 1, timeout=60)
+    assert asked(fake_model) == ["sent as a form"]
+
+
 async def test_the_same_issue_is_one_conversation_and_a_new_issue_another(
     github: FakeGitHub, fake_model: FakeOpenAI, stack: AppConfig
 ) -> None:

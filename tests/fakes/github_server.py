@@ -26,6 +26,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import jwt
@@ -352,13 +353,16 @@ class FakeGitHub(LocalServer):
         *,
         delivery: str | None = None,
         signature: str | None = None,
+        form: bool = False,
         timeout: float = 30.0,
     ) -> httpx.Response:
         """POST a delivery to the adapter as GitHub does (`signature`: instead of the right one; ""
         for none). A refused connection is tried again until `timeout` (as an operator redelivers)."""
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        if form:  # the content type "application/x-www-form-urlencoded": the JSON in `payload`
+            body = urlencode({"payload": body.decode()}).encode()
         headers = {
-            "Content-Type": "application/json",
+            "Content-Type": "application/x-www-form-urlencoded" if form else "application/json",
             "User-Agent": "GitHub-Hookshot/9f2a1c3",
             "X-GitHub-Event": event,
             "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
