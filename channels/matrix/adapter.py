@@ -229,7 +229,9 @@ async def _serve(bus: Bus, settings: MatrixConfig, lost: asyncio.Event) -> None:
         homeserver,
         str(settings.resolved("user_id")),
         device_id=settings.resolved("device_id") or "",
-        config=nio.AsyncClientConfig(store_sync_tokens=False, encryption_enabled=False),
+        # max_limit_exceeded=0: a 429 comes back to us (the reply stream waits it out, holding no
+        # consumer slot, newest text only) instead of nio sleeping inside the call and sending again
+        config=nio.AsyncClientConfig(store_sync_tokens=False, encryption_enabled=False, max_limit_exceeded=0),
     )
     adapter = MatrixAdapter(bus, client, settings)
     kv = await bus.kv(bus.subjects.replies_bucket)

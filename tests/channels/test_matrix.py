@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 
 from bus import Bus, list_dead_letters
+from bus.metrics import REGISTRY
 from config import AppConfig
 from tests.channels.conftest import adapter_processes, copies_ready, writes_and_presents
 from tests.fakes.openai_server import FakeOpenAI, Reply, unfenced
@@ -25,7 +26,7 @@ pytest.importorskip("synapse", reason="matrix-synapse is not installed (pip inst
 
 from channels.matrix import run as run_matrix
 from channels.matrix.adapter import ENCRYPTED_NOTICE
-from tests.support.synapse import MatrixUser, shown, synapse
+from tests.support.synapse import Homeserver, MatrixUser, shown, synapse
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(180)]
 
@@ -33,9 +34,14 @@ ANSWER = "Matrix rooms are **federated**; this one lives on a loopback Synapse."
 
 
 @pytest.fixture(scope="module")
-def homeserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with synapse(Path(tmp_path_factory.mktemp("synapse"))) as url:
-        yield url
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Homeserver]:
+    with synapse(Path(tmp_path_factory.mktemp("synapse"))) as started:
+        yield started
+
+
+@pytest.fixture
+def homeserver(server: Homeserver) -> str:
+    return server.url
 
 
 @pytest_asyncio.fixture
@@ -322,3 +328,23 @@ async def test_with_allowed_users_only_their_invitations_are_taken(
         room = await alice.create_room(bot.user_id, direct=True)
         await joined_by(alice, room, bot)
     await mallory.aclose()
+
+
+async def test_the_homeservers_rate_limit_is_waited_out_and_the_answer_arrives_once(
+    server: Homeserver, alice: MatrixUser, bot: MatrixUser, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    admin = await MatrixUser.admin(server)
+    await admin.limit_messages(bot.user_id, per_second=1, burst=1)
+    before = REGISTRY.get_sample_value("antler_chat_rate_limited_total", {"platform": "matrix"}) or 0
+    fake_model.script(Reply(text=ANSWER, chunk_delay=0.1))
+    room = await alice.create_room(bot.user_id, direct=True)
+    await joined_by(alice, room, bot)
+    await alice.say(room, "quickly please")
+
+    async def answered() -> bool:
+        return await bot_texts(alice, room, bot) == [ANSWER]
+
+    await until(answered, 90)
+    after = REGISTRY.get_sample_value("antler_chat_rate_limited_total", {"platform": "matrix"}) or 0
+    assert after > before, "Synapse said M_LIMIT_EXCEEDED, and the adapter waited"
+    await admin.aclose()

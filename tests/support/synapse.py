@@ -7,6 +7,8 @@ Matrix client-server API over HTTP.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import itertools
 import socket
 import subprocess
@@ -14,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +33,15 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class Homeserver:
+    url: str
+    shared_secret: str  # registers users (admins too) through the admin API
+
+
 @contextlib.contextmanager
-def synapse(workdir: Path, *, startup_timeout: float = 90.0) -> Iterator[str]:
-    """Synapse serving the client API at the URL yielded, until the block ends."""
+def synapse(workdir: Path, *, startup_timeout: float = 90.0) -> Iterator[Homeserver]:
+    """Synapse serving the client API (and the admin API) until the block ends."""
     workdir.mkdir(parents=True, exist_ok=True)
     base, extra = workdir / "homeserver.yaml", workdir / "test.yaml"
     subprocess.run(
@@ -99,7 +108,8 @@ def synapse(workdir: Path, *, startup_timeout: float = 90.0) -> Iterator[str]:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Synapse did not answer within {startup_timeout} s")
             time.sleep(0.2)
-        yield url
+        secret = yaml.safe_load(base.read_text())["registration_shared_secret"]
+        yield Homeserver(url, secret)
     finally:
         proc.terminate()
         try:
@@ -136,6 +146,34 @@ class MatrixUser:
         answer.raise_for_status()
         body = answer.json()
         return cls(homeserver, body["user_id"], body["access_token"], body["device_id"], password)
+
+    @classmethod
+    async def admin(cls, homeserver: Homeserver) -> MatrixUser:
+        """A server admin, registered with the shared secret (Synapse's admin registration API)."""
+        name, password = f"admin{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+        url = f"{homeserver.url}/_synapse/admin/v1/register"
+        async with httpx.AsyncClient(timeout=30) as http:
+            nonce = (await http.get(url)).json()["nonce"]
+            mac = hmac.new(homeserver.shared_secret.encode(), digestmod=hashlib.sha1)
+            mac.update(b"\x00".join([nonce.encode(), name.encode(), password.encode(), b"admin"]))
+            body = {
+                "nonce": nonce,
+                "username": name,
+                "password": password,
+                "admin": True,
+                "mac": mac.hexdigest(),
+            }
+            answer = await http.post(url, json=body)
+        answer.raise_for_status()
+        made = answer.json()
+        return cls(homeserver.url, made["user_id"], made["access_token"], made["device_id"], password)
+
+    async def limit_messages(self, user_id: str, per_second: int, burst: int) -> None:
+        """(As an admin) how many messages a second `user_id` may send, beyond the server's setting."""
+        await self.http.post(
+            f"{self.homeserver}/_synapse/admin/v1/users/{user_id}/override_ratelimit",
+            json={"messages_per_second": per_second, "burst_count": burst},
+        )
 
     async def aclose(self) -> None:
         await self.http.aclose()
