@@ -26,6 +26,7 @@ import json
 import logging
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import nio
@@ -53,6 +54,8 @@ CHANNEL = "matrix"
 LIMIT_BYTES = 24_000  # per message: an edit carries the text twice, under the 65,536-byte event limit
 MAX_FILE = 50 * 1024 * 1024  # Synapse's default max_upload_size
 SYNC_KEY = f"{CHANNEL}.since"
+MAX_TIMEOUTS = 3  # connection failures in a row nio tries again before the call fails
+REQUEST_TIMEOUT = 60.0  # seconds a call may take (a sync waits 30 s for news on the server)
 ENCRYPTED_NOTICE = (
     "I can't read end-to-end encrypted rooms: this room is encrypted, so I cannot see what is written "
     "here. Talk to me in a room without encryption."
@@ -229,9 +232,16 @@ async def _serve(bus: Bus, settings: MatrixConfig, lost: asyncio.Event) -> None:
         homeserver,
         str(settings.resolved("user_id")),
         device_id=settings.resolved("device_id") or "",
-        # max_limit_exceeded=0: a 429 comes back to us (the reply stream waits it out, holding no
-        # consumer slot, newest text only) instead of nio sleeping inside the call and sending again
-        config=nio.AsyncClientConfig(store_sync_tokens=False, encryption_enabled=False, max_limit_exceeded=0),
+        # nio would otherwise sleep inside a call and send it again, forever: a 429 comes back to
+        # the reply stream (which waits it out holding no consumer slot, newest text only), and a
+        # homeserver out of reach raises after a few tries (`Unreachable`: restarted with backoff)
+        config=nio.AsyncClientConfig(
+            store_sync_tokens=False,
+            encryption_enabled=False,
+            max_limit_exceeded=0,
+            max_timeouts=MAX_TIMEOUTS,
+            request_timeout=REQUEST_TIMEOUT,
+        ),
     )
     adapter = MatrixAdapter(bus, client, settings)
     kv = await bus.kv(bus.subjects.replies_bucket)
@@ -276,11 +286,11 @@ async def _serve(bus: Bus, settings: MatrixConfig, lost: asyncio.Event) -> None:
             done, _ = await asyncio.wait(work, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 task.result()
-            raise Unreachable(homeserver, "the sync loop ended")
+            raise Unreachable(_host(homeserver), "the sync loop ended")
         finally:
             await cancel_and_wait(*helpers)
-    except (aiohttp.ClientError, OSError) as exc:
-        raise Unreachable(homeserver, f"{type(exc).__name__}: {exc}") from exc
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise Unreachable(_host(homeserver), f"{type(exc).__name__}: {exc}") from exc
     finally:
         await cancel_and_wait(*work)
         await asyncio.shield(client.close())
@@ -309,7 +319,9 @@ def _check_sync(response: Any, homeserver: str) -> None:
     if isinstance(response, nio.SyncError):
         if response.status_code in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"):
             raise Misconfigured("the homeserver refused the access token: check channels.matrix")
-        raise Unreachable(homeserver, f"the first sync failed: {response.status_code} {response.message}")
+        raise Unreachable(
+            _host(homeserver), f"the first sync failed: {response.status_code} {response.message}"
+        )
 
 
 async def _stored_since(kv: Any) -> str | None:
@@ -318,3 +330,7 @@ async def _stored_since(kv: Any) -> str | None:
     except KeyNotFoundError:
         return None
     return entry.value.decode() if entry.value else None
+
+
+def _host(homeserver: str) -> str:
+    return urlsplit(homeserver).netloc or homeserver

@@ -21,6 +21,8 @@ from config import AppConfig
 from tests.channels.conftest import adapter_processes, copies_ready, writes_and_presents
 from tests.fakes.openai_server import FakeOpenAI, Reply, unfenced
 from tests.support.adapters import adapter_stack
+from tests.support.health import adapter, status_of
+from tests.support.ports import free_port
 
 pytest.importorskip("synapse", reason="matrix-synapse is not installed (pip install -e '.[dev]')")
 
@@ -348,3 +350,24 @@ async def test_the_homeservers_rate_limit_is_waited_out_and_the_answer_arrives_o
     after = REGISTRY.get_sample_value("antler_chat_rate_limited_total", {"platform": "matrix"}) or 0
     assert after > before, "Synapse said M_LIMIT_EXCEEDED, and the adapter waited"
     await admin.aclose()
+
+
+async def test_a_homeserver_out_of_reach_is_unhealthy_and_a_refused_token_is_configuration_to_fix(
+    nats_url: str,
+    bus: Bus,
+    homeserver: str,
+    bot: MatrixUser,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+) -> None:
+    port = free_port()
+    away = {**settings_for(f"http://127.0.0.1:{port}", bot)}
+    async with adapter(nats_url, bus, config_data, app_config, "matrix", away, run_matrix) as watch:
+        seen = await watch.until(status_of("matrix", "unhealthy"), timeout=90)
+    assert f"cannot reach 127.0.0.1:{port}" in seen["matrix"].text, seen
+    wrong = {**settings_for(homeserver, bot), "access_token": "syt_WRONG"}
+    async with adapter(nats_url, bus, config_data, app_config, "matrix", wrong, run_matrix) as watch:
+        seen = await watch.until(status_of("matrix", "unhealthy"), timeout=90)
+    text = seen["matrix"].text
+    assert text.startswith("the homeserver refused the access token (M_UNKNOWN_TOKEN)"), text
+    assert "WRONG" not in text
