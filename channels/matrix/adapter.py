@@ -2,9 +2,9 @@
 
 Inbound: the bot joins the rooms it is invited to (by `allowed_users`, when that is set). A
 message in a room with only the bot and one person (a direct chat) is answered; in a larger room,
-a message that mentions the bot (its user id, a pill to it, or `m.mentions`; every message with
-`require_mention_in_groups: false`). A room is one conversation and each Matrix thread in it one
-of its own (topic: the thread's root event).
+a message that mentions the bot (its user id, a pill to it, or `m.mentions`) or replies to one
+of its messages (every message with `require_mention_in_groups: false`). A room is one
+conversation and each Matrix thread in it one of its own (topic: the thread's root event).
 Images and files are downloaded from the content repository and staged for the router. Edits of
 messages are not followed. A message the adapter fails on is dead-lettered with the reason. The
 bot cannot read end-to-end encrypted rooms (it keeps no encryption keys): a message there is
@@ -120,7 +120,8 @@ class MatrixAdapter(Surface):
             return
         private = room.member_count <= 2
         mentioned = self._mentions_me(content)
-        if not private and not mentioned and self.settings.require_mention_in_groups:
+        reply_to_bot = not private and not mentioned and await self._replies_to_me(room, relation)
+        if not private and not (mentioned or reply_to_bot) and self.settings.require_mention_in_groups:
             return
         text = (
             self._without_mention(str(content.get("body") or ""), room)
@@ -140,11 +141,20 @@ class MatrixAdapter(Surface):
             message_id=event.event_id,
             chat_type="private" if private else "group",
             mentioned=mentioned,
+            reply_to_bot=reply_to_bot,
             text=text,
             files=files,
         )
         await publish_inbound(self.bus, CHANNEL, inbound)
         log.info("matrix: message %s in %s from %s is on the bus", event.event_id, room.room_id, event.sender)
+
+    async def _replies_to_me(self, room: nio.MatrixRoom, relation: dict[str, Any]) -> bool:
+        """Whether the message is a reply to one of the bot's (asked of the homeserver)."""
+        answered = (relation.get("m.in_reply_to") or {}).get("event_id")
+        if not answered or relation.get("is_falling_back"):
+            return False  # a thread's fallback reply is not a reply to anyone in particular
+        found = await self.client.room_get_event(room.room_id, answered)
+        return isinstance(found, nio.RoomGetEventResponse) and found.event.sender == self.client.user_id
 
     def _mentions_me(self, content: dict[str, Any]) -> bool:
         me = self.client.user_id

@@ -164,6 +164,16 @@ async def test_in_a_group_room_only_a_mention_is_answered_and_a_thread_is_answer
     assert reply["content"]["m.relates_to"]["rel_type"] == "m.thread"
     assert reply["content"]["m.relates_to"]["event_id"] == root
     assert asked(fake_model) == ["what are widgets?"], "the unmentioned messages were not answered"
+    fake_model.script(Reply(text="Gadgets too."))
+    await alice.say(
+        room, "and gadgets?", **{"m.relates_to": {"m.in_reply_to": {"event_id": reply["event_id"]}}}
+    )
+
+    async def followed_up() -> bool:
+        return "Gadgets too." in await bot_texts(alice, room, bot)
+
+    await until(followed_up)
+    assert asked(fake_model)[-1] == "and gadgets?", "a reply to the bot's message needs no mention"
     await bob.aclose()
 
 
