@@ -14,9 +14,10 @@ own included) are answered 2xx and ignored. A signed payload that cannot be read
 with the reason and answered 400 naming it (GitHub shows it under the webhook's Recent Deliveries).
 
 Outbound: the first partial answer is posted as a comment (a reply in its review thread, for a diff
-comment), edited as the answer streams (`channels.github.api` keeps within GitHub's secondary
-limits) and finished with the final text; presented files are linked under it (to the gateway's
-artifact route, with `files_base_url`), as a GitHub comment cannot carry files.
+comment), marked as still being written, edited as the answer streams (`channels.github.api` keeps
+within GitHub's secondary limits) and finished with the final text, unmarked; presented files are
+linked under it (to the gateway's artifact route, with `files_base_url`), as a GitHub comment
+cannot carry files.
 
 Every copy serves the webhook (GitHub needs no connection of ours, and a delivery is published
 once whichever copy takes it); copies on one host share the port (`SO_REUSEPORT`). Replies come
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 
 LIMIT = 60_000  # characters per comment: GitHub takes 65,536, the file links need room under it
 CHANNEL = "github"
+WRITING = "\n\n⏳ _writing…_"  # under a comment while its answer streams
 
 
 class GitHubAdapter(Surface):
@@ -147,21 +149,27 @@ class GitHubAdapter(Surface):
         return split_text(text, LIMIT)
 
     async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
+        """A new comment; one posted while the answer streams says it is still being written (its
+        readers, and the notification GitHub sends them, see it is not the whole answer)."""
         place = _place(out)
-        comment = await self.api.post(place, text)
-        return {"comment": comment, **place.__dict__}
+        writing = out.kind == "partial"
+        comment = await self.api.post(place, text + WRITING if writing else text)
+        return {"comment": comment, "writing": writing, **place.__dict__}
 
     async def edit(self, ref: dict[str, Any], text: str) -> None:
-        comment = int(ref["comment"])
-        place = Place(**{k: v for k, v in ref.items() if k != "comment"})
-        await self.api.edit(place, comment, text)
+        """A streaming comment's newer text (still being written)."""
+        await self._edit(ref, text + WRITING if ref.get("writing") else text)
 
     async def finish(self, ref: dict[str, Any], text: str, out: OutboundMessage, shown: str) -> None:
-        """The final text, with the answer's files linked under it."""
+        """The final text (no longer "writing"), with the answer's files linked under it."""
         links = [self._link(out, file) for file in out.files if file.object_name]
         final = "\n\n".join([text, *(["\n".join(links)] if links else [])])
-        if final != shown:
-            await self.edit(ref, final)
+        if final != shown or ref.get("writing"):
+            await self._edit(ref, final)
+
+    async def _edit(self, ref: dict[str, Any], body: str) -> None:
+        place = Place(**{k: v for k, v in ref.items() if k not in ("comment", "writing")})
+        await self.api.edit(place, int(ref["comment"]), body)
 
     async def post_more(self, out: OutboundMessage, text: str) -> None:
         await self.api.post(_place(out), text)

@@ -14,6 +14,7 @@ import pytest_asyncio
 
 from bus import Bus, list_dead_letters
 from channels.github import run as run_github
+from channels.github.adapter import WRITING
 from config import AppConfig
 from tests.channels.conftest import writes_and_presents
 from tests.fakes.github_server import FakeGitHub
@@ -74,7 +75,8 @@ async def test_a_mention_in_an_issue_comment_is_answered_in_a_comment_edited_as_
     assert (comment["number"], comment["repo"]) == (1, "acme/widgets")
     assert comment["user"]["login"] == "antler-bot"
     assert comment["edits"], "the comment was posted early and edited as the answer streamed"
-    assert all(ANSWER.startswith(shown) for shown in comment["edits"])
+    assert all(shown.endswith(WRITING) for shown in comment["edits"]), "marked as still being written"
+    assert all(ANSWER.startswith(shown.removesuffix(WRITING)) for shown in comment["edits"])
     assert asked(fake_model) == ["why does it break?"], "the mention is taken out of the question"
     told = unfenced(fake_model.agent_requests[0]["messages"][-1]["content"])
     assert told.startswith("(GitHub issue acme/widgets#1: Issue 1)\n\n"), "the agent knows where it is"

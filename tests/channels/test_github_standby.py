@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bus import Bus
+from channels.github.adapter import WRITING
 from config import AppConfig
 from tests.channels.conftest import adapter_processes, copies_ready
 from tests.fakes.github_server import FakeGitHub
@@ -76,7 +77,7 @@ async def test_two_copies_answer_a_delivery_once_and_the_standby_finishes_a_kill
         "the answer stays in its comment"
     )
     assert comments[1]["edits"], "streamed before the kill"
-    assert all(ANSWER.startswith(shown) for shown in comments[1]["edits"])
+    assert all(ANSWER.startswith(shown.removesuffix(WRITING)) for shown in comments[1]["edits"])
     assert len(fake_model.agent_requests) == 3, "each delivery became one run"
     updates = [call for name, call in github.calls if name == "update"]
     assert len(updates) >= updates_before + 2, (
