@@ -188,10 +188,10 @@ def _diff(comment: _Comment) -> str:
 def question(mention: Mention, login: str) -> str:
     """What the agent is asked: a comment's words (the mention taken out), after a line saying which
     issue or pull request it is on (and, for a diff comment, the code it is about); a new issue as
-    its title and body."""
+    its title and body; a command as typed."""
     text = without_mention(mention.body, login)
-    if not mention.title:
-        return text
+    if not mention.title or text.startswith("/"):
+        return text  # a command (`@bot /status`) goes to the router as typed
     kind = "pull request" if mention.pull else "issue"
     header = f"(GitHub {kind} {mention.chat_id}: {mention.title})"
     return "\n\n".join(part for part in (header, mention.diff, text) if part)

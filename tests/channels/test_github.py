@@ -92,6 +92,15 @@ async def test_a_form_encoded_delivery_is_read_like_a_json_one(
     assert asked(fake_model) == ["sent as a form"]
 
 
+async def test_our_chat_commands_work_after_the_mention(
+    github: FakeGitHub, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    await github.deliver("issue_comment", github.issue_comment("@antler-bot /help"))
+    await github.wait(lambda: len(github.bodies()) == 1, timeout=60)
+    assert "/new" in github.bodies()[0], "the router's command list, as a comment"
+    assert fake_model.agent_requests == [], "a command, not a question for the agent"
+
+
 async def test_the_same_issue_is_one_conversation_and_a_new_issue_another(
     github: FakeGitHub, fake_model: FakeOpenAI, stack: AppConfig
 ) -> None:
