@@ -127,6 +127,9 @@ class GitHubConfig(ChannelConfig):
     base_url: str | None = Field(
         None, description="REST API base (GitHub Enterprise; tests point it at a fake)."
     )
+    web_url: str = Field(
+        "https://github.com", description="Where comments' attachments live (GitHub Enterprise: its address)."
+    )
 
 
 class MatrixConfig(ChannelConfig):

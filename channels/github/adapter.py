@@ -7,7 +7,8 @@ a delivery without it, or whose signature does not hold, is refused with 401 and
 A new comment on an issue or pull request (or on a pull request's diff), or a new issue, that
 mentions the bot (`@login`; every one, with `require_mention_in_groups: false`) becomes an
 InboundMessage on `<prefix>.chat.in.github` (`channels.github.events`): one chat, so one Antler
-thread, per issue or pull request (`owner/name#N`). Its message id is the delivery's id, so a
+thread, per issue or pull request (`owner/name#N`), with the files attached to the comment
+(`channels.github.attachments`). Its message id is the delivery's id, so a
 delivery GitHub (or an operator) sends again, to this copy or another, becomes no second run.
 Other events and actions, repositories not in `repositories`, and comments by bots (the adapter's
 own included) are answered 2xx and ignored. A signed payload that cannot be read is dead-lettered
@@ -32,12 +33,14 @@ import logging
 from typing import Any
 from urllib.parse import parse_qs
 
+import httpx
 from githubkit.webhooks import verify
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from bus import Bus, Misconfigured
 from bus.chat_partitions import publish_inbound
+from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from channels.delivery import standby
@@ -47,6 +50,7 @@ from channels.delivery.surface import Surface
 from channels.delivery.unreadable import dead_letter_unreadable
 from channels.errors import MalformedMessage
 from channels.github.api import GitHubApi, Place
+from channels.github.attachments import attachment_links, download
 from channels.github.events import Mention, mentions, question, read_delivery
 from channels.github.webhook import webhook_server
 from config import AppConfig
@@ -67,6 +71,7 @@ class GitHubAdapter(Surface):
         self.login = login  # who mentions name; the adapter's own comments are by it (or login[bot])
         self.secret = settings.resolved("webhook_secret") or ""
         self.repositories = {repo.lower() for repo in settings.repositories}
+        self.http = httpx.AsyncClient(timeout=10.0)  # attachments' downloads
 
     # ------------------------------------------------------------------ inbound
 
@@ -130,6 +135,7 @@ class GitHubAdapter(Surface):
             chat_type="group",
             mentioned=mentions(mention.body, self.login),
             text=question(mention, self.login),
+            files=await self._files_in(mention),
             metadata={
                 "repo": mention.repo,
                 "number": mention.number,
@@ -142,6 +148,18 @@ class GitHubAdapter(Surface):
         log.info(
             "github: delivery %s (%s by %s) is on the bus", mention.delivery, mention.chat_id, mention.author
         )
+
+    async def _files_in(self, mention: Mention) -> list[FileRef]:
+        links = attachment_links(mention.body, self.settings.web_url)
+        if not links:
+            return []
+        store = await self.bus.files()
+        return [
+            await stage_chat_file(
+                store, CHANNEL, mention.chat_id, mention.delivery, found.name, found.data, found.content_type
+            )
+            for found in await download(self.http, links, self.settings.resolved("token"))
+        ]
 
     # ------------------------------------------------------------------ outbound (a Surface)
 
@@ -231,3 +249,4 @@ async def run(bus: Bus, config: AppConfig) -> None:
             raise RuntimeError("the github webhook server stopped")
         finally:
             await cancel_and_wait(replies)
+            await adapter.http.aclose()

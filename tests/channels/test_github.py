@@ -245,6 +245,24 @@ async def test_a_file_the_agent_presents_is_linked_under_the_answer(
     assert body.endswith("/artifacts/mnt/user-data/outputs/plan.md)")
 
 
+async def test_files_attached_to_a_comment_become_uploads_and_other_links_are_not_fetched(
+    github: FakeGitHub, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    screenshot = github.attach("image.png", b"\x89PNG a screenshot", "image/png")
+    notes = github.attach("notes.txt", b"buy milk", "text/plain")
+    body = (
+        f"@antler-bot what do these say?\n\n![crash screen]({screenshot})\n[notes.txt]({notes})\n"
+        f"see also {github.base_url}/elsewhere"
+    )
+    await github.deliver("issue_comment", github.issue_comment(body))
+    await github.wait(lambda: len(github.bodies()) == 1, timeout=60)
+    told = str(fake_model.agent_requests[0]["messages"][-1]["content"])
+    assert "/mnt/user-data/uploads/notes.txt" in told
+    assert "/mnt/user-data/uploads/crash screen.png" in told
+    assert [name for name, _ in github.calls].count("attachment") == 2
+    assert "elsewhere" not in [name for name, _ in github.calls], "only attachments are fetched"
+
+
 async def test_as_a_github_app_the_answer_is_posted_with_the_installations_token(
     github: FakeGitHub, fake_model: FakeOpenAI, stack_for: StackFor
 ) -> None:

@@ -89,6 +89,11 @@ class FakeGitHub(LocalServer):
             base + "/pulls/{number}/comments/{comment_id}/replies", self._reply, methods=["POST"]
         )
         self.app.add_api_route(base + "/pulls/comments/{comment_id}", self._update, methods=["PATCH"])
+        self.attachments: dict[str, tuple[bytes, str]] = {}  # id -> (data, content type)
+        self.app.add_api_route("/user-attachments/{kind}/{ident}/{name}", self._attachment, methods=["GET"])
+        self.app.add_api_route("/user-attachments/{kind}/{ident}", self._attachment, methods=["GET"])
+        self.app.add_api_route("/storage/{ident}", self._stored, methods=["GET"])
+        self.app.add_api_route("/elsewhere", self._elsewhere, methods=["GET"])
 
     @property
     def base_url(self) -> str:
@@ -109,6 +114,7 @@ class FakeGitHub(LocalServer):
             "webhook_secret": self.secret,
             "webhook_port": port,
             "base_url": self.base_url,
+            "web_url": self.base_url,
             "edit_interval_seconds": 1.0,
         }
 
@@ -257,6 +263,32 @@ class FakeGitHub(LocalServer):
         comment["body"], comment["updated_at"] = body, _now()
         self.record("update", {"id": comment_id, "body": body})
         return JSONResponse(_public(comment))
+
+    # ------------------------------------------------------------------ attachments
+
+    def attach(self, name: str, data: bytes, content_type: str) -> str:
+        """A file dropped into a comment: its URL as GitHub writes it into the comment's Markdown
+        (an image under `user-attachments/assets/<id>`, another file under `files/<id>/<name>`)."""
+        ident = uuid.uuid4().hex if content_type.startswith("image/") else str(next(_ids))
+        self.attachments[ident] = (data, content_type)
+        if content_type.startswith("image/"):
+            return f"{self.base_url}/user-attachments/assets/{ident}"
+        return f"{self.base_url}/user-attachments/files/{ident}/{name}"
+
+    async def _attachment(self, kind: str, ident: str, name: str = "") -> Response:
+        self.record("attachment", {"kind": kind, "id": ident})
+        if ident not in self.attachments:
+            return Response(status_code=404)
+        # GitHub answers with a redirect to its storage, a signed URL on another host
+        return Response(status_code=302, headers={"Location": f"{self.base_url}/storage/{ident}"})
+
+    async def _stored(self, ident: str) -> Response:
+        data, content_type = self.attachments[ident]
+        return Response(data, media_type=content_type)
+
+    async def _elsewhere(self) -> Response:
+        self.record("elsewhere", {})
+        return Response(b"not an attachment")
 
     # ------------------------------------------------------------------ webhook deliveries
 
