@@ -108,6 +108,18 @@ COMPONENTS: dict[str, ComponentSpec] = {
             lambda c: c.channels.msteams.enabled,
         ),
         ComponentSpec(
+            "github",
+            "channels.github:run",
+            "GitHub App or token (webhook: issue and pull-request comments)",
+            lambda c: c.channels.github.enabled,
+        ),
+        ComponentSpec(
+            "matrix",
+            "channels.matrix:run",
+            "Matrix account (client-server sync)",
+            lambda c: c.channels.matrix.enabled,
+        ),
+        ComponentSpec(
             "agentproto",
             "agentproto.host:run",
             "the NATS agent protocol: agents discoverable and promptable by any NATS client",

@@ -27,7 +27,18 @@ from bus.chat_partitions import MAX as MAX_PARTITIONS
 from bus.subjects import Subjects
 
 ADMIN = "admin"
-CHANNELS = ("telegram", "slack", "feishu", "dingtalk", "discord", "wecom", "wechat", "msteams")
+CHANNELS = (
+    "telegram",
+    "slack",
+    "feishu",
+    "dingtalk",
+    "discord",
+    "wecom",
+    "wechat",
+    "msteams",
+    "github",
+    "matrix",
+)
 USERS_FILE = "nats-users.json"
 
 

@@ -12,11 +12,15 @@
     │   ├── DiscordError                  (`channels.discord.rest`, with the HTTP status and `code`)
     │   ├── FeishuError                   (`channels.feishu.adapter`, with the platform's `code`)
     │   ├── TeamsError                    (`channels.msteams.connector`, with the HTTP status)
+    │   ├── GitHubError                   (`channels.github.api`, with the HTTP status)
+    │   ├── MatrixError                   (`channels.matrix.client`, with the homeserver's `errcode`)
     │   └── WeixinError                   (`channels.wechat.api`: WeCom's and WeChat's `errcode`)
     └── PlatformUnavailable (RuntimeError)  a platform failed in a way that passes (a 5xx):
         ├── DingTalkUnavailable             the reply is tried again later (`channels.dingtalk.api`)
         ├── DiscordUnavailable              (`channels.discord.rest`)
         ├── TeamsUnavailable                (`channels.msteams.connector`)
+        ├── GitHubUnavailable               (`channels.github.api`)
+        ├── MatrixUnavailable               (`channels.matrix.client`)
         └── WeixinUnavailable               (`channels.wechat.api`)
 
 A platform's own errors live in its folder and derive from these, so code that handles every

@@ -1,5 +1,5 @@
 """Chat platforms: Slack, Telegram, Feishu, DingTalk, Discord, WeCom, WeChat Official Accounts,
-Microsoft Teams."""
+Microsoft Teams, GitHub, Matrix."""
 
 from __future__ import annotations
 
@@ -116,6 +116,57 @@ class MSTeamsConfig(ChannelConfig):
     )
 
 
+class GitHubConfig(ChannelConfig):
+    """A GitHub App (or a token) answering issue and pull-request comments that mention it."""
+
+    token: str | None = Field(
+        None, description="A token to post comments with (fine-grained: Issues and Pull requests, write)."
+    )
+    app_id: int | None = Field(None, description="A GitHub App's id: comments are posted as the App.")
+    private_key: str | None = Field(None, description="The App's private key (PEM), or a path to it.")
+    webhook_secret: str | None = Field(
+        None, description="The webhook's secret; every delivery's signature is checked."
+    )
+    bot_login: str | None = Field(
+        None,
+        description="The login mentions name (`@login`); unset = the token's user or the App's slug[bot].",
+    )
+    repositories: list[str] = Field(
+        default_factory=list, description="owner/name of the repositories answered; empty = every one."
+    )
+    files_base_url: str | None = Field(
+        None, description="The gateway's public URL: presented files are linked to its artifact route."
+    )
+    edit_interval_seconds: float = Field(
+        3.0,
+        ge=1.0,
+        description="Least time between two edits of a streaming comment (secondary rate limits).",
+    )
+    webhook_path: str = Field("/github/webhook", description="The path GitHub posts deliveries to.")
+    webhook_listen: str = Field(
+        "127.0.0.1", description="Where the webhook server listens (behind your proxy)."
+    )
+    webhook_port: int = Field(8446, ge=1, le=65535)
+    base_url: str | None = Field(
+        None, description="REST API base (GitHub Enterprise; tests point it at a fake)."
+    )
+    web_url: str = Field(
+        "https://github.com", description="Where comments' attachments live (GitHub Enterprise: its address)."
+    )
+
+
+class MatrixConfig(ChannelConfig):
+    """A Matrix account the adapter logs in as (any homeserver: Synapse, Conduit, matrix.org...)."""
+
+    homeserver: str | None = Field(
+        None, description="The homeserver's client API URL (https://matrix.example.org)."
+    )
+    user_id: str | None = Field(None, description="The bot's full user id (@antler:example.org).")
+    access_token: str | None = Field(None, description="An access token of the bot's (or give password).")
+    password: str | None = Field(None, description="The bot's password: the adapter logs in at start.")
+    device_id: str | None = Field(None, description="The device the access token belongs to.")
+
+
 class ChannelsConfig(Section):
     stream_update_seconds: float = Field(1.0, ge=0, description="Least time between partial reply edits.")
     router_processes: int = Field(
@@ -140,3 +191,5 @@ class ChannelsConfig(Section):
     wecom: WeComConfig = Field(default_factory=WeComConfig)
     wechat: WeChatConfig = Field(default_factory=WeChatConfig)
     msteams: MSTeamsConfig = Field(default_factory=MSTeamsConfig)
+    github: GitHubConfig = Field(default_factory=GitHubConfig)
+    matrix: MatrixConfig = Field(default_factory=MatrixConfig)

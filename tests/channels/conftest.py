@@ -7,15 +7,18 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
 
+from bus import Bus, decode
+from bus.messages import ComponentReady
 from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.conftest import REPO
+from tests.fakes.openai_server import Reply, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.adapters import adapter_stack, telegram  # noqa: F401  (telegram: the fake Bot API fixture)
 
@@ -69,3 +72,35 @@ async def telegram_stack(
     async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
         await telegram.wait_for("getMe")
         yield config
+
+
+def writes_and_presents(path: str, content: str, answer: str) -> list[Reply]:
+    """A model's script that writes a file in the thread's outputs, presents it, then answers."""
+    return [
+        Reply(tool_calls=[ToolCall("write_file", {"path": path, "content": content})]),
+        Reply(tool_calls=[ToolCall("present_files", {"filepaths": [path]})]),
+        Reply(text=answer),
+    ]
+
+
+@contextlib.asynccontextmanager
+async def copies_ready(
+    bus: Bus, platform: str
+) -> AsyncIterator[Callable[[list[asyncio.subprocess.Process]], Awaitable[None]]]:
+    """Inside: `await all_ready(procs)` waits until each of the adapter processes said it is ready (the
+    active copy serving, the others standing by) and checks that they are those processes."""
+    ready: asyncio.Queue[int] = asyncio.Queue()
+
+    async def on_ready(msg: Any) -> None:
+        ready.put_nowait(decode(ComponentReady, msg.data).pid)
+
+    subscription = await bus.nc.subscribe(bus.subjects.component_ready(platform), cb=on_ready)
+
+    async def all_ready(procs: list[asyncio.subprocess.Process]) -> None:
+        pids = {await asyncio.wait_for(ready.get(), 90) for _ in procs}
+        assert pids == {p.pid for p in procs}, "one copy active, the others standing by"
+
+    try:
+        yield all_ready
+    finally:
+        await subscription.unsubscribe()

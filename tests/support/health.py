@@ -8,12 +8,14 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
 
 from bus import Bus, serve
 from bus.health import Summary, summarize
 from bus.messages import ComponentHealth
 from bus.metrics_feed import MetricsBoard
 from config import AppConfig
+from tests.conftest import component_login
 
 Entry = Callable[[Bus, AppConfig], Awaitable[None]]
 
@@ -68,3 +70,26 @@ async def served(
             await asyncio.wait_for(serving, 60)
         finally:
             await watch.board.stop()
+
+
+@contextlib.asynccontextmanager
+async def adapter(
+    nats_url: str,
+    bus: Bus,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+    platform: str,
+    settings: dict[str, Any],
+    entry: Entry,
+) -> AsyncIterator[HealthWatch]:
+    """The adapter served on its own user's connection, its pauses between starts short."""
+    config_data["channels"] = {platform: {"enabled": True, **settings}}
+    config_data["bus"].update(restart_delay_seconds=0.2, restart_max_delay_seconds=1.0)
+    config_data["observability"] = {"metrics_interval_seconds": 0.5}
+    config = app_config()
+    own = await component_login(config, platform).connect(nats_url, f"test-{platform}")
+    try:
+        async with served(own, config, {platform: entry}, bus) as watch:
+            yield watch
+    finally:
+        await own.close()
