@@ -1,5 +1,5 @@
-"""What the adapter tests share: copies of an adapter as processes, the Telegram stack as a fixture
-(the whole path for one platform is `tests.support.adapters.adapter_stack`)."""
+"""What the adapter tests share: copies of an adapter as processes; and from `tests.support.adapters`
+the fake platforms, `start_adapter`, and the Telegram and Slack stacks as fixtures."""
 
 from __future__ import annotations
 
@@ -7,17 +7,22 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import pytest_asyncio
-
-from channels.telegram import run as run_telegram
-from config import AppConfig
 from tests.conftest import REPO
-from tests.fakes.telegram_server import FakeTelegram
-from tests.support.adapters import adapter_stack, telegram  # noqa: F401  (telegram: the fake Bot API fixture)
+from tests.support.adapters import (  # noqa: F401  (fixtures)
+    dingtalk,
+    discord,
+    feishu,
+    slack,
+    slack_stack,
+    start_adapter,
+    telegram,
+    telegram_stack,
+    wechat,
+    wecom,
+)
 
 
 @contextlib.asynccontextmanager
@@ -55,17 +60,3 @@ async def adapter_processes(
         for proc in procs:
             if proc.returncode is None:
                 proc.kill()
-
-
-@pytest_asyncio.fixture
-async def telegram_stack(
-    nats_url: str,
-    telegram: FakeTelegram,  # noqa: F811  (the fixture imported above)
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-) -> AsyncIterator[AppConfig]:
-    """A runner, a router and the Telegram adapter polling the fake, up and answering."""
-    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
-        await telegram.wait_for("getMe")
-        yield config

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,13 +15,7 @@ from channels.dingtalk import run as run_dingtalk
 from config import AppConfig
 from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
-from tests.support.adapters import adapter_stack
-
-
-@pytest_asyncio.fixture
-async def dingtalk() -> AsyncIterator[FakeDingTalk]:
-    async with FakeDingTalk() as fake:
-        yield fake
+from tests.support.adapters import StartAdapter
 
 
 @pytest.fixture
@@ -31,13 +25,9 @@ def settings(dingtalk: FakeDingTalk) -> dict[str, Any]:
 
 @pytest_asyncio.fixture
 async def stack(
-    nats_url: str,
-    dingtalk: FakeDingTalk,
-    settings: dict[str, Any],
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    dingtalk: FakeDingTalk, settings: dict[str, Any], start_adapter: StartAdapter
 ) -> AsyncIterator[AppConfig]:
-    async with adapter_stack(nats_url, config_data, app_config, "dingtalk", settings, run_dingtalk) as config:
+    async with start_adapter("dingtalk", settings, run_dingtalk) as config:
         await dingtalk.wait(lambda: dingtalk.connections == 1)
         yield config
 

@@ -15,21 +15,13 @@ from channels.feishu import run as run_feishu
 from config import AppConfig
 from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
-from tests.support.adapters import adapter_stack
+from tests.support.adapters import StartAdapter
 
 
 @pytest_asyncio.fixture
-async def feishu() -> AsyncIterator[FakeFeishu]:
-    async with FakeFeishu() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str, feishu: FakeFeishu, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[AppConfig]:
+async def stack(feishu: FakeFeishu, start_adapter: StartAdapter) -> AsyncIterator[AppConfig]:
     settings = {"app_id": APP_ID, "app_secret": APP_SECRET, "domain": feishu.base_url}
-    async with adapter_stack(nats_url, config_data, app_config, "feishu", settings, run_feishu) as config:
+    async with start_adapter("feishu", settings, run_feishu) as config:
         await feishu.wait(lambda: feishu.connections == 1)
         yield config
 

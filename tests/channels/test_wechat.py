@@ -5,9 +5,7 @@ router and runner, as `antler up` runs them."""
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
@@ -17,20 +15,8 @@ from channels.wechat import run as run_wechat
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.fakes.wechat_server import TEXT_BYTES, FakeWeChat
-from tests.support.adapters import adapter_stack
-
-
-@pytest.fixture
-def port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest_asyncio.fixture
-async def wechat() -> AsyncIterator[FakeWeChat]:
-    async with FakeWeChat() as fake:
-        yield fake
+from tests.support.adapters import StartAdapter
+from tests.support.ports import free_port
 
 
 @pytest.fixture
@@ -40,15 +26,10 @@ def passive_seconds() -> float:
 
 @pytest_asyncio.fixture
 async def stack(
-    nats_url: str,
-    wechat: FakeWeChat,
-    port: int,
-    passive_seconds: float,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    wechat: FakeWeChat, passive_seconds: float, start_adapter: StartAdapter
 ) -> AsyncIterator[AppConfig]:
-    settings = wechat.settings(port, passive_reply_seconds=passive_seconds)
-    async with adapter_stack(nats_url, config_data, app_config, "wechat", settings, run_wechat) as config:
+    settings = wechat.settings(free_port(), passive_reply_seconds=passive_seconds)
+    async with start_adapter("wechat", settings, run_wechat) as config:
         await wechat.wait_for("token")
         yield config
 

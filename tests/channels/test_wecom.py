@@ -3,11 +3,8 @@ WeCom's documentation), through router and runner, as `antler up` runs them."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
-import pytest
 import pytest_asyncio
 
 from bus import Bus, list_dead_letters
@@ -15,32 +12,13 @@ from channels.wecom import run as run_wecom
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.fakes.wecom_server import TEXT_BYTES, FakeWeCom
-from tests.support.adapters import adapter_stack
-
-
-@pytest.fixture
-def port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.support.adapters import StartAdapter
+from tests.support.ports import free_port
 
 
 @pytest_asyncio.fixture
-async def wecom() -> AsyncIterator[FakeWeCom]:
-    async with FakeWeCom() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str,
-    wecom: FakeWeCom,
-    port: int,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-) -> AsyncIterator[AppConfig]:
-    settings = wecom.settings(port)
-    async with adapter_stack(nats_url, config_data, app_config, "wecom", settings, run_wecom) as config:
+async def stack(wecom: FakeWeCom, start_adapter: StartAdapter) -> AsyncIterator[AppConfig]:
+    async with start_adapter("wecom", wecom.settings(free_port()), run_wecom) as config:
         await wecom.wait_for("gettoken")
         yield config
 

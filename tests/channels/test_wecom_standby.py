@@ -7,13 +7,12 @@ import asyncio
 import os
 import signal
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
-import pytest_asyncio
 
 from bus import Bus, decode
 from bus.messages import ComponentReady
@@ -24,12 +23,6 @@ from tests.fakes.wecom_server import FakeWeCom
 from tests.support.adapters import adapter_stack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(200)]
-
-
-@pytest_asyncio.fixture
-async def wecom() -> AsyncIterator[FakeWeCom]:
-    async with FakeWeCom() as fake:
-        yield fake
 
 
 def listener(procs: list[asyncio.subprocess.Process], port: int) -> asyncio.subprocess.Process:

@@ -2,35 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest_asyncio
 
-from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.adapters import adapter_stack
 from tests.support.schedules import running_scheduler, said
 
 
 @pytest_asyncio.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str, telegram: FakeTelegram, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[AppConfig]:
-    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
-        async with running_scheduler(nats_url, config):
-            await telegram.wait_for("getMe")
-            yield config
+async def stack(nats_url: str, telegram_stack: AppConfig) -> AsyncIterator[AppConfig]:
+    async with running_scheduler(nats_url, telegram_stack):
+        yield telegram_stack
 
 
 async def test_a_task_scheduled_in_a_telegram_chat_answers_in_that_chat(

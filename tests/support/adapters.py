@@ -1,23 +1,37 @@
 """A chat platform's whole path for tests of several packages: runner, sandbox broker, router and
-the adapter under test (`adapter_stack`), and the fake Bot API and the fake Discord as fixtures
-(`telegram`, `discord`)."""
+the adapter under test (`adapter_stack`, or the `start_adapter` fixture that binds it to the test's
+server and config); the Telegram and Slack stacks (`telegram_stack`, `slack_stack`); and the fake
+platforms as fixtures (`telegram`, `discord`, `slack`, `feishu`, `dingtalk`, `wecom`, `wechat`)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
+import pytest
 import pytest_asyncio
 
 from bus import Bus
+from channels.slack import run as run_slack
+from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.conftest import running_component
+from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.wechat_server import FakeWeChat
+from tests.fakes.wecom_server import FakeWeCom
 from tests.support.chat import running_router
 from tests.support.runner import running_runner
 from tests.support.sandbox import running_broker
+
+Fake = TypeVar("Fake")
+Entry = Callable[[Bus, AppConfig], Awaitable[None]]
 
 
 @contextlib.asynccontextmanager
@@ -27,7 +41,7 @@ async def adapter_stack(
     app_config: Callable[[], AppConfig],
     platform: str,
     settings: dict[str, Any],
-    entry: Callable[[Bus, AppConfig], Awaitable[None]] | None,
+    entry: Entry | None,
     channels: dict[str, Any] | None = None,
 ) -> AsyncIterator[AppConfig]:
     """The whole path for one platform, with fast partial updates and the local sandbox.
@@ -50,15 +64,60 @@ async def adapter_stack(
         yield config
 
 
-@pytest_asyncio.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    """The fake Bot API the Telegram adapter talks to."""
-    async with FakeTelegram() as fake:
-        yield fake
+class StartAdapter(Protocol):
+    """`adapter_stack` on the test's server and config (the `start_adapter` fixture)."""
+
+    def __call__(
+        self,
+        platform: str,
+        settings: dict[str, Any],
+        entry: Entry | None,
+        channels: dict[str, Any] | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[AppConfig]: ...
+
+
+@pytest.fixture
+def start_adapter(
+    nats_url: str, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> StartAdapter:
+    """`start_adapter(platform, settings, entry)`: the whole path for one platform (`adapter_stack`)."""
+    return functools.partial(adapter_stack, nats_url, config_data, app_config)
+
+
+def fake_platform(make: Callable[[], contextlib.AbstractAsyncContextManager[Fake]], doc: str) -> Any:
+    """A fixture giving each test a fresh, started fake (`make()`), stopped after it."""
+
+    @pytest_asyncio.fixture
+    async def fake() -> AsyncIterator[Fake]:
+        async with make() as started:
+            yield started
+
+    fake.__doc__ = doc
+    return fake
+
+
+telegram = fake_platform(FakeTelegram, "The fake Bot API the Telegram adapter talks to.")
+discord = fake_platform(FakeDiscord, "The fake Discord (REST API and Gateway) the Discord adapter talks to.")
+slack = fake_platform(FakeSlack, "The fake Slack (Web API and Socket Mode) the Slack adapter talks to.")
+feishu = fake_platform(FakeFeishu, "The fake Feishu (open API and long connection).")
+dingtalk = fake_platform(FakeDingTalk, "The fake DingTalk (open API and Stream mode).")
+wecom = fake_platform(FakeWeCom, "The fake WeCom (its API, and the client calling the adapter's callback).")
+wechat = fake_platform(FakeWeChat, "The fake WeChat official account (its API and callback client).")
 
 
 @pytest_asyncio.fixture
-async def discord() -> AsyncIterator[FakeDiscord]:
-    """The fake Discord (REST API and Gateway) the Discord adapter talks to."""
-    async with FakeDiscord() as fake:
-        yield fake
+async def telegram_stack(telegram: FakeTelegram, start_adapter: StartAdapter) -> AsyncIterator[AppConfig]:
+    """A runner, a router and the Telegram adapter polling the fake, up and answering."""
+    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
+    async with start_adapter("telegram", settings, run_telegram) as config:
+        await telegram.wait_for("getMe")
+        yield config
+
+
+@pytest_asyncio.fixture
+async def slack_stack(slack: FakeSlack, start_adapter: StartAdapter) -> AsyncIterator[AppConfig]:
+    """A runner, a router and the Slack adapter connected to the fake over Socket Mode."""
+    settings = {"bot_token": "xoxb-test", "app_token": "xapp-test", "base_url": slack.base_url}
+    async with start_adapter("slack", settings, run_slack) as config:
+        await asyncio.wait_for(slack.connected.wait(), 20)
+        yield config
