@@ -12,15 +12,14 @@ import pytest_asyncio
 from bus import Bus
 from bus.messages import RunRequest
 from bus.runs import submit_run
-from config import AppConfig
 from tests.conftest import finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.runner import KillRunner, running_runner
+from tests.support.runner import KillRunner, StartRunner, start_runner  # noqa: F401  (start_runner: a fixture)
 
 
 @pytest_asyncio.fixture
-async def runner(nats_url: str, app_config: Callable[[], AppConfig]) -> AsyncIterator[None]:
-    async with running_runner(nats_url, app_config()):
+async def runner(start_runner: StartRunner) -> AsyncIterator[None]:  # noqa: F811
+    async with start_runner():
         yield
 
 

@@ -16,7 +16,7 @@ from bus.runs import collect_run
 from config import AppConfig, ApprovalsConfig
 from tests.conftest import finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.runner import StartRunner, ask, running_runner, submit_and_collect
 from tests.support.sandbox import running_broker
 from tests.support.schedules import running_scheduler
 
@@ -114,18 +114,14 @@ async def test_a_bash_call_waits_for_approval_and_runs_once_approved_on_another_
 
 @pytest.mark.asyncio
 async def test_a_denied_call_is_not_run_and_the_model_reads_why(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_runner: StartRunner
 ) -> None:
     config_data["approvals"] = BASH_ASKS
     fake_model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo never"})]),
         Reply(text="Understood, I will not.", when="not run"),
     )
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         await submit_and_collect(bus, ask("t-deny", "say it"))
         second = await submit_and_collect(bus, resume("t-deny", "deny too risky"))
         again = await submit_and_collect(bus, resume("t-deny", "approve"))
@@ -170,9 +166,9 @@ async def test_a_runner_sigkilled_while_the_approval_waits_loses_nothing_and_the
     nats_url: str,
     config_data: dict[str, Any],
     config_file: Callable[[], Path],
-    app_config: Callable[[], AppConfig],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    start_runner: StartRunner,
 ) -> None:
     calls = tmp_path / "calls.txt"
     monkeypatch.setenv("ANTLER_TEST_CALLS_FILE", str(calls))
@@ -191,7 +187,7 @@ async def test_a_runner_sigkilled_while_the_approval_waits_loses_nothing_and_the
         await finished(doomed)
     [asked] = approvals(first)
 
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         answered = await submit_and_collect(bus, resume("t-approve-kill", "approve"))
     assert messages(answered)[-1]["content"] == "Counted, once."
     assert calls.read_text().splitlines() == ["once"]

@@ -26,7 +26,7 @@ from bus.runs import collect_run, submit_run
 from config import AppConfig
 from tests.conftest import component_login, finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.support.runner import KillRunner, ask, running_runner, submit_and_collect
+from tests.support.runner import KillRunner, StartRunner, ask, submit_and_collect
 from tests.support.runs import stored_events, streamed_text
 
 pytestmark = pytest.mark.asyncio
@@ -61,11 +61,7 @@ def assert_ended_given_up(events: list[Any], stored: list[Any], record: RunRecor
 
 
 async def test_a_run_that_fails_every_delivery_ends_as_an_error_and_its_thread_answers_the_next(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_runner: StartRunner
 ) -> None:
     """Every delivery fails the same way (the user's memory, written by a newer Antler, cannot be read
     as the prompt is put together): after `max_deliver` tries the request is dead-lettered and the
@@ -73,7 +69,7 @@ async def test_a_run_that_fails_every_delivery_ends_as_an_error_and_its_thread_a
     config_data["bus"]["max_deliver"] = 2
     memory = await bus.kv(bus.subjects.memory_bucket)
     await memory.put(MemoryDocument.key("default"), NEWER_MEMORY)
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         doomed = ask("t-given-up", "remember that I have a cat")
         events = await submit_and_collect(bus, doomed, timeout=20)
         record = await run_record(bus, doomed.run_id)
@@ -98,9 +94,8 @@ async def test_a_run_whose_runners_keep_dying_ends_as_an_error_and_frees_its_thr
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
     runner_killed_mid_run: KillRunner,
+    start_runner: StartRunner,
 ) -> None:
     """Each runner that takes the run dies in it (SIGKILL: the OOM killer, a crash in a native
     library); past `max_deliver` deliveries the next runner gives the request up instead of dying
@@ -112,7 +107,7 @@ async def test_a_run_whose_runners_keep_dying_ends_as_an_error_and_frees_its_thr
     for delivery in (1, 2):
         await runner_killed_mid_run(None, delivery)
 
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await collect_run(bus, request.run_id, timeout=30)
         record = await run_record(bus, request.run_id)
         assert_ended_given_up(
@@ -132,8 +127,8 @@ async def test_a_run_given_up_while_its_runner_hangs_stays_ended_when_the_runner
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
     config_file: Callable[[], Path],
-    app_config: Callable[[], AppConfig],
     nats_url: str,
+    start_runner: StartRunner,
 ) -> None:
     """A runner stalls mid-run (SIGSTOP: a machine swapping, a blocked event loop) past `ack_wait`,
     and another runner gives the request up. When the stalled runner wakes, it is told to stop and
@@ -147,7 +142,7 @@ async def test_a_run_given_up_while_its_runner_hangs_stays_ended_when_the_runner
         await submit_run(bus, request)
         await fake_model.wait_for_requests(1, timeout=30)
         stalled.send_signal(signal.SIGSTOP)
-        async with running_runner(nats_url, app_config()):
+        async with start_runner():
             events = await collect_run(bus, request.run_id, timeout=30)
             record = await run_record(bus, request.run_id)
             assert_ended_given_up(
@@ -199,9 +194,8 @@ async def test_a_run_given_up_while_its_threads_record_cannot_be_read_still_ends
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
     runner_killed_mid_run: KillRunner,
+    start_runner: StartRunner,
 ) -> None:
     """The ending does not depend on reading the thread's record: the runner holding the thread died,
     and meanwhile the record became unreadable; the run is given up, ends, and the thread is free."""
@@ -216,7 +210,7 @@ async def test_a_run_given_up_while_its_threads_record_cannot_be_read_still_ends
     unreadable = {**json.loads(held.model_dump_json()), "status": "paused"}
     await threads.kv.put("t-both", json.dumps(unreadable).encode())
 
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await collect_run(bus, request.run_id, timeout=30)
         record = await run_record(bus, request.run_id)
         assert_ended_given_up(
@@ -274,8 +268,8 @@ async def test_replaying_a_given_up_request_runs_nothing_unless_the_operator_ask
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
     config_file: Callable[[], Path],
-    app_config: Callable[[], AppConfig],
     nats_url: str,
+    start_runner: StartRunner,
 ) -> None:
     """The run's user was told it failed: `antler dlq replay` of its request would run nothing, and
     says so (the dead letter stays); `--rerun` runs the request again as a new run, which answers."""
@@ -283,7 +277,7 @@ async def test_replaying_a_given_up_request_runs_nothing_unless_the_operator_ask
     memory = await bus.kv(bus.subjects.memory_bucket)
     await memory.put(MemoryDocument.key("default"), NEWER_MEMORY)
     cli = ("-c", str(config_file()), "--nats-url", nats_url)
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         doomed = ask("t-replayed", "remember that I have a cat")
         events = await submit_and_collect(bus, doomed, timeout=20)
         assert events[-1].data["status"] == "error"

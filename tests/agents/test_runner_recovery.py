@@ -6,7 +6,6 @@ its own, as a runner on another machine would.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,9 @@ from bus.messages import (
 )
 from bus.records import RecordStore
 from bus.runs import cancel_run, collect_run, submit_run
-from config import AppConfig
 from tests.conftest import another_machine, both_checkpointers
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
-from tests.support.runner import KillRunner, ask, running_runner, submit_and_collect
+from tests.support.runner import KillRunner, StartRunner, ask, submit_and_collect
 from tests.support.runs import streamed_text
 
 pytestmark = [pytest.mark.asyncio, both_checkpointers]
@@ -37,11 +35,10 @@ async def test_a_runner_killed_mid_run_is_finished_by_another_from_its_checkpoin
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     runner_killed_mid_run: KillRunner,
+    start_runner: StartRunner,
 ) -> None:
     calls = tmp_path / "calls.txt"
     monkeypatch.setenv("ANTLER_TEST_CALLS_FILE", str(calls))
@@ -58,7 +55,7 @@ async def test_a_runner_killed_mid_run_is_finished_by_another_from_its_checkpoin
     if config_data["runner"].get("checkpointer") == "postgres":
         # Only the database is shared.
         config_data["bus"]["data_dir"] = another_machine(config_data["bus"]["data_dir"], tmp_path / "other")
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await collect_run(bus, request.run_id, timeout=30)
 
     assert calls.read_text().splitlines() == ["step one"], "the finished tool step was not run again"
@@ -82,9 +79,8 @@ async def test_a_started_runs_request_handed_out_again_as_a_first_delivery_resum
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
     runner_killed_mid_run: KillRunner,
+    start_runner: StartRunner,
 ) -> None:
     """A SIGKILLed nats-server can forget that it handed a request out (it writes its consumers'
     state down lazily) and hands it out again as delivery 1, though a runner had started the run
@@ -102,7 +98,7 @@ async def test_a_started_runs_request_handed_out_again_as_a_first_delivery_resum
     await runner_killed_mid_run(request, 1)
 
     await bus.publish(bus.subjects.runs_submit, request, msg_id=f"{request.run_id}:again")
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await collect_run(bus, request.run_id, timeout=30)
 
     assert streamed_text(events).endswith("Finished by the second attempt.")

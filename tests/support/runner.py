@@ -8,6 +8,8 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
 from agents.runner import run as run_runner
 from bus import Bus
 from bus.messages import RunRequest
@@ -17,6 +19,8 @@ from tests.conftest import running_component, until_answering
 
 # `await kill(request, model_calls)`: tests/agents/conftest.py `runner_killed_mid_run`.
 KillRunner = Callable[[RunRequest | None, int], Awaitable[None]]
+# `async with start_runner():` the `start_runner` fixture.
+StartRunner = Callable[[], contextlib.AbstractAsyncContextManager[Bus]]
 
 
 def running_runner(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
@@ -26,6 +30,12 @@ def running_runner(nats_url: str, config: AppConfig) -> contextlib.AbstractAsync
         await until_answering(bus.subjects.threads("state"), bus, task)
 
     return running_component(nats_url, config, run_runner, "runner", ready)
+
+
+@pytest.fixture
+def start_runner(nats_url: str, app_config: Callable[[], AppConfig]) -> StartRunner:
+    """`async with start_runner():` a runner on the test's config as the test has set it by then."""
+    return lambda: running_runner(nats_url, app_config())
 
 
 def ask(thread_id: str, text: str, **kw: Any) -> RunRequest:
