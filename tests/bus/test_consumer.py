@@ -14,6 +14,7 @@ from bus.capacity import Capacity
 from bus.consumer import CAPACITY_STEP
 from bus.dlq import H_CONSUMER, H_DELIVERIES, H_REASON, H_SUBJECT
 from bus.messages import InboundMessage
+from tests.support.consumers import inbound_consumer
 
 pytestmark = pytest.mark.asyncio
 
@@ -42,17 +43,8 @@ async def dlq_watch(bus: Bus) -> AsyncIterator[Watch]:
 def chat_consumer(
     bus: Bus, handler: Callable[[InboundMessage, Delivery], Awaitable[None]], **kw: Any
 ) -> Consumer[InboundMessage]:
-    s = bus.subjects
-    options: dict[str, Any] = {"backoff": (0.05,), "drain_timeout": 5.0, **kw}
-    return Consumer(
-        bus,
-        stream=s.chat_in_partition_stream(0),
-        durable="test",
-        filter_subjects=[s.chat_in_all],
-        model=InboundMessage,
-        handler=handler,
-        **options,
-    )
+    """Every inbound message, redelivered quickly after a failure."""
+    return inbound_consumer(bus, handler, **{"backoff": (0.05,), "drain_timeout": 5.0, **kw})
 
 
 def inbound(text: str = "hi", **kw: Any) -> InboundMessage:

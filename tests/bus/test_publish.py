@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
-from bus import Bus, Consumer, Delivery
+from bus import Bus, Delivery
 from bus.messages import InboundMessage
+from tests.support.consumers import inbound_consumer
 
 pytestmark = pytest.mark.asyncio
 
@@ -36,15 +37,7 @@ async def test_duplicate_publishes_with_one_msg_id_are_delivered_once(bus: Bus) 
         if len(got) == 2:
             two.set()
 
-    s = bus.subjects
-    async with Consumer(
-        bus,
-        stream=s.chat_in_partition_stream(0),
-        durable="d",
-        filter_subjects=[s.chat_in_all],
-        model=InboundMessage,
-        handler=handle,
-    ):
+    async with inbound_consumer(bus, handle, "d"):
         await asyncio.wait_for(two.wait(), 10)
     assert got == ["hello", "second"]
 
