@@ -12,7 +12,7 @@ from langgraph_sdk.client import LangGraphClient
 from config import AppConfig
 from tests.support.gateway import running_gateway, stack_config  # noqa: F401  (the fixture)
 from tests.support.memory import running_updater
-from tests.support.runner import running_runner
+from tests.support.runner import running_runner, start_runner  # noqa: F401  (start_runner: a fixture)
 from tests.support.sandbox import running_broker
 from tests.support.schedules import running_scheduler
 
