@@ -13,6 +13,7 @@ from playwright.async_api import expect
 from bus import Bus
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.webui.conftest import UI_TESTS, OpenPage, Stack
+from tests.webui.pages import send
 
 pytestmark = UI_TESTS
 
@@ -74,8 +75,7 @@ async def test_subagent_cards_and_tool_steps_survive_reloads_and_the_live_logs_e
     try:
         page = await open_page()
         await page.locator("label", has_text="Subagents").click()
-        await page.locator("#input").fill("count the south herd")
-        await page.locator("#send").click()
+        await send(page, "count the south herd")
         card = page.locator(".task")
         await expect(card.locator(".task-desc")).to_have_text("count the south herd")
         await page.reload()  # mid-run: the card comes back from the run's log
