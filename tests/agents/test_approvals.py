@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,9 +13,9 @@ from bus.approvals import answer_run_id
 from bus.messages import RunCommand, RunRequest
 from bus.runs import collect_run
 from config import AppConfig, ApprovalsConfig
-from tests.conftest import finished, run_antler
+from tests.conftest import finished
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import StartRunner, ask, running_runner, submit_and_collect
+from tests.support.runner import AntlerCli, StartRunner, ask, running_runner, submit_and_collect
 from tests.support.sandbox import running_broker
 from tests.support.schedules import running_scheduler
 
@@ -163,23 +162,18 @@ async def test_an_unanswered_request_expires_into_a_denial_the_model_reads(
 async def test_a_runner_sigkilled_while_the_approval_waits_loses_nothing_and_the_call_runs_once(
     bus: Bus,
     fake_model: FakeOpenAI,
-    nats_url: str,
     config_data: dict[str, Any],
-    config_file: Callable[[], Path],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     start_runner: StartRunner,
+    counted_calls: Callable[[], list[str]],
+    antler_cli: AntlerCli,
 ) -> None:
-    calls = tmp_path / "calls.txt"
-    monkeypatch.setenv("ANTLER_TEST_CALLS_FILE", str(calls))
-    config_data["tools"] = [{"name": "count_calls", "use": "tests.components.tools:count_calls"}]
     config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["count_calls"], "action": "ask"}]}
     fake_model.script(
         Reply(tool_calls=[ToolCall("count_calls", {"note": "once"})]),
         Reply(text="Counted, once.", when="counted: once"),
     )
     request = ask("t-approve-kill", "count it")
-    doomed = await run_antler("run", "runner", "-c", str(config_file()), "--nats-url", nats_url)
+    doomed = await antler_cli("run", "runner")
     try:
         first = await submit_and_collect(bus, request)
     finally:
@@ -190,7 +184,7 @@ async def test_a_runner_sigkilled_while_the_approval_waits_loses_nothing_and_the
     async with start_runner():
         answered = await submit_and_collect(bus, resume("t-approve-kill", "approve"))
     assert messages(answered)[-1]["content"] == "Counted, once."
-    assert calls.read_text().splitlines() == ["once"]
+    assert counted_calls() == ["once"]
     assert asked["tool"] == "count_calls"
 
 

@@ -8,7 +8,7 @@ again from scratch while the run is unfinished, which loses the count the same w
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,13 +28,10 @@ async def test_a_run_whose_delivery_count_was_lost_resumes_as_a_later_attempt(
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     runner_killed_mid_run: KillRunner,
     start_runner: StartRunner,
+    counted_calls: Callable[[], list[str]],
 ) -> None:
-    monkeypatch.setenv("ANTLER_TEST_CALLS_FILE", str(tmp_path / "calls.txt"))
-    config_data["tools"] = [{"name": "count_calls", "use": "tests.components.tools:count_calls"}]
     config_data["bus"]["ack_wait_seconds"] = 1.0
     fake_model.script(
         Reply(tool_calls=[ToolCall("count_calls", {"note": "step one"})]),

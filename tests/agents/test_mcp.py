@@ -16,11 +16,10 @@ import pytest
 from bus import Bus
 from bus.content import text_of
 from bus.runs import collect_run, submit_run
-from config import AppConfig
 from tests.conftest import REPO
 from tests.fakes.mcp_servers import OAuthMcpServer
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import StartRunner, ask, running_runner, submit_and_collect
+from tests.support.runner import StartRunner, StartStack, ask, running_runner, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 
@@ -215,24 +214,18 @@ async def test_oauth_with_a_refresh_token_keeps_the_newest_one_and_recovers_from
 
 
 async def test_names_two_servers_share_are_prefixed_and_subagents_get_mcp_tools_too(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    extensions: Any,
+    bus: Bus, fake_model: FakeOpenAI, extensions: Any, start_stack: StartStack
 ) -> None:
     from tests.support.subagents import delegate, running_executor, task_call, tool_results
 
     extensions({"notes": STDIO, "backup": STDIO})
-    config = app_config()
     fake_model.script(
         Reply(tool_calls=[task_call("call_m", "Add 6 and 7 with the notes server")]),
         Reply(tool_calls=[ToolCall("notes_add_numbers", {"a": 6, "b": 7})], when="Add 6 and 7"),
         Reply(text="It is 13.", when="the sum is 13"),
         Reply(text="The subagent says 13."),
     )
-    async with running_runner(nats_url, config), running_executor(nats_url, config):
+    async with start_stack(running_runner, running_executor):
         request = delegate("t-mcp-sub", "What is 6+7? Ask a subagent.")
         await submit_run(bus, request)
         events = await collect_run(bus, request.run_id)

@@ -16,7 +16,7 @@ from bus.runs import collect_run, follow_run, submit_run
 from tests.conftest import both_checkpointers
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.ports import free_port
-from tests.support.runner import StartRunner, ask, submit_and_collect
+from tests.support.runner import StartRunner, a_slow_run, ask, submit_and_collect
 from tests.support.runs import streamed_text
 
 pytestmark = pytest.mark.asyncio
@@ -169,10 +169,7 @@ async def test_two_runs_on_two_threads_at_once_both_finish(
 async def test_a_second_run_on_a_busy_thread_is_rejected_with_reject(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:
-    fake_model.script(Reply(text="slow answer", delay=2))
-    first = ask("t-busy", "take your time")
-    await submit_run(bus, first)
-    await fake_model.wait_for_requests(1)
+    first = await a_slow_run(bus, fake_model, "t-busy", "slow answer")
     second = ask("t-busy", "me too", multitask_strategy="reject")
     events = await submit_and_collect(bus, second)
     errors = [e.data for e in events if e.event == "error"]
