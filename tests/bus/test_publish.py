@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from bus import Bus, Delivery
+from bus import Bus
 from bus.messages import InboundMessage
-from tests.support.consumers import inbound_consumer
+from tests.support.consumers import Texts, inbound_consumer
 
 pytestmark = pytest.mark.asyncio
 
@@ -29,17 +27,9 @@ async def test_duplicate_publishes_with_one_msg_id_are_delivered_once(bus: Bus) 
     stored = await bus.js.stream_info(bus.subjects.chat_in_partition_stream(0))
     assert stored.state.messages == 2, "the duplicates were never stored"
 
-    got: list[str] = []
-    two = asyncio.Event()
-
-    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
-        got.append(msg.text)
-        if len(got) == 2:
-            two.set()
-
-    async with inbound_consumer(bus, handle, "d"):
-        await asyncio.wait_for(two.wait(), 10)
-    assert got == ["hello", "second"]
+    got = Texts()
+    async with inbound_consumer(bus, got, "d"):
+        assert await got.until(2) == ["hello", "second"]
 
 
 async def test_the_same_platform_message_id_in_two_chats_is_not_a_duplicate(bus: Bus) -> None:
