@@ -32,6 +32,7 @@ from tests.support.adapters import (  # noqa: F401  (fixtures)
     wecom,
 )
 from tests.support.chat import router_stack  # noqa: F401  (a fixture)
+from tests.support.runner import start_stack  # noqa: F401  (a fixture)
 
 
 @contextlib.asynccontextmanager

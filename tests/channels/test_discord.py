@@ -15,8 +15,8 @@ from channels.discord import run as run_discord
 from config import AppConfig
 from skills import SkillsCatalog
 from tests.fakes.discord_server import BOT_ID, DM_CHANNEL, GENERAL, THREAD, FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
-from tests.support.adapters import StartAdapter
+from tests.fakes.openai_server import FakeOpenAI, Reply, unfenced
+from tests.support.adapters import StartAdapter, file_in_file_out
 
 
 @pytest_asyncio.fixture
@@ -168,14 +168,9 @@ async def test_files_go_both_ways(
     stack: AppConfig,
 ) -> None:
     fake_model.script(
-        Reply(tool_calls=[ToolCall("read_file", {"path": "/mnt/user-data/uploads/minutes.txt"})]),
-        Reply(
-            tool_calls=[
-                ToolCall("write_file", {"path": "/mnt/user-data/outputs/notes.md", "content": "# Ship\n"})
-            ]
-        ),
-        Reply(tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/notes.md"]})]),
-        Reply(text="The meeting decided to ship; notes attached."),
+        *file_in_file_out(
+            "minutes.txt", "notes.md", "# Ship\n", "The meeting decided to ship; notes attached."
+        )
     )
     discord.user_message("what was decided?", files={"minutes.txt": b"Decision: ship on Friday."})
     await _until(discord, lambda: any(m["files"] for m in discord.bot_messages()), "no file came back")

@@ -36,7 +36,7 @@ from channels.router import RUN_NAMESPACE
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.chat import Chat, running_router
-from tests.support.runner import running_runner
+from tests.support.runner import StartStack, running_runner
 from tests.support.runs import stored_events
 from tests.support.unsplit import make_unsplit_installation
 
@@ -224,19 +224,10 @@ async def test_a_chat_whose_thread_was_deleted_starts_a_fresh_one(
 
 
 async def test_only_allowed_users_and_mentions_in_groups_get_answers(
-    bus: Bus,
-    nats_url: str,
-    fake_model: FakeOpenAI,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_stack: StartStack
 ) -> None:
     config_data["channels"] = {"telegram": {"allowed_users": ["alice"], "require_mention_in_groups": True}}
-    config = app_config()
-    async with (
-        running_runner(nats_url, config),
-        running_router(nats_url, config),
-        Chat(bus, "telegram") as chat,
-    ):
+    async with start_stack(running_runner, running_router), Chat(bus, "telegram") as chat:
         await chat.say("hi from a stranger", user_id="mallory")
         await chat.say("group chatter", user_id="alice", chat_type="group", chat_id="g1")
         await chat.say("@bot hello", user_id="alice", chat_type="group", chat_id="g1", mentioned=True)
@@ -448,12 +439,11 @@ async def test_routers_serve_the_partitions_the_streams_have_whatever_their_own_
 
 
 async def test_a_router_follows_a_partition_count_changed_while_it_runs(
-    bus: Bus, nats_url: str, fake_model: FakeOpenAI, app_config: Callable[[], AppConfig]
+    bus: Bus, nats_url: str, fake_model: FakeOpenAI, start_stack: StartStack
 ) -> None:
     """An operator raises the count and provisions (nothing waits in CHAT_IN): the chats that now
     fall in the new partitions are answered by the routers already running, without a restart."""
-    config = app_config()
-    async with running_runner(nats_url, config), running_router(nats_url, config), Chat(bus) as chat:
+    async with start_stack(running_runner, running_router), Chat(bus) as chat:
         assert await chat_partitions(bus) == 4
         raised = await connect_and_provision(nats_url, bus.config.model_copy(update={"chat_partitions": 8}))
         await raised.close()
@@ -627,13 +617,12 @@ async def test_a_message_naming_a_file_it_did_not_stage_moves_and_deletes_nothin
 
 
 async def test_a_threads_finals_go_out_in_the_order_its_messages_were_sent(
-    bus: Bus, app_config: Callable[[], AppConfig], nats_url: str
+    bus: Bus, start_stack: StartStack
 ) -> None:
     """The second run of a chat ended before the first's `end` reached the router (a stalled runner
     process frees the thread just before it publishes `end`): the chat still gets the answers in the
     order it asked."""
-    config = app_config()
-    async with running_router(nats_url, config), Chat(bus) as chat:
+    async with start_stack(running_router), Chat(bus) as chat:
         first = await chat.say("question one", chat_id="c-order")
         second = await chat.say("question two", chat_id="c-order")
         runs = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)

@@ -9,6 +9,7 @@ from channels.slack import mrkdwn
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.fakes.slack_server import BOT_USER, FakeSlack
+from tests.support.adapters import the_agent_read
 
 
 def dm(text: str, ts: str = "1700000000.000100") -> dict[str, Any]:
@@ -97,10 +98,7 @@ async def test_a_file_shared_in_a_dm_reaches_the_agent_as_an_upload(
     event.update(subtype="file_share", files=[slack.share_file("todo.txt", b"- buy milk\n- call mum\n")])
     slack.send_event(event)
     await slack.wait_for("chat.postMessage")
-    assert "/mnt/user-data/uploads/todo.txt" in unfenced(
-        fake_model.agent_requests[0]["messages"][-1]["content"]
-    )
-    assert unfenced(fake_model.agent_requests[1]["messages"][-1]["content"]) == "- buy milk\n- call mum\n"
+    the_agent_read(fake_model, "todo.txt", "- buy milk\n- call mum\n")
 
 
 async def test_socket_mode_reconnects_after_the_link_breaks(

@@ -22,6 +22,7 @@ from tests.conftest import running_component
 from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.wechat_server import FakeWeChat
@@ -103,6 +104,26 @@ feishu = fake_platform(FakeFeishu, "The fake Feishu (open API and long connectio
 dingtalk = fake_platform(FakeDingTalk, "The fake DingTalk (open API and Stream mode).")
 wecom = fake_platform(FakeWeCom, "The fake WeCom (its API, and the client calling the adapter's callback).")
 wechat = fake_platform(FakeWeChat, "The fake WeChat official account (its API and callback client).")
+
+
+def the_agent_read(fake_model: FakeOpenAI, upload: str, content: str) -> None:
+    """The message's upload was named to the model, which read `content` from it next."""
+    assert f"/mnt/user-data/uploads/{upload}" in unfenced(
+        fake_model.agent_requests[0]["messages"][-1]["content"]
+    )
+    assert unfenced(fake_model.agent_requests[1]["messages"][-1]["content"]) == content
+
+
+def file_in_file_out(upload: str, output: str, content: str, answer: str) -> list[Reply]:
+    """The model's turns when a user sends a file and gets one back: it reads the upload (named
+    `upload`), writes `content` to the output `output`, presents it, and answers `answer`."""
+    written = f"/mnt/user-data/outputs/{output}"
+    return [
+        Reply(tool_calls=[ToolCall("read_file", {"path": f"/mnt/user-data/uploads/{upload}"})]),
+        Reply(tool_calls=[ToolCall("write_file", {"path": written, "content": content})]),
+        Reply(tool_calls=[ToolCall("present_files", {"filepaths": [written]})]),
+        Reply(text=answer),
+    ]
 
 
 @pytest_asyncio.fixture
