@@ -10,9 +10,13 @@ from playwright.async_api import expect
 from tests.fakes.openai_server import Reply
 
 
-async def send(page, text: str) -> None:  # type: ignore[no-untyped-def]
+async def send(page, text: str, enter: bool = False) -> None:  # type: ignore[no-untyped-def]
+    """Type `text` in the composer and send it (with the Send button, or the Enter key)."""
     await page.locator("#input").fill(text)
-    await page.locator("#send").click()
+    if enter:
+        await page.locator("#input").press("Enter")
+    else:
+        await page.locator("#send").click()
 
 
 def thread_of(page) -> str:  # type: ignore[no-untyped-def]

@@ -20,12 +20,10 @@ async def test_a_message_typed_while_an_answer_streams_is_queued_then_sent(
     stack.model.script(Reply(text="First answer.", hold=hold), Reply(text="Second answer."))
     try:
         page = await open_page()
-        await page.locator("#input").fill("first question")
-        await page.locator("#input").press("Enter")
+        await send(page, "first question", enter=True)
         await expect(page.locator("#stop")).to_be_visible()
         # typed and sent with Enter while the first answer is being written: kept, shown as queued
-        await page.locator("#input").fill("second question")
-        await page.locator("#input").press("Enter")
+        await send(page, "second question", enter=True)
         await expect(page.locator("#queued .queued-text")).to_have_text("second question")
         await expect(page.locator("#input")).to_have_value("")
         hold.set()
@@ -42,11 +40,9 @@ async def test_a_queued_message_can_be_taken_back_to_the_composer(open_page: Ope
     stack.model.script(Reply(text="Only answer.", hold=hold))
     try:
         page = await open_page()
-        await page.locator("#input").fill("a question")
-        await page.locator("#input").press("Enter")
+        await send(page, "a question", enter=True)
         await expect(page.locator("#stop")).to_be_visible()
-        await page.locator("#input").fill("on second thought")
-        await page.locator("#input").press("Enter")
+        await send(page, "on second thought", enter=True)
         await page.get_by_role("button", name="Edit the queued message").click()
         await expect(page.locator("#queued .queued-item")).to_have_count(0)
         await expect(page.locator("#input")).to_have_value("on second thought")

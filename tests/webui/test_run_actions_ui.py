@@ -21,8 +21,7 @@ pytestmark = UI_TESTS
 async def test_regenerate_thumbs_up_edit_and_branch(open_page: OpenPage, stack: Stack) -> None:
     stack.model.script(Reply(text="Paris, first try.", when="France"))
     page = await open_page()
-    await page.locator("#input").fill("capital of France?")
-    await page.locator("#input").press("Enter")
+    await send(page, "capital of France?", enter=True)
     answers = page.locator(".msg-ai > .md")
     await expect(answers).to_have_text(["Paris, first try."])
 
@@ -110,8 +109,7 @@ async def test_the_icons_are_drawn_not_taken_from_a_font(
     SVG of its own, and no button's text is a pictograph."""
     stack.model.script(Reply(text="Icons, drawn.", when="ICON-MARK"))
     page = await open_page()
-    await page.locator("#input").fill("ICON-MARK show me")
-    await page.locator("#input").press("Enter")
+    await send(page, "ICON-MARK show me", enter=True)
     # Each is drawn at a size one can see (the foot is redrawn once the run is known: wait for it).
     await page.wait_for_function(
         """() => ["Regenerate this answer", "Branch from here", "Good answer", "Bad answer"].every((name) => {
