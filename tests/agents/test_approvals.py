@@ -12,10 +12,10 @@ from bus import Bus
 from bus.approvals import answer_run_id
 from bus.messages import RunCommand, RunRequest
 from bus.runs import collect_run
-from config import AppConfig, ApprovalsConfig
+from config import ApprovalsConfig
 from tests.conftest import finished
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import AntlerCli, StartRunner, ask, running_runner, submit_and_collect
+from tests.support.runner import AntlerCli, StartRunner, StartStack, ask, running_runner, submit_and_collect
 from tests.support.sandbox import running_broker
 from tests.support.schedules import running_scheduler
 
@@ -84,18 +84,17 @@ def test_answers_in_the_shapes_clients_send(answer: Any, approved: bool) -> None
 async def test_a_bash_call_waits_for_approval_and_runs_once_approved_on_another_runner(
     bus: Bus,
     fake_model: FakeOpenAI,
-    nats_url: str,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    start_stack: StartStack,
+    start_runner: StartRunner,
 ) -> None:
     config_data["approvals"] = BASH_ASKS
     fake_model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo approved-and-ran"})]),
         Reply(text="It printed what you asked.", when="approved-and-ran"),
     )
-    config = app_config()
-    async with running_broker(nats_url, config):
-        async with running_runner(nats_url, config):
+    async with start_stack(running_broker):
+        async with start_runner():
             first = await submit_and_collect(bus, ask("t-approve", "say it"))
         # The runner that asked is gone: nothing waits in a process, the checkpoint keeps the request.
         [request] = approvals(first)
@@ -103,7 +102,7 @@ async def test_a_bash_call_waits_for_approval_and_runs_once_approved_on_another_
         assert request["description"] == "bash: echo approved-and-ran"
         assert first[-1].data["status"] == "success"
         assert not [m for m in messages(first) if m["type"] == "tool"]  # nothing ran yet
-        async with running_runner(nats_url, config):
+        async with start_runner():
             second = await submit_and_collect(bus, resume("t-approve", {"decision": "approve"}))
     [result] = [m for m in messages(second) if m["type"] == "tool"]
     assert "approved-and-ran" in result["content"]
@@ -135,19 +134,14 @@ async def test_a_denied_call_is_not_run_and_the_model_reads_why(
 
 @pytest.mark.asyncio
 async def test_an_unanswered_request_expires_into_a_denial_the_model_reads(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_stack: StartStack
 ) -> None:
     config_data["approvals"] = {**BASH_ASKS, "timeout_seconds": 1}
     fake_model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo too-late"})], when="expire me"),
         Reply(text="Nobody said yes, so I did not run it.", when="in time"),
     )
-    config = app_config()
-    async with running_runner(nats_url, config), running_scheduler(nats_url, config):
+    async with start_stack(running_runner, running_scheduler):
         first = await submit_and_collect(bus, ask("t-expire", "expire me"))
         [request] = approvals(first)
         # Fired by the server when the time is up: the request's one answer run, a denial.
@@ -190,11 +184,7 @@ async def test_a_runner_sigkilled_while_the_approval_waits_loses_nothing_and_the
 
 @pytest.mark.asyncio
 async def test_approved_always_the_tool_asks_no_more_in_that_thread(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_stack: StartStack
 ) -> None:
     config_data["approvals"] = BASH_ASKS
     fake_model.script(
@@ -203,8 +193,7 @@ async def test_approved_always_the_tool_asks_no_more_in_that_thread(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo second-time"})], when="again"),
         Reply(text="Done again, unasked.", when="second-time"),
     )
-    config = app_config()
-    async with running_runner(nats_url, config), running_broker(nats_url, config):
+    async with start_stack(running_runner, running_broker):
         await submit_and_collect(bus, ask("t-always", "first"))
         await submit_and_collect(bus, resume("t-always", "approve always"))
         again = await submit_and_collect(bus, ask("t-always", "again"))

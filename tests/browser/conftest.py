@@ -19,6 +19,7 @@ from tests.conftest import running_component, until_answering
 from tests.fakes.openai_server import FakeOpenAI, unfenced
 from tests.fakes.web_pages import WebPages
 from tests.support.browser import CHROMIUM, browser_ready
+from tests.support.runner import antler_cli  # noqa: F401  (a fixture)
 
 
 @pytest.fixture

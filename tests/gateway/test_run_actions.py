@@ -4,24 +4,14 @@ shapes: regenerate, edit and resend, branch, thumbs up or down; another user's t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-import pytest_asyncio
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.asyncio
-
-
-@pytest_asyncio.fixture
-async def bob(api_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}, timeout=30
-    ) as client:
-        yield client
 
 
 def said(text: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.chat import Chat, running_router
 from tests.support.gateway import running_gateway
-from tests.support.runner import StartRunner, ask, running_runner, submit_and_collect
+from tests.support.runner import StartRunner, StartStack, ask, running_runner, submit_and_collect
 from tests.support.skill_files import ALIAS_BOMB
 
 pytestmark = pytest.mark.asyncio
@@ -229,15 +229,14 @@ async def test_a_slash_command_through_the_api_activates_the_skill_and_its_allow
 
 
 async def test_a_skill_slash_command_in_a_chat_reaches_the_agent_and_an_unknown_one_gets_help(
-    bus: Bus, nats_url: str, fake_model: FakeOpenAI, app_config: Any, one_skill: Callable[[str, str], None]
+    bus: Bus, fake_model: FakeOpenAI, one_skill: Callable[[str, str], None], start_stack: StartStack
 ) -> None:
     one_skill(
         "public/data-analysis",
         "---\nname: data-analysis\ndescription: Analyse data files. Uses Python.\n---\n"
         "Profile the columns first.\n",
     )
-    config = app_config()
-    async with running_runner(nats_url, config), running_router(nats_url, config), Chat(bus) as chat:
+    async with start_stack(running_runner, running_router), Chat(bus) as chat:
         fake_model.script(Reply(text="Here is the profile."))
         await chat.say("/data-analysis sales.csv")
         assert (await chat.final()).text == "Here is the profile."
