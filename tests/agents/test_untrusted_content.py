@@ -100,6 +100,19 @@ def test_forged_sections_in_other_spellings_are_escaped(forged: str) -> None:
     assert not any(c in cleaned for c in "<\uff1c\u3008["), cleaned
 
 
+async def tool_result_seen(
+    bus: Bus, fake_model: FakeOpenAI, start_runner: StartRunner, call: ToolCall, text: str
+) -> str:
+    """The owner asks `text`; the model makes `call`, then answers. The run ends well: the tool's
+    result as the model was sent it."""
+    fake_model.script(Reply(tool_calls=[call]), Reply(text="Here is what I found."))
+    async with start_runner():
+        events = await submit_and_collect(bus, ask(f"t-{call.name}", text))
+    assert [e.event for e in events][-1] == "end"
+    (result,) = sent(fake_model, "tool")
+    return result
+
+
 async def test_a_hostile_web_page_reaches_the_model_fenced_and_cleaned(
     bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_runner: StartRunner
 ) -> None:
@@ -114,14 +127,8 @@ async def test_a_hostile_web_page_reaches_the_model_fenced_and_cleaned(
                 "max_chars": 20000,
             }
         ]
-        fake_model.script(
-            Reply(tool_calls=[ToolCall("web_fetch", {"url": url})]),
-            Reply(text="Luna moths live about a week."),
-        )
-        async with start_runner():
-            events = await submit_and_collect(bus, ask("t-hostile-page", "Tell me about luna moths"))
-    assert [e.event for e in events][-1] == "end"
-    (result,) = sent(fake_model, "tool")
+        call = ToolCall("web_fetch", {"url": url})
+        result = await tool_result_seen(bus, fake_model, start_runner, call, "Tell me about luna moths")
     assert_contained(result, "tool web_fetch")
     (system,) = sent(fake_model, "system")
     assert BOUNDARY_PROMPT in system
@@ -152,14 +159,8 @@ async def test_a_hostile_mcp_result_reaches_the_model_fenced_and_cleaned(
     server = {"type": "stdio", "command": sys.executable, "args": ["-c", INBOX_SERVER, json.dumps(INJECTION)]}
     path.write_text(json.dumps({"mcpServers": {"inbox": server}}), encoding="utf-8")
     monkeypatch.setenv("ANTLER_EXTENSIONS_CONFIG_PATH", str(path))
-    fake_model.script(
-        Reply(tool_calls=[ToolCall("latest_email", {})]),
-        Reply(text="Your newest email is about moths."),
-    )
-    async with start_runner():
-        events = await submit_and_collect(bus, ask("t-hostile-mcp", "What is my newest email?"))
-    assert [e.event for e in events][-1] == "end"
-    (result,) = sent(fake_model, "tool")
+    call = ToolCall("latest_email", {})
+    result = await tool_result_seen(bus, fake_model, start_runner, call, "What is my newest email?")
     assert_contained(result, "tool latest_email")
 
 
