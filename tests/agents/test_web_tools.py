@@ -17,6 +17,7 @@ from bus import Bus
 from config import AppConfig, load_config
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.web_providers import FakeSearxng, FakeTavily, Hit, Image
+from tests.support.fakes import fake_fixture
 from tests.support.runner import StartRunner, ask, submit_and_collect
 
 SEARCH = "agents.tools.community.web_search:make_web_search"
@@ -35,10 +36,7 @@ async def tavily() -> AsyncIterator[FakeTavily]:
         yield fake
 
 
-@pytest_asyncio.fixture
-async def searxng() -> AsyncIterator[FakeSearxng]:
-    async with FakeSearxng() as fake:
-        yield fake
+searxng = fake_fixture(FakeSearxng, "The fake SearXNG instance.")
 
 
 def build(entry: dict[str, Any]) -> BaseTool:

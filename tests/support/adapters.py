@@ -28,6 +28,7 @@ from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.wechat_server import FakeWeChat
 from tests.fakes.wecom_server import FakeWeCom
 from tests.support.chat import running_router
+from tests.support.fakes import fake_fixture
 from tests.support.runner import running_runner
 from tests.support.sandbox import running_broker
 
@@ -85,25 +86,13 @@ def start_adapter(
     return functools.partial(adapter_stack, nats_url, config_data, app_config)
 
 
-def fake_platform(make: Callable[[], contextlib.AbstractAsyncContextManager[Fake]], doc: str) -> Any:
-    """A fixture giving each test a fresh, started fake (`make()`), stopped after it."""
-
-    @pytest_asyncio.fixture
-    async def fake() -> AsyncIterator[Fake]:
-        async with make() as started:
-            yield started
-
-    fake.__doc__ = doc
-    return fake
-
-
-telegram = fake_platform(FakeTelegram, "The fake Bot API the Telegram adapter talks to.")
-discord = fake_platform(FakeDiscord, "The fake Discord (REST API and Gateway) the Discord adapter talks to.")
-slack = fake_platform(FakeSlack, "The fake Slack (Web API and Socket Mode) the Slack adapter talks to.")
-feishu = fake_platform(FakeFeishu, "The fake Feishu (open API and long connection).")
-dingtalk = fake_platform(FakeDingTalk, "The fake DingTalk (open API and Stream mode).")
-wecom = fake_platform(FakeWeCom, "The fake WeCom (its API, and the client calling the adapter's callback).")
-wechat = fake_platform(FakeWeChat, "The fake WeChat official account (its API and callback client).")
+telegram = fake_fixture(FakeTelegram, "The fake Bot API the Telegram adapter talks to.")
+discord = fake_fixture(FakeDiscord, "The fake Discord (REST API and Gateway) the Discord adapter talks to.")
+slack = fake_fixture(FakeSlack, "The fake Slack (Web API and Socket Mode) the Slack adapter talks to.")
+feishu = fake_fixture(FakeFeishu, "The fake Feishu (open API and long connection).")
+dingtalk = fake_fixture(FakeDingTalk, "The fake DingTalk (open API and Stream mode).")
+wecom = fake_fixture(FakeWeCom, "The fake WeCom (its API, and the client calling the adapter's callback).")
+wechat = fake_fixture(FakeWeChat, "The fake WeChat official account (its API and callback client).")
 
 
 def the_agent_read(fake_model: FakeOpenAI, upload: str, content: str) -> None:
