@@ -21,7 +21,7 @@ from bus import Bus
 from config import AppConfig
 from gateway.accounts import AccountStore
 from tests.support.gateway import running_gateway
-from tests.support.oidc_idp import IdP, running_idp
+from tests.support.oidc_idp import IdP, antler_client, running_idp
 from tests.support.ports import free_port
 
 AUTH = "/api/v1/auth"
@@ -71,13 +71,7 @@ def sso_config(stack_config: AppConfig, issuer: str, port: int) -> AppConfig:
 @pytest_asyncio.fixture
 async def stack(nats_url: str, stack_config: AppConfig) -> AsyncIterator[Stack]:
     port = free_port()
-    client = {
-        "client_id": "antler",
-        "client_secret": SECRET,
-        "redirect_uris": [f"http://127.0.0.1:{port}{AUTH}/callback/corp"],
-        "post_logout_redirect_uris": [f"http://127.0.0.1:{port}/"],
-    }
-    async with running_idp([client], PEOPLE) as idp:
+    async with running_idp([antler_client(port, SECRET)], PEOPLE) as idp:
         config = sso_config(stack_config, idp.issuer, port)
         async with running_gateway(nats_url, config) as base:
             yield Stack(base, idp)

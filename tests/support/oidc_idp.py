@@ -35,6 +35,16 @@ class IdP:
             answer.raise_for_status()
 
 
+def antler_client(port: int, secret: str) -> dict[str, Any]:
+    """The provider's registration of an Antler gateway on `port` signing people in as provider `corp`."""
+    return {
+        "client_id": "antler",
+        "client_secret": secret,
+        "redirect_uris": [f"http://127.0.0.1:{port}/api/v1/auth/callback/corp"],
+        "post_logout_redirect_uris": [f"http://127.0.0.1:{port}/"],
+    }
+
+
 @contextlib.asynccontextmanager
 async def running_idp(
     clients: list[dict[str, Any]], accounts: dict[str, dict[str, Any]]

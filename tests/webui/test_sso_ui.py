@@ -20,7 +20,7 @@ from config.loader import _build
 from tests.conftest import component_bus, fail_on_violations
 from tests.support.gateway import running_gateway
 from tests.support.nats_users import SecuredServer
-from tests.support.oidc_idp import running_idp
+from tests.support.oidc_idp import antler_client, running_idp
 from tests.support.ports import free_port
 from tests.webui.conftest import DESKTOP, UI_TESTS
 
@@ -48,14 +48,8 @@ async def sso_stack(
     users = nats_server.open_stack(f"t{uuid.uuid4().hex[:10]}", tmp / "data")
     bus = BusConfig(prefix=users.prefix)
     port = free_port()
-    client = {
-        "client_id": "antler",
-        "client_secret": SECRET,
-        "redirect_uris": [f"http://127.0.0.1:{port}/api/v1/auth/callback/corp"],
-        "post_logout_redirect_uris": [f"http://127.0.0.1:{port}/"],
-    }
     try:
-        async with running_idp([client], PEOPLE) as idp:
+        async with running_idp([antler_client(port, SECRET)], PEOPLE) as idp:
             data = {
                 "bus": component_bus(bus, tmp / "data"),
                 "models": [
