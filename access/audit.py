@@ -4,7 +4,8 @@ record's `detail` is a small mapping of plain facts (no tokens, passwords, keys:
 dropped whatever a caller passes).
 
 Actions: `sign_in`, `sign_in_refused`, `account_created`, `role_changed`, `chat_linked`,
-`run_started`, `run_refused`, `tool_call`, `tool_refused`, `admin_change`.
+`run_started`, `run_refused`, `budget_refused`, `tool_call`, `tool_refused`, `admin_change`,
+`schedule_changed`.
 """
 
 from __future__ import annotations

@@ -79,8 +79,17 @@ class RunAccess:
         )
 
 
-def tool_filter(permissions: Permissions) -> Callable[[str, str | None], bool] | None:
-    """Whether the role lets the model see a tool (by name and group); None: every tool."""
-    if "*" in permissions.config.tools:
+# Offered whatever the role says: `tool_search` finds only the deferred tools the role offers, and
+# without it a role allowing an MCP server's tools could not reach them when they are deferred.
+ALWAYS_OFFERED = frozenset({"tool_search"})
+
+
+def tool_filter(permissions: Permissions) -> Callable[[str, str | None, str | None], bool] | None:
+    """Whether the role lets the model see a tool (by name, group and MCP server); None: every tool."""
+    if permissions.every_tool:
         return None
-    return lambda name, group: permissions.tool(name, group)
+
+    def offered(name: str, group: str | None, mcp_server: str | None = None) -> bool:
+        return name in ALWAYS_OFFERED or permissions.tool(name, group, mcp_server)
+
+    return offered

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bus.messages import ChatOrigin
+from bus.messages import ChatOrigin, EgressPolicy
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,11 @@ class RunContext:
     tool_groups: frozenset[str] | None = None
     tool_group_of: dict[str, str] = field(default_factory=dict)
     origin: ChatOrigin | None = None  # the chat a chat's run came from (its scheduled tasks answer there)
-    tool_filter: Any = None  # the person's role (access.runner.tool_filter): (name, group) -> offered
+    tool_server_of: dict[str, str] = field(default_factory=dict)  # an MCP tool's server
+    tool_filter: Any = None  # the person's role (access.runner.tool_filter): (name, group, server) -> offered
     role: str | None = None  # the person's role's name (access.policy), for the approval rules
+    # Where the run's network access may go (access.egress): its sandbox commands and web_fetch.
+    egress: EgressPolicy | None = None
     # Messages steered into the run while it works (agents.runner.steering), a list the runner fills
     # and the steering middleware empties before each model call.
     steering: list[dict[str, Any]] | None = field(default=None, compare=False)
@@ -85,6 +88,6 @@ class RunContext:
         if self.allowed_tools is not None and name not in self.allowed_tools:
             return False
         group = self.tool_group_of.get(name)
-        if self.tool_filter is not None and not self.tool_filter(name, group):
+        if self.tool_filter is not None and not self.tool_filter(name, group, self.tool_server_of.get(name)):
             return False
         return self.tool_groups is None or group is None or group in self.tool_groups

@@ -102,6 +102,12 @@ COMPONENTS: dict[str, ComponentSpec] = {
             lambda c: c.channels.wechat.enabled,
         ),
         ComponentSpec(
+            "msteams",
+            "channels.msteams:run",
+            "Microsoft Teams bot (messaging endpoint)",
+            lambda c: c.channels.msteams.enabled,
+        ),
+        ComponentSpec(
             "agentproto",
             "agentproto.host:run",
             "the NATS agent protocol: agents discoverable and promptable by any NATS client",

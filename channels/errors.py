@@ -11,10 +11,12 @@
     │   ├── DingTalkError                 (`channels.dingtalk.api`)
     │   ├── DiscordError                  (`channels.discord.rest`, with the HTTP status and `code`)
     │   ├── FeishuError                   (`channels.feishu.adapter`, with the platform's `code`)
+    │   ├── TeamsError                    (`channels.msteams.connector`, with the HTTP status)
     │   └── WeixinError                   (`channels.wechat.api`: WeCom's and WeChat's `errcode`)
     └── PlatformUnavailable (RuntimeError)  a platform failed in a way that passes (a 5xx):
         ├── DingTalkUnavailable             the reply is tried again later (`channels.dingtalk.api`)
         ├── DiscordUnavailable              (`channels.discord.rest`)
+        ├── TeamsUnavailable                (`channels.msteams.connector`)
         └── WeixinUnavailable               (`channels.wechat.api`)
 
 A platform's own errors live in its folder and derive from these, so code that handles every

@@ -13,6 +13,7 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from config._env import Section
+from config.egress import EgressRule
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 ANY = "*"
@@ -92,15 +93,21 @@ class RoleConfig(Section):
 
     description: str = ""
     admin: bool = Field(False, description="May administer: roles, MCP servers, skills, the audit trail.")
-    models: list[str] = Field(default_factory=lambda: [ANY], description="Model names.")
+    models: list[str] = Field(default_factory=lambda: [ANY], description="Model names; `!<name>` denies one.")
     tools: list[str] = Field(
         default_factory=lambda: [ANY],
-        description="Tool names, tool groups (`group:<name>`) or MCP servers (`mcp:<server>`).",
+        description="Tool names, tool groups (`group:<name>`) or MCP servers (`mcp:<server>`); "
+        'one starting with `!` denies what it names (`["*", "!mcp:github"]`).',
     )
-    skills: list[str] = Field(default_factory=lambda: [ANY], description="Skill names.")
-    agents: list[str] = Field(default_factory=lambda: [ANY], description="Custom agents' names.")
+    skills: list[str] = Field(default_factory=lambda: [ANY], description="Skill names; `!<name>` denies one.")
+    agents: list[str] = Field(
+        default_factory=lambda: [ANY], description="Custom agents' names; `!<name>` denies one."
+    )
     budget: BudgetConfig = Field(
         default_factory=lambda: BudgetConfig(), description="Per-person tokens and cost a day and a month."
+    )
+    egress: EgressRule | None = Field(
+        None, description="The role's own egress policy (sandboxed commands, web_fetch); unset = `egress`."
     )
 
 

@@ -44,6 +44,7 @@ from config.channels import (
     SlackConfig,
     TelegramConfig,
 )
+from config.egress import EgressConfig, EgressRule
 from config.infra import (
     AuthConfig,
     BusConfig,
@@ -77,6 +78,8 @@ __all__ = [
     "ContextSize",
     "DingTalkConfig",
     "DiscordConfig",
+    "EgressConfig",
+    "EgressRule",
     "EmbeddedNatsConfig",
     "FeishuConfig",
     "GatewayConfig",
@@ -120,6 +123,7 @@ class AppConfig(Section):
         description="Without this section: the keyless web tools (search, fetch, image search).",
     )
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    egress: EgressConfig = Field(default_factory=EgressConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     title: TitleConfig = Field(default_factory=TitleConfig)
     summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)

@@ -1,4 +1,5 @@
-"""Chat platforms: Slack, Telegram, Feishu, DingTalk, Discord, WeCom, WeChat Official Accounts."""
+"""Chat platforms: Slack, Telegram, Feishu, DingTalk, Discord, WeCom, WeChat Official Accounts,
+Microsoft Teams."""
 
 from __future__ import annotations
 
@@ -92,6 +93,29 @@ class WeChatConfig(_CallbackConfig):
     )
 
 
+class MSTeamsConfig(ChannelConfig):
+    """A Microsoft Teams bot (Azure Bot resource): the Bot Connector posts to our messaging endpoint."""
+
+    app_id: str | None = Field(None, description="The bot's Microsoft App ID (Azure Bot, Configuration).")
+    app_password: str | None = Field(None, description="A client secret of that app registration.")
+    tenant_id: str | None = Field(
+        None, description="The app's tenant for a single-tenant bot; unset = multi-tenant (botframework.com)."
+    )
+    webhook_path: str = Field("/api/messages", description="The messaging endpoint's path.")
+    webhook_listen: str = Field(
+        "127.0.0.1", description="Where the messaging endpoint listens (behind your HTTPS proxy)."
+    )
+    webhook_port: int = Field(3978, ge=1, le=65535)
+    token_url: str | None = Field(
+        None, description="OAuth token endpoint for the connector token; unset = Microsoft's (tests: a fake)."
+    )
+    signing_keys_url: str | None = Field(
+        None,
+        description="The Bot Framework's signing keys (a JWKS, or OpenID metadata naming one); "
+        "unset = Microsoft's (tests: a fake). Checking tokens is never off.",
+    )
+
+
 class ChannelsConfig(Section):
     stream_update_seconds: float = Field(1.0, ge=0, description="Least time between partial reply edits.")
     router_processes: int = Field(
@@ -115,3 +139,4 @@ class ChannelsConfig(Section):
     discord: DiscordConfig = Field(default_factory=DiscordConfig)
     wecom: WeComConfig = Field(default_factory=WeComConfig)
     wechat: WeChatConfig = Field(default_factory=WeChatConfig)
+    msteams: MSTeamsConfig = Field(default_factory=MSTeamsConfig)

@@ -43,7 +43,11 @@ class SandboxConfig(Section):
     data_dir: str | None = Field(
         None, description="Per-user, per-thread working copies; default <bus.data_dir>/sandbox."
     )
-    allow_network: bool = False
+    allow_network: bool = Field(
+        False,
+        description="Commands reach the host's network (bwrap; local always can); `egress`, when set, "
+        "decides instead.",
+    )
     environment: dict[str, str] = Field(
         default_factory=dict,
         description="Variables every sandboxed command gets (DeerFlow's sandbox.environment); a value "

@@ -1,8 +1,9 @@
-"""Administration as audit records: a change that succeeded to MCP servers, skills or scheduled tasks
-(`POST`, `PUT`, `PATCH`, `DELETE` under those routes, answered below 400) is an `admin_change` record:
-who (`actor`), the method, the path and the status. Bodies are never written (an MCP server's
-settings may hold keys). Role changes and chat links are written by their routes (`role_changed`,
-`chat_linked`), sign-ins by the sign-in routes."""
+"""Administration as audit records: a change that succeeded to MCP servers or skills (`POST`, `PUT`,
+`PATCH`, `DELETE` under those routes, answered below 400) is an `admin_change` record: who (`actor`),
+the method, the path and the status. Bodies are never written (an MCP server's settings may hold
+keys). Role changes and chat links are written by their routes (`role_changed`, `chat_linked`),
+sign-ins by the sign-in routes, scheduled tasks' changes by the scheduler (`schedule_changed`, from
+every way in)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from access.audit import AuditLog
 
-AUDITED = re.compile(r"^/api/(mcp/config|skills(/.*)?|scheduled-tasks(/.*)?)$")
+AUDITED = re.compile(r"^/api/(mcp/config|skills(/.*)?)$")
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 

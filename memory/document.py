@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, get_args
 
 from bus.messages import ChatTurn, FactCategory, MemoryDocument, MemoryFact, MemorySection
+from memory.cleaning import cleaned, instruction
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +120,14 @@ def fact_fields(raw: Any, dropped: list[str]) -> dict[str, Any] | None:
         dropped.append(f"a fact that is not an object: {str(raw)[:80]}")
         return None
     content = raw.get("content")
-    if not isinstance(content, str) or not content.strip():
+    if isinstance(content, str):
+        content = cleaned(content)  # what untrusted text may carry is gone before it is kept
+    if not isinstance(content, str) or not content:
         dropped.append(f"a fact without text: {str(raw)[:80]}")
+        return None
+    why = instruction(content)
+    if why is not None:
+        dropped.append(f"a fact that reads as an instruction ({why}): {content[:120]!r}")
         return None
     category = raw.get("category")
     if category not in CATEGORIES:

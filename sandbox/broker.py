@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from access.egress import egress_policy
 from bus import Bus, component_ready
 from bus.layout import SKILLS, USER_DATA
 from bus.messages import (
@@ -62,6 +63,8 @@ class Broker:
     def __init__(self, bus: Bus, config: AppConfig, provider: Provider, sync: FileSync) -> None:
         self.bus = bus
         self.config = config.sandbox
+        # A request from an older runner carries no policy: the deployment's, for the default role.
+        self.default_egress = egress_policy(config, None)
         self.root = Path(config.sandbox.data_dir or Path(config.bus.data_dir) / "sandbox").resolve()
         # This machine's copy of the skills (`skills.view`), kept to the published catalog.
         self.skills_follower = SkillsFollower(bus, config, publish_if_missing=False)
@@ -94,13 +97,13 @@ class Broker:
             limit = self.config.command_timeout_seconds
             timeout = min(req.timeout_seconds, limit) if req.timeout_seconds else limit
             try:
-                outcome = await self._run_within_quota(fs, req.command, timeout)
+                outcome = await self._run_within_quota(fs, req, timeout)
             except TooLarge as exc:
                 self._audit(req, exit_code=None, started=started, refused=exc.message, refusal="too_large")
                 raise
             await self.sync.push_outputs(fs)
             used = await asyncio.to_thread(quota.usage, fs)
-        warnings = [*warnings, *self._limit_warnings(outcome)]
+        warnings = [*warnings, *self._limit_warnings(outcome), *outcome.notes]
         if used > self._quota_bytes:
             warnings.append(quota.over_quota_message(used, self.config.max_thread_mb))
         self._audit(req, exit_code=outcome.exit_code, started=started, timed_out=outcome.timed_out)
@@ -135,12 +138,20 @@ class Broker:
     def _quota_bytes(self) -> int:
         return int(self.config.max_thread_mb * 1e6)
 
-    async def _run_within_quota(self, fs: ThreadFS, command: str, timeout: float) -> Outcome:
-        """Run the command, stopping it if it takes the thread over its disk quota (checked every
-        `quota.CHECK_SECONDS`); a thread already over it runs commands that cannot grow files."""
+    async def _run_within_quota(self, fs: ThreadFS, req: ExecRequest, timeout: float) -> Outcome:
+        """Run the command under the run's egress policy, stopping it if it takes the thread over its
+        disk quota (checked every `quota.CHECK_SECONDS`); a thread already over it runs commands that
+        cannot grow files."""
         at_start = await asyncio.to_thread(quota.usage, fs)
         run = asyncio.create_task(
-            self.provider.run(fs, command, timeout, grow_files=at_start <= self._quota_bytes)
+            self.provider.run(
+                fs,
+                req.command,
+                timeout,
+                grow_files=at_start <= self._quota_bytes,
+                egress=req.egress or self.default_egress,
+                run_id=req.run_id,
+            )
         )
         try:
             while True:
@@ -271,6 +282,7 @@ class Broker:
                     "event": "exec",
                     "user": req.user_id,
                     "thread": req.thread_id,
+                    "run": req.run_id,
                     "command": req.command[:2000],
                     "exit_code": exit_code,
                     "timed_out": timed_out,

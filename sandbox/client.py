@@ -11,6 +11,7 @@ from typing import TypeVar
 from bus import Bus
 from bus.layout import USER_DATA
 from bus.messages import (
+    EgressPolicy,
     ExecReply,
     ExecRequest,
     GlobReply,
@@ -63,9 +64,19 @@ class SandboxClient:
     def _base(self) -> dict[str, str]:
         return {"user_id": self.user_id, "thread_id": self.thread_id}
 
-    async def exec(self, command: str, timeout: float | None = None) -> ExecReply:
-        """Run a shell command; a command that times out comes back with `timed_out` and its output so far."""
-        request = ExecRequest(**self._base(), command=command, timeout_seconds=timeout)
+    async def exec(
+        self,
+        command: str,
+        timeout: float | None = None,
+        *,
+        egress: EgressPolicy | None = None,
+        run_id: str | None = None,
+    ) -> ExecReply:
+        """Run a shell command under the run's `egress` policy (None: the deployment's default); a
+        command that times out comes back with `timed_out` and its output so far."""
+        request = ExecRequest(
+            **self._base(), command=command, timeout_seconds=timeout, egress=egress, run_id=run_id
+        )
         wait = (timeout or MAX_COMMAND_SECONDS) + _GRACE
         return await self._call("exec", request, ExecReply, timeout=wait)
 

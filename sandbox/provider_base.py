@@ -12,9 +12,10 @@ import secrets
 import shutil
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from bus.messages import EgressPolicy
 from bus.tasks import wait_for
 from config import MissingEnvError, SandboxConfig, resolve_value
 from sandbox import spawn
@@ -47,6 +48,7 @@ class Outcome:
     timed_out: bool
     out_of_memory: bool = False  # its processes together passed the memory limit: all were killed
     peak_memory: int | None = None  # bytes its processes held together at most, where that is known
+    notes: list[str] = field(default_factory=list)  # for the model: connections the egress proxy refused
 
 
 class Provider:
@@ -84,10 +86,22 @@ class Provider:
         *,
         output_limit: int | None = None,
         grow_files: bool = True,
+        egress: EgressPolicy | None = None,
+        run_id: str | None = None,
     ) -> Outcome:
         """Run `command` in the thread's sandbox; `output_limit` overrides `max_output_chars`;
-        without `grow_files` (a thread over its disk quota) no file may grow (bwrap only)."""
+        without `grow_files` (a thread over its disk quota) no file may grow (bwrap only); `egress`
+        is the network the command may reach (bwrap only; None: `sandbox.allow_network`'s), and
+        `run_id` the run its refused connections are logged with."""
         raise NotImplementedError
+
+    def egress_of(self, egress: EgressPolicy | None) -> EgressPolicy:
+        """`egress`, or for a caller naming none (the grep tool) what `sandbox.allow_network` says."""
+        if egress is not None:
+            return egress
+        return EgressPolicy(
+            mode="all" if self.config.allow_network else "none", source="sandbox.allow_network"
+        )
 
     @contextlib.asynccontextmanager
     async def command_tmp(self, fs: ThreadFS) -> AsyncIterator[Path]:

@@ -18,14 +18,18 @@ the whole process group at the wall-clock timeout.
 
 from __future__ import annotations
 
+import functools
 import glob
 import logging
 import os
 import shutil
 from pathlib import Path
+from typing import Literal
 
 from bus.layout import USER_DATA
+from bus.messages import EgressPolicy
 from config import SandboxConfig
+from sandbox.egress import proxied, refusal_warnings
 from sandbox.host import SANDBOX_PATH, SANDBOX_UID, SYSTEM_DIRS, bwrap_works, own_process_count
 from sandbox.hygiene import command_env
 from sandbox.paths import Mount, ThreadFS
@@ -71,8 +75,12 @@ _ETC = (
     "python3",
     "python3.*",
 )
-# Only with network access: resolver configuration and TLS trust roots.
-_ETC_NETWORK = ("resolv.conf", "host.conf", "gai.conf", "ssl/certs", "ssl/openssl.cnf", "ca-certificates")
+# Only with network access: resolver configuration and TLS trust roots (through the egress proxy,
+# which resolves names itself, only the roots).
+_ETC_TLS = ("ssl/certs", "ssl/openssl.cnf", "ca-certificates")
+_ETC_NETWORK = ("resolv.conf", "host.conf", "gai.conf", *_ETC_TLS)
+# A command's network: none (its own empty namespace), proxy (that, and the egress proxy's door), all.
+Network = Literal["none", "proxy", "all"]
 
 
 class LocalProvider(Provider):
@@ -88,7 +96,10 @@ class LocalProvider(Provider):
         *,
         output_limit: int | None = None,
         grow_files: bool = True,
+        egress: EgressPolicy | None = None,
+        run_id: str | None = None,
     ) -> Outcome:
+        # Not isolated: the command has this machine's network whatever the policy (documented).
         async with self.command_tmp(fs) as tmp:
             env = command_env(
                 {
@@ -147,10 +158,12 @@ class BwrapProvider(Provider):
             "/etc/group": ("\n".join(groups) + "\n").encode(),
         }
 
-    def etc_args(self, files: dict[str, int]) -> list[str]:
-        """A read-only /etc holding only `_ETC` (and `_ETC_NETWORK`) plus `files` (path -> readable fd)."""
+    def etc_args(self, files: dict[str, int], network: Network = "none") -> list[str]:
+        """A read-only /etc holding only `_ETC` (with `network`, `_ETC_NETWORK`: all of it with the
+        host's network, only the TLS roots through the proxy) plus `files` (path -> readable fd)."""
         args = ["--tmpfs", "/etc"]
-        names = [*_ETC, *(_ETC_NETWORK if self.config.allow_network else ())]
+        extra = {"all": _ETC_NETWORK, "proxy": _ETC_TLS, "none": ()}[network]
+        names = [*_ETC, *extra]
         made = {"/etc"}
         for path in sorted({found for name in names for found in glob.glob(os.path.join("/etc", name))}):
             parent = os.path.dirname(path)
@@ -176,27 +189,33 @@ class BwrapProvider(Provider):
         *,
         tmp: Path | None = None,
         grow_files: bool = True,
+        network: Network | None = None,
+        extra: list[str] | None = None,
     ) -> tuple[list[str], list[str]]:
         """bwrap's options and the command it runs; `files` are extra /etc files (path -> fd to read
-        them from), `tmp` the host directory the command sees as /tmp (else an unsized tmpfs)."""
+        them from), `tmp` the host directory the command sees as /tmp (else an unsized tmpfs),
+        `network` the command's (default: `sandbox.allow_network`'s), `extra` more bwrap options."""
         c = self.config
+        if network is None:
+            network = "all" if c.allow_network else "none"
         args = [self.bwrap, "--die-with-parent", "--new-session"]
         if self.owner is not None:
             # As root, no user namespace: inside it only uid 0 would exist, and we switch to another.
             args += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
-            if not c.allow_network:
+            if network != "all":
                 args.append("--unshare-net")
         else:
             args.append("--unshare-all")
-            if c.allow_network:
+            if network == "all":
                 args.append("--share-net")
         for path in _SYSTEM_DIRS:
             if os.path.islink(path):
                 args += ["--symlink", os.readlink(path), path]
             elif os.path.isdir(path):
                 args += ["--ro-bind", path, path]
-        args += self.etc_args(files or {})
+        args += self.etc_args(files or {}, network)
         args += self.toolbox.bwrap_args() if self.toolbox is not None else []
+        args += extra or []
         args += ["--proc", "/proc", "--dev", "/dev"]
         if tmp is not None:  # POSIX shared memory and semaphores (multiprocessing) live in /dev/shm
             args += ["--bind", str(tmp), "/tmp", "--bind", str(tmp), "/dev/shm"]
@@ -257,18 +276,41 @@ class BwrapProvider(Provider):
         *,
         output_limit: int | None = None,
         grow_files: bool = True,
+        egress: EgressPolicy | None = None,
+        run_id: str | None = None,
     ) -> Outcome:
+        policy = self.egress_of(egress)
         async with self.command_tmp(fs) as tmp:
-            return await self._run(fs, command, timeout, tmp, output_limit, grow_files)
+            run = functools.partial(
+                self._run, fs, timeout=timeout, tmp=tmp, output_limit=output_limit, grow_files=grow_files
+            )
+            if policy.mode != "allowlist":
+                return await run(command, network=policy.mode)
+            python = self.python
+            if python is None:  # nothing inside to open the proxy's door with: no network at all
+                outcome = await run(command, network="none")
+                outcome.notes.append(
+                    "network: the sandbox has no python3 to reach the egress proxy with, so this command "
+                    "had no network"
+                )
+                return outcome
+            async with proxied(policy, command, python, run_id=run_id) as door:
+                outcome = await run(door.command, network="proxy", extra=door.bwrap_args, proxy_env=door.env)
+            outcome.notes += refusal_warnings(door)
+            return outcome
 
     async def _run(
         self,
         fs: ThreadFS,
         command: str,
+        *,
         timeout: float,
         tmp: Path,
         output_limit: int | None,
         grow_files: bool,
+        network: Network,
+        extra: list[str] | None = None,
+        proxy_env: dict[str, str] | None = None,
     ) -> Outcome:
         env = command_env(
             {
@@ -279,6 +321,7 @@ class BwrapProvider(Provider):
                 "SHELL": "/bin/bash",
                 "USER": "sandbox",
                 "LOGNAME": "sandbox",
+                **(proxy_env or {}),
             }
         )
         files: dict[str, int] = {}
@@ -291,7 +334,9 @@ class BwrapProvider(Provider):
                     os.write(write_end, content)
                 finally:
                     os.close(write_end)
-            options, argv = self.argv(fs, command, files, tmp=tmp, grow_files=grow_files)
+            options, argv = self.argv(
+                fs, command, files, tmp=tmp, grow_files=grow_files, network=network, extra=extra
+            )
             # The options name host paths; bwrap reads them from a pipe, so they are not on the
             # command line, which every process in the sandbox can read (/proc/1/cmdline).
             read_end, write_end = os.pipe()
@@ -319,7 +364,8 @@ def make_provider(config: SandboxConfig, toolbox: Toolbox | None = None) -> Prov
     if config.provider == "bwrap" or (config.provider == "auto" and bwrap_works()):
         return BwrapProvider(config, toolbox)
     log.warning(
-        "sandbox: commands run WITHOUT isolation (local provider): they can read and change this machine. "
+        "sandbox: commands run WITHOUT isolation (local provider): they can read and change this machine, "
+        "and reach its network whatever the egress policy says. "
         "Install bubblewrap (apt-get install bubblewrap) for isolated execution."
     )
     return LocalProvider(config, toolbox)

@@ -7,7 +7,8 @@ server's (ADR-51 message schedules): no timer runs here, so a scheduler that is 
 nothing; the firings wait in the stream for its durable `scheduler` (see `schedules.firings`).
 
 Every request names its `user_id`; a task of another user is answered `not_found`, exactly as a
-task that does not exist.
+task that does not exist. Every change (created, updated, paused, resumed, deleted), whichever way it
+came in, is a `schedule_changed` record in the audit trail.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 import uuid
 from typing import Any
 
+from access.audit import AuditLog
 from bus import Bus, Consumer, run_consumers
 from bus.messages import (
     ChatBinding,
@@ -65,6 +67,7 @@ class Scheduler:
 
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
+        self.audit = AuditLog(bus)
 
     async def open(self) -> None:
         s = self.bus.subjects
@@ -176,6 +179,7 @@ class Scheduler:
             await self._drop(task)
             raise ServiceError(str(exc), "invalid") from None
         log.info("task %s of %s created: %s", task.id, task.user_id, schedule.expression)
+        await self._audit("created", task)
         return ScheduledTaskReply(task=task)
 
     async def update(self, request: ScheduleChange) -> ScheduledTaskReply:
@@ -200,7 +204,9 @@ class Scheduler:
             changed = changed.model_copy(update={"next_run_at": due})
             if changed.status == "completed":
                 changed = changed.model_copy(update={"status": "enabled"})
-        return ScheduledTaskReply(task=await self._replace(task, changed, schedule))
+        changed = await self._replace(task, changed, schedule)
+        await self._audit("updated", changed, fields=sorted(changes))
+        return ScheduledTaskReply(task=changed)
 
     async def pause(self, request: ScheduleAction) -> ScheduledTaskReply:
         task = await self.owned(request.user_id, request.task_id)
@@ -215,6 +221,7 @@ class Scheduler:
         await self.tasks.put(task.key, paused)
         await remove_definition(self.bus, task.id)
         log.info("task %s paused", task.id)
+        await self._audit("paused", paused)
         return ScheduledTaskReply(task=paused)
 
     async def resume(self, request: ScheduleAction) -> ScheduledTaskReply:
@@ -228,7 +235,9 @@ class Scheduler:
                 "updated_at": utcnow(),
             }
         )
-        return ScheduledTaskReply(task=await self._replace(task, resumed, schedule))
+        resumed = await self._replace(task, resumed, schedule)
+        await self._audit("resumed", resumed)
+        return ScheduledTaskReply(task=resumed)
 
     async def trigger(self, request: ScheduleAction) -> ScheduledTaskReply:
         task = await self.owned(request.user_id, request.task_id)
@@ -249,7 +258,18 @@ class Scheduler:
         await remove_definition(self.bus, task.id)
         await drop_keys(self.bus.js, self.bus.subjects.schedule_runs_bucket, f"{task.id}.>")
         log.info("task %s deleted", task.id)
+        await self._audit("deleted", task)
         return ScheduledTaskReply(task=task, deleted=True)
+
+    async def _audit(self, change: str, task: ScheduledTask, **more: Any) -> None:
+        """The change in the audit trail: the task's id, title and schedule (its prompt is not kept)."""
+        detail = {
+            "change": change,
+            "task_id": task.id,
+            "title": task.title,
+            "schedule_type": task.schedule_type,
+        }
+        await self.audit.record("schedule_changed", user_id=task.user_id, detail={**detail, **more})
 
     async def _replace(self, old: ScheduledTask, new: ScheduledTask, schedule: Any) -> ScheduledTask:
         """Write `new` and its definition (if enabled); a definition the server refuses leaves `old`."""

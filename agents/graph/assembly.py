@@ -11,6 +11,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 
+from access.egress import egress_policy
 from access.runner import Refused, RunAccess, tool_filter
 from agents.context import RunOptions
 from agents.errors import AgentError, UnknownAgent
@@ -19,8 +20,9 @@ from agents.tools.uploads import current_uploads, prompt_outlines
 from bus import Bus
 from bus.agent_store import AgentNameInvalid, AgentStore
 from bus.content import text_of
-from bus.messages import AgentDefinition, ChatTurn, MemoryDocument, MemoryUpdate, RunRequest
+from bus.messages import AgentDefinition, ChatTurn, EgressPolicy, MemoryDocument, MemoryUpdate, RunRequest
 from bus.records import RecordStore
+from bus.untrusted_text import one_line
 from config import AppConfig
 from skills import SkillsFollower, slash_command
 from skills.catalog import command_name
@@ -41,8 +43,9 @@ class RunSetup:
     is_bootstrap: bool = False
     allowed_tools: frozenset[str] | None = None
     tool_groups: frozenset[str] | None = None
-    tool_filter: Any = None  # the person's role: (tool name, group) -> offered (access.runner)
+    tool_filter: Any = None  # the person's role: (tool name, group, MCP server) -> offered (access.runner)
     role: str | None = None  # the person's role's name (the approval rules may name roles)
+    egress: EgressPolicy | None = None  # where its commands and web_fetch may connect (access.egress)
 
 
 class PromptAssembly:
@@ -137,6 +140,7 @@ class PromptAssembly:
             else None,
             tool_filter=tool_filter(permissions),
             role=permissions.role,
+            egress=egress_policy(self.config, permissions.role),
         )
 
     async def memory_text(self, user_id: str, agent_name: str | None) -> str | None:
@@ -192,9 +196,11 @@ def memory_lines(doc: MemoryDocument, threshold: float, max_tokens: int) -> str:
         ("Earlier", doc.history.earlier_context),
         ("Background", doc.history.long_term_background),
     ]
-    lines = [f"{label}: {section.summary}" for label, section in sections if section.summary]
+    # Cleaned here too: a document imported, or stored before the updater cleaned what it keeps,
+    # must not close the prompt's <memory> section either (bus.untrusted_text).
+    lines = [f"{label}: {one_line(section.summary)}" for label, section in sections if section.summary]
     facts = sorted((f for f in doc.facts if f.confidence >= threshold), key=lambda f: -f.confidence)
-    lines += [f"- {fact.content}" for fact in facts]
+    lines += [f"- {one_line(fact.content)}" for fact in facts]
     kept, used = [], 0
     for line in lines:
         cost = count_tokens(line) + 1  # the newline

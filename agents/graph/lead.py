@@ -15,6 +15,8 @@ DeerFlow's chain and where each link lives here:
                                             cut, kept whole under outputs/tool-results
     read before write                    -> ReadBeforeWriteMiddleware: an existing file is changed only
                                             after a read_file of it newer than the last change
+    person's budget                      -> PersonBudgetMiddleware (access.usage): outermost, so the
+                                            summary's and the title's calls count too
  7. summarization                        -> ThreadSummarizer (agents.graph.summarize; `summarization`, on by
                                             default, from the model's context window; memory first)
  8. plan mode                            -> langchain's TodoListMiddleware (`is_plan_mode`)
@@ -103,24 +105,26 @@ def build_middlewares(
     budget = config.tool_output
     middlewares: list[AgentMiddleware[Any, Any]] = []
     calls = calls or ModelCalls(None, config)
-    if config.summarization.enabled:  # outermost: every link inside sees the shortened history
+    if calls.bus:  # outermost: the person's budget counts the summary's and the title's calls too
+        middlewares.append(PersonBudgetMiddleware(calls.bus, config, chosen.name if chosen else None))
+    if config.summarization.enabled:  # every link inside sees the shortened history
         flush = MemoryFlush(files.bus) if files is not None else None
         middlewares.append(ThreadSummarizer(config, model, options.model_name, flush, calls))
     middlewares += [
+        # Outside RunPromptMiddleware: a call of a tool the run does not offer is a refusal it records.
+        *([ToolAuditMiddleware(calls.bus, config)] if calls.bus else []),
         RunPromptMiddleware(),
         SteeringMiddleware(),  # messages sent while the run works, before its next model call
         *([ToolOutputBudgetMiddleware(budget, files)] if budget.enabled else []),
         *([ReadBeforeWriteMiddleware(files)] if files is not None else []),
         *([DeferredToolsMiddleware(deferred)] if deferred else []),
         DanglingToolCallMiddleware(),
-        *([PersonBudgetMiddleware(calls.bus, config, chosen.name if chosen else None)] if calls.bus else []),
         LLMErrorHandlingMiddleware(
             (chosen.display_name or chosen.name) if chosen else None,
             calls,
             chosen.name if chosen else None,
         ),
         ToolTelemetryMiddleware(),
-        *([ToolAuditMiddleware(calls.bus, config)] if calls.bus else []),
         ToolErrorMiddleware(aon_error=tool_error),
     ]
     if options.is_plan_mode:

@@ -52,6 +52,7 @@ async def ready_to_run(
     resumed: bool,
     tool_group_of: dict[str, str],
     first_start: bool = False,
+    tool_server_of: dict[str, str] | None = None,
 ) -> Ready:
     """`setup`: the run's prompt and options (`PromptAssembly.prepare`); `first_start`: its record
     said no delivery had started it before this one.
@@ -105,8 +106,10 @@ async def ready_to_run(
         allowed_tools=setup.allowed_tools,
         tool_groups=setup.tool_groups,
         tool_group_of=tool_group_of,
+        tool_server_of=tool_server_of or {},
         tool_filter=setup.tool_filter,
         role=setup.role,
+        egress=setup.egress,
         origin=request.origin,
         steering=run.steering,
     )

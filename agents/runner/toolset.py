@@ -10,7 +10,7 @@ from langchain_core.tools import BaseTool
 from agents.graph.lead import AgentCache
 from agents.subagents.task_tool import make_task_tool
 from agents.tools.browser import make_browser_tools
-from agents.tools.custom_agents import make_agent_tools, tool_group_map
+from agents.tools.custom_agents import make_agent_tools, mcp_server_map, tool_group_map
 from agents.tools.mcp import McpServers
 from agents.tools.sandbox import make_sandbox_tools, make_view_image_tool
 from agents.tools.schedules import make_schedule_tools
@@ -51,6 +51,7 @@ class RunnerTools:
         self.mcp = McpServers(bus, reserved=reserved, role="runner")
         self._mcp_version = 0
         self.groups = tool_group_map(config, [])  # tool groups, MCP servers' included
+        self.servers: dict[str, str] = {}  # MCP tools' servers
 
     async def refresh(self, agents: AgentCache) -> None:
         """MCP tools as configured now: a changed set recompiles the agents (once per change)."""
@@ -61,4 +62,5 @@ class RunnerTools:
             agents.deferred_tools = list(tools) if deferred else []
             agents.clear()
             self.groups = tool_group_map(self.config, list(tools))
+            self.servers = mcp_server_map(list(tools))
             self._mcp_version = version

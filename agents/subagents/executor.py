@@ -31,6 +31,7 @@ from langchain_core.tools import BaseTool
 from langgraph.errors import GraphRecursionError
 from nats.js.errors import KeyWrongLastSequenceError
 
+from access.egress import egress_policy
 from access.runner import RunAccess, tool_filter
 from agents.context import RunContext
 from agents.events import jsonable
@@ -58,7 +59,7 @@ from agents.subagents.stops import REMEMBER_STOPS, Stops
 from agents.subagents.types import SubagentType, subagent_types
 from agents.telemetry import invoke_subagent
 from agents.tools import config_tools
-from agents.tools.custom_agents import tool_group_map
+from agents.tools.custom_agents import mcp_server_map, tool_group_map
 from agents.tools.mcp import McpServers
 from agents.tools.sandbox import make_sandbox_tools, make_view_image_tool
 from agents.tools.thread_files import ThreadFiles
@@ -138,6 +139,7 @@ class SubagentExecutor:
         tools = [t for name, t in self.tools.items() if kind.allows(name) and (sees or name != "view_image")]
         budget = self.config.tool_output
         middleware: list[AgentMiddleware[Any, Any]] = [
+            *([ToolAuditMiddleware(self.calls.bus, self.config)] if self.calls.bus else []),
             RunPromptMiddleware(),
             *([ToolOutputBudgetMiddleware(budget, self.files)] if budget.enabled else []),
             ReadBeforeWriteMiddleware(self.files),
@@ -150,7 +152,6 @@ class SubagentExecutor:
                 model_config.name if model_config else None,
             ),
             ToolTelemetryMiddleware(),
-            *([ToolAuditMiddleware(self.calls.bus, self.config)] if self.calls.bus else []),
             ToolErrorMiddleware(aon_error=tool_error),
             *([ViewImageMiddleware()] if sees else []),
             FinishReasonMiddleware(),
@@ -323,7 +324,9 @@ class SubagentExecutor:
             system_prompt=await self.system_prompt(kind),
             model_name=model_name,
             tool_group_of=tool_group_map(self.config, mcp_tools),
+            tool_server_of=mcp_server_map(mcp_tools),
             tool_filter=tool_filter(permissions),
+            egress=egress_policy(self.config, permissions.role),
         )
         snapshot = await agent.aget_state(config)
         if snapshot.values.get("messages") and not snapshot.next:

@@ -16,6 +16,7 @@ from typing import Any
 from langchain_core.messages import RemoveMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+from agents.graph.middleware.person_budget import PersonMeter
 from agents.graph.summarize import MemoryFlush, ThreadSummarizer
 from agents.threads.snapshots import checkpoint_config
 from bus import Bus
@@ -36,9 +37,11 @@ async def compact_thread(
     threads: RecordStore[ThreadRecord],
     graph: Any,
     calls: ModelCalls,
+    meter: PersonMeter,
 ) -> ThreadCompactReply:
     """Compact the thread through `graph` (the threads service's state graph), its summary written
-    with `calls`' budget and its older messages handed to memory on `bus`.
+    with `calls`' budget (and counted by `meter` against the person's) and its older messages handed
+    to memory on `bus`.
 
     Raises:
         ServiceError: not_found (not the caller's), conflict (a run is on it), invalid (model).
@@ -64,9 +67,10 @@ async def compact_thread(
     model = create_chat_model(config, req.model_name)
     summarizer = ThreadSummarizer(config, model, req.model_name, MemoryFlush(bus), calls)
     try:
-        update = await summarizer.summarize(
-            messages, req.user_id, req.agent_name, req.thread_id, None, force=True
-        )
+        async with meter.counting(req.user_id):  # the summary is the person's call
+            update = await summarizer.summarize(
+                messages, req.user_id, req.agent_name, req.thread_id, None, force=True
+            )
     except Exception as exc:
         log.warning("thread %s: compaction failed: %s", req.thread_id, exc)
         raise ServiceError(f"the summary could not be written: {exc}", "model_failed") from None

@@ -20,6 +20,7 @@ from typing import Any
 from langgraph.errors import InvalidUpdateError
 
 from agents.context import RunOptions
+from agents.graph.middleware.person_budget import PersonMeter
 from agents.graph.run_check import InvalidRun, check_run
 from agents.graph.state_update import InvalidStateUpdate, check_state_update
 from agents.threads.compact import compact_thread
@@ -30,6 +31,7 @@ from bus import Bus
 from bus.messages import (
     ID_RULE,
     Reply,
+    RunRecord,
     RunRequest,
     RunStart,
     ThreadCompactReply,
@@ -85,6 +87,8 @@ class ThreadService:
         self.threads = threads
         self.graph_for = graph_for  # the lead agent compiled for a run's options
         self.calls = calls
+        # The person's budget counts the calls made for them here: suggestions, /compact's summary.
+        self.meter = PersonMeter(bus, config, getattr(config.get_model(), "name", None))
         self.graph = state_graph(checkpointer)
 
     async def _own(self, thread_id: str, user_id: str) -> ThreadRecord | None:
@@ -196,15 +200,31 @@ class ThreadService:
         return ThreadCreateReply(thread=await self.threads.get(req.thread_id))
 
     async def patch(self, req: ThreadPatchRequest) -> ThreadPatchReply:
+        owner = req.owner or req.user_id
 
         def merge(record: ThreadRecord | None) -> ThreadRecord | None:
-            if record is None or record.user_id != req.user_id:
+            if record is None or record.user_id not in (req.user_id, owner):
                 raise ServiceError(f"thread {req.thread_id} not found", "not_found")
-            return record.model_copy(
-                update={"metadata": {**record.metadata, **req.metadata}, "updated_at": utcnow()}
-            )
+            changes = {"metadata": {**record.metadata, **req.metadata}, "user_id": owner}
+            return record.model_copy(update={**changes, "updated_at": utcnow()})
 
-        return ThreadPatchReply(thread=await self.threads.update(req.thread_id, merge))
+        thread = await self.threads.update(req.thread_id, merge)
+        if owner != req.user_id:
+            await self._give_runs(req.thread_id, req.user_id, owner)
+            log.info("thread %s given by %s to %s", req.thread_id, req.user_id, owner)
+        return ThreadPatchReply(thread=thread)
+
+    async def _give_runs(self, thread_id: str, user_id: str, owner: str) -> None:
+        """The thread's run records are its new owner's too (their run history)."""
+        runs = RecordStore(await self.bus.kv(self.bus.subjects.runs_bucket), RunRecord)
+
+        def given(record: RunRecord | None) -> RunRecord | None:
+            if record is None or record.user_id != user_id:
+                return None
+            return record.model_copy(update={"user_id": owner})
+
+        for key in await keys_matching(self.bus.js, self.bus.subjects.thread_runs_bucket, f"{thread_id}.>"):
+            await runs.update(key.rsplit(".", 1)[1], given)
 
     async def goal(self, req: ThreadGoalRequest) -> ThreadGoalReply:
         """Set or clear the thread's goal (goal mode: `agents.threads.goal`)."""
@@ -240,18 +260,29 @@ class ThreadService:
             known = ", ".join(m.name for m in self.config.models)
             message = f"model_name: no model named {req.model_name!r} (configured: {known})"
             raise ServiceError(message, "invalid")
+        await self._within_budget(req.user_id, req.thread_id)
         turns = req.messages
         if not turns:
             snapshot = await self.graph.aget_state(checkpoint_config(req.thread_id))
             turns = turns_of((snapshot.values or {}).get("messages", []))
         try:
-            found = await suggest(self.config, turns, req.n, req.model_name)
+            async with self.meter.counting(req.user_id):
+                found = await suggest(self.config, turns, req.n, req.model_name)
         except SuggestionFailed as exc:
             raise ServiceError(str(exc), "model_failed") from None
         return ThreadSuggestionsReply(suggestions=found)
 
+    async def _within_budget(self, user_id: str, thread_id: str) -> None:
+        """Refuse (403, the sentence naming the limit) a person whose budget is used up."""
+        reason = await self.meter.refusal(user_id, None, thread_id)
+        if reason is not None:
+            raise ServiceError(reason, "not_allowed")
+
     async def compact(self, req: ThreadCompactRequest) -> ThreadCompactReply:
-        return await compact_thread(req, self.config, self.bus, self.threads, self.graph, self.calls)
+        await self._within_budget(req.user_id, req.thread_id)
+        return await compact_thread(
+            req, self.config, self.bus, self.threads, self.graph, self.calls, self.meter
+        )
 
 
 async def serve_threads(threads: ThreadService) -> Running:

@@ -113,3 +113,9 @@ def tool_group_map(config: AppConfig, mcp_tools: list[BaseTool]) -> dict[str, st
     for found in mcp_tools:
         groups[found.name] = "mcp"
     return groups
+
+
+def mcp_server_map(mcp_tools: list[BaseTool]) -> dict[str, str]:
+    """MCP tool name -> its server (a role may allow or deny `mcp:<server>`)."""
+    servers = {t.name: (t.metadata or {}).get("mcp_server") for t in mcp_tools}
+    return {name: server for name, server in servers.items() if isinstance(server, str)}

@@ -49,10 +49,17 @@ def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
 
         The working directory is /mnt/user-data/workspace. Uploaded files are in
         /mnt/user-data/uploads (read-only); put deliverables in /mnt/user-data/outputs.
-        There is no network access unless the administrator allowed it.
+        Network access is what the administrator allowed (none by default); a refused connection
+        is reported after the output.
         """
+        context = runtime.context
         try:
-            result = await _client(bus, runtime).exec(command, timeout=timeout_seconds)
+            result = await _client(bus, runtime).exec(
+                command,
+                timeout=timeout_seconds,
+                egress=getattr(context, "egress", None),  # the run's (access.egress), enforced by the broker
+                run_id=getattr(context, "run_id", None),
+            )
         except SandboxError as exc:
             raise _failed(exc) from exc
         lines = [result.output.rstrip("\n")] if result.output else []

@@ -5,7 +5,8 @@ The model is bound to `tool_search` and told only the deferred tools' names.
 arguments, and records their names in the thread's state (`found_tools`):
 from the next model call on they are bound like any other tool. Kept in the
 checkpointed state, the finds survive a resumed run and hold in every runner
-process.
+process. A tool the run does not offer (the person's role: `RunContext.tool_allowed`) is neither
+named nor found.
 """
 
 from __future__ import annotations
@@ -35,12 +36,19 @@ def _matches(query: str, tools: Sequence[BaseTool], limit: int) -> list[BaseTool
     return [c for _, _, c in sorted(scored)[:limit]]
 
 
+def _offered(context: Any) -> Callable[[str], bool]:
+    """Whether the run offers a tool (by name): the run context's rule, else every tool."""
+    allowed = getattr(context, "tool_allowed", None)
+    return allowed if callable(allowed) else (lambda _: True)
+
+
 def make_tool_search(deferred: Sequence[BaseTool], limit: int = 5) -> BaseTool:
     @tool("tool_search")
     async def tool_search(query: str, runtime: ToolRuntime[Any, Any]) -> Command[Any]:
         """Find tools you can use for a task, by keywords or a tool's name. The tools found can be
         called from your next step on."""
-        found = _matches(query, deferred, limit)
+        offered = _offered(runtime.context)
+        found = _matches(query, [t for t in deferred if offered(t.name)], limit)
         if not found:
             text = f"No tool matches {query!r}. Try other words; the tools are listed in your instructions."
         else:
@@ -60,15 +68,18 @@ class DeferredToolsMiddleware(AgentMiddleware):
     def __init__(self, deferred: Sequence[BaseTool]) -> None:
         super().__init__()
         self.deferred = {t.name for t in deferred}
-        self.listing = ", ".join(sorted(self.deferred))
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
     ) -> Any:
         found = set(cast(list[str], request.state.get("found_tools") or []))
         tools = [t for t in request.tools if getattr(t, "name", None) not in self.deferred - found]
+        offered = _offered(getattr(request.runtime, "context", None))
+        listing = ", ".join(sorted(n for n in self.deferred if offered(n)))
+        if not listing:
+            return await handler(request.override(tools=tools))
         note = (
-            f"<deferred_tools>\nMore tools are available: {self.listing}. Call tool_search to get one "
+            f"<deferred_tools>\nMore tools are available: {listing}. Call tool_search to get one "
             "(by name or by what it does) before you use it.\n</deferred_tools>"
         )
         current = text_of(request.system_message.content, sep="") if request.system_message else ""

@@ -87,6 +87,7 @@ from bus.messages.runs import (
     ThreadRecord,
 )
 from bus.messages.sandbox import (
+    EgressPolicy,
     ExecReply,
     ExecRequest,
     GlobReply,
@@ -228,6 +229,7 @@ __all__ = [
     "ChatTurn",
     "ComponentHealth",
     "ComponentReady",
+    "EgressPolicy",
     "Envelope",
     "ErrorInfo",
     "ExecReply",

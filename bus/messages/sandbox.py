@@ -18,11 +18,31 @@ class SandboxRequest(Envelope):
     thread_id: str
 
 
+class EgressPolicy(BaseModel):
+    """Where a run's network access may go (`access.egress.egress_policy` decides it per role)."""
+
+    mode: Literal["none", "allowlist", "all"] = "none"
+    allow: list[str] = Field(
+        default_factory=list, description="allowlist: these domains and their subdomains."
+    )
+    hosts: dict[str, str] = Field(
+        default_factory=dict, description="Names the operator pinned to an address (config `egress.hosts`)."
+    )
+    source: str = Field(
+        "egress", description="Where it was configured, for messages (`access.roles.x.egress`)."
+    )
+    binds_web: bool = Field(True, description="web_fetch obeys it too (False only while `egress` is unset).")
+
+
 class ExecRequest(SandboxRequest):
     """Run a shell command in a thread's sandbox: `<prefix>.sandbox.exec` (request/reply)."""
 
     command: str
     timeout_seconds: float | None = None
+    run_id: str | None = Field(None, description="The run asking, named in the log of refused connections.")
+    egress: EgressPolicy | None = Field(
+        None, description="The run's egress policy; unset = the deployment's for the default role."
+    )
 
 
 class ExecReply(Reply):

@@ -118,11 +118,16 @@ class ThreadCreateReply(Reply):
 
 
 class ThreadPatchRequest(Envelope):
-    """Merge `metadata` into the caller's thread."""
+    """Merge `metadata` into the caller's thread; with `owner`, give it (and its runs) to that user."""
 
     thread_id: str
     user_id: str = "default"
     metadata: dict[str, Any] = Field(default_factory=dict)
+    owner: str | None = Field(
+        None,
+        description="The thread's new owner: a chat user linked to an account (`/connect`) gives the "
+        "account their threads. A thread that is the owner's already is left as it is.",
+    )
 
 
 class ThreadPatchReply(Reply):

@@ -1,7 +1,7 @@
 """The Discord adapter (`antler run discord`): discord.py's gateway connection in, the router's
 replies out (`adapter`); the client and its screened gateway events (`gateway`), the REST calls
-that show replies within Discord's rate limits (`rest`), and our chat commands as slash commands
-(`commands`).
+that show replies within Discord's rate limits (`rest`), our chat commands as slash commands
+(`commands`), and the gateway session kept on the bus for the copy that takes over (`session`).
 """
 
 from channels.discord.adapter import DiscordAdapter, run

@@ -17,7 +17,8 @@ attachments. Discord renders Markdown itself, so the model's text goes as it is,
 nobody. Rate limits are the reply stream's to wait out (`channels.discord.rest`).
 
 One copy per bot is active (Discord sends every event to every session of an unsharded bot):
-the others stand by (`channels.delivery.standby`) and take over when it dies.
+the others stand by (`channels.delivery.standby`) and take over when it dies, resuming its gateway
+session so that what was sent meanwhile is replayed (`channels.discord.session`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from channels.delivery.reply_stream import ReplyStream
 from channels.delivery.splitting import split_text
 from channels.delivery.surface import Surface
 from channels.delivery.unreadable import dead_letter_unreadable
+from channels.discord import session
 from channels.discord.commands import invoked_text, offer_commands
 from channels.discord.gateway import build_client, use_announced_gateway
 from channels.discord.rest import DiscordRest
@@ -97,7 +99,9 @@ class DiscordAdapter(Surface):
             return  # bots, ourselves included
         if message.type not in (discord.MessageType.default, discord.MessageType.reply):
             return  # joins, pins, thread starts: nothing asked
-        private = message.guild is None
+        # A resumed session has no guild cache (no GUILD_CREATE): its channels come as partial
+        # ones, which still know their guild.
+        private = message.guild is None and getattr(message.channel, "guild_id", None) is None
         mentioned = me.id in message.raw_mentions
         replied = message.reference.resolved if message.reference else None
         reply_to_bot = isinstance(replied, discord.Message) and replied.author.id == me.id
@@ -109,20 +113,16 @@ class DiscordAdapter(Surface):
         files = await self._files_in(message, chat_id)
         if not text and not files:
             return  # a sticker, an embed alone: nothing to answer
-        inbound = InboundMessage(
-            channel="discord",
-            chat_id=chat_id,
-            topic_id=topic_id,
-            user_id=str(message.author.id),
-            user_name=message.author.display_name,
-            message_id=str(message.id),
-            chat_type="private" if private else "group",
+        await self._publish(
+            (chat_id, topic_id),
+            message.author,
+            str(message.id),
+            private,
+            text,
             mentioned=mentioned,
             reply_to_bot=reply_to_bot,
-            text=text,
             files=files,
         )
-        await self._publish(inbound)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """A slash command: answered at once with the command as typed (Discord wants an answer
@@ -134,26 +134,42 @@ class DiscordAdapter(Surface):
             channel = interaction.channel
             if channel is None or interaction.channel_id is None:
                 raise ValueError("an application command without a channel")
-            chat_id, topic_id = await self._place(channel)
-            inbound = InboundMessage(
-                channel="discord",
-                chat_id=chat_id,
-                topic_id=topic_id,
-                user_id=str(interaction.user.id),
-                user_name=interaction.user.display_name,
-                message_id=f"slash-{interaction.id}",  # no message: the interaction names it
-                chat_type="private" if interaction.guild_id is None else "group",
+            await self._publish(
+                await self._place(channel),
+                interaction.user,
+                f"slash-{interaction.id}",  # no message: the interaction names it
+                interaction.guild_id is None,
+                text,
                 mentioned=True,  # invoked on the bot by name
-                text=text,
             )
-            await self._publish(inbound)
         except Exception as exc:
             log.exception("discord: could not take the slash command %s", interaction.id)
             await _answer(interaction, f"Sorry, I could not take that ({type(exc).__name__}).", True)
             return
         await _answer(interaction, text[:LIMIT], False)
 
-    async def _publish(self, inbound: InboundMessage) -> None:
+    async def _publish(
+        self,
+        place: tuple[str, str | None],
+        user: discord.User | discord.Member,
+        message_id: str,
+        private: bool,
+        text: str,
+        **more: Any,
+    ) -> None:
+        """What `user` sent in a place (`_place`: chat and topic) onto the bus, as text to the bot."""
+        chat_id, topic_id = place
+        inbound = InboundMessage(
+            channel="discord",
+            chat_id=chat_id,
+            topic_id=topic_id,
+            user_id=str(user.id),
+            user_name=user.display_name,
+            message_id=message_id,
+            chat_type="private" if private else "group",
+            text=text,
+            **more,
+        )
         await publish_inbound(self.bus, "discord", inbound)
 
     async def _place(self, channel: Any) -> tuple[str, str | None]:
@@ -274,15 +290,22 @@ async def _serve(bus: Bus, settings: DiscordConfig, lost: asyncio.Event) -> None
             raise Misconfigured("Discord refused the bot token: check channels.discord.bot_token") from exc
         except (aiohttp.ClientError, OSError, discord.GatewayNotFound) as exc:
             raise Unreachable(host, f"{type(exc).__name__}: {exc}") from exc
+        stored = await session.load(bus)
+        if stored is not None:  # the last active copy's session: what it missed is replayed
+            session.resume_stored(client, stored)
+        resumed = asyncio.Event()  # a resumed session sends RESUMED, never READY
+        client.event(_named("on_resumed", lambda: _set(resumed)))
         connecting = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
         work.append(connecting)
-        ready = asyncio.create_task(client.wait_until_ready())
-        await asyncio.wait([connecting, ready], return_when=asyncio.FIRST_COMPLETED)
-        if not ready.done():
-            ready.cancel()
+        ready = [asyncio.create_task(client.wait_until_ready()), asyncio.create_task(resumed.wait())]
+        await asyncio.wait([connecting, *ready], return_when=asyncio.FIRST_COMPLETED)
+        if not any(task.done() for task in ready):
+            await cancel_and_wait(*ready)
             connecting.result()  # the connection ended before READY: say why
+        await cancel_and_wait(*ready)
         assert client.user is not None
-        log.info("discord adapter connected as %s (%s)", client.user, client.user.id)
+        how = "resumed the session" if resumed.is_set() else "connected"
+        log.info("discord adapter %s as %s (%s)", how, client.user, client.user.id)
 
         async def connected() -> bool:
             return client.ws is not None and client.ws.open and not client.is_closed()
@@ -295,6 +318,7 @@ async def _serve(bus: Bus, settings: DiscordConfig, lost: asyncio.Event) -> None
         helpers = [
             asyncio.create_task(offer_commands(bus, client), name="discord-commands"),
             asyncio.create_task(watch_connection("discord", connected, down), name="discord-health"),
+            asyncio.create_task(session.keep_saved(bus, client), name="discord-session"),
         ]
         try:
             done, _ = await asyncio.wait(work, return_when=asyncio.FIRST_COMPLETED)
@@ -316,6 +340,10 @@ async def _serve(bus: Bus, settings: DiscordConfig, lost: asyncio.Event) -> None
         await cancel_and_wait(*work)
         await asyncio.shield(_close(client, rest))
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def _set(event: asyncio.Event) -> None:
+    event.set()
 
 
 def _named(name: str, handler: Any) -> Any:

@@ -18,6 +18,8 @@ from bus.messages import (
     ThreadCreateReply,
     ThreadCreateRequest,
     ThreadDeleted,
+    ThreadPatchReply,
+    ThreadPatchRequest,
     utcnow,
 )
 from bus.records import RecordStore
@@ -59,8 +61,13 @@ class Bindings:
             current = await self.chats.get(key)
             if current is not None and current.user_id == user_id:
                 return current
-            # linked to an account since (`/connect`): a fresh thread of theirs
-            fresh = current is not None
+            if current is not None and current.user_id == chat_user(message):
+                adopted = await self._adopt(key, current, user_id)
+                if adopted is not None:
+                    return adopted
+            elif current is not None and message.chat_type == "group":
+                return current  # a group's thread is the member's who spoke first; the others talk in it
+            fresh = current is not None  # its thread is gone, or another account's: a fresh one
         thread_id = str(uuid.uuid4())
 
         def bind(current: ChatBinding | None) -> ChatBinding | None:
@@ -85,6 +92,25 @@ class Bindings:
             except ServiceError as exc:  # its first run creates it (without the chat's metadata)
                 log.warning("thread %s of chat %s not recorded yet: %s", thread_id, key, exc.message)
         return binding
+
+    async def _adopt(self, key: str, current: ChatBinding, user_id: str) -> ChatBinding | None:
+        """The chat user was linked to account `user_id` since (`/connect`): the chat's thread becomes
+        the account's (the gateway gave it at the link already; asking again does no harm) and the
+        chat goes on in it. None when the thread cannot be given (deleted meanwhile)."""
+        request = ThreadPatchRequest(thread_id=current.thread_id, user_id=current.user_id, owner=user_id)
+        try:
+            await call(self.bus, "threads", "patch", request, ThreadPatchReply, timeout=10)
+        except ServiceError as exc:
+            log.info("chat %s starts a fresh thread: its thread %s: %s", key, current.thread_id, exc.message)
+            return None
+        log.info("chat %s goes on in thread %s as %s", key, current.thread_id, user_id)
+
+        def adopt(found: ChatBinding | None) -> ChatBinding | None:
+            if found is None or found.thread_id != current.thread_id:
+                return None
+            return found.model_copy(update={"user_id": user_id, "updated_at": utcnow()})
+
+        return await self.chats.update(key, adopt)
 
     async def choose_model(self, message: InboundMessage, binding: ChatBinding, model_name: str) -> None:
         """The chat's runs use `model_name` from now on."""

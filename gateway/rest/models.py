@@ -1,4 +1,5 @@
-"""Models: `/api/models` (what a client may pick, without secrets)."""
+"""Models: `/api/models` (what a client may pick, without secrets: the models the caller's role
+allows, so the web UI's picker offers no model a run would be refused)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def _model_info(gw: GW, name: str) -> ModelInfo:
 
 @router.get("/models", response_model=ModelsList)
 async def list_models(gw: GW, me: Me) -> ModelsList:
-    return ModelsList(models=[_model_info(gw, m.name) for m in gw.config.models])
+    permissions = await gw.run_access.permissions(me)
+    return ModelsList(models=[_model_info(gw, m.name) for m in gw.config.models if permissions.model(m.name)])
 
 
 @router.get("/models/{name}", response_model=ModelInfo, responses=errors(404))

@@ -1,10 +1,13 @@
 """Teams' admin and linking routes: `GET /api/v1/audit` (admins: the audit trail, filtered by person,
 action and time), `PUT /api/v1/roles/{user_id}` (admins: a person's role, effective at their next
 run), and `POST /api/v1/connect` (a signed-in person redeems a chat's `/connect` code: that chat user
-becomes them: same memory, role and threads from the chat's next message)."""
+becomes them: the chat user's threads are theirs at once, what the agent remembered of the chat user
+(its facts) joins their memory, and the chat's runs have their memory, role and budget from its next
+message)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
@@ -12,8 +15,18 @@ from pydantic import BaseModel, Field
 
 from access import AuditRecord
 from access.audit import parse_when
-from gateway.deps import GW, CallerOf
+from bus.messages import (
+    MemoryDocument,
+    MemoryFactRequest,
+    MemoryReply,
+    ThreadPatchReply,
+    ThreadPatchRequest,
+)
+from bus.records import RecordStore
+from bus.service import ServiceError, call
+from gateway.deps import GW, CallerOf, Gateway
 
+log = logging.getLogger(__name__)
 router = APIRouter()
 
 
@@ -79,6 +92,8 @@ class ConnectCode(BaseModel):
 class Connected(BaseModel):
     chat_user: str
     user_id: str
+    threads: list[str] = Field(default_factory=list, description="The chat user's threads, now theirs.")
+    facts: int = Field(0, description="Facts the agent remembered of the chat user, added to their memory.")
 
 
 @router.post("/v1/connect", response_model=Connected, responses={404: {}})
@@ -87,5 +102,45 @@ async def connect(gw: GW, caller: CallerOf, body: ConnectCode) -> Connected:
     if chat_user is None:
         raise HTTPException(404, "code: unknown, already used or expired; send /connect in the chat again")
     await gw.roles.link(chat_user, caller.user_id)
-    await gw.audit.record("chat_linked", user_id=caller.user_id, detail={"chat_user": chat_user})
-    return Connected(chat_user=chat_user, user_id=caller.user_id)
+    moved = await _give_threads(gw, chat_user, caller.user_id)
+    facts = await _carry_memory(gw, chat_user, caller.user_id)
+    detail = {"chat_user": chat_user, "threads": moved, "facts": facts}
+    await gw.audit.record("chat_linked", user_id=caller.user_id, detail=detail)
+    return Connected(chat_user=chat_user, user_id=caller.user_id, threads=moved, facts=facts)
+
+
+async def _carry_memory(gw: Gateway, chat_user: str, user_id: str) -> int:
+    """The facts the agent learned about the chat user, added to the account's memory (one memory);
+    how many. A fact the account's memory has already is left out; without a memory updater none are
+    carried (logged: the link holds all the same)."""
+    store = RecordStore(await gw.bus.kv(gw.bus.subjects.memory_bucket), MemoryDocument)
+    theirs = await store.get(MemoryDocument.key(chat_user, None))
+    carried = 0
+    for fact in theirs.facts if theirs is not None else []:
+        request = MemoryFactRequest(
+            user_id=user_id, content=fact.content, category=fact.category, confidence=fact.confidence
+        )
+        try:
+            await call(gw.bus, "memory", "add_fact", request, MemoryReply, timeout=30)
+        except ServiceError as exc:
+            if exc.code != "conflict":  # conflict: the same fact is there already
+                log.warning("memory of %s not carried to %s: %s", chat_user, user_id, exc.message)
+                break
+        else:
+            carried += 1
+    return carried
+
+
+async def _give_threads(gw: Gateway, chat_user: str, user_id: str) -> list[str]:
+    """The chat user's threads become the account's (visible in the web UI at once); their ids."""
+    theirs = await gw.view.search(
+        chat_user, keep=lambda _: True, sort_by="updated_at", descending=True, offset=0, limit=10_000
+    )
+    moved = []
+    for record in theirs:
+        request = ThreadPatchRequest(thread_id=record.thread_id, user_id=chat_user, owner=user_id)
+        reply = await gw.ask("patch", request, ThreadPatchReply)
+        if reply.thread is not None:
+            gw.view.put(reply.thread)
+            moved.append(record.thread_id)
+    return moved

@@ -11,13 +11,21 @@ import httpx
 import pytest
 
 from access import AuditLog, RoleBook
-from access.usage import UsageBook
+from access.usage import PeriodUsage, UsageBook
 from bus import Bus
+from bus.messages import (
+    ThreadCompactReply,
+    ThreadCompactRequest,
+    ThreadSuggestionsReply,
+    ThreadSuggestionsRequest,
+)
+from bus.service import ServiceError, call
 from config import AppConfig
 from config.access import AccessConfig
 from config.loader import _build
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.chat import Chat, running_router
+from tests.support.eventually import eventually
 from tests.support.gateway import running_gateway
 from tests.support.runner import ask, running_runner, submit_and_collect
 
@@ -67,6 +75,19 @@ async def test_a_person_over_their_daily_budget_is_told_so_and_another_goes_on(
         events = await submit_and_collect(bus, ask("th-max", "max two", user_id="max"))
         assert answer_text(events) == "hello again max"
 
+        # What else calls a model for ivy is refused too: follow-up suggestions, /compact.
+        suggestions = ThreadSuggestionsRequest(thread_id="th-ivy", user_id="ivy")
+        compact = ThreadCompactRequest(thread_id="th-ivy", user_id="ivy")
+        for endpoint, request, reply in (
+            ("suggestions", suggestions, ThreadSuggestionsReply),
+            ("compact", compact, ThreadCompactReply),
+        ):
+            with pytest.raises(ServiceError) as refused_call:
+                await call(bus, "threads", endpoint, request, reply, timeout=30)
+            assert refused_call.value.code == "not_allowed"
+            assert "daily budget of 5 tokens" in refused_call.value.message
+        assert len(fake_model.agent_requests) == asked + 2  # max's two runs only
+
     usage = UsageBook(await bus.js.key_value(bus.subjects.bucket("usage")))
     ivy_day = (await usage.usage("ivy"))[0]
     assert ivy_day.tokens > 5
@@ -74,7 +95,7 @@ async def test_a_person_over_their_daily_budget_is_told_so_and_another_goes_on(
     everyone = await usage.everyone()
     assert set(everyone) == {"ivy", "max"}
     refused = await AuditLog(bus).read(user_id="ivy", action="budget_refused")
-    assert len(refused) == 1
+    assert len(refused) == 3  # the run, the suggestions, the compaction
     assert "5 tokens" in refused[0].detail["reason"]
 
 
@@ -127,3 +148,59 @@ async def test_calls_counted_at_once_by_many_runners_lose_no_tokens(bus: Bus) ->
     day, month = await books[0].usage("ivy")
     assert (day.tokens, month.tokens) == (200, 200)
     assert day.cost == pytest.approx(10.0)
+
+
+async def test_the_title_and_the_summary_written_for_a_person_count_against_their_budget(
+    bus: Bus, nats_url: str, config_data: dict[str, Any], fake_model: FakeOpenAI
+) -> None:
+    """The thread's title and the summary of its older turns are written by models of their own,
+    the only ones with prices: whatever cost the person's counters show is theirs."""
+    base = {**config_data["models"][0], "context_window": 1000}  # summarised from 800 tokens
+    per_token = 1_000_000.0  # 1 a token
+    data = {
+        **config_data,
+        "models": [
+            base,
+            {**base, "name": "titler", "model": "titler-1", "output_price_per_million": per_token},
+            {**base, "name": "summer", "model": "summer-1", "input_price_per_million": per_token},
+        ],
+        "sandbox": {"provider": "local"},
+        "title": {"enabled": True, "model_name": "titler"},
+        "summarization": {"enabled": True, "model_name": "summer"},
+    }
+    config = _build(AppConfig, data, "test config")
+    usage = UsageBook(await bus.js.key_value(bus.subjects.bucket("usage")))
+    filler = " ".join(f"note {n}: the quarterly figures were reviewed twice." for n in range(40))
+    async with running_runner(nats_url, config):
+        fake_model.script(Reply(text="Noted.", when="first turn"))
+        await submit_and_collect(bus, ask("th-ivy-long", f"first turn {filler}", user_id="ivy"))
+        titled = await eventually(lambda: cost_above(usage, 0), "the title counted")
+        assert 1 <= titled.cost <= 10  # the title's few words, at 1 a token; the answer costs nothing
+
+        fake_model.script(
+            Reply(text="- the figures were reviewed", when="Context Extraction Assistant"),
+            Reply(text="Reviewed twice.", when="second turn"),
+        )
+        events = await submit_and_collect(bus, ask("th-ivy-long", f"{filler} second turn", user_id="ivy"))
+        assert answer_text(events) == "Reviewed twice."
+        assert any(r["model"] == "summer-1" for r in fake_model.requests)
+        # The summary read hundreds of tokens at 1 a token.
+        summarised = await eventually(lambda: cost_above(usage, titled.cost + 100), "the summary counted")
+        assert summarised.tokens > titled.tokens
+
+        # Follow-up suggestions (here by the titler) and /compact (by the summer) are ivy's calls too.
+        fake_model.auto_suggestions = ["What next?", "Why twice?"]
+        asked = ThreadSuggestionsRequest(thread_id="th-ivy-long", user_id="ivy", model_name="titler")
+        await call(bus, "threads", "suggestions", asked, ThreadSuggestionsReply, timeout=30)
+        # With no budget to check, a count is written after the answer went on.
+        suggested = await eventually(lambda: cost_above(usage, summarised.cost), "the suggestions counted")
+        fake_model.script(Reply(text="- reviewed twice", when="Context Extraction Assistant"))
+        compact = ThreadCompactRequest(thread_id="th-ivy-long", user_id="ivy")
+        assert (await call(bus, "threads", "compact", compact, ThreadCompactReply, timeout=30)).compacted
+        await eventually(lambda: cost_above(usage, suggested.cost), "the compaction counted")
+
+
+async def cost_above(usage: UsageBook, cost: float) -> PeriodUsage | None:
+    """Ivy's day, once its cost is above `cost`."""
+    day = (await usage.usage("ivy"))[0]
+    return day if day.cost > cost else None

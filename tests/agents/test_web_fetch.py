@@ -14,6 +14,9 @@ import pytest
 from langchain_core.tools import BaseTool
 
 from agents.tools import config_tools
+from agents.tools.community.errors import FetchRefused
+from agents.tools.community.web_fetch import WebFetchSettings, read_page
+from bus.messages import EgressPolicy
 from config import AppConfig
 from tests.conftest import REPO
 from tests.fakes.web_providers import FakeFirecrawl, FakeJina, FakeWebsite
@@ -414,3 +417,34 @@ def test_a_name_rebinding_to_loopback_after_the_check_cannot_reach_loopback() ->
     assert seen["lookups"] == 1, "one resolution, for the check and the connection"
     [request] = seen["public"]
     assert any(line.lower().startswith("host: rebind.test:") for line in request), "the URL's Host header"
+
+
+# ------------------------------------------------------------------ the run's egress policy
+
+
+def egress(mode: str, **more: Any) -> EgressPolicy:
+    """A run's policy as `access.egress` makes it; names pinned to the loopback site (no DNS)."""
+    return EgressPolicy(mode=mode, hosts={"docs.allowed.test": "127.0.0.1", "evil.test": "127.0.0.1"}, **more)
+
+
+async def test_the_runs_egress_policy_decides_which_hosts_web_fetch_reads_redirects_included(
+    site: FakeWebsite,
+) -> None:
+    site.page("/page", "an allowed page", "text/plain")
+    site.redirect("/hop", f"http://evil.test:{site.port}/steal")
+    settings = WebFetchSettings()  # as shipped: public hosts only; the pinned names are the operator's
+    allowlist = egress("allowlist", allow=["allowed.test"])
+    allowed = f"http://docs.allowed.test:{site.port}"
+
+    assert await read_page(settings, f"{allowed}/page", allowlist) == "an allowed page"
+    with pytest.raises(FetchRefused, match=r"evil\.test is not on the egress allowlist"):
+        await read_page(settings, f"{allowed}/hop", allowlist)
+    with pytest.raises(FetchRefused, match="not on the egress allowlist"):
+        await read_page(settings, f"http://evil.test:{site.port}/steal", allowlist)
+    with pytest.raises(FetchRefused, match="allows no network access"):
+        await read_page(settings, f"{allowed}/page", egress("none"))
+    asked = [params["path"] for method, params in site.calls if method == "get"]
+    assert asked == ["/page", "/hop"], "the attacker's page was never asked for"
+    unset = egress("none", binds_web=False)  # no `egress` configured: web_fetch as before
+    with pytest.raises(FetchRefused, match="private or local address"):
+        await read_page(settings, f"http://127.0.0.1:{site.port}/page", unset)

@@ -113,6 +113,7 @@ class FakeDiscord(LocalServer):
         self.most_live = 0
         self.identified = 0
         self.resumed = 0
+        self.invalid_sessions_told = 0  # RESUMEs answered op 9
         self.messages: dict[str, dict[str, Any]] = {}  # id -> message as it is now (bot's and users')
         self.commands: list[dict[str, Any]] = []  # the application's global commands
         self.attachments: dict[str, bytes] = {}
@@ -281,6 +282,13 @@ class FakeDiscord(LocalServer):
             if session.queue is not None:
                 session.queue.put_nowait(payload)
 
+    def invalidate_sessions(self) -> None:
+        """Sessions not connected now can no longer be resumed (as Discord drops one after a while):
+        a RESUME of one is answered op 9 INVALID_SESSION with `d` false."""
+        for session in self.sessions.values():
+            if session.queue is None:
+                session.resumable_until = 0.0
+
     def ask_to_reconnect(self) -> None:
         """Op 7 RECONNECT to every live connection: the client should resume."""
         for session in self.sessions.values():
@@ -357,6 +365,8 @@ class FakeDiscord(LocalServer):
                         or found.queue is not None
                         or found.resumable_until < time.monotonic()
                     ):
+                        self.invalid_sessions_told += 1
+                        self.changed()
                         await send({"op": 9, "d": False})
                         continue
                     session, session.queue = found, asyncio.Queue()

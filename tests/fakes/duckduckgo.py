@@ -51,8 +51,9 @@ class Picture:
     url: str
 
 
-def _certificates(folder: Path) -> tuple[Path, Path, Path]:
-    """A CA, and a server certificate it signed for DuckDuckGo's hosts: (ca.pem, cert.pem, key.pem)."""
+def _certificates(folder: Path, hosts: tuple[str, ...] = HOSTS) -> tuple[Path, Path, Path]:
+    """A CA, and a server certificate it signed for `hosts` (DuckDuckGo's by default): (ca.pem,
+    cert.pem, key.pem)."""
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Antler test CA")])
@@ -83,10 +84,10 @@ def _certificates(folder: Path) -> tuple[Path, Path, Path]:
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
-    names = [x509.DNSName(h) for h in HOSTS] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    names = [x509.DNSName(h) for h in hosts] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
     cert = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, HOSTS[0])]))
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
         .issuer_name(ca_name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())

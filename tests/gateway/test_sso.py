@@ -21,18 +21,12 @@ from bus import Bus
 from config import AppConfig
 from gateway.accounts import AccountStore
 from tests.support.gateway import running_gateway
-from tests.support.oidc_idp import IdP, antler_client, running_idp
+from tests.support.oidc_idp import ALICE, IdP, antler_client, provider_config, running_idp, sign_in, walk
 from tests.support.ports import free_port
 
 AUTH = "/api/v1/auth"
-SECRET = "antler-client-secret-for-the-test-idp"
 PEOPLE = {
-    "alice": {
-        "password": "alice-pw",
-        "email": "alice@example.com",
-        "email_verified": True,
-        "groups": ["eng"],
-    },
+    "alice": ALICE,
     "boss": {"password": "boss-pw", "email": "boss@example.com", "email_verified": True, "groups": ["ops"]},
     "carol": {"password": "carol-pw", "email": "carol@example.com", "email_verified": True, "groups": []},
     "mallory": {"password": "m-pw", "email": "mallory@example.com", "email_verified": False, "groups": []},
@@ -48,17 +42,7 @@ class Stack:
 def sso_config(stack_config: AppConfig, issuer: str, port: int) -> AppConfig:
     data: dict[str, Any] = stack_config.model_dump(mode="json")
     data["gateway"]["port"] = port
-    data["gateway"]["auth"]["oidc"] = [
-        {
-            "name": "corp",
-            "display_name": "Corp SSO",
-            "issuer": issuer,
-            "client_id": "antler",
-            "client_secret": SECRET,
-            "scopes": ["openid", "email", "profile", "groups"],
-            "role_map": {"ops": "admin", "eng": "engineer"},
-        }
-    ]
+    data["gateway"]["auth"]["oidc"] = [provider_config(issuer, {"ops": "admin", "eng": "engineer"})]
     data["access"] = {
         "roles": {
             "member": {"models": ["*"]},
@@ -71,40 +55,17 @@ def sso_config(stack_config: AppConfig, issuer: str, port: int) -> AppConfig:
 @pytest_asyncio.fixture
 async def stack(nats_url: str, stack_config: AppConfig) -> AsyncIterator[Stack]:
     port = free_port()
-    async with running_idp([antler_client(port, SECRET)], PEOPLE) as idp:
+    async with running_idp([antler_client(port)], PEOPLE) as idp:
         config = sso_config(stack_config, idp.issuer, port)
         async with running_gateway(nats_url, config) as base:
             yield Stack(base, idp)
-
-
-async def walk(
-    client: httpx.AsyncClient, response: httpx.Response, stop_at: str | None = None
-) -> httpx.Response:
-    """Follow redirects as a browser does (cookies kept per host), stopping before a URL containing
-    `stop_at` (the response that points there is returned)."""
-    for _ in range(20):
-        if response.status_code not in (302, 303):
-            return response
-        target = str(response.url.join(response.headers["location"]))
-        if stop_at and stop_at in target:
-            return response
-        response = await client.get(target)
-    raise AssertionError("too many redirects")
 
 
 async def start_and_sign_in(
     client: httpx.AsyncClient, stack: Stack, login: str, *, stop_at: str | None = None
 ) -> httpx.Response:
     """Press the provider's button on Antler's sign-in page, then fill in the provider's form."""
-    form_page = await walk(client, await client.get(f"{stack.base}{AUTH}/oauth/corp", params={"next": "/"}))
-    assert form_page.status_code == 200, form_page.text
-    action = re.search(r'action="([^"]+)"', form_page.text)
-    assert action, form_page.text
-    answer = await client.post(
-        str(form_page.url.join(action.group(1))),
-        data={"login": login, "password": PEOPLE[login]["password"]},
-    )
-    return await walk(client, answer, stop_at=stop_at)
+    return await sign_in(client, stack.base, "corp", login, PEOPLE[login]["password"], stop_at=stop_at)
 
 
 def browser() -> httpx.AsyncClient:

@@ -1,7 +1,8 @@
 """A chat platform's whole path for tests of several packages: runner, sandbox broker, router and
 the adapter under test (`adapter_stack`, or the `start_adapter` fixture that binds it to the test's
 server and config); the Telegram and Slack stacks (`telegram_stack`, `slack_stack`); and the fake
-platforms as fixtures (`telegram`, `discord`, `slack`, `feishu`, `dingtalk`, `wecom`, `wechat`)."""
+platforms as fixtures (`telegram`, `discord`, `slack`, `feishu`, `dingtalk`, `wecom`, `wechat`,
+`teams`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.conftest import running_component
 from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.msteams_server import FakeTeams
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
@@ -93,6 +95,9 @@ feishu = fake_fixture(FakeFeishu, "The fake Feishu (open API and long connection
 dingtalk = fake_fixture(FakeDingTalk, "The fake DingTalk (open API and Stream mode).")
 wecom = fake_fixture(FakeWeCom, "The fake WeCom (its API, and the client calling the adapter's callback).")
 wechat = fake_fixture(FakeWeChat, "The fake WeChat official account (its API and callback client).")
+teams = fake_fixture(
+    FakeTeams, "The fake Teams (token service, signing keys, Bot Connector) the Teams adapter talks to."
+)
 
 
 def the_agent_read(fake_model: FakeOpenAI, upload: str, content: str) -> None:

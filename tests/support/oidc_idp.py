@@ -22,6 +22,32 @@ import httpx
 import pytest
 
 IDP_DIR = Path(__file__).parent / "oidc_idp"
+PROVIDER = "corp"  # the provider's name in Antler's config and URLs
+CLIENT_SECRET = "antler-client-secret-for-the-test-idp"
+ALICE = {"password": "alice-pw", "email": "alice@example.com", "email_verified": True, "groups": ["eng"]}
+
+
+def antler_client(port: int) -> dict[str, Any]:
+    """Antler registered at the provider, as the gateway on loopback `port` calls back."""
+    return {
+        "client_id": "antler",
+        "client_secret": CLIENT_SECRET,
+        "redirect_uris": [f"http://127.0.0.1:{port}/api/v1/auth/callback/{PROVIDER}"],
+        "post_logout_redirect_uris": [f"http://127.0.0.1:{port}/"],
+    }
+
+
+def provider_config(issuer: str, role_map: dict[str, str]) -> dict[str, Any]:
+    """The provider in Antler's config (`gateway.auth.oidc[]`), groups mapped to roles by `role_map`."""
+    return {
+        "name": PROVIDER,
+        "display_name": "Corp SSO",
+        "issuer": issuer,
+        "client_id": "antler",
+        "client_secret": CLIENT_SECRET,
+        "scopes": ["openid", "email", "profile", "groups"],
+        "role_map": role_map,
+    }
 
 
 @dataclass
@@ -35,14 +61,41 @@ class IdP:
             answer.raise_for_status()
 
 
-def antler_client(port: int, secret: str) -> dict[str, Any]:
-    """The provider's registration of an Antler gateway on `port` signing people in as provider `corp`."""
-    return {
-        "client_id": "antler",
-        "client_secret": secret,
-        "redirect_uris": [f"http://127.0.0.1:{port}/api/v1/auth/callback/corp"],
-        "post_logout_redirect_uris": [f"http://127.0.0.1:{port}/"],
-    }
+async def walk(
+    client: httpx.AsyncClient, response: httpx.Response, stop_at: str | None = None
+) -> httpx.Response:
+    """Follow redirects as a browser does (cookies kept per host), stopping before a URL containing
+    `stop_at` (the response that points there is returned)."""
+    for _ in range(20):
+        if response.status_code not in (302, 303):
+            return response
+        target = str(response.url.join(response.headers["location"]))
+        if stop_at and stop_at in target:
+            return response
+        response = await client.get(target)
+    raise AssertionError("too many redirects")
+
+
+async def sign_in(
+    client: httpx.AsyncClient,
+    gateway: str,
+    provider: str,
+    login: str,
+    password: str,
+    *,
+    stop_at: str | None = None,
+) -> httpx.Response:
+    """Press the provider's button on Antler's sign-in page (`gateway`: its origin), then fill in the
+    provider's form, as a person's browser (`client`, with a cookie jar) does."""
+    start = await client.get(f"{gateway}/api/v1/auth/oauth/{provider}", params={"next": "/"})
+    form_page = await walk(client, start)
+    assert form_page.status_code == 200, form_page.text
+    action = re.search(r'action="([^"]+)"', form_page.text)
+    assert action, form_page.text
+    answer = await client.post(
+        str(form_page.url.join(action.group(1))), data={"login": login, "password": password}
+    )
+    return await walk(client, answer, stop_at=stop_at)
 
 
 @contextlib.asynccontextmanager

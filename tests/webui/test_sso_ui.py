@@ -20,16 +20,13 @@ from config.loader import _build
 from tests.conftest import component_bus, fail_on_violations
 from tests.support.gateway import running_gateway
 from tests.support.nats_users import SecuredServer
-from tests.support.oidc_idp import antler_client, running_idp
+from tests.support.oidc_idp import ALICE, antler_client, provider_config, running_idp
 from tests.support.ports import free_port
 from tests.webui.conftest import DESKTOP, UI_TESTS
 
 pytestmark = UI_TESTS
 
-SECRET = "antler-client-secret-for-the-ui-test"
-PEOPLE = {
-    "alice": {"password": "alice-pw", "email": "alice@example.com", "email_verified": True, "groups": ["eng"]}
-}
+PEOPLE = {"alice": ALICE}
 
 
 @dataclass
@@ -49,7 +46,7 @@ async def sso_stack(
     bus = BusConfig(prefix=users.prefix)
     port = free_port()
     try:
-        async with running_idp([antler_client(port, SECRET)], PEOPLE) as idp:
+        async with running_idp([antler_client(port)], PEOPLE) as idp:
             data = {
                 "bus": component_bus(bus, tmp / "data"),
                 "models": [
@@ -62,19 +59,7 @@ async def sso_stack(
                 ],
                 "gateway": {
                     "port": port,
-                    "auth": {
-                        "oidc": [
-                            {
-                                "name": "corp",
-                                "display_name": "Corp SSO",
-                                "issuer": idp.issuer,
-                                "client_id": "antler",
-                                "client_secret": SECRET,
-                                "scopes": ["openid", "email", "profile", "groups"],
-                                "role_map": {"eng": "engineer"},
-                            }
-                        ]
-                    },
+                    "auth": {"oidc": [provider_config(idp.issuer, {"eng": "engineer"})]},
                 },
                 "access": {"roles": {"member": {}, "engineer": {"models": ["fake"]}}},
             }

@@ -49,5 +49,6 @@ class RunPromptMiddleware(AgentMiddleware):
                 tool_call_id=request.tool_call.get("id") or "",
                 name=name,
                 status="error",
+                response_metadata={"refused": "not offered in this run (the person's role, agent or skill)"},
             )
         return await handler(request)

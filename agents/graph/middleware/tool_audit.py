@@ -2,8 +2,9 @@
 refused) as records in the audit trail (`tool_call`, `tool_refused`): who, which run and thread, which
 tool, a digest of its arguments (never the arguments themselves) and the outcome.
 
-It sits with the tool telemetry, outside the guardrails and `ToolErrorMiddleware`, so it sees the
-outcome the model gets. Writing a record never fails a call (access.audit logs a failure).
+It is the outermost tool link, outside the run's tool filter (`RunPromptMiddleware`: a call of a tool
+the person's role lacks is a `tool_refused` record), the guardrails and `ToolErrorMiddleware`, so it
+sees the outcome the model gets. Writing a record never fails a call (access.audit logs a failure).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from langchain_core.runnables.config import var_child_runnable_config
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agents.tools.community.errors import WebToolError
+from bus.messages import EgressPolicy
 from config import MissingEnvError, ToolConfig
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,18 @@ def call_settings(entry: ToolConfig, settings_type: type[S]) -> S:
         MissingEnvError: a `$NAME` whose variable is still not set.
     """
     return settings_type.model_validate(entry.resolved_extra())
+
+
+def run_egress() -> EgressPolicy | None:
+    """The run's egress policy (`RunContext.egress`, decided by `access.egress`); None outside a run."""
+    try:
+        from langgraph.runtime import get_runtime
+
+        runtime = get_runtime()
+    except (RuntimeError, ImportError):  # not inside a graph run
+        return None
+    policy = getattr(getattr(runtime, "context", None), "egress", None)
+    return policy if isinstance(policy, EgressPolicy) else None
 
 
 def _run_id() -> str:

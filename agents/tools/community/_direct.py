@@ -15,10 +15,12 @@ from typing import Any
 import httpx
 
 from access.addresses import AddressRefused, UnresolvableHost, resolve_public
+from access.egress import domain_allowed, refusal
 from agents.tools.community._html import Kind, kind_of, media_type, sniff
 from agents.tools.community._http import client, ssl_context
 from agents.tools.community._pinned import CheckedTransport
 from agents.tools.community.errors import FetchRefused, ProviderRefused, ProviderTimeout, ProviderUnreachable
+from bus.messages import EgressPolicy
 
 MAX_REDIRECTS = 5
 _ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.8"
@@ -51,20 +53,19 @@ def web_url(url: str) -> httpx.URL:
     return parsed
 
 
-def check_domain(url: str, host: str, allowed: list[str] | None) -> None:
-    """Nothing when `allowed` is None or `host` is one of its domains or their subdomains.
+def check_domain(url: str, host: str, allowed: list[str] | None, policy: EgressPolicy | None = None) -> None:
+    """Nothing when `host` is on the tool's `allowed` domains (None: any) and the run's egress
+    `policy` (`access.egress`; None or one not binding web_fetch: any) allows it.
 
     Raises:
-        FetchRefused: the host is not on the allow-list.
+        FetchRefused: the host is not on the allow-list, or the egress policy refuses it.
     """
-    if allowed is None:
-        return
-    name = host.strip("[]").rstrip(".").lower()
-    for domain in allowed:
-        domain = domain.strip().rstrip(".").lower()
-        if domain and (name == domain or name.endswith("." + domain)):
-            return
-    raise FetchRefused(url, f"{host} is not on this deployment's list of allowed domains")
+    if allowed is not None and not domain_allowed(host, allowed):
+        raise FetchRefused(url, f"{host} is not on this deployment's list of allowed domains")
+    if policy is not None and policy.binds_web:
+        reason = refusal(policy, host)
+        if reason is not None:
+            raise FetchRefused(url, reason)
 
 
 async def fetch(
@@ -74,6 +75,7 @@ async def fetch(
     max_bytes: int,
     allow_private_networks: bool,
     allowed_domains: list[str] | None = None,
+    egress: EgressPolicy | None = None,
 ) -> Page:
     """The page at `url`, following redirects.
 
@@ -85,12 +87,14 @@ async def fetch(
     """
     target = web_url(url)
     host = target.host
+    check_domain(url, host, allowed_domains, egress)
+    pinned = egress.hosts if egress is not None and egress.binds_web else {}
 
     async def public_addresses(name: str, port: int) -> list[str]:
-        return await _public_addresses(str(target), name, port)
+        return await _public_addresses(str(target), name, port, pinned, allow_private_networks)
 
     options: dict[str, Any] = {}
-    if not allow_private_networks:  # every connection goes to an address checked on the way
+    if not allow_private_networks or pinned:  # every connection goes to an address checked on the way
         options["transport"] = CheckedTransport(await ssl_context(), public_addresses)
     try:
         async with asyncio.timeout(timeout_seconds):
@@ -100,7 +104,7 @@ async def fetch(
                     async with http.stream("GET", target, headers={"Accept": _ACCEPT}) as response:
                         if response.is_redirect:
                             target = web_url(str(response.url.join(response.headers["location"])))
-                            check_domain(str(target), target.host, allowed_domains)
+                            check_domain(str(target), target.host, allowed_domains, egress)
                             continue
                         if response.status_code >= 400:
                             raise ProviderRefused(
@@ -146,16 +150,22 @@ def _charset(response: httpx.Response) -> str | None:
         return None
 
 
-async def _public_addresses(url: str, host: str, port: int) -> list[str]:
-    """`host`'s addresses, resolved once, if every one is public (a connection then uses them).
+async def _public_addresses(
+    url: str, host: str, port: int, pinned: dict[str, str], allow_private: bool = False
+) -> list[str]:
+    """`host`'s addresses, resolved once, if every one is public (a connection then uses them); a
+    name the operator pinned (`egress.hosts`) goes to its address.
 
     Raises:
         FetchRefused: one is loopback, private, link-local, a cloud metadata address or an IPv6
             form carrying one (`access.addresses`); a name answering with a mix is refused whole.
         ProviderUnreachable: the name does not resolve.
     """
+    name = host.strip("[]").rstrip(".").lower()
+    if name in pinned:
+        return [pinned[name]]
     try:
-        return await resolve_public(host, port)
+        return await resolve_public(host, port, allow_private=allow_private)
     except UnresolvableHost as exc:
         raise ProviderUnreachable(host, host, f"cannot resolve the name: {exc.detail}") from None
     except AddressRefused as exc:

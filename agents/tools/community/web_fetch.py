@@ -20,10 +20,18 @@ from pydantic import BaseModel, Field
 
 from access.addresses import literal_address, refusal_reason
 from agents.tools.community import _direct, _readers
-from agents.tools.community._common import ToolSettings, call_settings, cap, check_settings, guarded
+from agents.tools.community._common import (
+    ToolSettings,
+    call_settings,
+    cap,
+    check_settings,
+    guarded,
+    run_egress,
+)
 from agents.tools.community._html import describe, html_to_markdown
 from agents.tools.community.errors import FetchRefused
 from agents.tools.from_config import tool_factory
+from bus.messages import EgressPolicy
 from config import ToolConfig
 
 logger = logging.getLogger(__name__)
@@ -48,10 +56,11 @@ class WebFetchArgs(BaseModel):
     url: str = Field(description="The page's full URL, starting with http:// or https://.")
 
 
-async def read_page(settings: WebFetchSettings, url: str) -> str:
-    """The page at `url` as Markdown (or what it is, when it is not text), cut to `max_chars`."""
+async def read_page(settings: WebFetchSettings, url: str, egress: EgressPolicy | None = None) -> str:
+    """The page at `url` as Markdown (or what it is, when it is not text), cut to `max_chars`; the
+    run's `egress` policy (`access.egress`) decides which hosts may be read, as for its commands."""
     target = _direct.web_url(url)  # every provider gets an absolute http(s) URL
-    _direct.check_domain(url, target.host, settings.allowed_domains)
+    _direct.check_domain(url, target.host, settings.allowed_domains, egress)
     if settings.provider != "http" and not settings.allow_private_networks:
         # A reader service resolves the name itself; a literal private or metadata address (or
         # localhost) is still refused here, as a self-hosted reader would reach it.
@@ -66,17 +75,18 @@ async def read_page(settings: WebFetchSettings, url: str) -> str:
     elif settings.provider == "firecrawl":
         text = await _readers.firecrawl(settings, url)
     else:
-        text = await _read_directly(settings, url)
+        text = await _read_directly(settings, url, egress)
     return cap(text, settings.max_chars) if text.strip() else f"{url} has no readable text."
 
 
-async def _read_directly(settings: WebFetchSettings, url: str) -> str:
+async def _read_directly(settings: WebFetchSettings, url: str, egress: EgressPolicy | None) -> str:
     page = await _direct.fetch(
         url,
         timeout_seconds=settings.timeout_seconds,
         max_bytes=settings.max_bytes,
         allow_private_networks=settings.allow_private_networks,
         allowed_domains=settings.allowed_domains,
+        egress=egress,
     )
     if page.kind == "binary":
         return describe(page.url, page.mime, page.size)
@@ -104,7 +114,7 @@ def make_web_fetch(entry: ToolConfig) -> BaseTool:
 
         async def work() -> str:
             current = call_settings(entry, WebFetchSettings)
-            text = await read_page(current, url)
+            text = await read_page(current, url, run_egress())
             logger.info("%s: %s read %d characters", entry.name, current.provider, len(text))
             return text
 

@@ -1,6 +1,6 @@
 """`/connect`: a one-time code that, entered in the web UI by a signed-in person (`POST
-/api/v1/connect`), makes this chat user that person: their memory, role and threads. The chat's next
-message starts a thread of theirs."""
+/api/v1/connect`), makes this chat user that person: their memory, role and threads. The chat goes on
+in its thread, theirs now."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
-"""`/models`: the configured models, the chat's marked; `/models <name>`: the chat uses that one."""
+"""`/models`: the configured models, the chat's marked; `/models <name>`: the chat uses that one, if
+the person's role allows it (access.policy)."""
 
 from __future__ import annotations
 
+from access.runner import RunAccess
 from bus.messages import InboundMessage
 from channels.router.commands.context import Answer, CommandContext
 
@@ -15,6 +17,10 @@ async def handle(ctx: CommandContext, message: InboundMessage, name: str, argume
         return "Models (choose with /models <name>):\n" + "\n".join(lines)
     if argument not in names:
         return f"There is no model {argument!r}. Available: {', '.join(names) or 'none'}"
+    permissions = await RunAccess(ctx.bus, ctx.config).permissions(await ctx.bindings.person(message))
+    if (reason := permissions.refusal_for_model(argument)) is not None:
+        text = reason.removeprefix("model: ")
+        return text[:1].upper() + text[1:]
     binding = await ctx.bindings.of(message)
     await ctx.bindings.choose_model(message, binding, argument)
     return f"This chat now uses {argument}."
