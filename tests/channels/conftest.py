@@ -26,6 +26,8 @@ from tests.support.adapters import (  # noqa: F401  (fixtures)
     slack,
     slack_stack,
     start_adapter,
+    teams,
+    teams_stack,
     telegram,
     telegram_stack,
     wechat,

@@ -1,8 +1,8 @@
 """A chat platform's whole path for tests of several packages: runner, sandbox broker, router and
 the adapter under test (`adapter_stack`, or the `start_adapter` fixture that binds it to the test's
-server and config); the Telegram and Slack stacks (`telegram_stack`, `slack_stack`); and the fake
-platforms as fixtures (`telegram`, `discord`, `slack`, `feishu`, `dingtalk`, `wecom`, `wechat`,
-`teams`)."""
+server and config); the Telegram, Slack and Teams stacks (`telegram_stack`, `slack_stack`,
+`teams_stack`); and the fake platforms as fixtures (`telegram`, `discord`, `slack`, `feishu`,
+`dingtalk`, `wecom`, `wechat`, `teams`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 
 from bus import Bus
+from channels.msteams import run as run_msteams
 from channels.slack import run as run_slack
 from channels.telegram import run as run_telegram
 from config import AppConfig
@@ -31,6 +32,7 @@ from tests.fakes.wechat_server import FakeWeChat
 from tests.fakes.wecom_server import FakeWeCom
 from tests.support.chat import running_router
 from tests.support.fakes import fake_fixture
+from tests.support.ports import free_port
 from tests.support.runner import running_runner
 from tests.support.sandbox import running_broker
 
@@ -126,6 +128,14 @@ async def telegram_stack(telegram: FakeTelegram, start_adapter: StartAdapter) ->
     settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
     async with start_adapter("telegram", settings, run_telegram) as config:
         await telegram.wait_for("getMe")
+        yield config
+
+
+@pytest_asyncio.fixture
+async def teams_stack(teams: FakeTeams, start_adapter: StartAdapter) -> AsyncIterator[AppConfig]:
+    """A runner, a router and the Teams adapter serving its messaging endpoint, its token fetched."""
+    async with start_adapter("msteams", teams.settings(free_port()), run_msteams) as config:
+        await teams.wait_for("token")
         yield config
 
 
