@@ -33,10 +33,11 @@ import yaml
 from nats.js.errors import NotFoundError
 
 from agents.subagents import EXECUTOR_DURABLE
-from bus import Bus, NoResponders
-from bus.messages import ExecReply, ExecRequest, InboundMessage
+from bus import Bus
+from bus.messages import InboundMessage
 from tests.conftest import REPO, finished, run_antler
 from tests.support.antler_up import AntlerUp
+from tests.support.sandbox import exec_once_up
 
 COMPONENTS = ("agents", "sandbox", "channels", "gateway", "memory", "schedules", "agentproto", "browser")
 SHARED = ("bus", "config", "llm", "skills", "access")
@@ -229,16 +230,7 @@ UNUSED = ("aiohttp.",)  # nats-py's websocket transport (ws:// URLs only); see b
 
 
 async def run_a_command(bus: Bus) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 30
-    while True:  # until the broker in the child answers
-        try:
-            request = ExecRequest(thread_id="t-light", command="echo hi")
-            reply = await bus.request(bus.subjects.sandbox("exec"), request, ExecReply, timeout=10)
-            break
-        except NoResponders:
-            assert loop.time() < deadline, "the sandbox broker never answered"
-            await asyncio.sleep(0.05)
+    reply = await exec_once_up(bus, "t-light")  # once the broker in the child answers
     assert (reply.error, reply.output.strip()) == (None, "hi")
 
 

@@ -173,6 +173,21 @@ async def test_tool_steps_are_status_chunks_and_presented_files_come_as_attachme
     assert [(f.filename, f.to_bytes()) for f in files] == [("report.md", b"# Report")]
 
 
+async def prompt_replying(up: AntlerUp, text: str, reply: str) -> tuple[list[str], str]:
+    """alice prompts Antler's agent with `text` and replies `reply` to each query it makes: the
+    queries' prompts, and the answer's text."""
+    async with client(up, "alice") as (agents, _, _):
+        agent = await find(agents, "antler", "alice")
+        questions, texts = [], []
+        async for message in agent.prompt(text):
+            if isinstance(message, Query):
+                questions.append(message.prompt)
+                await message.reply(reply)
+            elif isinstance(message, ResponseChunk):
+                texts.append(message.text)
+    return questions, "".join(texts)
+
+
 async def test_a_clarification_is_a_query_whose_answer_resumes_the_conversation(
     up: AntlerUp, model: FakeOpenAI
 ) -> None:
@@ -180,17 +195,9 @@ async def test_a_clarification_is_a_query_whose_answer_resumes_the_conversation(
         Reply(tool_calls=[ToolCall("ask_clarification", {"question": "Which city?"})], when="WEATHER-Q"),
         Reply(text="Sunny in Paris.", when="Paris"),
     )
-    async with client(up, "alice") as (agents, _, _):
-        agent = await find(agents, "antler", "alice")
-        questions, texts = [], []
-        async for message in agent.prompt("WEATHER-Q: how is the weather?"):
-            if isinstance(message, Query):
-                questions.append(message.prompt)
-                await message.reply("Paris")
-            elif isinstance(message, ResponseChunk):
-                texts.append(message.text)
+    questions, answer = await prompt_replying(up, "WEATHER-Q: how is the weather?", "Paris")
     assert questions == ["Which city?"]
-    assert "".join(texts) == "Sunny in Paris."
+    assert answer == "Sunny in Paris."
 
 
 async def test_a_tool_call_waiting_for_approval_is_a_query_answered_on_the_protocol(
@@ -200,17 +207,9 @@ async def test_a_tool_call_waiting_for_approval_is_a_query_answered_on_the_proto
         Reply(tool_calls=[ToolCall("bash", {"command": "echo NEEDS-APPROVAL ok"})], when="APPROVE-Q"),
         Reply(text="It said ok.", when="NEEDS-APPROVAL ok"),
     )
-    async with client(up, "alice") as (agents, _, _):
-        agent = await find(agents, "antler", "alice")
-        questions, texts = [], []
-        async for message in agent.prompt("APPROVE-Q: run it"):
-            if isinstance(message, Query):
-                questions.append(message.prompt)
-                await message.reply("approve")
-            elif isinstance(message, ResponseChunk):
-                texts.append(message.text)
+    questions, answer = await prompt_replying(up, "APPROVE-Q: run it", "approve")
     assert questions == ["May I run bash: echo NEEDS-APPROVAL ok? Answer approve, or deny with a reason."]
-    assert "".join(texts).endswith("It said ok.")
+    assert answer.endswith("It said ok.")
     ran = model.agent_requests[-1]["messages"][-1]
     assert ran["role"] == "tool"
     assert "NEEDS-APPROVAL ok" in ran["content"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -12,21 +13,41 @@ import pytest_asyncio
 from bus import Bus
 from bus.messages import RunRequest
 from bus.runs import submit_run
-from config import AppConfig
-from tests.conftest import finished, run_antler
+from tests.conftest import finished
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.runner import KillRunner, running_runner
+from tests.support.runner import (  # noqa: F401  (antler_cli, start_runner, start_stack: fixtures)
+    AntlerCli,
+    KillRunner,
+    StartRunner,
+    antler_cli,
+    start_runner,
+    start_stack,
+)
 
 
 @pytest_asyncio.fixture
-async def runner(nats_url: str, app_config: Callable[[], AppConfig]) -> AsyncIterator[None]:
-    async with running_runner(nats_url, app_config()):
+async def runner(start_runner: StartRunner) -> AsyncIterator[None]:  # noqa: F811
+    async with start_runner():
         yield
 
 
 @pytest.fixture
+def counted_calls(
+    config_data: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[], list[str]]:
+    """The agent's one tool is `count_calls` (tests/components/tools.py), which writes each call's
+    note to a file, from whichever runner process runs it; `counted_calls()`: the notes so far."""
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("ANTLER_TEST_CALLS_FILE", str(calls))
+    config_data["tools"] = [{"name": "count_calls", "use": "tests.components.tools:count_calls"}]
+    return lambda: calls.read_text().splitlines()
+
+
+@pytest.fixture
 def runner_killed_mid_run(
-    bus: Bus, fake_model: FakeOpenAI, config_file: Callable[[], Path], nats_url: str
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    antler_cli: AntlerCli,  # noqa: F811
 ) -> KillRunner:
     """`await kill(request, model_calls)`: a runner in a process of its own (`antler run runner`, on
     the config as the test has set it by then) takes `request` (submitted here; None: one already
@@ -34,7 +55,7 @@ def runner_killed_mid_run(
     them still unanswered. The run's request is left unacked, for the next runner."""
 
     async def kill(request: RunRequest | None, model_calls: int) -> None:
-        doomed = await run_antler("run", "runner", "-c", str(config_file()), "--nats-url", nats_url)
+        doomed = await antler_cli("run", "runner")
         try:
             if request is not None:
                 await submit_run(bus, request)

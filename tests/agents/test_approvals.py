@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,10 +12,10 @@ from bus import Bus
 from bus.approvals import answer_run_id
 from bus.messages import RunCommand, RunRequest
 from bus.runs import collect_run
-from config import AppConfig, ApprovalsConfig
-from tests.conftest import finished, run_antler
+from config import ApprovalsConfig
+from tests.conftest import finished
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.runner import AntlerCli, StartRunner, StartStack, ask, running_runner, submit_and_collect
 from tests.support.sandbox import running_broker
 from tests.support.schedules import running_scheduler
 
@@ -85,18 +84,17 @@ def test_answers_in_the_shapes_clients_send(answer: Any, approved: bool) -> None
 async def test_a_bash_call_waits_for_approval_and_runs_once_approved_on_another_runner(
     bus: Bus,
     fake_model: FakeOpenAI,
-    nats_url: str,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    start_stack: StartStack,
+    start_runner: StartRunner,
 ) -> None:
     config_data["approvals"] = BASH_ASKS
     fake_model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo approved-and-ran"})]),
         Reply(text="It printed what you asked.", when="approved-and-ran"),
     )
-    config = app_config()
-    async with running_broker(nats_url, config):
-        async with running_runner(nats_url, config):
+    async with start_stack(running_broker):
+        async with start_runner():
             first = await submit_and_collect(bus, ask("t-approve", "say it"))
         # The runner that asked is gone: nothing waits in a process, the checkpoint keeps the request.
         [request] = approvals(first)
@@ -104,7 +102,7 @@ async def test_a_bash_call_waits_for_approval_and_runs_once_approved_on_another_
         assert request["description"] == "bash: echo approved-and-ran"
         assert first[-1].data["status"] == "success"
         assert not [m for m in messages(first) if m["type"] == "tool"]  # nothing ran yet
-        async with running_runner(nats_url, config):
+        async with start_runner():
             second = await submit_and_collect(bus, resume("t-approve", {"decision": "approve"}))
     [result] = [m for m in messages(second) if m["type"] == "tool"]
     assert "approved-and-ran" in result["content"]
@@ -114,18 +112,14 @@ async def test_a_bash_call_waits_for_approval_and_runs_once_approved_on_another_
 
 @pytest.mark.asyncio
 async def test_a_denied_call_is_not_run_and_the_model_reads_why(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_runner: StartRunner
 ) -> None:
     config_data["approvals"] = BASH_ASKS
     fake_model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo never"})]),
         Reply(text="Understood, I will not.", when="not run"),
     )
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         await submit_and_collect(bus, ask("t-deny", "say it"))
         second = await submit_and_collect(bus, resume("t-deny", "deny too risky"))
         again = await submit_and_collect(bus, resume("t-deny", "approve"))
@@ -140,19 +134,14 @@ async def test_a_denied_call_is_not_run_and_the_model_reads_why(
 
 @pytest.mark.asyncio
 async def test_an_unanswered_request_expires_into_a_denial_the_model_reads(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_stack: StartStack
 ) -> None:
     config_data["approvals"] = {**BASH_ASKS, "timeout_seconds": 1}
     fake_model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo too-late"})], when="expire me"),
         Reply(text="Nobody said yes, so I did not run it.", when="in time"),
     )
-    config = app_config()
-    async with running_runner(nats_url, config), running_scheduler(nats_url, config):
+    async with start_stack(running_runner, running_scheduler):
         first = await submit_and_collect(bus, ask("t-expire", "expire me"))
         [request] = approvals(first)
         # Fired by the server when the time is up: the request's one answer run, a denial.
@@ -167,23 +156,18 @@ async def test_an_unanswered_request_expires_into_a_denial_the_model_reads(
 async def test_a_runner_sigkilled_while_the_approval_waits_loses_nothing_and_the_call_runs_once(
     bus: Bus,
     fake_model: FakeOpenAI,
-    nats_url: str,
     config_data: dict[str, Any],
-    config_file: Callable[[], Path],
-    app_config: Callable[[], AppConfig],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    start_runner: StartRunner,
+    counted_calls: Callable[[], list[str]],
+    antler_cli: AntlerCli,
 ) -> None:
-    calls = tmp_path / "calls.txt"
-    monkeypatch.setenv("ANTLER_TEST_CALLS_FILE", str(calls))
-    config_data["tools"] = [{"name": "count_calls", "use": "tests.components.tools:count_calls"}]
     config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["count_calls"], "action": "ask"}]}
     fake_model.script(
         Reply(tool_calls=[ToolCall("count_calls", {"note": "once"})]),
         Reply(text="Counted, once.", when="counted: once"),
     )
     request = ask("t-approve-kill", "count it")
-    doomed = await run_antler("run", "runner", "-c", str(config_file()), "--nats-url", nats_url)
+    doomed = await antler_cli("run", "runner")
     try:
         first = await submit_and_collect(bus, request)
     finally:
@@ -191,20 +175,16 @@ async def test_a_runner_sigkilled_while_the_approval_waits_loses_nothing_and_the
         await finished(doomed)
     [asked] = approvals(first)
 
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         answered = await submit_and_collect(bus, resume("t-approve-kill", "approve"))
     assert messages(answered)[-1]["content"] == "Counted, once."
-    assert calls.read_text().splitlines() == ["once"]
+    assert counted_calls() == ["once"]
     assert asked["tool"] == "count_calls"
 
 
 @pytest.mark.asyncio
 async def test_approved_always_the_tool_asks_no_more_in_that_thread(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_stack: StartStack
 ) -> None:
     config_data["approvals"] = BASH_ASKS
     fake_model.script(
@@ -213,8 +193,7 @@ async def test_approved_always_the_tool_asks_no_more_in_that_thread(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo second-time"})], when="again"),
         Reply(text="Done again, unasked.", when="second-time"),
     )
-    config = app_config()
-    async with running_runner(nats_url, config), running_broker(nats_url, config):
+    async with start_stack(running_runner, running_broker):
         await submit_and_collect(bus, ask("t-always", "first"))
         await submit_and_collect(bus, resume("t-always", "approve always"))
         again = await submit_and_collect(bus, ask("t-always", "again"))

@@ -15,7 +15,7 @@ from bus import Bus
 from bus.runs import collect_run
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.chat import Chat, running_router
+from tests.support.chat import answer_in_chat, running_router
 from tests.support.runner import running_runner
 
 pytestmark = pytest.mark.asyncio
@@ -42,9 +42,7 @@ async def test_an_empty_answer_is_asked_again_once_and_the_second_answer_reaches
     bus: Bus, fake_model: FakeOpenAI, stack: None
 ) -> None:
     fake_model.script(Reply(text=""), Reply(text="Sorry, here it is: 42."))
-    async with Chat(bus) as chat:
-        await chat.say("what is the answer?")
-        reply = await chat.final()
+    reply = await answer_in_chat(bus, "what is the answer?")
     assert (reply.kind, reply.text) == ("final", "Sorry, here it is: 42.")
     nudged = fake_model.agent_requests[1]["messages"][-1]
     assert nudged["role"] == "user"
@@ -56,9 +54,7 @@ async def test_an_answer_empty_twice_becomes_a_readable_message(
     bus: Bus, fake_model: FakeOpenAI, stack: None
 ) -> None:
     fake_model.script(Reply(text=""), Reply(text=""))
-    async with Chat(bus) as chat:
-        await chat.say("hello?")
-        reply = await chat.final()
+    reply = await answer_in_chat(bus, "hello?")
     assert (reply.kind, reply.text) == ("final", EMPTY_TEXT)
     assert len(fake_model.agent_requests) == 2, "asked again once, not more"
     assert [e["reason"] for e in await finish_events(bus, reply.run_id or "")] == ["empty", "empty"]
@@ -68,9 +64,7 @@ async def test_an_answer_cut_at_the_output_limit_tells_the_user_so(
     bus: Bus, fake_model: FakeOpenAI, stack: None
 ) -> None:
     fake_model.script(Reply(text="The first three steps are: one, two,", finish_reason="length"))
-    async with Chat(bus) as chat:
-        await chat.say("list the steps")
-        reply = await chat.final()
+    reply = await answer_in_chat(bus, "list the steps")
     assert reply.kind == "final"
     assert reply.text == f"The first three steps are: one, two,\n\n{LENGTH_NOTE}"
     events = await finish_events(bus, reply.run_id or "")
@@ -83,9 +77,7 @@ async def test_a_tool_call_cut_at_the_output_limit_is_not_run_and_the_user_is_to
     fake_model.script(
         Reply(tool_calls=[ToolCall("present_files", {"filepaths": []})], finish_reason="length")
     )
-    async with Chat(bus) as chat:
-        await chat.say("write the report")
-        reply = await chat.final()
+    reply = await answer_in_chat(bus, "write the report")
     assert reply.kind == "final"
     assert "output limit" in reply.text
     assert len(fake_model.agent_requests) == 1, "the cut tool call was not run (no second model turn)"
@@ -102,9 +94,7 @@ async def test_a_content_filtered_answer_reaches_the_chat_as_a_readable_message(
     bus: Bus, fake_model: FakeOpenAI, stack: None, text: str, expected: str
 ) -> None:
     fake_model.script(Reply(text=text, finish_reason="content_filter"))
-    async with Chat(bus) as chat:
-        await chat.say("something the provider filters")
-        reply = await chat.final()
+    reply = await answer_in_chat(bus, "something the provider filters")
     assert (reply.kind, reply.text) == ("final", expected)
     assert len(fake_model.agent_requests) == 1, "a filtered answer is not asked again"
     assert [e["reason"] for e in await finish_events(bus, reply.run_id or "")] == ["content_filter"]

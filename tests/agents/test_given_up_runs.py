@@ -13,7 +13,6 @@ import asyncio
 import json
 import signal
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,15 +23,23 @@ from bus.messages import ErrorInfo, MemoryDocument, RunRecord, RunStatus, Thread
 from bus.records import RecordStore
 from bus.runs import collect_run, submit_run
 from config import AppConfig
-from tests.conftest import component_login, finished, run_antler
+from tests.conftest import component_login, finished
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.support.runner import KillRunner, ask, running_runner, submit_and_collect
+from tests.support.runner import AntlerCli, KillRunner, StartRunner, ask, submit_and_collect
 from tests.support.runs import stored_events, streamed_text
 
 pytestmark = pytest.mark.asyncio
 
 # What a newer Antler could have written: an envelope version this one does not know.
 NEWER_MEMORY = b'{"v": 2, "user_id": "default", "facts": []}'
+
+
+async def unreadable_memory(bus: Bus) -> Any:
+    """The default user's memory as a newer Antler wrote it: every run of theirs fails as its prompt
+    is put together, until the memory bucket (returned) loses it."""
+    memory = await bus.kv(bus.subjects.memory_bucket)
+    await memory.put(MemoryDocument.key("default"), NEWER_MEMORY)
+    return memory
 
 
 async def run_record(bus: Bus, run_id: str) -> RunRecord:
@@ -61,19 +68,14 @@ def assert_ended_given_up(events: list[Any], stored: list[Any], record: RunRecor
 
 
 async def test_a_run_that_fails_every_delivery_ends_as_an_error_and_its_thread_answers_the_next(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_runner: StartRunner
 ) -> None:
     """Every delivery fails the same way (the user's memory, written by a newer Antler, cannot be read
     as the prompt is put together): after `max_deliver` tries the request is dead-lettered and the
     run ends, saying so."""
     config_data["bus"]["max_deliver"] = 2
-    memory = await bus.kv(bus.subjects.memory_bucket)
-    await memory.put(MemoryDocument.key("default"), NEWER_MEMORY)
-    async with running_runner(nats_url, app_config()):
+    memory = await unreadable_memory(bus)
+    async with start_runner():
         doomed = ask("t-given-up", "remember that I have a cat")
         events = await submit_and_collect(bus, doomed, timeout=20)
         record = await run_record(bus, doomed.run_id)
@@ -98,9 +100,8 @@ async def test_a_run_whose_runners_keep_dying_ends_as_an_error_and_frees_its_thr
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
     runner_killed_mid_run: KillRunner,
+    start_runner: StartRunner,
 ) -> None:
     """Each runner that takes the run dies in it (SIGKILL: the OOM killer, a crash in a native
     library); past `max_deliver` deliveries the next runner gives the request up instead of dying
@@ -112,7 +113,7 @@ async def test_a_run_whose_runners_keep_dying_ends_as_an_error_and_frees_its_thr
     for delivery in (1, 2):
         await runner_killed_mid_run(None, delivery)
 
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await collect_run(bus, request.run_id, timeout=30)
         record = await run_record(bus, request.run_id)
         assert_ended_given_up(
@@ -131,9 +132,8 @@ async def test_a_run_given_up_while_its_runner_hangs_stays_ended_when_the_runner
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    config_file: Callable[[], Path],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
+    start_runner: StartRunner,
+    antler_cli: AntlerCli,
 ) -> None:
     """A runner stalls mid-run (SIGSTOP: a machine swapping, a blocked event loop) past `ack_wait`,
     and another runner gives the request up. When the stalled runner wakes, it is told to stop and
@@ -142,12 +142,12 @@ async def test_a_run_given_up_while_its_runner_hangs_stays_ended_when_the_runner
     answer = asyncio.Event()
     fake_model.script(Reply(text="too late", hold=answer))
     request = ask("t-hung", "do the job")
-    stalled = await run_antler("run", "runner", "-c", str(config_file()), "--nats-url", nats_url)
+    stalled = await antler_cli("run", "runner")
     try:
         await submit_run(bus, request)
         await fake_model.wait_for_requests(1, timeout=30)
         stalled.send_signal(signal.SIGSTOP)
-        async with running_runner(nats_url, app_config()):
+        async with start_runner():
             events = await collect_run(bus, request.run_id, timeout=30)
             record = await run_record(bus, request.run_id)
             assert_ended_given_up(
@@ -199,9 +199,8 @@ async def test_a_run_given_up_while_its_threads_record_cannot_be_read_still_ends
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
     runner_killed_mid_run: KillRunner,
+    start_runner: StartRunner,
 ) -> None:
     """The ending does not depend on reading the thread's record: the runner holding the thread died,
     and meanwhile the record became unreadable; the run is given up, ends, and the thread is free."""
@@ -216,7 +215,7 @@ async def test_a_run_given_up_while_its_threads_record_cannot_be_read_still_ends
     unreadable = {**json.loads(held.model_dump_json()), "status": "paused"}
     await threads.kv.put("t-both", json.dumps(unreadable).encode())
 
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await collect_run(bus, request.run_id, timeout=30)
         record = await run_record(bus, request.run_id)
         assert_ended_given_up(
@@ -273,31 +272,28 @@ async def test_replaying_a_given_up_request_runs_nothing_unless_the_operator_ask
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    config_file: Callable[[], Path],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
+    start_runner: StartRunner,
+    antler_cli: AntlerCli,
 ) -> None:
     """The run's user was told it failed: `antler dlq replay` of its request would run nothing, and
     says so (the dead letter stays); `--rerun` runs the request again as a new run, which answers."""
     config_data["bus"]["max_deliver"] = 1
-    memory = await bus.kv(bus.subjects.memory_bucket)
-    await memory.put(MemoryDocument.key("default"), NEWER_MEMORY)
-    cli = ("-c", str(config_file()), "--nats-url", nats_url)
-    async with running_runner(nats_url, app_config()):
+    memory = await unreadable_memory(bus)
+    async with start_runner():
         doomed = ask("t-replayed", "remember that I have a cat")
         events = await submit_and_collect(bus, doomed, timeout=20)
         assert events[-1].data["status"] == "error"
         [letter] = [letter for letter in await list_dead_letters(bus) if letter.consumer == "runner"]
         await memory.delete(MemoryDocument.key("default"))  # the operator fixes the cause
 
-        code, out, err = await finished(await run_antler("dlq", "replay", str(letter.seq), *cli))
+        code, out, err = await finished(await antler_cli("dlq", "replay", str(letter.seq)))
         assert code == 0, err
         assert f"run {doomed.run_id} has ended (error: the run was given up" in out
         assert "replayed 0 message(s); 1 ended run(s) not replayed" in out
         assert [left.seq for left in await list_dead_letters(bus)] == [letter.seq]
 
         fake_model.script(Reply(text="Noted: a cat."))
-        code, out, err = await finished(await run_antler("dlq", "replay", "--all", "--rerun", *cli))
+        code, out, err = await finished(await antler_cli("dlq", "replay", "--all", "--rerun"))
         assert code == 0, err
         again = out.split(" runs again as run ", 1)[1].split()[0]
         rerun = await collect_run(bus, again, timeout=20)

@@ -14,6 +14,7 @@ from bus import Bus
 from bus.messages import (
     RunEvent,
     RunRecord,
+    RunRequest,
     RunStatus,
     ThreadCreateReply,
     ThreadCreateRequest,
@@ -46,6 +47,21 @@ async def thread_with_goal(bus: Bus, objective: str, **limits: Any) -> str:
     assert reply.goal is not None
     assert reply.goal.objective == objective
     return thread_id
+
+
+async def a_continuation_held(
+    bus: Bus, fake_model: FakeOpenAI, objective: str, first: str, step: str, second: str
+) -> tuple[RunRequest, asyncio.Event]:
+    """A thread with `objective` as its goal is asked to work on it (the request returned): the run
+    answers `first`, the verdict asks for `step`, and the continuation answering `second` is held in
+    its model call until the event returned is set."""
+    thread_id = await thread_with_goal(bus, objective)
+    held = asyncio.Event()
+    fake_model.script(Reply(text=first), Reply(text=second, when=f"Next step: {step}", hold=held))
+    fake_model.verdicts({"verdict": "continue", "next_step": step}, {"verdict": "continue"})
+    request = ask(thread_id, "Work on it")
+    await submit_run(bus, request)
+    return request, held
 
 
 def goal_of(end: RunEvent) -> dict[str, Any] | None:
@@ -181,15 +197,14 @@ async def test_a_goal_stops_at_its_maximum_of_continuations(
 async def test_cancelling_a_continuation_stops_the_loop(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:
-    thread_id = await thread_with_goal(bus, "Translate the whole book")
-    stuck = asyncio.Event()
-    fake_model.script(
-        Reply(text="Chapter one is translated."),
-        Reply(text="Chapter two ...", when="Next step: chapter two", hold=stuck),
+    request, stuck = await a_continuation_held(
+        bus,
+        fake_model,
+        "Translate the whole book",
+        "Chapter one is translated.",
+        "chapter two",
+        "Chapter two ...",
     )
-    fake_model.verdicts({"verdict": "continue", "next_step": "chapter two"}, {"verdict": "continue"})
-    request = ask(thread_id, "Translate it")
-    await submit_run(bus, request)
     first = await collect_run(bus, request.run_id)
     goal = goal_of(first[-1])
     assert goal is not None
@@ -212,15 +227,10 @@ async def test_cancelling_a_continuation_stops_the_loop(
 async def test_clearing_the_goal_while_a_continuation_works_stops_the_loop_after_it(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:
-    thread_id = await thread_with_goal(bus, "Plan the trip")
-    working = asyncio.Event()
-    fake_model.script(
-        Reply(text="Day one: Lisbon."),
-        Reply(text="Day two: Sintra.", when="Next step: day two", hold=working),
+    request, working = await a_continuation_held(
+        bus, fake_model, "Plan the trip", "Day one: Lisbon.", "day two", "Day two: Sintra."
     )
-    fake_model.verdicts({"verdict": "continue", "next_step": "day two"}, {"verdict": "continue"})
-    request = ask(thread_id, "Plan it")
-    await submit_run(bus, request)
+    thread_id = request.thread_id
     continuation = continuation_run_id(request.run_id)
     await fake_model.wait_for_requests(2)  # the continuation is at work
 

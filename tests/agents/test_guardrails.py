@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from agents.graph.guardrails import ToolCallCheck, Verdict, make_provider
 from bus import Bus
-from config import AppConfig, GuardrailsConfig
+from config import GuardrailsConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.runner import StartRunner, ask, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 
@@ -34,18 +33,14 @@ def tool_results(events: list[Any]) -> list[dict[str, Any]]:
 
 
 async def test_a_denied_command_is_an_error_the_model_sees_and_the_run_completes(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_runner: StartRunner
 ) -> None:
     config_data["guardrails"] = {"enabled": True, "denied_commands": [r"rm\s+-rf"]}
     fake_model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "rm -rf /mnt/user-data/workspace"})]),
         Reply(text="I was not allowed to delete that.", when="not run"),
     )
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await submit_and_collect(bus, ask("t-guard", "delete everything"))
     [denied] = tool_results(events)
     assert denied["status"] == "error"
@@ -56,11 +51,7 @@ async def test_a_denied_command_is_an_error_the_model_sees_and_the_run_completes
 
 
 async def test_a_provider_of_ones_own_decides_per_user(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_runner: StartRunner
 ) -> None:
     config_data["guardrails"] = {
         "enabled": True,
@@ -71,7 +62,7 @@ async def test_a_provider_of_ones_own_decides_per_user(
         Reply(tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/a.txt"]})]),
         Reply(text="Not for you."),
     )
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await submit_and_collect(bus, ask("t-own", "show me the file", user_id="bob"))
     [denied] = tool_results(events)
     assert "present_files is only for ana" in denied["content"]

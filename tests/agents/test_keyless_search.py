@@ -3,7 +3,7 @@ tested against a local fake of DuckDuckGo's endpoints reached through a proxy (n
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from bus import Bus
 from config import AppConfig
 from tests.fakes.duckduckgo import FakeDuckDuckGo, Page, Picture
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.runner import StartRunner, ask, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 
@@ -84,9 +84,8 @@ async def test_an_agent_with_no_search_provider_configured_researches_and_asks_e
     bus: Bus,
     fake_model: FakeOpenAI,
     ddg: FakeDuckDuckGo,
-    nats_url: str,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    start_runner: StartRunner,
 ) -> None:
     ddg.pages = [Page("Tide tables", "https://tides.example/oslo", "High tide in Oslo at 06:12.")]
     config_data["tools"] = [keyless(ddg, "web_search", SEARCH)]
@@ -96,7 +95,7 @@ async def test_an_agent_with_no_search_provider_configured_researches_and_asks_e
         Reply(tool_calls=[ToolCall("web_search", {"query": "oslo  TIDE"})], when="High tide"),
         Reply(text="High tide in Oslo is at 06:12.", when="High tide"),
     )
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await submit_and_collect(bus, ask("t-research", "when is high tide in Oslo?"))
     assert events[-1].data["status"] == "success"
     sent = fake_model.agent_requests[-1]["messages"]

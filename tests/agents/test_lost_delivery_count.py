@@ -9,7 +9,6 @@ again from scratch while the run is unfinished, which loses the count the same w
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +17,8 @@ from bus import Bus
 from bus.messages import RunRecord, RunStatus
 from bus.records import RecordStore
 from bus.runs import collect_run
-from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import KillRunner, ask, running_runner
+from tests.support.runner import KillRunner, StartRunner, ask
 from tests.support.runs import streamed_text
 
 pytestmark = pytest.mark.asyncio
@@ -30,14 +28,10 @@ async def test_a_run_whose_delivery_count_was_lost_resumes_as_a_later_attempt(
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     runner_killed_mid_run: KillRunner,
+    start_runner: StartRunner,
+    counted_calls: Callable[[], list[str]],
 ) -> None:
-    monkeypatch.setenv("ANTLER_TEST_CALLS_FILE", str(tmp_path / "calls.txt"))
-    config_data["tools"] = [{"name": "count_calls", "use": "tests.components.tools:count_calls"}]
     config_data["bus"]["ack_wait_seconds"] = 1.0
     fake_model.script(
         Reply(tool_calls=[ToolCall("count_calls", {"note": "step one"})]),
@@ -53,7 +47,7 @@ async def test_a_run_whose_delivery_count_was_lost_resumes_as_a_later_attempt(
     await bus.js.add_consumer(stream, config)
 
     fake_model.script(Reply(text="The second attempt answers in full."))
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await collect_run(bus, request.run_id, timeout=60)
 
     attempts = [e.data["attempt"] for e in events if e.event == "metadata"]

@@ -16,11 +16,10 @@ import pytest
 from bus import Bus
 from bus.content import text_of
 from bus.runs import collect_run, submit_run
-from config import AppConfig
 from tests.conftest import REPO
 from tests.fakes.mcp_servers import OAuthMcpServer
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.runner import StartRunner, StartStack, ask, running_runner, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 
@@ -55,7 +54,7 @@ def extensions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[dic
 
 
 async def test_tools_of_a_stdio_and_an_oauth_http_server_answer_the_agent(
-    bus: Bus, fake_model: FakeOpenAI, nats_url: str, app_config: Callable[[], AppConfig], extensions: Any
+    bus: Bus, fake_model: FakeOpenAI, extensions: Any, start_runner: StartRunner
 ) -> None:
     async with OAuthMcpServer(expires_in=30) as weather:
         oauth = {
@@ -73,7 +72,7 @@ async def test_tools_of_a_stdio_and_an_oauth_http_server_answer_the_agent(
             Reply(tool_calls=[ToolCall("server_environment", {})], when="sunny in Oslo"),
             Reply(text="5, and sunny in Oslo."),
         )
-        async with running_runner(nats_url, app_config()):
+        async with start_runner():
             events = await submit_and_collect(bus, ask("t-mcp", "add 2 and 3, and the weather in Oslo"))
         assert {"add_numbers", "forecast", "server_environment"} <= offered_tools(
             fake_model.agent_requests[0]
@@ -89,11 +88,11 @@ async def test_tools_of_a_stdio_and_an_oauth_http_server_answer_the_agent(
 
 
 async def test_a_server_that_cannot_start_is_reported_and_the_run_goes_on(
-    bus: Bus, fake_model: FakeOpenAI, nats_url: str, app_config: Callable[[], AppConfig], extensions: Any
+    bus: Bus, fake_model: FakeOpenAI, extensions: Any, start_runner: StartRunner
 ) -> None:
     extensions({"broken": {"type": "stdio", "command": "/no/such/mcp-server"}, "notes": STDIO})
     fake_model.script(Reply(tool_calls=[ToolCall("add_numbers", {"a": 1, "b": 1})]), Reply(text="Two."))
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await submit_and_collect(bus, ask("t-broken", "1+1?"))
         settings = await bus.kv(bus.subjects.settings_bucket)
         keys = [k for k in await settings.keys() if k.startswith("mcp_status.")]
@@ -108,12 +107,12 @@ async def test_a_server_that_cannot_start_is_reported_and_the_run_goes_on(
 
 
 async def test_a_stdio_server_that_fails_to_start_is_reported_with_what_it_said(
-    bus: Bus, fake_model: FakeOpenAI, nats_url: str, app_config: Callable[[], AppConfig], extensions: Any
+    bus: Bus, fake_model: FakeOpenAI, extensions: Any, start_runner: StartRunner
 ) -> None:
     complaint = "import sys; print('notes folder /srv/notes is missing', file=sys.stderr); sys.exit(3)"
     extensions({"notes": {"type": "stdio", "command": sys.executable, "args": ["-c", complaint]}})
     fake_model.script(Reply(text="Fine."))
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await submit_and_collect(bus, ask("t-said", "hello"))
         settings = await bus.kv(bus.subjects.settings_bucket)
         keys = [k for k in await settings.keys() if k.startswith("mcp_status.")]
@@ -174,12 +173,7 @@ async def test_a_server_added_through_the_gateway_reaches_every_runner(
 
 
 async def test_deferred_tools_are_bound_only_after_tool_search_found_them(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    extensions: Any,
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], extensions: Any, start_runner: StartRunner
 ) -> None:
     extensions({"notes": STDIO})
     config_data["tool_search"] = {"enabled": True}
@@ -188,7 +182,7 @@ async def test_deferred_tools_are_bound_only_after_tool_search_found_them(
         Reply(tool_calls=[ToolCall("add_numbers", {"a": 4, "b": 5})], when="Add two numbers"),
         Reply(text="Nine."),
     )
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await submit_and_collect(bus, ask("t-deferred", "4+5 with your tools"))
         fake_model.script(Reply(text="Still here."))
         await submit_and_collect(bus, ask("t-deferred", "and now?"))
@@ -220,24 +214,18 @@ async def test_oauth_with_a_refresh_token_keeps_the_newest_one_and_recovers_from
 
 
 async def test_names_two_servers_share_are_prefixed_and_subagents_get_mcp_tools_too(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    extensions: Any,
+    bus: Bus, fake_model: FakeOpenAI, extensions: Any, start_stack: StartStack
 ) -> None:
     from tests.support.subagents import delegate, running_executor, task_call, tool_results
 
     extensions({"notes": STDIO, "backup": STDIO})
-    config = app_config()
     fake_model.script(
         Reply(tool_calls=[task_call("call_m", "Add 6 and 7 with the notes server")]),
         Reply(tool_calls=[ToolCall("notes_add_numbers", {"a": 6, "b": 7})], when="Add 6 and 7"),
         Reply(text="It is 13.", when="the sum is 13"),
         Reply(text="The subagent says 13."),
     )
-    async with running_runner(nats_url, config), running_executor(nats_url, config):
+    async with start_stack(running_runner, running_executor):
         request = delegate("t-mcp-sub", "What is 6+7? Ask a subagent.")
         await submit_run(bus, request)
         events = await collect_run(bus, request.run_id)
@@ -257,10 +245,9 @@ async def test_names_two_servers_share_are_prefixed_and_subagents_get_mcp_tools_
 async def test_a_server_that_dies_is_started_again_for_the_next_run(
     bus: Bus,
     fake_model: FakeOpenAI,
-    nats_url: str,
-    app_config: Callable[[], AppConfig],
     extensions: Any,
     monkeypatch: pytest.MonkeyPatch,
+    start_runner: StartRunner,
 ) -> None:
     import os
     import signal
@@ -271,7 +258,7 @@ async def test_a_server_that_dies_is_started_again_for_the_next_run(
     monkeypatch.setattr(agents.tools.mcp, "PING_EVERY", 0.2)
     extensions({"notes": STDIO})
     fake_model.script(Reply(tool_calls=[ToolCall("server_pid", {})]), Reply(text="Got it."))
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         first = await submit_and_collect(bus, ask("t-dies", "your pid?"))
         pid = int(tool_messages(first)["server_pid"])
         os.kill(pid, signal.SIGKILL)

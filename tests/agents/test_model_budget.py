@@ -15,10 +15,9 @@ import pytest
 from bus import Bus, decode
 from bus.messages import ComponentReady, ThreadCompactReply, ThreadCompactRequest
 from bus.runs import collect_run, submit_run
-from config import AppConfig
 from tests.conftest import finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.runner import StartRunner, ask, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 
@@ -95,8 +94,8 @@ async def test_a_runner_killed_while_holding_a_slot_does_not_leak_it(
     fake_model: FakeOpenAI,
     limited: dict[str, Any],
     config_file: Callable[[], Path],
-    app_config: Callable[[], AppConfig],
     nats_url: str,
+    start_runner: StartRunner,
 ) -> None:
     stuck, later = asyncio.Event(), asyncio.Event()
     fake_model.script(Reply(text="never delivered", hold=stuck))
@@ -113,7 +112,7 @@ async def test_a_runner_killed_while_holding_a_slot_does_not_leak_it(
     # two of them in flight at once means both slots are free again.
     fake_model.script(*[Reply(text="after the crash", hold=later) for _ in range(3)])
     second, third = ask("t-after-1", "one"), ask("t-after-2", "two")
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         await submit_run(bus, second)
         await submit_run(bus, third)
         await fake_model.wait_until(lambda: fake_model.holding == 2, timeout=60)
@@ -127,16 +126,12 @@ async def test_a_runner_killed_while_holding_a_slot_does_not_leak_it(
 
 
 async def test_a_summary_waits_for_the_models_slot_like_any_other_call(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    limited: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
+    bus: Bus, fake_model: FakeOpenAI, limited: dict[str, Any], start_runner: StartRunner
 ) -> None:
     limited["models"][0]["max_concurrent_calls"] = 1
     fake_model.concurrency_limit = 1  # the provider refuses a second call at once
     stuck = asyncio.Event()
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         for text in ("first", "second"):
             fake_model.script(Reply(text=f"About the {text}."))
             await submit_and_collect(bus, ask("t-long", text))

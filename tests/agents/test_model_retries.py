@@ -4,17 +4,15 @@ configured tries. The scripted model answers over real HTTP; the runner runs aga
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from bus import Bus
 from bus.messages import RunStatus
-from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.ports import free_port
+from tests.support.runner import StartRunner, ask, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 
@@ -32,17 +30,13 @@ def text_of(events: list[Any]) -> str:
 
 
 async def test_a_rate_limit_burst_is_waited_out_and_the_run_answers_with_retry_events(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_runner: StartRunner
 ) -> None:
     config_data["title"] = {"enabled": False}
     fake_model.refuse(1, retry_after="1")  # the provider says when to come back
     fake_model.refuse(2)  # and then does not
     fake_model.script(Reply(text="Here after all."))
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await submit_and_collect(
             bus, ask("t-burst", "hello", stream_mode=["messages-tuple", "values", "custom"])
         )
@@ -60,14 +54,12 @@ async def test_a_rate_limit_burst_is_waited_out_and_the_run_answers_with_retry_e
 
 
 async def test_a_dead_endpoint_ends_the_run_with_a_readable_error_after_the_configured_tries(
-    bus: Bus, config_data: dict[str, Any], app_config: Callable[[], AppConfig], nats_url: str
+    bus: Bus, config_data: dict[str, Any], start_runner: StartRunner
 ) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        closed = probe.getsockname()[1]
+    closed = free_port()  # a port nothing listens on
     config_data["models"][0]["base_url"] = f"http://127.0.0.1:{closed}/v1"
     config_data["model_calls"]["max_attempts"] = 3
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await submit_and_collect(
             bus, ask("t-dead", "hello", stream_mode=["messages-tuple", "values", "custom"])
         )

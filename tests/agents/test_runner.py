@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,10 +13,10 @@ from bus import Bus
 from bus.messages import RunControl, RunEvent, RunRecord, RunStatus, ThreadRecord
 from bus.records import RecordStore
 from bus.runs import collect_run, follow_run, submit_run
-from config import AppConfig
 from tests.conftest import both_checkpointers
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.ports import free_port
+from tests.support.runner import StartRunner, a_slow_run, ask, submit_and_collect
 from tests.support.runs import streamed_text
 
 pytestmark = pytest.mark.asyncio
@@ -112,17 +111,13 @@ async def test_a_tool_call_and_its_result_appear_once_each_then_the_final_answer
 
 
 async def test_a_failing_tool_is_reported_to_the_model_and_the_run_goes_on(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_runner: StartRunner
 ) -> None:
     config_data["tools"] = [{"name": "explode", "use": "tests.components.tools:explode"}]
     fake_model.script(
         Reply(tool_calls=[ToolCall("explode", {"reason": "bad input"})]), Reply(text="That tool failed.")
     )
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await submit_and_collect(bus, ask("t-err", "use the tool"))
     tool_results = [e.data[0] for e in events if e.event == "messages" and e.data[0]["type"] == "tool"]
     assert "RuntimeError: exploded: bad input" in tool_results[0]["content"]
@@ -174,10 +169,7 @@ async def test_two_runs_on_two_threads_at_once_both_finish(
 async def test_a_second_run_on_a_busy_thread_is_rejected_with_reject(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:
-    fake_model.script(Reply(text="slow answer", delay=2))
-    first = ask("t-busy", "take your time")
-    await submit_run(bus, first)
-    await fake_model.wait_for_requests(1)
+    first = await a_slow_run(bus, fake_model, "t-busy", "slow answer")
     second = ask("t-busy", "me too", multitask_strategy="reject")
     events = await submit_and_collect(bus, second)
     errors = [e.data for e in events if e.event == "error"]
@@ -271,13 +263,12 @@ async def test_a_missing_api_key_fails_the_run_naming_the_variable_and_the_next_
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
     monkeypatch: pytest.MonkeyPatch,
+    start_runner: StartRunner,
 ) -> None:
     monkeypatch.delenv("ANTLER_TEST_MODEL_KEY", raising=False)
     config_data["models"][0]["api_key"] = "$ANTLER_TEST_MODEL_KEY"
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await submit_and_collect(bus, ask("t-key", "hello"))
         error = next(e.data for e in events if e.event == "error")
         assert error["error"] == "MissingEnvError"
@@ -292,14 +283,10 @@ async def test_a_missing_api_key_fails_the_run_naming_the_variable_and_the_next_
 
 
 async def test_a_wrong_api_key_is_an_error_event_not_a_hang(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_runner: StartRunner
 ) -> None:
     config_data["models"][0]["api_key"] = "sk-wrong"
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await submit_and_collect(bus, ask("t-wrong", "hello"))
     error = next(e.data for e in events if e.event == "error")
     assert error["error"].endswith("AuthenticationError")
@@ -321,19 +308,11 @@ async def test_a_model_outage_is_an_error_run_with_a_readable_message(
 
 
 async def test_an_unreachable_model_is_an_error_run_not_an_answer(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_runner: StartRunner
 ) -> None:
-    import socket
-
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        closed = probe.getsockname()[1]
+    closed = free_port()  # a port nothing listens on
     config_data["models"][0]["base_url"] = f"http://127.0.0.1:{closed}/v1"
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await submit_and_collect(bus, ask("t-down", "hello"))
     error = next(e.data for e in events if e.event == "error")
     assert "could not be reached (" in error["message"]

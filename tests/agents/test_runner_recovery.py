@@ -24,10 +24,9 @@ from bus.messages import (
 )
 from bus.records import RecordStore
 from bus.runs import cancel_run, collect_run, submit_run
-from config import AppConfig
 from tests.conftest import another_machine, both_checkpointers
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
-from tests.support.runner import KillRunner, ask, running_runner, submit_and_collect
+from tests.support.runner import KillRunner, StartRunner, a_slow_run, ask, submit_and_collect
 from tests.support.runs import streamed_text
 
 pytestmark = [pytest.mark.asyncio, both_checkpointers]
@@ -37,15 +36,11 @@ async def test_a_runner_killed_mid_run_is_finished_by_another_from_its_checkpoin
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     runner_killed_mid_run: KillRunner,
+    start_runner: StartRunner,
+    counted_calls: Callable[[], list[str]],
 ) -> None:
-    calls = tmp_path / "calls.txt"
-    monkeypatch.setenv("ANTLER_TEST_CALLS_FILE", str(calls))
-    config_data["tools"] = [{"name": "count_calls", "use": "tests.components.tools:count_calls"}]
     config_data["bus"]["ack_wait_seconds"] = 1.0
     fake_model.script(
         Reply(tool_calls=[ToolCall("count_calls", {"note": "step one"})]),
@@ -58,10 +53,10 @@ async def test_a_runner_killed_mid_run_is_finished_by_another_from_its_checkpoin
     if config_data["runner"].get("checkpointer") == "postgres":
         # Only the database is shared.
         config_data["bus"]["data_dir"] = another_machine(config_data["bus"]["data_dir"], tmp_path / "other")
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await collect_run(bus, request.run_id, timeout=30)
 
-    assert calls.read_text().splitlines() == ["step one"], "the finished tool step was not run again"
+    assert counted_calls() == ["step one"], "the finished tool step was not run again"
     assert len(fake_model.agent_requests) == 3
     resumed_call = fake_model.agent_requests[2]["messages"]
     assert [m["role"] for m in resumed_call] == ["system", "user", "assistant", "tool"]
@@ -82,9 +77,8 @@ async def test_a_started_runs_request_handed_out_again_as_a_first_delivery_resum
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
     runner_killed_mid_run: KillRunner,
+    start_runner: StartRunner,
 ) -> None:
     """A SIGKILLed nats-server can forget that it handed a request out (it writes its consumers'
     state down lazily) and hands it out again as delivery 1, though a runner had started the run
@@ -102,7 +96,7 @@ async def test_a_started_runs_request_handed_out_again_as_a_first_delivery_resum
     await runner_killed_mid_run(request, 1)
 
     await bus.publish(bus.subjects.runs_submit, request, msg_id=f"{request.run_id}:again")
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await collect_run(bus, request.run_id, timeout=30)
 
     assert streamed_text(events).endswith("Finished by the second attempt.")
@@ -150,10 +144,7 @@ async def test_rollback_removes_the_interrupted_run_from_the_thread(
 async def test_waiting_runs_can_be_cancelled_before_they_start(
     bus: Bus, fake_model: FakeOpenAI, runner: None
 ) -> None:
-    fake_model.script(Reply(text="slow", delay=2))
-    first = ask("t-wait", "one")
-    await submit_run(bus, first)
-    await fake_model.wait_for_requests(1)
+    first = await a_slow_run(bus, fake_model, "t-wait", "slow")
     queued = ask("t-wait", "two", multitask_strategy="enqueue")
     await submit_run(bus, queued)
     await cancel_run(bus, queued.run_id)  # whether or not a runner has picked it up yet

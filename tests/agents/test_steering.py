@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from bus import Bus
 from bus.messages import MultitaskStrategy
-from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.runner import StartRunner, ask, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 
@@ -22,7 +20,7 @@ def final_text(events: list[Any]) -> str:
 
 
 async def test_a_steering_message_reaches_the_next_model_call_of_the_running_run(
-    bus: Bus, fake_model: FakeOpenAI, nats_url: str, app_config: Callable[[], AppConfig]
+    bus: Bus, fake_model: FakeOpenAI, start_runner: StartRunner
 ) -> None:
     gate = asyncio.Event()
     fake_model.script(
@@ -30,7 +28,7 @@ async def test_a_steering_message_reaches_the_next_model_call_of_the_running_run
         Reply(text="Rewritten in Python, as you asked.", when="use Python instead"),
     )
     first = ask("t-steer", "write me a script")
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         running = asyncio.create_task(submit_and_collect(bus, first))
         await fake_model.wait_until(lambda: fake_model.holding == 1)  # the run is in its model call
 
@@ -54,10 +52,10 @@ async def test_a_steering_message_reaches_the_next_model_call_of_the_running_run
 
 
 async def test_a_steering_message_to_an_idle_thread_is_answered_as_its_own_run(
-    bus: Bus, fake_model: FakeOpenAI, nats_url: str, app_config: Callable[[], AppConfig]
+    bus: Bus, fake_model: FakeOpenAI, start_runner: StartRunner
 ) -> None:
     fake_model.script(Reply(text="Nothing was running; here you go.", when="steer nobody"))
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await submit_and_collect(
             bus, ask("t-steer-idle", "steer nobody", multitask_strategy=MultitaskStrategy.STEER)
         )
@@ -66,7 +64,7 @@ async def test_a_steering_message_to_an_idle_thread_is_answered_as_its_own_run(
 
 
 async def test_a_steering_message_sent_during_a_tool_step_comes_after_its_result(
-    bus: Bus, fake_model: FakeOpenAI, nats_url: str, app_config: Callable[[], AppConfig]
+    bus: Bus, fake_model: FakeOpenAI, start_runner: StartRunner
 ) -> None:
     gate = asyncio.Event()
     fake_model.script(
@@ -74,7 +72,7 @@ async def test_a_steering_message_sent_during_a_tool_step_comes_after_its_result
         Reply(text="Looked it up, in French.", when="answer in French"),
     )
     first = ask("t-steer-tool", "look it up")
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         running = asyncio.create_task(submit_and_collect(bus, first))
         await fake_model.wait_until(lambda: fake_model.holding == 1)
         steer = ask("t-steer-tool", "answer in French", multitask_strategy=MultitaskStrategy.STEER)

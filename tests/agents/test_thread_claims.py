@@ -3,7 +3,6 @@ runner."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -12,16 +11,15 @@ from bus import Bus
 from bus.messages import MultitaskStrategy, QueuedRun, RunRecord, RunStatus, ThreadRecord, utcnow
 from bus.records import RecordStore
 from bus.runs import collect_run
-from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.runner import ask, running_runner
+from tests.support.runner import StartRunner, ask
 from tests.support.runs import streamed_text
 
 pytestmark = pytest.mark.asyncio
 
 
 async def test_a_run_whose_lost_delivery_holds_its_thread_goes_on_before_the_runs_queued_behind_it(
-    bus: Bus, fake_model: FakeOpenAI, app_config: Callable[[], AppConfig], nats_url: str
+    bus: Bus, fake_model: FakeOpenAI, start_runner: StartRunner
 ) -> None:
     """What a NATS outage left behind (seen in the repeated external-restart fault test): run two
     holds the thread by a delivery that is gone, and run one, submitted before it, waits in the
@@ -47,7 +45,7 @@ async def test_a_run_whose_lost_delivery_holds_its_thread_goes_on_before_the_run
     )
     await threads.put("t-held", held)
 
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         # Run two's request comes again (as after ack_wait), then run one's.
         await bus.publish(bus.subjects.runs_submit, two, msg_id=f"{two.run_id}:again")
         await bus.publish(bus.subjects.runs_submit, one, msg_id=one.run_id)

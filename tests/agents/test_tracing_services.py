@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from tests.conftest import REPO
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.tracing_services import FakeTracingServices
 from tests.support.memory import facts, memory_of, memory_reply
+from tests.support.ports import free_port
 from tests.support.runner import ask, submit_and_collect
 from tests.support.subagents import delegate, task_call
 
@@ -66,32 +66,57 @@ def environment(url: str, **more: str) -> dict[str, str]:
     }
 
 
-@contextlib.asynccontextmanager
-async def component(
-    name: str, nats_url: str, config: Path, env: dict[str, str], log: Path
-) -> AsyncIterator[None]:
-    """`antler run <name>` with `env`, its output in `log`; stopped (SIGTERM, as operators stop it)
-    on exit, and it must then end by itself."""
-    with log.open("ab") as out:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            *("-m", "antler", "run", name, "--nats-url", nats_url, "-c", str(config)),
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO), **env},
-            stdout=out,
-            stderr=out,
+class Components:
+    """`antler run` processes of the test, each with an environment of its own, their output in one
+    log (`said()`)."""
+
+    def __init__(self, nats_url: str, config_file: Callable[[], Path], log: Path) -> None:
+        self.nats_url = nats_url
+        self.config_file = config_file
+        self.log = log
+
+    @contextlib.asynccontextmanager
+    async def run(self, name: str, env: dict[str, str], config: Path | None = None) -> AsyncIterator[None]:
+        """`antler run <name>` with `env` on `config` (the test's, written now, if None); stopped
+        (SIGTERM, as operators stop it) on exit, and it must then end by itself."""
+        args = (
+            "-m",
+            "antler",
+            "run",
+            name,
+            "--nats-url",
+            self.nats_url,
+            "-c",
+            str(config or self.config_file()),
         )
-    try:
-        yield
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 60)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-                raise AssertionError(f"{name} did not stop on SIGTERM") from None
+        with self.log.open("ab") as out:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                *args,
+                cwd=REPO,
+                env={**os.environ, "PYTHONPATH": str(REPO), **env},
+                stdout=out,
+                stderr=out,
+            )
+        try:
+            yield
+        finally:
+            if proc.returncode is None:
+                proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), 60)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
+                    raise AssertionError(f"{name} did not stop on SIGTERM") from None
+
+    def said(self) -> str:
+        return self.log.read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def components(nats_url: str, config_file: Callable[[], Path], tmp_path: Path) -> Components:
+    return Components(nats_url, config_file, tmp_path / "components.log")
 
 
 async def until_answering(bus: Bus) -> None:
@@ -111,9 +136,9 @@ async def test_a_turn_and_its_subagent_are_traced_in_langsmith_and_langfuse_with
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
     config_file: Callable[[], Path],
-    nats_url: str,
     services: FakeTracingServices,
     tmp_path: Path,
+    components: Components,
 ) -> None:
     """Both ways of switching the services on, one per process (both go through
     `llm.tracing_services`; a process each would double the test's cost): the runner by the
@@ -128,11 +153,11 @@ async def test_a_turn_and_its_subagent_are_traced_in_langsmith_and_langfuse_with
     by_config = by_environment | {"LANGSMITH_TRACING": "", "LANGFUSE_TRACING": ""}
     config = config_file().rename(tmp_path / "config-runner.yaml")  # no switch in it
     config_data["observability"] = {"langsmith": True, "langfuse": True}
-    switched_on, log = config_file(), tmp_path / "components.log"
+    switched_on = config_file()
     request = delegate("t-traced", "Summarize the report for me").model_copy(update={"user_id": "ana"})
     async with (
-        component("runner", nats_url, config, by_environment, log),
-        component("subagents", nats_url, switched_on, by_config, log),
+        components.run("runner", by_environment, config),
+        components.run("subagents", by_config, switched_on),
     ):
         await until_answering(bus)
         await submit_run(bus, request)
@@ -203,46 +228,36 @@ async def test_a_service_switched_on_without_its_key_or_off_in_config_sends_noth
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    config_file: Callable[[], Path],
-    nats_url: str,
     services: FakeTracingServices,
-    tmp_path: Path,
+    components: Components,
 ) -> None:
     fake_model.script(
         Reply(text="Answered all the same.", when="hello"), Reply(text="And again.", when="again")
     )
     config_data["observability"] = {"langfuse": False}  # the config's false wins over LANGFUSE_TRACING
     env = environment(services.url, LANGSMITH_API_KEY="")
-    log = tmp_path / "runner.log"
-    async with component("runner", nats_url, config_file(), env, log):
+    async with components.run("runner", env):
         for text in ("hello", "and again"):
             events = await submit_and_collect(bus, ask("t-no-key", text, user_id="ana"), timeout=90)
             assert events[-1].data["status"] == "success", events[-1].data
-    said = log.read_text(encoding="utf-8")
+    said = components.said()
     assert said.count("LangSmith tracing is on but LANGSMITH_API_KEY is not set") == 1, said
     assert services.runs == [], "LangChain's own LANGSMITH_TRACING switch is off too"
     assert services.spans == []
 
 
 async def test_an_unreachable_service_does_not_stop_a_run_from_answering(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    config_file: Callable[[], Path],
-    nats_url: str,
-    tmp_path: Path,
+    bus: Bus, fake_model: FakeOpenAI, components: Components
 ) -> None:
-    with socket.socket() as closed:  # a port nothing listens on
-        closed.bind(("127.0.0.1", 0))
-        nowhere = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    nowhere = f"http://127.0.0.1:{free_port()}"  # a port nothing listens on
     fake_model.script(Reply(text="Still here.", when="hello"), Reply(text="Still here again.", when="again"))
-    log = tmp_path / "runner.log"
-    async with component("runner", nats_url, config_file(), environment(nowhere), log):
+    async with components.run("runner", environment(nowhere)):
         for text in ("hello", "and again"):
             events = await submit_and_collect(bus, ask("t-nowhere", text, user_id="ana"), timeout=90)
             assert events[-1].data["status"] == "success", events[-1].data
             final = next(e.data for e in reversed(events) if e.event == "values")["messages"][-1]
             assert final["content"].startswith("Still here")
-    said = log.read_text(encoding="utf-8")
+    said = components.said()
     assert "langsmith tracing on" in said, "the runs were traced, the sending failed"
     assert "langfuse tracing on" in said
 
@@ -276,10 +291,8 @@ async def test_the_memory_updater_traces_its_model_calls_as_agent_runs_do(
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    config_file: Callable[[], Path],
-    nats_url: str,
     services: FakeTracingServices,
-    tmp_path: Path,
+    components: Components,
 ) -> None:
     """`observability.langsmith: false` holds in the memory updater's process too (LangChain would
     trace its model calls on LANGSMITH_TRACING by itself); switched on, its calls are traced."""
@@ -294,9 +307,7 @@ async def test_the_memory_updater_traces_its_model_calls_as_agent_runs_do(
             ChatTurn(role="assistant", content="Nice."),
         ],
     )
-    async with component(
-        "memory", nats_url, config_file(), environment(services.url), tmp_path / "memory.log"
-    ):
+    async with components.run("memory", environment(services.url)):
         await bus.publish(bus.subjects.memory_update("t-cleo"), update)
         assert facts(await memory_of(bus, "cleo", lambda d: bool(d.facts))) == ["Plays the cello"]
         if langsmith is None:

@@ -8,11 +8,9 @@ import logging
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from langchain_core.tools import BaseTool
 
 from agents.tools import config_tools
@@ -22,6 +20,7 @@ from bus.messages import EgressPolicy
 from config import AppConfig
 from tests.conftest import REPO
 from tests.fakes.web_providers import FakeFirecrawl, FakeJina, FakeWebsite
+from tests.support.fakes import fake_fixture
 
 FETCH = "agents.tools.community.web_fetch:make_web_fetch"
 
@@ -50,22 +49,13 @@ def no_provider_keys_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None
         monkeypatch.delenv(variable, raising=False)
 
 
-@pytest_asyncio.fixture
-async def site() -> AsyncIterator[FakeWebsite]:
-    async with FakeWebsite() as fake:
-        yield fake
+site = fake_fixture(FakeWebsite, "A website on loopback whose pages the test writes.")
 
 
-@pytest_asyncio.fixture
-async def jina() -> AsyncIterator[FakeJina]:
-    async with FakeJina() as fake:
-        yield fake
+jina = fake_fixture(FakeJina, "The fake Jina Reader.")
 
 
-@pytest_asyncio.fixture
-async def firecrawl() -> AsyncIterator[FakeFirecrawl]:
-    async with FakeFirecrawl(api_key="fc-test") as fake:
-        yield fake
+firecrawl = fake_fixture(lambda: FakeFirecrawl(api_key="fc-test"), "The fake Firecrawl, its key fc-test.")
 
 
 def build(**extra: Any) -> BaseTool:

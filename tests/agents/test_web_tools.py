@@ -17,7 +17,8 @@ from bus import Bus
 from config import AppConfig, load_config
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.web_providers import FakeSearxng, FakeTavily, Hit, Image
-from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.fakes import fake_fixture
+from tests.support.runner import StartRunner, ask, submit_and_collect
 
 SEARCH = "agents.tools.community.web_search:make_web_search"
 IMAGES = "agents.tools.community.image_search:make_image_search"
@@ -35,10 +36,7 @@ async def tavily() -> AsyncIterator[FakeTavily]:
         yield fake
 
 
-@pytest_asyncio.fixture
-async def searxng() -> AsyncIterator[FakeSearxng]:
-    async with FakeSearxng() as fake:
-        yield fake
+searxng = fake_fixture(FakeSearxng, "The fake SearXNG instance.")
 
 
 def build(entry: dict[str, Any]) -> BaseTool:
@@ -284,9 +282,8 @@ async def test_the_lead_agent_searches_the_web_and_the_model_reads_the_results(
     bus: Bus,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    nats_url: str,
     tavily: FakeTavily,
+    start_runner: StartRunner,
 ) -> None:
     tavily.results = [Hit("JetStream | NATS Docs", "https://docs.nats.io/jetstream", "Persistence for NATS.")]
     config_data["tools"] = [tavily_entry(tavily)]
@@ -294,7 +291,7 @@ async def test_the_lead_agent_searches_the_web_and_the_model_reads_the_results(
         Reply(tool_calls=[ToolCall("web_search", {"query": "what is jetstream"})]),
         Reply(text="JetStream is the persistence layer of NATS."),
     )
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         events = await submit_and_collect(bus, ask("t-web", "What is JetStream?"))
 
     results = [e.data[0] for e in events if e.event == "messages" and e.data[0]["type"] == "tool"]

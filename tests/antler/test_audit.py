@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from access import AuditLog
 from bus import Bus
-from config import AppConfig, BusConfig
+from config import BusConfig
 from tests.conftest import finished, run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.runner import StartStack, ask, running_runner, submit_and_collect
 from tests.support.sandbox import running_broker
 
 
@@ -26,7 +25,7 @@ async def test_audit_shows_a_runs_tool_calls_and_refusals_and_follows_new_record
     tmp_path: Path,
     fake_model: FakeOpenAI,
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    start_stack: StartStack,
 ) -> None:
     config_data["guardrails"] = {"enabled": True, "denied_commands": [r"rm\s+-rf"]}
     config_data["sandbox"] = {"provider": "local"}
@@ -35,8 +34,7 @@ async def test_audit_shows_a_runs_tool_calls_and_refusals_and_follows_new_record
         Reply(tool_calls=[ToolCall("bash", {"command": "rm -rf /mnt/user-data/workspace"})], when="s3cr3t"),
         Reply(text="done", when="not run"),
     )
-    config = app_config()
-    async with running_runner(nats_url, config), running_broker(nats_url, config):
+    async with start_stack(running_runner, running_broker):
         await submit_and_collect(bus, request := ask("t-audit", "go", user_id="ivy"))
     run_id = request.run_id
     args = ("--nats-url", nats_url, "--prefix", bus_config.prefix, "--data-dir", str(tmp_path / "data"))

@@ -14,12 +14,13 @@ import httpx
 import jsonschema
 import pytest
 
-from bus import Bus, Consumer, Delivery, Reject
+from bus import Bus, Delivery, Reject
 from bus.chat_partitions import chat_partitions
 from bus.launcher import login
 from bus.messages import InboundMessage
 from config import AppConfig, BusConfig
 from tests.conftest import finished, run_antler
+from tests.support.consumers import inbound_consumer
 from tests.support.processes import pid_alive
 from tests.support.shared_up import GROUP, SharedUp
 
@@ -207,14 +208,7 @@ async def test_dlq_list_show_and_replay(
         recovered.set()
 
     args = ("--nats-url", nats_url, "--prefix", bus_config.prefix, "--data-dir", str(tmp_path / "data"))
-    consumer = Consumer(
-        bus,
-        stream=s.chat_in_partition_stream(0),
-        durable="cli",
-        filter_subjects=[s.chat_in_all],
-        model=InboundMessage,
-        handler=handle,
-    )
+    consumer = inbound_consumer(bus, handle, "cli")
     async with consumer:
         dead = asyncio.Event()
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from bus import Bus, component_ready
 from bus.metrics_feed import MetricsFeed, process_id
@@ -76,15 +77,23 @@ class Terminal:
         return code
 
 
+@pytest.fixture
+def top(
+    config_data: dict[str, Any], config_file: Callable[[], Path], nats_url: str
+) -> Callable[[], Terminal]:
+    """`top()`: `antler top` on the test's stack (its config as the test has set it by then) in a
+    terminal, redrawn every 0.3 s; the stack's processes publish their metrics every 0.2 s."""
+    config_data["observability"] = {"metrics_interval_seconds": 0.2}
+    return lambda: Terminal("top", "-c", str(config_file()), "--nats-url", nats_url, "--interval", "0.3")
+
+
 async def test_top_shows_the_running_processes_their_queues_and_a_run_in_flight(
     bus: Bus,
     nats_url: str,
     fake_model: FakeOpenAI,
-    config_data: dict[str, Any],
     app_config: Callable[[], AppConfig],
-    config_file: Callable[[], Path],
+    top: Callable[[], Terminal],
 ) -> None:
-    config_data["observability"] = {"metrics_interval_seconds": 0.2}
     config = app_config()
     answer = asyncio.Event()
     fake_model.script(Reply(text="finally", hold=answer))
@@ -94,7 +103,7 @@ async def test_top_shows_the_running_processes_their_queues_and_a_run_in_flight(
         feed.start()
         request = ask("thread-top", "take your time")
         await submit_run(bus, request)
-        terminal = Terminal("top", "-c", str(config_file()), "--nats-url", nats_url, "--interval", "0.3")
+        terminal = top()
         await terminal.start()
         try:
             mine = re.compile(rf"^{re.escape(process_id()[:28])}\s+runner\s.*\s(\d+)\s+(\d+)\s*$", re.M)
@@ -120,13 +129,8 @@ async def test_top_shows_the_running_processes_their_queues_and_a_run_in_flight(
 
 
 async def test_top_names_a_component_that_is_not_well_and_why(
-    bus: Bus,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    config_file: Callable[[], Path],
+    bus: Bus, config_data: dict[str, Any], app_config: Callable[[], AppConfig], top: Callable[[], Terminal]
 ) -> None:
-    config_data["observability"] = {"metrics_interval_seconds": 0.2}
     config_data["bus"].update(restart_delay_seconds=0.2, restart_max_delay_seconds=1.0)
     port = free_port()
 
@@ -137,7 +141,7 @@ async def test_top_names_a_component_that_is_not_well_and_why(
         await asyncio.Future()
 
     async with served(bus, app_config(), {"fetcher": fetcher}, bus):
-        terminal = Terminal("top", "-c", str(config_file()), "--nats-url", nats_url, "--interval", "0.3")
+        terminal = top()
         await terminal.start()
         try:
             screen = await terminal.until(

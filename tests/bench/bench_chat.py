@@ -48,7 +48,7 @@ from antler.pool import process_count
 from bus import Bus, decode
 from bus.chat_partitions import chat_partitions, publish_inbound
 from bus.messages import InboundMessage, OutboundMessage
-from tests.bench.stack import BenchStack, bench_stack
+from tests.bench.stack import BenchStack, bench_stack, run_as_script, sample_with_pyspy, with_defaults
 from tests.fakes.openai_server import Pace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -652,22 +652,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         processes.add("bench+model", os.getpid())
         for name, pid in stack.processes.items():
             processes.add(name, pid)
-        if os.environ.get("ANTLER_BENCH_PYSPY"):  # sample runner 1 meanwhile (ends with it)
-            await asyncio.create_subprocess_exec(
-                "py-spy",
-                "record",
-                "-p",
-                str(stack.processes["runner-1"]),
-                "-o",
-                os.environ["ANTLER_BENCH_PYSPY"],
-                "--format",
-                "raw",
-                "--gil",
-                "-r",
-                "200",
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.DEVNULL,
-            )
+        await sample_with_pyspy(stack.processes["runner-1"], "--gil")  # runner 1, meanwhile
         stack.fake.pace = pace
         client = ChatClient(stack.bus, pace)
         await client.start()
@@ -738,16 +723,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def run_from_args(args: argparse.Namespace) -> None:
     """`antler bench chat` (its `--turns` may be None: the default here)."""
-    defaults = argparse.ArgumentParser()
-    add_arguments(defaults)
-    settings = vars(defaults.parse_args([]))
-    settings.update({k: v for k, v in vars(args).items() if v is not None})
-    await main(argparse.Namespace(**settings))
+    await main(with_defaults(args, add_arguments))
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add_arguments(parser)
-    asyncio.run(main(parser.parse_args()))
+    run_as_script(__doc__, add_arguments, main)

@@ -35,7 +35,7 @@ import yaml
 
 from antler.pool import process_count
 from tests.bench.bench_chat import ChatClient, machine, warm_up
-from tests.bench.stack import bench_stack
+from tests.bench.stack import bench_stack, run_as_script, with_defaults
 from tests.fakes.openai_server import Pace
 
 DRIVER = r"""
@@ -268,22 +268,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def run_from_args(args: argparse.Namespace) -> None:
     """`antler bench deerflow --deerflow-python PATH`."""
-    defaults = argparse.ArgumentParser()
-    add_arguments(defaults)
-    settings = vars(defaults.parse_args([]))
-    settings.update({k: v for k, v in vars(args).items() if v is not None})
-    if not settings.get("deerflow_python"):
+    settings = with_defaults(args, add_arguments)
+    if not settings.deerflow_python:
         print(
             "antler bench deerflow needs --deerflow-python (a Python with DeerFlow installed)",
             file=sys.stderr,
         )
         raise SystemExit(2)
-    await main(argparse.Namespace(**settings))
+    await main(settings)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add_arguments(parser)
-    asyncio.run(main(parser.parse_args()))
+    run_as_script(__doc__, add_arguments, main)

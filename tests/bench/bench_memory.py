@@ -44,6 +44,7 @@ import yaml
 from bus.launcher import login
 from config import load_config
 from tests.bench.bench_chat import ChatClient, machine
+from tests.bench.stack import run_as_script, with_defaults
 from tests.fakes.openai_server import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[2]
@@ -309,16 +310,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def run_from_args(args: argparse.Namespace) -> None:
     """`antler bench memory` (options it does not name take the defaults here)."""
-    defaults = argparse.ArgumentParser()
-    add_arguments(defaults)
-    settings = vars(defaults.parse_args([]))
-    settings.update({k: v for k, v in vars(args).items() if v is not None and k in settings})
-    await main(argparse.Namespace(**settings))
+    await main(with_defaults(args, add_arguments, known_only=True))
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add_arguments(parser)
-    asyncio.run(main(parser.parse_args()))
+    run_as_script(__doc__, add_arguments, main)

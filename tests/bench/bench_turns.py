@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from antler.pool import process_count
 from bus import Bus
 from bus.messages import RunRequest
 from bus.runs import collect_run, submit_run
-from tests.bench.stack import bench_stack
+from tests.bench.stack import bench_stack, sample_with_pyspy
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,21 +42,7 @@ async def main(chats: int, turns: int, warmup: int, runners: int) -> None:
     async with bench_stack(settings, runners=runners) as stack:
         bus = stack.bus
         print(f"{runners} runner process(es), as `antler up` starts them here (runner.processes)")
-        if os.environ.get("ANTLER_BENCH_PYSPY"):  # sample the runner while the benchmark runs
-            await asyncio.create_subprocess_exec(  # ends by itself when the runner exits
-                "py-spy",
-                "record",
-                "-p",
-                str(stack.processes["runner-1"]),
-                "-o",
-                os.environ["ANTLER_BENCH_PYSPY"],
-                "--format",
-                "raw",
-                "-r",
-                "200",
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.DEVNULL,
-            )
+        await sample_with_pyspy(stack.processes["runner-1"])  # the runner, while the benchmark runs
         for i in range(warmup):
             await one_turn(bus, f"warm-{i}", "hello")
         latencies = [await one_turn(bus, f"seq-{i}", "hello there") for i in range(30)]

@@ -10,6 +10,7 @@ with an error, so a failed benchmark says why.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -19,7 +20,7 @@ import sys
 import tempfile
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,3 +141,39 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def with_defaults(
+    args: argparse.Namespace,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    known_only: bool = False,
+) -> argparse.Namespace:
+    """`antler bench <name>`'s `args` (None where not given) over the defaults of the benchmark's own
+    options (`add_arguments`); with `known_only`, only the options the benchmark names."""
+    defaults = argparse.ArgumentParser()
+    add_arguments(defaults)
+    settings = vars(defaults.parse_args([]))
+    given = {k: v for k, v in vars(args).items() if v is not None and (not known_only or k in settings)}
+    return argparse.Namespace(**{**settings, **given})
+
+
+def run_as_script(
+    doc: str | None,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    main: Callable[[argparse.Namespace], Awaitable[None]],
+) -> None:
+    """`python -m tests.bench.<name>`: the benchmark's options parsed from the command line."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    asyncio.run(main(parser.parse_args()))
+
+
+async def sample_with_pyspy(pid: int, *options: str) -> None:
+    """With ANTLER_BENCH_PYSPY=out.txt, py-spy samples process `pid` into that file (until it exits)."""
+    out = os.environ.get("ANTLER_BENCH_PYSPY")
+    if out:
+        await asyncio.create_subprocess_exec(
+            "py-spy", "record", "-p", str(pid), "-o", out, "--format", "raw", *options, "-r", "200",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip

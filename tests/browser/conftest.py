@@ -19,6 +19,8 @@ from tests.conftest import running_component, until_answering
 from tests.fakes.openai_server import FakeOpenAI, unfenced
 from tests.fakes.web_pages import WebPages
 from tests.support.browser import CHROMIUM, browser_ready
+from tests.support.fakes import fake_fixture
+from tests.support.runner import antler_cli  # noqa: F401  (a fixture)
 
 
 @pytest.fixture
@@ -30,10 +32,7 @@ def chromium() -> str:
     return CHROMIUM
 
 
-@pytest_asyncio.fixture
-async def site() -> AsyncIterator[WebPages]:
-    async with WebPages() as pages:
-        yield pages
+site = fake_fixture(WebPages, "The test website on loopback (a parcel tracker).")
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ page is gone, navigating again opens it in another browser process, and the run 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,20 +12,14 @@ from bus import Bus
 from bus.messages.browser import BrowserReply, BrowserRequest
 from bus.service import ServiceError, call
 from tests.browser.conftest import ask, tool_results
-from tests.conftest import finished, run_antler
+from tests.conftest import finished
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.web_pages import WebPages
-from tests.support.runner import submit_and_collect
+from tests.support.runner import AntlerCli, submit_and_collect
 
 pytestmark = pytest.mark.asyncio
 
 LOST = "so the page is gone. Open it again with browser_navigate."
-
-
-async def started_browser(config: Path, nats_url: str) -> asyncio.subprocess.Process:
-    """`antler run browser` in a process of its own, once it answers the bus."""
-    proc = await run_antler("run", "browser", "-c", str(config), "--nats-url", nats_url)
-    return proc
 
 
 async def until_serving(bus: Bus, proc: asyncio.subprocess.Process) -> None:
@@ -51,9 +43,8 @@ async def test_a_browser_killed_mid_run_loses_the_page_and_navigating_again_work
     fake_model: FakeOpenAI,
     site: WebPages,
     browser_config: dict[str, Any],
-    config_file: Callable[[], Path],
-    nats_url: str,
     runner: None,
+    antler_cli: AntlerCli,
 ) -> None:
     home = f"http://127.0.0.1:{site.port}/"
     gate = asyncio.Event()
@@ -64,8 +55,7 @@ async def test_a_browser_killed_mid_run_loses_the_page_and_navigating_again_work
         Reply(tool_calls=[ToolCall("browser_get_text", {})], when="Title: Parcel tracker"),
         Reply(text="The tracker is back.", when="Track a parcel"),
     )
-    config = config_file()
-    doomed = await started_browser(config, nats_url)
+    doomed = await antler_cli("run", "browser")
     spare: asyncio.subprocess.Process | None = None
     try:
         await until_serving(bus, doomed)
@@ -73,7 +63,7 @@ async def test_a_browser_killed_mid_run_loses_the_page_and_navigating_again_work
         await fake_model.wait_until(lambda: fake_model.holding == 1, timeout=120)  # the page is open
         doomed.kill()  # SIGKILL, while the model decides its next browser action
         await finished(doomed)
-        spare = await started_browser(config, nats_url)
+        spare = await antler_cli("run", "browser")
         await until_serving(bus, spare)
         gate.set()
         events = await run

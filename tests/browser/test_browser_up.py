@@ -16,7 +16,7 @@ import yaml
 
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.web_pages import WebPages
-from tests.support.antler_up import AntlerUp
+from tests.support.antler_up import UpStack, up_in
 from tests.support.browser import CHROMIUM
 
 pytestmark = [
@@ -27,10 +27,7 @@ pytestmark = [
 
 
 @dataclass
-class Stack:
-    up: AntlerUp
-    model: FakeOpenAI
-    gateway: str
+class Stack(UpStack):
     site: WebPages
 
 
@@ -45,15 +42,8 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
             "browser": {"enabled": True, "chromium": CHROMIUM, "allow_private_networks": True},
         }
         (workdir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-        up = AntlerUp(workdir, python_flags=("-P",))
-        try:
-            await up.start(runners=2)
+        async with up_in(workdir) as up:
             yield Stack(up, model, await up.gateway_url(), site)
-            code = await up.stop(60)  # Ctrl-C
-            assert code == 0, f"antler up did not stop cleanly on SIGINT ({code}):\n{up.tail()}"
-        finally:
-            await up.kill_all()
-        assert up.violations() == []
 
 
 async def test_a_chat_turn_browses_a_page_and_answers_from_it_with_the_screenshot_in_outputs(

@@ -12,11 +12,12 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from bus import Bus, Consumer, Delivery, decode
+from bus import Bus, Delivery, decode
 from bus.dlq import H_DELIVERIES, H_REASON
 from bus.messages import InboundMessage, OutboundMessage
 from config import BusConfig
 from tests.conftest import finished, run_antler
+from tests.support.consumers import inbound_consumer
 
 pytestmark = pytest.mark.asyncio
 
@@ -108,16 +109,7 @@ async def test_a_consumer_killed_before_acking_leaves_its_message_to_another_con
         seen.append((msg.text, delivery.num_delivered))
         picked_up.set()
 
-    s = bus.subjects
-    async with Consumer(
-        bus,
-        stream=s.chat_in_partition_stream(0),
-        durable="slow-echo",
-        filter_subjects=[s.chat_in_all],
-        model=InboundMessage,
-        handler=handle,
-        ack_wait=1.0,
-    ):
+    async with inbound_consumer(bus, handle, "slow-echo", ack_wait=1.0):
         await asyncio.wait_for(picked_up.wait(), 15)
     assert seen == [("60", 2)], "the same message, on its second delivery"
 

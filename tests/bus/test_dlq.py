@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
-from bus import Bus, Consumer, Delivery, get_dead_letter, list_dead_letters, replay
+from bus import Bus, Delivery, get_dead_letter, list_dead_letters, replay
 from bus.messages import InboundMessage
+from tests.support.consumers import inbound_consumer
 
 pytestmark = pytest.mark.asyncio
 
@@ -24,15 +25,7 @@ async def test_a_replayed_dead_letter_is_handled_again_and_leaves_the_dlq(bus: B
         handled.append(msg.text)
         healthy.set()
 
-    consumer = Consumer(
-        bus,
-        stream=s.chat_in_partition_stream(0),
-        durable="r",
-        filter_subjects=[s.chat_in_all],
-        model=InboundMessage,
-        handler=handle,
-        max_deliver=1,
-    )
+    consumer = inbound_consumer(bus, handle, "r", max_deliver=1)
     dead: asyncio.Queue[object] = asyncio.Queue()
 
     async def on_dlq(msg: object) -> None:

@@ -10,24 +10,14 @@ from typing import Any
 
 import yaml
 
-from bus import Bus, NoResponders
-from bus.messages import ExecReply, ExecRequest
+from bus import Bus
 from bus.metrics_feed import MetricsBoard, process_id
 from tests.conftest import finished, run_antler
+from tests.support.sandbox import exec_once_up
 
 
 async def command_in_child(bus: Bus) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 30
-    while True:  # until the broker in the child answers
-        try:
-            request = ExecRequest(thread_id="t-metrics", command="echo hi")
-            reply = await bus.request(bus.subjects.sandbox("exec"), request, ExecReply, timeout=10)
-            break
-        except NoResponders:
-            assert loop.time() < deadline, "the sandbox broker never answered"
-            await asyncio.sleep(0.05)
-    assert reply.exit_code == 0
+    assert (await exec_once_up(bus, "t-metrics")).exit_code == 0  # once the broker in the child answers
 
 
 def samples_of(board: MetricsBoard, name: str, process: str) -> list[Any]:

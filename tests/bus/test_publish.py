@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from bus import Bus, Consumer, Delivery
+from bus import Bus
 from bus.messages import InboundMessage
+from tests.support.consumers import Texts, inbound_consumer
 
 pytestmark = pytest.mark.asyncio
 
@@ -28,25 +27,9 @@ async def test_duplicate_publishes_with_one_msg_id_are_delivered_once(bus: Bus) 
     stored = await bus.js.stream_info(bus.subjects.chat_in_partition_stream(0))
     assert stored.state.messages == 2, "the duplicates were never stored"
 
-    got: list[str] = []
-    two = asyncio.Event()
-
-    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
-        got.append(msg.text)
-        if len(got) == 2:
-            two.set()
-
-    s = bus.subjects
-    async with Consumer(
-        bus,
-        stream=s.chat_in_partition_stream(0),
-        durable="d",
-        filter_subjects=[s.chat_in_all],
-        model=InboundMessage,
-        handler=handle,
-    ):
-        await asyncio.wait_for(two.wait(), 10)
-    assert got == ["hello", "second"]
+    got = Texts()
+    async with inbound_consumer(bus, got, "d"):
+        assert await got.until(2) == ["hello", "second"]
 
 
 async def test_the_same_platform_message_id_in_two_chats_is_not_a_duplicate(bus: Bus) -> None:

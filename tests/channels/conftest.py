@@ -1,5 +1,6 @@
-"""What the adapter tests share: copies of an adapter as processes, the Telegram stack as a fixture
-(the whole path for one platform is `tests.support.adapters.adapter_stack`)."""
+"""What the adapter tests share: two copies of an adapter as processes (`start_copies`;
+`lease_holder`: which copy is active; `copy_logs`); and from `tests.support.adapters` the fake platforms,
+`start_adapter`, and the Telegram and Slack stacks as fixtures."""
 
 from __future__ import annotations
 
@@ -11,16 +12,30 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
+import pytest
+from nats.js.errors import KeyNotFoundError
 
 from bus import Bus, decode
 from bus.messages import ComponentReady
-from channels.telegram import run as run_telegram
-from config import AppConfig
 from tests.conftest import REPO
 from tests.fakes.openai_server import Reply, ToolCall
-from tests.fakes.telegram_server import FakeTelegram
-from tests.support.adapters import adapter_stack, telegram  # noqa: F401  (telegram: the fake Bot API fixture)
+from tests.support.adapters import (  # noqa: F401  (fixtures)
+    StartAdapter,
+    dingtalk,
+    discord,
+    feishu,
+    slack,
+    slack_stack,
+    start_adapter,
+    teams,
+    teams_stack,
+    telegram,
+    telegram_stack,
+    wechat,
+    wecom,
+)
+from tests.support.chat import router_stack  # noqa: F401  (a fixture)
+from tests.support.runner import start_stack  # noqa: F401  (a fixture)
 
 
 @contextlib.asynccontextmanager
@@ -60,18 +75,54 @@ async def adapter_processes(
                 proc.kill()
 
 
-@pytest_asyncio.fixture
-async def telegram_stack(
-    nats_url: str,
-    telegram: FakeTelegram,  # noqa: F811  (the fixture imported above)
+Copies = list[asyncio.subprocess.Process]
+# `async with start_copies(platform, settings) as copies:` the `start_copies` fixture.
+StartCopies = Callable[[str, dict[str, Any]], contextlib.AbstractAsyncContextManager[Copies]]
+
+
+@pytest.fixture
+def start_copies(
+    bus: Bus,
+    start_adapter: StartAdapter,  # noqa: F811  (the fixture imported above)
     config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-) -> AsyncIterator[AppConfig]:
-    """A runner, a router and the Telegram adapter polling the fake, up and answering."""
-    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
-        await telegram.wait_for("getMe")
-        yield config
+    config_file: Callable[[], Path],
+    nats_url: str,
+    tmp_path: Path,
+) -> StartCopies:
+    """`start_copies(platform, settings)`: runner, router and two `antler run <platform>` processes
+    (their logs `<tmp_path>/<platform>-<n>.log`), both up: one active, one standing by."""
+
+    @contextlib.asynccontextmanager
+    async def start(platform: str, settings: dict[str, Any]) -> AsyncIterator[Copies]:
+        config_data["bus"]["lease_seconds"] = 4  # a busy machine stalls a process for a second or two
+        ready: asyncio.Queue[int] = asyncio.Queue()
+
+        async def on_ready(msg: Any) -> None:
+            ready.put_nowait(decode(ComponentReady, msg.data).pid)
+
+        await bus.nc.subscribe(bus.subjects.component_ready(platform), cb=on_ready)
+        async with start_adapter(platform, settings, None):
+            async with adapter_processes(config_file(), nats_url, tmp_path, 2, platform) as copies:
+                pids = {await asyncio.wait_for(ready.get(), 60), await asyncio.wait_for(ready.get(), 60)}
+                assert pids == {p.pid for p in copies}, "one active, one standing by"
+                yield copies
+
+    return start
+
+
+async def lease_holder(bus: Bus, platform: str, copies: Copies) -> asyncio.subprocess.Process:
+    """The copy holding the adapter's lease (its value names the holder's pid): the active one."""
+    kv = await bus.kv(bus.subjects.leases_bucket)
+    try:
+        holder = (await kv.get(f"adapter.{platform}")).value or b""
+    except KeyNotFoundError:
+        pytest.fail(f"no copy of {platform} holds its lease")
+    return next(p for p in copies if f"-{p.pid}-" in holder.decode())
+
+
+def copy_logs(logs: Path, platform: str, tail: int = 3000) -> str:
+    """The end of each copy's log, for a failure message."""
+    return "\n".join((logs / f"{platform}-{n}.log").read_text()[-tail:] for n in range(2))
 
 
 def writes_and_presents(path: str, content: str, answer: str) -> list[Reply]:

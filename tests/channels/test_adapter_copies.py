@@ -23,17 +23,14 @@ from typing import Any
 import psutil
 import pytest
 import pytest_asyncio
-from nats.js.errors import KeyNotFoundError
 
 from bus import Bus, decode
-from bus.messages import ComponentReady, OutboundMessage
-from config import AppConfig
-from tests.channels.conftest import adapter_processes
+from bus.messages import OutboundMessage
+from tests.channels.conftest import StartCopies, copy_logs, lease_holder
 from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.slack_server import FakeSlack
-from tests.support.adapters import adapter_stack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(200)]
 
@@ -140,31 +137,13 @@ async def platform(request: pytest.FixtureRequest) -> AsyncIterator[Platform]:
 
 @pytest_asyncio.fixture
 async def two_copies(
-    bus: Bus,
-    platform: Platform,
-    nats_url: str,
-    tmp_path: Path,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    config_file: Callable[[], Path],
+    platform: Platform, tmp_path: Path, start_copies: StartCopies
 ) -> AsyncIterator[list[asyncio.subprocess.Process]]:
     """Router, runner and two `antler run <platform>` processes, both connected to the fake."""
-    config_data["bus"]["lease_seconds"] = 4  # a busy machine stalls a process for a second or two
-    ready: asyncio.Queue[int] = asyncio.Queue()
-
-    async def on_ready(msg: Any) -> None:
-        ready.put_nowait(decode(ComponentReady, msg.data).pid)
-
-    await bus.nc.subscribe(bus.subjects.component_ready(platform.name), cb=on_ready)
-    async with adapter_stack(nats_url, config_data, app_config, platform.name, platform.settings, None):
-        path = config_file()
-        async with adapter_processes(path, nats_url, tmp_path, 2, platform.name) as procs:
-            pids = {await asyncio.wait_for(ready.get(), 60), await asyncio.wait_for(ready.get(), 60)}
-            assert pids == {p.pid for p in procs}, "one delivering replies, one standing by"
-            await platform.fake.wait(lambda: platform.fake.connections >= 2, timeout=60)
-            yield procs
-            logs = "\n".join((tmp_path / f"{platform.name}-{n}.log").read_text()[-2000:] for n in range(2))
-            print(logs)  # shown if the test failed
+    async with start_copies(platform.name, platform.settings) as copies:
+        await platform.fake.wait(lambda: platform.fake.connections >= 2, timeout=60)
+        yield copies
+        print(copy_logs(tmp_path, platform.name, 2000))  # shown if the test failed
 
 
 def connection_of(pid: int, platform: Platform) -> str:
@@ -239,12 +218,7 @@ async def the_copy_answering_killed_mid_answer_leaves_the_reply_completed_once(
     # Once the message shown has been edited, the copy answering has recorded it (killed between
     # the platform's answer to its first post and that record, no copy could know it exists).
     await wait_until(lambda: any(len(t) >= 2 for t in answers(platform).values()), "no edit", platform)
-    kv = await bus.kv(bus.subjects.leases_bucket)
-    try:
-        holder = (await kv.get(f"adapter.{platform.name}")).value or b""
-    except KeyNotFoundError:
-        pytest.fail("no copy holds the reply lease: both deliver replies")
-    answering = next(p for p in two_copies if f"-{p.pid}-" in holder.decode())
+    answering = await lease_holder(bus, platform.name, two_copies)  # the copy delivering replies
     # A message reaches the copy answering too; it is killed while it fetches the file attached,
     # before the bus (or the platform) heard from it.
     download = "resource" if isinstance(platform.fake, FakeFeishu) else "download"

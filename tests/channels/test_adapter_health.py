@@ -10,8 +10,11 @@ comes up later listens on the port the config named from the start.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
+
+import pytest
 
 from bus import Bus
 from channels.dingtalk import run as run_dingtalk
@@ -19,21 +22,47 @@ from channels.feishu import run as run_feishu
 from channels.slack import run as run_slack
 from channels.telegram import run as run_telegram
 from config import AppConfig
+from tests.conftest import component_login
 from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.health import adapter, status_of
+from tests.support.health import Entry, HealthWatch, served, status_of
 from tests.support.ports import free_port
+
+WatchAdapter = Callable[[str, dict[str, Any], Entry], contextlib.AbstractAsyncContextManager[HealthWatch]]
+
+
+@pytest.fixture
+def watch_adapter(
+    nats_url: str, bus: Bus, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> WatchAdapter:
+    """`watch_adapter(platform, settings, entry)`: the adapter served on its own user's connection,
+    its pauses between starts short, and its health as `antler up` reports it."""
+
+    @contextlib.asynccontextmanager
+    async def serve(platform: str, settings: dict[str, Any], entry: Entry) -> AsyncIterator[HealthWatch]:
+        config_data["channels"] = {platform: {"enabled": True, **settings}}
+        config_data["bus"].update(restart_delay_seconds=0.2, restart_max_delay_seconds=1.0)
+        config_data["observability"] = {"metrics_interval_seconds": 0.5}
+        config = app_config()
+        own = await component_login(config, platform).connect(nats_url, f"test-{platform}")
+        try:
+            async with served(own, config, {platform: entry}, bus) as watch:
+                yield watch
+        finally:
+            await own.close()
+
+    return serve
 
 
 async def test_slack_out_of_reach_at_start_is_unhealthy_until_it_is_there(
-    nats_url: str, bus: Bus, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+    watch_adapter: WatchAdapter,
 ) -> None:
     slack = FakeSlack()
     slack.port = free_port()
     settings = {"bot_token": "xoxb-test", "app_token": "xapp-test", "base_url": slack.base_url}
-    async with adapter(nats_url, bus, config_data, app_config, "slack", settings, run_slack) as watch:
+    async with watch_adapter("slack", settings, run_slack) as watch:
         seen = await watch.until(status_of("slack", "unhealthy"))
         assert f"cannot reach 127.0.0.1:{slack.port}" in seen["slack"].text, seen
         async with slack:
@@ -42,11 +71,11 @@ async def test_slack_out_of_reach_at_start_is_unhealthy_until_it_is_there(
 
 
 async def test_slack_refusing_the_app_token_is_reported_as_a_configuration_to_fix(
-    nats_url: str, bus: Bus, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+    watch_adapter: WatchAdapter,
 ) -> None:
     async with FakeSlack() as slack:
         settings = {"bot_token": "xoxb-test", "app_token": "xapp-revoked", "base_url": slack.base_url}
-        async with adapter(nats_url, bus, config_data, app_config, "slack", settings, run_slack) as watch:
+        async with watch_adapter("slack", settings, run_slack) as watch:
             seen = await watch.until(status_of("slack", "unhealthy"))
     text = seen["slack"].text
     assert text.startswith("Slack refused the app token (invalid_auth): check channels.slack.app_token"), text
@@ -54,13 +83,11 @@ async def test_slack_refusing_the_app_token_is_reported_as_a_configuration_to_fi
 
 
 async def test_telegram_polling_that_fails_later_is_unhealthy_until_telegram_answers_again(
-    nats_url: str, bus: Bus, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+    watch_adapter: WatchAdapter,
 ) -> None:
     async with FakeTelegram() as telegram:
         settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
-        async with adapter(
-            nats_url, bus, config_data, app_config, "telegram", settings, run_telegram
-        ) as watch:
+        async with watch_adapter("telegram", settings, run_telegram) as watch:
             await watch.until(status_of("telegram", "healthy"))
             telegram.outage = True  # getUpdates answers 502 Bad Gateway
             seen = await watch.until(status_of("telegram", "unhealthy"))
@@ -72,13 +99,11 @@ async def test_telegram_polling_that_fails_later_is_unhealthy_until_telegram_ans
 
 
 async def test_telegram_refusing_the_bot_token_is_reported_without_quoting_it(
-    nats_url: str, bus: Bus, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+    watch_adapter: WatchAdapter,
 ) -> None:
     async with FakeTelegram() as telegram:
         settings = {"bot_token": "123:WRONG", "base_url": telegram.base_url}
-        async with adapter(
-            nats_url, bus, config_data, app_config, "telegram", settings, run_telegram
-        ) as watch:
+        async with watch_adapter("telegram", settings, run_telegram) as watch:
             seen = await watch.until(status_of("telegram", "unhealthy"))
     text = seen["telegram"].text
     assert text.startswith("Telegram refused the bot token (Unauthorized): check channels.telegram.bot_token")
@@ -86,12 +111,12 @@ async def test_telegram_refusing_the_bot_token_is_reported_without_quoting_it(
 
 
 async def test_dingtalk_out_of_reach_at_start_is_unhealthy_until_its_stream_connects(
-    nats_url: str, bus: Bus, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+    watch_adapter: WatchAdapter,
 ) -> None:
     dingtalk = FakeDingTalk()
     dingtalk.port = free_port()
     settings = {"client_id": "ding-id", "client_secret": "ding-secret", "base_url": dingtalk.base_url}
-    async with adapter(nats_url, bus, config_data, app_config, "dingtalk", settings, run_dingtalk) as watch:
+    async with watch_adapter("dingtalk", settings, run_dingtalk) as watch:
         seen = await watch.until(status_of("dingtalk", "unhealthy"))
         assert f"the stream is down (cannot reach 127.0.0.1:{dingtalk.port}" in seen["dingtalk"].text, seen
         async with dingtalk:
@@ -99,11 +124,11 @@ async def test_dingtalk_out_of_reach_at_start_is_unhealthy_until_its_stream_conn
 
 
 async def test_feishu_long_connection_lost_is_unhealthy_until_lark_reconnects(
-    nats_url: str, bus: Bus, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+    watch_adapter: WatchAdapter,
 ) -> None:
     async with FakeFeishu() as feishu:
         settings = {"app_id": APP_ID, "app_secret": APP_SECRET, "domain": feishu.base_url}
-        async with adapter(nats_url, bus, config_data, app_config, "feishu", settings, run_feishu) as watch:
+        async with watch_adapter("feishu", settings, run_feishu) as watch:
             await feishu.wait(lambda: feishu.connections >= 1)
             await watch.until(status_of("feishu", "healthy"))
             feishu.break_method("endpoint", 1_000)  # Feishu busy: lark-oapi's reconnections fail

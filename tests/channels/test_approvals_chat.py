@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.adapters import adapter_stack
+from tests.support.adapters import StartAdapter
 
 
 @pytest.fixture(autouse=True)
@@ -81,11 +80,7 @@ async def test_a_bash_call_denied_from_telegram_is_not_run_and_the_model_reads_w
 
 
 async def test_a_message_sent_while_the_answer_is_written_steers_it(
-    telegram: FakeTelegram,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    telegram: FakeTelegram, fake_model: FakeOpenAI, start_adapter: StartAdapter
 ) -> None:
     gate = asyncio.Event()
     fake_model.script(
@@ -94,7 +89,7 @@ async def test_a_message_sent_while_the_answer_is_written_steers_it(
     )
     settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
     steer = {"multitask_strategy": "steer"}
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram, steer):
+    async with start_adapter("telegram", settings, run_telegram, steer):
         telegram.send_user_message("write a haiku")
         await fake_model.wait_until(lambda: fake_model.holding == 1)
         telegram.send_user_message("in French please")

@@ -4,38 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from channels.slack import run as run_slack
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.slack_server import FakeSlack
-from tests.support.adapters import adapter_stack
 
 
 @pytest.fixture(autouse=True)
 def bash_needs_approval(config_data: dict[str, Any]) -> None:
     config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]}
-
-
-@pytest_asyncio.fixture
-async def slack() -> AsyncIterator[FakeSlack]:
-    async with FakeSlack() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str, slack: FakeSlack, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[AppConfig]:
-    settings = {"bot_token": "xoxb-test", "app_token": "xapp-test", "base_url": slack.base_url}
-    async with adapter_stack(nats_url, config_data, app_config, "slack", settings, run_slack) as config:
-        await asyncio.wait_for(slack.connected.wait(), 20)
-        yield config
 
 
 async def posted_buttons(slack: FakeSlack) -> list[dict[str, Any]]:
@@ -58,7 +38,7 @@ async def posted_buttons(slack: FakeSlack) -> list[dict[str, Any]]:
 
 
 async def test_a_bash_call_denied_with_slacks_button_is_not_run(
-    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+    slack: FakeSlack, fake_model: FakeOpenAI, slack_stack: AppConfig
 ) -> None:
     fake_model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo from-slack"})]),

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-
 import pytest
-import pytest_asyncio
 
 from bus import Bus
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.support.chat import Chat, running_router
-from tests.support.runner import running_runner
+from tests.support.chat import Chat
 
 pytestmark = pytest.mark.asyncio
-
-
-@pytest_asyncio.fixture
-async def stack(nats_url: str, app_config: Callable[[], AppConfig]) -> AsyncIterator[AppConfig]:
-    config = app_config()
-    async with running_runner(nats_url, config), running_router(nats_url, config):
-        yield config
 
 
 SUMMARY_HEAD = "Here is a summary of the conversation to date"
@@ -29,7 +18,7 @@ SUMMARY_HEAD = "Here is a summary of the conversation to date"
 async def test_compact_in_a_chat_summarises_it_and_the_next_answer_builds_on_the_summary(
     bus: Bus,
     fake_model: FakeOpenAI,
-    stack: AppConfig,
+    router_stack: AppConfig,
 ) -> None:
     async with Chat(bus) as chat:
         await chat.say("/compact")

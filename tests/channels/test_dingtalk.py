@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,14 +14,8 @@ from channels.dingtalk import MAX_PARAM_BYTES, DingTalkAdapter
 from channels.dingtalk import run as run_dingtalk
 from config import AppConfig
 from tests.fakes.dingtalk_server import FakeDingTalk
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
-from tests.support.adapters import adapter_stack
-
-
-@pytest_asyncio.fixture
-async def dingtalk() -> AsyncIterator[FakeDingTalk]:
-    async with FakeDingTalk() as fake:
-        yield fake
+from tests.fakes.openai_server import FakeOpenAI, Reply, unfenced
+from tests.support.adapters import StartAdapter, file_in_file_out, the_agent_read
 
 
 @pytest.fixture
@@ -31,13 +25,9 @@ def settings(dingtalk: FakeDingTalk) -> dict[str, Any]:
 
 @pytest_asyncio.fixture
 async def stack(
-    nats_url: str,
-    dingtalk: FakeDingTalk,
-    settings: dict[str, Any],
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    dingtalk: FakeDingTalk, settings: dict[str, Any], start_adapter: StartAdapter
 ) -> AsyncIterator[AppConfig]:
-    async with adapter_stack(nats_url, config_data, app_config, "dingtalk", settings, run_dingtalk) as config:
+    async with start_adapter("dingtalk", settings, run_dingtalk) as config:
         await dingtalk.wait(lambda: dingtalk.connections == 1)
         yield config
 
@@ -82,16 +72,7 @@ async def test_a_file_in_a_file_out_and_an_expired_webhook(
     dingtalk: FakeDingTalk, fake_model: FakeOpenAI, stack: AppConfig
 ) -> None:
     dingtalk.add_file("code-1", b"- buy milk\n- call mum\n", "text/plain")
-    fake_model.script(
-        Reply(tool_calls=[ToolCall("read_file", {"path": "/mnt/user-data/uploads/todo.txt"})]),
-        Reply(
-            tool_calls=[
-                ToolCall("write_file", {"path": "/mnt/user-data/outputs/plan.md", "content": "# Plan\n"})
-            ]
-        ),
-        Reply(tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/plan.md"]})]),
-        Reply(text="Here is your plan."),
-    )
+    fake_model.script(*file_in_file_out("todo.txt", "plan.md", "# Plan\n", "Here is your plan."))
     dingtalk.send_robot_message(
         msgtype="file",
         content={"downloadCode": "code-1", "fileName": "todo.txt"},
@@ -107,10 +88,7 @@ async def test_a_file_in_a_file_out_and_an_expired_webhook(
     assert media["fileName"] == "plan.md"
     assert dingtalk.uploads[media["mediaId"]] == b"# Plan\n"
     assert not dingtalk.replies, "an expired session webhook is not used"
-    assert "/mnt/user-data/uploads/todo.txt" in unfenced(
-        fake_model.agent_requests[0]["messages"][-1]["content"]
-    )
-    assert unfenced(fake_model.agent_requests[1]["messages"][-1]["content"]) == "- buy milk\n- call mum\n"
+    the_agent_read(fake_model, "todo.txt", "- buy milk\n- call mum\n")
 
 
 async def test_send_too_fast_inside_a_200_is_waited_out_and_the_reply_arrives(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -16,20 +15,15 @@ from channels.discord import run as run_discord
 from config import AppConfig
 from skills import SkillsCatalog
 from tests.fakes.discord_server import BOT_ID, DM_CHANNEL, GENERAL, THREAD, FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
-from tests.support.adapters import adapter_stack, discord  # noqa: F401  (the fake Discord fixture)
+from tests.fakes.openai_server import FakeOpenAI, Reply, unfenced
+from tests.support.adapters import StartAdapter, file_in_file_out
 
 
 @pytest_asyncio.fixture
-async def stack(
-    nats_url: str,
-    discord: FakeDiscord,  # noqa: F811
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-) -> AsyncIterator[AppConfig]:
+async def stack(discord: FakeDiscord, start_adapter: StartAdapter) -> AsyncIterator[AppConfig]:
     """A runner, a router and the Discord adapter connected to the fake, its commands registered."""
     settings = {"bot_token": discord.token, "base_url": discord.api_base}
-    async with adapter_stack(nats_url, config_data, app_config, "discord", settings, run_discord) as config:
+    async with start_adapter("discord", settings, run_discord) as config:
         await discord.wait_for("overwriteCommands")
         yield config
 
@@ -42,7 +36,7 @@ async def _until(fake: FakeDiscord, condition: Callable[[], bool], what: str, ti
 
 
 async def test_a_dm_is_answered_streamed_by_edits_of_one_message(
-    discord: FakeDiscord,  # noqa: F811
+    discord: FakeDiscord,
     fake_model: FakeOpenAI,
     stack: AppConfig,
 ) -> None:
@@ -65,7 +59,7 @@ async def test_a_dm_is_answered_streamed_by_edits_of_one_message(
 
 
 async def test_a_guild_message_needs_a_mention_and_a_thread_is_its_own_conversation(
-    discord: FakeDiscord,  # noqa: F811
+    discord: FakeDiscord,
     fake_model: FakeOpenAI,
     stack: AppConfig,
 ) -> None:
@@ -89,7 +83,7 @@ async def test_a_guild_message_needs_a_mention_and_a_thread_is_its_own_conversat
 
 
 async def test_a_message_in_a_thread_the_bot_never_heard_of_is_answered_in_it(
-    discord: FakeDiscord,  # noqa: F811
+    discord: FakeDiscord,
     fake_model: FakeOpenAI,
     stack: AppConfig,
 ) -> None:
@@ -105,7 +99,7 @@ async def test_a_message_in_a_thread_the_bot_never_heard_of_is_answered_in_it(
     [pytest.param(False, id="a-bucket-per-route"), pytest.param(True, id="posts-and-edits-share-one")],
 )
 async def test_a_long_answer_continues_in_messages_of_at_most_2000_characters(
-    discord: FakeDiscord,  # noqa: F811
+    discord: FakeDiscord,
     fake_model: FakeOpenAI,
     stack: AppConfig,
     shared_bucket: bool,
@@ -132,7 +126,7 @@ async def test_a_long_answer_continues_in_messages_of_at_most_2000_characters(
 
 
 async def test_a_429_is_waited_out_and_nothing_is_lost(
-    discord: FakeDiscord,  # noqa: F811
+    discord: FakeDiscord,
     fake_model: FakeOpenAI,
     stack: AppConfig,
 ) -> None:
@@ -153,7 +147,7 @@ async def test_a_429_is_waited_out_and_nothing_is_lost(
 
 
 async def test_the_bots_global_rate_limit_holds_every_chat_until_it_is_over(
-    discord: FakeDiscord,  # noqa: F811
+    discord: FakeDiscord,
     fake_model: FakeOpenAI,
     stack: AppConfig,
 ) -> None:
@@ -169,19 +163,14 @@ async def test_the_bots_global_rate_limit_holds_every_chat_until_it_is_over(
 
 
 async def test_files_go_both_ways(
-    discord: FakeDiscord,  # noqa: F811
+    discord: FakeDiscord,
     fake_model: FakeOpenAI,
     stack: AppConfig,
 ) -> None:
     fake_model.script(
-        Reply(tool_calls=[ToolCall("read_file", {"path": "/mnt/user-data/uploads/minutes.txt"})]),
-        Reply(
-            tool_calls=[
-                ToolCall("write_file", {"path": "/mnt/user-data/outputs/notes.md", "content": "# Ship\n"})
-            ]
-        ),
-        Reply(tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/notes.md"]})]),
-        Reply(text="The meeting decided to ship; notes attached."),
+        *file_in_file_out(
+            "minutes.txt", "notes.md", "# Ship\n", "The meeting decided to ship; notes attached."
+        )
     )
     discord.user_message("what was decided?", files={"minutes.txt": b"Decision: ship on Friday."})
     await _until(discord, lambda: any(m["files"] for m in discord.bot_messages()), "no file came back")
@@ -195,7 +184,7 @@ async def test_files_go_both_ways(
 
 
 async def test_a_slash_command_is_answered_and_a_skill_is_offered(
-    discord: FakeDiscord,  # noqa: F811
+    discord: FakeDiscord,
     fake_model: FakeOpenAI,
     stack: AppConfig,
 ) -> None:
@@ -241,7 +230,7 @@ def test_skills_become_slash_commands_discord_accepts() -> None:
 
 async def test_a_gateway_payload_discord_py_cannot_read_is_dead_lettered_and_the_next_is_answered(
     bus: Bus,
-    discord: FakeDiscord,  # noqa: F811
+    discord: FakeDiscord,
     fake_model: FakeOpenAI,
     stack: AppConfig,
 ) -> None:
@@ -258,7 +247,7 @@ async def test_a_gateway_payload_discord_py_cannot_read_is_dead_lettered_and_the
 
 
 async def test_the_gateway_asking_to_reconnect_resumes_and_misses_nothing(
-    discord: FakeDiscord,  # noqa: F811
+    discord: FakeDiscord,
     fake_model: FakeOpenAI,
     stack: AppConfig,
 ) -> None:

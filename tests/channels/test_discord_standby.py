@@ -6,40 +6,30 @@ session Discord no longer resumes (op 9) is replaced by a new one (IDENTIFY)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from bus import Bus, decode
-from bus.messages import ComponentReady
-from config import AppConfig
-from tests.channels.conftest import adapter_processes
+from bus import Bus
+from tests.channels.conftest import Copies, StartCopies, copy_logs, lease_holder
 from tests.fakes.discord_server import DM_CHANNEL, GENERAL, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.support.adapters import adapter_stack, discord  # noqa: F401  (the fake Discord fixture)
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(150)]
 
 ANSWER = "one two three four five six seven eight nine ten eleven twelve"
 
 
-async def _kill_the_active_copy_mid_answer(
-    bus: Bus, fake: FakeDiscord, procs: list[asyncio.subprocess.Process], ready: asyncio.Queue[int]
-) -> None:
-    first, second = await asyncio.wait_for(ready.get(), 60), await asyncio.wait_for(ready.get(), 60)
-    assert {first, second} == {p.pid for p in procs}, "one active, one standing by"
+async def _kill_the_active_copy_mid_answer(bus: Bus, fake: FakeDiscord, copies: Copies) -> None:
     await fake.wait(lambda: fake.live == 1, 30)
     fake.user_message("tell me slowly")
     # Once the message shown has been edited, the adapter's bookkeeping knows it.
     await fake.wait_for("editMessage", timeout=60)
-    holder = (await (await bus.kv(bus.subjects.leases_bucket)).get("adapter.discord")).value
-    active = next(p for p in procs if f"-{p.pid}-" in (holder or b"").decode())
+    active = await lease_holder(bus, "discord", copies)
     os.kill(active.pid, signal.SIGKILL)
     await active.wait()
     await fake.wait(lambda: fake.live == 0, 30)
@@ -49,52 +39,31 @@ async def _until_answered(fake: FakeDiscord, tmp_path: Path, expected: set[str])
     try:
         await fake.wait(lambda: {m["content"] for m in fake.bot_messages()} == expected, 90)
     except TimeoutError:
-        logs = "\n".join((tmp_path / f"discord-{n}.log").read_text()[-3000:] for n in range(2))
-        pytest.fail(f"the standby did not finish: {fake.bot_messages()}\n{logs}")
+        pytest.fail(f"the standby did not finish: {fake.bot_messages()}\n{copy_logs(tmp_path, 'discord')}")
 
 
 @pytest.fixture
 def two_copies(
-    bus: Bus,
-    discord: FakeDiscord,  # noqa: F811
-    nats_url: str,
-    tmp_path: Path,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    config_file: Callable[[], Path],
-) -> Callable[[], Any]:
-    config_data["bus"]["lease_seconds"] = 4  # a busy machine stalls a process for a second or two
-
-    @contextlib.asynccontextmanager
-    async def started() -> AsyncIterator[tuple[list[asyncio.subprocess.Process], asyncio.Queue[int]]]:
-        ready: asyncio.Queue[int] = asyncio.Queue()
-
-        async def on_ready(msg: Any) -> None:
-            ready.put_nowait(decode(ComponentReady, msg.data).pid)
-
-        await bus.nc.subscribe(bus.subjects.component_ready("discord"), cb=on_ready)
-        settings = {"bot_token": discord.token, "base_url": discord.api_base}
-        async with adapter_stack(nats_url, config_data, app_config, "discord", settings, None):
-            async with adapter_processes(config_file(), nats_url, tmp_path, 2, "discord") as procs:
-                yield procs, ready
-
-    return started
+    discord: FakeDiscord, start_copies: StartCopies
+) -> Callable[[], contextlib.AbstractAsyncContextManager[Copies]]:
+    """`async with two_copies() as copies:` two Discord adapter processes, one active, one standing by."""
+    return lambda: start_copies("discord", {"bot_token": discord.token, "base_url": discord.api_base})
 
 
 async def test_the_standby_resumes_the_session_hears_what_was_said_meanwhile_and_finishes_once(
     bus: Bus,
-    discord: FakeDiscord,  # noqa: F811
+    discord: FakeDiscord,
     fake_model: FakeOpenAI,
     tmp_path: Path,
-    two_copies: Callable[[], Any],
+    two_copies: Callable[[], contextlib.AbstractAsyncContextManager[Copies]],
 ) -> None:
     fake_model.script(
         Reply(text=ANSWER, when="tell me slowly", chunk_delay=0.4),
         Reply(text="still here", when="and now?"),
         Reply(text="in the guild", when="over here"),
     )
-    async with two_copies() as (procs, ready):
-        await _kill_the_active_copy_mid_answer(bus, discord, procs, ready)
+    async with two_copies() as copies:
+        await _kill_the_active_copy_mid_answer(bus, discord, copies)
         discord.user_message("and now?")  # no copy is connected: only a resumed session hears it
         discord.user_message("over here", channel_id=GENERAL, mention=True)
         await _until_answered(discord, tmp_path, {ANSWER, "still here", "in the guild"})
@@ -109,16 +78,16 @@ async def test_the_standby_resumes_the_session_hears_what_was_said_meanwhile_and
 
 async def test_a_session_discord_no_longer_resumes_is_replaced_by_a_new_one(
     bus: Bus,
-    discord: FakeDiscord,  # noqa: F811
+    discord: FakeDiscord,
     fake_model: FakeOpenAI,
     tmp_path: Path,
-    two_copies: Callable[[], Any],
+    two_copies: Callable[[], contextlib.AbstractAsyncContextManager[Copies]],
 ) -> None:
     fake_model.script(
         Reply(text=ANSWER, when="tell me slowly", chunk_delay=0.4), Reply(text="new session", when="hello?")
     )
-    async with two_copies() as (procs, ready):
-        await _kill_the_active_copy_mid_answer(bus, discord, procs, ready)
+    async with two_copies() as copies:
+        await _kill_the_active_copy_mid_answer(bus, discord, copies)
         discord.invalidate_sessions()
         await discord.wait(lambda: discord.identified == 2 and discord.live == 1, 60)
         assert discord.invalid_sessions_told == 1, "the standby tried to resume first"

@@ -15,21 +15,13 @@ from channels.feishu import run as run_feishu
 from config import AppConfig
 from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
-from tests.support.adapters import adapter_stack
+from tests.support.adapters import StartAdapter, file_in_file_out, the_agent_read
 
 
 @pytest_asyncio.fixture
-async def feishu() -> AsyncIterator[FakeFeishu]:
-    async with FakeFeishu() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str, feishu: FakeFeishu, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[AppConfig]:
+async def stack(feishu: FakeFeishu, start_adapter: StartAdapter) -> AsyncIterator[AppConfig]:
     settings = {"app_id": APP_ID, "app_secret": APP_SECRET, "domain": feishu.base_url}
-    async with adapter_stack(nats_url, config_data, app_config, "feishu", settings, run_feishu) as config:
+    async with start_adapter("feishu", settings, run_feishu) as config:
         await feishu.wait(lambda: feishu.connections == 1)
         yield config
 
@@ -84,16 +76,7 @@ async def test_a_file_in_and_a_presented_file_out(
     feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
 ) -> None:
     feishu.add_resource("file_v2_abc", b"- buy milk\n- call mum\n", "text/plain", "todo.txt")
-    fake_model.script(
-        Reply(tool_calls=[ToolCall("read_file", {"path": "/mnt/user-data/uploads/todo.txt"})]),
-        Reply(
-            tool_calls=[
-                ToolCall("write_file", {"path": "/mnt/user-data/outputs/plan.md", "content": "# Plan\n"})
-            ]
-        ),
-        Reply(tool_calls=[ToolCall("present_files", {"filepaths": ["/mnt/user-data/outputs/plan.md"]})]),
-        Reply(text="Here is your plan."),
-    )
+    fake_model.script(*file_in_file_out("todo.txt", "plan.md", "# Plan\n", "Here is your plan."))
     feishu.send_message(message_type="file", content={"file_key": "file_v2_abc", "file_name": "todo.txt"})
     sent = await feishu.wait_for("file")
     assert sent[0]["file_name"] == "plan.md"
@@ -103,10 +86,7 @@ async def test_a_file_in_and_a_presented_file_out(
     assert json.loads(file_reply["content"]) == {"file_key": sent[0]["file_key"]}
     downloaded = await feishu.wait_for("resource")
     assert downloaded[0]["type"] == "file"
-    assert "/mnt/user-data/uploads/todo.txt" in unfenced(
-        fake_model.agent_requests[0]["messages"][-1]["content"]
-    )
-    assert unfenced(fake_model.agent_requests[1]["messages"][-1]["content"]) == "- buy milk\n- call mum\n"
+    the_agent_read(fake_model, "todo.txt", "- buy milk\n- call mum\n")
 
 
 async def test_a_picture_in_and_a_presented_picture_out(

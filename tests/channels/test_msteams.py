@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from bus import Bus, list_dead_letters
@@ -18,25 +17,11 @@ from channels.msteams import run as run_msteams
 from config import AppConfig
 from tests.fakes.msteams_server import FakeTeams
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
-from tests.support import adapters
-from tests.support.adapters import adapter_stack
+from tests.support.adapters import StartAdapter
 from tests.support.ports import free_port
-
-teams = adapters.teams  # the fake Teams, a fixture
 
 OUT = "/mnt/user-data/outputs"
 CHANNEL = "19:3c1d0f5e8a2b4f6e9d7c@thread.tacv2"
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str, teams: FakeTeams, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[AppConfig]:
-    """A runner, a router and the Teams adapter serving its messaging endpoint."""
-    settings = teams.settings(free_port())
-    async with adapter_stack(nats_url, config_data, app_config, "msteams", settings, run_msteams) as config:
-        await teams.wait_for("token")
-        yield config
 
 
 def asked(fake_model: FakeOpenAI) -> list[str]:
@@ -56,7 +41,7 @@ async def _until(teams: FakeTeams, condition: Callable[[], bool], what: str, tim
 
 
 async def test_a_personal_chat_is_answered_streamed_by_updates_of_one_message(
-    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+    teams: FakeTeams, fake_model: FakeOpenAI, teams_stack: AppConfig
 ) -> None:
     answer = "The **capital** of France is `Paris`, and it has been for a very long time indeed."
     fake_model.script(Reply(text=answer, chunk_delay=0.1))
@@ -77,7 +62,7 @@ async def test_a_personal_chat_is_answered_streamed_by_updates_of_one_message(
 
 
 async def test_a_channel_message_needs_a_mention_and_is_answered_in_its_reply_chain(
-    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+    teams: FakeTeams, fake_model: FakeOpenAI, teams_stack: AppConfig
 ) -> None:
     fake_model.script(Reply(text="In the chain.", when="help me"), Reply(text="Next post.", when="and this"))
     chain = f"{CHANNEL};messageid=1700000000001"
@@ -96,14 +81,10 @@ async def test_a_channel_message_needs_a_mention_and_is_answered_in_its_reply_ch
 
 
 async def test_with_mentions_not_required_every_channel_message_is_answered(
-    teams: FakeTeams,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    teams: FakeTeams, fake_model: FakeOpenAI, start_adapter: StartAdapter
 ) -> None:
     settings = {**teams.settings(free_port()), "require_mention_in_groups": False}
-    async with adapter_stack(nats_url, config_data, app_config, "msteams", settings, run_msteams):
+    async with start_adapter("msteams", settings, run_msteams):
         fake_model.script(Reply(text="Heard you."))
         await teams.say("anyone around?", conversation=f"{CHANNEL};messageid=1700000000003", kind="channel")
         await _until(teams, lambda: len(teams.bot_messages()) == 1, "the channel message was not answered")
@@ -122,7 +103,7 @@ async def test_with_mentions_not_required_every_channel_message_is_answered(
     ],
 )
 async def test_a_request_without_a_valid_bot_framework_token_is_refused_with_401(
-    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig, bus: Bus, token: str | None
+    teams: FakeTeams, fake_model: FakeOpenAI, teams_stack: AppConfig, bus: Bus, token: str | None
 ) -> None:
     tokens = {
         None: None,
@@ -142,7 +123,7 @@ async def test_a_request_without_a_valid_bot_framework_token_is_refused_with_401
 
 
 async def test_a_rate_limited_conversation_waits_without_holding_up_another(
-    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+    teams: FakeTeams, fake_model: FakeOpenAI, teams_stack: AppConfig
 ) -> None:
     fake_model.script(Reply(text="Worth the wait.", when="first"), Reply(text="Right away.", when="second"))
     teams.flood.arm("conversation", 6, key="a:1personal-chat")  # its next call: 429, Retry-After 6
@@ -158,7 +139,7 @@ async def test_a_rate_limited_conversation_waits_without_holding_up_another(
 
 
 async def test_a_failing_connector_and_an_expired_token_delay_the_answer_but_lose_nothing(
-    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+    teams: FakeTeams, fake_model: FakeOpenAI, teams_stack: AppConfig
 ) -> None:
     fake_model.script(Reply(text="First."), Reply(text="Second."))
     teams.break_method("sendToConversation", 2)  # the Bot Connector's 502s
@@ -172,7 +153,7 @@ async def test_a_failing_connector_and_an_expired_token_delay_the_answer_but_los
 
 
 async def test_the_same_activity_posted_twice_is_answered_once(
-    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+    teams: FakeTeams, fake_model: FakeOpenAI, teams_stack: AppConfig
 ) -> None:
     activity = teams.activity("hello")
     first, again = await teams.post(activity), await teams.post(activity)
@@ -183,7 +164,7 @@ async def test_the_same_activity_posted_twice_is_answered_once(
 
 
 async def test_a_body_that_is_not_an_activity_is_refused_and_dead_lettered(
-    teams: FakeTeams, stack: AppConfig, bus: Bus
+    teams: FakeTeams, teams_stack: AppConfig, bus: Bus
 ) -> None:
     answer = await teams.post(b'{"type": "message", "conversation": "not an object"}')
     assert answer.status_code == 400
@@ -193,7 +174,7 @@ async def test_a_body_that_is_not_an_activity_is_refused_and_dead_lettered(
     assert "conversation" in kept.reason
 
 
-async def test_files_go_both_ways(teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig) -> None:
+async def test_files_go_both_ways(teams: FakeTeams, fake_model: FakeOpenAI, teams_stack: AppConfig) -> None:
     png = base64.b64decode(
         "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
     )
@@ -221,7 +202,7 @@ async def test_files_go_both_ways(teams: FakeTeams, fake_model: FakeOpenAI, stac
 
 
 async def test_a_pasted_picture_is_read_with_the_bots_token_and_the_html_beside_it_is_skipped(
-    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+    teams: FakeTeams, fake_model: FakeOpenAI, teams_stack: AppConfig
 ) -> None:
     fake_model.script(Reply(text="A single dot."))
     await teams.say("what is this?", attachments=teams.paste_image(b"\x89PNG fake picture"))
@@ -234,7 +215,7 @@ async def test_a_pasted_picture_is_read_with_the_bots_token_and_the_html_beside_
 
 
 async def test_a_long_answer_continues_in_messages_teams_takes(
-    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+    teams: FakeTeams, fake_model: FakeOpenAI, teams_stack: AppConfig
 ) -> None:
     paragraphs = [f"Paragraph {n}: " + "words and more words " * 40 for n in range(30)]
     answer = "\n\n".join(paragraphs)
@@ -255,7 +236,7 @@ async def test_a_long_answer_continues_in_messages_teams_takes(
 
 
 async def test_a_file_is_offered_in_a_personal_chat_and_uploaded_once_the_user_accepts(
-    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+    teams: FakeTeams, fake_model: FakeOpenAI, teams_stack: AppConfig
 ) -> None:
     fake_model.script(
         Reply(tool_calls=[ToolCall("write_file", {"path": f"{OUT}/notes.md", "content": "# Ship\n"})]),

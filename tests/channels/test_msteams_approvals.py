@@ -3,36 +3,18 @@ answer); pressing one answers it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from channels.msteams import run as run_msteams
 from config import AppConfig
 from tests.fakes.msteams_server import FakeTeams
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support import adapters
-from tests.support.adapters import adapter_stack
-from tests.support.ports import free_port
-
-teams = adapters.teams  # the fake Teams, a fixture
 
 
 @pytest.fixture(autouse=True)
 def bash_needs_approval(config_data: dict[str, Any]) -> None:
     config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]}
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str, teams: FakeTeams, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[AppConfig]:
-    async with adapter_stack(
-        nats_url, config_data, app_config, "msteams", teams.settings(free_port()), run_msteams
-    ) as config:
-        yield config
 
 
 def card_of(message: dict[str, Any]) -> dict[str, Any] | None:
@@ -41,7 +23,7 @@ def card_of(message: dict[str, Any]) -> dict[str, Any] | None:
 
 
 async def test_a_bash_call_approved_with_the_cards_button_runs(
-    teams: FakeTeams, fake_model: FakeOpenAI, stack: AppConfig
+    teams: FakeTeams, fake_model: FakeOpenAI, teams_stack: AppConfig
 ) -> None:
     fake_model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo from-teams"})]),

@@ -7,13 +7,12 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
-import pytest_asyncio
 from nats.js.errors import NotFoundError
 
 from bus import Bus, connect_and_provision, decode, list_dead_letters, provision, replay
@@ -38,27 +37,20 @@ from channels.router import RUN_NAMESPACE
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.chat import Chat, running_router
-from tests.support.runner import running_runner
+from tests.support.runner import StartStack, running_runner
 from tests.support.runs import publish_event, stored_events
 from tests.support.unsplit import make_unsplit_installation
 
 pytestmark = pytest.mark.asyncio
 
 
-@pytest_asyncio.fixture
-async def stack(nats_url: str, app_config: Callable[[], AppConfig]) -> AsyncIterator[AppConfig]:
-    config = app_config()
-    async with running_runner(nats_url, config), running_router(nats_url, config):
-        yield config
-
-
 async def test_a_script_with_raw_nats_py_gets_its_reply(
-    bus: Bus, nats_url: str, fake_model: FakeOpenAI, stack: AppConfig
+    bus: Bus, nats_url: str, fake_model: FakeOpenAI, router_stack: AppConfig
 ) -> None:
     fake_model.script(Reply(text="Logs look fine today.", chunk_delay=0.01))
     prefix = bus.config.prefix
     # As the docs' script does: the admin's credentials from the data dir `antler up` wrote.
-    admin = json.loads((Path(stack.bus.data_dir) / "nats-users.json").read_text())["admin"]
+    admin = json.loads((Path(router_stack.bus.data_dir) / "nats-users.json").read_text())["admin"]
     nc = await nats.connect(nats_url, user=admin["user"], password=admin["password"])
     replies: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
@@ -82,7 +74,7 @@ async def test_a_script_with_raw_nats_py_gets_its_reply(
 
 
 async def test_a_second_message_during_a_run_is_answered_after_the_first(
-    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+    bus: Bus, fake_model: FakeOpenAI, router_stack: AppConfig
 ) -> None:
     fake_model.script(
         Reply(text="first answer", when="one", delay=1), Reply(text="second answer", when="two")
@@ -145,7 +137,7 @@ async def test_a_message_whose_run_is_given_up_gets_one_error_reply_and_the_next
 
 
 async def test_a_platform_retry_of_the_same_message_gets_one_answer(
-    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+    bus: Bus, fake_model: FakeOpenAI, router_stack: AppConfig
 ) -> None:
     async with Chat(bus, "telegram") as chat:
         message = await chat.say("hello once", message_id="m-77")
@@ -162,7 +154,7 @@ async def test_a_platform_retry_of_the_same_message_gets_one_answer(
 
 
 async def test_commands_are_answered_without_a_run(
-    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+    bus: Bus, fake_model: FakeOpenAI, router_stack: AppConfig
 ) -> None:
     async with Chat(bus) as chat:
         await chat.say("/help")
@@ -191,7 +183,7 @@ async def test_commands_are_answered_without_a_run(
     assert fake_model.agent_requests == []
 
 
-async def test_new_starts_a_fresh_thread(bus: Bus, fake_model: FakeOpenAI, stack: AppConfig) -> None:
+async def test_new_starts_a_fresh_thread(bus: Bus, fake_model: FakeOpenAI, router_stack: AppConfig) -> None:
     async with Chat(bus) as chat:
         await chat.say("remember the number 7")
         first = await chat.final()
@@ -206,7 +198,7 @@ async def test_new_starts_a_fresh_thread(bus: Bus, fake_model: FakeOpenAI, stack
 
 
 async def test_a_chat_whose_thread_was_deleted_starts_a_fresh_one(
-    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+    bus: Bus, fake_model: FakeOpenAI, router_stack: AppConfig
 ) -> None:
     async with Chat(bus) as chat:
         await chat.say("remember the number 7")
@@ -233,19 +225,10 @@ async def test_a_chat_whose_thread_was_deleted_starts_a_fresh_one(
 
 
 async def test_only_allowed_users_and_mentions_in_groups_get_answers(
-    bus: Bus,
-    nats_url: str,
-    fake_model: FakeOpenAI,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_stack: StartStack
 ) -> None:
     config_data["channels"] = {"telegram": {"allowed_users": ["alice"], "require_mention_in_groups": True}}
-    config = app_config()
-    async with (
-        running_runner(nats_url, config),
-        running_router(nats_url, config),
-        Chat(bus, "telegram") as chat,
-    ):
+    async with start_stack(running_runner, running_router), Chat(bus, "telegram") as chat:
         await chat.say("hi from a stranger", user_id="mallory")
         await chat.say("group chatter", user_id="alice", chat_type="group", chat_id="g1")
         await chat.say("@bot hello", user_id="alice", chat_type="group", chat_id="g1", mentioned=True)
@@ -257,7 +240,7 @@ async def test_only_allowed_users_and_mentions_in_groups_get_answers(
 
 
 async def test_only_assistant_text_reaches_the_chat_and_files_are_listed(
-    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+    bus: Bus, fake_model: FakeOpenAI, router_stack: AppConfig
 ) -> None:
     fake_model.script(
         Reply(
@@ -275,7 +258,7 @@ async def test_only_assistant_text_reaches_the_chat_and_files_are_listed(
 
 
 async def test_a_clarification_and_a_failure_reach_the_chat_readably(
-    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+    bus: Bus, fake_model: FakeOpenAI, router_stack: AppConfig
 ) -> None:
     fake_model.script(Reply(tool_calls=[ToolCall("ask_clarification", {"question": "Which city?"})]))
     async with Chat(bus) as chat:
@@ -309,7 +292,7 @@ async def test_a_router_restarted_mid_run_still_delivers_the_reply_once(
 
 
 async def test_a_message_whose_run_could_not_be_queued_is_answered_once_it_can_be(
-    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+    bus: Bus, fake_model: FakeOpenAI, router_stack: AppConfig
 ) -> None:
     """The runs stream refuses requests for a while (in a cluster: its node died and it elects a new
     leader) after the router has recorded the run: the message's next delivery queues it."""
@@ -389,7 +372,7 @@ async def test_a_final_reply_cut_short_is_sent_with_the_answer_it_had_collected(
 
 
 async def test_every_reply_answers_its_own_message_when_chats_send_fast(
-    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+    bus: Bus, fake_model: FakeOpenAI, router_stack: AppConfig
 ) -> None:
     chats, per_chat = 6, 4
     sent: dict[str, str] = {}
@@ -457,12 +440,11 @@ async def test_routers_serve_the_partitions_the_streams_have_whatever_their_own_
 
 
 async def test_a_router_follows_a_partition_count_changed_while_it_runs(
-    bus: Bus, nats_url: str, fake_model: FakeOpenAI, app_config: Callable[[], AppConfig]
+    bus: Bus, nats_url: str, fake_model: FakeOpenAI, start_stack: StartStack
 ) -> None:
     """An operator raises the count and provisions (nothing waits in CHAT_IN): the chats that now
     fall in the new partitions are answered by the routers already running, without a restart."""
-    config = app_config()
-    async with running_runner(nats_url, config), running_router(nats_url, config), Chat(bus) as chat:
+    async with start_stack(running_runner, running_router), Chat(bus) as chat:
         assert await chat_partitions(bus) == 4
         raised = await connect_and_provision(nats_url, bus.config.model_copy(update={"chat_partitions": 8}))
         await raised.close()
@@ -592,12 +574,12 @@ async def dead_letter_reasons(bus: Bus, count: int) -> list[str]:
 
 
 async def test_an_adapter_cannot_speak_for_another_channel(
-    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+    bus: Bus, fake_model: FakeOpenAI, router_stack: AppConfig
 ) -> None:
     """The Telegram adapter's user says its message comes from a Slack chat: the router believes the
     subject (the adapter's right), not the body: dead-lettered, nothing bound, nothing answered."""
     spoof = InboundMessage(channel="slack", chat_id="C-victim", user_id="U-victim", text="hello")
-    nc = await as_adapter(bus, stack, "telegram")
+    nc = await as_adapter(bus, router_stack, "telegram")
     try:
         await nc.jetstream().publish(
             bus.subjects.chat_in("telegram", spoof.chat_id), spoof.model_dump_json().encode()
@@ -612,7 +594,7 @@ async def test_an_adapter_cannot_speak_for_another_channel(
 
 
 async def test_a_message_naming_a_file_it_did_not_stage_moves_and_deletes_nothing(
-    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+    bus: Bus, fake_model: FakeOpenAI, router_stack: AppConfig
 ) -> None:
     store = await bus.files()
     victims = "uploads/telegram:bob/thread-b/secret.txt"
@@ -624,7 +606,7 @@ async def test_a_message_naming_a_file_it_did_not_stage_moves_and_deletes_nothin
         text="read this",
         files=[FileRef(name="secret.txt", object_name=victims)],
     )
-    nc = await as_adapter(bus, stack, "telegram")
+    nc = await as_adapter(bus, router_stack, "telegram")
     try:
         await nc.jetstream().publish(
             bus.subjects.chat_in("telegram", message.chat_id), message.model_dump_json().encode()
@@ -638,13 +620,12 @@ async def test_a_message_naming_a_file_it_did_not_stage_moves_and_deletes_nothin
 
 
 async def test_a_threads_finals_go_out_in_the_order_its_messages_were_sent(
-    bus: Bus, app_config: Callable[[], AppConfig], nats_url: str
+    bus: Bus, start_stack: StartStack
 ) -> None:
     """The second run of a chat ended before the first's `end` reached the router (a stalled runner
     process frees the thread just before it publishes `end`): the chat still gets the answers in the
     order it asked."""
-    config = app_config()
-    async with running_router(nats_url, config), Chat(bus) as chat:
+    async with start_stack(running_router), Chat(bus) as chat:
         first = await chat.say("question one", chat_id="c-order")
         second = await chat.say("question two", chat_id="c-order")
         runs = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)

@@ -15,19 +15,18 @@ from config import AppConfig
 from tests.conftest import run_antler
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.chat import Chat, running_router
-from tests.support.runner import running_runner
+from tests.support.runner import StartStack, running_runner
 
 
 async def test_a_chats_messages_are_answered_in_order_while_other_chats_go_on(
-    bus: Bus, fake_model: FakeOpenAI, nats_url: str, app_config: Callable[[], AppConfig]
+    bus: Bus, fake_model: FakeOpenAI, start_stack: StartStack
 ) -> None:
     release = asyncio.Event()
     fake_model.script(
         Reply(text="first answer", when="alpha one", hold=release),
         Reply(text="second answer", when="alpha two"),
     )
-    config = app_config()
-    async with running_runner(nats_url, config), running_router(nats_url, config), Chat(bus) as chat:
+    async with start_stack(running_runner, running_router), Chat(bus) as chat:
         await chat.say("alpha one", chat_id="alpha", message_id="a1")
         await fake_model.wait_for_requests(1)
         await chat.say("alpha two", chat_id="alpha", message_id="a2")

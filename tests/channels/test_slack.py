@@ -3,33 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import pytest_asyncio
-
 from channels.slack import mrkdwn
-from channels.slack import run as run_slack
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.fakes.slack_server import BOT_USER, FakeSlack
-from tests.support.adapters import adapter_stack
-
-
-@pytest_asyncio.fixture
-async def slack() -> AsyncIterator[FakeSlack]:
-    async with FakeSlack() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str, slack: FakeSlack, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[AppConfig]:
-    settings = {"bot_token": "xoxb-test", "app_token": "xapp-test", "base_url": slack.base_url}
-    async with adapter_stack(nats_url, config_data, app_config, "slack", settings, run_slack) as config:
-        await asyncio.wait_for(slack.connected.wait(), 20)
-        yield config
+from tests.support.adapters import the_agent_read
 
 
 def dm(text: str, ts: str = "1700000000.000100") -> dict[str, Any]:
@@ -37,7 +17,7 @@ def dm(text: str, ts: str = "1700000000.000100") -> dict[str, Any]:
 
 
 async def test_a_dm_is_answered_plainly_streamed_by_updates(
-    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+    slack: FakeSlack, fake_model: FakeOpenAI, slack_stack: AppConfig
 ) -> None:
     fake_model.script(Reply(text="Here is **the** answer.", chunk_delay=0.1))
     envelope = slack.send_event(dm("hello bot"))
@@ -55,7 +35,7 @@ async def test_a_dm_is_answered_plainly_streamed_by_updates(
 
 
 async def test_a_dm_written_in_a_thread_is_answered_in_that_thread(
-    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+    slack: FakeSlack, fake_model: FakeOpenAI, slack_stack: AppConfig
 ) -> None:
     event = dm("and a follow-up", ts="1700000005.000600")
     event["thread_ts"] = "1700000004.000500"
@@ -65,7 +45,7 @@ async def test_a_dm_written_in_a_thread_is_answered_in_that_thread(
 
 
 async def test_a_mention_arriving_twice_gets_one_answer_and_chatter_none(
-    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+    slack: FakeSlack, fake_model: FakeOpenAI, slack_stack: AppConfig
 ) -> None:
     base = {"channel": "C1", "user": "U1", "ts": "1700000001.000200"}
     slack.send_event(
@@ -92,7 +72,7 @@ async def test_a_mention_arriving_twice_gets_one_answer_and_chatter_none(
 
 
 async def test_a_presented_file_is_uploaded_to_the_thread(
-    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+    slack: FakeSlack, fake_model: FakeOpenAI, slack_stack: AppConfig
 ) -> None:
     fake_model.script(
         Reply(
@@ -108,7 +88,7 @@ async def test_a_presented_file_is_uploaded_to_the_thread(
 
 
 async def test_a_file_shared_in_a_dm_reaches_the_agent_as_an_upload(
-    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+    slack: FakeSlack, fake_model: FakeOpenAI, slack_stack: AppConfig
 ) -> None:
     fake_model.script(
         Reply(tool_calls=[ToolCall("read_file", {"path": "/mnt/user-data/uploads/todo.txt"})]),
@@ -118,14 +98,11 @@ async def test_a_file_shared_in_a_dm_reaches_the_agent_as_an_upload(
     event.update(subtype="file_share", files=[slack.share_file("todo.txt", b"- buy milk\n- call mum\n")])
     slack.send_event(event)
     await slack.wait_for("chat.postMessage")
-    assert "/mnt/user-data/uploads/todo.txt" in unfenced(
-        fake_model.agent_requests[0]["messages"][-1]["content"]
-    )
-    assert unfenced(fake_model.agent_requests[1]["messages"][-1]["content"]) == "- buy milk\n- call mum\n"
+    the_agent_read(fake_model, "todo.txt", "- buy milk\n- call mum\n")
 
 
 async def test_socket_mode_reconnects_after_the_link_breaks(
-    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+    slack: FakeSlack, fake_model: FakeOpenAI, slack_stack: AppConfig
 ) -> None:
     slack.drop_connection()
     await asyncio.wait_for(slack.connected.wait(), 30)
@@ -137,7 +114,7 @@ async def test_socket_mode_reconnects_after_the_link_breaks(
 
 
 async def test_a_slash_command_is_acknowledged_and_answered_like_the_same_text_in_a_dm(
-    slack: FakeSlack, fake_model: FakeOpenAI, stack: AppConfig
+    slack: FakeSlack, fake_model: FakeOpenAI, slack_stack: AppConfig
 ) -> None:
     envelope = slack.send_command("/status")
     posted = await slack.wait_for("chat.postMessage")

@@ -6,8 +6,6 @@ import asyncio
 import json
 import re
 import socket
-from collections.abc import Callable
-from typing import Any
 
 import httpx
 
@@ -18,7 +16,7 @@ from config import AppConfig
 from tests.conftest import running_component
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.adapters import adapter_stack
+from tests.support.adapters import StartAdapter
 
 
 async def test_a_streamed_answer_is_sent_then_edited_into_the_final_text(
@@ -97,12 +95,7 @@ async def test_a_presented_picture_is_sent_as_a_photo(
 
 
 async def test_webhook_mode_registers_the_url_and_takes_only_signed_updates(
-    telegram: FakeTelegram,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    bus: Bus,
+    telegram: FakeTelegram, fake_model: FakeOpenAI, bus: Bus, start_adapter: StartAdapter
 ) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -114,7 +107,7 @@ async def test_webhook_mode_registers_the_url_and_takes_only_signed_updates(
         "webhook_port": port,
         "webhook_secret": "s3cret",
     }
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram):
+    async with start_adapter("telegram", settings, run_telegram):
         registered = await telegram.wait_for("setWebhook")
         assert registered[0]["url"] == "https://bot.example.org/telegram/hook"
         assert registered[0]["secret_token"] == "s3cret"
@@ -201,15 +194,11 @@ def test_a_code_block_longer_than_a_message_is_closed_and_reopened() -> None:
 
 
 async def test_an_adapter_restarted_mid_answer_finishes_the_message_it_started(
-    telegram: FakeTelegram,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    telegram: FakeTelegram, fake_model: FakeOpenAI, nats_url: str, start_adapter: StartAdapter
 ) -> None:
     settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
     fake_model.script(Reply(text="one two three four five six seven", chunk_delay=0.25))
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, None) as config:
+    async with start_adapter("telegram", settings, None) as config:
         async with running_component(nats_url, config, run_telegram, "telegram"):
             await telegram.wait_for("getMe")
             telegram.send_user_message("tell me slowly")

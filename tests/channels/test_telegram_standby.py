@@ -7,20 +7,16 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from bus import Bus, decode
+from bus import Bus
 from bus.leases import Leases, renew_until_lost
-from bus.messages import ComponentReady
 from config import AppConfig
-from tests.channels.conftest import adapter_processes
+from tests.channels.conftest import StartCopies, copy_logs, lease_holder
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.adapters import adapter_stack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(150)]
 
@@ -28,52 +24,32 @@ ANSWER = "one two three four five six seven eight nine ten eleven twelve"
 
 
 async def test_the_standby_adapter_takes_over_and_finishes_the_answer_once(
-    bus: Bus,
-    telegram: FakeTelegram,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    tmp_path: Path,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    config_file: Callable[[], Path],
+    bus: Bus, telegram: FakeTelegram, fake_model: FakeOpenAI, tmp_path: Path, start_copies: StartCopies
 ) -> None:
-    config_data["bus"]["lease_seconds"] = 4  # a busy machine stalls a process for a second or two
     fake_model.script(
         Reply(text=ANSWER, when="tell me slowly", chunk_delay=0.4), Reply(text="still here", when="and now?")
     )
     settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
-    ready: asyncio.Queue[int] = asyncio.Queue()
-
-    async def on_ready(msg: Any) -> None:
-        ready.put_nowait(decode(ComponentReady, msg.data).pid)
-
-    await bus.nc.subscribe(bus.subjects.component_ready("telegram"), cb=on_ready)
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, None):
-        path = config_file()
-        async with adapter_processes(path, nats_url, tmp_path, 2) as procs:
-            first, second = await asyncio.wait_for(ready.get(), 60), await asyncio.wait_for(ready.get(), 60)
-            assert {first, second} == {p.pid for p in procs}, "one active, one standing by"
-            telegram.send_user_message("tell me slowly")
-            # Once the message shown has been edited, the adapter's bookkeeping knows it. (Killed
-            # between Telegram's answer to the first sendMessage and that record, a copy cannot
-            # know the message exists and posts another: the window this test leaves out.)
-            await telegram.wait_for("editMessageText", timeout=60)
-            # The active copy holds the lease (its value names the holder's pid): kill it mid-answer.
-            holder = (await (await bus.kv(bus.subjects.leases_bucket)).get("adapter.telegram")).value
-            active = next(p for p in procs if f"-{p.pid}-" in (holder or b"").decode())
-            os.kill(active.pid, signal.SIGKILL)
-            telegram.send_user_message("and now?")  # while no one polls
-            for _ in range(1200):
-                texts = [p["text"] for m, p in telegram.calls if m in ("sendMessage", "editMessageText")]
-                if ANSWER in texts and "still here" in texts:
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                logs = "\n".join((tmp_path / f"telegram-{n}.log").read_text()[-3000:] for n in range(2))
-                pytest.fail(f"the standby did not finish: {texts}\n{logs}")
-            # (Counted before the adapters stop: python-telegram-bot's last poll at shutdown
-            # overlaps its own long poll, whatever the number of copies.)
-            conflicts = telegram.conflicts
+    async with start_copies("telegram", settings) as copies:
+        telegram.send_user_message("tell me slowly")
+        # Once the message shown has been edited, the adapter's bookkeeping knows it. (Killed
+        # between Telegram's answer to the first sendMessage and that record, a copy cannot
+        # know the message exists and posts another: the window this test leaves out.)
+        await telegram.wait_for("editMessageText", timeout=60)
+        # The active copy holds the lease (its value names the holder's pid): kill it mid-answer.
+        active = await lease_holder(bus, "telegram", copies)
+        os.kill(active.pid, signal.SIGKILL)
+        telegram.send_user_message("and now?")  # while no one polls
+        for _ in range(1200):
+            texts = [p["text"] for m, p in telegram.calls if m in ("sendMessage", "editMessageText")]
+            if ANSWER in texts and "still here" in texts:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail(f"the standby did not finish: {texts}\n{copy_logs(tmp_path, 'telegram')}")
+        # (Counted before the adapters stop: python-telegram-bot's last poll at shutdown
+        # overlaps its own long poll, whatever the number of copies.)
+        conflicts = telegram.conflicts
     sent = [p for m, p in telegram.calls if m == "sendMessage"]
     assert [p["text"] for p in sent if p["text"] == "still here"] == ["still here"], "answered once"
     answer_messages = [p for p in sent if ANSWER.startswith(p["text"])]

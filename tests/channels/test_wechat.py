@@ -5,9 +5,7 @@ router and runner, as `antler up` runs them."""
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
@@ -15,22 +13,11 @@ import pytest_asyncio
 from bus import Bus, list_dead_letters
 from channels.wechat import run as run_wechat
 from config import AppConfig
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
+from tests.channels.weixin import an_expired_token_is_fetched_again, asked, the_retry_ran_nothing
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.wechat_server import TEXT_BYTES, FakeWeChat
-from tests.support.adapters import adapter_stack
-
-
-@pytest.fixture
-def port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest_asyncio.fixture
-async def wechat() -> AsyncIterator[FakeWeChat]:
-    async with FakeWeChat() as fake:
-        yield fake
+from tests.support.adapters import StartAdapter
+from tests.support.ports import free_port
 
 
 @pytest.fixture
@@ -40,21 +27,12 @@ def passive_seconds() -> float:
 
 @pytest_asyncio.fixture
 async def stack(
-    nats_url: str,
-    wechat: FakeWeChat,
-    port: int,
-    passive_seconds: float,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    wechat: FakeWeChat, passive_seconds: float, start_adapter: StartAdapter
 ) -> AsyncIterator[AppConfig]:
-    settings = wechat.settings(port, passive_reply_seconds=passive_seconds)
-    async with adapter_stack(nats_url, config_data, app_config, "wechat", settings, run_wechat) as config:
+    settings = wechat.settings(free_port(), passive_reply_seconds=passive_seconds)
+    async with start_adapter("wechat", settings, run_wechat) as config:
         await wechat.wait_for("token")
         yield config
-
-
-def asked(fake_model: FakeOpenAI) -> list[str]:
-    return [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
 
 
 async def test_the_url_check_echoes_and_a_forged_one_is_refused(wechat: FakeWeChat, stack: AppConfig) -> None:
@@ -120,26 +98,14 @@ async def test_a_retry_of_the_same_msgid_is_answered_once(
     first = await wechat.deliver(xml)
     again = await wechat.deliver(xml)  # WeChat trying again, as after a slow callback
     assert (first.text, again.text) == ("success", "success")
-    await wechat.wait_for("message/custom/send")
-    await wechat.send_text("last one")
-    await wechat.wait_for("message/custom/send", count=2)
-    assert asked(fake_model) == ["hello", "last one"], "the retry ran nothing"
-    assert len(wechat.sent) == 2
+    await the_retry_ran_nothing(wechat, fake_model, "message/custom/send")
 
 
 @pytest.mark.parametrize("passive_seconds", [0.0])
 async def test_an_expired_access_token_is_fetched_again(
     wechat: FakeWeChat, fake_model: FakeOpenAI, stack: AppConfig
 ) -> None:
-    await wechat.send_text("first")
-    await wechat.wait_for("message/custom/send")
-    wechat.expire_tokens()
-    fake_model.script(Reply(text="Second answer."))
-    await wechat.send_text("second")
-    await wechat.wait_for("message/custom/send", count=2)
-    assert wechat.texts()[-1] == "Second answer."
-    assert ("message/custom/send", 42001) in wechat.refusals
-    assert len(await wechat.wait_for("token", count=2)) == 2
+    await an_expired_token_is_fetched_again(wechat, fake_model, "message/custom/send", "token")
 
 
 async def test_a_long_answer_starts_passively_and_continues_by_api_within_the_limit(

@@ -3,50 +3,25 @@ WeCom's documentation), through router and runner, as `antler up` runs them."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
-import pytest
 import pytest_asyncio
 
 from bus import Bus, list_dead_letters
 from channels.wecom import run as run_wecom
 from config import AppConfig
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
+from tests.channels.weixin import an_expired_token_is_fetched_again, asked, the_retry_ran_nothing
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.wecom_server import TEXT_BYTES, FakeWeCom
-from tests.support.adapters import adapter_stack
-
-
-@pytest.fixture
-def port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.support.adapters import StartAdapter
+from tests.support.ports import free_port
 
 
 @pytest_asyncio.fixture
-async def wecom() -> AsyncIterator[FakeWeCom]:
-    async with FakeWeCom() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str,
-    wecom: FakeWeCom,
-    port: int,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-) -> AsyncIterator[AppConfig]:
-    settings = wecom.settings(port)
-    async with adapter_stack(nats_url, config_data, app_config, "wecom", settings, run_wecom) as config:
+async def stack(wecom: FakeWeCom, start_adapter: StartAdapter) -> AsyncIterator[AppConfig]:
+    async with start_adapter("wecom", wecom.settings(free_port()), run_wecom) as config:
         await wecom.wait_for("gettoken")
         yield config
-
-
-def asked(fake_model: FakeOpenAI) -> list[str]:
-    return [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
 
 
 async def test_the_url_check_gets_the_decrypted_echostr_and_a_forged_one_is_refused(
@@ -92,25 +67,13 @@ async def test_a_retry_of_the_same_msgid_is_answered_once(
     first = await wecom.deliver(xml)
     again = await wecom.deliver(xml)  # WeCom sending it again, as after a slow answer
     assert (first.status_code, again.status_code) == (200, 200)
-    await wecom.wait_for("message/send")
-    await wecom.send_text("last one")
-    await wecom.wait_for("message/send", count=2)
-    assert asked(fake_model) == ["hello", "last one"], "the retry ran nothing"
-    assert len(wecom.sent) == 2
+    await the_retry_ran_nothing(wecom, fake_model, "message/send")
 
 
 async def test_an_expired_access_token_is_fetched_again_and_the_answer_arrives(
     wecom: FakeWeCom, fake_model: FakeOpenAI, stack: AppConfig
 ) -> None:
-    await wecom.send_text("first")
-    await wecom.wait_for("message/send")
-    wecom.expire_tokens()
-    fake_model.script(Reply(text="Second answer."))
-    await wecom.send_text("second")
-    await wecom.wait_for("message/send", count=2)
-    assert wecom.texts()[-1] == "Second answer."
-    assert ("message/send", 42001) in wecom.refusals
-    assert len(await wecom.wait_for("gettoken", count=2)) == 2
+    await an_expired_token_is_fetched_again(wecom, fake_model, "message/send", "gettoken")
 
 
 async def test_a_long_answer_comes_in_pieces_that_fit_wecoms_limit(

@@ -6,30 +6,16 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
-import pytest_asyncio
 
-from bus import Bus, decode
-from bus.messages import ComponentReady
-from config import AppConfig
-from tests.channels.conftest import adapter_processes
+from tests.channels.conftest import StartCopies
 from tests.fakes.openai_server import FakeOpenAI, unfenced
 from tests.fakes.wecom_server import FakeWeCom
-from tests.support.adapters import adapter_stack
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(200)]
-
-
-@pytest_asyncio.fixture
-async def wecom() -> AsyncIterator[FakeWeCom]:
-    async with FakeWeCom() as fake:
-        yield fake
 
 
 def listener(procs: list[asyncio.subprocess.Process], port: int) -> asyncio.subprocess.Process:
@@ -48,41 +34,22 @@ def listener(procs: list[asyncio.subprocess.Process], port: int) -> asyncio.subp
 
 
 async def test_the_standby_takes_the_callback_over_and_a_retry_is_still_answered_once(
-    bus: Bus,
-    wecom: FakeWeCom,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    tmp_path: Path,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    config_file: Callable[[], Path],
+    wecom: FakeWeCom, fake_model: FakeOpenAI, start_copies: StartCopies
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    config_data["bus"]["lease_seconds"] = 4  # a busy machine stalls a process for a second or two
-    ready: asyncio.Queue[int] = asyncio.Queue()
-
-    async def on_ready(msg: Any) -> None:
-        ready.put_nowait(decode(ComponentReady, msg.data).pid)
-
-    await bus.nc.subscribe(bus.subjects.component_ready("wecom"), cb=on_ready)
-    async with adapter_stack(nats_url, config_data, app_config, "wecom", wecom.settings(port), None):
-        async with adapter_processes(config_file(), nats_url, tmp_path, 2, "wecom") as procs:
-            pids = {await asyncio.wait_for(ready.get(), 60), await asyncio.wait_for(ready.get(), 60)}
-            assert pids == {p.pid for p in procs}, "one serving, one standing by"
-            await wecom.send_text("before")
-            await wecom.wait_for("message/send", timeout=60)
-            active = listener(procs, port)
-            os.kill(active.pid, signal.SIGKILL)
-            await active.wait()
-            xml, _ = wecom.message_xml("text", Content="after")
-            first = await wecom.deliver(xml)  # refused connections are tried again, as WeCom does
-            again = await wecom.deliver(xml)
-            assert (first.status_code, again.status_code) == (200, 200)
-            assert listener(procs, port) is not active
-            await wecom.send_text("last")
-            await wecom.wait_for("message/send", count=3, timeout=60)
-            asked = [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
-            assert asked == ["before", "after", "last"], "each message ran once, the retry nothing"
-            assert [s["touser"] for s in wecom.sent] == ["zhangsan"] * 3
+    port = free_port()
+    async with start_copies("wecom", wecom.settings(port)) as procs:
+        await wecom.send_text("before")
+        await wecom.wait_for("message/send", timeout=60)
+        active = listener(procs, port)
+        os.kill(active.pid, signal.SIGKILL)
+        await active.wait()
+        xml, _ = wecom.message_xml("text", Content="after")
+        first = await wecom.deliver(xml)  # refused connections are tried again, as WeCom does
+        again = await wecom.deliver(xml)
+        assert (first.status_code, again.status_code) == (200, 200)
+        assert listener(procs, port) is not active
+        await wecom.send_text("last")
+        await wecom.wait_for("message/send", count=3, timeout=60)
+        asked = [unfenced(r["messages"][-1]["content"]) for r in fake_model.agent_requests]
+        assert asked == ["before", "after", "last"], "each message ran once, the retry nothing"
+        assert [s["touser"] for s in wecom.sent] == ["zhangsan"] * 3

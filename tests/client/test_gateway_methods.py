@@ -14,12 +14,10 @@ import uuid
 import zipfile
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import pytest_asyncio
-from pydantic import BaseModel
 
 from antler.client import AsyncClient, InvalidRequest, NotFound
 from gateway.rest.files import UploadDeleted, UploadList, UploadResponse
@@ -28,20 +26,10 @@ from gateway.rest.memory import MemoryConfigAnswer
 from gateway.rest.models import ModelInfo, ModelsList
 from gateway.rest.skills import SkillInfo, SkillInstalled, SkillsList
 from gateway.schemas import Thread
+from tests.client.conftest import conforms
 from tests.fakes.openai_server import FakeOpenAI
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.xdist_group("client-embedded")]
-
-
-def conforms(model: type[BaseModel], answer: dict[str, Any]) -> None:
-    """The gateway's model takes the client's answer and gives back exactly it."""
-    assert model.model_validate(answer).model_dump(mode="json") == answer
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def model() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(api_key="sk-test") as fake:
-        yield fake
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

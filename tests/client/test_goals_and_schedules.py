@@ -22,19 +22,10 @@ from antler.client import AsyncClient, InvalidRequest, NotFound
 from bus.files import output_key
 from gateway.rest.goal import GoalAnswer
 from gateway.rest.skills import SkillInstalled
+from tests.client.conftest import conforms
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.xdist_group("client-embedded-2")]
-
-
-def conforms(model: Any, answer: dict[str, Any]) -> None:
-    assert model.model_validate(answer).model_dump(mode="json") == answer
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def model() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(api_key="sk-test") as fake:
-        yield fake
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -11,20 +11,16 @@ cleanly and its server must have refused none of its components (the tripwire).
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
 import pytest_asyncio
 import yaml
 
-from tests.conftest import REPO, finished
+from tests.conftest import finished
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.antler_up import AntlerUp
+from tests.support.antler_up import UpStack, answer_to, antler_in, up_in
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
@@ -34,15 +30,8 @@ pytestmark = [
 ENV = {"FAKE_KEY": "sk-test"}
 
 
-@dataclass
-class Stack:
-    up: AntlerUp
-    model: FakeOpenAI
-    gateway: str
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[UpStack]:
     workdir = tmp_path_factory.mktemp("up")
     async with FakeOpenAI(api_key="sk-test") as model:
         config = {
@@ -64,41 +53,18 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
         (workdir / "bus").mkdir()
         (workdir / "bus" / "__init__.py").write_text("raise ImportError('the user\\'s own bus package')\n")
         (workdir / "config").mkdir()  # a plain folder too
-        up = AntlerUp(workdir, python_flags=("-P",))
-        try:
-            await up.start(runners=2, env=ENV)
-            yield Stack(up, model, await up.gateway_url())
-            code = await up.stop(60)  # Ctrl-C
-            assert code == 0, f"antler up did not stop cleanly on SIGINT ({code}):\n{up.tail()}"
-        finally:
-            await up.kill_all()
-        assert up.violations() == []
-
-
-async def antler_command(cwd: Path, *args: str) -> asyncio.subprocess.Process:
-    """`antler ...` in `cwd` as the installed command starts (`-P`: the directory's `bus/` is not
-    first on its sys.path)."""
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-P",
-        "-m",
-        "antler",
-        *args,
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO), **ENV},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+        async with up_in(workdir, ENV) as up:
+            yield UpStack(up, model, await up.gateway_url())
 
 
 @pytest.fixture(autouse=True)
-def clean_script(stack: Stack) -> Iterator[None]:
+def clean_script(stack: UpStack) -> Iterator[None]:
     """A failed test's unused replies must not answer the next test's requests."""
     yield
     stack.model._script.clear()
 
 
-async def test_a_toolbox_the_first_up_must_build_is_built_while_the_rest_serves(stack: Stack) -> None:
+async def test_a_toolbox_the_first_up_must_build_is_built_while_the_rest_serves(stack: UpStack) -> None:
     assert "building it while Antler starts" in stack.up.log()
     async with httpx.AsyncClient(base_url=stack.gateway, timeout=10) as http:
         for _ in range(600):  # the sandbox is degraded (bare python3) until its toolbox is in
@@ -116,14 +82,14 @@ async def test_a_toolbox_the_first_up_must_build_is_built_while_the_rest_serves(
     assert all(building not in line for line in stack.up.console())
 
 
-async def test_up_then_send_then_the_api_sees_the_same_conversation(stack: Stack) -> None:
+async def test_up_then_send_then_the_api_sees_the_same_conversation(stack: UpStack) -> None:
     workdir = stack.up.workdir
     async with httpx.AsyncClient(base_url=f"{stack.gateway}/api", timeout=30) as http:
         threads_before = (await http.post("/threads/search", json={"limit": 10})).json()
 
         stack.model.script(Reply(text="Hello from Antler.", chunk_delay=0.02, when="UP-SEND"))
         code, out, err = await finished(
-            await antler_command(workdir, "send", "UP-SEND hi there", "--chat", "me"), 60
+            await antler_in(workdir, "send", "UP-SEND hi there", "--chat", "me", env=ENV), 60
         )
         assert code == 0, err
         assert out.strip() == "Hello from Antler."
@@ -132,17 +98,10 @@ async def test_up_then_send_then_the_api_sees_the_same_conversation(stack: Stack
         assert threads == threads_before, (
             "chat threads belong to the chat's user, not to the API's default user"
         )
-        reply = await http.post(
-            "/runs/wait",
-            json={
-                "assistant_id": "lead_agent",
-                "input": {"messages": [{"role": "user", "content": "ping"}]},
-            },
-        )
-        assert reply.json()["messages"][-1]["content"] == "You said: ping"
+        assert await answer_to(http, "ping") == "You said: ping"
 
 
-async def test_a_catastrophic_grep_pattern_never_freezes_antler_up(stack: Stack) -> None:
+async def test_a_catastrophic_grep_pattern_never_freezes_antler_up(stack: UpStack) -> None:
     model = stack.model
     workspace = "/mnt/user-data/workspace"
     # What a prompt injection can make the agent do: `(a+)+$` backtracks exponentially on "aaa…a!".
@@ -183,15 +142,8 @@ async def test_a_catastrophic_grep_pattern_never_freezes_antler_up(stack: Stack)
     assert reply["messages"][-1]["content"] == "That search was too slow."
 
 
-async def test_folders_named_like_antlers_packages_where_it_starts_do_not_shadow_them(stack: Stack) -> None:
+async def test_folders_named_like_antlers_packages_where_it_starts_do_not_shadow_them(stack: UpStack) -> None:
     """The stack started with `-P` in a directory holding `bus/` (which raises on import) and
     `config/`: had they shadowed Antler's packages, it would not have come up, nor answer."""
     async with httpx.AsyncClient(base_url=f"{stack.gateway}/api", timeout=60) as http:
-        reply = await http.post(
-            "/runs/wait",
-            json={
-                "assistant_id": "lead_agent",
-                "input": {"messages": [{"role": "user", "content": "shadow ping"}]},
-            },
-        )
-    assert reply.json()["messages"][-1]["content"] == "You said: shadow ping"
+        assert await answer_to(http, "shadow ping") == "You said: shadow ping"

@@ -10,11 +10,8 @@ README's block. The second is stopped by the last test, mid-answer.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -24,7 +21,7 @@ import yaml
 
 from tests.conftest import REPO, finished
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.antler_up import AntlerUp
+from tests.support.antler_up import AntlerUp, UpStack, antler_in, up_in
 from tests.support.doc_blocks import VENV, fenced_blocks, reader_env, run_block
 
 pytestmark = [
@@ -62,13 +59,8 @@ async def no_model(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[An
     workdir = tmp_path_factory.mktemp("no-model")
     # Only a free port (tests must not take 2026): no model, everything else on its defaults.
     (workdir / "config.yaml").write_text(yaml.safe_dump({"gateway": {"port": 0}}), encoding="utf-8")
-    up = AntlerUp(workdir, python_flags=("-P",))
-    try:
-        await up.start(runners=2)
+    async with up_in(workdir) as up:
         yield up
-        assert await up.stop(60) == 0, up.tail()
-    finally:
-        await up.kill_all()
 
 
 async def test_up_without_a_model_says_so_last_with_the_lines_to_add(no_model: AntlerUp) -> None:
@@ -118,15 +110,8 @@ async def test_the_console_is_the_readmes_few_lines_and_the_rest_is_in_the_log_f
 # ------------------------------------------------------------------ the README's first turn
 
 
-@dataclass
-class Stack:
-    up: AntlerUp
-    model: FakeOpenAI
-    gateway: str
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def readme_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+async def readme_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[UpStack]:
     workdir = tmp_path_factory.mktemp("first-turn")
     hosted = yaml.safe_load(blocks_of("A first turn", "yaml")[0])
     async with FakeOpenAI(api_key=KEY) as model:
@@ -136,15 +121,8 @@ async def readme_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
             yaml.safe_dump({**hosted, "gateway": {"port": 0}}), encoding="utf-8"
         )
         (workdir / ".venv").symlink_to(VENV)  # the reader's `. .venv/bin/activate`
-        up = AntlerUp(workdir, python_flags=("-P",))
-        try:
-            await up.start(runners=2, env={"OPENAI_API_KEY": KEY})
-            yield Stack(up, model, await up.gateway_url())
-            code = await up.stop(60)
-            assert code == 0, f"antler up did not stop cleanly ({code}):\n{up.tail()}"
-        finally:
-            await up.kill_all()
-        assert up.violations() == []
+        async with up_in(workdir, {"OPENAI_API_KEY": KEY}) as up:
+            yield UpStack(up, model, await up.gateway_url())
 
 
 def reader() -> dict[str, str]:
@@ -152,7 +130,7 @@ def reader() -> dict[str, str]:
     return {**reader_env(REPO), "OPENAI_API_KEY": KEY}
 
 
-async def test_the_readmes_first_turn_works_as_written(readme_stack: Stack) -> None:
+async def test_the_readmes_first_turn_works_as_written(readme_stack: UpStack) -> None:
     console = [line for line in readme_stack.up.console() if line.strip()]
     assert console[-1].startswith("Antler is up"), "a model that can be used: nothing more to say"
     async with httpx.AsyncClient(base_url=readme_stack.gateway, timeout=10) as http:
@@ -168,28 +146,12 @@ async def test_the_readmes_first_turn_works_as_written(readme_stack: Stack) -> N
     assert {"web_search", "web_fetch", "image_search"} <= offered, offered
 
 
-async def antler_send(workdir: Path, *args: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-P",
-        "-m",
-        "antler",
-        "send",
-        *args,
-        cwd=workdir,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
-async def test_send_shows_the_steps_on_stderr_and_only_the_answer_on_stdout(readme_stack: Stack) -> None:
+async def test_send_shows_the_steps_on_stderr_and_only_the_answer_on_stdout(readme_stack: UpStack) -> None:
     readme_stack.model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo FIRST-HOUR-STEP"})], when="STEP-MARK"),
         Reply(text="It printed the word.", when="FIRST-HOUR-STEP"),
     )
-    proc = await antler_send(readme_stack.up.workdir, "STEP-MARK run it", "--chat", "steps")
+    proc = await antler_in(readme_stack.up.workdir, "send", "STEP-MARK run it", "--chat", "steps")
     code, out, err = await finished(proc, 120)
     assert code == 0, err
     assert out == "It printed the word.\n", "stdout is the answer alone, for scripts"
@@ -197,11 +159,11 @@ async def test_send_shows_the_steps_on_stderr_and_only_the_answer_on_stdout(read
 
 
 async def test_send_says_the_bus_is_gone_and_exits_when_antler_up_stops_mid_answer(
-    readme_stack: Stack,
+    readme_stack: UpStack,
 ) -> None:
     held = asyncio.Event()
     readme_stack.model.script(Reply(text="too late", when="GONE-MARK", hold=held))
-    proc = await antler_send(readme_stack.up.workdir, "GONE-MARK wait for it", "--chat", "gone")
+    proc = await antler_in(readme_stack.up.workdir, "send", "GONE-MARK wait for it", "--chat", "gone")
     try:
         await readme_stack.model.wait_until(lambda: readme_stack.model.holding == 1, timeout=60)
         assert await readme_stack.up.stop(90) == 0, readme_stack.up.tail()  # Ctrl-C, mid-answer

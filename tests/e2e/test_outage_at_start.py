@@ -10,8 +10,6 @@ message is answered and `/health` is `ok` again. Every wait polls with a deadlin
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,10 +18,10 @@ import httpx
 import pytest
 import yaml
 
-from tests.conftest import REPO, finished
+from tests.conftest import finished
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.antler_up import AntlerUp
+from tests.support.antler_up import AntlerUp, answer_to, antler_in
 from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.xdist_group("antler-up-outage"), pytest.mark.timeout(300)]
@@ -73,31 +71,12 @@ async def test_telegram_unreachable_at_start_leaves_the_rest_serving_and_recover
             assert "retrying" in reason, reason
 
             # The other ways in are served meanwhile: a script's chat, and the HTTP API.
-            send = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "antler",
-                "send",
-                "OUTAGE-SEND hello",
-                "--chat",
-                "outage-1",
-                cwd=tmp_path,
-                env={**os.environ, "PYTHONPATH": str(REPO)},
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
+            send = await antler_in(tmp_path, "send", "OUTAGE-SEND hello", "--chat", "outage-1")
             code, out, err = await finished(send, 90)
             assert code == 0, err
             assert out.strip() == "You said: OUTAGE-SEND hello"
             async with httpx.AsyncClient(base_url=f"{gateway}/api", timeout=90) as http:
-                reply = await http.post(
-                    "/runs/wait",
-                    json={
-                        "assistant_id": "lead_agent",
-                        "input": {"messages": [{"role": "user", "content": "outage ping"}]},
-                    },
-                )
-            assert reply.json()["messages"][-1]["content"] == "You said: outage ping"
+                assert await answer_to(http, "outage ping") == "You said: outage ping"
 
             log = up.log()
             assert "telegram: unhealthy — cannot reach" in log, up.tail()

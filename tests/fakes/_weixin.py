@@ -88,6 +88,18 @@ class FakeWeixin(LocalServer):
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def _callback_settings(self, port: int, path: str) -> dict[str, Any]:
+        """What both adapters' config sections hold of their callback (served on `port` at `path`)
+        and of this fake; the test's callbacks go to that URL from now on."""
+        self.callback_url = f"http://127.0.0.1:{port}{path}"
+        return {
+            "token": self.callback_token,
+            "encoding_aes_key": self.aes_key,
+            "webhook_path": path,
+            "webhook_port": port,
+            "base_url": self.base_url,
+        }
+
     # ------------------------------------------------------------------ tokens
 
     def issue_token(self) -> dict[str, Any]:

@@ -42,85 +42,85 @@ class FakeSlack(LocalServer):
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api/"
 
-    def send_event(self, event: dict[str, Any], *, to: str | None = None) -> dict[str, Any]:
-        """Deliver an Events API event over a socket (`to` one client, `host:port`, if given); returns
-        the envelope (`resend` it to retry)."""
+    def _deliver(
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        accepts_response_payload: bool = False,
+        to: str | None = None,
+    ) -> dict[str, Any]:
+        """Put a Socket Mode envelope of `kind` in the outbox (for `to` alone, if given); returns it."""
         envelope = {
             "envelope_id": str(uuid.uuid4()),
-            "type": "events_api",
-            "accepts_response_payload": False,
-            "payload": {
-                "token": "x",
-                "team_id": "T1",
-                "api_app_id": "A1",
-                "type": "event_callback",
-                "event_id": "Ev" + uuid.uuid4().hex[:10],
-                "event_time": int(time.time()),
-                "event": event,
-            },
+            "type": kind,
+            "accepts_response_payload": accepts_response_payload,
+            "payload": payload,
         }
         self.outbox.put(envelope["envelope_id"], envelope, to=to)
         return envelope
+
+    def send_event(self, event: dict[str, Any], *, to: str | None = None) -> dict[str, Any]:
+        """Deliver an Events API event over a socket (`to` one client, `host:port`, if given); returns
+        the envelope (`resend` it to retry)."""
+        payload = {
+            "token": "x",
+            "team_id": "T1",
+            "api_app_id": "A1",
+            "type": "event_callback",
+            "event_id": "Ev" + uuid.uuid4().hex[:10],
+            "event_time": int(time.time()),
+            "event": event,
+        }
+        return self._deliver("events_api", payload, to=to)
 
     def send_command(
         self, command: str, text: str = "", *, channel: str = "D1", user: str = "U1"
     ) -> dict[str, Any]:
         """A user running a slash command (`/status`), as Socket Mode delivers it; returns the envelope."""
-        envelope = {
-            "envelope_id": str(uuid.uuid4()),
-            "type": "slash_commands",
-            "accepts_response_payload": True,
-            "payload": {
-                "token": "x",
-                "team_id": "T1",
-                "team_domain": "example",
-                "channel_id": channel,
-                "channel_name": "directmessage" if channel.startswith("D") else "general",
-                "user_id": user,
-                "user_name": "ana",
-                "command": command,
-                "text": text,
-                "api_app_id": "A1",
-                "is_enterprise_install": "false",
-                "response_url": f"http://127.0.0.1:{self.port}/commands/{uuid.uuid4().hex[:8]}",
-                "trigger_id": f"{int(time.time())}.1.{uuid.uuid4().hex[:16]}",
-            },
+        payload = {
+            "token": "x",
+            "team_id": "T1",
+            "team_domain": "example",
+            "channel_id": channel,
+            "channel_name": "directmessage" if channel.startswith("D") else "general",
+            "user_id": user,
+            "user_name": "ana",
+            "command": command,
+            "text": text,
+            "api_app_id": "A1",
+            "is_enterprise_install": "false",
+            "response_url": f"http://127.0.0.1:{self.port}/commands/{uuid.uuid4().hex[:8]}",
+            "trigger_id": f"{int(time.time())}.1.{uuid.uuid4().hex[:16]}",
         }
-        self.outbox.put(envelope["envelope_id"], envelope)
-        return envelope
+        return self._deliver("slash_commands", payload, accepts_response_payload=True)
 
     def press_button(self, value: str, *, channel: str = "D1", user: str = "U1") -> dict[str, Any]:
         """A user pressing a button (Block Kit `block_actions`) of the bot's message, as Socket Mode
         delivers it; `value` is the button's. Returns the envelope."""
         action_ts = f"{time.time():.6f}"
-        envelope = {
-            "envelope_id": str(uuid.uuid4()),
-            "type": "interactive",
-            "accepts_response_payload": False,
-            "payload": {
-                "type": "block_actions",
-                "team": {"id": "T1", "domain": "example"},
-                "user": {"id": user, "username": "ana", "team_id": "T1"},
-                "api_app_id": "A1",
-                "token": "x",
-                "trigger_id": f"{int(time.time())}.1.{uuid.uuid4().hex[:16]}",
-                "channel": {"id": channel, "name": "directmessage" if channel.startswith("D") else "general"},
-                "container": {"type": "message", "channel_id": channel, "message_ts": "1700000000.000200"},
-                "message": {"type": "message", "ts": "1700000000.000200", "text": "(the reply with buttons)"},
-                "actions": [
-                    {
-                        "type": "button",
-                        "action_id": "antler_command_1",
-                        "block_id": "b1",
-                        "value": value,
-                        "action_ts": action_ts,
-                        "text": {"type": "plain_text", "text": "pressed"},
-                    }
-                ],
-            },
+        payload = {
+            "type": "block_actions",
+            "team": {"id": "T1", "domain": "example"},
+            "user": {"id": user, "username": "ana", "team_id": "T1"},
+            "api_app_id": "A1",
+            "token": "x",
+            "trigger_id": f"{int(time.time())}.1.{uuid.uuid4().hex[:16]}",
+            "channel": {"id": channel, "name": "directmessage" if channel.startswith("D") else "general"},
+            "container": {"type": "message", "channel_id": channel, "message_ts": "1700000000.000200"},
+            "message": {"type": "message", "ts": "1700000000.000200", "text": "(the reply with buttons)"},
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": "antler_command_1",
+                    "block_id": "b1",
+                    "value": value,
+                    "action_ts": action_ts,
+                    "text": {"type": "plain_text", "text": "pressed"},
+                }
+            ],
         }
-        self.outbox.put(envelope["envelope_id"], envelope)
-        return envelope
+        return self._deliver("interactive", payload)
 
     def share_file(self, name: str, data: bytes) -> dict[str, Any]:
         """A file object as Slack puts it in a message event; downloading it needs the bot token."""

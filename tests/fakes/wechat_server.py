@@ -43,15 +43,10 @@ class FakeWeChat(FakeWeixin):
         self.app.add_api_route("/cgi-bin/message/custom/send", self._custom_send, methods=["POST"])
 
     def settings(self, port: int, path: str = "/wechat/callback", **more: Any) -> dict[str, Any]:
-        self.callback_url = f"http://127.0.0.1:{port}{path}"
         return {
             "app_id": self.app_id,
             "app_secret": self.app_secret,
-            "token": self.callback_token,
-            "encoding_aes_key": self.aes_key,
-            "webhook_path": path,
-            "webhook_port": port,
-            "base_url": self.base_url,
+            **self._callback_settings(port, path),
             **more,
         }
 

@@ -36,17 +36,8 @@ class FakeWeCom(FakeWeixin):
 
     def settings(self, port: int, path: str = "/wecom/callback") -> dict[str, Any]:
         """The adapter's config section for this fake, its callback served on `port`."""
-        self.callback_url = f"http://127.0.0.1:{port}{path}"
-        return {
-            "corp_id": self.corp_id,
-            "agent_id": self.agent_id,
-            "secret": self.secret,
-            "token": self.callback_token,
-            "encoding_aes_key": self.aes_key,
-            "webhook_path": path,
-            "webhook_port": port,
-            "base_url": self.base_url,
-        }
+        ours = {"corp_id": self.corp_id, "agent_id": self.agent_id, "secret": self.secret}
+        return {**ours, **self._callback_settings(port, path)}
 
     # ------------------------------------------------------------------ the APIs
 

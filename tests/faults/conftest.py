@@ -1,4 +1,5 @@
-"""Fixtures of the fault tests: a slow echoing model, config.yaml, `antler up` children, the counts report."""
+"""Fixtures of the fault tests: a slow echoing model, config.yaml, `antler up` children, a nats-server
+or a cluster of three the test owns, the counts report."""
 
 from __future__ import annotations
 
@@ -14,7 +15,16 @@ import pytest_asyncio
 from tests.conftest import FAULT_COUNTS as COUNTS
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.faults.budget import ACK_WAIT, CHUNK_DELAY, PREFIX, SIZE, Size
-from tests.faults.harness import Judged, OpenLoad, UpFactory, Verdict, admin_bus, write_config
+from tests.faults.harness import (
+    ExternalNats,
+    Judged,
+    NatsCluster,
+    OpenLoad,
+    UpFactory,
+    Verdict,
+    admin_bus,
+    write_config,
+)
 from tests.faults.load import ChatLoad
 from tests.support.antler_up import AntlerUp
 from tests.support.nats_users import logged_violations
@@ -134,3 +144,27 @@ def chat_load(tmp_path: Path) -> OpenLoad:
                 await bus.nc.close()
 
     return open_load
+
+
+@pytest_asyncio.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
+    """A three-node nats-server cluster of the test's own (the users of the `antler up` whose data
+    dir is `<tmp_path>/data`), JetStream up on it; closed after the test."""
+    nodes = NatsCluster(tmp_path / "cluster", users_dir=tmp_path / "data")
+    await nodes.start()
+    try:
+        await nodes.wait_jetstream()
+        yield nodes
+    finally:
+        await nodes.close()
+
+
+@pytest_asyncio.fixture
+async def external_nats(tmp_path: Path) -> AsyncIterator[ExternalNats]:
+    """A nats-server of the test's own, started (`antler up` is pointed at it), closed after the test."""
+    nats = ExternalNats(tmp_path / "external-nats", users_dir=tmp_path / "data")
+    await nats.start()
+    try:
+        yield nats
+    finally:
+        await nats.close()

@@ -46,34 +46,29 @@ async def test_a_cluster_node_killed_under_load_loses_and_repeats_no_answer(
     antler_up: UpFactory,
     chat_load: OpenLoad,
     verdict: Verdict,
+    cluster: NatsCluster,
 ) -> None:
-    cluster = NatsCluster(tmp_path / "cluster", users_dir=tmp_path / "data")
-    await cluster.start()
-    try:
-        await cluster.wait_jetstream()
-        up = antler_up(fault_config(url=cluster.url, replicas=3))
-        await up.start()
-        started = time.monotonic()
-        deadline = started + SIZE.budget
-        async with chat_load(cluster.url) as load:
-            victim: list[int] = []
+    up = antler_up(fault_config(url=cluster.url, replicas=3))
+    await up.start()
+    started = time.monotonic()
+    deadline = started + SIZE.budget
+    async with chat_load(cluster.url) as load:
+        victim: list[int] = []
 
-            async def kill_the_runs_leader() -> None:
-                # Clients of the dead node reconnect to another; the rest is published meanwhile.
-                victim.append(await runs_leader(cluster.url, tmp_path / "data"))
-                await cluster.kill(victim[0])
+        async def kill_the_runs_leader() -> None:
+            # Clients of the dead node reconnect to another; the rest is published meanwhile.
+            victim.append(await runs_leader(cluster.url, tmp_path / "data"))
+            await cluster.kill(victim[0])
 
-            async def outage() -> None:
-                await asyncio.sleep(OUTAGE)
-                await cluster.start(victim[0])
+        async def outage() -> None:
+            await asyncio.sleep(OUTAGE)
+            await cluster.start(victim[0])
 
-            redelivered = await through_a_fault(up, load, deadline, kill_the_runs_leader, outage)
-            problems = [
-                line.strip()
-                for line in up.log().splitlines()
-                if "exited with code" in line or "starting it again" in line
-            ]  # no component, no runner process needed a restart
-            problems += await stopped_cleanly(up)
-            verdict(load, "cluster-node-sigkill", started, up, problems, redelivered_runs=redelivered)
-    finally:
-        await cluster.close()
+        redelivered = await through_a_fault(up, load, deadline, kill_the_runs_leader, outage)
+        problems = [
+            line.strip()
+            for line in up.log().splitlines()
+            if "exited with code" in line or "starting it again" in line
+        ]  # no component, no runner process needed a restart
+        problems += await stopped_cleanly(up)
+        verdict(load, "cluster-node-sigkill", started, up, problems, redelivered_runs=redelivered)

@@ -28,40 +28,34 @@ def chat_in_partition(partition: int, count: int) -> str:
 
 
 async def test_partition_streams_lead_from_several_nodes_and_every_partition_answers(
-    tmp_path: Path, fault_config: Callable[..., Path], antler_up: UpFactory
+    tmp_path: Path, fault_config: Callable[..., Path], antler_up: UpFactory, cluster: NatsCluster
 ) -> None:
-    cluster = NatsCluster(tmp_path / "cluster", users_dir=tmp_path / "data")
-    await cluster.start()
+    up = antler_up(fault_config(url=cluster.url, replicas=3))
+    await up.start()
+    bus = await admin_bus(cluster.url, tmp_path / "data")
     try:
-        await cluster.wait_jetstream()
-        up = antler_up(fault_config(url=cluster.url, replicas=3))
-        await up.start()
-        bus = await admin_bus(cluster.url, tmp_path / "data")
-        try:
-            count = await chat_partitions(bus)
-            s = bus.subjects
-            for stream_of in (s.chat_in_partition_stream, s.run_events_partition_stream):
-                leaders = {}
-                for k in range(count):
-                    info = await bus.js.stream_info(stream_of(k))
-                    assert info.cluster is not None
-                    assert len(info.cluster.replicas or []) == 2, "three copies of each partition's stream"
-                    leaders[k] = info.cluster.leader
-                assert len(set(leaders.values())) > 1, f"every partition led by one node: {leaders}"
-                # Provisioning hands them out in turn: with 4 partitions, every node leads one or two.
-                assert set(leaders.values()) == {"n1", "n2", "n3"}, leaders
-            async with Chat(bus, channel=CHANNEL) as chat:
-                for k in range(count):
-                    await chat.say(
-                        f"hello partition {k}", chat_id=chat_in_partition(k, count), message_id=f"m{k}"
-                    )
-                answered = {(await chat.final(timeout=60)).reply_to for _ in range(count)}
-            assert answered == {f"m{k}" for k in range(count)}
-            for k in range(count):  # each came through its own partition's streams
-                for stream in (s.chat_in_partition_stream(k), s.run_events_partition_stream(k)):
-                    info = await bus.js.stream_info(stream)
-                    assert info.state.last_seq >= 1, f"{stream} took no message"
-        finally:
-            await bus.close()
+        count = await chat_partitions(bus)
+        s = bus.subjects
+        for stream_of in (s.chat_in_partition_stream, s.run_events_partition_stream):
+            leaders = {}
+            for k in range(count):
+                info = await bus.js.stream_info(stream_of(k))
+                assert info.cluster is not None
+                assert len(info.cluster.replicas or []) == 2, "three copies of each partition's stream"
+                leaders[k] = info.cluster.leader
+            assert len(set(leaders.values())) > 1, f"every partition led by one node: {leaders}"
+            # Provisioning hands them out in turn: with 4 partitions, every node leads one or two.
+            assert set(leaders.values()) == {"n1", "n2", "n3"}, leaders
+        async with Chat(bus, channel=CHANNEL) as chat:
+            for k in range(count):
+                await chat.say(
+                    f"hello partition {k}", chat_id=chat_in_partition(k, count), message_id=f"m{k}"
+                )
+            answered = {(await chat.final(timeout=60)).reply_to for _ in range(count)}
+        assert answered == {f"m{k}" for k in range(count)}
+        for k in range(count):  # each came through its own partition's streams
+            for stream in (s.chat_in_partition_stream(k), s.run_events_partition_stream(k)):
+                info = await bus.js.stream_info(stream)
+                assert info.state.last_seq >= 1, f"{stream} took no message"
     finally:
-        await cluster.close()
+        await bus.close()

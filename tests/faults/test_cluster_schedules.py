@@ -38,14 +38,11 @@ async def lines_after(bus: Bus, task_id: str, moment: datetime, count: int) -> l
 
 
 async def test_killing_the_node_that_leads_the_schedules_stream_neither_stops_nor_doubles_firings(
-    tmp_path: Path,
+    tmp_path: Path, cluster: NatsCluster
 ) -> None:
-    cluster = NatsCluster(tmp_path / "cluster", users_dir=tmp_path / "data")
-    await cluster.start()
     scheduler: asyncio.Task[None] | None = None
     buses: list[Bus] = []
     try:
-        await cluster.wait_jetstream()
         config = BusConfig(prefix=PREFIX, replicas=3, **admin_login(tmp_path / "data"))
         bus = await connect_and_provision(cluster.url, config, name="faults-probe")
         buses.append(bus)
@@ -79,4 +76,3 @@ async def test_killing_the_node_that_leads_the_schedules_stream_neither_stops_no
         for connection in buses:
             with contextlib.suppress(Exception):
                 await connection.close()
-        await cluster.close()

@@ -39,7 +39,7 @@ AGAIN_AND_AGAIN = Size(chats=6, per_chat=2 * (RESTARTS + 1), budget=30.0 * RESTA
 
 
 async def test_external_nats_restarted_mid_load_loses_and_repeats_no_answer(
-    tmp_path: Path,
+    external_nats: ExternalNats,
     fault_config: Callable[..., Path],
     antler_up: UpFactory,
     chat_load: OpenLoad,
@@ -47,39 +47,34 @@ async def test_external_nats_restarted_mid_load_loses_and_repeats_no_answer(
 ) -> None:
     """SIGTERM (JetStream flushes and exits), then later SIGKILL (a crash): each outage strikes
     with runs in flight and lasts longer than a redelivery."""
-    nats = ExternalNats(tmp_path / "external-nats", users_dir=tmp_path / "data")
-    await nats.start()
-    try:
-        up = antler_up(fault_config(url=nats.url))
-        await up.start()
-        started = time.monotonic()
-        deadline = started + TWO_OUTAGES.budget
-        async with chat_load(nats.url, TWO_OUTAGES) as load:
+    up = antler_up(fault_config(url=external_nats.url))
+    await up.start()
+    started = time.monotonic()
+    deadline = started + TWO_OUTAGES.budget
+    async with chat_load(external_nats.url, TWO_OUTAGES) as load:
 
-            async def outage() -> None:  # the publisher retries until the server is back
-                await asyncio.sleep(OUTAGE)
-                await nats.start()
+        async def outage() -> None:  # the publisher retries until the server is back
+            await asyncio.sleep(OUTAGE)
+            await external_nats.start()
 
-            faults = [
-                (lambda: nats.stop(signal.SIGTERM), outage),
-                (lambda: nats.stop(signal.SIGKILL), outage),
-            ]
-            redelivered = await through_faults(up, load, deadline, faults)
-            problems = await stopped_cleanly(up)
-            verdict(
-                load,
-                "external-nats-sigterm-then-sigkill",
-                started,
-                up,
-                problems,
-                redelivered_runs=redelivered,
-            )
-    finally:
-        await nats.close()
+        faults = [
+            (lambda: external_nats.stop(signal.SIGTERM), outage),
+            (lambda: external_nats.stop(signal.SIGKILL), outage),
+        ]
+        redelivered = await through_faults(up, load, deadline, faults)
+        problems = await stopped_cleanly(up)
+        verdict(
+            load,
+            "external-nats-sigterm-then-sigkill",
+            started,
+            up,
+            problems,
+            redelivered_runs=redelivered,
+        )
 
 
 async def test_external_nats_restarted_again_and_again_keeps_each_chats_answers_in_order(
-    tmp_path: Path,
+    external_nats: ExternalNats,
     fault_config: Callable[..., Path],
     antler_up: UpFactory,
     chat_load: OpenLoad,
@@ -87,34 +82,29 @@ async def test_external_nats_restarted_again_and_again_keeps_each_chats_answers_
 ) -> None:
     """SIGTERM, SIGKILL, SIGTERM, SIGKILL: each outage strikes while chats have answers in flight
     and messages still to come, and every chat's answers must come back in the order it sent."""
-    nats = ExternalNats(tmp_path / "external-nats", users_dir=tmp_path / "data")
-    await nats.start()
-    try:
-        up = antler_up(fault_config(url=nats.url))
-        await up.start()
-        started = time.monotonic()
-        deadline = started + AGAIN_AND_AGAIN.budget
-        async with chat_load(nats.url, AGAIN_AND_AGAIN) as load:
+    up = antler_up(fault_config(url=external_nats.url))
+    await up.start()
+    started = time.monotonic()
+    deadline = started + AGAIN_AND_AGAIN.budget
+    async with chat_load(external_nats.url, AGAIN_AND_AGAIN) as load:
 
-            async def outage() -> None:
-                await asyncio.sleep(OUTAGE)
-                await nats.start()
+        async def outage() -> None:
+            await asyncio.sleep(OUTAGE)
+            await external_nats.start()
 
-            signals = [signal.SIGTERM, signal.SIGKILL] * (RESTARTS // 2)
-            faults = [(functools.partial(nats.stop, signum), outage) for signum in signals]
-            redelivered = await through_faults(up, load, deadline, faults)
-            problems = await stopped_cleanly(up)
-            verdict(
-                load,
-                "external-nats-restarted-again-and-again",
-                started,
-                up,
-                problems,
-                restarts=RESTARTS,
-                redelivered_runs=redelivered,
-            )
-    finally:
-        await nats.close()
+        signals = [signal.SIGTERM, signal.SIGKILL] * (RESTARTS // 2)
+        faults = [(functools.partial(external_nats.stop, signum), outage) for signum in signals]
+        redelivered = await through_faults(up, load, deadline, faults)
+        problems = await stopped_cleanly(up)
+        verdict(
+            load,
+            "external-nats-restarted-again-and-again",
+            started,
+            up,
+            problems,
+            restarts=RESTARTS,
+            redelivered_runs=redelivered,
+        )
 
 
 async def watch_health(gateway: str, seen: list[tuple[int, bool | None]]) -> None:

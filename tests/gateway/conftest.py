@@ -12,7 +12,7 @@ from langgraph_sdk.client import LangGraphClient
 from config import AppConfig
 from tests.support.gateway import running_gateway, stack_config  # noqa: F401  (the fixture)
 from tests.support.memory import running_updater
-from tests.support.runner import running_runner
+from tests.support.runner import running_runner, start_runner, start_stack  # noqa: F401  (fixtures)
 from tests.support.sandbox import running_broker
 from tests.support.schedules import running_scheduler
 
@@ -32,12 +32,22 @@ async def api_url(
         yield base
 
 
+def api_client(api_url: str, token: str) -> httpx.AsyncClient:
+    """An HTTP client of the API under `/api`, signed in with `token`."""
+    return httpx.AsyncClient(base_url=f"{api_url}/api", headers={"x-api-key": token}, timeout=30)
+
+
 @pytest_asyncio.fixture
 async def http(api_url: str) -> AsyncIterator[httpx.AsyncClient]:
     """ana's HTTP client for the API under `/api`."""
-    async with httpx.AsyncClient(
-        base_url=f"{api_url}/api", headers={"x-api-key": "tok-ana"}, timeout=30
-    ) as client:
+    async with api_client(api_url, "tok-ana") as client:
+        yield client
+
+
+@pytest_asyncio.fixture
+async def bob(api_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """bob's (not an admin) HTTP client for the API under `/api`."""
+    async with api_client(api_url, "tok-bob") as client:
         yield client
 
 

@@ -15,6 +15,7 @@ from langgraph_sdk.errors import ConflictError, NotFoundError
 from bus import Bus, decode
 from bus.messages import ThreadRecord
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.gateway import sse_events
 
 pytestmark = pytest.mark.asyncio
 
@@ -229,26 +230,12 @@ async def test_a_cut_stream_resumed_with_last_event_id_yields_every_event_once(
             assert response.headers["content-type"].startswith("text/event-stream")
             location = response.headers["location"]
             assert response.headers["content-location"].endswith("/runs/" + location.split("/")[-2])
-            event_id = event = None
-            async for line in response.aiter_lines():
-                if line.startswith("id: "):
-                    event_id = line[4:]
-                elif line.startswith("event: "):
-                    event = line[7:]
-                elif line == "" and event_id:
-                    first.append((event_id, event or ""))
-                    if len(first) == 4:
-                        break  # the connection drops here
-        rest: list[tuple[str, str]] = []
+            async for sent in sse_events(response):
+                first.append(sent)
+                if len(first) == 4:
+                    break  # the connection drops here
         async with http.stream("GET", location, headers={"Last-Event-ID": first[-1][0]}) as response:
-            event_id = event = None
-            async for line in response.aiter_lines():
-                if line.startswith("id: "):
-                    event_id = line[4:]
-                elif line.startswith("event: "):
-                    event = line[7:]
-                elif line == "" and event_id:
-                    rest.append((event_id, event or ""))
+            rest = [sent async for sent in sse_events(response)]
     ids = [i for i, _ in first + rest]
     seqs = [int(i.rsplit("-", 1)[1]) for i in ids]
     assert seqs == list(range(1, len(seqs) + 1)), "nothing missed, nothing twice"

@@ -4,28 +4,26 @@ shapes: regenerate, edit and resend, branch, thumbs up or down; another user's t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-import pytest_asyncio
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.asyncio
 
 
-@pytest_asyncio.fixture
-async def bob(api_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        base_url=f"{api_url}/api", headers={"x-api-key": "tok-bob"}, timeout=30
-    ) as client:
-        yield client
-
-
 def said(text: str) -> dict[str, Any]:
     return {"assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": text}]}}
+
+
+async def thread_asked(http: httpx.AsyncClient, *questions: str) -> str:
+    """A new thread in which each question was asked and answered, one run after the other."""
+    thread = str((await http.post("/threads", json={})).json()["thread_id"])
+    for question in questions:
+        await http.post(f"/threads/{thread}/runs/wait", json=said(question))
+    return thread
 
 
 async def stream(http: httpx.AsyncClient, thread: str, body: dict[str, Any]) -> str:
@@ -56,10 +54,8 @@ def texts(messages: list[dict[str, Any]]) -> list[str]:
 async def test_regenerate_and_edit_answer_again_and_keep_the_old_answers_in_history(
     http: httpx.AsyncClient, bob: httpx.AsyncClient, fake_model: FakeOpenAI
 ) -> None:
-    thread = (await http.post("/threads", json={})).json()["thread_id"]
     fake_model.script(Reply(text="Paris", when="capital"), Reply(text="Berlin, first try", when="Germany"))
-    await http.post(f"/threads/{thread}/runs/wait", json=said("capital of France?"))
-    await http.post(f"/threads/{thread}/runs/wait", json=said("and of Germany?"))
+    thread = await thread_asked(http, "capital of France?", "and of Germany?")
     before = await messages_of(http, thread)
     first_answer, old_answer = before[1], before[3]
 
@@ -116,9 +112,8 @@ async def test_regenerate_and_edit_answer_again_and_keep_the_old_answers_in_hist
 async def test_edit_and_resend_replaces_the_latest_message_and_not_while_answering(
     http: httpx.AsyncClient, bob: httpx.AsyncClient, fake_model: FakeOpenAI
 ) -> None:
-    thread = (await http.post("/threads", json={})).json()["thread_id"]
     fake_model.script(Reply(text="Berlin", when="Germany"))
-    await http.post(f"/threads/{thread}/runs/wait", json=said("capital of Germany?"))
+    thread = await thread_asked(http, "capital of Germany?")
     after = await messages_of(http, thread)
     human = after[0]
     unchanged = await http.post(
@@ -176,10 +171,8 @@ async def test_edit_and_resend_replaces_the_latest_message_and_not_while_answeri
 async def test_a_branch_holds_the_history_up_to_the_answer_and_names_its_origin(
     http: httpx.AsyncClient, bob: httpx.AsyncClient, fake_model: FakeOpenAI
 ) -> None:
-    thread = (await http.post("/threads", json={})).json()["thread_id"]
     fake_model.script(Reply(text="one", when="first"), Reply(text="two", when="second"))
-    await http.post(f"/threads/{thread}/runs/wait", json=said("first question"))
-    await http.post(f"/threads/{thread}/runs/wait", json=said("second question"))
+    thread = await thread_asked(http, "first question", "second question")
     source = await messages_of(http, thread)
 
     assert (
@@ -217,8 +210,7 @@ async def test_a_branch_holds_the_history_up_to_the_answer_and_names_its_origin(
 async def test_feedback_is_kept_on_the_run_counted_in_usage_and_can_be_taken_back(
     http: httpx.AsyncClient, bob: httpx.AsyncClient
 ) -> None:
-    thread = (await http.post("/threads", json={})).json()["thread_id"]
-    await http.post(f"/threads/{thread}/runs/wait", json=said("rate me"))
+    thread = await thread_asked(http, "rate me")
     run_id = (await http.get(f"/threads/{thread}/runs")).json()[0]["run_id"]
     url = f"/threads/{thread}/runs/{run_id}/feedback"
 
@@ -253,9 +245,7 @@ async def test_feedback_is_kept_on_the_run_counted_in_usage_and_can_be_taken_bac
 
 
 async def test_a_long_thread_branches_from_an_early_answer(http: httpx.AsyncClient) -> None:
-    thread = (await http.post("/threads", json={})).json()["thread_id"]
-    for turn in range(7):  # more turns than one page of the thread's history holds
-        await http.post(f"/threads/{thread}/runs/wait", json=said(f"turn {turn}"))
+    thread = await thread_asked(http, *(f"turn {turn}" for turn in range(7)))  # more than a page of history
     first_answer = (await messages_of(http, thread))[1]
     answered = await http.post(f"/threads/{thread}/branches", json={"message_id": first_answer["id"]})
     assert answered.status_code == 200, answered.text

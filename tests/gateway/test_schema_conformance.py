@@ -25,18 +25,21 @@ SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 # update `as_node` must name a node of the agent's graph (422), a compaction's `model_name`
 # a configured model (422), and a scheduled task's schedule one the scheduler and the NATS server
 # can fire (a cron expression, a zone, the words of /schedule: 422).
+REFUSED_WITH_422 = [
+    "POST /api/threads/{thread_id}/state",
+    "POST /api/threads/{thread_id}/compact",
+    "POST /api/scheduled-tasks",
+    "PATCH /api/scheduled-tasks/{task_id}",
+    "POST /api/scheduled-tasks/from-text",
+    # A role must be one config.yaml defines; the audit trail's since/until a time (ISO 8601 with a
+    # zone, or an age such as 2h), read as `antler audit` reads them (422 naming the field).
+    "PUT /api/v1/roles/{user_id}",
+    "GET /api/v1/audit",
+]
 CONFIG = """
 [[operations]]
 include-name = "POST /api/skills/install"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "413"]
-
-[[operations]]
-include-name = "POST /api/threads/{thread_id}/state"
-checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
-
-[[operations]]
-include-name = "POST /api/threads/{thread_id}/compact"
-checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 
 # The operations that start runs get their invalid requests here (each must be refused); a valid one
 # starts a real run, and the coverage phase sends hundreds of those per operation (about half of the
@@ -44,25 +47,11 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404",
 [[operations]]
 include-name-regex = "^POST /api/(threads/[^/]+/)?runs(/wait|/stream)?$"
 generation.mode = "negative"
-
-[[operations]]
-include-name = "POST /api/scheduled-tasks"
-checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
-[[operations]]
-include-name = "PATCH /api/scheduled-tasks/{task_id}"
-checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
-[[operations]]
-include-name = "POST /api/scheduled-tasks/from-text"
-checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
-# A role must be one config.yaml defines; the audit trail's since/until a time (ISO 8601 with a zone,
-# or an age such as 2h), read as `antler audit` reads them (422 naming the field).
-[[operations]]
-include-name = "PUT /api/v1/roles/{user_id}"
-checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
-[[operations]]
-include-name = "GET /api/v1/audit"
-checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
-"""
+""" + "".join(
+    f'[[operations]]\ninclude-name = "{operation}"\n'
+    'checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]\n'
+    for operation in REFUSED_WITH_422
+)
 
 
 @pytest.mark.timeout(400)  # about a thousand requests; slow on a busy machine, not wrong

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import stat
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.chat import Chat, running_router
 from tests.support.gateway import running_gateway
-from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.runner import StartRunner, StartStack, ask, running_runner, submit_and_collect
 from tests.support.skill_files import ALIAS_BOMB
 
 pytestmark = pytest.mark.asyncio
@@ -42,13 +43,19 @@ def archive(files: dict[str, bytes], links: tuple[str, ...] = ()) -> bytes:
     return buffer.getvalue()
 
 
-def one_skill(config_data: dict[str, Any], tmp_path: Path, where: str, text: str) -> None:
-    """The runner's skills folder holds just this SKILL.md (at `<category>/<folder>`)."""
-    folder = tmp_path / "skills" / where
-    folder.mkdir(parents=True)
-    (folder / "SKILL.md").write_text(text)
-    config_data["skills"] = {"path": str(tmp_path / "skills")}
-    config_data["sandbox"] = {"provider": "local"}
+@pytest.fixture
+def one_skill(config_data: dict[str, Any], tmp_path: Path) -> Callable[[str, str], None]:
+    """`one_skill(where, text)`: the runner's skills folder holds just this SKILL.md (at
+    `<category>/<folder>`), and commands run in the local sandbox."""
+
+    def write(where: str, text: str) -> None:
+        folder = tmp_path / "skills" / where
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_text(text)
+        config_data["skills"] = {"path": str(tmp_path / "skills")}
+        config_data["sandbox"] = {"provider": "local"}
+
+    return write
 
 
 GOOD = b"---\nname: slides\ndescription: Make slides\n---\nUse outline first.\n"
@@ -192,21 +199,14 @@ async def test_only_an_admin_may_install_replace_or_switch_a_skill(
 
 
 async def test_a_slash_command_through_the_api_activates_the_skill_and_its_allowed_tools(
-    bus: Bus,
-    nats_url: str,
-    fake_model: FakeOpenAI,
-    app_config: Any,
-    config_data: dict[str, Any],
-    tmp_path: Path,
+    bus: Bus, fake_model: FakeOpenAI, one_skill: Callable[[str, str], None], start_runner: StartRunner
 ) -> None:
     one_skill(
-        config_data,
-        tmp_path,
         "public/reader",
         "---\nname: reader\ndescription: Reads files aloud\nallowed-tools: [read_file, ls]\n---\n"
         "Read the file, then summarise it in three bullet points.\n",
     )
-    async with running_runner(nats_url, app_config()):
+    async with start_runner():
         await submit_and_collect(bus, ask("sl-1", "/reader notes.txt please"))
         active = fake_model.agent_requests[-1]
         assert '<active_skill name="reader">' in system_prompt(active)
@@ -229,22 +229,14 @@ async def test_a_slash_command_through_the_api_activates_the_skill_and_its_allow
 
 
 async def test_a_skill_slash_command_in_a_chat_reaches_the_agent_and_an_unknown_one_gets_help(
-    bus: Bus,
-    nats_url: str,
-    fake_model: FakeOpenAI,
-    app_config: Any,
-    config_data: dict[str, Any],
-    tmp_path: Path,
+    bus: Bus, fake_model: FakeOpenAI, one_skill: Callable[[str, str], None], start_stack: StartStack
 ) -> None:
     one_skill(
-        config_data,
-        tmp_path,
         "public/data-analysis",
         "---\nname: data-analysis\ndescription: Analyse data files. Uses Python.\n---\n"
         "Profile the columns first.\n",
     )
-    config = app_config()
-    async with running_runner(nats_url, config), running_router(nats_url, config), Chat(bus) as chat:
+    async with start_stack(running_runner, running_router), Chat(bus) as chat:
         fake_model.script(Reply(text="Here is the profile."))
         await chat.say("/data-analysis sales.csv")
         assert (await chat.final()).text == "Here is the profile."

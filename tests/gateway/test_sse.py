@@ -12,24 +12,14 @@ from bus import Bus
 from bus.run_events import events_streams
 from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.gateway import sse_events
 
 HI = {"messages": [{"role": "user", "content": "Hello there"}]}
 
 
 async def read_events(response: httpx.Response) -> list[tuple[str, str]]:
     """(id, event name) of every event with an id, in order."""
-    events: list[tuple[str, str]] = []
-    event_id = event = None
-    async for line in response.aiter_lines():
-        if line.startswith("id: "):
-            event_id = line[4:]
-        elif line.startswith("event: "):
-            event = line[7:]
-        elif line == "":
-            if event_id:
-                events.append((event_id, event or ""))
-            event_id = event = None
-    return events
+    return [event async for event in sse_events(response)]
 
 
 async def finished_run(

@@ -3,16 +3,14 @@ answering, and what the summary replaced is handed to the memory updater first."
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from bus import Bus
-from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.memory import MEMORY_PROMPT, facts, memory_calls, memory_of, memory_reply, running_updater
-from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.runner import StartStack, ask, running_runner, submit_and_collect
 from tests.support.runs import streamed_text
 
 pytestmark = pytest.mark.asyncio
@@ -32,17 +30,12 @@ def sent(request: dict[str, Any]) -> list[str]:
 
 
 async def test_a_thread_past_its_context_window_is_summarised_keeps_answering_and_memory_gets_the_facts(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    bus: Bus, fake_model: FakeOpenAI, nats_url: str, config_data: dict[str, Any], start_stack: StartStack
 ) -> None:
     config_data["models"][0]["context_window"] = 1000  # summarised from 800 tokens; 300 kept
     config_data["memory"] = {"enabled": True, "debounce_seconds": 0.2}
     config_data["title"] = {"enabled": False}
-    config = app_config()
-    async with running_runner(nats_url, config):
+    async with start_stack(running_runner) as config:
         fake_model.script(Reply(text="Noted."))
         first = await submit_and_collect(bus, ask("t-long", f"{FACT} {filler('garden')}", user_id="ana"))
         assert first[-1].data["status"] == "success"

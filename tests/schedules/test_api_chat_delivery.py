@@ -3,18 +3,17 @@ and only a chat its owner talks to the bot from may be named."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import pytest
 import pytest_asyncio
 
 from bus import Bus
 from bus.runs import collect_run
-from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.adapters import adapter_stack
 from tests.support.gateway import running_gateway
 from tests.support.schedules import firings, running_scheduler, said
 
@@ -27,22 +26,15 @@ NEVER = {"title": "Nightly", "prompt": "say good night", "schedule_type": "cron"
 NEVER["schedule_spec"] = {"cron": "0 0 1 1 *"}  # once a year: the test fires it by hand
 
 
-@pytest_asyncio.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def api(
-    nats_url: str, telegram: FakeTelegram, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[str]:
+@pytest.fixture(autouse=True)
+def gateway_tokens(config_data: dict[str, Any]) -> None:
     config_data["gateway"] = {"port": 0, "tokens": TOKENS}
-    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
-        async with running_scheduler(nats_url, config), running_gateway(nats_url, config) as base:
-            await telegram.wait_for("getMe")
-            yield f"{base}/api"
+
+
+@pytest_asyncio.fixture
+async def api(nats_url: str, telegram_stack: AppConfig) -> AsyncIterator[str]:
+    async with running_scheduler(nats_url, telegram_stack), running_gateway(nats_url, telegram_stack) as base:
+        yield f"{base}/api"
 
 
 def client(api: str, token: str) -> httpx.AsyncClient:

@@ -2,62 +2,48 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest_asyncio
 
-from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.adapters import adapter_stack
-from tests.support.schedules import running_scheduler, said
+from tests.support.schedules import reply_to, running_scheduler, said
 
 
 @pytest_asyncio.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str, telegram: FakeTelegram, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[AppConfig]:
-    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
-        async with running_scheduler(nats_url, config):
-            await telegram.wait_for("getMe")
-            yield config
+async def stack(nats_url: str, telegram_stack: AppConfig) -> AsyncIterator[AppConfig]:
+    async with running_scheduler(nats_url, telegram_stack):
+        yield telegram_stack
 
 
 async def test_a_task_scheduled_in_a_telegram_chat_answers_in_that_chat(
     telegram: FakeTelegram, stack: AppConfig
 ) -> None:
-    telegram.send_user_message("/schedule every 2s say hello", chat_id=42)
-    await telegram.wait(lambda: said(telegram, 42, "Scheduled #1: every 2s: say hello"))
+    await reply_to(telegram, 42, "/schedule every 2s say hello", "Scheduled #1: every 2s: say hello")
     await telegram.wait(lambda: said(telegram, 42, "You said: say hello"), timeout=60)
     assert not said(telegram, 43, "You said"), "only the chat that asked"
-    telegram.send_user_message("/schedules", chat_id=42)
-    await telegram.wait(lambda: said(telegram, 42, "1. every 2s: say hello"))
-    telegram.send_user_message("/schedules", chat_id=43)
-    await telegram.wait(lambda: said(telegram, 43, "You have no scheduled tasks in this chat"))
-    telegram.send_user_message("/unschedule 1", chat_id=42)
-    await telegram.wait(lambda: said(telegram, 42, "Removed #1: every 2s: say hello"))
+    await reply_to(telegram, 42, "/schedules", "1. every 2s: say hello")
+    await reply_to(telegram, 43, "/schedules", "You have no scheduled tasks in this chat")
+    await reply_to(telegram, 42, "/unschedule 1", "Removed #1: every 2s: say hello")
 
 
 async def test_a_schedule_the_grammar_cannot_read_is_answered_with_the_usage(
     telegram: FakeTelegram, stack: AppConfig
 ) -> None:
-    telegram.send_user_message("/schedule every fortnight 08:00 water the plants", chat_id=42)
-    await telegram.wait(lambda: said(telegram, 42, "I could not schedule that: every fortnight"))
+    await reply_to(
+        telegram,
+        42,
+        "/schedule every fortnight 08:00 water the plants",
+        "I could not schedule that: every fortnight",
+    )
     assert said(telegram, 42, "/schedule every weekday 08:00 Europe/Berlin")
-    telegram.send_user_message("/schedule every day 08:00 Mars/Olympus water the plants", chat_id=42)
-    await telegram.wait(lambda: said(telegram, 42, "unknown time zone"))
-    telegram.send_user_message("/unschedule 3", chat_id=42)
-    await telegram.wait(lambda: said(telegram, 42, "You have no scheduled tasks in this chat to remove"))
+    await reply_to(
+        telegram, 42, "/schedule every day 08:00 Mars/Olympus water the plants", "unknown time zone"
+    )
+    await reply_to(telegram, 42, "/unschedule 3", "You have no scheduled tasks in this chat to remove")
 
 
 async def test_the_chat_is_told_when_a_cron_task_fires_next_in_its_zone(
@@ -80,10 +66,8 @@ async def test_the_chat_is_told_when_a_cron_task_fires_next_in_its_zone(
 async def test_schedule_with_nothing_after_it_shows_the_usage_not_a_failure(
     telegram: FakeTelegram, stack: AppConfig
 ) -> None:
-    telegram.send_user_message("/schedule", chat_id=44)
-    await telegram.wait(lambda: said(telegram, 44, "Usage: /schedule "))
+    await reply_to(telegram, 44, "/schedule", "Usage: /schedule ")
     assert said(telegram, 44, "/schedule every weekday 08:00 Europe/Berlin summarize the news")
     assert not said(telegram, 44, "I could not schedule that"), "asking how is not a mistake"
-    telegram.send_user_message("/unschedule", chat_id=44)
-    await telegram.wait(lambda: said(telegram, 44, "Usage: /unschedule "))
+    await reply_to(telegram, 44, "/unschedule", "Usage: /unschedule ")
     assert not said(telegram, 44, "1 to 0"), "no list to choose from"

@@ -14,6 +14,7 @@ from config import AppConfig
 from config.loader import _build
 from sandbox import SandboxClient
 from tests.conftest import REPO
+from tests.support.adapters import start_adapter, telegram, telegram_stack  # noqa: F401  (fixtures)
 from tests.support.sandbox import PROVIDERS, running_broker
 
 SKILLS = REPO / "skills"

@@ -1,22 +1,37 @@
 """Driving a skill as a user does, for the skills' end-to-end tests: a stack (bus, scripted model,
-config, toolbox), `/<skill>` sent with the model's tool calls scripted one a turn, and what came
-back (each tool's results, the thread's outputs)."""
+config, toolbox; `skill_stack` starts one for a module), `/<skill>` sent with the model's tool
+calls scripted one a turn, and what came back (each tool's results, the thread's outputs)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bus import Bus
+import pytest
+
+from bus import Bus, connect_and_provision
 from config import AppConfig
 from sandbox.paths import ThreadFS
 from sandbox.toolbox import Toolbox
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import ask, submit_and_collect
+from tests.skills.conftest import SKILLS
+from tests.support.module_stack import module_stack
+from tests.support.nats_users import SecuredServer
+from tests.support.runner import ask, running_runner, submit_and_collect
+from tests.support.sandbox import BWRAP, running_broker
 
+# The marks of a module of skill runs on one module-wide stack: commands run as the sandbox uid,
+# like the other bwrap tests, so on their worker, one at a time.
+SKILL_RUNS = [
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.xdist_group("bwrap"),
+    pytest.mark.skipif(not BWRAP, reason="bubblewrap is not installed or cannot create namespaces here"),
+]
 WS = "/mnt/user-data/workspace"
 OUT = "/mnt/user-data/outputs"
 UP = "/mnt/user-data/uploads"
@@ -74,6 +89,25 @@ async def use_skill(
             used.results.setdefault(event.data[0]["name"], []).append(event.data[0]["content"])
     assert f'<active_skill name="{skill}">' in used.system, "the slash command activated the skill"
     return used
+
+
+@contextlib.asynccontextmanager
+async def skill_stack(
+    nats_server: SecuredServer, tmp: Path, toolbox: Toolbox, **sandbox: Any
+) -> AsyncIterator[Stack]:
+    """Runner and bwrap sandbox broker on a fresh prefix with the repository's skills, commands given
+    110 s; `sandbox`: more of that section."""
+    sandbox_section = {"provider": "bwrap", "command_timeout_seconds": 110, "cpu_seconds": 110, **sandbox}
+    skills = {"path": str(SKILLS)}
+    async with module_stack(
+        nats_server, tmp, {"ack_wait_seconds": 30}, skills=skills, sandbox=sandbox_section
+    ) as up:
+        bus = await connect_and_provision(nats_server.url, up.admin, name="test")
+        try:
+            async with running_broker(nats_server.url, up.config), running_runner(nats_server.url, up.config):
+                yield Stack(bus, up.model, up.config, toolbox)
+        finally:
+            await bus.close()
 
 
 def write(path: str, content: str | dict[str, Any] | list[Any]) -> ToolCall:

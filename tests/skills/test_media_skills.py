@@ -19,25 +19,15 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from bus import connect_and_provision
-from config import AppConfig, BusConfig
-from config.loader import _build
 from sandbox.toolbox import Toolbox
-from tests.conftest import component_bus, fail_on_violations
 from tests.fakes.media_server import SPEECH_RATE, FakeMedia, png
-from tests.fakes.openai_server import FakeOpenAI
+from tests.skills import scripted
 from tests.skills.artifacts import png_size
 from tests.skills.conftest import MEDIA_SKILLS, SKILLS
 from tests.skills.scripted import OUT, WS, Stack, bash, present, ran_cleanly, use_skill, write
 from tests.support.nats_users import SecuredServer
-from tests.support.runner import running_runner
-from tests.support.sandbox import BWRAP, running_broker
 
-pytestmark = [
-    pytest.mark.asyncio(loop_scope="module"),
-    pytest.mark.xdist_group("bwrap"),
-    pytest.mark.skipif(not BWRAP, reason="bubblewrap is not installed or cannot create namespaces here"),
-]
+pytestmark = scripted.SKILL_RUNS
 
 KEY = "sk-media-test"
 SCRIPTS = "/mnt/skills/public"
@@ -54,8 +44,6 @@ async def media() -> AsyncIterator[FakeMedia]:
 async def stack(
     nats_server: SecuredServer, tmp_path_factory: pytest.TempPathFactory, toolbox: Toolbox, media: FakeMedia
 ) -> AsyncIterator[Stack]:
-    tmp = tmp_path_factory.mktemp("media-skills")
-    users = nats_server.open_stack(f"t{uuid.uuid4().hex[:10]}", tmp / "data")
     environment = {
         "IMAGE_API_KEY": KEY,
         "IMAGE_API_BASE_URL": media.base_url,
@@ -65,40 +53,11 @@ async def stack(
         "VIDEO_API_KEY": KEY,
         "VIDEO_API_BASE_URL": media.base_url,
     }
-    try:
-        bus_config = BusConfig(
-            prefix=users.prefix, ack_wait_seconds=30, user=users.admin.user, password=users.admin.password
-        )
-        async with FakeOpenAI(api_key="sk-test") as model:
-            data = {
-                "bus": component_bus(bus_config, tmp / "data"),
-                "models": [
-                    {"name": "fake", "model": "fake-1", "api_key": "sk-test", "base_url": model.base_url}
-                ],
-                "memory": {"enabled": False},
-                "title": {"enabled": False},
-                "skills": {"path": str(SKILLS)},
-                "sandbox": {
-                    "provider": "bwrap",
-                    "command_timeout_seconds": 110,
-                    "cpu_seconds": 110,
-                    "allow_network": True,
-                    "environment": environment,
-                },
-            }
-            config = _build(AppConfig, data, "test config")
-            bus = await connect_and_provision(nats_server.url, bus_config, name="test")
-            try:
-                async with running_broker(nats_server.url, config), running_runner(nats_server.url, config):
-                    yield Stack(bus, model, config, toolbox)
-            finally:
-                await bus.close()
-                from llm.http import close_clients
-
-                await close_clients()
-        fail_on_violations(users, None)
-    finally:
-        users.close()
+    tmp = tmp_path_factory.mktemp("media-skills")
+    async with scripted.skill_stack(
+        nats_server, tmp, toolbox, allow_network=True, environment=environment
+    ) as stack:
+        yield stack
 
 
 def calls(media: FakeMedia, endpoint: str, since: int) -> list[dict[str, object]]:

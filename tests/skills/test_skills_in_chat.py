@@ -3,44 +3,33 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
+import pytest
 
-from channels.telegram import run as run_telegram
 from config import AppConfig
 from sandbox.toolbox import Toolbox
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
 from tests.skills.artifacts import open_document
 from tests.skills.conftest import SKILLS
-from tests.support.adapters import adapter_stack
 
 DECK = "/mnt/user-data/workspace/deck.json"
 PPTX = "/mnt/user-data/outputs/launch-plan.pptx"
 
 
-@pytest_asyncio.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str, telegram: FakeTelegram, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[AppConfig]:
+@pytest.fixture(autouse=True)
+def shipped_skills(config_data: dict[str, Any]) -> None:
     config_data["skills"] = {"path": str(SKILLS)}
-    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, run_telegram) as config:
-        await telegram.wait_for("getMe")
-        yield config
 
 
 async def test_the_ppt_generation_command_in_telegram_sends_the_deck_back_as_a_pptx_file(
-    telegram: FakeTelegram, fake_model: FakeOpenAI, stack: AppConfig, toolbox: Toolbox, tmp_path: Path
+    telegram: FakeTelegram,
+    fake_model: FakeOpenAI,
+    telegram_stack: AppConfig,
+    toolbox: Toolbox,
+    tmp_path: Path,
 ) -> None:
     outline = {
         "title": "Launch plan",

@@ -1,24 +1,43 @@
 """A chat platform's whole path for tests of several packages: runner, sandbox broker, router and
-the adapter under test (`adapter_stack`), and the fake Bot API, the fake Discord and the fake Teams
-as fixtures (`telegram`, `discord`, `teams`)."""
+the adapter under test (`adapter_stack`, or the `start_adapter` fixture that binds it to the test's
+server and config); the Telegram, Slack and Teams stacks (`telegram_stack`, `slack_stack`,
+`teams_stack`); and the fake platforms as fixtures (`telegram`, `discord`, `slack`, `feishu`,
+`dingtalk`, `wecom`, `wechat`, `teams`)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
+import pytest
 import pytest_asyncio
 
 from bus import Bus
+from channels.msteams import run as run_msteams
+from channels.slack import run as run_slack
+from channels.telegram import run as run_telegram
 from config import AppConfig
 from tests.conftest import running_component
+from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.msteams_server import FakeTeams
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
+from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.wechat_server import FakeWeChat
+from tests.fakes.wecom_server import FakeWeCom
 from tests.support.chat import running_router
+from tests.support.fakes import fake_fixture
+from tests.support.ports import free_port
 from tests.support.runner import running_runner
 from tests.support.sandbox import running_broker
+
+Fake = TypeVar("Fake")
+Entry = Callable[[Bus, AppConfig], Awaitable[None]]
 
 
 @contextlib.asynccontextmanager
@@ -28,7 +47,7 @@ async def adapter_stack(
     app_config: Callable[[], AppConfig],
     platform: str,
     settings: dict[str, Any],
-    entry: Callable[[Bus, AppConfig], Awaitable[None]] | None,
+    entry: Entry | None,
     channels: dict[str, Any] | None = None,
 ) -> AsyncIterator[AppConfig]:
     """The whole path for one platform, with fast partial updates and the local sandbox.
@@ -51,22 +70,79 @@ async def adapter_stack(
         yield config
 
 
-@pytest_asyncio.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    """The fake Bot API the Telegram adapter talks to."""
-    async with FakeTelegram() as fake:
-        yield fake
+class StartAdapter(Protocol):
+    """`adapter_stack` on the test's server and config (the `start_adapter` fixture)."""
+
+    def __call__(
+        self,
+        platform: str,
+        settings: dict[str, Any],
+        entry: Entry | None,
+        channels: dict[str, Any] | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[AppConfig]: ...
+
+
+@pytest.fixture
+def start_adapter(
+    nats_url: str, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> StartAdapter:
+    """`start_adapter(platform, settings, entry)`: the whole path for one platform (`adapter_stack`)."""
+    return functools.partial(adapter_stack, nats_url, config_data, app_config)
+
+
+telegram = fake_fixture(FakeTelegram, "The fake Bot API the Telegram adapter talks to.")
+discord = fake_fixture(FakeDiscord, "The fake Discord (REST API and Gateway) the Discord adapter talks to.")
+slack = fake_fixture(FakeSlack, "The fake Slack (Web API and Socket Mode) the Slack adapter talks to.")
+feishu = fake_fixture(FakeFeishu, "The fake Feishu (open API and long connection).")
+dingtalk = fake_fixture(FakeDingTalk, "The fake DingTalk (open API and Stream mode).")
+wecom = fake_fixture(FakeWeCom, "The fake WeCom (its API, and the client calling the adapter's callback).")
+wechat = fake_fixture(FakeWeChat, "The fake WeChat official account (its API and callback client).")
+teams = fake_fixture(
+    FakeTeams, "The fake Teams (token service, signing keys, Bot Connector) the Teams adapter talks to."
+)
+
+
+def the_agent_read(fake_model: FakeOpenAI, upload: str, content: str) -> None:
+    """The message's upload was named to the model, which read `content` from it next."""
+    assert f"/mnt/user-data/uploads/{upload}" in unfenced(
+        fake_model.agent_requests[0]["messages"][-1]["content"]
+    )
+    assert unfenced(fake_model.agent_requests[1]["messages"][-1]["content"]) == content
+
+
+def file_in_file_out(upload: str, output: str, content: str, answer: str) -> list[Reply]:
+    """The model's turns when a user sends a file and gets one back: it reads the upload (named
+    `upload`), writes `content` to the output `output`, presents it, and answers `answer`."""
+    written = f"/mnt/user-data/outputs/{output}"
+    return [
+        Reply(tool_calls=[ToolCall("read_file", {"path": f"/mnt/user-data/uploads/{upload}"})]),
+        Reply(tool_calls=[ToolCall("write_file", {"path": written, "content": content})]),
+        Reply(tool_calls=[ToolCall("present_files", {"filepaths": [written]})]),
+        Reply(text=answer),
+    ]
 
 
 @pytest_asyncio.fixture
-async def discord() -> AsyncIterator[FakeDiscord]:
-    """The fake Discord (REST API and Gateway) the Discord adapter talks to."""
-    async with FakeDiscord() as fake:
-        yield fake
+async def telegram_stack(telegram: FakeTelegram, start_adapter: StartAdapter) -> AsyncIterator[AppConfig]:
+    """A runner, a router and the Telegram adapter polling the fake, up and answering."""
+    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
+    async with start_adapter("telegram", settings, run_telegram) as config:
+        await telegram.wait_for("getMe")
+        yield config
 
 
 @pytest_asyncio.fixture
-async def teams() -> AsyncIterator[FakeTeams]:
-    """The fake Teams (token service, signing keys, Bot Connector) the Teams adapter talks to."""
-    async with FakeTeams() as fake:
-        yield fake
+async def teams_stack(teams: FakeTeams, start_adapter: StartAdapter) -> AsyncIterator[AppConfig]:
+    """A runner, a router and the Teams adapter serving its messaging endpoint, its token fetched."""
+    async with start_adapter("msteams", teams.settings(free_port()), run_msteams) as config:
+        await teams.wait_for("token")
+        yield config
+
+
+@pytest_asyncio.fixture
+async def slack_stack(slack: FakeSlack, start_adapter: StartAdapter) -> AsyncIterator[AppConfig]:
+    """A runner, a router and the Slack adapter connected to the fake over Socket Mode."""
+    settings = {"bot_token": "xoxb-test", "app_token": "xapp-test", "base_url": slack.base_url}
+    async with start_adapter("slack", settings, run_slack) as config:
+        await asyncio.wait_for(slack.connected.wait(), 20)
+        yield config

@@ -1,4 +1,5 @@
-"""`antler up` as a user starts it, for whole-product and fault tests: a child process in its own directory.
+"""`antler up` as a user starts it, for whole-product and fault tests: a child process in its own directory
+(`up_in` runs one for a block; `antler_in` runs another command there; `answer_to` asks its API).
 
 Its stdout and stderr go to files in that directory (a pipe nobody reads would fill up and block
 its logging; its runner children inherit the same stderr). Its console shows only its own status
@@ -16,10 +17,15 @@ import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+import httpx
+
 from tests.conftest import REPO
+from tests.fakes.openai_server import FakeOpenAI
 from tests.support.nats_users import logged_violations
 from tests.support.processes import Proc, descendants
 
@@ -223,3 +229,49 @@ class AntlerUp:
             if handle is not None:
                 handle.close()
         self._out = self._err = None
+
+
+@contextlib.asynccontextmanager
+async def up_in(workdir: Path, env: dict[str, str] | None = None) -> AsyncIterator[AntlerUp]:
+    """`antler up` in `workdir` (which holds its config.yaml) as the installed command starts it
+    (`-P`: the directory's own packages are not first on its sys.path), with two runners; stopped
+    with Ctrl-C after the block: it must exit cleanly, and nats-server must have refused none of it."""
+    up = AntlerUp(workdir, python_flags=("-P",))
+    try:
+        await up.start(runners=2, env=env)
+        yield up
+        code = await up.stop(60)  # Ctrl-C
+        assert code == 0, f"antler up did not stop cleanly on SIGINT ({code}):\n{up.tail()}"
+    finally:
+        await up.kill_all()
+    assert up.violations() == []
+
+
+@dataclass
+class UpStack:
+    """A module's `antler up`, its scripted model and its gateway's URL."""
+
+    up: AntlerUp
+    model: FakeOpenAI
+    gateway: str
+
+
+async def antler_in(cwd: Path, *args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+    """`antler ...` in `cwd` as the installed command starts (`-P`), stdout and stderr piped."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-P", "-m", "antler", *args,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+
+
+async def answer_to(http: httpx.AsyncClient, text: str) -> str:
+    """What a run of `text` (on no thread) answers through the API's `/runs/wait`."""
+    reply = await http.post(
+        "/runs/wait",
+        json={"assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": text}]}},
+    )
+    return str(reply.json()["messages"][-1]["content"])

@@ -1,10 +1,14 @@
-"""A chat router and a channel as a script or adapter sees it: publish user messages, collect replies."""
+"""A chat router (alone, or with a runner: `router_stack`) and a channel as a script or adapter sees
+it: publish user messages, collect replies."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
+
+import pytest_asyncio
 
 from bus import Bus, decode
 from bus.chat_partitions import publish_inbound
@@ -15,10 +19,19 @@ from bus.messages import (
 from channels.router import run as run_router
 from config import AppConfig
 from tests.conftest import running_component
+from tests.support.runner import running_runner
 
 
 def running_router(nats_url: str, config: AppConfig) -> contextlib.AbstractAsyncContextManager[Bus]:
     return running_component(nats_url, config, run_router, "router")
+
+
+@pytest_asyncio.fixture
+async def router_stack(nats_url: str, app_config: Callable[[], AppConfig]) -> AsyncIterator[AppConfig]:
+    """A runner and a router on the test's config (as the test has set it by then)."""
+    config = app_config()
+    async with running_runner(nats_url, config), running_router(nats_url, config):
+        yield config
 
 
 class Chat:
@@ -53,3 +66,10 @@ class Chat:
             reply = await asyncio.wait_for(self.replies.get(), timeout)
             if reply.kind != "partial":
                 return reply
+
+
+async def answer_in_chat(bus: Bus, text: str, **kw: Any) -> OutboundMessage:
+    """Say `text` in a chat (`Chat.say`'s keywords) and wait for its final reply."""
+    async with Chat(bus) as chat:
+        await chat.say(text, **kw)
+        return await chat.final()

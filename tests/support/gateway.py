@@ -1,5 +1,5 @@
 """The gateway in a test's process, its settings and the stack config the gateway tests (and the
-access tests) share: tokens tok-ana (an admin) and tok-bob."""
+access tests) share: tokens tok-ana (an admin) and tok-bob; and reading its SSE streams."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -70,3 +71,17 @@ async def stack_config(
         "skills": {"path": str(skills_dir(tmp_path))},
     }
     return _build(AppConfig, data, "test config")
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
+    """(id, event name) of each event of an SSE response that has an id, as they come."""
+    event_id = event = None
+    async for line in response.aiter_lines():
+        if line.startswith("id: "):
+            event_id = line[4:]
+        elif line.startswith("event: "):
+            event = line[7:]
+        elif line == "":
+            if event_id:
+                yield event_id, event or ""
+            event_id = event = None

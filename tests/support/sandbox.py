@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from bus import Bus
+from bus import Bus, NoResponders
+from bus.messages import ExecReply, ExecRequest
 from config import AppConfig
 from sandbox import bwrap_works
 from sandbox.broker import run as run_broker
@@ -40,3 +41,17 @@ def running_broker(nats_url: str, config: AppConfig) -> contextlib.AbstractAsync
         await until_answering(bus.subjects.sandbox("list_dir"), bus, task)
 
     return running_component(nats_url, config, run_broker, "broker", ready)
+
+
+async def exec_once_up(bus: Bus, thread_id: str, command: str = "echo hi") -> ExecReply:
+    """`command` run by the sandbox broker, asked until one answers (one starting in a child
+    process, say): its reply. Fails after 30 s without a broker."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while True:
+        try:
+            request = ExecRequest(thread_id=thread_id, command=command)
+            return await bus.request(bus.subjects.sandbox("exec"), request, ExecReply, timeout=10)
+        except NoResponders:
+            assert loop.time() < deadline, "the sandbox broker never answered"
+            await asyncio.sleep(0.05)

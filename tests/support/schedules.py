@@ -76,3 +76,11 @@ def said(telegram: FakeTelegram, chat_id: int, text: str) -> bool:
         and text in str(params.get("text", ""))
         for method, params in telegram.calls
     )
+
+
+async def reply_to(
+    telegram: FakeTelegram, chat_id: int, text: str, shown: str, timeout: float = 20.0
+) -> None:
+    """The user writes `text` in the Telegram chat and the bot shows `shown` there."""
+    telegram.send_user_message(text, chat_id=chat_id)
+    await telegram.wait(lambda: said(telegram, chat_id, shown), timeout)

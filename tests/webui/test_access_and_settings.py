@@ -13,6 +13,7 @@ from playwright.async_api import expect
 
 from tests.fakes.openai_server import Reply
 from tests.webui.conftest import PHONE, UI_TESTS, OpenPage, Stack
+from tests.webui.pages import send
 
 pytestmark = UI_TESTS
 
@@ -65,8 +66,7 @@ async def test_a_token_is_asked_for_once_and_kept(
 async def test_a_second_user_cannot_see_the_first_users_threads(open_page: OpenPage, stack: Stack) -> None:
     stack.model.script(Reply(text="Only for ana."))
     ana = await open_page(user="ana")
-    await ana.locator("#input").fill("ana's secret plans")
-    await ana.locator("#send").click()
+    await send(ana, "ana's secret plans")
     await expect(ana.locator(".msg-ai .md")).to_have_text("Only for ana.")
     await expect(ana.locator(".thread-title")).to_contain_text(["Chat about ana's secret plans"])
     thread_id = ana.url.split("#/t/", 1)[1]
@@ -85,8 +85,7 @@ async def test_thread_list_search_rename_and_delete(open_page: OpenPage, stack: 
     page = await open_page(user="bob")
     for text in ("about elk", "about moose"):
         await page.locator("#new-chat").click()
-        await page.locator("#input").fill(text)
-        await page.locator("#send").click()
+        await send(page, text)
         await expect(page.locator(".thread-title", has_text=text)).to_have_count(1)
     titles = page.locator(".thread-title")
     await page.locator("#thread-search").fill("moose")

@@ -6,6 +6,7 @@ from playwright.async_api import expect
 
 from tests.fakes.openai_server import Reply
 from tests.webui.conftest import UI_TESTS, OpenPage, Stack
+from tests.webui.pages import send
 
 pytestmark = UI_TESTS
 
@@ -38,8 +39,7 @@ async def test_the_first_admin_is_made_in_the_page_then_signs_out_and_in_and_cha
 
     # Starting a run is a state-changing request: it passes the gateway's CSRF check.
     stack.model.script(Reply(text="Signed in and answering."))
-    await page.locator("#input").fill("hello as an account")
-    await page.locator("#send").click()
+    await send(page, "hello as an account")
     await expect(page.locator(".msg-ai .md")).to_have_text("Signed in and answering.")
     await page.reload()
     await expect(page.locator("#app")).to_be_visible()  # the session cookie keeps us in

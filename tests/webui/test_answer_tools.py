@@ -9,6 +9,7 @@ from playwright.async_api import expect
 
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.webui.conftest import PHONE, UI_TESTS, OpenPage, Stack
+from tests.webui.pages import send
 
 pytestmark = UI_TESTS
 
@@ -21,8 +22,7 @@ async def test_an_answer_and_its_code_block_can_be_copied_and_the_code_names_its
     stack.model.script(Reply(text=ANSWER))
     page = await open_page()
     await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
-    await page.locator("#input").fill("show me code")
-    await page.locator("#send").click()
+    await send(page, "show me code")
     answer = page.locator(".msg-ai").last
     await expect(answer.locator(".code-lang")).to_have_text("python")
     await answer.get_by_role("button", name="Copy code").click()
@@ -37,8 +37,7 @@ async def test_follow_up_suggestions_show_under_the_answer_and_one_click_asks_it
 ) -> None:
     stack.model.script(Reply(text="Deer live in herds."), Reply(text="There are three herds."))
     page = await open_page()
-    await page.locator("#input").fill("tell me about deer")
-    await page.locator("#send").click()
+    await send(page, "tell me about deer")
     chips = page.locator(".suggestions .suggestion")
     await expect(chips).to_have_text(["How many herds are there?", "Where do deer sleep?"])
     await chips.first.click()
@@ -55,8 +54,7 @@ async def test_questions_show_when_they_were_sent_and_answers_their_token_usage(
 ) -> None:
     stack.model.script(Reply(text="One two three four five."))
     page = await open_page()
-    await page.locator("#input").fill("count to five")
-    await page.locator("#send").click()
+    await send(page, "count to five")
     await expect(page.locator(".msg-ai > .md")).to_have_text("One two three four five.")
     for _ in range(2):  # live, and from the thread's history after a reload
         await expect(page.locator(".msg-human .msg-time")).to_have_text(re.compile(r"\d{1,2}:\d{2}"))
@@ -76,11 +74,9 @@ async def test_an_opened_tool_step_shows_its_result_above_the_composer(
     )
     page = await open_page()
     # a conversation long enough that the newest step sits at the bottom, just above the composer
-    await page.locator("#input").fill("tell me a lot")
-    await page.locator("#send").click()
+    await send(page, "tell me a lot")
     await expect(page.locator(".msg-ai > .md")).to_contain_text(["Paragraph 39 about deer."])
-    await page.locator("#input").fill("run the lines")
-    await page.locator("#send").click()
+    await send(page, "run the lines")
     await expect(page.locator(".msg-ai > .md").last).to_have_text("Ran it.")
     step = page.locator(".step[data-tool=bash]")
     await step.locator("summary").click()
@@ -96,8 +92,7 @@ async def test_an_opened_tool_step_shows_its_result_above_the_composer(
 async def test_files_shows_only_when_the_thread_has_files(open_page: OpenPage, stack: Stack) -> None:
     stack.model.script(Reply(text="No files here."))
     page = await open_page()
-    await page.locator("#input").fill("just talk")
-    await page.locator("#send").click()
+    await send(page, "just talk")
     await expect(page.locator(".msg-ai > .md")).to_have_text("No files here.")
     await expect(page.locator("#open-artifacts")).to_be_hidden()
     await page.reload()
@@ -130,8 +125,7 @@ async def test_a_python_block_is_coloured_and_labelled_and_an_unknown_language_s
         "window.__csp = []; document.addEventListener('securitypolicyviolation',"
         " (e) => window.__csp.push(e.violatedDirective))"
     )
-    await page.locator("#input").fill("code in two languages")
-    await page.locator("#send").click()
+    await send(page, "code in two languages")
     answer = page.locator(".msg-ai").last
     python, unknown = answer.locator(".code").first, answer.locator(".code").last
     await expect(answer.locator(".code")).to_have_count(2)

@@ -8,6 +8,7 @@ from playwright.async_api import expect
 
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.webui.conftest import UI_TESTS, OpenPage, Stack
+from tests.webui.pages import send
 
 pytestmark = UI_TESTS
 
@@ -19,12 +20,10 @@ async def test_a_message_typed_while_an_answer_streams_is_queued_then_sent(
     stack.model.script(Reply(text="First answer.", hold=hold), Reply(text="Second answer."))
     try:
         page = await open_page()
-        await page.locator("#input").fill("first question")
-        await page.locator("#input").press("Enter")
+        await send(page, "first question", enter=True)
         await expect(page.locator("#stop")).to_be_visible()
         # typed and sent with Enter while the first answer is being written: kept, shown as queued
-        await page.locator("#input").fill("second question")
-        await page.locator("#input").press("Enter")
+        await send(page, "second question", enter=True)
         await expect(page.locator("#queued .queued-text")).to_have_text("second question")
         await expect(page.locator("#input")).to_have_value("")
         hold.set()
@@ -41,11 +40,9 @@ async def test_a_queued_message_can_be_taken_back_to_the_composer(open_page: Ope
     stack.model.script(Reply(text="Only answer.", hold=hold))
     try:
         page = await open_page()
-        await page.locator("#input").fill("a question")
-        await page.locator("#input").press("Enter")
+        await send(page, "a question", enter=True)
         await expect(page.locator("#stop")).to_be_visible()
-        await page.locator("#input").fill("on second thought")
-        await page.locator("#input").press("Enter")
+        await send(page, "on second thought", enter=True)
         await page.get_by_role("button", name="Edit the queued message").click()
         await expect(page.locator("#queued .queued-item")).to_have_count(0)
         await expect(page.locator("#input")).to_have_value("on second thought")
@@ -63,8 +60,7 @@ async def test_a_failed_tool_step_shows_as_failed(open_page: OpenPage, stack: St
         Reply(text="I may not read that."),
     )
     page = await open_page()
-    await page.locator("#input").fill("read the shadow file")
-    await page.locator("#send").click()
+    await send(page, "read the shadow file")
     await expect(page.locator(".msg-ai .md")).to_have_text("I may not read that.")
     step = page.locator(".step[data-tool=read_file]")
     await expect(step).to_have_class("step step-error")
@@ -91,8 +87,7 @@ async def test_stop_keeps_the_partial_answer_with_a_marker_also_after_a_reload(
     words = " ".join(f"word{n}" for n in range(400))
     stack.model.script(Reply(text=f"Partial {words}", chunk_delay=0.05))
     page = await open_page()
-    await page.locator("#input").fill("write a lot")
-    await page.locator("#send").click()
+    await send(page, "write a lot")
     await expect(page.locator(".msg-ai.streaming")).to_contain_text("word3")
     await page.locator("#stop").click()
     await expect(page.locator("#stop")).to_be_hidden()
@@ -107,8 +102,7 @@ async def test_stop_keeps_the_partial_answer_with_a_marker_also_after_a_reload(
     await expect(page.locator(".run-error")).to_have_count(0)
     # the conversation goes on: the stopped answer stays under its question, above the next turn
     stack.model.script(Reply(text="A short one."))
-    await page.locator("#input").fill("shorter please")
-    await page.locator("#send").click()
+    await send(page, "shorter please")
     await expect(page.locator(".msg-ai > .md").last).to_have_text("A short one.")
     await expect(page.locator("#stop")).to_be_hidden()  # the run is over (no "Working" dots below)
     order = await page.locator("#messages > .msg").evaluate_all(
@@ -124,8 +118,7 @@ async def test_a_model_down_error_names_the_picked_model_and_stays_after_a_reloa
 ) -> None:
     stack.model.script(*[Reply(text="upstream overloaded", status=503)] * 5)  # every try (model_calls)
     page = await open_page()
-    await page.locator("#input").fill("are you there")
-    await page.locator("#send").click()
+    await send(page, "are you there")
     error = page.locator(".run-error")
     await expect(error).to_contain_text("the model 'Fake model' could not be reached")
     await expect(error).not_to_contain_text("fake-1")
@@ -155,11 +148,9 @@ async def test_plan_and_subagent_cards_sit_where_they_happened_with_the_latest_p
     page = await open_page()
     await page.locator("label", has_text="Plan").click()
     await page.locator("label", has_text="Subagents").click()
-    await page.locator("#input").fill("count the herd")
-    await page.locator("#send").click()
+    await send(page, "count the herd")
     await expect(page.locator(".msg-ai > .md")).to_have_text(["The herd has twelve deer."])
-    await page.locator("#input").fill("thanks")
-    await page.locator("#send").click()
+    await send(page, "thanks")
     await expect(page.locator(".msg-ai > .md")).to_have_text(
         ["The herd has twelve deer.", "You are welcome."]
     )
@@ -189,8 +180,7 @@ async def test_a_stopped_answer_keeps_its_subagent_card_after_a_reload(
     try:
         page = await open_page()
         await page.locator("label", has_text="Subagents").click()
-        await page.locator("#input").fill("delegate the south count")
-        await page.locator("#send").click()
+        await send(page, "delegate the south count")
         card = page.locator(".task")
         await expect(card.locator(".task-desc")).to_have_text("count the south herd")
         await page.locator("#stop").click()
@@ -213,8 +203,7 @@ async def test_a_rate_limited_model_shows_retrying_until_it_answers(
     stack.model.script(Reply(text="Back again.", hold=hold))
     try:
         page = await open_page()
-        await page.locator("#input").fill("are you busy")
-        await page.locator("#send").click()
+        await send(page, "are you busy")
         notice = page.locator(".model-retry")
         await expect(notice).to_have_text("The model is busy; retrying (2/5) in 1s…")
         hold.set()

@@ -9,9 +9,8 @@ from typing import Any
 import httpx
 from playwright.async_api import Page, expect
 
-from tests.fakes.openai_server import Reply
 from tests.webui.conftest import UI_TESTS, OpenPage, Stack
-from tests.webui.pages import send, thread_of
+from tests.webui.pages import send, thread_of, two_answered_messages
 
 pytestmark = UI_TESTS
 
@@ -90,18 +89,10 @@ async def test_every_command_help_lists_is_answered_here_and_none_reaches_the_mo
 async def test_compact_and_schedule_typed_in_the_box_do_what_they_say(
     open_page: OpenPage, stack: Stack, screenshots: Path
 ) -> None:
-    stack.model.script(
-        Reply(text="Blue it is.", when="colour is blue"),
-        Reply(text="Lisbon, lovely.", when="town is Lisbon"),
-    )
     page = await open_page()
-    await send(page, "My colour is blue")
-    await expect(page.locator(".msg-ai .md")).to_have_text(["Blue it is."])
-    await send(page, "My town is Lisbon")
-    await expect(page.locator(".msg-ai .md")).to_have_text(["Blue it is.", "Lisbon, lovely."])
+    await two_answered_messages(page, stack.model)
     thread = thread_of(page)
 
-    stack.model.script(Reply(text="- The user's colour is blue.", when="Context Extraction Assistant"))
     await command(page, "/compact")
     await expect(page.locator(".msg-note").last).to_contain_text("Compacted: 2 earlier message(s)")
     await expect(page.locator(".msg-summary summary")).to_have_text("Summary of earlier messages")

@@ -4,29 +4,15 @@ from __future__ import annotations
 
 from playwright.async_api import expect
 
-from tests.fakes.openai_server import Reply
 from tests.webui.conftest import UI_TESTS, OpenPage, Stack
+from tests.webui.pages import two_answered_messages
 
 pytestmark = UI_TESTS
 
 
-async def send(page, text: str) -> None:  # type: ignore[no-untyped-def]
-    await page.locator("#input").fill(text)
-    await page.locator("#send").click()
-
-
 async def test_compact_folds_the_older_messages_into_a_summary(open_page: OpenPage, stack: Stack) -> None:
-    stack.model.script(
-        Reply(text="Blue it is.", when="colour is blue"),
-        Reply(text="Lisbon, lovely.", when="town is Lisbon"),
-    )
     page = await open_page()
-    await send(page, "My colour is blue")
-    await expect(page.locator(".msg-ai .md")).to_have_text(["Blue it is."])
-    await send(page, "My town is Lisbon")
-    await expect(page.locator(".msg-ai .md")).to_have_text(["Blue it is.", "Lisbon, lovely."])
-
-    stack.model.script(Reply(text="- The user's colour is blue.", when="Context Extraction Assistant"))
+    await two_answered_messages(page, stack.model)
     await page.locator("#compact").click()
     summary = page.locator(".msg-summary")
     await expect(summary.locator("summary")).to_have_text("Summary of earlier messages")

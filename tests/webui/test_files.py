@@ -7,10 +7,11 @@ import struct
 import zlib
 from pathlib import Path
 
-from playwright.async_api import Page, expect
+from playwright.async_api import expect
 
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.webui.conftest import UI_TESTS, OpenPage, Stack
+from tests.webui.pages import send
 
 pytestmark = UI_TESTS
 
@@ -28,11 +29,6 @@ def tiny_png() -> bytes:
 
 
 REPORT = "# Herd report\n\nTwelve deer."
-
-
-async def send(page: Page, text: str) -> None:
-    await page.locator("#input").fill(text)
-    await page.locator("#send").click()
 
 
 async def test_a_file_picked_in_a_new_chat_is_uploaded_and_the_agent_reads_it(

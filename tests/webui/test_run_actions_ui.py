@@ -14,6 +14,7 @@ from bus import Bus
 from bus.chat_partitions import chat_partitions
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.webui.conftest import UI_TESTS, OpenPage, Stack
+from tests.webui.pages import send
 
 pytestmark = UI_TESTS
 
@@ -21,8 +22,7 @@ pytestmark = UI_TESTS
 async def test_regenerate_thumbs_up_edit_and_branch(open_page: OpenPage, stack: Stack) -> None:
     stack.model.script(Reply(text="Paris, first try.", when="France"))
     page = await open_page()
-    await page.locator("#input").fill("capital of France?")
-    await page.locator("#input").press("Enter")
+    await send(page, "capital of France?", enter=True)
     answers = page.locator(".msg-ai > .md")
     await expect(answers).to_have_text(["Paris, first try."])
 
@@ -75,8 +75,7 @@ async def test_subagent_cards_and_tool_steps_survive_reloads_and_the_live_logs_e
     try:
         page = await open_page()
         await page.locator("label", has_text="Subagents").click()
-        await page.locator("#input").fill("count the south herd")
-        await page.locator("#send").click()
+        await send(page, "count the south herd")
         card = page.locator(".task")
         await expect(card.locator(".task-desc")).to_have_text("count the south herd")
         await page.reload()  # mid-run: the card comes back from the run's log
@@ -112,8 +111,7 @@ async def test_the_icons_are_drawn_not_taken_from_a_font(
     SVG of its own, and no button's text is a pictograph."""
     stack.model.script(Reply(text="Icons, drawn.", when="ICON-MARK"))
     page = await open_page()
-    await page.locator("#input").fill("ICON-MARK show me")
-    await page.locator("#input").press("Enter")
+    await send(page, "ICON-MARK show me", enter=True)
     # Each is drawn at a size one can see (the foot is redrawn once the run is known: wait for it).
     await page.wait_for_function(
         """() => ["Regenerate this answer", "Branch from here", "Good answer", "Bad answer"].every((name) => {
