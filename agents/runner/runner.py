@@ -89,7 +89,7 @@ class Runner:
             config,
             checkpointer,
             extra_tools=self.tools.own,
-            task_tool=self.tools.task,
+            task_tools=self.tools.task,
             calls=self.calls,
             files=files,
         )

@@ -120,6 +120,8 @@ from bus.messages.schedules import (
     TaskChat,
 )
 from bus.messages.subagents import (
+    BackgroundReport,
+    BackgroundTask,
     ComponentReady,
     SubagentCancel,
     SubagentProgress,
@@ -167,6 +169,7 @@ ENVELOPES: dict[str, type[Envelope]] = {
         SubagentResult,
         SubagentProgress,
         SubagentCancel,
+        BackgroundTask,
         ComponentReady,
         MemoryUpdate,
         MemoryDocument,
@@ -222,6 +225,8 @@ __all__ = [
     "MAX_OBJECTIVE_CHARS",
     "AgentDefinition",
     "ApprovalExpiry",
+    "BackgroundReport",
+    "BackgroundTask",
     "ChatBinding",
     "ChatButton",
     "ChatOrigin",
