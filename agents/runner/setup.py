@@ -114,6 +114,7 @@ async def ready_to_run(
             assistant_id=request.assistant_id,
             config=request.config,
             context=request.context,
+            metadata=request.metadata,
             stream_mode=request.stream_mode,
             origin=request.origin,
         ),

@@ -84,7 +84,11 @@ def report_run(task: SubagentTask, result: SubagentResult) -> RunRequest:
         input={"messages": [message]},
         config={**report.config, "configurable": configurable},
         context=report.context,
-        metadata={"background_task": {"task_id": task.task_id, "parent_run_id": task.parent_run_id}},
+        # The parent's metadata: a chat run's `origin` there is where the router answers.
+        metadata={
+            **{k: v for k, v in report.metadata.items() if k != "goal"},
+            "background_task": {"task_id": task.task_id, "parent_run_id": task.parent_run_id},
+        },
         stream_mode=report.stream_mode,
         origin=report.origin,
     )

@@ -26,6 +26,7 @@ class BackgroundReport(BaseModel):
     assistant_id: str = "lead_agent"
     config: dict[str, Any] = Field(default_factory=dict)
     context: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
     stream_mode: list[str] = Field(default_factory=lambda: ["values"])
     origin: ChatOrigin | None = None
 
