@@ -24,7 +24,7 @@ from agents.graph.lead import AgentCache
 from agents.runner.active_run import ActiveRun
 from agents.runner.endings import end_given_up, end_refused_request, ensure_ended
 from agents.runner.event_log import EventLog, request_chat
-from agents.runner.steering import hold_for_waiting_thread, steer_into_active_run
+from agents.runner.steering import steer
 from agents.runner.steps import RunSteps
 from agents.runner.thread_claims import Outcome, ThreadClaims
 from agents.runner.toolset import RunnerTools
@@ -254,13 +254,9 @@ class Runner:
     ) -> None:
         request = run.request
         if request.multitask_strategy == MultitaskStrategy.STEER:
-            steered = await steer_into_active_run(self.bus, self.threads, run)
+            steered = await steer(self.bus, self.threads, run)
             if steered is not None:
-                await self.steps.steered(run, steered)
-                return
-            waiting = await hold_for_waiting_thread(self.threads, run)
-            if waiting is not None:
-                await self.steps.steered(run, waiting, waiting=True)
+                await self.steps.steered(run, *steered)
                 return
         just_read = [known[0]]  # the first check before taking the thread needs no second read
         claim = await self.claims.take(

@@ -45,7 +45,11 @@ pytestmark = pytest.mark.asyncio
 
 
 @pytest_asyncio.fixture
-async def stack(nats_url: str, app_config: Callable[[], AppConfig]) -> AsyncIterator[AppConfig]:
+async def stack(
+    nats_url: str, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> AsyncIterator[AppConfig]:
+    # Each message its own answer, after the one before (chats steer by default).
+    config_data["channels"] = {"multitask_strategy": "enqueue"}
     config = app_config()
     async with running_runner(nats_url, config), running_router(nats_url, config):
         yield config

@@ -51,7 +51,7 @@ async def test_a_router_killed_mid_stream_delivers_every_reply_once_and_whole(
     app_config: Callable[[], AppConfig],
     config_file: Callable[[], Path],
 ) -> None:
-    config_data["channels"] = {"stream_update_seconds": 0.05}
+    config_data["channels"] = {"stream_update_seconds": 0.05, "multitask_strategy": "enqueue"}
     config = app_config()
     path = config_file()
     words = " ".join(f"w{i}" for i in range(30))
