@@ -278,7 +278,9 @@ class SubagentExecutor:
         a background task's cancel was asked for while it waited for an executor."""
         if task.background is not None:
             record = await background.record_of(self.bus, task)
-            return "cancelled on request" if record and record.cancel_requested_at else None
+            if record is None:
+                return "its thread was deleted"
+            return "cancelled on request" if record.cancel_requested_at else None
         assert self.runs is not None
         parent = await self.runs.get(task.parent_run_id)
         if parent is not None and parent.status.finished:

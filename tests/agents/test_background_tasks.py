@@ -4,6 +4,7 @@ tools, and the task's outcome comes back to the thread as a run of its own once 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -13,9 +14,17 @@ import pytest_asyncio
 
 from agents.subagents.background import report_run_id
 from bus import Bus
-from bus.messages import RunRecord, SubagentTask
+from bus.messages import (
+    RunRecord,
+    SubagentResult,
+    SubagentTask,
+    ThreadDeleteReply,
+    ThreadDeleteRequest,
+    ThreadRecord,
+)
 from bus.records import RecordStore
 from bus.runs import collect_run, submit_run
+from bus.service import call
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.runner import running_runner
@@ -137,3 +146,39 @@ async def test_a_background_task_outlives_a_restart_of_its_executor_and_runner(
         report = await collect_run(bus, report_of(first.run_id, "call_late", "t-late"), timeout=90)
     never.set()
     assert final_text(report) == "The sum came back: 4."
+
+
+async def test_deleting_the_thread_stops_its_background_task_and_nothing_reports_into_it(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    never = asyncio.Event()
+    fake_model.script(
+        Reply(tool_calls=[task_call("call_gone", "Index the archive", run_in_background=True)], when="Index"),
+        Reply(text="Indexing in the background.", when="Started background task"),
+        Reply(text="never", when="Index the archive", hold=never),
+    )
+    first = delegate("t-bg-deleted", "Index everything")
+    await submit_run(bus, first)
+    assert final_text(await collect_run(bus, first.run_id)) == "Indexing in the background."
+    await fake_model.wait_until(lambda: fake_model.holding == 1)
+    gone = await call(
+        bus, "threads", "delete", ThreadDeleteRequest(thread_id="t-bg-deleted"), ThreadDeleteReply, timeout=15
+    )
+    assert gone.deleted
+    # The subagent stops at once (its model call still held), and its outcome says why.
+    results = await bus.kv(bus.subjects.subagent_results_bucket)
+    key = SubagentResult.key(first.run_id, "call_gone-t1")
+    async with asyncio.timeout(20):
+        while True:
+            with contextlib.suppress(Exception):
+                entry = await results.get(key)
+                if entry.value:
+                    break
+            await asyncio.sleep(0.05)  # polling the results bucket for the outcome
+    outcome = SubagentResult.model_validate_json(entry.value or b"{}")
+    assert (outcome.status, outcome.error) == ("cancelled", "its thread was deleted")
+    runs = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    assert await runs.get(report_of(first.run_id, "call_gone", "t-bg-deleted")) is None
+    threads = RecordStore(await bus.kv(bus.subjects.threads_bucket), ThreadRecord)
+    assert await threads.get("t-bg-deleted") is None, "no report brought the thread back"
+    never.set()
