@@ -145,23 +145,17 @@ class AgentHost:
                     },
                 ),
             )
-            await service.add_endpoint(
-                EndpointConfig(
-                    name="prompt",
-                    subject=f"agents.prompt.{base}.{session}",
-                    handler=self._on_prompt_request,
-                    queue_group=QUEUE,
-                    metadata={"max_payload": max_payload, "attachments_ok": "true"},
-                )
+            endpoints = (
+                ("prompt", self._on_prompt_request, {"max_payload": max_payload, "attachments_ok": "true"}),
+                ("status", self._on_status_request, None),
             )
-            await service.add_endpoint(
-                EndpointConfig(
-                    name="status",
-                    subject=f"agents.status.{base}.{session}",
-                    handler=self._on_status_request,
-                    queue_group=QUEUE,
+            for name, handler, metadata in endpoints:
+                subject = f"agents.{name}.{base}.{session}"
+                await service.add_endpoint(
+                    EndpointConfig(
+                        name=name, subject=subject, handler=handler, queue_group=QUEUE, metadata=metadata
+                    )
                 )
-            )
             served.services[session] = service
             await self._heartbeat(target, session, service)  # §8.5: the first one right away
         sessions = list(served.services)

@@ -1,6 +1,6 @@
 """What a chat run does besides answering, as short lines for `antler send`'s terminal.
 
-The chat's replies carry only the answer; a run's own events (`runs.ev.<run>.chat.<route>`, which
+The chat's replies carry only the answer; a run's own events (`runs.ev.<run>.chat.<route>.<partition>`, which
 `antler send` hears as they are published) also say which tools it called and which subagent tasks
 it started. `RunSteps.take(event)` turns one event into the lines to print now:
 

@@ -4,8 +4,8 @@ process's configuration; and which partition a chat is in.
 Inbound chat messages are stored in one stream per partition (`CHAT_IN_<k>`, so their leaders
 spread over a cluster's nodes); publishers add the chat's partition to the subject
 (`chat_in_subject`), computed with nats-server's own `partition()` hash (`partition_of`).
-`RUN_EVENTS` still appends it by its subject transform (`partition(<count>, …)`;
-`bus.subjects.partition_transform`). Each partition has its own pair of router durables.
+Run events are split the same way (`RUN_EVENTS_<k>`, `bus.run_events`). Each partition has its
+own pair of router durables.
 The count in the streams is the one that decides where messages wait, so routers serve exactly
 that many partitions, whatever their own `bus.chat_partitions` says: a router configured
 differently from the streams would leave the chats of the partitions it does not know unanswered.
@@ -109,13 +109,19 @@ async def chat_in_subject(bus: Bus, channel: str, chat_id: str, *, fresh: bool =
     """Where a publisher puts a chat's inbound message: `Subjects.chat_in` and the chat's partition,
     which picks its `CHAT_IN_<k>` stream. The count is read from the streams (again after
     `PUBLISHER_REFRESH` seconds), so publishers follow provisioning without configuration."""
+    stem = bus.subjects.chat_in(channel, chat_id)
+    return f"{stem}.{partition_of(stem.rsplit('.', 1)[-1], await current_count(bus, fresh=fresh))}"
+
+
+async def current_count(bus: Bus, *, fresh: bool = False) -> int:
+    """`chat_partitions`, read again at most every `PUBLISHER_REFRESH` seconds (or now if `fresh`):
+    what publishers use, without a stream-info request per message."""
     now = asyncio.get_running_loop().time()
     seen = _published.get(bus)
     if fresh or seen is None or now - seen[0] > PUBLISHER_REFRESH:
         seen = (now, await chat_partitions(bus))
         _published[bus] = seen
-    stem = bus.subjects.chat_in(channel, chat_id)
-    return f"{stem}.{partition_of(stem.rsplit('.', 1)[-1], seen[1])}"
+    return seen[1]
 
 
 async def chat_partitions(bus: Bus) -> int:

@@ -68,7 +68,10 @@ def _adapter(channel: str) -> Rights:
 RIGHTS: dict[str, Rights] = {
     "runner": Rights(
         consume=(("RUNS", "runner", "runs.submit"),),
-        read_streams=("RUN_EVENTS",),
+        # Its runs' events: one stream per chat partition (bus.run_events), and the single one of
+        # before the split, read until removed.
+        read_streams=("RUN_EVENTS_<k>", "RUN_EVENTS"),
+        stream_info=("CHAT_IN_0", "CHAT_IN"),  # the partition count: which stream a run's events go to
         publish=(
             "runs.submit",  # goal mode's continuations
             "runs.ev.>",
@@ -128,10 +131,11 @@ RIGHTS: dict[str, Rights] = {
             ("CHAT_IN_<k>", "router-in-unpartitioned", "chat.in.*.*"),  # or its partition
             ("CHAT_IN", "*", "chat.in.*.*.*"),
             ("CHAT_IN", "router-in-direct", "chat.in.*"),
+            ("RUN_EVENTS_<k>", "*", "runs.ev.*.chat.*.*"),
             ("RUN_EVENTS", "*", "runs.ev.*.chat.*.*"),
             ("EVENTS", "router-thread-deleted", "events.thread.deleted"),
         ),
-        read_streams=("RUN_EVENTS",),
+        read_streams=("RUN_EVENTS_<k>", "RUN_EVENTS"),
         publish=("runs.submit", "runs.ctl.*", "chat.out.*", "audit.>"),
         # access: /connect codes and linked chat users (access.links)
         kv_write=("chats", "runs", "thread_runs", "leases", "access"),
@@ -143,13 +147,14 @@ RIGHTS: dict[str, Rights] = {
     "scheduler": Rights(
         consume=(("SCHEDULES", "scheduler", "sched.fire.*"),),
         publish=("sched.def.*", "sched.fire.*", "runs.submit"),
+        stream_info=("CHAT_IN_0", "CHAT_IN"),  # the partition count: which stream a run's events go to
         kv_write=("schedules", "schedule_runs", "runs", "thread_runs"),
         kv_read=("threads", "chats"),
         serve=("schedules",),
         call=("threads",),
     ),
     "gateway": Rights(
-        read_streams=("RUN_EVENTS", "AUDIT"),
+        read_streams=("RUN_EVENTS_<k>", "RUN_EVENTS", "AUDIT"),
         publish=("runs.submit", "runs.ctl.*", "audit.>"),
         kv_write=("runs", "thread_runs", "settings", "agents", "users", "login_failures", "access"),
         kv_read=("threads", "memory", "usage"),  # usage: GET /api/usage
@@ -160,7 +165,8 @@ RIGHTS: dict[str, Rights] = {
     ),
     **{channel: _adapter(channel) for channel in CHANNELS},
     "agentproto": Rights(
-        read_streams=("RUN_EVENTS",),
+        read_streams=("RUN_EVENTS_<k>", "RUN_EVENTS"),
+        stream_info=("CHAT_IN_0", "CHAT_IN"),  # the partition count: which stream a run's events go to
         publish=("runs.submit", "runs.ctl.*"),
         kv_write=("runs", "thread_runs"),
         kv_read=("settings", "agents"),
@@ -264,7 +270,8 @@ def permissions(component: str, subjects: Subjects) -> dict[str, object]:
             subjects.dlq(stream),
         ]
     for kind in rights.read_streams:
-        publish += _stream_reads(js, subjects.stream(kind))
+        for k in range(MAX_PARTITIONS) if "<k>" in kind else (0,):
+            publish += _stream_reads(js, subjects.stream(kind.replace("<k>", str(k))))
     publish += [f"{js}.STREAM.INFO.{subjects.stream(kind)}" for kind in rights.stream_info]
     if rights.read_streams or rights.files:
         # Finding a subject's stream (names only): nats-py's subscribe does it when not told the stream,

@@ -19,7 +19,6 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
     StreamInfo,
-    SubjectTransform,
 )
 from nats.js.errors import APIError, BadRequestError, BucketNotFoundError, NotFoundError
 
@@ -28,7 +27,6 @@ from bus.chat_partitions import DEFAULT as DEFAULT_PARTITIONS
 from bus.chat_partitions import MAX as MAX_PARTITIONS
 from bus.connection import Bus
 from bus.errors import BusError
-from bus.subjects import partition_transform
 from config import BusConfig
 
 log = logging.getLogger(__name__)
@@ -65,7 +63,6 @@ def stream_configs(bus: Bus, partitions: int | None = None) -> list[StreamConfig
     # partition's router consumes both. Inbound messages go to one stream per partition (publishers
     # add the partition: bus.chat_partitions.chat_in_subject), so their leaders spread over a cluster.
     partitions = partitions or c.chat_partitions or DEFAULT_PARTITIONS
-    chat_events = SubjectTransform(*partition_transform(s.chat_run_events_published, partitions))
     chat_in = [
         stream(
             s.chat_in_partition_stream(k),
@@ -88,13 +85,17 @@ def stream_configs(bus: Bus, partitions: int | None = None) -> list[StreamConfig
             max_age=c.chat_out_max_age_hours * HOUR,
         ),
         stream(s.runs_stream, [s.runs_submit], "Run requests for agent runners", **work),
-        stream(
-            s.run_events_stream,
-            [s.run_events_all],
-            "Ordered event log of every run (a chat's runs by chat partition)",
-            subject_transform=chat_events,
-            retention=RetentionPolicy.LIMITS,
-            max_age=c.run_events_max_age_hours * HOUR,
+        *(
+            stream(
+                s.run_events_partition_stream(k),
+                s.run_events_partition_subjects(k),
+                f"Ordered event logs of runs, partition {k} of {partitions}: its chats' runs and other "
+                "runs by id",
+                metadata={COUNT_KEY: str(partitions)},
+                retention=RetentionPolicy.LIMITS,
+                max_age=c.run_events_max_age_hours * HOUR,
+            )
+            for k in range(partitions)
         ),
         stream(
             s.subagents_stream,
@@ -159,20 +160,30 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
     """Create or update everything; safe to run any number of times, concurrently too.
 
     Args:
-        retire: also remove the single `CHAT_IN` of an installation made before the split by
-            partition, once it is drained (`antler provision` does; components starting do not, as
-            adapters of the earlier version may still publish to it during an upgrade).
+        retire: also remove the single `CHAT_IN` and `RUN_EVENTS` of an installation made before
+            the split by partition, once they are empty (`antler provision` does; components
+            starting do not, as components of the earlier version may still use them).
     """
     streams = []
     # The chat streams' partition count is theirs to keep: changed only while nothing waits in CHAT_IN.
     count = await count_to_provision(bus)
-    await _narrow_unsplit_chat_in(bus, retire=retire)
+    s = bus.subjects
+    # The single CHAT_IN of before: it takes nothing new (a subject nobody publishes on); the
+    # routers drain what waits in it with the durables they had.
+    await _narrow_unsplit(
+        bus, s.unsplit_chat_in_stream, [s.full("unsplit.chat.in")], retire=retire, transform=False
+    )
+    # The single RUN_EVENTS: it keeps taking what earlier versions' runners publish during an
+    # upgrade (bus.run_events; readers read it too) until its max_age has emptied it.
+    await _narrow_unsplit(
+        bus, s.unsplit_run_events_stream, s.unsplit_run_events, retire=retire, transform=True
+    )
     for config in stream_configs(bus, count):
         await _ensure_stream(bus, config)
         streams.append(config.name or "")
     await _drop_partition_streams_beyond(bus, count)
     await spread_leaders(bus, [bus.subjects.chat_in_partition_stream(k) for k in range(count)])
-    s = bus.subjects
+    await spread_leaders(bus, [bus.subjects.run_events_partition_stream(k) for k in range(count)])
     buckets = [
         s.threads_bucket,
         s.chats_bucket,
@@ -237,30 +248,28 @@ async def connect_and_provision(
     return bus
 
 
-async def _narrow_unsplit_chat_in(bus: Bus, *, retire: bool) -> None:
-    """The single `CHAT_IN` of an installation made before the split by partition: it stops taking
-    new messages (its subjects become one nobody publishes on), so the partition streams can take
-    theirs, and routers drain what waits in it with the durables they had. With `retire`, once
-    nothing waits in it, it is removed (docs/operating.md, "Moving to streams per partition")."""
-    s = bus.subjects
+async def _narrow_unsplit(
+    bus: Bus, stream: str, subjects: list[str], *, retire: bool, transform: bool
+) -> None:
+    """A single stream of an installation made before the split by partition (`CHAT_IN`,
+    `RUN_EVENTS`): it keeps only `subjects` (none that the partition streams take), with its subject
+    transform if `transform`, and keeps what it holds for the routers (and readers) of the new
+    version. With `retire`, an empty one is removed (docs/operating.md, "Moving to streams per
+    partition")."""
     try:
-        info = await bus.js.stream_info(s.unsplit_chat_in_stream)
+        info = await bus.js.stream_info(stream)
     except NotFoundError:
         return
     if retire and not info.state.messages:
-        await bus.js.delete_stream(s.unsplit_chat_in_stream)
-        log.info("removed %s, drained after the split by partition", s.unsplit_chat_in_stream)
+        await bus.js.delete_stream(stream)
+        log.info("removed %s, emptied after the split by partition", stream)
         return
-    retired = [s.full("unsplit.chat.in")]
-    if info.config.subjects != retired:
-        info.config.subjects = retired
-        info.config.subject_transform = None
+    if info.config.subjects != subjects:
+        info.config.subjects = subjects
+        if not transform:
+            info.config.subject_transform = None
         await bus.js.update_stream(info.config)
-        log.info(
-            "%s holds %d message(s) from before the split by partition: the routers drain it",
-            s.unsplit_chat_in_stream,
-            info.state.messages,
-        )
+        log.info("%s keeps %d message(s) from before the split by partition", stream, info.state.messages)
 
 
 async def spread_leaders(bus: Bus, streams: list[str]) -> dict[str, str]:
@@ -333,7 +342,10 @@ async def _drop_unpartitioned_router(bus: Bus) -> None:
     one over all run events): on a work queue, an overlapping filter would stop the partitions'
     durables from being created. Messages stay in their streams."""
     s = bus.subjects
-    for stream, durable in ((s.unsplit_chat_in_stream, "router"), (s.run_events_stream, "router-projection")):
+    for stream, durable in (
+        (s.unsplit_chat_in_stream, "router"),
+        (s.unsplit_run_events_stream, "router-projection"),
+    ):
         try:
             await bus.js.delete_consumer(stream, durable)
             log.info("removed the unpartitioned router durable %s/%s", stream, durable)

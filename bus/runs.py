@@ -1,6 +1,6 @@
 """Reading a run's event log: every event from the first (or after a given one) until `end`.
 
-Reads the RUN_EVENTS stream with an ordered consumer, so nothing is missed even
+Reads the run's `RUN_EVENTS_<k>` stream (`bus.run_events`) with an ordered consumer, so nothing is missed even
 when the reader starts late or reconnects: that is what SSE resume, `join` and
 chat replies are built on.
 """
@@ -18,6 +18,7 @@ from nats.js.errors import NotFoundError
 
 from bus.connection import Bus
 from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus, decode, utcnow
+from bus.run_events import events_streams, with_events_partition
 from bus.tasks import cancel_and_wait, wait_for
 
 END = "end"
@@ -32,7 +33,8 @@ async def follow_run(
     Events are normally stored in order. After a server restart, an event the
     runner had to publish again can be stored after later ones: it is held back
     and put in its place; a gap that stays open for `GAP_WAIT` seconds (or at
-    `end`) is skipped. A run whose `end` is at or before `after_seq` yields nothing.
+    `end`, when only one stream is read) is skipped. A run whose `end` is at or
+    before `after_seq` yields nothing.
 
     Raises:
         TimeoutError: `timeout` seconds passed without the next event.
@@ -42,12 +44,17 @@ async def follow_run(
     async def on_msg(msg: Msg) -> None:
         queue.put_nowait(decode(RunEvent, msg.data))
 
-    sub = await bus.js.subscribe(
-        bus.subjects.run_events(run_id),
-        ordered_consumer=True,
-        deliver_policy=DeliverPolicy.ALL,
-        cb=on_msg,
-    )
+    # Its partition's stream, and during an upgrade the unsplit one too: the `seq` order below merges them.
+    subs = [
+        await bus.js.subscribe(
+            bus.subjects.run_events(run_id),
+            stream=stream,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.ALL,
+            cb=on_msg,
+        )
+        for stream in await events_streams(bus, run_id, wait=timeout)
+    ]
     loop = asyncio.get_running_loop()
     expected = after_seq + 1
     held: dict[int, RunEvent] = {}
@@ -76,7 +83,8 @@ async def follow_run(
             held[event.seq] = event
             if len(held) == 1:
                 gap_since = loop.time()
-            ended = event.event == END
+            # With two streams read (an upgrade), an earlier event may come after `end` from the other.
+            ended = event.event == END and len(subs) == 1
             while expected in held or (ended and held):
                 seq = expected if expected in held else min(held)
                 current = held.pop(seq)
@@ -86,7 +94,8 @@ async def follow_run(
                 if current.event == END:
                     return
     finally:
-        await sub.unsubscribe()
+        for sub in subs:
+            await sub.unsubscribe()
 
 
 async def follow_run_with_keepalives(
@@ -161,12 +170,16 @@ async def submit_run(bus: Bus, request: RunRequest) -> RunRecord | None:
     """
     from bus.records import RecordStore
 
+    request = await with_events_partition(bus, request)
     record = RunRecord.pending(request)
     store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
     if not await store.create(request.run_id, record):
         existing = await store.get(request.run_id)
-        if existing is not None:  # the same index key and request as the first time
-            request = request.model_copy(update={"created_at": existing.created_at})
+        if existing is not None:  # the same index key, request and events' stream as the first time
+            update: dict[str, object] = {"created_at": existing.created_at}
+            if existing.events_partition is not None:
+                update["events_partition"] = existing.events_partition
+            request = request.model_copy(update=update)
         window = bus.config.dedupe_window_seconds / 2  # to spare: the clocks of two processes
         if (
             existing is None

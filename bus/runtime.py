@@ -110,15 +110,39 @@ async def run_consumers(*consumers: Consumer[Any]) -> None:
 
 def dump_tasks() -> None:
     """Write what every asyncio task of this loop is waiting on to stderr: a process that will not
-    stop, or seems stuck, shows why on `kill -USR1 <pid>`."""
+    stop, or seems stuck, shows why on `kill -USR1 <pid>`. Each task's whole await chain (the
+    coroutine it runs, the one that awaits, ... down to the innermost), not only its outer frame."""
     out = io.StringIO()
     tasks = asyncio.all_tasks()
     print(f"--- {len(tasks)} asyncio task(s) ---", file=out)
     for task in sorted(tasks, key=lambda t: t.get_name()):
-        task.print_stack(limit=12, file=out)
+        print(f"task {task.get_name()!r}{' (cancelling)' if task.cancelling() else ''}:", file=out)
+        for frame in _await_chain(task.get_coro()):
+            code = frame.f_code
+            print(f'  File "{code.co_filename}", line {frame.f_lineno}, in {code.co_name}', file=out)
     print("--- end of tasks ---", file=out)
     sys.stderr.write(out.getvalue())
     sys.stderr.flush()
+
+
+def _await_chain(coro: Any) -> list[Any]:
+    """The frames of a coroutine and of everything it awaits in turn (`cr_await`; generators'
+    `gi_yieldfrom`, async generators' `ag_await`), outermost first."""
+    frames: list[Any] = []
+    while coro is not None and len(frames) < 64:
+        frame = (
+            getattr(coro, "cr_frame", None)
+            or getattr(coro, "gi_frame", None)
+            or getattr(coro, "ag_frame", None)
+        )
+        if frame is not None:
+            frames.append(frame)
+        coro = (
+            getattr(coro, "cr_await", None)
+            or getattr(coro, "gi_yieldfrom", None)
+            or getattr(coro, "ag_await", None)
+        )
+    return frames
 
 
 def stop_on_signals(stop: asyncio.Event) -> Callable[[], None]:

@@ -85,22 +85,35 @@ class Subjects:
         """Every event of one run, whatever the route it was published on (a filter, not a subject)."""
         return f"{self.prefix}.runs.ev.{safe_token(run_id)}.>"
 
-    def run_events_for(self, run_id: str, chat: tuple[str, str] | None) -> str:
-        """Where a run's events are published: `<p>.runs.ev.<run>.chat.<chat route>` for a run with a
-        chat (`chat` = its channel and chat id), so the stream adds that chat's partition (as for
-        its inbound messages), and `<p>.runs.ev.<run>.api` for any other."""
+    def run_events_for(self, run_id: str, chat: tuple[str, str] | None, partition: int) -> str:
+        """Where a run's events are published: `<p>.runs.ev.<run>.chat.<chat route>.<partition>` for
+        a run with a chat (`chat` = its channel and chat id; the partition is the chat's, so the
+        chat's router reads them), `<p>.runs.ev.<run>.api.<partition>` for any other. The partition
+        picks the `RUN_EVENTS_<k>` stream (`bus.run_events`)."""
         if chat is None:
-            return f"{self.prefix}.runs.ev.{safe_token(run_id)}.api"
-        return f"{self.prefix}.runs.ev.{safe_token(run_id)}.chat.{chat_route(*chat)}"
+            return f"{self.prefix}.runs.ev.{safe_token(run_id)}.api.{partition}"
+        return f"{self.prefix}.runs.ev.{safe_token(run_id)}.chat.{chat_route(*chat)}.{partition}"
 
     def chat_run_events(self, channel: str, chat_id: str) -> str:
-        """The events of every run of one chat, as runners publish them (a core subscription's
-        subject: the stream stores them with the partition appended)."""
-        return f"{self.prefix}.runs.ev.*.chat.{chat_route(channel, chat_id)}"
+        """The events of every run of one chat, as runners publish them (a core subscription)."""
+        return f"{self.prefix}.runs.ev.*.chat.{chat_route(channel, chat_id)}.*"
 
     def run_events_partition(self, partition: int) -> str:
-        """The events of the chat runs of one partition, as stored."""
+        """The events of the chat runs of one partition (what its router reads)."""
         return f"{self.prefix}.runs.ev.*.chat.*.{partition}"
+
+    def run_events_partition_subjects(self, partition: int) -> list[str]:
+        """What `RUN_EVENTS_<k>` stores: the partition's chat runs' events and other runs' whose id
+        hashes to it."""
+        return [self.run_events_partition(partition), f"{self.prefix}.runs.ev.*.api.{partition}"]
+
+    @property
+    def unsplit_run_events(self) -> list[str]:
+        """What the single `RUN_EVENTS` of earlier installations keeps taking when the partition
+        streams are made: what earlier versions' runners publish (no partition token; they do not
+        overlap the partition streams' subjects)."""
+        p = self.prefix
+        return [f"{p}.runs.ev.*.chat.*", f"{p}.runs.ev.*.api", f"{p}.runs.ev.*"]
 
     @property
     def run_events_all(self) -> str:
@@ -110,11 +123,6 @@ class Subjects:
     def chat_in_published(self) -> str:
         """What publishers use (the stream's transform source): `<p>.chat.in.<channel>.<route>`."""
         return f"{self.prefix}.chat.in.*.*"
-
-    @property
-    def chat_run_events_published(self) -> str:
-        """What runners use for a chat run's events (the stream's transform source)."""
-        return f"{self.prefix}.runs.ev.*.chat.*"
 
     def run_control(self, run_id: str) -> str:
         return f"{self.prefix}.runs.ctl.{safe_token(run_id)}"
@@ -224,8 +232,14 @@ class Subjects:
         return self.stream("RUNS")
 
     @property
-    def run_events_stream(self) -> str:
+    def unsplit_run_events_stream(self) -> str:
+        """The single run events stream of installations made before the split by partition: kept
+        (narrowed to `unsplit_run_events`) until its `max_age` has emptied it."""
         return self.stream("RUN_EVENTS")
+
+    def run_events_partition_stream(self, partition: int) -> str:
+        """One partition's run events (`RUN_EVENTS_<k>`; which run is in which: `bus.run_events`)."""
+        return self.stream(f"RUN_EVENTS_{partition}")
 
     @property
     def subagents_stream(self) -> str:

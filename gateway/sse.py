@@ -23,6 +23,7 @@ from nats.js.errors import NotFoundError
 from bus import Bus, decode
 from bus.messages import RunEvent, RunEventName, RunRecord
 from bus.records import RecordStore
+from bus.run_events import events_streams
 from bus.runs import follow_run_with_keepalives
 
 HEARTBEAT_SECONDS = 5.0
@@ -73,14 +74,19 @@ def frame(event: str, data: Any, id_: str | None = None) -> bytes:
 async def _kept(bus: Bus, run_id: str, newest: bool = False) -> RunEvent | None:
     """The oldest (or newest) event of the run the log still holds."""
     s = bus.subjects
-    try:
-        if newest:
-            raw = await bus.js.get_last_msg(s.run_events_stream, s.run_events(run_id))
-        else:
-            raw = await bus.js.get_msg(s.run_events_stream, seq=1, subject=s.run_events(run_id), next=True)
-    except NotFoundError:
+    kept = []
+    for stream in await events_streams(bus, run_id):  # its partition's (and the unsplit one's, in an upgrade)
+        try:
+            if newest:
+                raw = await bus.js.get_last_msg(stream, s.run_events(run_id))
+            else:
+                raw = await bus.js.get_msg(stream, seq=1, subject=s.run_events(run_id), next=True)
+        except NotFoundError:
+            continue
+        kept.append(decode(RunEvent, raw.data or b"{}"))
+    if not kept:
         return None
-    return decode(RunEvent, raw.data or b"{}")
+    return max(kept, key=lambda e: e.seq) if newest else min(kept, key=lambda e: e.seq)
 
 
 async def _gap(bus: Bus, run_id: str, after_seq: int, oldest: RunEvent | None) -> bytes:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +156,25 @@ async def read_catalog(bus: Any) -> SkillsCatalog | None:
     except ValueError:
         log.warning("the published skills catalog is unreadable; ignored")
         return None
+
+
+async def follow_catalog(
+    bus: Any, on_catalog: Callable[[SkillsCatalog | None], Awaitable[None]], what: str
+) -> None:
+    """Call `on_catalog` with the published catalog (None: none yet, so the built-in commands at
+    least), then with each new one; runs until cancelled. `what` names the caller in the log: a first
+    call that fails (a chat platform or the bus out of reach) is logged, and the next catalog tries
+    again."""
+    try:
+        await on_catalog(await read_catalog(bus))
+    except Exception as exc:
+        log.warning("%s: not offered now (%s); the next skills catalog tries again", what, exc)
+    settings = await bus.kv(bus.subjects.settings_bucket)
+
+    async def changed(value: bytes) -> None:
+        await on_catalog(SkillsCatalog.model_validate_json(value))
+
+    await follow_key(settings, CATALOG_KEY, changed, what)
 
 
 class SkillsFollower:

@@ -62,6 +62,31 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             terminalreporter.write_line(line)
 
 
+# `ANTLER_TEST_CPU=<file>`: each test's CPU seconds (this process and the children it waited for,
+# whole process trees: `antler up`'s runners included) and wall seconds, a tab-separated line per
+# test appended to <file> by every worker. Where the suite's time goes on a machine it shares.
+_CPU_FILE = os.environ.get("ANTLER_TEST_CPU", "")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    if not _CPU_FILE:
+        return (yield)
+    import resource
+    import time
+
+    def cpu() -> float:
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    began, wall = cpu(), time.monotonic()
+    try:
+        return (yield)
+    finally:
+        with open(_CPU_FILE, "a", encoding="utf-8") as out:
+            out.write(f"{item.nodeid}\t{cpu() - began:.2f}\t{time.monotonic() - wall:.2f}\n")
+
+
 # The longest tests outside an xdist group (a minute or more on a loaded machine), started first: a
 # parallel run ends when its last test does, and one of these started late runs on alone at the end.
 # xdist hands out the groups first (largest first), then single tests in collection order.

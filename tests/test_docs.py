@@ -112,6 +112,17 @@ def test_every_block_not_run_says_why() -> None:
     assert not unexplained, f"<!-- no-test: ... --> needs a reason: {unexplained}"
 
 
+def test_the_lint_commands_the_docs_give_are_what_make_test_runs() -> None:
+    """docs/development.md's lint block is not run again (mypy alone is half a minute of CPU):
+    `make test` runs the Makefile's `lint` recipe before the suite, so it must say the same."""
+    block = next(b for b in shell_blocks() if b.id.startswith("docs/development.md") and "mypy" in b.code)
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    recipe = re.search(r"^lint:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    assert recipe is not None, "the Makefile has a lint target"
+    commands = [line.strip().replace("$(BIN)/", ".venv/bin/") for line in recipe.group(1).splitlines()]
+    assert block.code.strip().splitlines() == commands
+
+
 def test_markers_stand_before_shell_blocks() -> None:
     """A marker before a block that is never run (or before no block) is a mistake to catch."""
     misplaced = []

@@ -25,7 +25,6 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +33,7 @@ from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command, interrupt
 
+from agents.graph.middleware._util import ToolHandler, ToolResult
 from config import ApprovalRule, ApprovalsConfig
 
 log = logging.getLogger(__name__)
@@ -123,11 +123,7 @@ class ApprovalMiddleware(AgentMiddleware):
         self.policy = ApprovalPolicy(config)
         self.timeout = config.timeout_seconds
 
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
         call = request.tool_call
         args = dict(call.get("args") or {})
         metadata = getattr(request.tool, "metadata", None) or {}

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import ToolMessage
-from langgraph.types import Command
 
 from agents.errors import ToolConfigError
+from agents.graph.middleware._util import ToolHandler, ToolResult
 from agents.loader import load
 from config import GuardrailsConfig
 
@@ -93,11 +92,7 @@ class GuardrailMiddleware(AgentMiddleware):
         super().__init__()
         self.provider = provider
 
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
         call = request.tool_call
         context = request.runtime.context if request.runtime is not None else None
         check = ToolCallCheck(

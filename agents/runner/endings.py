@@ -10,8 +10,6 @@ import json
 import logging
 from typing import Any
 
-from nats.js.errors import NotFoundError
-
 from agents.runner.event_log import EventLog, chat_of, request_chat
 from agents.runner.thread_claims import release_given_up
 from bus import Bus, decode
@@ -30,6 +28,7 @@ from bus.messages import (
 )
 from bus.metrics import RUNS_FINISHED, labelled
 from bus.records import RecordStore, salvage
+from bus.run_events import events_partition, last_stored_event, run_partition
 from bus.runs import thread_run_key
 
 log = logging.getLogger(__name__)
@@ -73,7 +72,9 @@ async def end_refused_request(bus: Bus, runs: RecordStore[RunRecord], data: byte
         index = await bus.kv(bus.subjects.thread_runs_bucket)
         await index.put(thread_run_key(thread_id, run_id, now), b"")
     chat = chat_of(record.metadata.get("origin")) if record is not None else None
-    events = await EventLog.resume(bus, run_id, thread_id, attempt=2, chat=chat)
+    known = record.events_partition if record is not None else None
+    partition = known if known is not None else await run_partition(bus, run_id, chat)
+    events = await EventLog.resume(bus, run_id, thread_id, 2, chat, partition)
     await events.emit("metadata", {"run_id": run_id, "thread_id": thread_id})
     await events.error("InvalidRunRequest", message)
     await events.emit("end", {"status": RunStatus.ERROR.value, "usage": {}})
@@ -85,15 +86,13 @@ async def ensure_ended(bus: Bus, request: RunRequest, record: RunRecord, attempt
     if is_given_up(record):  # its ending's own events, which a process ending it may be publishing
         await _end_given_up_log(bus, request, record)
         return
-    try:
-        last = await bus.js.get_last_msg(
-            bus.subjects.run_events_stream, bus.subjects.run_events(request.run_id)
-        )
-        if decode(RunEvent, last.data or b"{}").event == "end":
-            return
-    except NotFoundError:
-        pass
-    events = await EventLog.resume(bus, request.run_id, request.thread_id, attempt, request_chat(request))
+    partition = await events_partition(bus, request)
+    last = await last_stored_event(bus, request.run_id, partition)
+    if last is not None and decode(RunEvent, last.data or b"{}").event == "end":
+        return
+    events = await EventLog.resume(
+        bus, request.run_id, request.thread_id, attempt, request_chat(request), partition
+    )
     await events.emit(
         "metadata", {"run_id": request.run_id, "thread_id": request.thread_id, "attempt": attempt}
     )
@@ -192,17 +191,15 @@ async def _end_given_up_log(bus: Bus, request: RunRequest, record: RunRecord) ->
     ]
     ids = [f"ev:{run_id}:{attempt}:{event}" for event, _ in ending]
     seq, last_id = 0, None
-    try:
-        last = await bus.js.get_last_msg(bus.subjects.run_events_stream, bus.subjects.run_events(run_id))
-    except NotFoundError:
-        pass
-    else:
+    partition = await events_partition(bus, request)
+    last = await last_stored_event(bus, run_id, partition)
+    if last is not None:
         event = decode(RunEvent, last.data or b"{}")
         if event.event == "end":
             return
         seq, last_id = event.seq, (last.headers or {}).get(MSG_ID)
     done = ids.index(last_id) + 1 if last_id in ids else 0
-    subject = bus.subjects.run_events_for(run_id, request_chat(request))
+    subject = bus.subjects.run_events_for(run_id, request_chat(request), partition)
     for (event_name, data), msg_id in list(zip(ending, ids, strict=True))[done:]:
         seq += 1
         event = RunEvent(

@@ -1,5 +1,6 @@
-"""A run's event log: its events published in order on `<prefix>.runs.ev.<run_id>`, numbered across
-attempts, stored for sure before anything depends on them.
+"""A run's event log: its events published in order on `<prefix>.runs.ev.<run_id>.…` (stored in its
+partition's `RUN_EVENTS_<k>`, `bus.run_events`), numbered across attempts, stored for sure before
+anything depends on them.
 
 Events are pipelined (a streamed answer does not wait a round trip per token) and
 confirmed in bulk; an event whose store is not confirmed in time — the server went
@@ -19,33 +20,18 @@ import asyncio
 import logging
 from typing import Any
 
-from nats.js.errors import NotFoundError
-
 from agents.events import delta_size, merge_deltas
 from bus import Bus, NotStored, decode
-from bus.messages import RunEvent, RunRequest
+from bus.messages import RunEvent
+from bus.run_events import chat_of, last_stored_event, request_chat
+
+__all__ = ["EventLog", "chat_of", "request_chat"]
 
 log = logging.getLogger(__name__)
 
 CONFIRM_TIMEOUT = 10.0  # seconds to wait for JetStream to confirm published events
 DELTA_WINDOW = 0.1  # seconds a streamed delta may wait to go out with the ones after it
 DELTA_MAX_CHARS = 2000  # held text that goes out at once, window or not
-
-
-def chat_of(origin: Any) -> tuple[str, str] | None:
-    """The (channel, chat id) of a run's chat origin (a `ChatOrigin` or its dict), or None."""
-    if isinstance(origin, dict):
-        channel, chat_id = origin.get("channel"), origin.get("chat_id")
-    else:
-        channel, chat_id = getattr(origin, "channel", None), getattr(origin, "chat_id", None)
-    if isinstance(channel, str) and isinstance(chat_id, str) and channel and chat_id:
-        return channel, chat_id
-    return None
-
-
-def request_chat(request: RunRequest) -> tuple[str, str] | None:
-    """The chat a run answers (its request's origin, else the origin in its metadata)."""
-    return chat_of(request.origin) or chat_of(request.metadata.get("origin"))
 
 
 class EventLog:
@@ -59,14 +45,16 @@ class EventLog:
         attempt: int,
         start_seq: int = 0,
         chat: tuple[str, str] | None = None,
+        partition: int = 0,
     ) -> None:
         self.bus = bus
         self.run_id = run_id
         self.thread_id = thread_id
         self.attempt = attempt
         self.seq = start_seq
-        # A chat's run: published on the chat's route, so its events land in the chat's partition.
-        self.subject = bus.subjects.run_events_for(run_id, chat)
+        # In the run's partition (`bus.run_events`): a chat's run's, the chat's, which its router reads.
+        self.partition = partition
+        self.subject = bus.subjects.run_events_for(run_id, chat, partition)
         self._unconfirmed: list[tuple[RunEvent, asyncio.Future[Any]]] = []
         self.confirm_timeout = CONFIRM_TIMEOUT
         self.delta_window = DELTA_WINDOW
@@ -80,19 +68,23 @@ class EventLog:
 
     @classmethod
     async def resume(
-        cls, bus: Bus, run_id: str, thread_id: str, attempt: int, chat: tuple[str, str] | None = None
+        cls,
+        bus: Bus,
+        run_id: str,
+        thread_id: str,
+        attempt: int,
+        chat: tuple[str, str] | None,
+        partition: int,
     ) -> EventLog:
         """Continue numbering after what an earlier attempt already published."""
         seq = 0
         if attempt > 1:
             try:
-                last = await bus.js.get_last_msg(
-                    bus.subjects.run_events_stream, bus.subjects.run_events(run_id)
-                )
-                seq = decode(RunEvent, last.data or b"{}").seq
-            except (NotFoundError, Exception) as exc:  # nothing published yet, or unreadable
+                last = await last_stored_event(bus, run_id, partition)
+                seq = decode(RunEvent, last.data or b"{}").seq if last is not None else 0
+            except Exception as exc:  # unreadable
                 log.debug("no earlier events for run %s: %s", run_id, exc)
-        return cls(bus, run_id, thread_id, attempt, seq, chat)
+        return cls(bus, run_id, thread_id, attempt, seq, chat, partition)
 
     async def emit(self, event: str, data: Any = None) -> None:
         """Publish the next event. Stores are confirmed in bulk (`confirm`), not one by one:

@@ -42,6 +42,7 @@ from bus.messages import (
 )
 from bus.metrics import RUNS_RUNNING
 from bus.records import RecordStore, repair_by_key
+from bus.run_events import events_partition
 from bus.runs import thread_run_key
 from bus.tasks import cancel_and_wait
 from config import AppConfig
@@ -237,8 +238,8 @@ class Runner:
             if finished is None or not finished.status.finished:
                 raise Retry("the earlier delivery stopped before the run ended", delay=0.5)
             return
-        chat = request_chat(request)
-        events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt, chat)
+        chat, partition = request_chat(request), await events_partition(self.bus, request)
+        events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt, chat, partition)
         run = self._runs[request.run_id] = ActiveRun(request, attempt, events)
         try:
             with RUNS_RUNNING.track_inprogress():

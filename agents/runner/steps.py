@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.types import Command
@@ -33,30 +34,19 @@ from config import AppConfig, ConfigError, MissingEnvError
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)  # a process's one set of steps: compared by identity
 class RunSteps:
     """The steps of the runs one runner process executes, over what the process holds."""
 
-    def __init__(
-        self,
-        bus: Bus,
-        config: AppConfig,
-        checkpointer: Any,
-        runs: RecordStore[RunRecord],
-        claims: ThreadClaims,
-        agents: AgentCache,
-        tools: RunnerTools,
-        goals: GoalLoop,
-        memory_and_prompt: PromptAssembly,
-    ) -> None:
-        self.bus = bus
-        self.config = config
-        self.checkpointer = checkpointer
-        self.runs = runs
-        self.claims = claims
-        self.agents = agents
-        self.tools = tools
-        self.goals = goals
-        self.memory_and_prompt = memory_and_prompt
+    bus: Bus
+    config: AppConfig
+    checkpointer: Any
+    runs: RecordStore[RunRecord]
+    claims: ThreadClaims
+    agents: AgentCache
+    tools: RunnerTools
+    goals: GoalLoop
+    memory_and_prompt: PromptAssembly
 
     async def interrupted(self, run: ActiveRun) -> None:
         """A cancelled run (rolled back if so asked) ends interrupted and leaves its thread's queue."""
@@ -126,7 +116,11 @@ class RunSteps:
             if rec is None or rec.status.finished:
                 return None  # cancelled while pending: noticed below
             update = {"status": RunStatus.RUNNING, "attempt": run.attempt, "updated_at": started}
-            return rec.model_copy(update={**update, "started_at": rec.started_at or started})
+            # A request published raw says no partition: readers learn its events' stream here.
+            partition = run.events.partition if rec.events_partition is None else rec.events_partition
+            return rec.model_copy(
+                update={**update, "started_at": rec.started_at or started, "events_partition": partition}
+            )
 
         now_running = await self.runs.update_with_revision(run.run_id, running, known=known)
         if now_running is not None and now_running[0].status.finished:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from bus.messages.base import (
+    ChatOrigin,
     Envelope,
     FileRef,
     new_id,
@@ -47,6 +48,18 @@ class InboundMessage(Envelope):
     def chat_key(self) -> str:
         return f"{self.channel}:{self.chat_id}" + (f":{self.topic_id}" if self.topic_id else "")
 
+    def origin(self, *, in_reply: bool = True) -> ChatOrigin:
+        """Where the answers to this message go: its chat (and topic), handed its metadata back;
+        `in_reply` makes them replies to this very message (a scheduled task's later firings are not)."""
+        return ChatOrigin(
+            channel=self.channel,
+            chat_id=self.chat_id,
+            topic_id=self.topic_id,
+            message_id=self.message_id if in_reply else None,
+            user_id=self.user_id,
+            platform=self.metadata,
+        )
+
 
 class ChatButton(BaseModel):
     """A button under a reply, where the platform has them: pressing it sends `command` as the
@@ -71,6 +84,19 @@ class OutboundMessage(Envelope):
     files: list[FileRef] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict, description="The answered message's metadata.")
     buttons: list[ChatButton] = Field(default_factory=list, description="Buttons under a final reply.")
+
+    @classmethod
+    def answering(cls, origin: ChatOrigin, **fields: Any) -> OutboundMessage:
+        """A message to the chat (and topic) `origin` names, in reply to its message, carrying its
+        platform extras back; `fields` say the rest (kind, text, run ...)."""
+        return cls(
+            channel=origin.channel,
+            chat_id=origin.chat_id,
+            topic_id=origin.topic_id,
+            reply_to=origin.message_id,
+            metadata=origin.platform,
+            **fields,
+        )
 
     @property
     def is_final(self) -> bool:

@@ -84,6 +84,11 @@ class RunRequest(Envelope):
     interrupt_before: InterruptAt = None
     interrupt_after: InterruptAt = None
     origin: ChatOrigin | None = None
+    events_partition: int | None = Field(
+        None,
+        ge=0,
+        description="The `RUN_EVENTS_<k>` stream its events go to (`bus.run_events`); set by submitters.",
+    )
     created_at: datetime = Field(default_factory=utcnow)
 
     one_of_input_and_command = field_validator("command")(input_or_command)
@@ -161,6 +166,9 @@ class RunRecord(Envelope):
     feedback: RunFeedback | None = Field(
         None, description="The owner's rating of the answer (written by the gateway's feedback API)."
     )
+    events_partition: int | None = Field(
+        None, description="Which `RUN_EVENTS_<k>` holds its events (None: a run from before the split)."
+    )
 
     @classmethod
     def pending(cls, request: RunRequest) -> RunRecord:
@@ -172,6 +180,7 @@ class RunRecord(Envelope):
             user_id=request.user_id,
             multitask_strategy=request.multitask_strategy,
             metadata=request.metadata,
+            events_partition=request.events_partition,
             created_at=request.created_at,
             updated_at=request.created_at,
         )

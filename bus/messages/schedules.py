@@ -90,6 +90,17 @@ class ScheduledTask(Envelope):
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
+    def when(self, *, markdown: bool = False) -> str:
+        """When it fires, in words: `once at <run_at> (<zone>)`, `every <interval>` or `cron <expr>
+        (<zone>)`; with `markdown`, the cron expression as code (its stars are no emphasis)."""
+        spec = self.schedule_spec
+        if self.schedule_type == "once":
+            return f"once at {spec.get('run_at')} ({self.timezone})"
+        if self.schedule_type == "interval":
+            return f"every {spec.get('every', spec.get('seconds'))}"
+        cron = f"`{spec.get('cron')}`" if markdown else spec.get("cron")
+        return f"cron {cron} ({self.timezone})"
+
     def shown_spec(self) -> dict[str, Any]:
         """`schedule_spec` with a once task's `run_at` as an instant in UTC (`2030-01-02T00:00:00Z`).
 

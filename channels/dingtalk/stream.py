@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import quote_plus
 
@@ -56,23 +57,16 @@ def robot_message(raw: Any) -> ChatbotMessage:
         raise MalformedMessage(f"unreadable ({type(exc).__name__}: {exc})") from None
 
 
+@dataclass(eq=False)
 class StreamConnection:
     """One Stream connection of the app, kept open until cancelled; each robot message goes to
     `on_message` (which raises when the bus could not take it)."""
 
-    def __init__(
-        self,
-        bus: Bus,
-        config: DingTalkConfig,
-        http: httpx.AsyncClient,
-        base: str,
-        on_message: Callable[[ChatbotMessage], Awaitable[None]],
-    ) -> None:
-        self.bus = bus
-        self.config = config
-        self.http = http
-        self.base = base
-        self.on_message = on_message
+    bus: Bus
+    config: DingTalkConfig
+    http: httpx.AsyncClient
+    base: str
+    on_message: Callable[[ChatbotMessage], Awaitable[None]]
 
     async def forever(self) -> None:
         delay = 1.0

@@ -109,20 +109,16 @@ class DiscordAdapter(Surface):
         files = await self._files_in(message, chat_id)
         if not text and not files:
             return  # a sticker, an embed alone: nothing to answer
-        inbound = InboundMessage(
-            channel="discord",
-            chat_id=chat_id,
-            topic_id=topic_id,
-            user_id=str(message.author.id),
-            user_name=message.author.display_name,
-            message_id=str(message.id),
-            chat_type="private" if private else "group",
+        await self._publish(
+            (chat_id, topic_id),
+            message.author,
+            str(message.id),
+            private,
+            text,
             mentioned=mentioned,
             reply_to_bot=reply_to_bot,
-            text=text,
             files=files,
         )
-        await self._publish(inbound)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """A slash command: answered at once with the command as typed (Discord wants an answer
@@ -134,26 +130,42 @@ class DiscordAdapter(Surface):
             channel = interaction.channel
             if channel is None or interaction.channel_id is None:
                 raise ValueError("an application command without a channel")
-            chat_id, topic_id = await self._place(channel)
-            inbound = InboundMessage(
-                channel="discord",
-                chat_id=chat_id,
-                topic_id=topic_id,
-                user_id=str(interaction.user.id),
-                user_name=interaction.user.display_name,
-                message_id=f"slash-{interaction.id}",  # no message: the interaction names it
-                chat_type="private" if interaction.guild_id is None else "group",
+            await self._publish(
+                await self._place(channel),
+                interaction.user,
+                f"slash-{interaction.id}",  # no message: the interaction names it
+                interaction.guild_id is None,
+                text,
                 mentioned=True,  # invoked on the bot by name
-                text=text,
             )
-            await self._publish(inbound)
         except Exception as exc:
             log.exception("discord: could not take the slash command %s", interaction.id)
             await _answer(interaction, f"Sorry, I could not take that ({type(exc).__name__}).", True)
             return
         await _answer(interaction, text[:LIMIT], False)
 
-    async def _publish(self, inbound: InboundMessage) -> None:
+    async def _publish(
+        self,
+        place: tuple[str, str | None],
+        user: discord.User | discord.Member,
+        message_id: str,
+        private: bool,
+        text: str,
+        **more: Any,
+    ) -> None:
+        """What `user` sent in a place (`_place`: chat and topic) onto the bus, as text to the bot."""
+        chat_id, topic_id = place
+        inbound = InboundMessage(
+            channel="discord",
+            chat_id=chat_id,
+            topic_id=topic_id,
+            user_id=str(user.id),
+            user_name=user.display_name,
+            message_id=message_id,
+            chat_type="private" if private else "group",
+            text=text,
+            **more,
+        )
         await publish_inbound(self.bus, "discord", inbound)
 
     async def _place(self, channel: Any) -> tuple[str, str | None]:

@@ -17,9 +17,8 @@ from typing import Any
 import discord
 
 from bus import Bus
-from bus.watch import follow_key
 from channels.command_names import CHAT_COMMANDS
-from skills import CATALOG_KEY, SkillsCatalog, read_catalog
+from skills import SkillsCatalog, follow_catalog
 
 log = logging.getLogger(__name__)
 
@@ -89,13 +88,4 @@ async def offer_commands(bus: Bus, client: discord.Client) -> None:
         offered = commands
         log.info("discord: offering %d slash commands", len(commands))
 
-    try:
-        await offer(await read_catalog(bus))
-    except Exception as exc:  # Discord or the bus unreachable now: the next catalog tries again
-        log.warning("discord: could not register the slash commands: %s", exc)
-    settings = await bus.kv(bus.subjects.settings_bucket)
-
-    async def changed(value: bytes) -> None:
-        await offer(SkillsCatalog.model_validate_json(value))
-
-    await follow_key(settings, CATALOG_KEY, changed, "discord commands")
+    await follow_catalog(bus, offer, "discord commands")

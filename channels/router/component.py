@@ -31,6 +31,7 @@ from channels.router.inbound import Router
 from channels.router.partitions import (
     DIRECT_DURABLE,
     UNPARTITIONED_DURABLE,
+    EventsStart,
     Partitions,
     inbound_durable,
     unsplit_chat_in,
@@ -62,12 +63,16 @@ async def run(bus: Bus, config: AppConfig) -> None:
             concurrency=16,
         )
 
-    async def partition_consumers(partition: int, events_start: int | None) -> list[Consumer[Any]]:
+    async def partition_consumers(partition: int, events_start: EventsStart) -> list[Consumer[Any]]:
         router.events_start[partition] = events_start
         stream = s.chat_in_partition_stream(partition)
         consumers: list[Consumer[Any]] = [
             inbound_consumer(stream, inbound_durable(partition), s.chat_in_partition(partition)),
-            projection_consumer(bus, projection, partition, events_start),
+            # Its RUN_EVENTS_<k>, and the single RUN_EVENTS of before the split while it is there.
+            *(
+                projection_consumer(bus, projection, partition, events, start)
+                for events, start in events_start.items()
+            ),
         ]
         if partition == 0:  # and those published without their chat's route (scripts) or partition
             consumers.append(inbound_consumer(stream, DIRECT_DURABLE, s.chat_in_direct))

@@ -21,7 +21,6 @@ from bus.files import inbox_prefix, safe_filename, upload_key
 from bus.layout import upload_path
 from bus.messages import (
     ChatBinding,
-    ChatOrigin,
     InboundMessage,
     MemoryDocument,
     MultitaskStrategy,
@@ -36,7 +35,7 @@ from bus.runs import SubmissionOrder, submit_run
 from channels.router import commands
 from channels.router.bindings import Bindings
 from channels.router.ordering import FinalsInOrder, RecentOrigins
-from channels.router.partitions import continue_chat, partition_of
+from channels.router.partitions import EventsStart, continue_chat, partition_of
 from config import AppConfig, ChannelConfig
 from skills import slash_command
 
@@ -69,7 +68,7 @@ class Router:
         self.origins = RecentOrigins()  # the chats of runs submitted here, for the reply projection
         self.finals = FinalsInOrder()  # a thread's finals in the order its runs were submitted here
         self.order = SubmissionOrder()  # a chat's runs are taken by runners in the order sent
-        self.events_start: dict[int | None, int | None] = {}  # partition -> where its events durable began
+        self.events_start: dict[int | None, EventsStart] = {}  # partition -> where its events durables began
 
     @classmethod
     async def open(cls, bus: Bus, config: AppConfig) -> Router:
@@ -153,14 +152,7 @@ class Router:
             configurable["model_name"] = binding.model_name
         if self.config.channels.subagent_enabled:
             configurable["subagent_enabled"] = True
-        origin = ChatOrigin(
-            channel=message.channel,
-            chat_id=message.chat_id,
-            topic_id=message.topic_id,
-            message_id=message.message_id,
-            user_id=message.user_id,
-            platform=message.metadata,
-        )
+        origin = message.origin()
         self.origins.remember(run_id, origin)
         request = RunRequest(
             run_id=run_id,
@@ -181,7 +173,7 @@ class Router:
         if not self.order.knows(binding.thread_id):  # a chat taken over: after its last owner's runs
             partition = partition_of(delivery.subject)
             request = await continue_chat(
-                self.bus, self.runs, self.finals, request, self.events_start.get(partition, None)
+                self.bus, self.runs, self.finals, request, self.events_start.get(partition, {})
             )
         request = self.order.stamp(request)
         self.finals.submitted(binding.thread_id, run_id)
@@ -235,15 +227,7 @@ class Router:
 
     async def reply(self, message: InboundMessage, text: str) -> None:
         """A command's answer, in the chat it came from (once, however often the message comes)."""
-        out = OutboundMessage(
-            channel=message.channel,
-            chat_id=message.chat_id,
-            topic_id=message.topic_id,
-            reply_to=message.message_id,
-            kind="command",
-            text=text,
-            metadata=message.metadata,
-        )
+        out = OutboundMessage.answering(message.origin(), kind="command", text=text)
         await self.bus.publish(
             self.bus.subjects.chat_out(message.channel), out, msg_id=f"command:{message.dedupe_id()}"
         )

@@ -1,8 +1,8 @@
 """The router's share of the chat partitions: who owns which is held by leases in the bus.
 
-Chat traffic is stored by chat partition (`bus.chat_partitions`, the streams' subject transforms:
-`Subjects.chat_in_partition`, `Subjects.run_events_partition`), and each partition has its own
-pair of durables: `router-in-<k>` (its chats' messages) and `router-ev-<k>` (its chat runs' events).
+Chat traffic is stored by chat partition (`bus.chat_partitions`, `bus.run_events`: streams
+`CHAT_IN_<k>` and `RUN_EVENTS_<k>`), and each partition has its own pair of durables: `router-in-<k>`
+(its chats' messages) and `router-ev-<k>` (its chat runs' events).
 One router process at a time owns a partition, by holding the lease `router.partition.<k>`
 (`bus.leases`), so a chat's messages become runs in the order sent and its replies go out in order,
 whatever number of routers run.
@@ -38,6 +38,7 @@ from bus import Bus, Consumer, decode
 from bus.leases import Lease, Leases, pause
 from bus.messages import RunEvent, RunRecord, RunRequest
 from bus.records import RecordStore
+from bus.run_events import events_streams, has_unsplit_stream, last_in
 from bus.runs import latest_run
 from bus.runtime import component_ready
 from bus.tasks import wait_for
@@ -51,8 +52,11 @@ HANDOVER_DRAIN = 20.0
 # A partition whose lease was lost: someone else may be handling it already; stop at once.
 LOST_DRAIN = 1.0
 
-# (partition, where its events durable starts) -> its consumers, not started yet
-ConsumersFor = Callable[[int, int | None], Awaitable[list[Consumer[Any]]]]
+# Where a partition's events durables start again, by stream (its `RUN_EVENTS_<k>`, and while it is
+# there the single `RUN_EVENTS` of before the split); None: a durable never consumed (new events only).
+EventsStart = dict[str, int | None]
+# (partition, where its events durables start) -> its consumers, not started yet
+ConsumersFor = Callable[[int, EventsStart], Awaitable[list[Consumer[Any]]]]
 
 
 def inbound_durable(partition: int) -> str:
@@ -162,16 +166,20 @@ class Partitions:
                 await self._take(partition, lease)
 
     async def _forget_unsplit_chat_in(self) -> None:
-        """Stop the consumers draining the single CHAT_IN of before the split once `antler provision`
-        has removed it (empty), rather than asking a stream that is gone for messages."""
-        old = self.bus.subjects.unsplit_chat_in_stream
-        draining = [c for _, consumers in self.owned.values() for c in consumers if c.stream == old]
-        if not draining or await unsplit_chat_in(self.bus):
-            return
-        await asyncio.gather(*(c.stop(LOST_DRAIN) for c in draining), return_exceptions=True)
-        for partition, (lease, consumers) in list(self.owned.items()):
-            self.owned[partition] = (lease, [c for c in consumers if c.stream != old])
-        log.info("router %s: %s is gone (drained); stopped its consumers", self.holder, old)
+        """Stop the consumers draining the single CHAT_IN or RUN_EVENTS of before the split once
+        `antler provision` has removed it, rather than asking a stream that is gone for messages."""
+        s = self.bus.subjects
+        for old, there in (
+            (s.unsplit_chat_in_stream, unsplit_chat_in),
+            (s.unsplit_run_events_stream, has_unsplit_stream),
+        ):
+            draining = [c for _, consumers in self.owned.values() for c in consumers if c.stream == old]
+            if not draining or await there(self.bus):
+                continue
+            await asyncio.gather(*(c.stop(LOST_DRAIN) for c in draining), return_exceptions=True)
+            for partition, (lease, consumers) in list(self.owned.items()):
+                self.owned[partition] = (lease, [c for c in consumers if c.stream != old])
+            log.info("router %s: %s is gone (drained); stopped its consumers", self.holder, old)
 
     async def _follow_count(self) -> None:
         """The streams' partition count changed (provisioning applied a new `bus.chat_partitions`):
@@ -231,8 +239,14 @@ class Partitions:
         """Start the partition's consumers afresh from what its last owner did not settle."""
         s = self.bus.subjects
         try:
-            events_start = await _restart_point(self.bus, s.run_events_stream, events_durable(partition))
-            consumers = await self.consumers(partition, events_start)
+            streams = [s.run_events_partition_stream(partition)]
+            if await has_unsplit_stream(self.bus):
+                streams.append(s.unsplit_run_events_stream)
+            starts = {
+                stream: await _restart_point(self.bus, stream, events_durable(partition))
+                for stream in streams
+            }
+            consumers = await self.consumers(partition, starts)
             for consumer in consumers:  # a work queue: what is left is what was not settled
                 if consumer.stream.startswith(s.unsplit_chat_in_stream):
                     with contextlib.suppress(NotFoundError):
@@ -288,7 +302,7 @@ async def continue_chat(
     runs: RecordStore[RunRecord],
     finals: FinalsInOrder,
     request: RunRequest,
-    events_start: int | None,
+    events_start: EventsStart,
 ) -> RunRequest:
     """`request`, for a thread this router has not submitted to (it took the chat's partition over),
     made to go `after` the thread's last run; that run's final, when it is still due from here,
@@ -304,22 +318,23 @@ async def continue_chat(
 
 
 async def final_still_due(
-    bus: Bus, runs: RecordStore[RunRecord], run_id: str, events_start: int | None
+    bus: Bus, runs: RecordStore[RunRecord], run_id: str, events_start: EventsStart
 ) -> bool:
     """Whether the final reply of `run_id` (a run of a chat in a partition this router took over) is
     still to be sent from here: the run has not ended, or its `end` is at or after where this
-    router's events durable of the partition started (`events_start`), so it comes here. A run whose
-    `end` lies before it had its final sent by the partition's earlier owner."""
+    router's events durable of the partition on the run's stream started (`events_start`), so it
+    comes here. A run whose `end` lies before it had its final sent by the partition's earlier owner."""
     record = await runs.get(run_id)
     if record is None or not record.status.finished:
         return record is not None
-    try:
-        last = await bus.js.get_last_msg(bus.subjects.run_events_stream, bus.subjects.run_events(run_id))
-    except NotFoundError:
+    found = await last_in(bus, run_id, await events_streams(bus, run_id))
+    if found is None:
         return False
+    stream, last = found
     if decode(RunEvent, last.data or b"{}").event != "end":
         return True  # its record says ended, its `end` is on its way
-    return events_start is not None and (last.seq or 0) >= events_start
+    start = events_start.get(stream)
+    return start is not None and (last.seq or 0) >= start
 
 
 async def _restart_point(bus: Bus, stream: str, durable: str) -> int | None:

@@ -199,33 +199,30 @@ class ReplyProjection:
         files: list[FileRef] | None = None,
         buttons: list[ChatButton] | None = None,
     ) -> None:
-        origin = projection.origin
-        out = OutboundMessage(
-            channel=origin.channel,
-            chat_id=origin.chat_id,
-            topic_id=origin.topic_id,
-            reply_to=origin.message_id,
+        out = OutboundMessage.answering(
+            projection.origin,
             thread_id=projection.thread_id,
             run_id=run_id,
             kind=kind,
             text=text,
             seq=projection.seq,
             files=files or [],
-            metadata=origin.platform,
             buttons=buttons or [],
         )
-        await self.bus.publish(self.bus.subjects.chat_out(origin.channel), out, msg_id=msg_id)
+        await self.bus.publish(self.bus.subjects.chat_out(out.channel), out, msg_id=msg_id)
 
 
 def projection_consumer(
-    bus: Bus, projection: ReplyProjection, partition: int, start_seq: int | None
+    bus: Bus, projection: ReplyProjection, partition: int, stream: str, start_seq: int | None
 ) -> Consumer[RunEvent]:
-    """One partition's chat runs' events: a run's in order, runs side by side; from `start_seq` (where
-    the partition's last owner left off), or only new ones for a partition never consumed."""
+    """One partition's chat runs' events in `stream` (its `RUN_EVENTS_<k>`, or the single
+    `RUN_EVENTS` of before the split while it is there): a run's in order, runs side by side; from
+    `start_seq` (where the partition's last owner left off), or only new ones for a partition never
+    consumed."""
     s = bus.subjects
     return Consumer(
         bus,
-        stream=s.run_events_stream,
+        stream=stream,
         durable=f"router-ev-{partition}",
         filter_subjects=[s.run_events_partition(partition)],
         model=RunEvent,

@@ -43,7 +43,6 @@ from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
-from bus.watch import follow_key
 from channels.command_names import telegram_commands
 from channels.delivery import standby
 from channels.delivery.consumer import reply_consumer
@@ -53,7 +52,7 @@ from channels.delivery.surface import Surface
 from channels.errors import RateLimited
 from channels.telegram.updates import OnUnreadable, ScreenedUpdates, dead_letterer, serve_webhook
 from config import AppConfig, TelegramConfig
-from skills import CATALOG_KEY, SkillsCatalog, read_catalog
+from skills import SkillsCatalog, follow_catalog
 
 log = logging.getLogger(__name__)
 
@@ -468,16 +467,7 @@ async def offer_commands(bus: Bus, app: Application[Any, Any, Any, Any, Any, Any
             offered = commands
             log.info("telegram: offering %d commands", len(commands))
 
-    try:
-        await offer(await read_catalog(bus))  # the built-in ones at least, catalog or not
-    except Exception as exc:  # Telegram or the bus unreachable now: the next catalog tries again
-        log.warning("telegram: could not set the bot's commands: %s", exc)
-    settings = await bus.kv(bus.subjects.settings_bucket)
-
-    async def changed(value: bytes) -> None:
-        await offer(SkillsCatalog.model_validate_json(value))
-
-    await follow_key(settings, CATALOG_KEY, changed, "telegram commands")
+    await follow_catalog(bus, offer, "telegram commands")
 
 
 async def _stop(app: Application[Any, Any, Any, Any, Any, Any]) -> None:

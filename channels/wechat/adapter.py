@@ -37,11 +37,9 @@ from wechatpy.utils import check_signature
 from bus import Bus, Misconfigured
 from bus.messages import OutboundMessage
 from bus.tasks import wait_for
-from channels.delivery import standby
-from channels.errors import MalformedMessage
 from channels.wechat.api import WeixinApi, WeixinError
-from channels.wechat.base import CallbackAdapter, serve_active
-from channels.wechat.messages import CallbackMessage, read_message, xml_fields
+from channels.wechat.base import CallbackAdapter, make_crypto, serve_standing_by
+from channels.wechat.messages import CallbackMessage
 from config import AppConfig
 from config.channels import WeChatConfig
 
@@ -63,13 +61,18 @@ class _Waiting:
 
 class WeChatAdapter(CallbackAdapter):
     channel = "wechat"
+    refused_credentials = (
+        "WeChat refused the account's credentials ({errmsg}, errcode {code}): "
+        "check channels.wechat.app_id and app_secret (and the server's IP allowlist)"
+    )
     readable = "text or pictures"
+    taken = "success"
     sends_files = False
 
     def __init__(self, bus: Bus, config: WeChatConfig) -> None:
         app_id, secret, token, key = _credentials(config)
         self.token = token
-        self.crypto = _crypto(token, key, app_id) if key else None
+        self.crypto = make_crypto(WeChatCrypto, "wechat", token, key, app_id) if key else None
         self.config = config
         self._waiting: dict[str, _Waiting] = {}
 
@@ -113,38 +116,21 @@ class WeChatAdapter(CallbackAdapter):
         if safe:
             if self.crypto is None:
                 await self.dead_letter(body, "an encrypted message, but no encoding_aes_key is set")
-                return PlainTextResponse("success")
+                return PlainTextResponse(self.taken)
             if not query.get("msg_signature"):
                 return PlainTextResponse("missing query parameter msg_signature", status_code=400)
-            try:
-                encrypted = xml_fields(body).get("Encrypt")
-                if not isinstance(encrypted, str) or not encrypted:
-                    raise MalformedMessage("no Encrypt element")
-            except MalformedMessage as exc:
-                await self.dead_letter(body, f"unreadable callback body: {exc}")
-                return PlainTextResponse("success")
-            try:
-                plain = self.crypto.decrypt_message(
-                    {"Encrypt": encrypted}, query["msg_signature"], query["timestamp"], query["nonce"]
-                )
-            except InvalidSignatureException:
-                log.warning("wechat: refused a message whose msg_signature does not hold")
-                return PlainTextResponse("invalid signature", status_code=403)
-            except Exception as exc:
-                await self.dead_letter(body, f"cannot decrypt the message: {type(exc).__name__}: {exc}")
-                return PlainTextResponse("success")
-        try:
-            message = read_message(plain)
-        except MalformedMessage as exc:
-            await self.dead_letter(plain, str(exc))
-            return PlainTextResponse("success")
-        if self.seen(message):
-            return PlainTextResponse("success")  # WeChat's retry of a message this copy has on the bus
+            decrypted = await self.decrypt(self.crypto, body, query)
+            if isinstance(decrypted, Response):
+                return decrypted
+            plain = decrypted
+        message = await self.read(plain)
+        if isinstance(message, Response):
+            return message
         note = await self.publish(message)  # fails with a 500: WeChat sends it again
         if note:
             return self._passive(message, note, query.get("nonce", ""), safe)
         if message.msg_type == "event" or self.config.passive_reply_seconds <= 0:
-            return PlainTextResponse("success")
+            return PlainTextResponse(self.taken)
         return await self._await_answer(message, query.get("nonce", ""), safe)
 
     async def _await_answer(self, message: CallbackMessage, nonce: str, safe: bool) -> Response:
@@ -160,7 +146,7 @@ class WeChatAdapter(CallbackAdapter):
         if not waiting.answer.done():
             waiting.answer.cancel()  # `post` finds it gone and uses the API
             log.info("wechat: message %s not answered in time; the answer follows by API", message.ident)
-            return PlainTextResponse("success")
+            return PlainTextResponse(self.taken)
         return self._passive(message, waiting.answer.result(), nonce, safe, sent=waiting.sent)
 
     def _passive(
@@ -187,13 +173,7 @@ class WeChatAdapter(CallbackAdapter):
         await self.send_text(out.chat_id, text)
         return {"sent": True}
 
-    async def send_text(self, user: str, text: str) -> None:
-        await self._send(user, "text", {"content": text})
-
-    async def send_media(self, user: str, kind: str, media_id: str) -> None:
-        await self._send(user, kind, {"media_id": media_id})
-
-    async def _send(self, user: str, kind: str, content: dict[str, Any]) -> None:
+    async def send(self, user: str, kind: str, content: dict[str, Any]) -> None:
         body = {"touser": user, "msgtype": kind, kind: content}
         try:
             await self.api.call("POST", "/cgi-bin/message/custom/send", json=body)
@@ -201,17 +181,6 @@ class WeChatAdapter(CallbackAdapter):
             if exc.code == OUT_OF_WINDOW:
                 log.warning("wechat: %s last wrote over 48 hours ago; WeChat takes no message now", user)
             raise
-
-    async def check_credentials(self) -> None:
-        """The account's access token, fetched at start: credentials WeChat refuses are
-        `Misconfigured`."""
-        try:
-            await self.api.access_token()
-        except WeixinError as exc:
-            raise Misconfigured(
-                f"WeChat refused the account's credentials ({exc.errmsg}, errcode {exc.code}): "
-                "check channels.wechat.app_id and app_secret (and the server's IP allowlist)"
-            ) from exc
 
 
 async def run(bus: Bus, config: AppConfig) -> None:
@@ -222,13 +191,8 @@ async def run(bus: Bus, config: AppConfig) -> None:
     settings = config.channels.wechat
     app_id, _, token, key = _credentials(settings)  # a mistake is told before standing by
     if key:
-        _crypto(token, key, app_id)
-    await standby.serve_while_active(
-        bus,
-        "wechat",
-        config.bus.lease_seconds,
-        lambda lost: serve_active(WeChatAdapter(bus, settings), settings, lost),
-    )
+        make_crypto(WeChatCrypto, "wechat", token, key, app_id)
+    await serve_standing_by(bus, "wechat", config.bus.lease_seconds, WeChatAdapter, settings)
 
 
 def _credentials(config: WeChatConfig) -> tuple[str, str, str, str | None]:
@@ -239,12 +203,3 @@ def _credentials(config: WeChatConfig) -> tuple[str, str, str, str | None]:
     if missing:
         raise Misconfigured(f"channels.wechat: {', '.join(missing)} must be set")
     return values["app_id"], values["app_secret"], values["token"], config.resolved("encoding_aes_key")
-
-
-def _crypto(token: str, key: str, app_id: str) -> WeChatCrypto:
-    try:
-        return WeChatCrypto(token, key, app_id)
-    except Exception as exc:  # not 43 characters of base64
-        raise Misconfigured(
-            f"channels.wechat.encoding_aes_key is not a valid EncodingAESKey (43 characters): {exc}"
-        ) from exc

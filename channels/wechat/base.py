@@ -16,14 +16,16 @@ import asyncio
 import logging
 import re
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
+from wechatpy.exceptions import InvalidSignatureException
 
-from bus import Bus, Unreachable, run_consumers
+from bus import Bus, Misconfigured, Unreachable, run_consumers
 from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
@@ -34,9 +36,10 @@ from channels.delivery.reply_stream import ReplyStream
 from channels.delivery.splitting import split_text
 from channels.delivery.surface import Surface
 from channels.delivery.unreadable import dead_letter_unreadable
+from channels.errors import MalformedMessage
 from channels.wechat.api import WeixinApi, WeixinError
 from channels.wechat.callback import serve_callback
-from channels.wechat.messages import CallbackMessage
+from channels.wechat.messages import CallbackMessage, read_message, xml_fields
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,7 @@ TEXT_BYTES = 2048  # both platforms' limit for a text message's content, in UTF-
 MAX_FILE_BYTES = 20 * 1024 * 1024  # the largest file the platforms take (WeCom's file limit)
 MAX_IMAGE_BYTES = 10 * 1024 * 1024  # images (jpg/png) sent as images up to this size
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png"}
+_Crypto = TypeVar("_Crypto")
 _SEEN = 5000  # message ids remembered in memory (the bus dedupes beyond, across copies)
 
 
@@ -58,6 +62,7 @@ class CallbackAdapter(Surface):
     channel = ""
     media_path = "/cgi-bin/media/get"
     readable = "text and pictures"  # what to tell a user who sent something else
+    taken = ""  # the callback's answer to a message taken (or dead-lettered): WeChat wants "success"
 
     def __init__(self, bus: Bus, api: WeixinApi, http: httpx.AsyncClient) -> None:
         self.bus = bus
@@ -68,6 +73,44 @@ class CallbackAdapter(Surface):
         self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ inbound
+
+    async def decrypt(self, crypto: Any, body: bytes, query: Mapping[str, str]) -> bytes | str | Response:
+        """The plain XML of an encrypted callback (`msg_signature`, `timestamp` and `nonce` in the
+        query), or the answer to give instead: a signature that does not hold is refused (403); a body
+        without an Encrypt element, or one signed but not decryptable with our key, is dead-lettered
+        and taken."""
+        try:
+            encrypted = xml_fields(body).get("Encrypt")
+            if not isinstance(encrypted, str) or not encrypted:
+                raise MalformedMessage("no Encrypt element")
+        except MalformedMessage as exc:
+            # Unsigned (the signature covers the Encrypt element): kept for a look, and taken.
+            await self.dead_letter(body, f"unreadable callback body: {exc}")
+            return PlainTextResponse(self.taken)
+        try:
+            plain: bytes | str = crypto.decrypt_message(
+                {"Encrypt": encrypted}, query["msg_signature"], query["timestamp"], query["nonce"]
+            )
+        except InvalidSignatureException:
+            log.warning("%s: refused a callback whose msg_signature does not hold", self.channel)
+            return PlainTextResponse("invalid signature", status_code=403)
+        except Exception as exc:  # signed with our token, but not decryptable with our key
+            await self.dead_letter(body, f"cannot decrypt the message: {type(exc).__name__}: {exc}")
+            return PlainTextResponse(self.taken)
+        return plain
+
+    async def read(self, plain: bytes | str) -> CallbackMessage | Response:
+        """The message in a callback's plain XML, or the answer when there is none to publish: one that
+        cannot be read is dead-lettered and taken, and so is the platform's retry of a message this
+        copy has on the bus."""
+        try:
+            message = read_message(plain)
+        except MalformedMessage as exc:
+            await self.dead_letter(plain, str(exc))
+            return PlainTextResponse(self.taken)
+        if self.seen(message):
+            return PlainTextResponse(self.taken)
+        return message
 
     def seen(self, message: CallbackMessage) -> bool:
         """Whether this copy took the message already (a platform retry)."""
@@ -195,14 +238,24 @@ class CallbackAdapter(Surface):
         """A message the platform posts (POST)."""
         raise NotImplementedError
 
+    # What `Misconfigured` says when the platform refuses the credentials ({errmsg}, {code} filled in).
+    refused_credentials = ""
+
     async def check_credentials(self) -> None:
-        """Fetch the access token once: refused credentials are `Misconfigured`."""
-        raise NotImplementedError
+        """Fetch the access token once, at start: credentials the platform refuses are `Misconfigured`."""
+        try:
+            await self.api.access_token()
+        except WeixinError as exc:
+            raise Misconfigured(self.refused_credentials.format(errmsg=exc.errmsg, code=exc.code)) from exc
 
     async def send_text(self, user: str, text: str) -> None:
-        raise NotImplementedError
+        await self.send(user, "text", {"content": text})
 
     async def send_media(self, user: str, kind: str, media_id: str) -> None:
+        await self.send(user, kind, {"media_id": media_id})
+
+    async def send(self, user: str, kind: str, content: dict[str, Any]) -> None:
+        """One message of `kind` (text, image, file) to a user through the platform's message API."""
         raise NotImplementedError
 
     async def aclose(self) -> None:
@@ -210,6 +263,30 @@ class CallbackAdapter(Surface):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.http.aclose()
+
+
+def make_crypto(
+    kind: Callable[[str, str, str], _Crypto], channel: str, token: str, key: str, app_id: str
+) -> _Crypto:
+    """The platform's message crypto (`kind`: wechatpy's WeChatCrypto for WeChat or for WeCom); a key
+    it cannot take is `Misconfigured`."""
+    try:
+        return kind(token, key, app_id)
+    except Exception as exc:  # not 43 characters of base64
+        raise Misconfigured(
+            f"channels.{channel}.encoding_aes_key is not a valid EncodingAESKey (43 characters): {exc}"
+        ) from exc
+
+
+async def serve_standing_by(
+    bus: Bus, name: str, lease_seconds: float, adapter: Callable[[Bus, Any], CallbackAdapter], settings: Any
+) -> None:
+    """The adapter component: one copy serves at a time (it holds the lease `adapter.<name>`; the
+    others stand by and take the callback port over when it dies, `channels.delivery.standby`), each
+    term with a new `adapter(bus, settings)` (`serve_active`)."""
+    await standby.serve_while_active(
+        bus, name, lease_seconds, lambda lost: serve_active(adapter(bus, settings), settings, lost)
+    )
 
 
 async def serve_active(adapter: CallbackAdapter, settings: Any, lost: asyncio.Event) -> None:

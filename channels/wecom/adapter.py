@@ -25,11 +25,9 @@ from wechatpy.enterprise.crypto import WeChatCrypto
 from wechatpy.exceptions import InvalidSignatureException
 
 from bus import Bus, Misconfigured
-from channels.delivery import standby
-from channels.errors import MalformedMessage
 from channels.wechat.api import WeixinApi, WeixinError
-from channels.wechat.base import CallbackAdapter, serve_active
-from channels.wechat.messages import CallbackMessage, read_message, xml_fields
+from channels.wechat.base import CallbackAdapter, make_crypto, serve_standing_by
+from channels.wechat.messages import CallbackMessage
 from config import AppConfig
 from config.channels import WeComConfig
 
@@ -41,11 +39,15 @@ QUERY = ("msg_signature", "timestamp", "nonce")
 
 class WeComAdapter(CallbackAdapter):
     channel = "wecom"
+    refused_credentials = (
+        "WeCom refused the app credentials ({errmsg}, errcode {code}): "
+        "check channels.wecom.corp_id and secret"
+    )
     readable = "text, pictures or files"
 
     def __init__(self, bus: Bus, config: WeComConfig) -> None:
         corp_id, secret, token, key = _credentials(config)
-        self.crypto = _crypto(token, key, corp_id)
+        self.crypto = make_crypto(WeChatCrypto, "wecom", token, key, corp_id)
         self.config = config
         self.agent_id = int(config.agent_id or 0)
 
@@ -82,32 +84,12 @@ class WeComAdapter(CallbackAdapter):
         missing = [name for name in QUERY if not query.get(name)]
         if missing:
             return PlainTextResponse(f"missing query parameter {missing[0]}", status_code=400)
-        body = await request.body()
-        try:
-            encrypted = xml_fields(body).get("Encrypt")
-            if not isinstance(encrypted, str) or not encrypted:
-                raise MalformedMessage("no Encrypt element")
-        except MalformedMessage as exc:
-            # Unsigned (the signature covers the Encrypt element): kept for a look, and taken.
-            await self.dead_letter(body, f"unreadable callback body: {exc}")
-            return PlainTextResponse("")
-        try:
-            plain = self.crypto.decrypt_message(
-                {"Encrypt": encrypted}, query["msg_signature"], query["timestamp"], query["nonce"]
-            )
-        except InvalidSignatureException:
-            log.warning("wecom: refused a callback whose signature does not hold")
-            return PlainTextResponse("invalid signature", status_code=403)
-        except Exception as exc:  # signed with our token, but not decryptable for our company
-            await self.dead_letter(body, f"cannot decrypt the message: {type(exc).__name__}: {exc}")
-            return PlainTextResponse("")
-        try:
-            message = read_message(plain)
-        except MalformedMessage as exc:
-            await self.dead_letter(plain, str(exc))
-            return PlainTextResponse("")
-        if self.seen(message):
-            return PlainTextResponse("")  # WeCom's retry of a message this copy has on the bus
+        plain = await self.decrypt(self.crypto, await request.body(), query)
+        if isinstance(plain, Response):
+            return plain
+        message = await self.read(plain)
+        if isinstance(message, Response):
+            return message
         note = await self.publish(message)  # fails with a 500: WeCom sends it again
         if note:
             self.spawn(self.notify(message.from_user, note), f"wecom-note-{message.ident}")
@@ -118,27 +100,11 @@ class WeComAdapter(CallbackAdapter):
 
     # ------------------------------------------------------------------ the app message API
 
-    async def send_text(self, user: str, text: str) -> None:
-        await self._send(user, "text", {"content": text})
-
-    async def send_media(self, user: str, kind: str, media_id: str) -> None:
-        await self._send(user, kind, {"media_id": media_id})
-
-    async def _send(self, user: str, kind: str, content: dict[str, Any]) -> None:
+    async def send(self, user: str, kind: str, content: dict[str, Any]) -> None:
         body = {"touser": user, "msgtype": kind, "agentid": self.agent_id, kind: content, "safe": 0}
         answer = await self.api.call("POST", "/cgi-bin/message/send", json=body)
         if answer.get("invaliduser"):
             raise WeixinError(0, f"not a member the app can reach: {answer['invaliduser']}", "message/send")
-
-    async def check_credentials(self) -> None:
-        """The app's access token, fetched at start: credentials WeCom refuses are `Misconfigured`."""
-        try:
-            await self.api.access_token()
-        except WeixinError as exc:
-            raise Misconfigured(
-                f"WeCom refused the app credentials ({exc.errmsg}, errcode {exc.code}): "
-                "check channels.wecom.corp_id and secret"
-            ) from exc
 
 
 async def run(bus: Bus, config: AppConfig) -> None:
@@ -149,13 +115,8 @@ async def run(bus: Bus, config: AppConfig) -> None:
     serves, and a message already on the bus becomes no second run."""
     settings = config.channels.wecom
     corp_id, _, token, key = _credentials(settings)  # a mistake is told before standing by
-    _crypto(token, key, corp_id)
-    await standby.serve_while_active(
-        bus,
-        "wecom",
-        config.bus.lease_seconds,
-        lambda lost: serve_active(WeComAdapter(bus, settings), settings, lost),
-    )
+    make_crypto(WeChatCrypto, "wecom", token, key, corp_id)
+    await serve_standing_by(bus, "wecom", config.bus.lease_seconds, WeComAdapter, settings)
 
 
 def _credentials(config: WeComConfig) -> tuple[str, str, str, str]:
@@ -167,12 +128,3 @@ def _credentials(config: WeComConfig) -> tuple[str, str, str, str]:
     if missing:
         raise Misconfigured(f"channels.wecom: {', '.join(missing)} must be set")
     return values["corp_id"], values["secret"], values["token"], values["encoding_aes_key"]
-
-
-def _crypto(token: str, key: str, corp_id: str) -> WeChatCrypto:
-    try:
-        return WeChatCrypto(token, key, corp_id)
-    except Exception as exc:  # not 43 characters of base64
-        raise Misconfigured(
-            f"channels.wecom.encoding_aes_key is not a valid EncodingAESKey (43 characters): {exc}"
-        ) from exc

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import dataclass
 
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import BucketNotFoundError
@@ -33,15 +34,13 @@ def _key(kind: str, value: str) -> str:
     return f"{kind}.{hashlib.sha256(value.encode()).hexdigest()[:40]}"
 
 
+@dataclass(eq=False)
 class LoginLockout:
-    def __init__(
-        self, bus: Bus, bucket: str, store: RecordStore[Failures], max_failures: int, lockout_seconds: float
-    ) -> None:
-        self.bus = bus
-        self.bucket = bucket
-        self.store = store
-        self.max_failures = max_failures
-        self.lockout_seconds = lockout_seconds
+    bus: Bus
+    bucket: str
+    store: RecordStore[Failures]
+    max_failures: int
+    lockout_seconds: float
 
     @classmethod
     async def open(cls, bus: Bus, max_failures: int, lockout_seconds: float) -> LoginLockout:

@@ -112,7 +112,9 @@ async def scripts_channel(shared_up_session: SharedUp) -> dict[str, Any]:
         pytest.param(
             "publish", f"$JS.API.CONSUMER.CREATE.{PREFIX.upper()}_RUNS", id="consume-the-runs-stream"
         ),
-        pytest.param("publish", f"$JS.API.STREAM.MSG.GET.{PREFIX.upper()}_RUN_EVENTS", id="read-run-events"),
+        pytest.param(
+            "publish", f"$JS.API.STREAM.MSG.GET.{PREFIX.upper()}_RUN_EVENTS_0", id="read-run-events"
+        ),
     ],
 )
 async def test_channel_creds_cannot_step_outside_their_channel(

@@ -46,7 +46,7 @@ import psutil
 
 from antler.pool import process_count
 from bus import Bus, decode
-from bus.chat_partitions import publish_inbound
+from bus.chat_partitions import chat_partitions, publish_inbound
 from bus.messages import InboundMessage, OutboundMessage
 from tests.bench.stack import BenchStack, bench_stack
 from tests.fakes.openai_server import Pace
@@ -383,8 +383,10 @@ class MemorySampler:
 
 
 async def stored_run_events(stack: BenchStack) -> int:
-    info = await stack.bus.js.stream_info(stack.bus.subjects.run_events_stream)
-    return int(info.state.messages)
+    s, total = stack.bus.subjects, 0
+    for k in range(await chat_partitions(stack.bus)):
+        total += (await stack.bus.js.stream_info(s.run_events_partition_stream(k))).state.messages
+    return total
 
 
 async def run_level(

@@ -71,6 +71,7 @@ async def test_sigterm_drains_in_flight_work_and_exits_zero(
             bus.subjects.chat_in("cli", "c"), InboundMessage(channel="cli", chat_id="c", text="1.5")
         )
         assert (await replies.next()).text == "started"
+        proc.send_signal(signal.SIGUSR1)  # what is it doing? (its tasks' stacks, on stderr)
         proc.send_signal(signal.SIGTERM)
         final = await replies.next()
         code, _, err = await finished(proc)
@@ -80,6 +81,9 @@ async def test_sigterm_drains_in_flight_work_and_exits_zero(
     assert final.text == "done", "the in-flight message was finished, not abandoned"
     assert code == 0, err
     assert "stopped" in err
+    dump = err[err.index("asyncio task(s) ---") : err.index("--- end of tasks ---")]
+    assert 'slow_echo.py", line' in dump, "the dump shows the handler at work"
+    assert "in handle" in dump
     info = await bus.js.stream_info(bus.subjects.chat_in_partition_stream(0))
     assert info.state.messages == 0, "and it was acked before exit"
 

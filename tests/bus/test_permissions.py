@@ -155,9 +155,9 @@ async def fetch_denied(nc: Client, violations: Violations, stream: str, durable:
         ),
         pytest.param(
             "runner",
-            S.run_events_stream,
+            S.run_events_partition_stream(0),
             "router-ev-0",
-            S.run_events_for("r1", None),
+            S.run_events_for("r1", None, 0),
             id="a-reader-drains-no-ones-durable",
         ),
     ],

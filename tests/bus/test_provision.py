@@ -14,6 +14,7 @@ from bus.errors import BusError
 from bus.provision import _ensure_kv
 from bus.subjects import chat_route, partition_transform
 from config import BusConfig
+from tests.support.runs import run_events_place
 from tests.support.unsplit import make_unsplit_installation
 
 pytestmark = pytest.mark.asyncio
@@ -34,7 +35,14 @@ async def test_everything_of_the_architecture_exists_under_the_prefix(bus: Bus) 
         },
         f"{p}_CHAT_OUT": (RetentionPolicy.LIMITS, [f"{s.prefix}.chat.out.>"]),
         f"{p}_RUNS": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.runs.submit"]),
-        f"{p}_RUN_EVENTS": (RetentionPolicy.LIMITS, [f"{s.prefix}.runs.ev.>"]),
+        # A chat's runs' events in the chat's partition, other runs' by id (bus.run_events).
+        **{
+            f"{p}_RUN_EVENTS_{k}": (
+                RetentionPolicy.LIMITS,
+                [f"{s.prefix}.runs.ev.*.chat.*.{k}", f"{s.prefix}.runs.ev.*.api.{k}"],
+            )
+            for k in range(4)
+        },
         f"{p}_SUBAGENTS": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.subagents.submit"]),
         f"{p}_MEMORY": (RetentionPolicy.WORK_QUEUE, [f"{s.prefix}.memory.update.>"]),
         f"{p}_EVENTS": (RetentionPolicy.LIMITS, [f"{s.prefix}.events.>"]),
@@ -61,7 +69,8 @@ async def test_everything_of_the_architecture_exists_under_the_prefix(bus: Bus) 
 
 
 async def test_provisioning_again_keeps_data_and_applies_changed_settings(nats_url: str, bus: Bus) -> None:
-    await bus.publish(bus.subjects.run_events_for("r1", None), b"{}")
+    subject, stream = await run_events_place(bus, "r1")
+    await bus.publish(subject, b"{}")
     kv = await bus.kv(bus.subjects.runs_bucket)
     await kv.put("r1", b"kept")
 
@@ -69,7 +78,7 @@ async def test_provisioning_again_keeps_data_and_applies_changed_settings(nats_u
     again = await connect_and_provision(nats_url, longer)
     try:
         await asyncio.gather(provision(again), provision(again))  # concurrent starts are fine too
-        info = await again.js.stream_info(bus.subjects.run_events_stream)
+        info = await again.js.stream_info(stream)
         assert info.config.max_age == 48 * 3600
         assert info.state.messages == 1
         assert (await kv.get("r1")).value == b"kept"
@@ -131,14 +140,20 @@ async def test_a_new_installation_has_four_chat_partitions_and_an_older_one_keep
     new_bus = await connect_and_provision(nats_url, fresh)
     try:
         assert await chat_partitions(new_bus) == 4
-        for stream in (new_bus.subjects.chat_in_partition_stream(0), new_bus.subjects.run_events_stream):
+        for stream in (
+            new_bus.subjects.chat_in_partition_stream(0),
+            new_bus.subjects.run_events_partition_stream(0),
+        ):
             assert partitions_of(await new_bus.js.stream_info(stream)) == 4
         # The same installation, provisioned by a version (or a process) with no count set.
         no_count = older.model_copy(update={"chat_partitions": None})
         unset = await connect_and_provision(nats_url, no_count)
         try:
             assert await chat_partitions(unset) == 16
-            for stream in (unset.subjects.chat_in_partition_stream(0), unset.subjects.run_events_stream):
+            for stream in (
+                unset.subjects.chat_in_partition_stream(0),
+                unset.subjects.run_events_partition_stream(15),
+            ):
                 assert partitions_of(await unset.js.stream_info(stream)) == 16
         finally:
             await unset.close()
@@ -165,7 +180,8 @@ async def test_a_new_partition_count_waits_until_nothing_waits_in_chat_in(
             assert await chat_partitions(changed) == 8
             with pytest.raises(NotFoundError):  # partitions 8 to 15 are gone with the count
                 await changed.js.stream_info(changed.subjects.chat_in_partition_stream(8))
-            assert partitions_of(await changed.js.stream_info(changed.subjects.run_events_stream)) == 8
+            run_events = await changed.js.stream_info(changed.subjects.run_events_partition_stream(7))
+            assert partitions_of(run_events) == 8
         finally:
             await changed.close()
     finally:

@@ -5,11 +5,17 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from nats.js.errors import NotFoundError
 
 from bus import Bus, decode
 from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus
+from bus.provision import provision
 from bus.records import RecordStore, keys_matching
+from bus.run_events import has_unsplit_stream
 from bus.runs import follow_run, submit_run
+from config import BusConfig
+from tests.support.runs import publish_event
+from tests.support.unsplit import earlier_runners_subject, make_unsplit_run_events
 
 pytestmark = pytest.mark.asyncio
 
@@ -17,9 +23,8 @@ pytestmark = pytest.mark.asyncio
 async def store(bus: Bus, run_id: str, *seqs: int, end: int | None = None) -> None:
     for seq in seqs:
         event = "end" if seq == end else "messages"
-        await bus.publish(
-            bus.subjects.run_events_for(run_id, None),
-            RunEvent(run_id=run_id, thread_id="t", seq=seq, event=event, data={"n": seq}),
+        await publish_event(
+            bus, RunEvent(run_id=run_id, thread_id="t", seq=seq, event=event, data={"n": seq})
         )
 
 
@@ -83,3 +88,51 @@ async def test_a_run_under_way_is_not_submitted_again(bus: Bus) -> None:
     await store.create("run-c", running)
     assert await submit_run(bus, chat_run("run-c")) is None
     assert await submitted_requests(bus) == []
+
+
+async def test_run_events_from_before_the_split_stay_readable_and_earlier_runners_go_on_during_the_upgrade(
+    nats_url: str, bus_config: BusConfig
+) -> None:
+    """An installation whose run events are in the single RUN_EVENTS of earlier versions is
+    provisioned anew: the partition streams are made beside it, a finished run's events are still
+    read from it, a run an earlier runner started there and a new runner finishes (a rolling
+    upgrade) is read whole and in order from both, and `antler provision` removes the old stream
+    once its events have expired."""
+    config = bus_config.model_copy(update={"prefix": f"{bus_config.prefix}u"})
+    old = await make_unsplit_run_events(nats_url, config)
+    s = old.subjects
+    runs = RecordStore(await old.kv(s.runs_bucket), RunRecord)
+    try:
+        # A run finished before the upgrade (its record says no partition).
+        await runs.create("before", RunRecord(run_id="before", thread_id="t", status=RunStatus.SUCCESS))
+        for seq, name in enumerate(["metadata", "messages", "end"], start=1):
+            event = RunEvent(run_id="before", thread_id="t", seq=seq, event=name, data={"n": seq})
+            await old.publish(earlier_runners_subject(old, "before", ("cli", "c")), event)
+        await provision(old)
+        legacy = (await old.js.stream_info(s.unsplit_run_events_stream)).config
+        assert legacy.subjects == s.unsplit_run_events, "only what earlier runners publish"
+        assert all([await old.js.stream_info(s.run_events_partition_stream(k)) for k in range(4)])
+        assert await read(old, "before") == [1, 2, 3]
+
+        # Submitted by an upgraded gateway, started by an earlier runner, resumed by an upgraded one.
+        record = await submit_run(old, RunRequest(run_id="during", thread_id="t2", input={"messages": []}))
+        assert record is not None
+        assert record.events_partition is not None
+        first = RunEvent(run_id="during", thread_id="t2", seq=1, event="metadata")
+        await old.publish(earlier_runners_subject(old, "during", None), first)
+        rest = [
+            RunEvent(run_id="during", thread_id="t2", seq=2, event="messages", attempt=2),
+            RunEvent(run_id="during", thread_id="t2", seq=3, event="end", attempt=2),
+        ]
+        for event in rest:
+            await old.publish(s.run_events_for("during", None, record.events_partition), event)
+        assert await read(old, "during") == [1, 2, 3]
+
+        await provision(old, retire=True)
+        assert await has_unsplit_stream(old), "kept while it holds events"
+        await old.js.purge_stream(s.unsplit_run_events_stream)  # as its max_age does
+        await provision(old, retire=True)
+        with pytest.raises(NotFoundError):
+            await old.js.stream_info(s.unsplit_run_events_stream)
+    finally:
+        await old.close()

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bus import Bus, DataDirLocked, EmbeddedServer, connect_and_provision
+from tests.support.runs import run_events_place
 
 pytestmark = pytest.mark.asyncio
 
@@ -26,14 +27,15 @@ async def test_a_second_server_on_the_same_data_dir_fails_with_a_clear_message(t
 async def test_jetstream_data_survives_a_restart_and_the_lock_is_released_on_stop(tmp_path: Path) -> None:
     async with EmbeddedServer(tmp_path) as server:
         bus = await connect_and_provision(server.url)
-        await bus.publish(bus.subjects.run_events_for("r", None), b'{"kept": true}')
+        subject, stream = await run_events_place(bus, "r")
+        await bus.publish(subject, b'{"kept": true}')
         await bus.close()
         url_file = (tmp_path / "nats.url").read_text().strip()
         assert url_file == server.url, "clients of this data dir can find the server"
     assert not (tmp_path / "nats.url").exists()
     async with EmbeddedServer(tmp_path) as server:
         bus = await Bus.connect(server.url)
-        info = await bus.js.stream_info(bus.subjects.run_events_stream)
+        info = await bus.js.stream_info(stream)
         assert info.state.messages == 1
         await bus.close()
 
@@ -66,7 +68,8 @@ async def test_a_killed_server_is_started_again_where_clients_reconnect_with_its
     async with EmbeddedServer(tmp_path) as server:
         supervisor = asyncio.create_task(server.supervise())
         bus = await connect_and_provision(server.url)
-        await bus.publish(bus.subjects.run_events_for("r", None), b'{"before": true}')
+        subject, _ = await run_events_place(bus, "r")
+        await bus.publish(subject, b'{"before": true}')
         url, first_pid = server.url, server.pid
         assert first_pid is not None
         os.kill(first_pid, signal.SIGKILL)
@@ -74,9 +77,7 @@ async def test_a_killed_server_is_started_again_where_clients_reconnect_with_its
         # (A publish written just as the server died is lost with it: publish again, deduplicated.)
         for _ in range(20):
             try:
-                ack = await bus.publish(
-                    bus.subjects.run_events_for("r", None), b'{"after": 1}', msg_id="a", timeout=1
-                )
+                ack = await bus.publish(subject, b'{"after": 1}', msg_id="a", timeout=1)
                 break
             except Exception:
                 continue

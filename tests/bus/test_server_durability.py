@@ -17,6 +17,7 @@ import pytest
 
 from bus import Bus, EmbeddedServer, connect_and_provision
 from tests.support import lazyfs
+from tests.support.runs import run_events_place
 
 pytestmark = pytest.mark.asyncio
 
@@ -39,7 +40,7 @@ async def acknowledged_then_power_cut(tmp_path: Path, sync_interval: str) -> tup
         await server.start()
         bus = await connect_and_provision(server.url)
         await layer.writeback()  # the streams were made long ago: only the messages are new
-        subject = bus.subjects.run_events_for("r", None)
+        subject, stream = await run_events_place(bus, "r")
         for n in range(MESSAGES):
             ack = await bus.publish(subject, b'{"n": %d}' % n)
             assert ack.seq == n + 1
@@ -51,7 +52,7 @@ async def acknowledged_then_power_cut(tmp_path: Path, sync_interval: str) -> tup
         async with EmbeddedServer(data, sync_interval=sync_interval) as again:
             bus = await Bus.connect(again.url)
             try:
-                info = await bus.js.stream_info(bus.subjects.run_events_stream)
+                info = await bus.js.stream_info(stream)
             finally:
                 await bus.nc.close()
     return info.state.messages, cut

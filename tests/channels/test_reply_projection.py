@@ -18,6 +18,7 @@ from bus.records import RecordStore
 from channels.router.ordering import FinalsInOrder, RecentOrigins
 from channels.router.projection import ReplyProjection, projection_consumer
 from config import AppConfig
+from tests.support.runs import run_events_place
 
 pytestmark = pytest.mark.asyncio
 
@@ -49,10 +50,13 @@ async def test_an_event_that_comes_again_after_the_final_sends_nothing_more(
         sent.put_nowait(decode(OutboundMessage, msg.data))
 
     watch = await bus.nc.subscribe(bus.subjects.chat_out("cli"), cb=on_reply)
-    consumers = [projection_consumer(bus, projection, k, None) for k in range(await chat_partitions(bus))]
+    consumers = [
+        projection_consumer(bus, projection, k, bus.subjects.run_events_partition_stream(k), None)
+        for k in range(await chat_partitions(bus))
+    ]
     for consumer in consumers:
         await consumer.start()
-    subject = bus.subjects.run_events_for(run, ("cli", "c1"))
+    subject, _ = await run_events_place(bus, run, ("cli", "c1"))
     try:
         await bus.publish(subject, words(run, 1, "Nine deer."), msg_id=f"{run}:1")
         assert (await asyncio.wait_for(sent.get(), 10)).kind == "partial"

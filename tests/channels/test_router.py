@@ -32,13 +32,14 @@ from bus.messages import (
     ThreadRecord,
 )
 from bus.records import RecordStore
+from bus.run_events import events_streams
 from bus.service import call
 from channels.router import RUN_NAMESPACE
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.chat import Chat, running_router
 from tests.support.runner import running_runner
-from tests.support.runs import stored_events
+from tests.support.runs import publish_event, stored_events
 from tests.support.unsplit import make_unsplit_installation
 
 pytestmark = pytest.mark.asyncio
@@ -356,7 +357,6 @@ async def test_a_final_reply_cut_short_is_sent_with_the_answer_it_had_collected(
     channels = base.channels.model_copy(update={"stream_update_seconds": 1e12})
     config = base.model_copy(update={"channels": channels})
     fake_model.script(Reply(text="The herd has nine deer.", chunk_delay=0.1))
-    events = bus.subjects.run_events_stream
     out = (await bus.js.stream_info(bus.subjects.chat_out_stream)).config
     taken = list(out.subjects or [])
     async with running_runner(nats_url, config), running_router(nats_url, config), Chat(bus) as chat:
@@ -365,7 +365,8 @@ async def test_a_final_reply_cut_short_is_sent_with_the_answer_it_had_collected(
         out.subjects = [f"{bus.config.prefix}.chat.parked"]  # nothing stores replies now
         await bus.js.update_stream(out)
         run_id = str(uuid.uuid5(RUN_NAMESPACE, message.dedupe_id()))
-        log = await bus.js.subscribe(bus.subjects.run_events(run_id), ordered_consumer=True)
+        (events,) = await events_streams(bus, run_id)
+        log = await bus.js.subscribe(bus.subjects.run_events(run_id), stream=events, ordered_consumer=True)
         stored = [await log.next_msg(timeout=30)]
         while json.loads(stored[-1].data)["event"] != "end":
             stored.append(await log.next_msg(timeout=30))
@@ -532,7 +533,9 @@ async def projection_ready(bus: Bus) -> None:
     for _ in range(600):
         with contextlib.suppress(Exception):
             for partition in range(count):
-                await bus.js.consumer_info(bus.subjects.run_events_stream, f"router-ev-{partition}")
+                await bus.js.consumer_info(
+                    bus.subjects.run_events_partition_stream(partition), f"router-ev-{partition}"
+                )
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the router's projection never started")
@@ -567,7 +570,7 @@ async def test_two_deliveries_of_one_run_at_once_answer_with_the_words_of_the_on
     async with running_router(nats_url, config), Chat(bus) as chat:
         await projection_ready(bus)
         for event in events:
-            await bus.publish(bus.subjects.run_events_for(run_id, ("cli", "c-two")), event)
+            await publish_event(bus, event, ("cli", "c-two"))
         final = await chat.final()
     assert final.kind == "final"
     assert final.text == "The whole answer.", final
@@ -666,11 +669,12 @@ async def test_a_threads_finals_go_out_in_the_order_its_messages_were_sent(
                 [("messages", [chunk, {}]), ("end", {"status": "success"})], start=1
             ):
                 origin = record.metadata["origin"]
-                await bus.publish(
-                    bus.subjects.run_events_for(record.run_id, (origin["channel"], origin["chat_id"])),
+                await publish_event(
+                    bus,
                     RunEvent(
                         run_id=record.run_id, thread_id=record.thread_id, seq=seq, event=event, data=data
                     ),
+                    (origin["channel"], origin["chat_id"]),
                 )
 
         await answer(records[1], "answer two")  # the later run's end is stored first

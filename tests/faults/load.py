@@ -31,8 +31,9 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import APIError
 
 from bus import Bus, EnvelopeError, decode
-from bus.chat_partitions import publish_inbound
+from bus.chat_partitions import chat_partitions, publish_inbound
 from bus.messages import InboundMessage, OutboundMessage, RunEvent
+from tests.faults.diagnosis import explain_lost
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,11 @@ class Sent:
     @property
     def expected_reply(self) -> str:
         return f"You said: {self.text}"
+
+    def inbound(self) -> InboundMessage:
+        return InboundMessage(
+            channel=CHANNEL, chat_id=self.chat_id, message_id=self.message_id, text=self.text
+        )
 
 
 @dataclass
@@ -113,6 +119,7 @@ class ChatLoad:
     accepted_at: dict[str, float] = field(default_factory=dict)  # message id -> when the bus stored it
     budget_end: float | None = None  # time.monotonic when the answers were due (`settle`)
     publish_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    diagnosis: list[str] = field(default_factory=list)  # what the lost answers' runs were doing
     _seen: set[int] = field(default_factory=set)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _collector: asyncio.Task[None] | None = None
@@ -146,9 +153,7 @@ class ChatLoad:
             await self._publish_one(sent, deadline)
 
     async def _publish_one(self, sent: Sent, deadline: float) -> None:
-        inbound = InboundMessage(
-            channel=CHANNEL, chat_id=sent.chat_id, message_id=sent.message_id, text=sent.text
-        )
+        inbound = sent.inbound()
         while time.monotonic() < deadline:
             try:
                 await publish_inbound(self.bus, CHANNEL, inbound, timeout=2.0)
@@ -297,7 +302,13 @@ class ChatLoad:
         """Until every accepted message has a final reply: due by `deadline` (the budget), then
         waited for `grace` seconds more, so that `counts` tells a late answer from a lost one."""
         self.budget_end = deadline
-        await self.wait_all_accepted_answered(deadline + self.grace)
+        if not await self.wait_all_accepted_answered(deadline + self.grace):
+            lost = [
+                m
+                for m in self.messages
+                if m.message_id in self.accepted and not self.finals.get(m.message_id)
+            ]
+            self.diagnosis = await explain_lost(self.bus, [m.inbound() for m in lost])
 
     def lateness(self) -> dict[str, float]:
         """message id -> seconds past the budget its first final reply came (late ones only)."""
@@ -374,9 +385,14 @@ class ChatLoad:
 
     async def _read_resumed(self, resumed: set[str]) -> None:
         s = self.bus.subjects
+        for k in range(await chat_partitions(self.bus)):
+            await self._read_resumed_in(s.run_events_partition_stream(k), resumed)
+
+    async def _read_resumed_in(self, stream: str, resumed: set[str]) -> None:
+        s = self.bus.subjects
         sub = await self.bus.js.pull_subscribe(
             s.run_events_all,
-            stream=s.run_events_stream,
+            stream=stream,
             config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE),
         )
         try:
@@ -420,4 +436,5 @@ class ChatLoad:
         not_accepted = len(self.messages) - len(self.accepted)
         if not_accepted:
             lines.append(f"  not accepted: {not_accepted} (publish errors: {dict(self.publish_errors)})")
-        return "\n".join(lines[:limit] + ([f"  ... {len(lines) - limit} more"] if len(lines) > limit else []))
+        more = [f"  ... {len(lines) - limit} more"] if len(lines) > limit else []
+        return "\n".join(lines[:limit] + more + self.diagnosis)

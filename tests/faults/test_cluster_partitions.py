@@ -1,5 +1,5 @@
-"""Streams per chat partition on a three-node cluster: their leaders are on more than one node, and
-chats of every partition are answered through them."""
+"""Streams per chat partition (inbound messages and run events) on a three-node cluster: their
+leaders are on more than one node, and chats of every partition are answered through them."""
 
 from __future__ import annotations
 
@@ -39,15 +39,17 @@ async def test_partition_streams_lead_from_several_nodes_and_every_partition_ans
         bus = await admin_bus(cluster.url, tmp_path / "data")
         try:
             count = await chat_partitions(bus)
-            leaders = {}
-            for k in range(count):
-                info = await bus.js.stream_info(bus.subjects.chat_in_partition_stream(k))
-                assert info.cluster is not None
-                assert len(info.cluster.replicas or []) == 2, "three copies of each partition's stream"
-                leaders[k] = info.cluster.leader
-            assert len(set(leaders.values())) > 1, f"every partition led by one node: {leaders}"
-            # Provisioning hands them out in turn: with 4 partitions, every node leads one or two.
-            assert set(leaders.values()) == {"n1", "n2", "n3"}, leaders
+            s = bus.subjects
+            for stream_of in (s.chat_in_partition_stream, s.run_events_partition_stream):
+                leaders = {}
+                for k in range(count):
+                    info = await bus.js.stream_info(stream_of(k))
+                    assert info.cluster is not None
+                    assert len(info.cluster.replicas or []) == 2, "three copies of each partition's stream"
+                    leaders[k] = info.cluster.leader
+                assert len(set(leaders.values())) > 1, f"every partition led by one node: {leaders}"
+                # Provisioning hands them out in turn: with 4 partitions, every node leads one or two.
+                assert set(leaders.values()) == {"n1", "n2", "n3"}, leaders
             async with Chat(bus, channel=CHANNEL) as chat:
                 for k in range(count):
                     await chat.say(
@@ -55,9 +57,10 @@ async def test_partition_streams_lead_from_several_nodes_and_every_partition_ans
                     )
                 answered = {(await chat.final(timeout=60)).reply_to for _ in range(count)}
             assert answered == {f"m{k}" for k in range(count)}
-            for k in range(count):  # each came through its own partition's stream
-                info = await bus.js.stream_info(bus.subjects.chat_in_partition_stream(k))
-                assert info.state.last_seq >= 1, f"partition {k}'s stream took no message"
+            for k in range(count):  # each came through its own partition's streams
+                for stream in (s.chat_in_partition_stream(k), s.run_events_partition_stream(k)):
+                    info = await bus.js.stream_info(stream)
+                    assert info.state.last_seq >= 1, f"{stream} took no message"
         finally:
             await bus.close()
     finally:

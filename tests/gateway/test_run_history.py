@@ -13,6 +13,7 @@ import pytest_asyncio
 from nats.js.errors import NotFoundError
 
 from bus import Bus
+from bus.run_events import events_streams
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.gateway import running_gateway
@@ -63,9 +64,10 @@ async def test_a_runs_steps_and_subagent_cards_outlive_its_live_event_log(
         run_id = (await ana.get(f"/threads/{thread}/runs")).json()[0]["run_id"]
 
         # The live log is gone (as after `bus.run_events_max_age_hours`).
-        await bus.js.purge_stream(bus.subjects.run_events_stream, subject=bus.subjects.run_events(run_id))
+        (stream,) = await events_streams(bus, run_id)
+        await bus.js.purge_stream(stream, subject=bus.subjects.run_events(run_id))
         with pytest.raises(NotFoundError):
-            await bus.js.get_last_msg(bus.subjects.run_events_stream, bus.subjects.run_events(run_id))
+            await bus.js.get_last_msg(stream, bus.subjects.run_events(run_id))
 
         base = f"/threads/{thread}/runs/{run_id}"
         events = (await ana.get(f"{base}/events")).json()

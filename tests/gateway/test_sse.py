@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from bus import Bus
+from bus.run_events import events_streams
 from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -150,14 +151,15 @@ async def test_events_the_log_no_longer_holds_are_announced_as_a_gap(
     location, events = await finished_run(http)
     run_id = location.rstrip("/").split("/")[-2]
     s = bus.subjects
-    await bus.js.purge_stream(s.run_events_stream, subject=s.run_events(run_id), keep=2)  # aged out
+    (stream,) = await events_streams(bus, run_id)
+    await bus.js.purge_stream(stream, subject=s.run_events(run_id), keep=2)  # aged out
     partly = await asyncio.wait_for(every_event(http, location, events[0][0]), 10)
     assert partly[0][0] == "gap"
     assert partly[0][1]["code"] == "stream_replay_gap"
     assert partly[0][1]["earliest_available_event_id"] == events[-2][0]
     assert [name for name, _ in partly[1:]] == [events[-2][1], "end"], "then what is still there"
 
-    await bus.js.purge_stream(s.run_events_stream, subject=s.run_events(run_id))  # all gone
+    await bus.js.purge_stream(stream, subject=s.run_events(run_id))  # all gone
     gone = await asyncio.wait_for(every_event(http, location, "-1"), 10)
     assert [name for name, _ in gone] == ["gap", "end"], "never a stream that waits forever"
     assert gone[1][1]["status"] == "success"

@@ -11,6 +11,7 @@ from pathlib import Path
 from playwright.async_api import expect
 
 from bus import Bus
+from bus.chat_partitions import chat_partitions
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.webui.conftest import UI_TESTS, OpenPage, Stack
 
@@ -90,7 +91,8 @@ async def test_subagent_cards_and_tool_steps_survive_reloads_and_the_live_logs_e
     assert stack.admin is not None
     bus = await Bus.connect(stack.nats_url, stack.admin, name="test")
     try:
-        await bus.js.purge_stream(bus.subjects.run_events_stream)
+        for k in range(await chat_partitions(bus)):
+            await bus.js.purge_stream(bus.subjects.run_events_partition_stream(k))
     finally:
         await bus.close()
     await page.reload()

@@ -1,12 +1,18 @@
-"""Helpers shared by our middlewares: reading and rebuilding model responses."""
+"""Helpers shared by our middlewares: reading and rebuilding model responses, a tool call's types."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
 
 from langchain.agents.middleware import ExtendedModelResponse, ModelResponse
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain.agents.middleware.types import ToolCallRequest
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.types import Command
+
+# What a tool call comes to, and the next step an `awrap_tool_call` hands a call on to.
+ToolResult: TypeAlias = ToolMessage | Command[Any]
+ToolHandler: TypeAlias = Callable[[ToolCallRequest], Awaitable[ToolResult]]
 
 
 def as_response(result: Any) -> ModelResponse[Any] | ExtendedModelResponse[Any]:

@@ -21,14 +21,13 @@ blocks on its own failure. Changes made by `bash` are not seen.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command
 
+from agents.graph.middleware._util import ToolHandler, ToolResult
 from agents.tools.thread_files import ThreadFiles
 
 READ_MARK = "antler_read"
@@ -82,11 +81,7 @@ class ReadBeforeWriteMiddleware(AgentMiddleware):
         super().__init__()
         self.files = files
 
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
         call = request.tool_call
         path = _path(call)
         if path is None or call["name"] not in WRITES | READS:

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command
 
+from agents.graph.middleware._util import ToolHandler, ToolResult
 from agents.tools.thread_files import ThreadFiles
 from config import ToolOutputConfig
 
@@ -79,11 +78,7 @@ class ToolOutputBudgetMiddleware(AgentMiddleware):
     def limit(self, tool_name: str) -> int:
         return self.config.tool_overrides.get(tool_name, self.config.max_chars)
 
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
         result = await handler(request)
         name = request.tool_call.get("name") or "tool"
         context = request.runtime.context if request.runtime is not None else None

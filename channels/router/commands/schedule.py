@@ -17,7 +17,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bus import Bus
 from bus.messages import (
-    ChatOrigin,
     InboundMessage,
     ScheduleAction,
     ScheduleCreate,
@@ -32,15 +31,6 @@ from channels.router.commands.context import Answer, CommandContext
 from skills.commands import USAGE
 
 NO_SCHEDULER = "Scheduling is not available right now (no scheduler is running)."
-
-
-def _when(task: ScheduledTask) -> str:
-    spec = task.schedule_spec
-    if task.schedule_type == "once":
-        return f"once at {spec.get('run_at')} ({task.timezone})"
-    if task.schedule_type == "interval":
-        return f"every {spec.get('every', spec.get('seconds'))}"
-    return f"cron `{spec.get('cron')}` ({task.timezone})"  # as code: its stars are no Markdown
 
 
 def _next(task: ScheduledTask) -> str:
@@ -58,7 +48,7 @@ def _next(task: ScheduledTask) -> str:
 def _line(number: int, task: ScheduledTask) -> str:
     paused = " [paused]" if task.status == "paused" else ""
     done = " [done]" if task.status == "completed" else ""
-    return f"{number}. {_when(task)}{paused}{done}: {task.prompt}{_next(task)}"
+    return f"{number}. {task.when(markdown=True)}{paused}{done}: {task.prompt}{_next(task)}"
 
 
 async def _mine(bus: Bus, message: InboundMessage, user_id: str) -> list[ScheduledTask]:
@@ -74,19 +64,14 @@ async def handle(ctx: CommandContext, message: InboundMessage, name: str, argume
         return USAGE[name]
     try:
         if name == "schedule":
-            origin = ChatOrigin(
-                channel=message.channel,
-                chat_id=message.chat_id,
-                topic_id=message.topic_id,
-                user_id=message.user_id,
-                platform=message.metadata,
-            )
+            origin = message.origin(in_reply=False)
             request = ScheduleCreate(user_id=user_id, text=argument, origin=origin)
             reply = await call(bus, "schedules", "create", request, ScheduledTaskReply, timeout=10)
-            assert reply.task is not None
+            made = reply.task
+            assert made is not None
             number = len(await _mine(bus, message, user_id))
             return (
-                f"Scheduled #{number}: {_when(reply.task)}: {reply.task.prompt}{_next(reply.task)}\n"
+                f"Scheduled #{number}: {made.when(markdown=True)}: {made.prompt}{_next(made)}\n"
                 "I will answer here. /schedules lists your tasks; /unschedule <number> removes one."
             )
         tasks = await _mine(bus, message, user_id)
@@ -107,7 +92,7 @@ async def handle(ctx: CommandContext, message: InboundMessage, name: str, argume
             ScheduledTaskReply,
             timeout=10,
         )
-        return f"Removed #{argument}: {_when(task)}: {task.prompt}"
+        return f"Removed #{argument}: {task.when(markdown=True)}: {task.prompt}"
     except ServiceError as exc:
         if exc.code == "invalid":
             return f"I could not schedule that: {exc.message}"

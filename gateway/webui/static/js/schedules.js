@@ -63,14 +63,15 @@ function built(form) {
 function builder(onCreate) {
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
   const part = (kind, ...children) => el("div", { class: "row", "data-kind": kind }, ...children);
-  const kind = el(
-    "select",
-    { name: "kind", "aria-label": "Repeat" },
-    el("option", { value: "daily", text: "At a time of day" }),
-    el("option", { value: "interval", text: "Every …" }),
-    el("option", { value: "once", text: "Once" }),
-    el("option", { value: "cron", text: "Cron expression" }),
-  );
+  // A <select> of [value, text] choices.
+  const select = (name, label, choices) =>
+    el("select", { name, "aria-label": label }, ...choices.map(([value, text]) => el("option", { value, text })));
+  const kind = select("kind", "Repeat", [
+    ["daily", "At a time of day"],
+    ["interval", "Every …"],
+    ["once", "Once"],
+    ["cron", "Cron expression"],
+  ]);
   const parts = [
     part(
       "daily",
@@ -82,14 +83,12 @@ function builder(onCreate) {
     part(
       "interval",
       el("input", { type: "number", name: "every", min: "1", value: "30", "aria-label": "Every" }),
-      el(
-        "select",
-        { name: "unit", "aria-label": "Unit" },
-        el("option", { value: "m", text: "minutes" }),
-        el("option", { value: "h", text: "hours" }),
-        el("option", { value: "d", text: "days" }),
-        el("option", { value: "s", text: "seconds" }),
-      ),
+      select("unit", "Unit", [
+        ["m", "minutes"],
+        ["h", "hours"],
+        ["d", "days"],
+        ["s", "seconds"],
+      ]),
     ),
     part("once", el("input", { type: "datetime-local", name: "at", "aria-label": "When" })),
     part("cron", el("input", { type: "text", name: "cron", placeholder: "0 8 * * 1-5", "aria-label": "Cron expression" })),

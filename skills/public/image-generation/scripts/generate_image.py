@@ -19,16 +19,14 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import os
 import struct
 import sys
-import urllib.error
 import urllib.request
-import uuid
 from pathlib import Path
-from typing import Any
 
-DEFAULT_BASE = "https://api.openai.com/v1"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_shared"))
+from generation import Api, Failed, multipart, prompt_text, read_json_object
+
 ORDER = ("prompt", "subject", "characters", "scene", "style", "composition", "lighting", "color_palette",
          "mood", "technical")  # fmt: skip
 NOT_CONFIGURED = (
@@ -39,60 +37,6 @@ NOT_CONFIGURED = (
 )
 
 
-class Failed(Exception):
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def settings() -> tuple[str, str, str]:
-    key = os.environ.get("IMAGE_API_KEY") or os.environ.get("OPENAI_API_KEY")
-    if not key:
-        raise Failed(NOT_CONFIGURED, 2)
-    base = os.environ.get("IMAGE_API_BASE_URL") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE
-    return key, base.rstrip("/"), os.environ.get("IMAGE_MODEL", "gpt-image-1")
-
-
-def call(url: str, key: str, data: bytes, content_type: str) -> dict[str, Any]:
-    request = urllib.request.Request(
-        url,
-        data=data,
-        method="POST",
-        headers={"Authorization": f"Bearer {key}", "Content-Type": content_type},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=110) as answer:
-            return dict(json.loads(answer.read()))
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode("utf-8", "replace")
-        try:
-            detail = json.loads(detail)["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            pass
-        raise Failed(f"the images API answered {exc.code} at {url}: {detail}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise Failed(
-            f"cannot reach the images API at {url} ({reason}); "
-            "is sandbox.allow_network true and the URL right?"
-        ) from None
-
-
-def prompt_text(spec: dict[str, Any]) -> str:
-    parts = []
-    for key in [*ORDER, *sorted(set(spec) - set(ORDER) - {"negative_prompt"})]:
-        value = spec.get(key)
-        if value in (None, "", [], {}):
-            continue
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        parts.append(text if key == "prompt" else f"{key.replace('_', ' ').capitalize()}: {text}")
-    if spec.get("negative_prompt"):
-        parts.append(f"Avoid: {spec['negative_prompt']}")
-    if not parts:
-        raise Failed("the prompt file says nothing to draw: give at least a prompt or a subject")
-    return "\n".join(parts)
-
-
 def size_for(aspect: str) -> str:
     try:
         wide, high = (float(n) for n in aspect.split(":"))
@@ -100,18 +44,6 @@ def size_for(aspect: str) -> str:
     except (ValueError, ZeroDivisionError):
         raise Failed(f"--aspect-ratio must look like 16:9, not {aspect!r}") from None
     return "1536x1024" if ratio > 1.2 else "1024x1536" if ratio < 1 / 1.2 else "1024x1024"
-
-
-def multipart(fields: dict[str, str], files: list[tuple[str, Path]]) -> tuple[bytes, str]:
-    boundary = uuid.uuid4().hex
-    out = b""
-    for name, value in fields.items():
-        out += f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
-    for name, path in files:
-        kind = {".png": "image/png", ".webp": "image/webp"}.get(path.suffix.lower(), "image/jpeg")
-        head = f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{path.name}"\r\n'
-        out += f"{head}Content-Type: {kind}\r\n\r\n".encode() + path.read_bytes() + b"\r\n"
-    return out + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
 
 
 def describe(data: bytes) -> str:
@@ -126,28 +58,24 @@ def describe(data: bytes) -> str:
 
 
 def generate(args: argparse.Namespace) -> str:
-    try:
-        spec = json.loads(args.prompt_file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise Failed(f"{args.prompt_file}: no such file") from None
-    except json.JSONDecodeError as exc:
-        raise Failed(f"{args.prompt_file.name}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
-    if not isinstance(spec, dict):
-        raise Failed(f"{args.prompt_file.name}: expected a JSON object")
-    prompt = prompt_text(spec)
+    spec = read_json_object(args.prompt_file)
+    prompt = prompt_text(
+        spec, ORDER, "the prompt file says nothing to draw: give at least a prompt or a subject"
+    )
     for path in args.reference_images:
         if not path.is_file():
             raise Failed(f"reference image {path}: no such file")
-    key, base, model = settings()
+    api = Api("images", "IMAGE", "gpt-image-1", NOT_CONFIGURED, timeout=110)
+    model = api.model
     size = args.size or size_for(args.aspect_ratio)
     if args.reference_images:
         field = "image[]" if len(args.reference_images) > 1 else "image"
         body, kind = multipart({"model": model, "prompt": prompt, "size": size, "n": "1"},
                                [(field, p) for p in args.reference_images])  # fmt: skip
-        answer = call(f"{base}/images/edits", key, body, kind)
+        answer = api.json("/images/edits", body, kind)
     else:
         payload = {"model": model, "prompt": prompt, "size": size, "n": 1}
-        answer = call(f"{base}/images/generations", key, json.dumps(payload).encode(), "application/json")
+        answer = api.json("/images/generations", json.dumps(payload).encode(), "application/json")
     try:
         item = answer["data"][0]
     except (KeyError, IndexError, TypeError):

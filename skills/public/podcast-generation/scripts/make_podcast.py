@@ -19,18 +19,16 @@ Exit 2 when it is not configured, 1 on any other error; `error: ...` says what t
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
 import struct
 import sys
-import urllib.error
-import urllib.request
 import wave
 from pathlib import Path
 from typing import Any
 
-DEFAULT_BASE = "https://api.openai.com/v1"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_shared"))
+from generation import Api, Failed, read_json
+
 MAX_INPUT = 4000  # the speech API takes up to 4096 characters a call
 NOT_CONFIGURED = (
     "no speech API is configured for the sandbox: set SPEECH_API_KEY (and SPEECH_API_BASE_URL for a "
@@ -38,44 +36,6 @@ NOT_CONFIGURED = (
     "sandbox.environment in config.yaml, and sandbox.allow_network: true, then restart Antler. "
     "Tell the user this and give them the script and transcript instead."
 )
-
-
-class Failed(Exception):
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def settings() -> tuple[str, str, str]:
-    key = os.environ.get("SPEECH_API_KEY") or os.environ.get("OPENAI_API_KEY")
-    if not key:
-        raise Failed(NOT_CONFIGURED, 2)
-    base = os.environ.get("SPEECH_API_BASE_URL") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE
-    return key, base.rstrip("/"), os.environ.get("SPEECH_MODEL", "gpt-4o-mini-tts")
-
-
-def speak(base: str, key: str, payload: dict[str, Any]) -> bytes:
-    url = f"{base}/audio/speech"
-    request = urllib.request.Request(
-        url, data=json.dumps(payload).encode(), method="POST",
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-    )  # fmt: skip
-    try:
-        with urllib.request.urlopen(request, timeout=100) as answer:
-            return bytes(answer.read())
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode("utf-8", "replace")
-        try:
-            detail = json.loads(detail)["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            pass
-        raise Failed(f"the speech API answered {exc.code} at {url}: {detail}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise Failed(
-            f"cannot reach the speech API at {url} ({reason}); "
-            "is sandbox.allow_network true and the URL right?"
-        ) from None
 
 
 def pcm_of(data: bytes) -> tuple[tuple[int, int, int], bytes]:
@@ -137,33 +97,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pause", type=float, default=0.4, help="seconds of silence between lines")
     args = parser.parse_args(argv)
     try:
-        try:
-            script = json.loads(args.script.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise Failed(f"{args.script}: no such file") from None
-        except json.JSONDecodeError as exc:
-            raise Failed(f"{args.script.name}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
-        title, hosts, lines = check(script)
+        title, hosts, lines = check(read_json(args.script))
         if args.transcript:
             text = [f"# {title}" if title else "# Transcript", ""]
             text += [f"**{line['speaker']}:** {line['text'].strip()}\n" for line in lines]
             args.transcript.parent.mkdir(parents=True, exist_ok=True)
             args.transcript.write_text("\n".join(text), encoding="utf-8")
-        key, base, model = settings()
+        api = Api("speech", "SPEECH", "gpt-4o-mini-tts", NOT_CONFIGURED, timeout=100)
         fmt: tuple[int, int, int] | None = None
         samples: list[bytes] = []
         for n, line in enumerate(lines, 1):
             host = hosts[line["speaker"]]
             for part in pieces(line["text"]):
                 payload = {
-                    "model": model,
+                    "model": api.model,
                     "input": part,
                     "voice": host.get("voice", "alloy"),
                     "response_format": "wav",
                 }
                 if host.get("instructions"):
                     payload["instructions"] = host["instructions"]
-                this, pcm = pcm_of(speak(base, key, payload))
+                this, pcm = pcm_of(api.post_json("/audio/speech", payload))
                 if fmt is not None and this != fmt:
                     raise Failed(
                         f"line {n} came back as {this}, the others as {fmt}: the voices must share a format"
@@ -184,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         out.setframerate(fmt[2])
         out.writeframes(b"".join(samples))
     seconds = sum(len(s) for s in samples) / (fmt[0] * fmt[1] * fmt[2])
-    said = f"wrote {args.out}: {seconds:.1f} s, {len(lines)} lines, {len(hosts)} voices, model {model}"
+    said = f"wrote {args.out}: {seconds:.1f} s, {len(lines)} lines, {len(hosts)} voices, model {api.model}"
     print(said + (f"; transcript {args.transcript}" if args.transcript else ""))
     return 0
 

@@ -18,16 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
-import urllib.error
-import urllib.request
-import uuid
 from pathlib import Path
-from typing import Any
 
-DEFAULT_BASE = "https://api.openai.com/v1"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_shared"))
+from generation import Api, Failed, multipart, prompt_text, read_json_object
+
 ORDER = ("prompt", "subject", "scene", "action", "camera", "style", "lighting", "mood", "audio")
 NOT_CONFIGURED = (
     "no video generation API is configured for the sandbox: set VIDEO_API_KEY (and VIDEO_API_BASE_URL "
@@ -37,94 +34,19 @@ NOT_CONFIGURED = (
 )
 
 
-class Failed(Exception):
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class Api:
-    def __init__(self) -> None:
-        key = os.environ.get("VIDEO_API_KEY") or os.environ.get("OPENAI_API_KEY")
-        if not key:
-            raise Failed(NOT_CONFIGURED, 2)
-        base = os.environ.get("VIDEO_API_BASE_URL") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE
-        self.key, self.base = key, base.rstrip("/")
-        self.model = os.environ.get("VIDEO_MODEL", "sora-2")
-
-    def call(self, path: str, data: bytes | None = None, content_type: str = "") -> bytes:
-        url = f"{self.base}{path}"
-        headers = {"Authorization": f"Bearer {self.key}", **({"Content-Type": content_type} if data else {})}
-        request = urllib.request.Request(url, data=data, method="POST" if data else "GET", headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=100) as answer:
-                return bytes(answer.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode("utf-8", "replace")
-            try:
-                detail = json.loads(detail)["error"]["message"]
-            except (ValueError, KeyError, TypeError):
-                pass
-            raise Failed(f"the videos API answered {exc.code} at {url}: {detail}") from None
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise Failed(
-                f"cannot reach the videos API at {url} ({reason}); "
-                "is sandbox.allow_network true and the URL right?"
-            ) from None
-
-    def json(self, path: str, data: bytes | None = None, content_type: str = "") -> dict[str, Any]:
-        return dict(json.loads(self.call(path, data, content_type)))
-
-
-def prompt_text(spec: dict[str, Any]) -> str:
-    parts = []
-    for key in [*ORDER, *sorted(set(spec) - set(ORDER) - {"negative_prompt"})]:
-        value = spec.get(key)
-        if value in (None, "", [], {}):
-            continue
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        parts.append(text if key == "prompt" else f"{key.replace('_', ' ').capitalize()}: {text}")
-    if spec.get("negative_prompt"):
-        parts.append(f"Avoid: {spec['negative_prompt']}")
-    if not parts:
-        raise Failed("the prompt file says nothing to film: give at least a prompt")
-    return "\n".join(parts)
-
-
 def create(api: Api, args: argparse.Namespace) -> str:
-    try:
-        spec = json.loads(args.prompt_file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise Failed(f"{args.prompt_file}: no such file") from None
-    except json.JSONDecodeError as exc:
-        raise Failed(f"{args.prompt_file.name}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
-    if not isinstance(spec, dict):
-        raise Failed(f"{args.prompt_file.name}: expected a JSON object")
+    spec = read_json_object(args.prompt_file)
     fields = {
         "model": api.model,
-        "prompt": prompt_text(spec),
+        "prompt": prompt_text(spec, ORDER, "the prompt file says nothing to film: give at least a prompt"),
         "seconds": str(args.seconds),
         "size": args.size,
     }
     if args.reference_image:
         if not args.reference_image.is_file():
             raise Failed(f"reference image {args.reference_image}: no such file")
-        boundary = uuid.uuid4().hex
-        body = b"".join(
-            f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
-            for k, v in fields.items()
-        )
-        kind = "image/png" if args.reference_image.suffix.lower() == ".png" else "image/jpeg"
-        body += (
-            (
-                f'--{boundary}\r\nContent-Disposition: form-data; name="input_reference"; '
-                f'filename="{args.reference_image.name}"\r\nContent-Type: {kind}\r\n\r\n'
-            ).encode()
-            + args.reference_image.read_bytes()
-            + f"\r\n--{boundary}--\r\n".encode()
-        )
-        job = api.json("/videos", body, f"multipart/form-data; boundary={boundary}")
+        body, kind = multipart(fields, [("input_reference", args.reference_image)])
+        job = api.json("/videos", body, kind)
     else:
         job = api.json("/videos", json.dumps(fields).encode(), "application/json")
     if not job.get("id"):
@@ -145,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--poll-seconds", type=float, default=5)
     args = parser.parse_args(argv)
     try:
-        api = Api()
+        api = Api("videos", "VIDEO", "sora-2", NOT_CONFIGURED, timeout=100)
         video_id = args.resume or create(api, args)
         deadline = time.monotonic() + args.wait
         while True:
