@@ -105,6 +105,7 @@ RIGHTS: dict[str, Rights] = {
         consume=(("SUBAGENTS", "subagents", "subagents.submit"),),
         # runs.submit: a background task's outcome, as a run on its thread (with its record and index)
         publish=("subagents.progress.*", "audit.>", "runs.submit"),
+        stream_info=("CHAT_IN_0", "CHAT_IN"),  # as a submitter: which stream a run's events go to
         subscribe=("subagents.cancel.*", "runs.ctl.*"),
         kv_write=("subagent_results", "settings", "model_slots", "usage", "runs", "thread_runs"),
         kv_read=("memory", "access", "background_tasks"),
