@@ -19,8 +19,13 @@ from tests.support.runner import running_runner
 
 
 async def test_a_chats_messages_are_answered_in_order_while_other_chats_go_on(
-    bus: Bus, fake_model: FakeOpenAI, nats_url: str, app_config: Callable[[], AppConfig]
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    nats_url: str,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
 ) -> None:
+    config_data["channels"] = {"multitask_strategy": "enqueue"}  # each message its own answer, in turn
     release = asyncio.Event()
     fake_model.script(
         Reply(text="first answer", when="alpha one", hold=release),
