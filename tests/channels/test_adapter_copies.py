@@ -156,7 +156,10 @@ async def two_copies(
         ready.put_nowait(decode(ComponentReady, msg.data).pid)
 
     await bus.nc.subscribe(bus.subjects.component_ready(platform.name), cb=on_ready)
-    async with adapter_stack(nats_url, config_data, app_config, platform.name, platform.settings, None):
+    enqueue = {"multitask_strategy": "enqueue"}  # each message its own answer (chats steer by default)
+    async with adapter_stack(
+        nats_url, config_data, app_config, platform.name, platform.settings, None, enqueue
+    ):
         path = config_file()
         async with adapter_processes(path, nats_url, tmp_path, 2, platform.name) as procs:
             pids = {await asyncio.wait_for(ready.get(), 60), await asyncio.wait_for(ready.get(), 60)}
