@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bus.messages import ChatOrigin, EgressPolicy
+from bus.messages import BackgroundReport, ChatOrigin, EgressPolicy
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,8 @@ class RunContext:
     # Messages steered into the run while it works (agents.runner.steering), a list the runner fills
     # and the steering middleware empties before each model call.
     steering: list[dict[str, Any]] | None = field(default=None, compare=False)
+    # How a task this run starts in the background reports back: the run's own options and origin.
+    report: BackgroundReport | None = field(default=None, compare=False)
 
     def tool_allowed(self, name: str) -> bool:
         if name == "setup_agent" and not self.is_bootstrap:

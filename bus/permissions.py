@@ -95,8 +95,17 @@ RIGHTS: dict[str, Rights] = {
             "sched.def.*",  # an approval request's expiry, fired by the server (agents.runner.approvals)
         ),
         subscribe=("runs.ctl.*", "subagents.progress.*"),
-        # usage: per-person budgets (access.usage)
-        kv_write=("threads", "runs", "thread_runs", "settings", "agents", "model_slots", "usage"),
+        # usage: per-person budgets (access.usage); background_tasks: what the task tool started
+        kv_write=(
+            "threads",
+            "runs",
+            "thread_runs",
+            "settings",
+            "agents",
+            "model_slots",
+            "usage",
+            "background_tasks",
+        ),
         kv_read=("memory", "subagent_results", "access"),  # people's roles (access.roles)
         # custom skills' versions (skills/<name>/<version>), unpacked on this machine; runs' journals
         files=True,
@@ -105,10 +114,12 @@ RIGHTS: dict[str, Rights] = {
     ),
     "subagents": Rights(
         consume=(("SUBAGENTS", "subagents", "subagents.submit"),),
-        publish=("subagents.progress.*", "audit.>"),
+        # runs.submit: a background task's outcome, as a run on its thread (with its record and index)
+        publish=("subagents.progress.*", "audit.>", "runs.submit"),
+        stream_info=("CHAT_IN_0", "CHAT_IN"),  # as a submitter: which stream a run's events go to
         subscribe=("subagents.cancel.*", "runs.ctl.*"),
-        kv_write=("subagent_results", "settings", "model_slots", "usage"),
-        kv_read=("runs", "memory", "access"),
+        kv_write=("subagent_results", "settings", "model_slots", "usage", "runs", "thread_runs"),
+        kv_read=("memory", "access", "background_tasks"),
         files=True,  # custom skills' versions, as the runner
         serve=("subagents",),
         call=("sandbox",),

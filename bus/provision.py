@@ -206,6 +206,8 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
     # Per-person budgets (access.usage): a day's and a month's counters, kept 62 days after their last write.
     await _ensure_kv(bus, s.bucket("usage"), ttl=62 * DAY)
     await _ensure_kv(bus, s.subagent_results_bucket, ttl=bus.config.subagent_results_ttl_hours * HOUR)
+    # Background tasks (list_background_tasks): as long as their outcomes are kept.
+    await _ensure_kv(bus, s.background_tasks_bucket, ttl=bus.config.subagent_results_ttl_hours * HOUR)
     # Model budgets (llm.budget): leases with their own TTL; watchers see the ones that lapse.
     await _ensure_kv(bus, s.bucket("model_slots"), marker_ttl=60.0)
     # Leases (bus.leases): routers' partitions, adapters' single connections; each with its own TTL.
@@ -213,6 +215,7 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
     buckets += [
         s.replies_bucket,
         s.subagent_results_bucket,
+        s.background_tasks_bucket,
         s.bucket("users"),
         s.bucket("login_failures"),
         s.bucket("access"),

@@ -288,6 +288,11 @@ class Subjects:
         return self.bucket("subagent_results")
 
     @property
+    def background_tasks_bucket(self) -> str:
+        """Tasks started in the background, by `<thread>.<task>` (entries expire)."""
+        return self.bucket("background_tasks")
+
+    @property
     def settings_bucket(self) -> str:
         """Settings every process follows: `extensions` (extensions_config.json as the gateway last
         saved it), `mcp_status` (how the MCP servers started)."""

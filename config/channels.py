@@ -179,9 +179,10 @@ class ChannelsConfig(Section):
         False, description="Chat runs may delegate to subagents (the task tool); progress shows in the reply."
     )
     multitask_strategy: Literal["enqueue", "steer", "interrupt"] = Field(
-        "enqueue",
-        description="A message sent while the chat's run works: enqueue (answered after it), steer (added "
-        "to the running answer before its next model call), interrupt (stops it, answered instead).",
+        "steer",
+        description="A message sent while the chat's run works: steer (added to the running answer "
+        "before its next model call, or to the run that answers the approval it waits for), enqueue "
+        "(answered after it, on its own), interrupt (stops it, answered instead).",
     )
     slack: SlackConfig = Field(default_factory=SlackConfig)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)

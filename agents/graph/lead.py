@@ -40,6 +40,7 @@ nodes (model, then end) and few checkpoint writes.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from langchain.agents import create_agent
@@ -149,11 +150,13 @@ def build_tools(
     config: AppConfig,
     options: RunOptions,
     extra: list[BaseTool] | None = None,
-    task_tool: BaseTool | None = None,
+    task_tools: Sequence[BaseTool] = (),
 ) -> list[BaseTool]:
+    """The lead's tools for these options; `task_tools` (`task` and the background tasks' tools)
+    only where subagents are on."""
     tools = [ask_clarification, present_files, *config_tools(config), *(extra or [])]
-    if task_tool is not None and options.subagent_enabled and config.subagents.enabled:
-        tools.append(task_tool)
+    if options.subagent_enabled and config.subagents.enabled:
+        tools += task_tools
     model = config.get_model(options.model_name)
     if model is None or not model.supports_vision:
         tools = [t for t in tools if t.name != "view_image"]  # only models that can see get it
@@ -165,7 +168,7 @@ def build_lead_agent(
     options: RunOptions,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     extra_tools: list[BaseTool] | None = None,
-    task_tool: BaseTool | None = None,
+    task_tools: Sequence[BaseTool] = (),
     deferred: list[BaseTool] | None = None,
     calls: ModelCalls | None = None,
     files: ThreadFiles | None = None,
@@ -182,7 +185,7 @@ def build_lead_agent(
         reasoning_effort=options.reasoning_effort,
         settings=dict(options.model_settings),
     )
-    tools = build_tools(config, options, extra_tools, task_tool)
+    tools = build_tools(config, options, extra_tools, task_tools)
     if deferred:  # known to the tool node, bound for the model once found (agents.tools.tool_search)
         tools += [*deferred, make_tool_search(deferred, config.tool_search.max_results)]
     # Middleware hooks in LangSmith spans only when runs are traced there (agents.graph.patches).
@@ -206,7 +209,7 @@ class AgentCache:
         config: AppConfig,
         checkpointer: BaseCheckpointSaver[Any] | None,
         extra_tools: list[BaseTool] | None = None,
-        task_tool: BaseTool | None = None,
+        task_tools: Sequence[BaseTool] = (),
         calls: ModelCalls | None = None,
         files: ThreadFiles | None = None,
     ) -> None:
@@ -215,7 +218,7 @@ class AgentCache:
         self.files = files  # the thread's files, for the tool output budget and read before write
         self.checkpointer = checkpointer
         self.extra_tools = extra_tools or []
-        self.task_tool = task_tool
+        self.task_tools = task_tools
         self.deferred_tools: list[BaseTool] = []  # found with tool_search (tool_search.enabled)
         self._agents: dict[RunOptions, Any] = {}
 
@@ -227,7 +230,7 @@ class AgentCache:
                 options,
                 self.checkpointer,
                 self.extra_tools,
-                self.task_tool,
+                self.task_tools,
                 self.deferred_tools,
                 self.calls,
                 self.files,

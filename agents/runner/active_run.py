@@ -48,6 +48,17 @@ class ActiveRun:
     steering: list[dict[str, Any]] = field(default_factory=list)
     steerable: bool = False
     waiting: bool = False  # it ended waiting for a person (an approval): the thread is `interrupted`
+    held: list[str] = field(default_factory=list)  # ids of the thread's held steering it took
+
+    def take_held_steering(self, messages: list[dict[str, Any]]) -> None:
+        """Messages steered in while its thread waited for a person (`ThreadRecord.steering`)."""
+        self.steering.extend(messages)
+        self.held = [str(m.get("id")) for m in messages]
+
+    def added_steering(self) -> list[str]:
+        """The held messages the run has added to its thread (its model call has seen them)."""
+        pending = {m.get("id") for m in self.steering}
+        return [i for i in self.held if i not in pending]
 
     def steer(self, messages: list[dict[str, Any]]) -> bool:
         """Take messages into the running turn; False when the run will make no model call any more."""
@@ -145,7 +156,14 @@ async def finish_run(
     await asyncio.gather(
         runs.update(request.run_id, ended, known=known),
         claims.release(
-            request, status, title, used, run.model_name(config), subagent_tokens, waiting=run.waiting
+            request,
+            status,
+            title,
+            used,
+            run.model_name(config),
+            subagent_tokens,
+            waiting=run.waiting,
+            steering_added=run.added_steering(),
         ),
         keep_journal,
     )

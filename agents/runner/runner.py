@@ -24,7 +24,7 @@ from agents.graph.lead import AgentCache
 from agents.runner.active_run import ActiveRun
 from agents.runner.endings import end_given_up, end_refused_request, ensure_ended
 from agents.runner.event_log import EventLog, request_chat
-from agents.runner.steering import steer_into_active_run
+from agents.runner.steering import steer
 from agents.runner.steps import RunSteps
 from agents.runner.thread_claims import Outcome, ThreadClaims
 from agents.runner.toolset import RunnerTools
@@ -90,7 +90,7 @@ class Runner:
             config,
             checkpointer,
             extra_tools=self.tools.own,
-            task_tool=self.tools.task,
+            task_tools=self.tools.task,
             calls=self.calls,
             files=files,
         )
@@ -255,9 +255,9 @@ class Runner:
     ) -> None:
         request = run.request
         if request.multitask_strategy == MultitaskStrategy.STEER:
-            steered = await steer_into_active_run(self.bus, self.threads, run)
+            steered = await steer(self.bus, self.threads, run)
             if steered is not None:
-                await self.steps.steered(run, steered)
+                await self.steps.steered(run, *steered)
                 return
         just_read = [known[0]]  # the first check before taking the thread needs no second read
         claim = await self.claims.take(
@@ -277,6 +277,8 @@ class Runner:
             )
             await self.steps.fail(run, "ThreadBusyError", message)
             return
+        # Messages steered in while the thread waited for an answer: before this run's next model call.
+        run.take_held_steering(self.claims.steered_while_waiting(request.run_id))
         try:
             await self.steps.execute(run, known)
         except BaseException:

@@ -55,10 +55,11 @@ class RunSteps:
         await self.finish(run, RunStatus.INTERRUPTED)
         await self.claims.leave_queue(run.request)
 
-    async def steered(self, run: ActiveRun, into: str) -> None:
-        """A steer run whose messages another run took in: it ends here, saying which."""
+    async def steered(self, run: ActiveRun, into: str, waiting: bool = False) -> None:
+        """A steer run whose messages another run took in (`waiting`: or will take in, once the
+        person it waits for has answered): it ends here, saying which."""
         await run.events.emit("metadata", {"run_id": run.run_id, "thread_id": run.thread_id})
-        await run.events.emit(STEERED, {"run_id": into})
+        await run.events.emit(STEERED, {"run_id": into, **({"waiting": True} if waiting else {})})
         await self.finish(run, RunStatus.SUCCESS)
 
     async def execute(self, run: ActiveRun, known: tuple[RunRecord, int]) -> None:

@@ -114,10 +114,12 @@ class ThreadClaims:
         model_name: str | None = None,
         subagent_tokens: int = 0,
         waiting: bool = False,
+        steering_added: list[str] | None = None,
     ) -> None:
         """Give the thread back if this run holds it (once per run), recording title, outcome and the
         tokens the run used; `waiting`: the run stopped for a person's answer (LangGraph's
-        `interrupted` thread)."""
+        `interrupted` thread); `steering_added`: ids of held steering messages the run added (kept
+        on the record until then: a run that dies first leaves them to its next delivery)."""
         if request.run_id in self._released:
             return
         status = "error" if outcome == RunStatus.ERROR else "interrupted" if waiting else "idle"
@@ -136,6 +138,8 @@ class ThreadClaims:
             }
             if title:
                 update["title"] = title
+            if steering_added:
+                update["steering"] = [m for m in rec.steering if m.get("id") not in steering_added]
             if outcome is not None:
                 used = usage or Usage()
                 update["finished_runs"] = rec.finished_runs + 1
@@ -167,6 +171,12 @@ class ThreadClaims:
 
         await self.threads.update(request.thread_id, drop)
         await self.release(request)
+
+    def steered_while_waiting(self, run_id: str) -> list[dict[str, Any]]:
+        """The messages steered in while the thread waited for an answer, as the run found the thread
+        when it took it (`ThreadRecord.steering`)."""
+        known = self._revisions.get(run_id)
+        return [dict(m) for m in known[0].steering] if known else []
 
     def forget(self, run_id: str) -> None:
         """The run's handling here is over."""

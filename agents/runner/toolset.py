@@ -1,5 +1,6 @@
-"""The runner's tools: its own (sandbox, custom agents, schedules), the `task` tool, and MCP
-servers' tools, followed as they change (a changed set recompiles the agents)."""
+"""The runner's tools: its own (sandbox, custom agents, schedules), the `task` tool with the
+background tasks' tools, and MCP servers' tools, followed as they change (a changed set
+recompiles the agents)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 
 from agents.graph.lead import AgentCache
+from agents.subagents.background import make_background_tools
 from agents.subagents.task_tool import make_task_tool
 from agents.tools.browser import make_browser_tools
 from agents.tools.custom_agents import make_agent_tools, mcp_server_map, tool_group_map
@@ -37,17 +39,19 @@ def build_tool_schemas(config: AppConfig) -> None:
     unbound: Any = None
     own_tools(unbound, config)
     make_task_tool(unbound, config)
+    make_background_tools(unbound)
 
 
 class RunnerTools:
-    """The tools of one runner process: `own` and `task` bound to its bus connection, and the MCP
-    servers' (`mcp`, started and closed by the runner)."""
+    """The tools of one runner process: `own` and `task` (with `list_background_tasks` and
+    `cancel_background_task`) bound to its bus connection, and the MCP servers' (`mcp`, started
+    and closed by the runner)."""
 
     def __init__(self, bus: Bus, config: AppConfig) -> None:
         self.config = config
         self.own = own_tools(bus, config)
-        self.task = make_task_tool(bus, config)
-        reserved = {t.name for t in self.own} | {"task", "ask_clarification", "present_files"}
+        self.task = [make_task_tool(bus, config), *make_background_tools(bus)]
+        reserved = {t.name for t in [*self.own, *self.task]} | {"ask_clarification", "present_files"}
         self.mcp = McpServers(bus, reserved=reserved, role="runner")
         self._mcp_version = 0
         self.groups = tool_group_map(config, [])  # tool groups, MCP servers' included

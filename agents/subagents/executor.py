@@ -14,7 +14,8 @@ running the task again.
 
 A parent run's cancel, interrupt or rollback (`<prefix>.runs.ctl.<run>`)
 cancels its subagents here at once; a task whose parent has already ended is
-not started.
+not started. A background task (`agents.subagents.background`) is the exception: it outlives its
+parent run, only its own cancel stops it, and its outcome is reported back as a run on its thread.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from agents.graph.middleware.untrusted import UntrustedContentMiddleware
 from agents.graph.patches import middleware_spans
 from agents.graph.prompt import skills_section
 from agents.graph.state import ThreadState, thread_data
+from agents.subagents import background
 from agents.subagents.outcomes import ended_outcome, outcome_from_state
 from agents.subagents.stops import REMEMBER_STOPS, Stops
 from agents.subagents.types import SubagentType, subagent_types
@@ -104,6 +106,7 @@ class SubagentExecutor:
         self._agents: dict[tuple[str, str | None], Any] = {}
         self._jobs: dict[str, dict[str, asyncio.Task[SubagentResult]]] = {}  # parent run -> task -> job
         self._cancelled: dict[tuple[str, str], str] = {}  # (parent run, task) stopped on purpose -> why
+        self._background: set[tuple[str, str]] = set()  # (parent run, task) running in the background
         # (parent run, task or None for all) -> (when, why): stops that may reach a task just starting
         self._stopped: Stops = dict(stopped or {})
         self.runs: RecordStore[RunRecord] | None = None
@@ -209,13 +212,17 @@ class SubagentExecutor:
         # Remembered: a task of this parent that is just starting here is stopped as it registers.
         self._stopped[(parent_run_id, task_id)] = (now, reason)
         for running_id, job in list(self._jobs.get(parent_run_id, {}).items()):
+            if task_id is None and (parent_run_id, running_id) in self._background:
+                continue  # a background task outlives its parent run; only its own cancel stops it
             if task_id in (None, running_id):
                 log.info("subagent %s of run %s stops: %s", running_id, parent_run_id, reason)
                 self._cancelled[(parent_run_id, running_id)] = reason
                 job.cancel()
 
     def _stop_reason(self, task: SubagentTask) -> str | None:
-        for key in ((task.parent_run_id, None), (task.parent_run_id, task.task_id)):
+        # A background task outlives its parent run: only a stop of the task itself holds for it.
+        whole_run: list[tuple[str, str | None]] = [] if task.background else [(task.parent_run_id, None)]
+        for key in [*whole_run, (task.parent_run_id, task.task_id)]:
             found = self._stopped.get(key)
             if found is not None and time.monotonic() - found[0] < REMEMBER_STOPS:
                 return found[1]
@@ -232,16 +239,18 @@ class SubagentExecutor:
             # the first delivery owns the task; this one ends with it.
             await asyncio.wait([running])
             return
-        if await self._stored(key):
-            return  # finished by an earlier delivery
-        parent = await self.runs.get(task.parent_run_id)
-        if parent is not None and parent.status.finished:
-            await self._store(
-                key, ended_outcome(task, "cancelled", f"the parent run is {parent.status.value}")
-            )
+        stored = await self._stored(key)
+        if stored is not None:  # finished by an earlier delivery (which may not have reported it)
+            await self._report(task, stored)
+            return
+        stop = await self._stopped_before_start(task)
+        if stop is not None:
+            await self._report(task, await self._store(key, ended_outcome(task, "cancelled", stop)))
             return
         job = asyncio.create_task(invoke_subagent(task, self._run(task)), name=f"subagent:{task.task_id}")
         self._jobs.setdefault(task.parent_run_id, {})[task.task_id] = job
+        if task.background is not None:
+            self._background.add((task.parent_run_id, task.task_id))
         reason = self._stop_reason(task)
         if reason is not None:  # stopped while this delivery was on its way in
             self._cancelled[(task.parent_run_id, task.task_id)] = reason
@@ -260,8 +269,28 @@ class SubagentExecutor:
             if not jobs:
                 self._jobs.pop(task.parent_run_id, None)
             self._cancelled.pop((task.parent_run_id, task.task_id), None)
-        await self._store(key, result)
+            self._background.discard((task.parent_run_id, task.task_id))
+        result = await self._store(key, result)
         log.info("subagent %s of run %s: %s", task.task_id, task.parent_run_id, result.status)
+        await self._report(task, result)
+
+    async def _stopped_before_start(self, task: SubagentTask) -> str | None:
+        """Why a task is not to start: its parent ended (a background task goes on without it), or
+        a background task's cancel was asked for while it waited for an executor."""
+        if task.background is not None:
+            record = await background.record_of(self.bus, task)
+            if record is None:
+                return "its thread was deleted"
+            return "cancelled on request" if record.cancel_requested_at else None
+        assert self.runs is not None
+        parent = await self.runs.get(task.parent_run_id)
+        if parent is not None and parent.status.finished:
+            return f"the parent run is {parent.status.value}"
+        return None
+
+    async def _report(self, task: SubagentTask, result: SubagentResult) -> None:
+        if task.background is not None:  # nobody waits for it: it comes back as a run on its thread
+            await background.report(self.bus, task, result)
 
     async def on_dead_letter(self, msg: Any, reason: str) -> None:
         """A task that cannot be run still ends: its parent gets `failed` instead of waiting."""
@@ -270,7 +299,8 @@ class SubagentExecutor:
         except Exception:
             return  # not a task at all: nobody waits for it
         failed = ended_outcome(task, "failed", f"the task could not be run: {reason}")
-        await self._store(SubagentResult.key(task.parent_run_id, task.task_id), failed)
+        key = SubagentResult.key(task.parent_run_id, task.task_id)
+        await self._report(task, await self._store(key, failed))
 
     async def _run(self, task: SubagentTask) -> SubagentResult:
         kind = self.types.get(task.subagent_type)
@@ -401,16 +431,19 @@ class SubagentExecutor:
                     await self.bus.publish_core(subject, progress)
         return turns
 
-    async def _stored(self, key: str) -> bool:
+    async def _stored(self, key: str) -> SubagentResult | None:
         try:
             entry = await self.results.get(key)
         except Exception:  # not there
-            return False
-        return bool(entry.value)
+            return None
+        return decode(SubagentResult, entry.value) if entry.value else None
 
-    async def _store(self, key: str, result: SubagentResult) -> None:
-        """The first outcome stands (another delivery may have finished the task meanwhile)."""
+    async def _store(self, key: str, result: SubagentResult) -> SubagentResult:
+        """The first outcome stands (another delivery may have finished the task meanwhile): the
+        outcome that does."""
         try:
             await self.results.create(key, encode(result))
         except KeyWrongLastSequenceError:
             log.info("subagent %s: an outcome was stored already; keeping it", result.task_id)
+            return await self._stored(key) or result
+        return result

@@ -13,7 +13,8 @@ message carries the result text and DeerFlow's structured status keys in
 `subagent_token_usage`).
 
 At most `subagents.max_concurrent` task calls of one model turn run; the
-others answer at once with an error saying why.
+others answer at once with an error saying why. With `run_in_background` the tool does not wait:
+`agents.subagents.background` starts the task and reports its outcome back as a new run.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
+from agents.subagents import background
 from agents.subagents.types import subagent_types
 from agents.tools.decorator import tool
 from bus import Bus, decode
@@ -47,7 +49,9 @@ it needs into `prompt` (the goal, the facts, file paths, what to return). It sha
 conversation's files under /mnt/user-data.
 
 Arguments: description (a short label, 3-5 words), prompt (the complete task), subagent_type, and
-optionally max_turns (a cap on its model turns).
+optionally max_turns (a cap on its model turns) and run_in_background: true starts it without
+waiting (for long work the user need not wait for); you answer the user at once, and its result
+comes back to this conversation as a new message when it ends.
 
 Subagent types:
 {types}"""
@@ -103,6 +107,7 @@ def make_task_tool(bus: Bus, config: AppConfig) -> BaseTool:
         runtime: ToolRuntime[Any, Any],
         subagent_type: str = "general-purpose",
         max_turns: int | None = None,
+        run_in_background: bool = False,
     ) -> ToolMessage:
         call_id = runtime.tool_call_id or ""
         context = runtime.context
@@ -145,7 +150,14 @@ def make_task_tool(bus: Bus, config: AppConfig) -> BaseTool:
             model_name=model_name,
             max_turns=min(max_turns, cap) if max_turns else cap,
             timeout_seconds=timeout,
+            background=getattr(context, "report", None) if run_in_background else None,
         )
+        if run_in_background:
+            if request.background is None:
+                return error("this run cannot start background tasks (nothing to report back to)")
+            started = await background.start(bus, request)
+            kwargs = {"background": True}
+            return ToolMessage(started, tool_call_id=call_id, name="task", additional_kwargs=kwargs)
         shown = {"task_id": call_id, "description": description, "model_name": model_name}
         write({"type": "task_started", **shown})
 

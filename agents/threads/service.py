@@ -23,6 +23,7 @@ from agents.context import RunOptions
 from agents.graph.middleware.person_budget import PersonMeter
 from agents.graph.run_check import InvalidRun, check_run
 from agents.graph.state_update import InvalidStateUpdate, check_state_update
+from agents.subagents.background import stop_thread_tasks
 from agents.threads.compact import compact_thread
 from agents.threads.goal import change_goal
 from agents.threads.snapshots import checkpoint_config, state_graph, to_thread_state
@@ -249,6 +250,7 @@ class ThreadService:
         for key in await keys_matching(self.bus.js, index, f"{req.thread_id}.>"):
             await runs.delete(key.rsplit(".", 1)[1])
         await drop_keys(self.bus.js, index, f"{req.thread_id}.>")
+        await stop_thread_tasks(self.bus, req.thread_id)  # its background tasks report nowhere
         await self.threads.delete(req.thread_id)
         announcement = ThreadDeleted(thread_id=req.thread_id, user_id=req.user_id)
         await self.bus.publish(self.bus.subjects.event("thread.deleted"), announcement)

@@ -121,6 +121,8 @@ from bus.messages.schedules import (
     TaskChat,
 )
 from bus.messages.subagents import (
+    BackgroundReport,
+    BackgroundTask,
     ComponentReady,
     SubagentCancel,
     SubagentProgress,
@@ -168,6 +170,7 @@ ENVELOPES: dict[str, type[Envelope]] = {
         SubagentResult,
         SubagentProgress,
         SubagentCancel,
+        BackgroundTask,
         ComponentReady,
         MemoryUpdate,
         MemoryDocument,
@@ -223,6 +226,8 @@ __all__ = [
     "MAX_OBJECTIVE_CHARS",
     "AgentDefinition",
     "ApprovalExpiry",
+    "BackgroundReport",
+    "BackgroundTask",
     "ChatBinding",
     "ChatButton",
     "ChatOrigin",

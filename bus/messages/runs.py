@@ -211,6 +211,11 @@ class ThreadRecord(Envelope):
     queue: list[QueuedRun] = Field(
         default_factory=list, description="Runs waiting for this thread, in order."
     )
+    steering: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Messages steered in while the thread waited for a person's answer (an approval): "
+        "the run that takes the thread next adds them before its next model call.",
+    )
     usage: Usage = Field(default_factory=Usage, description="Tokens used by the thread's finished runs.")
     finished_runs: int = 0
     tokens_by_model: dict[str, ModelTokens] = Field(

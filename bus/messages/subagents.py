@@ -5,15 +5,30 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from bus.messages.base import (
+    ChatOrigin,
     Envelope,
     Usage,
     utcnow,
 )
 
 # --------------------------------------------------------------------- subagents and memory
+
+
+class BackgroundReport(BaseModel):
+    """How a background task's outcome comes back: a run on the parent's thread, with the parent
+    run's options and chat origin (so its answer goes to the chat that started the task)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    assistant_id: str = "lead_agent"
+    config: dict[str, Any] = Field(default_factory=dict)
+    context: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    stream_mode: list[str] = Field(default_factory=lambda: ["values"])
+    origin: ChatOrigin | None = None
 
 
 class SubagentTask(Envelope):
@@ -37,6 +52,32 @@ class SubagentTask(Envelope):
         None, gt=0, description="From created_at: time spent waiting for an executor counts too."
     )
     created_at: datetime = Field(default_factory=utcnow)
+    background: BackgroundReport | None = Field(
+        None,
+        description="Set for a task started in the background: its parent run does not wait; its "
+        "outcome becomes a new run on the thread (not stopped when the parent run ends).",
+    )
+
+
+class BackgroundTask(Envelope):
+    """A task the agent started in the background, in KV `<prefix>_background_tasks` (key
+    `BackgroundTask.key`, entries expire): what `list_background_tasks` lists. How it ended is
+    its `SubagentResult`; the record says only what was asked, and whether a stop was."""
+
+    task_id: str
+    thread_id: str
+    parent_run_id: str
+    user_id: str = "default"
+    description: str = ""
+    subagent_type: str = "general-purpose"
+    cancel_requested_at: datetime | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+    @staticmethod
+    def key(thread_id: str, task_id: str) -> str:
+        from bus.subjects import safe_token
+
+        return f"{safe_token(thread_id)}.{safe_token(task_id)}"
 
 
 class SubagentCancel(Envelope):

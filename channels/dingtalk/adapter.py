@@ -13,10 +13,11 @@ Replies go through the shared reply stream (`channels.delivery.reply_stream`): w
 /v1.0/card/streaming`) and finished with the final text; without one, or if
 the card cannot be created, the final answer is posted to the session webhook
 as Markdown (through the robot API once the webhook has expired or refuses
-it), in pieces that fit the robot's limit. The session webhook answers
-failures as HTTP 200 with an `errcode`; "send too fast" (130101) and HTTP 429
-(`Retry-After`) are rate limits the reply waits out. Presented files are
-uploaded (`/media/upload`) and sent with the robot API.
+it), in pieces that fit the robot's limit. A final reply with buttons (an approval request) is
+an ActionCard whose buttons send their command as the presser's message
+(`channels.dingtalk.buttons`). The session webhook answers failures as HTTP 200 with an
+`errcode`; "send too fast" (130101) and HTTP 429 (`Retry-After`) are rate limits the reply
+waits out. Presented files are uploaded (`/media/upload`) and sent with the robot API.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from channels.delivery.splitting import split_text
 from channels.delivery.standby import ReplyHandler
 from channels.delivery.surface import Surface
 from channels.dingtalk.api import DingTalkApi, DingTalkError, DingTalkUnavailable, retry_after
+from channels.dingtalk.buttons import robot_card, webhook_card
 from channels.dingtalk.stream import StreamConnection
 from channels.errors import RateLimited
 from config import AppConfig, DingTalkConfig
@@ -165,9 +167,10 @@ class DingTalkAdapter(Surface):
         return split_text(text, LIMIT, measure=_param_bytes, max_size=MAX_PARAM_BYTES)
 
     async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
-        """An AI card showing `text` (card mode), else the text as Markdown; a partial answer whose
-        card cannot be created shows nothing (its final answer comes as Markdown)."""
-        if self.config.card_template_id and out.run_id:
+        """An AI card showing `text` (card mode), else the text as Markdown (with buttons, an
+        ActionCard); a partial answer whose card cannot be created shows nothing (its final answer
+        comes as Markdown)."""
+        if self.config.card_template_id and out.run_id and not (out.buttons and out.is_final):
             track = await self._create_card(out)
             if track is not None:
                 await self._stream_card(track, text, final=False, failed=False)
@@ -194,6 +197,8 @@ class DingTalkAdapter(Surface):
                     "cardData": {"cardParamMap": {key: text, "flowStatus": FAILED if failed else FINISHED}},
                 },
             )
+            if out.buttons and out.is_final:  # an AI card has no buttons: they come below it
+                await self._markdown(out, text)
         elif ref.get("pending"):
             await self._markdown(out, text)
 
@@ -256,9 +261,10 @@ class DingTalkAdapter(Surface):
             (out.metadata.get("session_webhook"), float(out.metadata.get("session_webhook_expires") or 0)),
             key=lambda found: found[1],
         )
+        card = webhook_card(out, title, text)  # a final reply's buttons: an ActionCard
         if webhook and expires > time.time() + 30:
             response = await self.http.post(
-                webhook, json={"msgtype": "markdown", "markdown": {"title": title, "text": text}}
+                webhook, json=card or {"msgtype": "markdown", "markdown": {"title": title, "text": text}}
             )
             if response.status_code == 429:
                 raise RateLimited(retry_after(response, 2.0), "DingTalk session webhook rate limit")
@@ -276,7 +282,9 @@ class DingTalkAdapter(Surface):
                 "dingtalk: the session webhook refused a reply (%s); sending it with the robot API",
                 f"errcode {code}: {body.get('errmsg')}" if code else response.status_code,
             )
-        await self.api.robot_send(out, "sampleMarkdown", {"title": title, "text": text})
+        await self.api.robot_send(
+            out, *(robot_card(out, title, text) or ("sampleMarkdown", {"title": title, "text": text}))
+        )
 
     async def _file_out(self, out: OutboundMessage, file: FileRef, data: bytes) -> None:
         if len(data) > MAX_FILE_BYTES:

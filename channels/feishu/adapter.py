@@ -9,6 +9,8 @@ logged and acknowledged; one that cannot be read is acknowledged and
 dead-lettered with the reason (`channels.delivery.unreadable`). Images and files in a message are downloaded
 (`GET /open-apis/im/v1/messages/:id/resources/:key`) into the object store.
 
+Buttons (Approve, Deny) under an approval request, and their presses: `channels.feishu.cards`.
+
 Outbound: the first partial answer is sent as an interactive card
 (`config.update_multi`) replying to the user's message, patched in place
 (`PATCH /open-apis/im/v1/messages/:id`) as the answer streams and a last time
@@ -28,7 +30,6 @@ import io
 import json
 import logging
 import mimetypes
-import re
 import time
 from collections import OrderedDict
 from pathlib import PurePosixPath
@@ -64,6 +65,7 @@ from channels.delivery.standby import ReplyHandler
 from channels.delivery.surface import Surface
 from channels.delivery.unreadable import dead_letter_unreadable
 from channels.errors import PlatformError, RateLimited
+from channels.feishu.cards import BUTTON_EVENT, button_elements, card, pressed
 from channels.feishu.ws import LongConnection
 from config import AppConfig, FeishuConfig
 
@@ -95,18 +97,6 @@ class FeishuError(PlatformError):
     def __init__(self, action: str, code: int | None, message: str | None) -> None:
         super().__init__(f"Feishu refused {action}: {message or 'no message'} (code {code})")
         self.code = code
-
-
-def card(text: str) -> str:
-    """An interactive card holding `text` as Markdown, updatable in place by the bot."""
-    content = re.sub(r"^#{1,6}\s+(.+)$", r"**\1**", text, flags=re.MULTILINE)  # no headings in cards
-    return json.dumps(
-        {
-            "config": {"wide_screen_mode": True, "update_multi": True},
-            "elements": [{"tag": "markdown", "content": content}],
-        },
-        ensure_ascii=False,
-    )
 
 
 def message_text(message_type: str, content: dict[str, Any], mentions: dict[str, str]) -> str:
@@ -234,10 +224,13 @@ class FeishuAdapter(Surface):
         try:
             event = json.loads(payload)
             kind = (event.get("header") or {}).get("event_type")
-            if kind != "im.message.receive_v1":
+            if kind == BUTTON_EVENT:  # a button under a card pressed: its command, as the presser's
+                inbound = pressed(event)
+            elif kind != "im.message.receive_v1":
                 log.info("feishu: skipping a %s event", kind or "schema 1.0")
                 return
-            inbound = await self._inbound(event["event"])
+            else:
+                inbound = await self._inbound(event["event"])
         except Exception as exc:  # an event we cannot read is acknowledged and dead-lettered
             event_id = ""
             with contextlib.suppress(Exception):
@@ -323,13 +316,19 @@ class FeishuAdapter(Surface):
         )
 
     async def post(self, out: OutboundMessage, text: str) -> dict[str, Any]:
-        return {"message_id": await self._send(out, "interactive", card(text))}
+        return {"message_id": await self._send(out, "interactive", card(text, button_elements(out)))}
 
-    async def edit(self, ref: dict[str, Any], text: str) -> None:
+    async def finish(self, ref: dict[str, Any], text: str, out: OutboundMessage, shown: str) -> None:
+        if out.buttons and out.is_final:  # a streamed card gets its buttons with its final text
+            await self.edit(ref, text, button_elements(out))
+        elif text != shown:
+            await self.edit(ref, text)
+
+    async def edit(self, ref: dict[str, Any], text: str, extra: list[dict[str, Any]] | None = None) -> None:
         request = (
             PatchMessageRequest.builder()
             .message_id(ref["message_id"])
-            .request_body(PatchMessageRequestBody.builder().content(card(text)).build())
+            .request_body(PatchMessageRequestBody.builder().content(card(text, extra)).build())
             .build()
         )
         self._check("a card update", await self.client.im.v1.message.apatch(request, await self._option()))

@@ -33,6 +33,8 @@ from config import AppConfig
 log = logging.getLogger(__name__)
 
 STEERED_NOTE = "Got it: I am taking that into the answer I am working on."
+# A message steered in while the run waits for an approval: the answer to it takes it along.
+STEERED_WAITING_NOTE = "Got it: I will take that in once the request above is answered."
 FINAL_RETRY = 1.0  # seconds before a final that waits for an earlier one is looked at again
 
 
@@ -98,6 +100,7 @@ class ReplyProjection:
             projection.approval(event.data)
         elif event.event == "steered" and isinstance(event.data, dict):
             projection.steered_into = str(event.data.get("run_id") or "") or None
+            projection.steered_waiting = bool(event.data.get("waiting"))
         elif event.event == "error":
             data = event.data if isinstance(event.data, dict) else {}
             projection.error = str(data.get("message") or data.get("error") or "unknown error")
@@ -156,7 +159,7 @@ class ReplyProjection:
                 "I stopped before finishing." if status == "interrupted" else "That took too long; I stopped."
             )
         elif projection.steered_into:  # its message joined the running answer, which says the rest
-            kind, text = "command", STEERED_NOTE
+            kind, text = "command", STEERED_WAITING_NOTE if projection.steered_waiting else STEERED_NOTE
         elif projection.clarification is not None:
             kind, text = "clarification", projection.clarification
         elif projection.approvals:  # the run waits for a person's yes: what, and how to answer

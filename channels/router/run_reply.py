@@ -41,6 +41,7 @@ class RunReply:
     tasks: dict[str, tuple[str, bool]] = field(default_factory=dict)  # subagent task -> (label, done)
     approvals: list[dict[str, Any]] = field(default_factory=list)  # tool calls waiting for a yes
     steered_into: str | None = None  # a steer run: the running run that took its message in
+    steered_waiting: bool = False  # ... or will, once the approval it waits for is answered
 
     def approval(self, data: Any) -> None:
         """An `approval` event: a tool call the run stopped at, waiting for a person's answer."""

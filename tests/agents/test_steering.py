@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from bus import Bus
-from bus.messages import MultitaskStrategy
+from bus.messages import MultitaskStrategy, RunCommand, RunRequest, ThreadRecord
+from bus.records import RecordStore
+from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import StartRunner, ask, submit_and_collect
+from tests.support.runner import StartRunner, ask, running_runner, submit_and_collect
+from tests.support.sandbox import running_broker
 
 pytestmark = pytest.mark.asyncio
 
@@ -85,3 +89,43 @@ async def test_a_steering_message_sent_during_a_tool_step_comes_after_its_result
     roles = [m["role"] for m in second["messages"] if m["role"] != "system"]
     assert roles[-4:] == ["user", "assistant", "tool", "user"]
     assert second["messages"][-1]["content"] == "answer in French"
+
+
+async def test_a_steering_message_sent_while_an_approval_waits_joins_the_run_once_it_is_answered(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    nats_url: str,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+) -> None:
+    config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]}
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo from-the-approved-call"})], when="run it"),
+        Reply(text="It ran; and here is the weather too.", when="the weather"),
+    )
+    config = app_config()
+    async with running_broker(nats_url, config), running_runner(nats_url, config):
+        first = ask("t-steer-wait", "run it")
+        asked = await submit_and_collect(bus, first)
+        assert [e for e in asked if e.event == "approval"], "the run waits for a yes"
+        steer = ask("t-steer-wait", "also tell me the weather", multitask_strategy=MultitaskStrategy.STEER)
+        steered = await submit_and_collect(bus, steer)
+        answer = RunRequest(
+            thread_id="t-steer-wait", command=RunCommand(resume="approve"), stream_mode=["values"]
+        )
+        events = await submit_and_collect(bus, answer)
+    # The steer run ran nothing: its message waits with the request (running it then would have
+    # thrown the request away, and the answer with it).
+    assert [e.data for e in steered if e.event == "steered"] == [{"run_id": first.run_id, "waiting": True}]
+    assert steered[-1].data["status"] == "success"
+    assert len(fake_model.agent_requests) == 2, "the steering message made no model call of its own"
+    assert final_text(events) == "It ran; and here is the weather too."
+    last = fake_model.agent_requests[-1]["messages"]
+    said = [(m["role"], str(m["content"])) for m in last if m["role"] != "system"]
+    assert said[0] == ("user", "run it")
+    assert said[-2][0] == "tool"
+    assert "from-the-approved-call" in said[-2][1], "the approved call ran"
+    assert said[-1] == ("user", "also tell me the weather"), "then the message sent meanwhile"
+    thread = await RecordStore(await bus.kv(bus.subjects.threads_bucket), ThreadRecord).get("t-steer-wait")
+    assert thread is not None
+    assert thread.steering == [], "taken in once: no later run adds it again"

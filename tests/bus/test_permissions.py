@@ -90,7 +90,9 @@ async def admin(secured: tuple[str, list[NatsUser]]) -> AsyncIterator[Bus]:
     [
         pytest.param("router", "sandbox.exec", "chat.out.web", id="router-cannot-ask-the-sandbox"),
         pytest.param("runner", "chat.out.telegram", "runs.ctl.r1", id="runner-cannot-reply-in-chats"),
-        pytest.param("subagents", "runs.submit", "subagents.progress.r1", id="subagents-cannot-submit-runs"),
+        pytest.param(
+            "subagents", "chat.out.telegram", "subagents.progress.r1", id="subagents-cannot-reply-in-chats"
+        ),
         pytest.param("memory", "runs.ctl.r1", f"dlq.{S.memory_stream}", id="memory-cannot-cancel-runs"),
         pytest.param(
             "sandbox", "memory.get", f"$O.{S.files_store}.C.marker", id="sandbox-cannot-ask-for-memory"

@@ -77,7 +77,9 @@ async def adapter_processes(
 
 Copies = list[asyncio.subprocess.Process]
 # `async with start_copies(platform, settings) as copies:` the `start_copies` fixture.
-StartCopies = Callable[[str, dict[str, Any]], contextlib.AbstractAsyncContextManager[Copies]]
+StartCopies = Callable[
+    ..., contextlib.AbstractAsyncContextManager[Copies]
+]  # (platform, settings, channels=None)
 
 
 @pytest.fixture
@@ -93,7 +95,9 @@ def start_copies(
     (their logs `<tmp_path>/<platform>-<n>.log`), both up: one active, one standing by."""
 
     @contextlib.asynccontextmanager
-    async def start(platform: str, settings: dict[str, Any]) -> AsyncIterator[Copies]:
+    async def start(
+        platform: str, settings: dict[str, Any], channels: dict[str, Any] | None = None
+    ) -> AsyncIterator[Copies]:
         config_data["bus"]["lease_seconds"] = 4  # a busy machine stalls a process for a second or two
         ready: asyncio.Queue[int] = asyncio.Queue()
 
@@ -101,7 +105,7 @@ def start_copies(
             ready.put_nowait(decode(ComponentReady, msg.data).pid)
 
         await bus.nc.subscribe(bus.subjects.component_ready(platform), cb=on_ready)
-        async with start_adapter(platform, settings, None):
+        async with start_adapter(platform, settings, None, channels):
             async with adapter_processes(config_file(), nats_url, tmp_path, 2, platform) as copies:
                 pids = {await asyncio.wait_for(ready.get(), 60), await asyncio.wait_for(ready.get(), 60)}
                 assert pids == {p.pid for p in copies}, "one active, one standing by"

@@ -122,3 +122,27 @@ async def test_a_bash_call_is_approved_with_telegrams_button(
     await sent_text(telegram, "Ran it: pressed-approve.")
     tool_result = fake_model.agent_requests[-1]["messages"][-1]
     assert "pressed-approve" in tool_result["content"]
+
+
+async def test_a_message_sent_while_an_approval_waits_joins_the_answer_once_it_is_approved(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
+) -> None:
+    """Chats steer by default: the message waits with the request instead of throwing it away."""
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo the-backup-ran"})], when="back it up"),
+        Reply(text="Backed up, and yes: it is in /backups.", when="where does it go?"),
+    )
+    telegram.send_user_message("back it up when I say so")
+    await sent_text(telegram, r"/approve ap[0-9a-f]+")
+    [keyboard] = [_json(p["reply_markup"]) for m, p in telegram.calls if m in SENDS and p.get("reply_markup")]
+    approve, _ = keyboard["inline_keyboard"][0]
+
+    telegram.send_user_message("where does it go?")
+    await sent_text(telegram, "Got it: I will take that in once the request above is answered.")
+    telegram.press_button(approve["callback_data"])
+    await sent_text(telegram, "Backed up, and yes: it is in /backups.")
+    # The approved call ran, and the model's next call read its result, then the message.
+    said = fake_model.agent_requests[-1]["messages"]
+    assert "the-backup-ran" in said[-2]["content"]
+    assert said[-1] == {"role": "user", "content": "where does it go?"}
+    assert len(fake_model.agent_requests) == 2, "the message made no run of its own"

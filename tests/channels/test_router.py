@@ -44,6 +44,13 @@ from tests.support.unsplit import make_unsplit_installation
 pytestmark = pytest.mark.asyncio
 
 
+@pytest.fixture(autouse=True)
+def enqueue(config_data: dict[str, Any]) -> None:
+    """Each message its own answer, after the one before (chats steer by default); a test that sets
+    its own `channels` section chooses again."""
+    config_data["channels"] = {"multitask_strategy": "enqueue"}
+
+
 async def test_a_script_with_raw_nats_py_gets_its_reply(
     bus: Bus, nats_url: str, fake_model: FakeOpenAI, router_stack: AppConfig
 ) -> None:

@@ -19,8 +19,9 @@ from tests.support.runner import StartStack, running_runner
 
 
 async def test_a_chats_messages_are_answered_in_order_while_other_chats_go_on(
-    bus: Bus, fake_model: FakeOpenAI, start_stack: StartStack
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_stack: StartStack
 ) -> None:
+    config_data["channels"] = {"multitask_strategy": "enqueue"}  # each message its own answer, in turn
     release = asyncio.Event()
     fake_model.script(
         Reply(text="first answer", when="alpha one", hold=release),
@@ -50,7 +51,7 @@ async def test_a_router_killed_mid_stream_delivers_every_reply_once_and_whole(
     app_config: Callable[[], AppConfig],
     config_file: Callable[[], Path],
 ) -> None:
-    config_data["channels"] = {"stream_update_seconds": 0.05}
+    config_data["channels"] = {"stream_update_seconds": 0.05, "multitask_strategy": "enqueue"}
     config = app_config()
     path = config_file()
     words = " ".join(f"w{i}" for i in range(30))

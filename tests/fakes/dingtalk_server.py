@@ -13,6 +13,7 @@ import json
 import time
 import uuid
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
@@ -94,6 +95,17 @@ class FakeDingTalk(LocalServer):
         }
         self.outbox.put(frame["headers"]["messageId"], frame, to=to)
         return frame
+
+    def press_button(
+        self, action_url: str, *, conversation: str = "cid-1", group: bool = False
+    ) -> dict[str, Any]:
+        """A person presses an ActionCard button linking `dtmd://dingtalkclient/sendMessage?content=`:
+        the DingTalk client sends the content into the conversation as their message (to the robot)."""
+        parsed = urlsplit(action_url)
+        where = (parsed.scheme, parsed.netloc, parsed.path)
+        assert where == ("dtmd", "dingtalkclient", "/sendMessage"), action_url
+        [content] = parse_qs(parsed.query)["content"]
+        return self.send_robot_message(content, conversation=conversation, group=group, at_bot=group)
 
     def send_frame(self, frame: Any) -> None:
         """Any JSON value as a frame (a text frame as is, if a str); one with a `messageId` header is

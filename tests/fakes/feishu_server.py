@@ -123,6 +123,46 @@ class FakeFeishu(LocalServer):
         self.send_event(event, to=to)
         return event
 
+    def press_button(
+        self,
+        value: dict[str, Any],
+        *,
+        chat_id: str = "oc_chat1",
+        open_id: str = "ou_ana",
+        message_id: str = "",
+    ) -> dict[str, Any]:
+        """A person presses a button of a card: a `card.action.trigger` event (card callbacks,
+        version 2) with the button's `value`, down the long connection; returns it."""
+        event = {
+            "schema": "2.0",
+            "header": {
+                "event_id": uuid.uuid4().hex,
+                "event_type": "card.action.trigger",
+                "create_time": str(int(time.time() * 1000)),
+                "token": "",
+                "app_id": APP_ID,
+                "tenant_key": "tk",
+            },
+            "event": {
+                "operator": {"tenant_key": "tk", "user_id": "ana", "open_id": open_id, "union_id": "on_ana"},
+                "token": "c-" + uuid.uuid4().hex,
+                "action": {"value": value, "tag": "button"},
+                "host": "im_message",
+                "context": {"open_message_id": message_id, "open_chat_id": chat_id},
+            },
+        }
+        self.send_event(event)
+        return event
+
+    def buttons(self) -> list[dict[str, Any]]:
+        """The buttons of every card sent, replied or patched, in order."""
+        found = []
+        for _, params in self.calls:
+            if params.get("msg_type", "interactive") == "interactive" and "content" in params:
+                for element in json.loads(params["content"]).get("elements", [])[1:]:
+                    found += element.get("actions", []) if element.get("tag") == "action" else []
+        return found
+
     def send_event(self, event: dict[str, Any], *, to: str | None = None) -> str:
         """Any event JSON as a data frame; returns the frame's message id."""
         frame = Frame()

@@ -102,6 +102,8 @@ def fault_config(tmp_path: Path, echo_model: SlowEcho) -> Callable[..., Path]:
             ],
             "gateway": {"port": 0},
             "sandbox": {"provider": "local"},
+            # Each chat message its own answer (the loads count them), not steered into the one before.
+            "channels": {"multitask_strategy": "enqueue"},
         }
         return write_config(tmp_path / "config.yaml", data)
 

@@ -72,8 +72,10 @@ def rolling_config(
 ) -> Path:
     path = fault_config(url=url, replicas=3)
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    data["channels"] = {
-        "telegram": {"enabled": True, "bot_token": telegram.token, "base_url": telegram.base_url}
+    data["channels"]["telegram"] = {
+        "enabled": True,
+        "bot_token": telegram.token,
+        "base_url": telegram.base_url,
     }
     data["memory"] = {"debounce_seconds": 0.5}  # the memory updaters get work during the load
     data["gateway"] = {"port": 0, "host": "127.0.0.1"}  # two gateways on one machine

@@ -38,7 +38,7 @@ async def test_a_router_killed_mid_flood_loses_repeats_and_reorders_no_answer(
 ) -> None:
     path = fault_config(lease_seconds=LEASE_SECONDS)
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    data["channels"] = {"router_processes": ROUTERS}
+    data["channels"]["router_processes"] = ROUTERS
     up = antler_up(write_config(path, data))
     await up.start()
     assert len(routers(up)) == ROUTERS, up.tail()

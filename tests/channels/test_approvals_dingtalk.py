@@ -1,0 +1,95 @@
+"""Approvals on DingTalk: the request is an ActionCard with Approve and Deny buttons, each a link
+that makes the DingTalk client send its command as the presser's message."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from channels.dingtalk import run as run_dingtalk
+from config import AppConfig
+from tests.fakes.dingtalk_server import FakeDingTalk
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.adapters import adapter_stack
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture(autouse=True)
+def bash_needs_approval(config_data: dict[str, Any]) -> None:
+    config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]}
+
+
+@pytest_asyncio.fixture
+async def dingtalk() -> AsyncIterator[FakeDingTalk]:
+    async with FakeDingTalk() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def stack(
+    nats_url: str, dingtalk: FakeDingTalk, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> AsyncIterator[AppConfig]:
+    settings = {"client_id": "ding-id", "client_secret": "ding-secret", "base_url": dingtalk.base_url}
+    async with adapter_stack(nats_url, config_data, app_config, "dingtalk", settings, run_dingtalk) as config:
+        await dingtalk.wait(lambda: dingtalk.connections == 1)
+        yield config
+
+
+def action_cards(dingtalk: FakeDingTalk) -> list[dict[str, Any]]:
+    return [body["actionCard"] for _, body in dingtalk.replies if body.get("msgtype") == "actionCard"]
+
+
+def texts(dingtalk: FakeDingTalk) -> list[str]:
+    return [body["markdown"]["text"] for _, body in dingtalk.replies if body.get("msgtype") == "markdown"]
+
+
+async def test_a_bash_call_is_approved_with_one_button_and_denied_with_the_other(
+    dingtalk: FakeDingTalk, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo ding-approved"})], when="run the first"),
+        Reply(text="Ran it: ding-approved.", when="ding-approved"),
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo never-run"})], when="run the second"),
+        Reply(text="Not run, as you said.", when="the user denied this call"),
+    )
+    dingtalk.send_robot_message("run the first")
+    await dingtalk.wait(lambda: len(action_cards(dingtalk)) == 1)
+    [card] = action_cards(dingtalk)
+    assert "/approve ap" in card["text"], "the text fallback stays in the card"
+    approve, deny = card["btns"]
+    assert approve["title"] == "Approve bash"
+    assert approve["actionURL"].startswith("dtmd://dingtalkclient/sendMessage?content=%2Fapprove%20ap")
+
+    dingtalk.press_button(approve["actionURL"])
+    await dingtalk.wait(lambda: "Ran it: ding-approved." in texts(dingtalk))
+    assert "ding-approved" in fake_model.agent_requests[-1]["messages"][-1]["content"]
+
+    dingtalk.send_robot_message("run the second")
+    await dingtalk.wait(lambda: len(action_cards(dingtalk)) == 2)
+    _, deny = action_cards(dingtalk)[1]["btns"]
+    dingtalk.press_button(deny["actionURL"])
+    await dingtalk.wait(lambda: "Not run, as you said." in texts(dingtalk))
+    denied = fake_model.agent_requests[-1]["messages"][-1]
+    assert denied["role"] == "tool"
+    assert "the user denied this call" in denied["content"]
+
+
+async def test_with_the_webhook_expired_the_buttons_come_through_the_robot_api(
+    dingtalk: FakeDingTalk, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo late-approved"})], when="later"),
+        Reply(text="Ran it: late-approved.", when="late-approved"),
+    )
+    dingtalk.send_robot_message("run it later", webhook_expired=True)
+    [sent] = await dingtalk.wait_for("/v1.0/robot/oToMessages/batchSend")
+    assert sent["msgKey"] == "sampleActionCard2"
+    param = json.loads(sent["msgParam"])
+    assert (param["actionTitle1"], param["actionTitle2"]) == ("Approve bash", "Deny bash")
+    dingtalk.press_button(param["actionURL1"])  # its message brings a fresh session webhook
+    await dingtalk.wait(lambda: "Ran it: late-approved." in texts(dingtalk))

@@ -1,0 +1,87 @@
+"""Approvals on Feishu: the request's card comes with Approve and Deny buttons; a press
+(`card.action.trigger` down the long connection) answers it as the presser."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from channels.feishu import run as run_feishu
+from config import AppConfig
+from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.adapters import adapter_stack
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture(autouse=True)
+def bash_needs_approval(config_data: dict[str, Any]) -> None:
+    config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]}
+
+
+@pytest_asyncio.fixture
+async def feishu() -> AsyncIterator[FakeFeishu]:
+    async with FakeFeishu() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def stack(
+    nats_url: str, feishu: FakeFeishu, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
+) -> AsyncIterator[AppConfig]:
+    settings = {"app_id": APP_ID, "app_secret": APP_SECRET, "domain": feishu.base_url}
+    async with adapter_stack(nats_url, config_data, app_config, "feishu", settings, run_feishu) as config:
+        await feishu.wait(lambda: feishu.connections == 1)
+        yield config
+
+
+def buttons(feishu: FakeFeishu) -> list[dict[str, Any]]:
+    """The buttons the bot's cards have shown, each once (a card patched keeps its buttons)."""
+    return list({b["value"]["command"]: b for b in feishu.buttons()}.values())
+
+
+async def test_a_bash_call_is_approved_with_the_cards_button_and_denied_by_another(
+    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo feishu-approved"})], when="run the first"),
+        Reply(text="Ran it: feishu-approved.", when="feishu-approved"),
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo never-run"})], when="run the second"),
+        Reply(text="Not run, as you said.", when="the user denied this call"),
+    )
+    feishu.send_message("run the first")
+    await feishu.wait(lambda: len(buttons(feishu)) == 2)
+    approve, deny = buttons(feishu)
+    assert approve["text"]["content"] == "Approve bash"
+    assert deny["value"]["command"].startswith("/deny ap")
+    assert "/approve ap" in feishu.cards()[-1][1], "the text fallback stays in the card"
+
+    feishu.press_button(approve["value"])
+    await feishu.wait(lambda: any("Ran it: feishu-approved." in text for _, text in feishu.cards()))
+    assert "feishu-approved" in fake_model.agent_requests[-1]["messages"][-1]["content"]
+
+    feishu.send_message("run the second")
+    await feishu.wait(lambda: len(buttons(feishu)) == 4)
+    _, deny = buttons(feishu)[2:]
+    feishu.press_button(deny["value"])
+    await feishu.wait(lambda: any("Not run, as you said." in text for _, text in feishu.cards()))
+    denied = fake_model.agent_requests[-1]["messages"][-1]
+    assert denied["role"] == "tool"
+    assert "the user denied this call" in denied["content"]
+
+
+async def test_a_press_by_someone_else_answers_nothing(
+    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    fake_model.script(Reply(tool_calls=[ToolCall("bash", {"command": "echo not-yours"})], when="run it"))
+    feishu.send_message("run it", chat_id="oc_group", chat_type="group", mention_bot=True)
+    await feishu.wait(lambda: len(buttons(feishu)) == 2)
+    approve, _ = buttons(feishu)
+    feishu.press_button(approve["value"], chat_id="oc_group", open_id="ou_mallory")
+    # The press is answered as the presser's message (a refusal, as a typed /approve would be).
+    await feishu.wait(lambda: any("/approve" not in text for _, text in feishu.cards()))
+    assert len(fake_model.agent_requests) == 1, "the call did not run: nothing went back to the model"
