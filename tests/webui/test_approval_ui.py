@@ -69,6 +69,8 @@ async def test_approve_runs_the_command_and_the_answer_streams_on(
     asking = card(page)
     await expect(asking.locator(".approval-what")).to_have_text("echo approved-in-chromium")
     await expect(asking).to_contain_text("The agent wants to use bash to run:")
+    step = page.locator(".step[data-tool='bash']")
+    await expect(step.locator(".step-wait")).to_have_text("waits for your approval")
     await page.screenshot(path=screenshots / "approval-card.png")
     assert not [m for m in stack.model.agent_requests[-1]["messages"] if m["role"] == "tool"]  # not run yet
 
@@ -80,7 +82,6 @@ async def test_approve_runs_the_command_and_the_answer_streams_on(
     written.set()
     await expect(page.locator(".msg-ai .md")).to_have_text(["It printed approved-in-chromium."])
     await expect(page.locator(".approval")).to_have_count(0)
-    step = page.locator(".step[data-tool='bash']")
     await expect(step).to_have_class("step step-done")  # the command ran, and the step says so
 
 

@@ -163,6 +163,7 @@ export function draw(conversation, root, hooks, cache) {
   const usage = usagePerAnswer(messages);
   const nodes = [];
   const streamingId = conversation.running ? [...conversation.live.keys()].pop() : null;
+  const waiting = new Set(conversation.approvals.map((request) => request.tool_call_id)); // calls asking first
   messages.forEach((message, index) => {
     const kind = kindOf(message);
     if (kind === "tool" || kind === "system" || kind === "other") return;
@@ -174,7 +175,7 @@ export function draw(conversation, root, hooks, cache) {
       .filter((c) => c.name === "task" || c.id === plan.id)
       .map((c) => JSON.stringify(c.name === "task" ? taskOf(conversation, c, results.get(c.id)) : plan.todos));
     const streaming = message.id === streamingId;
-    const signature = [kind, streaming, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}`).join(","), ...cards].join("|");
+    const signature = [kind, streaming, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}:${waiting.has(c.id)}`).join(","), ...cards].join("|");
     // The buttons and token count below a message change on their own (the run ends, its id or
     // usage arrives): only the foot is redrawn then, so the message a reader is looking at (or
     // selecting text in) stays the same node.
