@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 import pytest_asyncio
 from playwright.async_api import Locator, Page, expect
@@ -20,7 +21,7 @@ from tests.support.runner import running_runner
 from tests.support.sandbox import running_broker
 from tests.support.schedules import running_scheduler
 from tests.webui.conftest import PHONE, TOKENS, UI_TESTS, OpenPage, Stack
-from tests.webui.pages import send
+from tests.webui.pages import send, thread_of
 
 pytestmark = UI_TESTS
 
@@ -156,3 +157,29 @@ async def test_approve_typed_in_the_box_answers_the_card_too(open_page: OpenPage
     await expect(page.locator(".msg-ai .md")).to_have_text(["Typed approval worked."])
     await expect(page.locator(".msg-note").last).to_contain_text(f"Approved {approval_id}")
     await expect(page.locator(".approval")).to_have_count(0)
+
+
+async def test_a_card_answered_elsewhere_meanwhile_says_so_and_goes(
+    open_page: OpenPage, stack: Stack
+) -> None:
+    stack.model.script(
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo answered-elsewhere"})], when="ELSEWHERE"),
+        Reply(text="Approved from elsewhere, it ran.", when="answered-elsewhere"),
+    )
+    page = await open_page()
+    await send(page, "ELSEWHERE: run it")
+    asking = card(page)
+    await expect(asking).to_be_visible()
+    async with httpx.AsyncClient(base_url=f"{stack.url}/api", headers={"x-api-key": TOKENS["ana"]}) as http:
+        other_tab = await http.post(
+            f"/threads/{thread_of(page)}/runs/wait",
+            json={"assistant_id": "lead_agent", "command": {"resume": {"decision": "approve"}}},
+            timeout=30,
+        )
+        assert other_tab.status_code == 200, other_tab.text
+
+    await asking.get_by_role("button", name="Deny", exact=True).click()  # the page still shows it
+    await expect(page.locator("#toast")).to_contain_text("That request was answered already")
+    await expect(page.locator(".approval")).to_have_count(0)
+    await expect(page.locator(".msg-ai .md")).to_have_text(["Approved from elsewhere, it ran."])
+    await expect(page.locator(".run-error")).to_have_count(0)

@@ -289,7 +289,13 @@ async function resumeRun(resume) {
   conversation.answered.set(resume.approval_id, resume);
   conversation.suggestions = [];
   await follow(conversation, { start: runBody({ command: { resume } }) });
-  if (conversation.error) conversation.answered.delete(resume.approval_id); // refused: the card asks again
+  if (conversation.error) {
+    conversation.answered.delete(resume.approval_id); // refused: the card (if it still waits) asks again
+    if (/^command\.resume: nothing on thread/.test(conversation.error)) {
+      conversation.error = null; // answered meanwhile (another tab, a chat) or expired: not a failure here
+      toast("That request was answered already, or it expired: nothing waits for it now.");
+    }
+  }
   if (state.conversation === conversation) redraw();
   suggest(conversation);
   return true;
