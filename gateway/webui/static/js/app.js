@@ -394,9 +394,9 @@ async function replay(prepare, from, text) {
   suggest(conversation);
 }
 
-/** Follow-up questions under a finished answer (none after an error, a stop or a question). */
+/** Follow-up questions under a finished answer (none after an error, a stop, a question or an approval asked for). */
 async function suggest(conversation) {
-  if (conversation.running || conversation.error || conversation.stopped || conversation.openQuestion()) return;
+  if (conversation.running || conversation.error || conversation.stopped || conversation.openQuestion() || conversation.approvals.length) return;
   const turns = conversation
     .messages()
     .filter((m) => ["human", "ai"].includes(m.type) && textOf(m.content) && !m.additional_kwargs?.hide_from_ui)
