@@ -41,6 +41,7 @@ function redraw() {
     const conversation = state.conversation;
     const hooks = {
       answer,
+      approve: (resume) => resumeRun(resume),
       suggestion: (text) => send(text),
       footKey: (message) => footKey(conversation, message),
       answerFoot: (message) => answerFoot(conversation, message, act),
@@ -101,7 +102,7 @@ async function openThread(threadId) {
   try {
     const [thread, threadState] = await Promise.all([threads.get(threadId), threads.state(threadId)]);
     if (state.conversation !== conversation) return;
-    conversation.setValues(threadState?.values || thread.values);
+    conversation.setState({ ...threadState, values: threadState?.values || thread.values });
     redraw();
     loadRunHistory(conversation)
       .then(() => state.conversation === conversation && redraw())
@@ -128,7 +129,7 @@ async function reloadState() {
   const fresh = await threads.state(conversation.threadId);
   if (state.conversation !== conversation) return;
   state.cache = new Map();
-  conversation.setValues(fresh?.values || {});
+  conversation.setState(fresh);
   redraw();
 }
 
@@ -196,8 +197,7 @@ async function follow(conversation, how) {
   }
   if (abort.signal.aborted || state.conversation !== conversation) return;
   try {
-    const threadState = await threads.state(conversation.threadId);
-    conversation.setValues(threadState?.values || {});
+    conversation.setState(await threads.state(conversation.threadId));
     await loadRunHistory(conversation);
   } catch {
     /* the stream's last values stay */
@@ -262,7 +262,44 @@ const page = {
   chooseModel,
   ensureThread,
   reload: () => reloadState(),
+  resume: (value) => resumeRun(value),
 };
+
+/** How this page starts every run (`more`: its input or command). */
+function runBody(more) {
+  return {
+    assistant_id: "lead_agent",
+    ...more,
+    stream_mode: STREAM_MODES,
+    stream_resumable: true,
+    on_disconnect: "continue",
+    multitask_strategy: "enqueue",
+    config: runConfig(),
+  };
+}
+
+/**
+ * Answer the tool call waiting for approval that `resume` names (approvals.js: the card's buttons,
+ * `/approve`, `/deny`): a run resuming the thread, its answer streamed as any other. False when the
+ * conversation is busy (nothing can wait then).
+ */
+async function resumeRun(resume) {
+  const conversation = state.conversation;
+  if (!conversation || conversation.running || state.isNew) return false;
+  conversation.answered.set(resume.approval_id, resume);
+  conversation.suggestions = [];
+  await follow(conversation, { start: runBody({ command: { resume } }) });
+  if (conversation.error) {
+    conversation.answered.delete(resume.approval_id); // refused: the card (if it still waits) asks again
+    if (/^command\.resume: nothing on thread/.test(conversation.error)) {
+      conversation.error = null; // answered meanwhile (another tab, a chat) or expired: not a failure here
+      toast("That request was answered already, or it expired: nothing waits for it now.");
+    }
+  }
+  if (state.conversation === conversation) redraw();
+  suggest(conversation);
+  return true;
+}
 
 async function send(text, extraKwargs = {}) {
   if (state.conversation?.running) return;
@@ -298,15 +335,7 @@ async function send(text, extraKwargs = {}) {
   const conversation = state.conversation;
   const message = { type: "human", content, additional_kwargs: kwargs, id: `local-${Date.now()}` };
   conversation.live.set(message.id, message);
-  const start = {
-    assistant_id: "lead_agent",
-    input: { messages: [{ role: "user", content, additional_kwargs: kwargs }] },
-    stream_mode: STREAM_MODES,
-    stream_resumable: true,
-    on_disconnect: "continue",
-    multitask_strategy: "enqueue",
-    config: runConfig(),
-  };
+  const start = runBody({ input: { messages: [{ role: "user", content, additional_kwargs: kwargs }] } });
   conversation.suggestions = [];
   await follow(conversation, { start });
   if (hasQueued(threadId)) sendQueued(threadId, state.conversation?.running);
@@ -361,14 +390,13 @@ async function replay(prepare, from, text) {
   if (text) conversation.live.set(`local-${Date.now()}`, { type: "human", content: text, additional_kwargs: {}, id: `local-${Date.now()}` });
   state.cache = new Map();
   conversation.suggestions = [];
-  const base = { assistant_id: "lead_agent", stream_mode: STREAM_MODES, stream_resumable: true, on_disconnect: "continue", multitask_strategy: "enqueue", config: runConfig() };
-  await follow(conversation, { start: replayStart(prepared, base) });
+  await follow(conversation, { start: replayStart(prepared, runBody({})) });
   suggest(conversation);
 }
 
-/** Follow-up questions under a finished answer (none after an error, a stop or a question). */
+/** Follow-up questions under a finished answer (none after an error, a stop, a question or an approval asked for). */
 async function suggest(conversation) {
-  if (conversation.running || conversation.error || conversation.stopped || conversation.openQuestion()) return;
+  if (conversation.running || conversation.error || conversation.stopped || conversation.openQuestion() || conversation.approvals.length) return;
   const turns = conversation
     .messages()
     .filter((m) => ["human", "ai"].includes(m.type) && textOf(m.content) && !m.additional_kwargs?.hide_from_ui)

@@ -4,6 +4,7 @@
 
 import { call, settings } from "./api.js";
 import { usageText } from "./account.js";
+import { resumeOf, waitingIn } from "./approvals.js";
 import { compactNow } from "./compact.js";
 import { CLEAR_WORDS, goalCommand } from "./goal.js";
 import { schedules as scheduleApi, describe } from "./schedules.js";
@@ -113,23 +114,20 @@ async function other(name, text, say) {
   return null;
 }
 
-/** `/approve <id>` or `/deny <id> [reason]`: a tool call waiting for a yes, answered with LangGraph's
- * resume (what the SDK's `Command(resume=...)` sends); without an id, what waits. */
+/** `/approve <id> [always]` or `/deny <id> [reason]`: a tool call waiting for a yes, answered as the
+ * approval card's buttons answer it (`page.resume`, LangGraph's resume); without an id, what waits. */
 async function answerApproval(page, name, argument) {
   if (page.isNew()) return "Nothing waits for your approval here.";
-  const threadId = page.threadId();
-  const state = await call(`/threads/${q(threadId)}/state`);
-  const waiting = (state.interrupts || []).map((i) => i.value).filter((v) => v && v.type === "approval_request");
+  const waiting = waitingIn(await call(`/threads/${q(page.threadId())}/state`));
   const [id, ...words] = argument.split(/\s+/).filter(Boolean);
   if (!id) {
     if (!waiting.length) return "Nothing waits for your approval here.";
     return `Waiting for approval:\n${waiting.map((w) => `${w.approval_id}: ${w.description || w.tool}`).join("\n")}\nAnswer with /${name} <id>.`;
   }
   if (!waiting.some((w) => w.approval_id === id)) return `No approval ${id} waits here (it was answered already).`;
-  const resume = { approval_id: id, decision: name === "approve" ? "approve" : "deny" };
-  if (words.length && name === "deny") resume.reason = words.join(" ");
-  await call(`/threads/${q(threadId)}/runs/wait`, { method: "POST", json: { assistant_id: "lead_agent", command: { resume } } });
-  await page.reload();
+  const always = name === "approve" && words.length === 1 && words[0].toLowerCase() === "always";
+  const resume = resumeOf(id, name === "deny" ? "deny" : always ? "always" : "approve", words.join(" "));
+  if (!(await page.resume(resume))) return "I am still working on your last message; answer once I have stopped.";
   return name === "approve" ? `Approved ${id}: the call ran and the answer went on.` : `Denied ${id}: the agent was told.`;
 }
 

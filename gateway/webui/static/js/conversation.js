@@ -5,6 +5,7 @@
 // being written, deltas per message id). Model output is drawn as sanitized Markdown; the user's
 // own words as plain text.
 
+import { approvalCard, waitingIn } from "./approvals.js";
 import { el, textOf } from "./dom.js";
 import { isSummary, summaryBlock } from "./compact.js";
 import { modelNotice, noteModelEvent } from "./model_notices.js";
@@ -49,6 +50,14 @@ export class Conversation {
     this.error = null;
     this.stopped = false; // the last run was stopped (by the user): a marker, not an error
     this.running = false;
+    this.approvals = []; // the tool calls the thread waits to have approved (its state's interrupts)
+    this.answered = new Map(); // approval_id -> the resume sent for it from this page
+  }
+
+  /** The thread's state (`GET /threads/{id}/state`): its values and what waits for approval. */
+  setState(threadState) {
+    this.setValues(threadState?.values);
+    this.approvals = waitingIn(threadState);
   }
 
   /** The thread's state values (on load, and each `values` event). */
@@ -154,6 +163,7 @@ export function draw(conversation, root, hooks, cache) {
   const usage = usagePerAnswer(messages);
   const nodes = [];
   const streamingId = conversation.running ? [...conversation.live.keys()].pop() : null;
+  const waiting = new Set(conversation.approvals.map((request) => request.tool_call_id)); // calls asking first
   messages.forEach((message, index) => {
     const kind = kindOf(message);
     if (kind === "tool" || kind === "system" || kind === "other") return;
@@ -165,7 +175,7 @@ export function draw(conversation, root, hooks, cache) {
       .filter((c) => c.name === "task" || c.id === plan.id)
       .map((c) => JSON.stringify(c.name === "task" ? taskOf(conversation, c, results.get(c.id)) : plan.todos));
     const streaming = message.id === streamingId;
-    const signature = [kind, streaming, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}`).join(","), ...cards].join("|");
+    const signature = [kind, streaming, textOf(message.content).length, reasoning.length, calls.map((c) => `${c.id}:${results.has(c.id)}:${waiting.has(c.id)}`).join(","), ...cards].join("|");
     // The buttons and token count below a message change on their own (the run ends, its id or
     // usage arrives): only the foot is redrawn then, so the message a reader is looking at (or
     // selecting text in) stays the same node.
@@ -220,7 +230,15 @@ export function draw(conversation, root, hooks, cache) {
   if (loose.length) extras.push(el("div", { class: "tasks" }, loose.map(([id, t]) => taskCard(id, t))));
   const question = !conversation.running && conversation.openQuestion();
   if (question) extras.push(questionCard(question, hooks.answer));
-  const suggestions = !conversation.running && !question ? conversation.suggestions || [] : [];
+  // Under the last message, as long as the thread waits; once answered, what was decided.
+  for (const request of conversation.approvals) {
+    const sent = conversation.answered.get(request.approval_id);
+    if (conversation.running && !sent) continue;
+    const key = `approval:${request.approval_id}:${sent ? sent.decision : "open"}`;
+    if (!cache.has(key)) cache.set(key, { node: approvalCard(request, sent, hooks.approve) }); // a reason being typed stays
+    extras.push(cache.get(key).node);
+  }
+  const suggestions = !conversation.running && !question && !conversation.approvals.length ? conversation.suggestions || [] : [];
   if (suggestions.length) {
     extras.push(
       el(

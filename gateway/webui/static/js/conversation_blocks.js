@@ -85,17 +85,18 @@ function summarize(call) {
   return text === "{}" ? "" : text.slice(0, 120);
 }
 
-function toolStep(call, result) {
-  const status = !result ? "running" : result.status === "error" ? "error" : "done";
+function toolStep(call, result, waiting) {
+  const status = result ? (result.status === "error" ? "error" : "done") : waiting ? "waiting" : "running";
   const details = el(
     "details",
     { class: `step step-${status}`, "data-tool": call.name },
     el(
       "summary",
       {},
-      el("span", { class: "step-icon", "aria-hidden": "true" }, icon(status === "running" ? "running" : status === "error" ? "failed" : "done")),
+      el("span", { class: "step-icon", "aria-hidden": "true" }, icon({ running: "running", waiting: "waiting", error: "failed" }[status] || "done")),
       el("span", { class: "step-name", text: call.name }),
       el("span", { class: "step-arg", text: summarize(call) }),
+      waiting && !result ? el("span", { class: "step-wait", text: "waits for your approval" }) : null,
     ),
     el("div", { class: "step-label", text: "Input" }),
     el("pre", { class: "step-io", text: JSON.stringify(call.args ?? {}, null, 2) }),
@@ -239,7 +240,8 @@ export function steps(conversation, calls, results, plan) {
   return calls.map((call) => {
     if (call.name === "task") return taskCard(call.id, taskOf(conversation, call, results.get(call.id)));
     if (call.name === "write_todos" && call.id === plan.id) return todoList(plan.todos);
-    return toolStep(call, results.get(call.id));
+    const waiting = conversation.approvals.some((request) => request.tool_call_id === call.id);
+    return toolStep(call, results.get(call.id), waiting);
   });
 }
 

@@ -25,6 +25,7 @@ const NAMES = {
   "todo-done": "square-check",
   "todo-doing": "circle-dashed",
   running: "loader-circle",
+  waiting: "circle-dashed", // a tool call waiting for approval
 };
 
 /** The icon called `name` (a key of NAMES) as an <svg>, hidden from screen readers (the button says). */
