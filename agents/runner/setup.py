@@ -14,11 +14,11 @@ from typing import Any
 from agents.context import RunContext, RunOptions
 from agents.errors import AgentError, ModelConfigError
 from agents.events import StreamTranslator, jsonable
+from agents.follow_up import inherited
 from agents.graph.lead import AgentCache
 from agents.runner.active_run import ActiveRun
 from agents.runner.graph_input import graph_config, graph_input_of
 from agents.runner.journal import JournalRecorder
-from bus.messages import BackgroundReport
 from config import AppConfig, ConfigError, MissingEnvError
 from llm.tracing_services import with_tracing
 
@@ -113,13 +113,6 @@ async def ready_to_run(
         egress=setup.egress,
         origin=request.origin,
         steering=run.steering,
-        report=BackgroundReport(
-            assistant_id=request.assistant_id,
-            config=request.config,
-            context=request.context,
-            metadata=request.metadata,
-            stream_mode=request.stream_mode,
-            origin=request.origin,
-        ),
+        report=inherited(request),  # how a background task it starts reports back
     )
     return Ready(agent, options, graph, graph_input, context, translator, configurable)

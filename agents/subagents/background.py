@@ -26,6 +26,7 @@ from typing import Any
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool
 
+from agents.follow_up import follow_up_run
 from agents.tools.decorator import tool
 from bus import Bus, decode
 from bus.messages import (
@@ -67,31 +68,17 @@ def report_prompt(task: SubagentTask, result: SubagentResult) -> str:
 def report_run(task: SubagentTask, result: SubagentResult) -> RunRequest:
     """The run on the parent's thread that carries `task`'s outcome to the agent (and its chat)."""
     assert task.background is not None
-    report = task.background
-    configurable = dict(report.config.get("configurable") or {})
-    configurable.pop("checkpoint_id", None)  # the thread as it is now, not where the parent began
-    run_id = report_run_id(task)
-    message = {
-        "role": "user",
-        "content": report_prompt(task, result),
-        "id": f"background-{run_id}",
-        "additional_kwargs": {"hide_from_ui": True, "background_task": task.task_id},
-    }
-    return RunRequest(
-        run_id=run_id,
-        thread_id=task.thread_id,
-        assistant_id=report.assistant_id,
-        user_id=task.user_id,
-        input={"messages": [message]},
-        config={**report.config, "configurable": configurable},
-        context=report.context,
-        # The parent's metadata: a chat run's `origin` there is where the router answers.
-        metadata={
-            **{k: v for k, v in report.metadata.items() if k != "goal"},
-            "background_task": {"task_id": task.task_id, "parent_run_id": task.parent_run_id},
-        },
-        stream_mode=report.stream_mode,
-        origin=report.origin,
+    # The parent's metadata goes with it: a chat run's `origin` there is where the router answers.
+    about = {"task_id": task.task_id, "parent_run_id": task.parent_run_id}
+    return follow_up_run(
+        task.background,
+        report_run_id(task),
+        task.thread_id,
+        task.user_id,
+        report_prompt(task, result),
+        kind="background",
+        marks={"background_task": task.task_id},
+        metadata={"background_task": about},
     )
 
 
@@ -129,14 +116,7 @@ async def stop_thread_tasks(bus: Bus, thread_id: str) -> None:
 async def start(bus: Bus, task: SubagentTask) -> str:
     """Record and submit a background task; what the lead model reads."""
     store = RecordStore(await bus.kv(bus.subjects.background_tasks_bucket), BackgroundTask)
-    record = BackgroundTask(
-        task_id=task.task_id,
-        thread_id=task.thread_id,
-        parent_run_id=task.parent_run_id,
-        user_id=task.user_id,
-        description=task.description,
-        subagent_type=task.subagent_type,
-    )
+    record = BackgroundTask.model_validate(task, from_attributes=True)  # what was asked, by whom
     await store.create(BackgroundTask.key(task.thread_id, task.task_id), record)  # kept if resumed
     await bus.publish(bus.subjects.subagents_submit, task, msg_id=f"task:{task.parent_run_id}:{task.task_id}")
     return (

@@ -42,6 +42,7 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
+from agents.follow_up import follow_up_run
 from bus import Bus
 from bus.content import text_of
 from bus.messages import (
@@ -309,34 +310,24 @@ class GoalLoop:
 
     async def _continue(self, request: RunRequest, goal: ThreadGoal, evaluation: GoalEvaluation) -> None:
         assert evaluation.next_run_id is not None
-        configurable = dict(request.config.get("configurable") or {})
-        configurable.pop("checkpoint_id", None)
-        message = {
-            "role": "user",
-            "content": continuation_prompt(goal, evaluation),
-            "id": f"goal-{evaluation.next_run_id}",
-            "additional_kwargs": {"hide_from_ui": True, "goal_continuation": True},
-        }
-        metadata = {k: v for k, v in request.metadata.items() if k != "goal"}
-        metadata["goal"] = {
-            "goal_id": goal.goal_id,
-            "continuation": goal.continuation_count,
-            "after_run": request.run_id,
-        }
-        follow_up = RunRequest(
-            run_id=evaluation.next_run_id,
-            thread_id=request.thread_id,
-            assistant_id=request.assistant_id,
-            user_id=request.user_id,
-            input={"messages": [message]},
-            config={**request.config, "configurable": configurable},
-            context=request.context,
-            metadata=metadata,
-            stream_mode=request.stream_mode,
+        follow_up = follow_up_run(
+            request,
+            evaluation.next_run_id,
+            request.thread_id,
+            request.user_id,
+            continuation_prompt(goal, evaluation),
+            kind="goal",
+            marks={"goal_continuation": True},
+            metadata={
+                "goal": {
+                    "goal_id": goal.goal_id,
+                    "continuation": goal.continuation_count,
+                    "after_run": request.run_id,
+                }
+            },
             stream_subgraphs=request.stream_subgraphs,
             multitask_strategy=MultitaskStrategy.ENQUEUE,
             after=request.run_id,
-            origin=request.origin,
         )
         if await submit_run(self.bus, follow_up) is None:
             log.info("run %s: its continuation %s was submitted before", request.run_id, follow_up.run_id)
