@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -11,9 +10,8 @@ import pytest
 from bus import Bus
 from bus.messages import MultitaskStrategy, RunCommand, RunRequest, ThreadRecord
 from bus.records import RecordStore
-from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import StartRunner, ask, running_runner, submit_and_collect
+from tests.support.runner import StartRunner, StartStack, ask, running_runner, submit_and_collect
 from tests.support.sandbox import running_broker
 
 pytestmark = pytest.mark.asyncio
@@ -91,20 +89,15 @@ async def test_a_steering_message_sent_during_a_tool_step_comes_after_its_result
     assert second["messages"][-1]["content"] == "answer in French"
 
 
+@pytest.mark.usefixtures("bash_needs_approval")
 async def test_a_steering_message_sent_while_an_approval_waits_joins_the_run_once_it_is_answered(
-    bus: Bus,
-    fake_model: FakeOpenAI,
-    nats_url: str,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
+    bus: Bus, fake_model: FakeOpenAI, start_stack: StartStack
 ) -> None:
-    config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]}
     fake_model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo from-the-approved-call"})], when="run it"),
         Reply(text="It ran; and here is the weather too.", when="the weather"),
     )
-    config = app_config()
-    async with running_broker(nats_url, config), running_runner(nats_url, config):
+    async with start_stack(running_broker, running_runner):
         first = ask("t-steer-wait", "run it")
         asked = await submit_and_collect(bus, first)
         assert [e for e in asked if e.event == "approval"], "the run waits for a yes"

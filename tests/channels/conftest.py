@@ -1,6 +1,6 @@
 """What the adapter tests share: two copies of an adapter as processes (`start_copies`;
 `lease_holder`: which copy is active; `copy_logs`); and from `tests.support.adapters` the fake platforms,
-`start_adapter`, and the Telegram and Slack stacks as fixtures."""
+`start_adapter`, and the Telegram, Slack, Teams, Feishu and DingTalk stacks as fixtures."""
 
 from __future__ import annotations
 
@@ -22,8 +22,10 @@ from tests.fakes.openai_server import Reply, ToolCall
 from tests.support.adapters import (  # noqa: F401  (fixtures)
     StartAdapter,
     dingtalk,
+    dingtalk_stack,
     discord,
     feishu,
+    feishu_stack,
     slack,
     slack_stack,
     start_adapter,

@@ -16,10 +16,7 @@ from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.adapters import StartAdapter
 
-
-@pytest.fixture(autouse=True)
-def bash_needs_approval(config_data: dict[str, Any]) -> None:
-    config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]}
+pytestmark = pytest.mark.usefixtures("bash_needs_approval")
 
 
 SENDS = ("sendMessage", "editMessageText")

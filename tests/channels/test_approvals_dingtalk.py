@@ -4,40 +4,15 @@ that makes the DingTalk client send its command as the presser's message."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from channels.dingtalk import run as run_dingtalk
 from config import AppConfig
 from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.adapters import adapter_stack
 
-pytestmark = pytest.mark.asyncio
-
-
-@pytest.fixture(autouse=True)
-def bash_needs_approval(config_data: dict[str, Any]) -> None:
-    config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]}
-
-
-@pytest_asyncio.fixture
-async def dingtalk() -> AsyncIterator[FakeDingTalk]:
-    async with FakeDingTalk() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str, dingtalk: FakeDingTalk, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[AppConfig]:
-    settings = {"client_id": "ding-id", "client_secret": "ding-secret", "base_url": dingtalk.base_url}
-    async with adapter_stack(nats_url, config_data, app_config, "dingtalk", settings, run_dingtalk) as config:
-        await dingtalk.wait(lambda: dingtalk.connections == 1)
-        yield config
+pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("bash_needs_approval")]
 
 
 def action_cards(dingtalk: FakeDingTalk) -> list[dict[str, Any]]:
@@ -49,7 +24,7 @@ def texts(dingtalk: FakeDingTalk) -> list[str]:
 
 
 async def test_a_bash_call_is_approved_with_one_button_and_denied_with_the_other(
-    dingtalk: FakeDingTalk, fake_model: FakeOpenAI, stack: AppConfig
+    dingtalk: FakeDingTalk, fake_model: FakeOpenAI, dingtalk_stack: AppConfig
 ) -> None:
     fake_model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo ding-approved"})], when="run the first"),
@@ -80,7 +55,7 @@ async def test_a_bash_call_is_approved_with_one_button_and_denied_with_the_other
 
 
 async def test_with_the_webhook_expired_the_buttons_come_through_the_robot_api(
-    dingtalk: FakeDingTalk, fake_model: FakeOpenAI, stack: AppConfig
+    dingtalk: FakeDingTalk, fake_model: FakeOpenAI, dingtalk_stack: AppConfig
 ) -> None:
     fake_model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo late-approved"})], when="later"),

@@ -3,40 +3,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from channels.feishu import run as run_feishu
 from config import AppConfig
-from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
+from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.adapters import adapter_stack
 
-pytestmark = pytest.mark.asyncio
-
-
-@pytest.fixture(autouse=True)
-def bash_needs_approval(config_data: dict[str, Any]) -> None:
-    config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]}
-
-
-@pytest_asyncio.fixture
-async def feishu() -> AsyncIterator[FakeFeishu]:
-    async with FakeFeishu() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def stack(
-    nats_url: str, feishu: FakeFeishu, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[AppConfig]:
-    settings = {"app_id": APP_ID, "app_secret": APP_SECRET, "domain": feishu.base_url}
-    async with adapter_stack(nats_url, config_data, app_config, "feishu", settings, run_feishu) as config:
-        await feishu.wait(lambda: feishu.connections == 1)
-        yield config
+pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("bash_needs_approval")]
 
 
 def buttons(feishu: FakeFeishu) -> list[dict[str, Any]]:
@@ -45,7 +20,7 @@ def buttons(feishu: FakeFeishu) -> list[dict[str, Any]]:
 
 
 async def test_a_bash_call_is_approved_with_the_cards_button_and_denied_by_another(
-    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
+    feishu: FakeFeishu, fake_model: FakeOpenAI, feishu_stack: AppConfig
 ) -> None:
     fake_model.script(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo feishu-approved"})], when="run the first"),
@@ -75,7 +50,7 @@ async def test_a_bash_call_is_approved_with_the_cards_button_and_denied_by_anoth
 
 
 async def test_a_press_by_someone_else_answers_nothing(
-    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
+    feishu: FakeFeishu, fake_model: FakeOpenAI, feishu_stack: AppConfig
 ) -> None:
     fake_model.script(Reply(tool_calls=[ToolCall("bash", {"command": "echo not-yours"})], when="run it"))
     feishu.send_message("run it", chat_id="oc_group", chat_type="group", mention_bot=True)

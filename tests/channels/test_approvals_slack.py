@@ -12,10 +12,7 @@ from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.slack_server import FakeSlack
 
-
-@pytest.fixture(autouse=True)
-def bash_needs_approval(config_data: dict[str, Any]) -> None:
-    config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]}
+pytestmark = pytest.mark.usefixtures("bash_needs_approval")
 
 
 async def posted_buttons(slack: FakeSlack) -> list[dict[str, Any]]:

@@ -11,10 +11,7 @@ from config import AppConfig
 from tests.fakes.msteams_server import FakeTeams
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 
-
-@pytest.fixture(autouse=True)
-def bash_needs_approval(config_data: dict[str, Any]) -> None:
-    config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]}
+pytestmark = pytest.mark.usefixtures("bash_needs_approval")
 
 
 def card_of(message: dict[str, Any]) -> dict[str, Any] | None:

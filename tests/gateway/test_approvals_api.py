@@ -10,12 +10,7 @@ from langgraph_sdk.client import LangGraphClient
 
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 
-pytestmark = pytest.mark.asyncio
-
-
-@pytest.fixture(autouse=True)
-def bash_needs_approval(config_data: dict[str, Any]) -> None:
-    config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]}
+pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("bash_needs_approval")]
 
 
 def said(text: str) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """A chat platform's whole path for tests of several packages: runner, sandbox broker, router and
 the adapter under test (`adapter_stack`, or the `start_adapter` fixture that binds it to the test's
-server and config); the Telegram, Slack and Teams stacks (`telegram_stack`, `slack_stack`,
-`teams_stack`); and the fake platforms as fixtures (`telegram`, `discord`, `slack`, `feishu`,
-`dingtalk`, `wecom`, `wechat`, `teams`)."""
+server and config); the Telegram, Slack, Teams, Feishu and DingTalk stacks (`telegram_stack`,
+`slack_stack`, `teams_stack`, `feishu_stack`, `dingtalk_stack`); and the fake platforms as
+fixtures (`telegram`, `discord`, `slack`, `feishu`, `dingtalk`, `wecom`, `wechat`, `teams`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import pytest
 import pytest_asyncio
 
 from bus import Bus
+from channels.dingtalk import run as run_dingtalk
+from channels.feishu import run as run_feishu
 from channels.msteams import run as run_msteams
 from channels.slack import run as run_slack
 from channels.telegram import run as run_telegram
@@ -23,7 +25,7 @@ from config import AppConfig
 from tests.conftest import running_component
 from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
 from tests.fakes.msteams_server import FakeTeams
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.fakes.slack_server import FakeSlack
@@ -145,4 +147,22 @@ async def slack_stack(slack: FakeSlack, start_adapter: StartAdapter) -> AsyncIte
     settings = {"bot_token": "xoxb-test", "app_token": "xapp-test", "base_url": slack.base_url}
     async with start_adapter("slack", settings, run_slack) as config:
         await asyncio.wait_for(slack.connected.wait(), 20)
+        yield config
+
+
+@pytest_asyncio.fixture
+async def feishu_stack(feishu: FakeFeishu, start_adapter: StartAdapter) -> AsyncIterator[AppConfig]:
+    """A runner, a router and the Feishu adapter on the fake's long connection."""
+    settings = {"app_id": APP_ID, "app_secret": APP_SECRET, "domain": feishu.base_url}
+    async with start_adapter("feishu", settings, run_feishu) as config:
+        await feishu.wait(lambda: feishu.connections == 1)
+        yield config
+
+
+@pytest_asyncio.fixture
+async def dingtalk_stack(dingtalk: FakeDingTalk, start_adapter: StartAdapter) -> AsyncIterator[AppConfig]:
+    """A runner, a router and the DingTalk adapter on the fake's Stream connection."""
+    settings = {"client_id": "ding-id", "client_secret": "ding-secret", "base_url": dingtalk.base_url}
+    async with start_adapter("dingtalk", settings, run_dingtalk) as config:
+        await dingtalk.wait(lambda: dingtalk.connections == 1)
         yield config
