@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -27,19 +27,16 @@ from bus.runs import collect_run, submit_run
 from bus.service import call
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.runner import running_runner
+from tests.support.runner import StartStack, running_runner
 from tests.support.subagents import delegate, running_executor, task_call, tool_results
 
 pytestmark = pytest.mark.asyncio
 
 
 @pytest_asyncio.fixture
-async def stack(
-    nats_url: str, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
-) -> AsyncIterator[AppConfig]:
+async def stack(config_data: dict[str, Any], start_stack: StartStack) -> AsyncIterator[AppConfig]:
     config_data["subagents"] = {"timeout_seconds": 120}
-    config = app_config()
-    async with running_runner(nats_url, config), running_executor(nats_url, config):
+    async with start_stack(running_runner, running_executor) as config:
         yield config
 
 

@@ -7,20 +7,20 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from bus import Bus
 from bus.messages import RunRecord
 from bus.records import RecordStore
-from config import AppConfig
 from tests.channels.conftest import adapter_processes
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.adapters import adapter_stack
+from tests.support.adapters import StartAdapter
 from tests.support.subagents import running_executor, task_call
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(180)]
@@ -44,18 +44,32 @@ async def report_ended(bus: Bus, timeout: float = 60.0) -> RunRecord:
             await asyncio.sleep(0.1)  # polling the runs bucket: nothing to wait on but it changing
 
 
+@pytest_asyncio.fixture
+async def stack_config_file(
+    nats_url: str,
+    telegram: FakeTelegram,
+    config_data: dict[str, Any],
+    start_adapter: StartAdapter,
+    config_file: Callable[[], Path],
+) -> AsyncIterator[Path]:
+    """Runner, sandbox broker, router and subagent executor for a Telegram chat whose adapter
+    processes the test starts (and kills) on the config file given."""
+    config_data["bus"]["lease_seconds"] = 3  # the killed copy's hold on the bot lapses soon
+    config_data["subagents"] = {"timeout_seconds": 120}
+    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
+    async with start_adapter("telegram", settings, None, {"subagent_enabled": True}) as config:
+        async with running_executor(nats_url, config):
+            yield config_file()
+
+
 async def test_a_background_result_reaches_the_chat_through_a_new_adapter_process(
     bus: Bus,
     telegram: FakeTelegram,
     fake_model: FakeOpenAI,
     nats_url: str,
     tmp_path: Path,
-    config_data: dict[str, Any],
-    app_config: Callable[[], AppConfig],
-    config_file: Callable[[], Path],
+    stack_config_file: Path,
 ) -> None:
-    config_data["bus"]["lease_seconds"] = 3  # the killed copy's hold on the bot lapses soon
-    config_data["subagents"] = {"timeout_seconds": 120}
     research_done = asyncio.Event()
     fake_model.script(
         Reply(tool_calls=[task_call("call_tides", "Research the tides", run_in_background=True)], when="lo"),
@@ -63,34 +77,29 @@ async def test_a_background_result_reaches_the_chat_through_a_new_adapter_proces
         Reply(text="On it; I will report back.", when="Started background task"),
         Reply(text=REPORT, when="High tide at 6pm"),
     )
-    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
-    chats = {"subagent_enabled": True}
-    async with adapter_stack(nats_url, config_data, app_config, "telegram", settings, None, chats) as config:
-        path = config_file()
-        for name in ("first", "second"):
-            (tmp_path / name).mkdir()
-        async with running_executor(nats_url, config):
-            async with adapter_processes(path, nats_url, tmp_path / "first", 1) as (first,):
-                telegram.send_user_message("please look into the tides")
-                for _ in range(1200):
-                    if "On it; I will report back." in shown(telegram):
-                        break
-                    await asyncio.sleep(0.05)  # polling the fake's calls for the reply
-                else:
-                    pytest.fail(f"no first reply: {shown(telegram)}")
-                await fake_model.wait_until(lambda: fake_model.holding == 1)  # the research goes on
-                os.kill(first.pid, signal.SIGKILL)
-                await first.wait()
-            research_done.set()
-            record = await report_ended(bus)  # answered while no adapter ran
-            assert record.status.value == "success"
-            assert REPORT not in shown(telegram)
-            async with adapter_processes(path, nats_url, tmp_path / "second", 1):
-                for _ in range(1200):
-                    if REPORT in shown(telegram):
-                        break
-                    await asyncio.sleep(0.05)
-                else:
-                    pytest.fail(f"the report never reached the chat: {shown(telegram)}")
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+    async with adapter_processes(stack_config_file, nats_url, tmp_path / "first", 1) as (first,):
+        telegram.send_user_message("please look into the tides")
+        for _ in range(1200):
+            if "On it; I will report back." in shown(telegram):
+                break
+            await asyncio.sleep(0.05)  # polling the fake's calls for the reply
+        else:
+            pytest.fail(f"no first reply: {shown(telegram)}")
+        await fake_model.wait_until(lambda: fake_model.holding == 1)  # the research goes on
+        os.kill(first.pid, signal.SIGKILL)
+        await first.wait()
+    research_done.set()
+    record = await report_ended(bus)  # answered while no adapter ran
+    assert record.status.value == "success"
+    assert REPORT not in shown(telegram)
+    async with adapter_processes(stack_config_file, nats_url, tmp_path / "second", 1):
+        for _ in range(1200):
+            if REPORT in shown(telegram):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail(f"the report never reached the chat: {shown(telegram)}")
     sent = [p for m, p in telegram.calls if m == "sendMessage"]
     assert [p["chat_id"] for p in sent if p["text"] == REPORT] == [42], "once, into the chat that asked"

@@ -3,31 +3,22 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from bus import Bus, Misconfigured, list_dead_letters
 from channels.feishu import message_text
 from channels.feishu import run as run_feishu
 from config import AppConfig
-from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
+from tests.fakes.feishu_server import APP_ID, FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
-from tests.support.adapters import StartAdapter, file_in_file_out, the_agent_read
-
-
-@pytest_asyncio.fixture
-async def stack(feishu: FakeFeishu, start_adapter: StartAdapter) -> AsyncIterator[AppConfig]:
-    settings = {"app_id": APP_ID, "app_secret": APP_SECRET, "domain": feishu.base_url}
-    async with start_adapter("feishu", settings, run_feishu) as config:
-        await feishu.wait(lambda: feishu.connections == 1)
-        yield config
+from tests.support.adapters import file_in_file_out, the_agent_read
 
 
 async def test_a_private_message_gets_one_card_patched_as_the_answer_streams(
-    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
+    feishu: FakeFeishu, fake_model: FakeOpenAI, feishu_stack: AppConfig
 ) -> None:
     fake_model.script(Reply(text="## Plan\nFirst **this**, then that.", chunk_delay=0.1))
     event = feishu.send_message("hello bot")
@@ -51,7 +42,7 @@ async def test_a_private_message_gets_one_card_patched_as_the_answer_streams(
 
 
 async def test_groups_answer_mentions_once_in_their_topic(
-    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
+    feishu: FakeFeishu, fake_model: FakeOpenAI, feishu_stack: AppConfig
 ) -> None:
     feishu.send_message("lunch anyone?", chat_id="oc_group", chat_type="group")
     mention = feishu.send_message(
@@ -73,7 +64,7 @@ async def test_groups_answer_mentions_once_in_their_topic(
 
 
 async def test_a_file_in_and_a_presented_file_out(
-    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
+    feishu: FakeFeishu, fake_model: FakeOpenAI, feishu_stack: AppConfig
 ) -> None:
     feishu.add_resource("file_v2_abc", b"- buy milk\n- call mum\n", "text/plain", "todo.txt")
     fake_model.script(*file_in_file_out("todo.txt", "plan.md", "# Plan\n", "Here is your plan."))
@@ -90,7 +81,7 @@ async def test_a_file_in_and_a_presented_file_out(
 
 
 async def test_a_picture_in_and_a_presented_picture_out(
-    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
+    feishu: FakeFeishu, fake_model: FakeOpenAI, feishu_stack: AppConfig
 ) -> None:
     feishu.add_resource("img_v3_xyz", b"\x89PNG fake", "image/png")
     fake_model.script(
@@ -114,7 +105,7 @@ async def test_a_picture_in_and_a_presented_picture_out(
 
 
 async def test_the_long_connection_comes_back_after_a_drop(
-    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig
+    feishu: FakeFeishu, fake_model: FakeOpenAI, feishu_stack: AppConfig
 ) -> None:
     feishu.drop_connection()
     await feishu.wait(lambda: feishu.connections == 2)
@@ -124,7 +115,7 @@ async def test_the_long_connection_comes_back_after_a_drop(
 
 
 async def test_an_event_that_cannot_be_read_is_acknowledged_dead_lettered_and_the_next_answered(
-    feishu: FakeFeishu, fake_model: FakeOpenAI, stack: AppConfig, bus: Bus
+    feishu: FakeFeishu, fake_model: FakeOpenAI, feishu_stack: AppConfig, bus: Bus
 ) -> None:
     fake_model.script(Reply(text="Here."))
     feishu.send_message(content="{not json")

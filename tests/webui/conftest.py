@@ -31,6 +31,7 @@ from tests.conftest import component_bus, fail_on_violations
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.gateway import running_gateway, skills_dir
 from tests.support.memory import running_updater
+from tests.support.module_stack import module_stack
 from tests.support.nats_users import SecuredServer
 from tests.support.runner import running_runner
 from tests.support.sandbox import running_broker
@@ -106,6 +107,32 @@ class Stack:
     config: AppConfig
     admin: BusConfig | None = None  # the stack's admin login (to reach behind the components' backs)
     nats_url: str = ""
+
+
+Component = Callable[[str, AppConfig], contextlib.AbstractAsyncContextManager[Any]]
+
+
+@contextlib.asynccontextmanager
+async def module_ui_stack(
+    nats_server: SecuredServer, tmp: Path, components: tuple[Component, ...], **sections: Any
+) -> AsyncIterator[Stack]:
+    """A test module's own stack for ana (an admin token), with the local sandbox and quick
+    redelivery: `components` (each `running_x(nats_url, config)`, started in order), then the
+    gateway; `sections`: more of the config."""
+    async with module_stack(
+        nats_server,
+        tmp,
+        {"ack_wait_seconds": 2.0, "max_deliver": 3},
+        gateway={"port": 0, "tokens": [{"token": TOKENS["ana"], "user_id": "ana", "admin": True}]},
+        sandbox={"provider": "local"},
+        **sections,
+    ) as up:
+        url, config = nats_server.url, up.config
+        async with contextlib.AsyncExitStack() as running:
+            for component in components:
+                await running.enter_async_context(component(url, config))
+            base = await running.enter_async_context(running_gateway(url, config))
+            yield Stack(url=base, model=up.model, config=config, nats_url=url)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

@@ -14,13 +14,11 @@ import pytest_asyncio
 from playwright.async_api import Locator, Page, expect
 
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.gateway import running_gateway
-from tests.support.module_stack import module_stack
 from tests.support.nats_users import SecuredServer
 from tests.support.runner import running_runner
 from tests.support.sandbox import running_broker
 from tests.support.schedules import running_scheduler
-from tests.webui.conftest import PHONE, TOKENS, UI_TESTS, OpenPage, Stack
+from tests.webui.conftest import PHONE, TOKENS, UI_TESTS, OpenPage, Stack, module_ui_stack
 from tests.webui.pages import send, thread_of
 
 pytestmark = UI_TESTS
@@ -29,27 +27,27 @@ pytestmark = UI_TESTS
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def stack(nats_server: SecuredServer, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
     """Runner, sandbox broker, scheduler (approvals' expiry) and gateway; `bash` asks first."""
-    async with module_stack(
+    async with module_ui_stack(
         nats_server,
         tmp_path_factory.mktemp("webui-approvals"),
-        {"ack_wait_seconds": 2.0, "max_deliver": 3},
-        gateway={"port": 0, "tokens": [{"token": TOKENS["ana"], "user_id": "ana", "admin": True}]},
-        sandbox={"provider": "local"},
+        (running_runner, running_broker, running_scheduler),
         approvals={"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]},
     ) as up:
         up.model.auto_suggestions = ["What else can you run?"]  # outside the script
-        url, config = nats_server.url, up.config
-        async with (
-            running_runner(url, config),
-            running_broker(url, config),
-            running_scheduler(url, config),
-            running_gateway(url, config) as base,
-        ):
-            yield Stack(url=base, model=up.model, config=config, nats_url=url)
+        yield up
 
 
 def card(page: Page) -> Locator:
     return page.get_by_role("group", name="Approval needed: bash")
+
+
+async def asked(open_page: OpenPage, text: str) -> tuple[Page, Locator]:
+    """A fresh page that sent `text`, once it shows the approval card."""
+    page = await open_page()
+    await send(page, text)
+    asking = card(page)
+    await expect(asking).to_be_visible()
+    return page, asking
 
 
 def tool_results(model: FakeOpenAI) -> list[str]:
@@ -147,10 +145,7 @@ async def test_approve_typed_in_the_box_answers_the_card_too(open_page: OpenPage
         Reply(tool_calls=[ToolCall("bash", {"command": "echo typed-approval"})], when="TYPED"),
         Reply(text="Typed approval worked.", when="typed-approval"),
     )
-    page = await open_page()
-    await send(page, "TYPED: run it")
-    asking = card(page)
-    await expect(asking).to_be_visible()
+    page, asking = await asked(open_page, "TYPED: run it")
     approval_id = await asking.get_attribute("data-approval")
     assert approval_id
     await send(page, f"/approve {approval_id}")
@@ -166,10 +161,7 @@ async def test_a_card_answered_elsewhere_meanwhile_says_so_and_goes(
         Reply(tool_calls=[ToolCall("bash", {"command": "echo answered-elsewhere"})], when="ELSEWHERE"),
         Reply(text="Approved from elsewhere, it ran.", when="answered-elsewhere"),
     )
-    page = await open_page()
-    await send(page, "ELSEWHERE: run it")
-    asking = card(page)
-    await expect(asking).to_be_visible()
+    page, asking = await asked(open_page, "ELSEWHERE: run it")
     async with httpx.AsyncClient(base_url=f"{stack.url}/api", headers={"x-api-key": TOKENS["ana"]}) as http:
         other_tab = await http.post(
             f"/threads/{thread_of(page)}/runs/wait",

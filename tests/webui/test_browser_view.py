@@ -3,6 +3,7 @@ shown beside the conversation, with its title and address, and follows each new 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,12 +17,10 @@ from tests.conftest import running_component
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.fakes.web_pages import WebPages
 from tests.support.browser import CHROMIUM, browser_ready
-from tests.support.gateway import running_gateway
-from tests.support.module_stack import module_stack
 from tests.support.nats_users import SecuredServer
 from tests.support.runner import running_runner
 from tests.support.sandbox import running_broker
-from tests.webui.conftest import TOKENS, UI_TESTS, OpenPage, Stack
+from tests.webui.conftest import UI_TESTS, OpenPage, Stack, module_ui_stack
 from tests.webui.pages import send
 
 pytestmark = UI_TESTS
@@ -36,22 +35,14 @@ async def site() -> AsyncIterator[WebPages]:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def stack(nats_server: SecuredServer, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
     """Runner, sandbox broker, gateway and the browser component (on loopback, allowed by config)."""
-    async with module_stack(
+    browser = functools.partial(running_component, entry=run_browser, name="browser", ready=browser_ready)
+    async with module_ui_stack(
         nats_server,
         tmp_path_factory.mktemp("webui-browser"),
-        {"ack_wait_seconds": 2.0, "max_deliver": 3},
-        gateway={"port": 0, "tokens": [{"token": TOKENS["ana"], "user_id": "ana", "admin": True}]},
-        sandbox={"provider": "local"},
+        (browser, running_runner, running_broker),
         browser={"enabled": True, "chromium": CHROMIUM, "allow_private_networks": True},
     ) as up:
-        url, config = nats_server.url, up.config
-        async with (
-            running_component(url, config, run_browser, "browser", browser_ready),
-            running_runner(url, config),
-            running_broker(url, config),
-            running_gateway(url, config) as base,
-        ):
-            yield Stack(url=base, model=up.model, config=config, nats_url=url)
+        yield up
 
 
 async def test_the_live_view_shows_the_browsers_latest_page_beside_the_conversation(
