@@ -12,7 +12,7 @@ import pytest
 
 from channels.telegram import run as run_telegram
 from config import AppConfig
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, echo_and_answer
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.adapters import StartAdapter
 
@@ -102,10 +102,7 @@ async def test_a_message_sent_while_the_answer_is_written_steers_it(
 async def test_a_bash_call_is_approved_with_telegrams_button(
     telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
 ) -> None:
-    fake_model.script(
-        Reply(tool_calls=[ToolCall("bash", {"command": "echo pressed-approve"})]),
-        Reply(text="Ran it: pressed-approve.", when="pressed-approve"),
-    )
+    fake_model.script(*echo_and_answer("pressed-approve", "Ran it: pressed-approve."))
     telegram.send_user_message("run it when I say so")
     await sent_text(telegram, r"/approve ap[0-9a-f]+")
     [keyboard] = [_json(p["reply_markup"]) for m, p in telegram.calls if m in SENDS and p.get("reply_markup")]

@@ -10,7 +10,8 @@ import pytest
 
 from config import AppConfig
 from tests.fakes.dingtalk_server import FakeDingTalk
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, echo_and_answer
+from tests.support.adapters import approved_then_denied, the_model_read_the_denial
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("bash_needs_approval")]
 
@@ -26,12 +27,7 @@ def texts(dingtalk: FakeDingTalk) -> list[str]:
 async def test_a_bash_call_is_approved_with_one_button_and_denied_with_the_other(
     dingtalk: FakeDingTalk, fake_model: FakeOpenAI, dingtalk_stack: AppConfig
 ) -> None:
-    fake_model.script(
-        Reply(tool_calls=[ToolCall("bash", {"command": "echo ding-approved"})], when="run the first"),
-        Reply(text="Ran it: ding-approved.", when="ding-approved"),
-        Reply(tool_calls=[ToolCall("bash", {"command": "echo never-run"})], when="run the second"),
-        Reply(text="Not run, as you said.", when="the user denied this call"),
-    )
+    fake_model.script(*approved_then_denied("ding-approved"))
     dingtalk.send_robot_message("run the first")
     await dingtalk.wait(lambda: len(action_cards(dingtalk)) == 1)
     [card] = action_cards(dingtalk)
@@ -49,18 +45,13 @@ async def test_a_bash_call_is_approved_with_one_button_and_denied_with_the_other
     _, deny = action_cards(dingtalk)[1]["btns"]
     dingtalk.press_button(deny["actionURL"])
     await dingtalk.wait(lambda: "Not run, as you said." in texts(dingtalk))
-    denied = fake_model.agent_requests[-1]["messages"][-1]
-    assert denied["role"] == "tool"
-    assert "the user denied this call" in denied["content"]
+    the_model_read_the_denial(fake_model)
 
 
 async def test_with_the_webhook_expired_the_buttons_come_through_the_robot_api(
     dingtalk: FakeDingTalk, fake_model: FakeOpenAI, dingtalk_stack: AppConfig
 ) -> None:
-    fake_model.script(
-        Reply(tool_calls=[ToolCall("bash", {"command": "echo late-approved"})], when="later"),
-        Reply(text="Ran it: late-approved.", when="late-approved"),
-    )
+    fake_model.script(*echo_and_answer("late-approved", "Ran it: late-approved.", when="later"))
     dingtalk.send_robot_message("run it later", webhook_expired=True)
     [sent] = await dingtalk.wait_for("/v1.0/robot/oToMessages/batchSend")
     assert sent["msgKey"] == "sampleActionCard2"

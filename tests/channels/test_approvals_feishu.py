@@ -10,6 +10,7 @@ import pytest
 from config import AppConfig
 from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support.adapters import approved_then_denied, the_model_read_the_denial
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("bash_needs_approval")]
 
@@ -22,12 +23,7 @@ def buttons(feishu: FakeFeishu) -> list[dict[str, Any]]:
 async def test_a_bash_call_is_approved_with_the_cards_button_and_denied_by_another(
     feishu: FakeFeishu, fake_model: FakeOpenAI, feishu_stack: AppConfig
 ) -> None:
-    fake_model.script(
-        Reply(tool_calls=[ToolCall("bash", {"command": "echo feishu-approved"})], when="run the first"),
-        Reply(text="Ran it: feishu-approved.", when="feishu-approved"),
-        Reply(tool_calls=[ToolCall("bash", {"command": "echo never-run"})], when="run the second"),
-        Reply(text="Not run, as you said.", when="the user denied this call"),
-    )
+    fake_model.script(*approved_then_denied("feishu-approved"))
     feishu.send_message("run the first")
     await feishu.wait(lambda: len(buttons(feishu)) == 2)
     approve, deny = buttons(feishu)
@@ -44,9 +40,7 @@ async def test_a_bash_call_is_approved_with_the_cards_button_and_denied_by_anoth
     _, deny = buttons(feishu)[2:]
     feishu.press_button(deny["value"])
     await feishu.wait(lambda: any("Not run, as you said." in text for _, text in feishu.cards()))
-    denied = fake_model.agent_requests[-1]["messages"][-1]
-    assert denied["role"] == "tool"
-    assert "the user denied this call" in denied["content"]
+    the_model_read_the_denial(fake_model)
 
 
 async def test_a_press_by_someone_else_answers_nothing(

@@ -9,7 +9,7 @@ import pytest
 
 from config import AppConfig
 from tests.fakes.msteams_server import FakeTeams
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, echo_and_answer
 
 pytestmark = pytest.mark.usefixtures("bash_needs_approval")
 
@@ -22,10 +22,7 @@ def card_of(message: dict[str, Any]) -> dict[str, Any] | None:
 async def test_a_bash_call_approved_with_the_cards_button_runs(
     teams: FakeTeams, fake_model: FakeOpenAI, teams_stack: AppConfig
 ) -> None:
-    fake_model.script(
-        Reply(tool_calls=[ToolCall("bash", {"command": "echo from-teams"})]),
-        Reply(text="Done: from-teams.", when="from-teams"),
-    )
+    fake_model.script(*echo_and_answer("from-teams", "Done: from-teams."))
     await teams.say("run it")
     await teams.wait(lambda: any(card_of(m) for m in teams.bot_messages()), 30)
     (asking,) = [m for m in teams.bot_messages() if card_of(m)]

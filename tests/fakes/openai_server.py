@@ -6,9 +6,9 @@ usage in the last chunk) and not streaming, OpenAI's error bodies.
 
 Tests script the replies: `fake.script(Reply(text=...), Reply(tool_calls=[...]))`
 queues them in order; a reply with `when="..."` is only used for a request whose
-last user or tool message contains that text. Title requests (our title prompt)
-get an automatic title; anything unscripted gets an echo of the last user text.
-With `auto_suggestions` set, follow-up suggestion requests are answered with them
+last user or tool message contains that text (`echo_and_answer` scripts a bash call and its
+answer). Title requests (our title prompt) get an automatic title; anything unscripted gets an
+echo of the last user text. With `auto_suggestions` set, follow-up suggestion requests are answered with them
 (like titles, outside the script), so a UI that asks after every answer leaves
 the script to the agent. With `pace` set (a `Pace`), unscripted agent answers stream as a real
 model's do: the first word after `first_token` seconds, then one word every `interval` (titles,
@@ -66,6 +66,15 @@ class Reply:
     stream_error: str | None = None  # streamed: after the text, an OpenAI error event with this message
     finish_reason: str | None = None  # instead of "stop" / "tool_calls" (e.g. "length", "content_filter")
     retry_after: str | None = None  # with a non-200 status: the Retry-After header sent
+
+
+def echo_and_answer(marker: str, answer: str, when: str | None = None) -> list[Reply]:
+    """The model's two turns around one bash call: it runs `echo <marker>` (for a message with
+    `when`, if given), then answers `answer` once the call's result shows `marker`."""
+    return [
+        Reply(tool_calls=[ToolCall("bash", {"command": f"echo {marker}"})], when=when),
+        Reply(text=answer, when=marker),
+    ]
 
 
 @dataclass(frozen=True)

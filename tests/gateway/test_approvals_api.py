@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, echo_and_answer
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("bash_needs_approval")]
 
@@ -24,10 +24,7 @@ def tool_messages(values: dict[str, Any]) -> list[dict[str, Any]]:
 async def test_a_bash_call_is_approved_with_the_sdks_command_resume(
     ana: LangGraphClient, fake_model: FakeOpenAI
 ) -> None:
-    fake_model.script(
-        Reply(tool_calls=[ToolCall("bash", {"command": "echo via-http"})], when="run it over http"),
-        Reply(text="Done: it printed via-http.", when="via-http"),
-    )
+    fake_model.script(*echo_and_answer("via-http", "Done: it printed via-http.", when="run it over http"))
     thread = await ana.threads.create()
     parts = [
         p async for p in ana.runs.stream(thread["thread_id"], "lead_agent", input=said("run it over http"))

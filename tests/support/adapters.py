@@ -1,8 +1,10 @@
 """A chat platform's whole path for tests of several packages: runner, sandbox broker, router and
 the adapter under test (`adapter_stack`, or the `start_adapter` fixture that binds it to the test's
 server and config); the Telegram, Slack, Teams, Feishu and DingTalk stacks (`telegram_stack`,
-`slack_stack`, `teams_stack`, `feishu_stack`, `dingtalk_stack`); and the fake platforms as
-fixtures (`telegram`, `discord`, `slack`, `feishu`, `dingtalk`, `wecom`, `wechat`, `teams`)."""
+`slack_stack`, `teams_stack`, `feishu_stack`, `dingtalk_stack`); the fake platforms as fixtures
+(`telegram`, `discord`, `slack`, `feishu`, `dingtalk`, `wecom`, `wechat`, `teams`); the model
+scripts several platforms' tests share (`approved_then_denied`, `file_in_file_out`) and checks
+(`the_model_read_the_denial`, `the_agent_read`)."""
 
 from __future__ import annotations
 
@@ -122,6 +124,25 @@ def file_in_file_out(upload: str, output: str, content: str, answer: str) -> lis
         Reply(tool_calls=[ToolCall("present_files", {"filepaths": [written]})]),
         Reply(text=answer),
     ]
+
+
+def approved_then_denied(marker: str) -> list[Reply]:
+    """The model's turns when a chat approves one bash call and denies the next: it asks to run
+    `echo <marker>` on "run the first" and answers "Ran it: <marker>." once it ran; it asks again on
+    "run the second" and answers "Not run, as you said." once it reads the denial."""
+    return [
+        Reply(tool_calls=[ToolCall("bash", {"command": f"echo {marker}"})], when="run the first"),
+        Reply(text=f"Ran it: {marker}.", when=marker),
+        Reply(tool_calls=[ToolCall("bash", {"command": "echo never-run"})], when="run the second"),
+        Reply(text="Not run, as you said.", when="the user denied this call"),
+    ]
+
+
+def the_model_read_the_denial(fake_model: FakeOpenAI) -> None:
+    """The denied call ran nothing: what the model read last is its tool result saying so."""
+    denied = fake_model.agent_requests[-1]["messages"][-1]
+    assert denied["role"] == "tool"
+    assert "the user denied this call" in denied["content"]
 
 
 @pytest_asyncio.fixture

@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Locator, Page, expect
 
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, echo_and_answer
 from tests.support.nats_users import SecuredServer
 from tests.support.runner import running_runner
 from tests.support.sandbox import running_broker
@@ -141,10 +141,7 @@ async def test_the_card_is_there_after_a_reload_and_always_lets_the_tool_run_una
 
 
 async def test_approve_typed_in_the_box_answers_the_card_too(open_page: OpenPage, stack: Stack) -> None:
-    stack.model.script(
-        Reply(tool_calls=[ToolCall("bash", {"command": "echo typed-approval"})], when="TYPED"),
-        Reply(text="Typed approval worked.", when="typed-approval"),
-    )
+    stack.model.script(*echo_and_answer("typed-approval", "Typed approval worked.", when="TYPED"))
     page, asking = await asked(open_page, "TYPED: run it")
     approval_id = await asking.get_attribute("data-approval")
     assert approval_id
@@ -158,8 +155,7 @@ async def test_a_card_answered_elsewhere_meanwhile_says_so_and_goes(
     open_page: OpenPage, stack: Stack
 ) -> None:
     stack.model.script(
-        Reply(tool_calls=[ToolCall("bash", {"command": "echo answered-elsewhere"})], when="ELSEWHERE"),
-        Reply(text="Approved from elsewhere, it ran.", when="answered-elsewhere"),
+        *echo_and_answer("answered-elsewhere", "Approved from elsewhere, it ran.", when="ELSEWHERE")
     )
     page, asking = await asked(open_page, "ELSEWHERE: run it")
     async with httpx.AsyncClient(base_url=f"{stack.url}/api", headers={"x-api-key": TOKENS["ana"]}) as http:
