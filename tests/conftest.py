@@ -347,12 +347,6 @@ def config_data(
 
 
 @pytest.fixture
-def bash_needs_approval(config_data: dict[str, Any]) -> None:
-    """Approvals on, every `bash` call asked about first: `pytest.mark.usefixtures("bash_needs_approval")`."""
-    config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]}
-
-
-@pytest.fixture
 def config_file(tmp_path: Path, config_data: dict[str, Any]) -> Callable[[], Path]:
     def write() -> Path:
         path = tmp_path / "config.yaml"

@@ -15,11 +15,12 @@ from bus.messages import RunRequest
 from bus.runs import submit_run
 from tests.conftest import finished
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.runner import (  # noqa: F401  (antler_cli, start_runner, start_stack: fixtures)
+from tests.support.runner import (  # noqa: F401  (antler_cli, bash_needs_approval, start_runner, start_stack: fixtures)
     AntlerCli,
     KillRunner,
     StartRunner,
     antler_cli,
+    bash_needs_approval,
     start_runner,
     start_stack,
 )

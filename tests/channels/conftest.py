@@ -37,7 +37,7 @@ from tests.support.adapters import (  # noqa: F401  (fixtures)
     wecom,
 )
 from tests.support.chat import router_stack  # noqa: F401  (a fixture)
-from tests.support.runner import start_stack  # noqa: F401  (a fixture)
+from tests.support.runner import bash_needs_approval, start_stack  # noqa: F401  (fixtures)
 
 
 @contextlib.asynccontextmanager

@@ -12,7 +12,12 @@ from langgraph_sdk.client import LangGraphClient
 from config import AppConfig
 from tests.support.gateway import running_gateway, stack_config  # noqa: F401  (the fixture)
 from tests.support.memory import running_updater
-from tests.support.runner import running_runner, start_runner, start_stack  # noqa: F401  (fixtures)
+from tests.support.runner import (  # noqa: F401  (fixtures)
+    bash_needs_approval,
+    running_runner,
+    start_runner,
+    start_stack,
+)
 from tests.support.sandbox import running_broker
 from tests.support.schedules import running_scheduler
 

@@ -67,6 +67,12 @@ def start_stack(nats_url: str, app_config: Callable[[], AppConfig]) -> StartStac
 
 
 @pytest.fixture
+def bash_needs_approval(config_data: dict[str, Any]) -> None:
+    """Approvals on, every `bash` call asked about first: `pytest.mark.usefixtures("bash_needs_approval")`."""
+    config_data["approvals"] = {"enabled": True, "rules": [{"tools": ["bash"], "action": "ask"}]}
+
+
+@pytest.fixture
 def start_runner(nats_url: str, app_config: Callable[[], AppConfig]) -> StartRunner:
     """`async with start_runner():` a runner on the test's config as the test has set it by then."""
     return lambda: running_runner(nats_url, app_config())
