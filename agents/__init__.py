@@ -8,7 +8,8 @@ antler run subagents
 - `graph/`: the lead agent (`agents.graph.lead.build_lead_agent`), its prompt, state and
   middlewares; `tools/`: the agent's tools.
 - Shared by them: `context` (run options and runtime context), `follow_up` (a run started after
-  another: a background report, a goal continuation), `errors`, `events` (stream
+  another: a background report, a goal continuation), `background_stop` (a deleted thread's
+  background tasks stopped), `errors`, `events` (stream
   parts to run events), `telemetry`, `checkpoints` (with `sqlite_saver`), `loader`.
 
 Importing this package is cheap on purpose (only run context and errors, no LangChain): import

@@ -45,7 +45,8 @@ class EventLog:
         attempt: int,
         start_seq: int = 0,
         chat: tuple[str, str] | None = None,
-        partition: int = 0,
+        *,
+        partition: int,
     ) -> None:
         self.bus = bus
         self.run_id = run_id
@@ -84,7 +85,7 @@ class EventLog:
                 seq = decode(RunEvent, last.data or b"{}").seq if last is not None else 0
             except Exception as exc:  # unreadable
                 log.debug("no earlier events for run %s: %s", run_id, exc)
-        return cls(bus, run_id, thread_id, attempt, seq, chat, partition)
+        return cls(bus, run_id, thread_id, attempt, seq, chat, partition=partition)
 
     async def emit(self, event: str, data: Any = None) -> None:
         """Publish the next event. Stores are confirmed in bulk (`confirm`), not one by one:

@@ -14,7 +14,7 @@ executor killed between storing it and reporting it) is one run.
 `cancel_background_task` marks the record (a task still waiting for an executor is then never
 started) and asks the executors to stop it (`subagents.cancel.<parent run>`); a task cancelled so
 is not reported back: the model already knows. Deleting the thread removes its tasks' records and
-stops them (`stop_thread_tasks`, from the threads service): none reports into a deleted thread.
+stops them (`agents.background_stop`, from the threads service): none reports into a deleted thread.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from bus.messages import (
     SubagentTask,
     utcnow,
 )
-from bus.records import RecordStore, drop_keys, keys_matching
+from bus.records import RecordStore, keys_matching
 from bus.runs import submit_run
 from bus.subjects import safe_token
 
@@ -94,23 +94,6 @@ async def report(bus: Bus, task: SubagentTask, result: SubagentResult) -> None:
     if record is None or (result.status == "cancelled" and record.cancel_requested_at is not None):
         return
     await submit_run(bus, report_run(task, result))
-
-
-async def stop_thread_tasks(bus: Bus, thread_id: str) -> None:
-    """A deleted thread's background tasks: their records removed first (so none reports back, and
-    one still waiting for an executor never starts), then each asked to stop."""
-    bucket = bus.subjects.background_tasks_bucket
-    store = RecordStore(await bus.kv(bucket), BackgroundTask)
-    pattern = f"{safe_token(thread_id)}.*"
-    records = [
-        record for key in await keys_matching(bus.js, bucket, pattern) if (record := await store.get(key))
-    ]
-    await drop_keys(bus.js, bucket, pattern)
-    for record in records:
-        stop = SubagentCancel(
-            parent_run_id=record.parent_run_id, task_id=record.task_id, reason="its thread was deleted"
-        )
-        await bus.publish_core(bus.subjects.subagent_cancel(record.parent_run_id), stop)
 
 
 async def start(bus: Bus, task: SubagentTask) -> str:

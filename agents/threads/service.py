@@ -19,11 +19,11 @@ from typing import Any
 
 from langgraph.errors import InvalidUpdateError
 
+from agents.background_stop import stop_thread_tasks
 from agents.context import RunOptions
 from agents.graph.middleware.person_budget import PersonMeter
 from agents.graph.run_check import InvalidRun, check_run
 from agents.graph.state_update import InvalidStateUpdate, check_state_update
-from agents.subagents.background import stop_thread_tasks
 from agents.threads.compact import compact_thread
 from agents.threads.goal import change_goal
 from agents.threads.snapshots import checkpoint_config, state_graph, to_thread_state

@@ -12,6 +12,7 @@ from agents.events import jsonable, merge_deltas
 from agents.runner.event_log import EventLog
 from bus import Bus
 from bus.messages import RunEvent
+from bus.run_events import run_partition
 from bus.runs import collect_run, follow_run
 
 META = {"langgraph_node": "model", "langgraph_step": 1}
@@ -39,12 +40,14 @@ def text_by_message(events: list[RunEvent]) -> dict[str, tuple[str, str]]:
     return texts
 
 
-def new_log(bus: Bus) -> EventLog:
-    return EventLog(bus, f"run-{uuid.uuid4().hex[:8]}", "thread-1", attempt=1)
+async def new_log(bus: Bus) -> EventLog:
+    """A run's log where its readers look for a run with no record (its id's partition)."""
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    return EventLog(bus, run_id, "thread-1", attempt=1, partition=await run_partition(bus, run_id, None))
 
 
 async def test_streamed_deltas_arrive_whole_and_in_order_in_fewer_events(bus: Bus) -> None:
-    log = new_log(bus)
+    log = await new_log(bus)
     await log.emit("metadata", {"run_id": log.run_id})
     thoughts = [f"t{i} " for i in range(50)]
     words = [f"w{i} " for i in range(300)]
@@ -75,7 +78,7 @@ async def test_streamed_deltas_arrive_whole_and_in_order_in_fewer_events(bus: Bu
 
 
 async def test_a_held_delta_reaches_readers_without_waiting_for_another_event(bus: Bus) -> None:
-    log = new_log(bus)
+    log = await new_log(bus)
     seen: list[str] = []
     got_both = asyncio.Event()
 
@@ -96,11 +99,11 @@ async def test_a_held_delta_reaches_readers_without_waiting_for_another_event(bu
 
 
 async def test_a_closed_log_sends_nothing_it_held(bus: Bus) -> None:
-    log = new_log(bus)
+    log = await new_log(bus)
     await log.emit("messages", delta("ai-1", text="kept"))
     await log.emit("messages", delta("ai-1", text=" dropped"))
     log.close()  # the run is left to another delivery, which streams its messages again
-    again = EventLog(bus, log.run_id, log.thread_id, attempt=2, start_seq=log.seq)
+    again = EventLog(bus, log.run_id, log.thread_id, attempt=2, start_seq=log.seq, partition=log.partition)
     await again.emit("end", {"status": "success"})
     events = await collect_run(bus, log.run_id, timeout=10)
     assert [e.data[0]["content"] for e in events if e.event == "messages"] == ["kept"]

@@ -20,6 +20,7 @@ from bus.messages import ComponentReady
 from tests.conftest import REPO
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.support.adapters import (  # noqa: F401  (fixtures)
+    ENQUEUE,
     StartAdapter,
     dingtalk,
     dingtalk_stack,
@@ -94,7 +95,8 @@ def start_copies(
     tmp_path: Path,
 ) -> StartCopies:
     """`start_copies(platform, settings)`: runner, router and two `antler run <platform>` processes
-    (their logs `<tmp_path>/<platform>-<n>.log`), both up: one active, one standing by."""
+    (their logs `<tmp_path>/<platform>-<n>.log`), both up: one active, one standing by. Each message
+    is its own run (`ENQUEUE`) unless `channels` says otherwise."""
 
     @contextlib.asynccontextmanager
     async def start(
@@ -107,7 +109,7 @@ def start_copies(
             ready.put_nowait(decode(ComponentReady, msg.data).pid)
 
         await bus.nc.subscribe(bus.subjects.component_ready(platform), cb=on_ready)
-        async with start_adapter(platform, settings, None, channels):
+        async with start_adapter(platform, settings, None, ENQUEUE if channels is None else channels):
             async with adapter_processes(config_file(), nats_url, tmp_path, 2, platform) as copies:
                 pids = {await asyncio.wait_for(ready.get(), 60), await asyncio.wait_for(ready.get(), 60)}
                 assert pids == {p.pid for p in copies}, "one active, one standing by"

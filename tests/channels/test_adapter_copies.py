@@ -140,8 +140,7 @@ async def two_copies(
     platform: Platform, tmp_path: Path, start_copies: StartCopies
 ) -> AsyncIterator[list[asyncio.subprocess.Process]]:
     """Router, runner and two `antler run <platform>` processes, both connected to the fake."""
-    enqueue = {"multitask_strategy": "enqueue"}  # each message its own answer (chats steer by default)
-    async with start_copies(platform.name, platform.settings, enqueue) as copies:
+    async with start_copies(platform.name, platform.settings) as copies:
         await platform.fake.wait(lambda: platform.fake.connections >= 2, timeout=60)
         yield copies
         print(copy_logs(tmp_path, platform.name, 2000))  # shown if the test failed

@@ -18,7 +18,7 @@ from config import AppConfig
 from tests.channels.conftest import adapter_processes, copies_ready
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.support.adapters import adapter_stack
+from tests.support.adapters import ENQUEUE, adapter_stack
 from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(200)]
@@ -45,7 +45,7 @@ async def test_two_copies_answer_a_delivery_once_and_the_standby_finishes_a_kill
     async with FakeGitHub() as github, copies_ready(bus, "github") as all_ready:
         settings = github.settings(port)
         async with (
-            adapter_stack(nats_url, config_data, app_config, "github", settings, None),
+            adapter_stack(nats_url, config_data, app_config, "github", settings, None, ENQUEUE),
             adapter_processes(config_file(), nats_url, tmp_path, 2, "github") as procs,
         ):
             await all_ready(procs)

@@ -20,7 +20,7 @@ from bus.metrics import REGISTRY
 from config import AppConfig
 from tests.channels.conftest import adapter_processes, copies_ready, writes_and_presents
 from tests.fakes.openai_server import FakeOpenAI, Reply, unfenced
-from tests.support.adapters import adapter_stack
+from tests.support.adapters import ENQUEUE, adapter_stack
 from tests.support.health import adapter, status_of
 from tests.support.ports import free_port
 
@@ -288,7 +288,9 @@ async def test_the_standby_copy_finishes_the_answer_and_answers_what_came_while_
     )
     async with (
         copies_ready(bus, "matrix") as all_ready,
-        adapter_stack(nats_url, config_data, app_config, "matrix", settings_for(homeserver, bot), None),
+        adapter_stack(
+            nats_url, config_data, app_config, "matrix", settings_for(homeserver, bot), None, ENQUEUE
+        ),
         adapter_processes(config_file(), nats_url, tmp_path, 2, "matrix") as procs,
     ):
         await all_ready(procs)

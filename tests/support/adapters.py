@@ -74,6 +74,11 @@ async def adapter_stack(
         yield config
 
 
+# Each message its own run, one after another (chats steer by default: a message sent while an
+# answer streams would join that run): what the tests of adapter copies count on.
+ENQUEUE = {"multitask_strategy": "enqueue"}
+
+
 class StartAdapter(Protocol):
     """`adapter_stack` on the test's server and config (the `start_adapter` fixture)."""
 
