@@ -2,6 +2,7 @@
 the router's replies out (`adapter`); updates screened before the library parses them (`updates`).
 """
 
-from channels.telegram.adapter import TelegramAdapter, render_html, run, split_message
+from channels.telegram.adapter import TelegramAdapter, run
+from channels.telegram.formatting import render_html, split_message
 
 __all__ = ["TelegramAdapter", "render_html", "run", "split_message"]
