@@ -29,6 +29,7 @@ from bus.subjects import chat_route, safe_token
 log = logging.getLogger(__name__)
 
 RECORD_POLL = 0.25  # seconds between looks at a run's record that does not say its partition yet
+NO_RECORD_WAIT = 2.0  # seconds a reader waits for a run's record to appear before guessing its stream
 UNSPLIT_REFRESH = 10.0  # seconds a reader trusts what it saw of the unsplit RUN_EVENTS
 
 
@@ -104,22 +105,24 @@ async def events_streams(bus: Bus, run_id: str, *, wait: float | None = 0.0) -> 
 
     A pending record that does not say its partition (submitted by an earlier version; its runner
     will say) is looked at again every `RECORD_POLL` seconds for `wait` seconds (None: until it
-    says); a run with no record at all (a request published raw) is looked for in the partition its
-    id hashes to, where a runner puts a run it knows no chat of.
+    says); a run with no record after `NO_RECORD_WAIT` seconds (a request published raw) is looked for
+    in the partition its id hashes to, where a runner puts a run it knows no chat of.
     """
     from bus.records import RecordStore
 
     runs = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
     loop = asyncio.get_running_loop()
     deadline = None if wait is None else loop.time() + wait
+    # A reader may hear of a run (a schedule's firing line, say) just before its record is made.
+    no_record_until = loop.time() + (NO_RECORD_WAIT if wait is None else min(wait, NO_RECORD_WAIT))
     while True:
         record = await runs.get(run_id)
         if record is not None and record.events_partition is not None:
             partition = record.events_partition
             break
         if (
-            record is None
-            or record.status != RunStatus.PENDING
+            (record is None and loop.time() >= no_record_until)
+            or (record is not None and record.status != RunStatus.PENDING)
             or (deadline is not None and loop.time() >= deadline)
         ):
             partition = await run_partition(bus, run_id, None)

@@ -14,13 +14,14 @@ from bus.records import RecordStore, keys_matching
 from bus.run_events import has_unsplit_stream
 from bus.runs import follow_run, submit_run
 from config import BusConfig
-from tests.support.runs import publish_event
+from tests.support.runs import publish_event, record_run
 from tests.support.unsplit import earlier_runners_subject, make_unsplit_run_events
 
 pytestmark = pytest.mark.asyncio
 
 
 async def store(bus: Bus, run_id: str, *seqs: int, end: int | None = None) -> None:
+    await record_run(bus, run_id)  # as its submitter would have (kept if it is there)
     for seq in seqs:
         event = "end" if seq == end else "messages"
         await publish_event(

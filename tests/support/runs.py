@@ -8,7 +8,8 @@ from typing import Any
 from nats.js.api import DeliverPolicy
 
 from bus import Bus, decode
-from bus.messages import RunEvent
+from bus.messages import RunEvent, RunRecord
+from bus.records import RecordStore
 from bus.run_events import events_streams, run_partition
 
 
@@ -26,6 +27,17 @@ async def publish_event(bus: Bus, event: RunEvent, chat: tuple[str, str] | None 
     its id's)."""
     partition = await run_partition(bus, event.run_id, chat)
     await bus.publish(bus.subjects.run_events_for(event.run_id, chat, partition), event, **kw)
+
+
+async def record_run(
+    bus: Bus, run_id: str, thread_id: str = "t", chat: tuple[str, str] | None = None
+) -> None:
+    """The run's record as a submitter makes it (its events' partition included), for a test that
+    publishes the run's events itself: readers find them at once."""
+    record = RunRecord(
+        run_id=run_id, thread_id=thread_id, events_partition=await run_partition(bus, run_id, chat)
+    )
+    await RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord).create(run_id, record)
 
 
 def streamed_text(events: list[RunEvent], message_id: str | None = None) -> str:
