@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,12 +23,11 @@ from channels.feishu import run as run_feishu
 from channels.slack import run as run_slack
 from channels.telegram import run as run_telegram
 from config import AppConfig
-from tests.conftest import component_login
 from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.health import Entry, HealthWatch, served, status_of
+from tests.support.health import Entry, HealthWatch, adapter, status_of
 from tests.support.ports import free_port
 
 WatchAdapter = Callable[[str, dict[str, Any], Entry], contextlib.AbstractAsyncContextManager[HealthWatch]]
@@ -40,20 +40,7 @@ def watch_adapter(
     """`watch_adapter(platform, settings, entry)`: the adapter served on its own user's connection,
     its pauses between starts short, and its health as `antler up` reports it."""
 
-    @contextlib.asynccontextmanager
-    async def serve(platform: str, settings: dict[str, Any], entry: Entry) -> AsyncIterator[HealthWatch]:
-        config_data["channels"] = {platform: {"enabled": True, **settings}}
-        config_data["bus"].update(restart_delay_seconds=0.2, restart_max_delay_seconds=1.0)
-        config_data["observability"] = {"metrics_interval_seconds": 0.5}
-        config = app_config()
-        own = await component_login(config, platform).connect(nats_url, f"test-{platform}")
-        try:
-            async with served(own, config, {platform: entry}, bus) as watch:
-                yield watch
-        finally:
-            await own.close()
-
-    return serve
+    return functools.partial(adapter, nats_url, bus, config_data, app_config)
 
 
 async def test_slack_out_of_reach_at_start_is_unhealthy_until_it_is_there(
