@@ -39,9 +39,14 @@ _DECISIONS = {option["id"]: option["value"] for option in OPTIONS}
 
 
 def waiting_approvals(state: ThreadState | None) -> list[dict[str, Any]]:
-    """The approval requests a thread state waits on (its interrupts' values)."""
-    values = [item.get("value") for item in (state.interrupts if state else [])]
-    return [v for v in values if isinstance(v, dict) and v.get("type") == APPROVAL and v.get("approval_id")]
+    """The approval requests a thread state waits on (its interrupts' values, each with its
+    interrupt's id as `interrupt_id`)."""
+    found = []
+    for item in state.interrupts if state else []:
+        value = item.get("value")
+        if isinstance(value, dict) and value.get("type") == APPROVAL and value.get("approval_id"):
+            found.append({**value, "interrupt_id": item.get("id")})
+    return found
 
 
 def _fenced(text: str) -> str:
@@ -171,7 +176,8 @@ def approval_answer(
     where, response = found
     resume = _decision(where, response)
     ident = response.get("request_id")
-    approval = next((a for a in waiting_approvals(state) if a["approval_id"] == ident), None)
+    waiting = waiting_approvals(state)
+    approval = next((a for a in waiting if a["approval_id"] == ident), None)
     if approval is None:
         raise HTTPException(
             422,
@@ -180,4 +186,9 @@ def approval_answer(
         )
     if time.time() > float(approval.get("expires_at") or float("inf")):
         resume = {"decision": "deny", "expired": True}  # too late: the expiry's denial, as in a chat
-    return str(ident), {**resume, "approval_id": ident, "by": user_id}
+    resume = {**resume, "approval_id": ident, "by": user_id}
+    if len(waiting) > 1 and approval.get("interrupt_id"):
+        # Calls made side by side wait together: LangGraph takes a resume for one of them only
+        # addressed to its interrupt (the others ask again when the run goes on).
+        return str(ident), {str(approval["interrupt_id"]): resume}
+    return str(ident), resume

@@ -143,7 +143,7 @@ async def _as_resume(
     answer = approval_answer(body.input, state, thread_id, me)
     assert answer is not None  # the input answers an approval: the caller checked
     ident, resume = answer
-    log.info("approval %s on thread %s: %s from DeerFlow's card", ident, thread_id, resume["decision"])
+    log.info("approval %s on thread %s answered from DeerFlow's card", ident, thread_id)
     return body.model_copy(update={"input": None, "command": RunCommand(resume=resume)}), ident
 
 

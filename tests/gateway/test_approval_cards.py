@@ -207,6 +207,42 @@ async def test_a_card_is_answered_once_however_often_it_is_clicked(
     assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"]
 
 
+async def test_two_calls_made_side_by_side_show_two_cards_answered_one_at_a_time(
+    http: httpx.AsyncClient, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(
+        Reply(
+            tool_calls=[
+                ToolCall("bash", {"command": "echo left-call"}),
+                ToolCall("bash", {"command": "echo right-call"}),
+            ],
+            when="BOTH",
+        ),
+        Reply(text="One ran, one was refused.", when="one is enough"),
+    )
+    thread, head, _ = await waiting_card(http, "BOTH: run them")
+    left, right = head["values"]["messages"][-2:]
+    assert "echo left-call" in left["artifact"]["human_input"]["question"]
+    assert "echo right-call" in right["artifact"]["human_input"]["question"]
+
+    assert (
+        await run_to_end(http, thread, card_answer(thread, head, left, option="approve"))
+    ).status_code == 200
+    [head] = (await http.post(f"/threads/{thread}/history", json={"limit": 1})).json()
+    messages = head["values"]["messages"]
+    assert "left-call" in messages[-2]["content"]  # the left call ran; the right still asks
+    assert messages[-1]["artifact"]["human_input"] == right["artifact"]["human_input"]
+
+    denied = await run_to_end(http, thread, card_answer(thread, head, right, text="one is enough"))
+    assert denied.status_code == 200, denied.text
+    results = [m["content"] for m in fake_model.agent_requests[-1]["messages"] if m["role"] == "tool"]
+    assert len(results) == 2
+    assert "left-call" in results[0]
+    assert "the user denied this call: one is enough" in results[1]
+    state = (await http.get(f"/threads/{thread}/state")).json()
+    assert state["values"]["messages"][-1]["content"] == "One ran, one was refused."
+
+
 @pytest.mark.parametrize(
     ("change", "field"),
     [
