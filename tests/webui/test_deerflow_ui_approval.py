@@ -182,6 +182,10 @@ async def test_approve_on_deerflows_card_runs_the_command_and_the_answer_arrives
     await expect(card).to_contain_text("echo approved-in-deerflow")
     await page.screenshot(path=screenshots / "deerflow-approval-card.png")
     assert not [m for m in stack.model.agent_requests[-1]["messages"] if m["role"] == "tool"]  # not run yet
+    await page.reload()  # the card is the thread's: a reopened chat shows it too
+    card = page.get_by_test_id("human-input-card")
+    await expect(card).to_contain_text("echo approved-in-deerflow", timeout=60_000)
+    await expect(page.get_by_text("APPROVE-ME: run the echo")).to_be_visible()
 
     await card.get_by_role("button", name="Approve", exact=True).click()
     await expect(page.get_by_text("It printed approved-in-deerflow.")).to_be_visible(timeout=60_000)
