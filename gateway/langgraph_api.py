@@ -34,6 +34,7 @@ from bus.messages import (
 )
 from bus.runs import cancel_run
 from gateway import answers
+from gateway.approval_cards import with_approval_cards
 from gateway.deps import GW, Gateway, Me
 from gateway.ids import ID_PATTERN, is_valid_id, unusable_thread_id
 from gateway.langgraph_runs import router as runs_router
@@ -243,7 +244,9 @@ async def get_thread_state(
         thread_id=thread_id, user_id=me, checkpoint_id=checkpoint_id, subgraphs=subgraphs
     )
     reply = await gw.ask("state", request, ThreadStateReply)
-    return reply.state or ThreadState()
+    if reply.state is None:
+        return ThreadState()
+    return with_approval_cards(reply.state) if checkpoint_id is None else reply.state  # the newest waits
 
 
 class StateUpdate(Body):
@@ -286,7 +289,10 @@ async def thread_history(gw: GW, me: Me, thread_id: str, body: HistoryQuery) -> 
         thread_id=thread_id, user_id=me, limit=body.limit, before=before, metadata=body.metadata
     )
     reply: ThreadHistoryReply = await gw.ask("history", request, ThreadHistoryReply)
-    return reply.states
+    states = reply.states
+    if states and before is None and not body.metadata:  # the newest: the only one that can still wait
+        states = [with_approval_cards(states[0]), *states[1:]]
+    return states
 
 
 @router.get("/threads/{thread_id}/history", responses=errors(404))

@@ -17,9 +17,11 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
+from bus.approvals import answer_run_id
 from bus.messages import (
     MultitaskStrategy,
     Reply,
+    RunCommand,
     RunRecord,
     RunRequest,
     RunStatus,
@@ -32,6 +34,7 @@ from bus.messages import (
 )
 from bus.records import drop_keys, keys_matching
 from bus.runs import cancel_run, follow_run, follow_run_with_keepalives, submit_run, thread_run_key
+from gateway.approval_cards import answers_an_approval, approval_answer
 from gateway.deps import GW, Gateway, Me
 from gateway.goal_stream import stream_with_continuations
 from gateway.ids import is_valid_id, unusable_thread_id
@@ -80,9 +83,13 @@ async def start_run(
         if creates:
             raise unusable_thread_id(thread_id)
         raise HTTPException(404, f"thread {thread_id} not found")
+    answer_of = None  # the approval the run answers, when it is DeerFlow's UI answering a card
+    if answers_an_approval(body.input):
+        body, answer_of = await _as_resume(gw, me, thread_id, body, record is not None)
     config = body.config.model_dump(exclude_none=True) if body.config else {}
     checkpoint_id = body.checkpoint_id or (body.checkpoint.checkpoint_id if body.checkpoint else None)
     request = RunRequest(
+        **({"run_id": answer_run_id(thread_id, answer_of)} if answer_of else {}),
         thread_id=thread_id,
         assistant_id=body.assistant_id,
         user_id=me,
@@ -113,9 +120,31 @@ async def start_run(
         if active is not None and not active.status.finished:
             raise HTTPException(409, f"thread {thread_id} is busy with run {record.active_run_id}")
     submitted = await submit_run(gw.bus, gw.order.stamp(request))
+    if submitted is None and answer_of:  # another answer to it (a chat's, a second click) came first
+        raise HTTPException(
+            409,
+            f"input.messages.0.additional_kwargs.human_input_response.request_id: approval {answer_of} "
+            "was answered already",
+        )
     if submitted is None:  # a run id of our own making, taken already: never seen
         raise HTTPException(409, f"run {request.run_id} was submitted before")
     return submitted
+
+
+async def _as_resume(
+    gw: Gateway, me: str, thread_id: str, body: RunCreate, exists: bool
+) -> tuple[RunCreate, str]:
+    """The run that answers an approval card as `command.resume` would (`gateway.approval_cards`),
+    and the approval's id; 422 naming the field for an answer to nothing that waits."""
+    state = None
+    if exists:
+        ask = ThreadStateRequest(thread_id=thread_id, user_id=me)
+        state = (await gw.ask("state", ask, ThreadStateReply)).state
+    answer = approval_answer(body.input, state, thread_id, me)
+    assert answer is not None  # the input answers an approval: the caller checked
+    ident, resume = answer
+    log.info("approval %s on thread %s answered from DeerFlow's card", ident, thread_id)
+    return body.model_copy(update={"input": None, "command": RunCommand(resume=resume)}), ident
 
 
 async def refuse_what_cannot_run(gw: Gateway, request: RunRequest) -> None:

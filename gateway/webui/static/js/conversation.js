@@ -63,7 +63,10 @@ export class Conversation {
   /** The thread's state values (on load, and each `values` event). */
   setValues(values) {
     this.values = values || {};
-    this.base = Array.isArray(this.values.messages) ? this.values.messages : [];
+    // The gateway adds a card message per waiting approval for DeerFlow's UI (display only): this
+    // page draws its own approval card from the state's interrupts.
+    const messages = Array.isArray(this.values.messages) ? this.values.messages : [];
+    this.base = messages.filter((m) => !m.additional_kwargs?.display_only);
     // The message the user just sent is shown at once; the thread's own copy replaces it.
     const sent = new Set(this.base.filter((m) => kindOf(m) === "human").map((m) => textOf(m.content)));
     for (const [id, message] of this.live) {
