@@ -7,7 +7,7 @@ from typing import Any
 from langgraph.types import Command, Send
 
 from agents.checkpoints import since_last_input
-from agents.graph.run_check import check_run
+from agents.graph.run_check import InvalidRun, check_run
 from agents.graph.state import thread_data
 from bus.messages import RunCommand, RunRequest, SendTo
 
@@ -42,7 +42,12 @@ async def graph_input_of(request: RunRequest, agent: Any, resumed: bool) -> tupl
             return None, since_last_input(snapshot.values.get("messages") or [])
     await check_run(request, agent)
     if request.command is not None:
-        return command_of(request.command), []
+        command = command_of(request.command)
+        if request.command.resume is not None:
+            snapshot = await agent.aget_state({"configurable": {"thread_id": request.thread_id}})
+            resume = addressed(request.command.resume, list(snapshot.interrupts or ()) if snapshot else [])
+            command = Command(update=command.update, resume=resume, goto=command.goto)
+        return command, []
     if request.input is None and await _stopped_midway(agent, request.thread_id):
         return None, []  # LangGraph's "continue": a run stopped by interrupt_before/after goes on
     graph_input = dict(request.input or {})
@@ -55,6 +60,31 @@ async def _stopped_midway(agent: Any, thread_id: str) -> bool:
     """Whether the thread's last run stopped before its graph's end (nodes are still to run)."""
     snapshot = await agent.aget_state({"configurable": {"thread_id": thread_id}})
     return bool(snapshot and snapshot.next)
+
+
+def addressed(resume: Any, interrupts: list[Any]) -> Any:
+    """A resume LangGraph can apply while several interrupts wait (tool calls made side by side ask
+    together): an approval answer (`{"approval_id": ...}`) goes to the interrupt asking it, as
+    `{interrupt_id: answer}`. One interrupt, or an answer already addressed by ids: as it is.
+
+    Raises:
+        InvalidRun: several wait and the answer says not which (`command.resume` names the ids).
+    """
+    if len(interrupts) < 2:
+        return resume
+    ids = {str(getattr(item, "id", "")): getattr(item, "value", None) for item in interrupts}
+    if isinstance(resume, dict) and resume and set(resume) <= set(ids):
+        return resume  # LangGraph's own form: answers by interrupt id
+    approval = resume.get("approval_id") if isinstance(resume, dict) else None
+    for interrupt_id, value in ids.items():
+        if approval and isinstance(value, dict) and value.get("approval_id") == approval:
+            return {interrupt_id: resume}
+    asked = [v.get("approval_id") for v in ids.values() if isinstance(v, dict) and v.get("approval_id")]
+    raise InvalidRun(
+        f"command.resume: {len(ids)} requests wait on this thread; answer one of them with "
+        f'{{"approval_id": <one of {asked}>, "decision": ...}}, or map interrupt ids to answers '
+        f"({sorted(ids)})"
+    )
 
 
 def command_of(command: RunCommand) -> Command[Any]:

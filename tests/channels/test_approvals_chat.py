@@ -140,3 +140,33 @@ async def test_a_message_sent_while_an_approval_waits_joins_the_answer_once_it_i
     assert "the-backup-ran" in said[-2]["content"]
     assert said[-1] == {"role": "user", "content": "where does it go?"}
     assert len(fake_model.agent_requests) == 2, "the message made no run of its own"
+
+
+async def test_two_calls_made_side_by_side_are_answered_one_at_a_time_from_the_chat(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig
+) -> None:
+    # LangGraph takes an answer to one of several waiting interrupts only addressed to it: the chat's
+    # `/approve <id>` names the request, and the runner addresses it to the interrupt asking it.
+    fake_model.script(
+        Reply(
+            tool_calls=[
+                ToolCall("bash", {"command": "echo left-call"}),
+                ToolCall("bash", {"command": "echo right-call"}),
+            ],
+            when="both",
+        ),
+        Reply(text="One ran, one was refused.", when="one is enough"),
+    )
+    telegram.send_user_message("both, please")
+    await sent_text(telegram, "bash: echo right-call")
+    texts = "\n".join(str(p.get("text")) for m, p in telegram.calls if m in SENDS)
+    asked = dict(re.findall(r"bash: echo (\w+-call)\s+/approve (ap[0-9a-f]+)", texts))
+    assert set(asked) == {"left-call", "right-call"}, [p.get("text") for m, p in telegram.calls if m in SENDS]
+
+    telegram.send_user_message(f"/approve {asked['left-call']}")
+    telegram.send_user_message(f"/deny {asked['right-call']} one is enough")
+    await sent_text(telegram, "One ran, one was refused.")
+    results = [m["content"] for m in fake_model.agent_requests[-1]["messages"] if m["role"] == "tool"]
+    assert len(results) == 2
+    assert "left-call" in results[0]
+    assert "the user denied this call: one is enough" in results[1]
