@@ -34,11 +34,11 @@ import httpx
 from dingtalk_stream.chatbot import ChatbotMessage
 
 from bus import Bus, Misconfigured
-from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from channels.delivery import standby
+from channels.delivery.inbound import store_inbound
 from channels.delivery.reply_stream import ReplyStream
 from channels.delivery.splitting import split_text
 from channels.delivery.standby import ReplyHandler
@@ -116,7 +116,7 @@ class DingTalkAdapter(Surface):
                 "robot_code": message.robot_code or self.config.resolved("client_id"),
             },
         )
-        await publish_inbound(self.bus, "dingtalk", inbound)
+        await store_inbound(self.bus, "dingtalk", inbound)
 
     async def _files_in(self, message: ChatbotMessage, content: dict[str, Any]) -> list[FileRef]:
         """Pictures and files of the message, fetched through the robot's download codes."""

@@ -34,13 +34,13 @@ import aiohttp
 import discord
 
 from bus import Bus, Misconfigured, Unreachable, run_consumers
-from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from channels.delivery import standby
 from channels.delivery.connection_health import watch_connection
 from channels.delivery.consumer import reply_consumer
+from channels.delivery.inbound import store_inbound
 from channels.delivery.reply_stream import ReplyStream
 from channels.delivery.splitting import split_text
 from channels.delivery.surface import Surface
@@ -170,7 +170,7 @@ class DiscordAdapter(Surface):
             text=text,
             **more,
         )
-        await publish_inbound(self.bus, "discord", inbound)
+        await store_inbound(self.bus, "discord", inbound)
 
     async def _place(self, channel: Any) -> tuple[str, str | None]:
         """(chat id, topic id) of a channel: a thread is a topic of its parent channel."""

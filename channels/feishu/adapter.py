@@ -53,12 +53,12 @@ from lark_oapi.ws.exception import ClientException
 
 import channels.feishu.lark_http as lark_http
 from bus import Bus, Misconfigured, Retry
-from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from channels.delivery import standby
 from channels.delivery.connection_health import watch_connection
+from channels.delivery.inbound import store_inbound
 from channels.delivery.reply_stream import ReplyStream
 from channels.delivery.splitting import split_text
 from channels.delivery.standby import ReplyHandler
@@ -240,7 +240,7 @@ class FeishuAdapter(Surface):
             )
             return
         if inbound is not None:
-            await publish_inbound(self.bus, "feishu", inbound)
+            await store_inbound(self.bus, "feishu", inbound)
 
     async def _inbound(self, event: dict[str, Any]) -> InboundMessage | None:
         sender = event.get("sender") or {}

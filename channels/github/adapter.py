@@ -39,11 +39,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from bus import Bus, Misconfigured
-from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from channels.delivery import standby
+from channels.delivery.inbound import store_inbound
 from channels.delivery.reply_stream import ReplyStream
 from channels.delivery.splitting import split_text
 from channels.delivery.surface import Surface
@@ -144,7 +144,7 @@ class GitHubAdapter(Surface):
                 "url": mention.url,
             },
         )
-        await publish_inbound(self.bus, CHANNEL, inbound)
+        await store_inbound(self.bus, CHANNEL, inbound)
         log.info(
             "github: delivery %s (%s by %s) is on the bus", mention.delivery, mention.chat_id, mention.author
         )

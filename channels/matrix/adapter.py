@@ -33,13 +33,13 @@ import nio
 from nats.js.errors import KeyNotFoundError
 
 from bus import Bus, Misconfigured, Unreachable, run_consumers
-from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from channels.delivery import standby
 from channels.delivery.connection_health import watch_connection
 from channels.delivery.consumer import reply_consumer
+from channels.delivery.inbound import store_inbound
 from channels.delivery.reply_stream import ReplyStream
 from channels.delivery.splitting import split_text
 from channels.delivery.surface import Surface
@@ -145,7 +145,7 @@ class MatrixAdapter(Surface):
             text=text,
             files=files,
         )
-        await publish_inbound(self.bus, CHANNEL, inbound)
+        await store_inbound(self.bus, CHANNEL, inbound)
         log.info("matrix: message %s in %s from %s is on the bus", event.event_id, room.room_id, event.sender)
 
     async def _replies_to_me(self, room: nio.MatrixRoom, relation: dict[str, Any]) -> bool:

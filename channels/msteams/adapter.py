@@ -41,12 +41,12 @@ from microsoft_agents.hosting.aiohttp import jwt_authorization_decorator
 from pydantic import ValidationError
 
 from bus import Bus, Misconfigured, run_consumers
-from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from channels.delivery import standby
 from channels.delivery.consumer import reply_consumer
+from channels.delivery.inbound import store_inbound
 from channels.delivery.reply_stream import ReplyStream
 from channels.delivery.splitting import split_text
 from channels.delivery.surface import Surface
@@ -123,7 +123,7 @@ class TeamsAdapter(Surface):
             return web.Response(status=200)
         if inbound is None:
             return web.Response(status=200)
-        await publish_inbound(self.bus, "msteams", inbound)  # fails with a 500: sent again
+        await store_inbound(self.bus, "msteams", inbound)  # fails with a 500: sent again
         if activity.id:
             self._seen[activity.id] = None
             while len(self._seen) > _SEEN:

@@ -35,12 +35,12 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bus import Bus, Misconfigured
-from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from channels.delivery import standby
 from channels.delivery.connection_health import watch_connection
+from channels.delivery.inbound import store_inbound
 from channels.delivery.reply_stream import ReplyStream
 from channels.delivery.splitting import split_text
 from channels.delivery.standby import ReplyHandler
@@ -122,7 +122,7 @@ class SlackAdapter(Surface):
             text=text.replace(mention, "").strip(),
             files=files,
         )
-        await publish_inbound(self.bus, "slack", inbound)
+        await store_inbound(self.bus, "slack", inbound)
 
     async def on_command(self, command: dict[str, Any]) -> None:
         """A slash command (`/status`, `/new`, a skill's `/name`), already acknowledged: the router
@@ -193,7 +193,7 @@ class SlackAdapter(Surface):
             mentioned=True,  # invoked on the bot by name
             text=text,
         )
-        await publish_inbound(self.bus, "slack", inbound)
+        await store_inbound(self.bus, "slack", inbound)
 
     async def _files_in(self, event: dict[str, Any]) -> list[FileRef]:
         """Files attached to the message, downloaded with the bot token and staged for the router."""

@@ -38,13 +38,13 @@ from telegram.ext import (
 )
 
 from bus import Bus, Misconfigured, Unreachable, run_consumers
-from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from channels.command_names import telegram_commands
 from channels.delivery import standby
 from channels.delivery.consumer import reply_consumer
+from channels.delivery.inbound import store_inbound
 from channels.delivery.reply_stream import ReplyStream
 from channels.delivery.surface import Surface
 from channels.errors import RateLimited
@@ -157,7 +157,7 @@ class TelegramAdapter(Surface):
             text=text,
             files=files,
         )
-        await publish_inbound(self.bus, "telegram", inbound)
+        await store_inbound(self.bus, "telegram", inbound)
 
     async def on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A button under a reply pressed (`/approve <id>`, say): the command, as the presser's message."""

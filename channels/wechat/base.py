@@ -26,12 +26,12 @@ from starlette.responses import PlainTextResponse, Response
 from wechatpy.exceptions import InvalidSignatureException
 
 from bus import Bus, Misconfigured, Unreachable, run_consumers
-from bus.chat_partitions import publish_inbound
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from channels.delivery import standby
 from channels.delivery.consumer import reply_consumer
+from channels.delivery.inbound import store_inbound
 from channels.delivery.reply_stream import ReplyStream
 from channels.delivery.splitting import split_text
 from channels.delivery.surface import Surface
@@ -137,7 +137,7 @@ class CallbackAdapter(Surface):
             files=files,
             metadata=self.metadata(message),
         )
-        await publish_inbound(self.bus, self.channel, inbound)
+        await store_inbound(self.bus, self.channel, inbound)
         self._seen[message.ident] = None
         while len(self._seen) > _SEEN:
             self._seen.popitem(last=False)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import socket
 
 import httpx
+import pytest
 
 from bus import Bus, list_dead_letters
+from bus.chat_partitions import chat_partitions
 from channels.telegram import render_html, split_message
 from channels.telegram import run as run_telegram
 from config import AppConfig
@@ -17,6 +20,7 @@ from tests.conftest import running_component
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.adapters import StartAdapter
+from tests.support.eventually import eventually
 
 
 async def test_a_streamed_answer_is_sent_then_edited_into_the_final_text(
@@ -37,6 +41,34 @@ async def test_a_streamed_answer_is_sent_then_edited_into_the_final_text(
     assert edits[-1]["text"] == final
     assert edits[-1]["parse_mode"] == "HTML"
     assert {int(e["message_id"]) for e in edits} == {sent[0]["sent_message_id"]}, "edits the message it sent"
+
+
+async def test_a_message_the_chat_streams_refuse_for_a_while_is_stored_once_they_take_it(
+    bus: Bus,
+    telegram: FakeTelegram,
+    fake_model: FakeOpenAI,
+    telegram_stack: AppConfig,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A stream's leader being elected, a node restarting: the next poll has confirmed the update
+    to Telegram, which never sends it again, so the adapter keeps trying to store it."""
+    fake_model.script(Reply(text="Stored after all."))
+    streams = [bus.subjects.chat_in_partition_stream(k) for k in range(await chat_partitions(bus))]
+    configs = [(await bus.js.stream_info(name)).config for name in streams]
+    taken = [list(config.subjects or []) for config in configs]
+    for config in configs:  # nothing stores chat messages now
+        config.subjects = [f"{bus.config.prefix}.parked.{config.name}"]
+        await bus.js.update_stream(config)
+    with caplog.at_level(logging.WARNING, logger="channels.delivery.inbound"):
+        telegram.send_user_message("are you keeping this?")
+        await eventually(lambda: "trying again" in caplog.text, "a store refused and tried again")
+    await eventually(lambda: telegram.deliveries and not telegram.updates, "the update confirmed to Telegram")
+    for config, subjects in zip(configs, taken, strict=True):
+        config.subjects = subjects
+        await bus.js.update_stream(config)
+    [sent] = await telegram.wait_for("sendMessage")
+    assert sent["text"] == "Stored after all."
+    assert fake_model.agent_requests[0]["messages"][-1]["content"] == "are you keeping this?"
 
 
 async def test_polling_resumes_after_the_network_comes_back(
