@@ -1,4 +1,7 @@
-"""The Telegram adapter: python-telegram-bot long polling (or a webhook) in, the router's replies out.
+"""The Telegram adapter: long polling (or a webhook) in, the router's replies out (python-telegram-bot).
+
+An update is confirmed to Telegram only once it is stored on the bus (`channels.telegram.polling`;
+the webhook answers 503 until then), so a copy killed meanwhile leaves it to the next.
 
 Updates the library cannot parse are confirmed and dead-lettered, never
 fetched again (`channels.telegram.updates`, which also serves the webhook).
@@ -26,29 +29,27 @@ from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 import httpx
+from nats.errors import Error as NatsError
 from telegram import BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Message, Update
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.ext import (
     Application,
     ApplicationBuilder,
-    CallbackQueryHandler,
-    ContextTypes,
-    MessageHandler,
-    filters,
 )
 
-from bus import Bus, Misconfigured, Unreachable, run_consumers
+from bus import Bus, BusError, Misconfigured, Unreachable, run_consumers
 from bus.files import stage_chat_file
 from bus.messages import FileRef, InboundMessage, OutboundMessage
 from bus.tasks import cancel_and_wait
 from channels.command_names import telegram_commands
 from channels.delivery import standby
 from channels.delivery.consumer import reply_consumer
-from channels.delivery.inbound import store_inbound
+from channels.delivery.inbound import TRANSIENT, store_inbound
 from channels.delivery.reply_stream import ReplyStream
 from channels.delivery.surface import Surface
 from channels.errors import RateLimited
 from channels.telegram.formatting import render_html, split_message
+from channels.telegram.polling import poll
 from channels.telegram.updates import OnUnreadable, ScreenedUpdates, dead_letterer, serve_webhook
 from config import AppConfig, TelegramConfig
 from skills import SkillsCatalog, follow_catalog
@@ -86,14 +87,30 @@ class TelegramAdapter(Surface):
         self.app = app
         self.config = config
         self.replies = ReplyStream(bus, "telegram", self)
+        self.on_unreadable = dead_letterer(bus)
 
     # ------------------------------------------------------------------ inbound
 
-    async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def handle(self, update: Update) -> None:
+        """One update, polled or from the webhook: stored on the bus (a message, a pressed button),
+        answered by the adapter itself, or dead-lettered with the reason.
+
+        Raises:
+            Exception: the bus could not store it (`channels.delivery.inbound.TRANSIENT`, or another
+                bus error): Telegram must keep it (not confirmed, the webhook answered 503).
+        """
         try:
-            await self._inbound(update)
-        except Exception:  # an update we cannot handle is logged and skipped, never fatal
+            if update.callback_query is not None:
+                await self._button(update)
+            else:
+                await self._inbound(update)
+        except (*TRANSIENT, NatsError, BusError):
+            raise
+        except Exception as exc:  # an update we cannot handle: dead-lettered, never fatal
             log.exception("telegram: could not handle update %s", update.update_id)
+            await self.on_unreadable(
+                update.to_dict(), f"the adapter failed on it: {type(exc).__name__}: {exc}"
+            )
 
     async def _inbound(self, update: Update) -> None:
         message = update.effective_message
@@ -159,14 +176,8 @@ class TelegramAdapter(Surface):
         )
         await store_inbound(self.bus, "telegram", inbound)
 
-    async def on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """A button under a reply pressed (`/approve <id>`, say): the command, as the presser's message."""
-        try:
-            await self._button(update)
-        except Exception:  # as with messages: logged and skipped, never fatal
-            log.exception("telegram: could not handle button update %s", update.update_id)
-
     async def _button(self, update: Update) -> None:
+        """A button under a reply pressed (`/approve <id>`, say): the command, as the presser's message."""
         query = update.callback_query
         if query is None or not query.data or query.message is None:
             return
@@ -181,9 +192,7 @@ class TelegramAdapter(Surface):
             mentioned=True,  # pressing the bot's button addresses the bot
             text=query.data,
         )
-        await self.bus.publish(
-            self.bus.subjects.chat_in("telegram", inbound.chat_id), inbound, msg_id=inbound.dedupe_id()
-        )
+        await store_inbound(self.bus, "telegram", inbound)
         try:  # the spinner on the button stops; the answer comes as a message
             await query.answer(f"Sent: {query.data}")
         except TelegramError as exc:
@@ -329,7 +338,8 @@ async def run(bus: Bus, config: AppConfig) -> None:
 
     Telegram out of reach at start raises `Unreachable` and a token it refuses `Misconfigured`:
     the runtime starts the adapter again later (`bus.supervision`) while the rest of Antler serves.
-    Once polling, an outage is python-telegram-bot's to ride out; the adapter says it is unhealthy
+    Once polling, an outage is ridden out by polling again (`channels.telegram.polling`, which
+    confirms an update to Telegram only once it is stored); the adapter says it is unhealthy
     meanwhile (`channels.telegram.updates.ScreenedUpdates`)."""
     settings = config.channels.telegram
     try:
@@ -349,18 +359,15 @@ async def _serve(bus: Bus, config: AppConfig, lost: asyncio.Event) -> None:
     settings = config.channels.telegram
     app = build_application(settings, dead_letterer(bus))
     adapter = TelegramAdapter(bus, app, settings)
-    app.add_handler(MessageHandler(filters.ALL, adapter.on_message))
-    app.add_handler(CallbackQueryHandler(adapter.on_button))
     outbound = reply_consumer(bus, "telegram", adapter.replies.deliver)
     updates = ["message", "edited_message", "callback_query"]
     async with app:
         await app.start()
-        assert app.updater is not None
-        receiving: asyncio.Task[None] | None = None
         if settings.webhook_url:
             receiving = asyncio.create_task(
                 serve_webhook(
                     app,
+                    adapter.handle,
                     url=settings.webhook_url,
                     listen=settings.webhook_listen,
                     port=settings.webhook_port,
@@ -378,11 +385,11 @@ async def _serve(bus: Bus, config: AppConfig, lost: asyncio.Event) -> None:
                 settings.webhook_port,
             )
         else:
-            await app.updater.start_polling(poll_interval=0.0, timeout=10, allowed_updates=updates)
+            receiving = asyncio.create_task(poll(app, adapter.handle, updates), name="telegram-polling")
             log.info("telegram adapter polling as @%s", app.bot.username)
         menu = asyncio.create_task(offer_commands(bus, app), name="telegram-commands")
-        # The replies, and the webhook server if any: either ending (failing) ends the adapter.
-        work = [asyncio.create_task(run_consumers(outbound)), *([receiving] if receiving else [])]
+        # The replies, and the polling or the webhook server: either ending (failing) ends the adapter.
+        work = [asyncio.create_task(run_consumers(outbound)), receiving]
         work.append(asyncio.create_task(standby.watch(lost, "telegram")))
         try:
             done, _ = await asyncio.wait(work, return_when=asyncio.FIRST_COMPLETED)
@@ -411,8 +418,6 @@ async def offer_commands(bus: Bus, app: Application[Any, Any, Any, Any, Any, Any
 
 async def _stop(app: Application[Any, Any, Any, Any, Any, Any]) -> None:
     try:
-        if app.updater is not None and app.updater.running:
-            await app.updater.stop()
         if app.running:
             await app.stop()
     except TelegramError as exc:

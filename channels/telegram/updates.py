@@ -119,6 +119,7 @@ class _Server(uvicorn.Server):
 
 async def serve_webhook(
     app: Application[Any, Any, Any, Any, Any, Any],
+    handle: Callable[[Update], Awaitable[None]],
     *,
     url: str,
     listen: str,
@@ -128,8 +129,9 @@ async def serve_webhook(
     on_unreadable: OnUnreadable,
 ) -> None:
     """Register `url` with Telegram and take its updates on `listen:port` until cancelled: only
-    requests carrying `secret`; each update on the application's queue, an unreadable one to
-    `on_unreadable` (both answered 200, so Telegram never sends them again)."""
+    requests carrying `secret`; each update to `handle`, an unreadable one to `on_unreadable` (both
+    answered 200 once done, so Telegram never sends them again); an update `handle` fails on (the
+    bus could not store it) is answered 503, and Telegram sends it again later."""
 
     async def receive(request: Request) -> Response:
         given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
@@ -145,7 +147,13 @@ async def serve_webhook(
         if reason is not None:
             await on_unreadable(raw, reason)
         else:
-            await app.update_queue.put(Update.de_json(raw, app.bot))
+            try:
+                await handle(Update.de_json(raw, app.bot))
+            except Exception:
+                log.exception(
+                    "telegram: webhook update %s not stored; Telegram sends it again", raw["update_id"]
+                )
+                return Response(status_code=503)
         return Response(status_code=200)
 
     path = "/" + urlparse(url).path.lstrip("/")

@@ -50,8 +50,9 @@ async def test_a_message_the_chat_streams_refuse_for_a_while_is_stored_once_they
     telegram_stack: AppConfig,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A stream's leader being elected, a node restarting: the next poll has confirmed the update
-    to Telegram, which never sends it again, so the adapter keeps trying to store it."""
+    """A stream's leader being elected, a node restarting: the adapter keeps trying to store the
+    update, and leaves it unconfirmed with Telegram (which never sends a confirmed one again) until
+    it is stored."""
     fake_model.script(Reply(text="Stored after all."))
     streams = [bus.subjects.chat_in_partition_stream(k) for k in range(await chat_partitions(bus))]
     configs = [(await bus.js.stream_info(name)).config for name in streams]
@@ -62,13 +63,14 @@ async def test_a_message_the_chat_streams_refuse_for_a_while_is_stored_once_they
     with caplog.at_level(logging.WARNING, logger="channels.delivery.inbound"):
         telegram.send_user_message("are you keeping this?")
         await eventually(lambda: "trying again" in caplog.text, "a store refused and tried again")
-    await eventually(lambda: telegram.deliveries and not telegram.updates, "the update confirmed to Telegram")
+    assert [u["message"]["text"] for u in telegram.updates] == ["are you keeping this?"], "not confirmed"
     for config, subjects in zip(configs, taken, strict=True):
         config.subjects = subjects
         await bus.js.update_stream(config)
     [sent] = await telegram.wait_for("sendMessage")
     assert sent["text"] == "Stored after all."
     assert fake_model.agent_requests[0]["messages"][-1]["content"] == "are you keeping this?"
+    await eventually(lambda: not telegram.updates, "the update confirmed once stored")
 
 
 async def test_polling_resumes_after_the_network_comes_back(

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from bus import Bus
+from bus.chat_partitions import chat_partitions
 from bus.leases import Leases, renew_until_lost
 from config import AppConfig
 from tests.channels.conftest import StartCopies, copy_logs, lease_holder
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
+from tests.support.eventually import eventually
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(150)]
 
@@ -58,6 +60,38 @@ async def test_the_standby_adapter_takes_over_and_finishes_the_answer_once(
     assert {int(e["message_id"]) for e in edits} == {answer_messages[0]["sent_message_id"]}
     assert conflicts == 0, "never two pollers at once"
     assert len(fake_model.agent_requests) == 2, "each message became one run"
+
+
+async def test_an_update_the_killed_copy_had_not_stored_is_answered_by_the_standby(
+    bus: Bus, telegram: FakeTelegram, fake_model: FakeOpenAI, tmp_path: Path, start_copies: StartCopies
+) -> None:
+    """The active copy fetched an update but the bus could not store it yet (a stream's leader
+    elected) when the copy was SIGKILLed: Telegram still has it, unconfirmed, and the standby
+    fetches and answers it. (Confirming a batch on the next poll, before it is handled, as
+    python-telegram-bot's updater does, loses it.)"""
+    fake_model.script(Reply(text="Kept for me.", when="keep this"))
+    settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
+    streams = [bus.subjects.chat_in_partition_stream(k) for k in range(await chat_partitions(bus))]
+    async with start_copies("telegram", settings) as copies:
+        configs = [(await bus.js.stream_info(name)).config for name in streams]
+        taken = [list(config.subjects or []) for config in configs]
+        for config in configs:  # nothing stores chat messages now
+            config.subjects = [f"{bus.config.prefix}.parked.{config.name}"]
+            await bus.js.update_stream(config)
+        telegram.send_user_message("keep this")
+        await eventually(
+            lambda: "trying again" in copy_logs(tmp_path, "telegram"), "the active copy failing to store it"
+        )
+        active = await lease_holder(bus, "telegram", copies)
+        os.kill(active.pid, signal.SIGKILL)
+        for config, subjects in zip(configs, taken, strict=True):
+            config.subjects = subjects
+            await bus.js.update_stream(config)
+        await eventually(
+            lambda: [p for m, p in telegram.calls if m == "sendMessage" and p["text"] == "Kept for me."],
+            f"the standby answering it\n{copy_logs(tmp_path, 'telegram')}",
+        )
+    assert [r["messages"][-1]["content"] for r in fake_model.agent_requests] == ["keep this"], "once"
 
 
 async def test_an_adapter_whose_lease_another_copy_took_stands_by_and_takes_over_again(
