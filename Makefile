@@ -23,10 +23,11 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -m compileall -qq -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || true
 	@touch $(STAMP)
 
-# The Python packages and the Debian ones (apt-get, one at a time) download side by side; then the toolbox.
+# The Python packages and the Debian ones (apt-get, one at a time) download side by side; then the
+# toolbox and the sign-on tests' identity provider (npm), side by side too.
 install:
 	@$(MAKE) --no-print-directory -j2 $(STAMP) debian
-	@$(MAKE) --no-print-directory toolbox oidc-idp
+	@$(MAKE) --no-print-directory -j2 toolbox oidc-idp
 
 debian:
 	@env -u MAKEFLAGS -u MFLAGS $(MAKE) --no-print-directory bwrap postgres chromium fuse  # dpkg takes one at a time
