@@ -34,6 +34,7 @@ from bus.records import RecordStore
 from bus.run_events import events_streams
 from bus.service import call
 from channels.router import RUN_NAMESPACE
+from channels.router import inbound as router_inbound
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.chat import Chat, running_router
@@ -299,10 +300,12 @@ async def test_a_router_restarted_mid_run_still_delivers_the_reply_once(
 
 
 async def test_a_message_whose_run_could_not_be_queued_is_answered_once_it_can_be(
-    bus: Bus, fake_model: FakeOpenAI, router_stack: AppConfig
+    bus: Bus, fake_model: FakeOpenAI, router_stack: AppConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The runs stream refuses requests for a while (in a cluster: its node died and it elects a new
     leader) after the router has recorded the run: the message's next delivery queues it."""
+    # The router tries again in place first (~16 s of pauses); shorter here, to reach the redelivery.
+    monkeypatch.setattr(router_inbound, "INLINE_RETRIES", (0.05, 0.1))
     stream = (await bus.js.stream_info(bus.subjects.runs_stream)).config
     taken = list(stream.subjects or [])
     stream.subjects = [f"{bus.config.prefix}.runs.parked"]  # nothing stores run requests now
