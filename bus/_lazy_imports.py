@@ -9,6 +9,10 @@ stand-in in `sys.modules`, so nothing changes for whoever does need it.
 (`importlib.util.LazyLoader` does not help: the `import` statement itself
 reads the module's `__spec__`, which loads it.) Imported by `bus/__init__.py`
 before nats.
+
+httpx's package imports its command line client (`httpx._main`: click, rich and pygments, about
+5 MB in every process that uses httpx) for the one name `httpx.main`. Its stand-in holds `main`
+as a function that loads the real module when called; nothing else of it is read on import.
 """
 
 from __future__ import annotations
@@ -20,15 +24,35 @@ import types
 from typing import Any
 
 DEFERRED = ("aiohttp",)
+# Modules imported only for these functions (`from module import name` reads them at once).
+DEFERRED_FUNCTIONS = {
+    "httpx._main": ("main",),
+    "langgraph_sdk.client": ("get_client", "get_sync_client"),
+}
 
 
 class _StandIn(types.ModuleType):
     """Imports the real module on the first attribute read, and forwards every read to it."""
 
     def __getattr__(self, attr: str) -> Any:
-        if sys.modules.get(self.__name__) is self:
-            del sys.modules[self.__name__]
-        return getattr(importlib.import_module(self.__name__), attr)
+        return getattr(_load(self.__name__), attr)
+
+
+class _ModuleStandIn(_StandIn):
+    """A stand-in for a module that is no package: `from module import name` asks for `__path__`
+    first, which must not load it."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr == "__path__":
+            raise AttributeError(attr)
+        return super().__getattr__(attr)
+
+
+def _load(name: str) -> types.ModuleType:
+    """The real module, imported in place of its stand-in."""
+    if isinstance(sys.modules.get(name), _StandIn):
+        del sys.modules[name]
+    return importlib.import_module(name)
 
 
 def defer(name: str) -> None:
@@ -37,5 +61,23 @@ def defer(name: str) -> None:
         sys.modules[name] = _StandIn(name)
 
 
+def defer_functions(name: str, functions: tuple[str, ...]) -> None:
+    """Put a stand-in for `name` in `sys.modules` whose `functions` load the real module when called,
+    unless it or its package is imported already, or the package is not installed."""
+    package = name.rpartition(".")[0]
+    if name in sys.modules or package in sys.modules or importlib.util.find_spec(package) is None:
+        return
+    stand_in = _ModuleStandIn(name)
+    for function in functions:
+
+        def call(*args: Any, _function: str = function, **kwargs: Any) -> Any:
+            return getattr(_load(name), _function)(*args, **kwargs)
+
+        setattr(stand_in, function, call)
+    sys.modules[name] = stand_in
+
+
 for _name in DEFERRED:
     defer(_name)
+for _name, _functions in DEFERRED_FUNCTIONS.items():
+    defer_functions(_name, _functions)

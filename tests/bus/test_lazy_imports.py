@@ -1,0 +1,46 @@
+"""bus/_lazy_imports.py: libraries a component process imports but rarely uses load when used."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+
+def run_python(code: str) -> str:
+    """`code` in a fresh interpreter with this checkout first on the path: its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_httpx_command_line_loads_only_when_called() -> None:
+    out = run_python(
+        "import sys, bus, httpx\n"
+        "print('rich' in sys.modules, 'click' in sys.modules)\n"
+        "from httpx import main\n"
+        "try:\n"
+        "    main(['--help'])\n"  # click prints the usage and exits
+        "except SystemExit as exc:\n"
+        "    print('exit', exc.code)\n"
+        "print('rich' in sys.modules)\n"
+    )
+    lines = out.splitlines()
+    assert lines[0] == "False False"
+    assert any("Usage: httpx" in line for line in lines)
+    assert lines[-2:] == ["exit 0", "True"]
+
+
+def test_langgraph_sdk_client_loads_on_first_use_and_works() -> None:
+    out = run_python(
+        "import sys, bus, langgraph.graph\n"
+        "print('langgraph_sdk._async' in sys.modules)\n"
+        "from langgraph_sdk import get_client\n"
+        "from langgraph_sdk.client import LangGraphClient\n"
+        "client = get_client(url='http://127.0.0.1:9')\n"
+        "print(type(client).__name__, isinstance(client, LangGraphClient))\n"
+    )
+    assert out.splitlines() == ["False", "LangGraphClient True"]
