@@ -22,12 +22,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import logging.handlers
 import os
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -38,18 +36,28 @@ PR_SET_PDEATHSIG = 1
 log = logging.getLogger("antler.up")
 
 
-@dataclass
 class Supervisor:
-    """The processes of one component (pid -> slot) and how to start one again."""
+    """The processes of one component (pid -> slot) and how to start one again. (A plain class: the
+    `dataclasses` module alone would add a fifth to this process.)"""
 
-    name: str
-    command: list[str]  # `antler run <component> ...`: one process, started anew
-    children: dict[int, int]
-    started: dict[int, float]  # slot -> time.monotonic() it was started (the clock survives exec)
-    quick_death: float
-    max_quick_deaths: int
-    stopping: bool = False
-    quick_deaths: dict[int, int] = field(default_factory=dict)
+    def __init__(
+        self,
+        name: str,
+        command: list[str],
+        children: dict[int, int],
+        started: dict[int, float],
+        quick_death: float,
+        max_quick_deaths: int,
+        stopping: bool = False,
+    ) -> None:
+        self.name = name
+        self.command = command  # `antler run <component> ...`: one process, started anew
+        self.children = children
+        self.started = started  # slot -> time.monotonic() it was started (the clock survives exec)
+        self.quick_death = quick_death
+        self.max_quick_deaths = max_quick_deaths
+        self.stopping = stopping
+        self.quick_deaths: dict[int, int] = {}
 
     def forward(self, _signum: int = signal.SIGTERM, _frame: FrameType | None = None) -> None:
         """SIGTERM every process, once: a second signal would make a process abort, not drain."""
@@ -129,13 +137,29 @@ class _NoIds(logging.Filter):
         return True
 
 
+class _AppendToFile(logging.Handler):
+    """Each line appended to the file opened anew, so a log rotated away is not written on in its
+    old place (`logging.handlers.WatchedFileHandler` would load a module as big as this process)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            with open(self.path, "a", encoding="utf-8") as out:
+                out.write(self.format(record) + "\n")
+        except Exception:
+            self.handleError(record)
+
+
 def setup_logging(handlers: list[dict[str, Any]]) -> None:
     """The leader's log handlers again: stderr and, when it had one, its log file."""
     root = logging.getLogger()
     for spec in handlers:
         handler: logging.Handler
         if spec.get("file"):
-            handler = logging.handlers.WatchedFileHandler(spec["file"], encoding="utf-8")
+            handler = _AppendToFile(spec["file"])
         else:
             handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter(spec["format"], datefmt=spec.get("datefmt")))

@@ -18,13 +18,18 @@ as a function that loads the real module when called; nothing else of it is read
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import sys
 import types
+from importlib.machinery import ModuleSpec
 from typing import Any
 
 DEFERRED = ("aiohttp",)
 # Modules imported only for these functions (`from module import name` reads them at once).
+# Packages whose `__init__` imports every module of theirs, where a submodule or two is what is used.
+DEFERRED_PACKAGES = ("langsmith.types",)
 DEFERRED_FUNCTIONS = {
     "httpx._main": ("main",),
     "langgraph_sdk.client": ("get_client", "get_sync_client"),
@@ -50,9 +55,16 @@ class _ModuleStandIn(_StandIn):
 
 def _load(name: str) -> types.ModuleType:
     """The real module, imported in place of its stand-in."""
+    _packages.release(name)
     if isinstance(sys.modules.get(name), _StandIn):
         del sys.modules[name]
-    return importlib.import_module(name)
+    module = importlib.import_module(name)
+    # Submodules imported through a package's stand-in are the real package's attributes too.
+    for child_name, child in list(sys.modules.items()):
+        parent, _, child_attr = child_name.rpartition(".")
+        if parent == name and child_attr not in module.__dict__:
+            setattr(module, child_attr, child)
+    return module
 
 
 def defer(name: str) -> None:
@@ -77,7 +89,51 @@ def defer_functions(name: str, functions: tuple[str, ...]) -> None:
     sys.modules[name] = stand_in
 
 
+class _PackageStandIns(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports the packages named in `waiting` as stand-ins that hold their `__path__`: their
+    submodules import as usual, and the first read of any other name imports the real package (its
+    `__init__`), in place of the stand-in."""
+
+    def __init__(self) -> None:
+        self.waiting: set[str] = set()
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        if name not in self.waiting:
+            return None
+        real = importlib.machinery.PathFinder.find_spec(name, path)
+        if real is None or not real.submodule_search_locations:
+            return None
+        spec = importlib.machinery.ModuleSpec(name, self, is_package=True)
+        spec.submodule_search_locations = list(real.submodule_search_locations)
+        return spec
+
+    def create_module(self, spec: ModuleSpec) -> types.ModuleType:
+        stand_in = _StandIn(spec.name)
+        stand_in.__path__ = list(spec.submodule_search_locations or ())  # read on import, must not load
+        return stand_in
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
+
+    def release(self, name: str) -> None:
+        """From now on `name` imports for real."""
+        self.waiting.discard(name)
+
+
+_packages = _PackageStandIns()
+
+
+def defer_package(name: str) -> None:
+    """Import the package `name` as a stand-in (see `_PackageStandIns`), unless it is imported already."""
+    if name not in sys.modules:
+        _packages.waiting.add(name)
+        if _packages not in sys.meta_path:
+            sys.meta_path.insert(0, _packages)
+
+
 for _name in DEFERRED:
     defer(_name)
+for _name in DEFERRED_PACKAGES:
+    defer_package(_name)
 for _name, _functions in DEFERRED_FUNCTIONS.items():
     defer_functions(_name, _functions)

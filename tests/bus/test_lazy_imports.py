@@ -44,3 +44,18 @@ def test_langgraph_sdk_client_loads_on_first_use_and_works() -> None:
         "print(type(client).__name__, isinstance(client, LangGraphClient))\n"
     )
     assert out.splitlines() == ["False", "LangGraphClient True"]
+
+
+def test_langsmith_types_load_when_a_name_of_theirs_is_read_and_submodules_import_before() -> None:
+    out = run_python(
+        "import sys, bus, langchain_core.tracers.schemas\n"
+        "print('langsmith.types.run' in sys.modules)\n"
+        "from langsmith.types.run_select_field import RunSelectField\n"  # what LangChain's import needs
+        "print('langsmith.types.run' in sys.modules)\n"
+        "import langsmith\n"
+        "from langsmith.types import Run\n"
+        "import langsmith.types.run\n"
+        "print(langsmith.types.Run is Run is langsmith.types.run.Run, 'ID' in RunSelectField.__args__)\n"
+        "print(sys.modules['langsmith.types'].run_select_field.RunSelectField == RunSelectField)\n"
+    )
+    assert out.splitlines() == ["False", "False", "True True", "True"]
