@@ -13,6 +13,16 @@ before nats.
 httpx's package imports its command line client (`httpx._main`: click, rich and pygments, about
 5 MB in every process that uses httpx) for the one name `httpx.main`. Its stand-in holds `main`
 as a function that loads the real module when called; nothing else of it is read on import.
+The LangGraph SDK's client (`langgraph_sdk.client`, with httpx's websockets and SOCKS support) is
+imported by LangGraph for the SDK's `get_client` and `get_sync_client`, which Antler never calls:
+the same kind of stand-in.
+
+Some packages' `__init__` imports every module they have, where what is imported is one of them:
+`langsmith.types` (164 generated API models) for one `Literal`, `openai.types` for the chat types
+(its `__init__` brings the Responses API's 250 modules). Those import as stand-in packages that
+hold the real `__path__`: a submodule imports as usual (`from openai.types.chat import ...`, and
+`from openai.types import chat`), and the first read of any other name (`openai.types.Completion`)
+imports the real package in place of the stand-in.
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ from typing import Any
 DEFERRED = ("aiohttp",)
 # Modules imported only for these functions (`from module import name` reads them at once).
 # Packages whose `__init__` imports every module of theirs, where a submodule or two is what is used.
-DEFERRED_PACKAGES = ("langsmith.types",)
+DEFERRED_PACKAGES = ("langsmith.types", "openai.types")
 DEFERRED_FUNCTIONS = {
     "httpx._main": ("main",),
     "langgraph_sdk.client": ("get_client", "get_sync_client"),
@@ -40,6 +50,13 @@ class _StandIn(types.ModuleType):
     """Imports the real module on the first attribute read, and forwards every read to it."""
 
     def __getattr__(self, attr: str) -> Any:
+        if "__path__" in self.__dict__ and not attr.startswith("__"):
+            # A package's: `from package import submodule` imports just that submodule.
+            try:
+                return importlib.import_module(f"{self.__name__}.{attr}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{self.__name__}.{attr}":
+                    raise
         return getattr(_load(self.__name__), attr)
 
 

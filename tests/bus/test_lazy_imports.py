@@ -59,3 +59,16 @@ def test_langsmith_types_load_when_a_name_of_theirs_is_read_and_submodules_impor
         "print(sys.modules['langsmith.types'].run_select_field.RunSelectField == RunSelectField)\n"
     )
     assert out.splitlines() == ["False", "False", "True True", "True"]
+
+
+def test_openai_types_import_only_the_submodules_used_until_a_name_of_the_package_is_read() -> None:
+    out = run_python(
+        "import sys, bus, openai\n"
+        "from openai.types import chat\n"  # a submodule: imported by itself
+        "from openai.types.chat import ChatCompletion\n"
+        "print('openai.types.eval_create_params' in sys.modules, chat.ChatCompletion is ChatCompletion)\n"
+        "from openai.types import Completion\n"  # a name of the package: the package loads
+        "print('openai.types.eval_create_params' in sys.modules, openai.types.Completion is Completion)\n"
+        "print(openai.types.chat.ChatCompletion is ChatCompletion)\n"
+    )
+    assert out.splitlines() == ["False True", "True True", "True"]
