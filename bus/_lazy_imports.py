@@ -50,7 +50,8 @@ class _StandIn(types.ModuleType):
     """Imports the real module on the first attribute read, and forwards every read to it."""
 
     def __getattr__(self, attr: str) -> Any:
-        if "__path__" in self.__dict__ and not attr.startswith("__"):
+        standing_in = sys.modules.get(self.__name__) is self
+        if standing_in and "__path__" in self.__dict__ and not attr.startswith("__"):
             # A package's: `from package import submodule` imports just that submodule.
             try:
                 return importlib.import_module(f"{self.__name__}.{attr}")
@@ -73,14 +74,17 @@ class _ModuleStandIn(_StandIn):
 def _load(name: str) -> types.ModuleType:
     """The real module, imported in place of its stand-in."""
     _packages.release(name)
-    if isinstance(sys.modules.get(name), _StandIn):
-        del sys.modules[name]
+    stand_in = sys.modules.get(name)
+    if not isinstance(stand_in, _StandIn):  # imported already: a reader still holding the stand-in
+        return importlib.import_module(name)
+    del sys.modules[name]
     module = importlib.import_module(name)
-    # Submodules imported through a package's stand-in are the real package's attributes too.
-    for child_name, child in list(sys.modules.items()):
-        parent, _, child_attr = child_name.rpartition(".")
-        if parent == name and child_attr not in module.__dict__:
-            setattr(module, child_attr, child)
+    if "__path__" in stand_in.__dict__:
+        # Submodules imported through a package's stand-in are the real package's attributes too.
+        for child_name, child in list(sys.modules.items()):
+            parent, _, child_attr = child_name.rpartition(".")
+            if parent == name and child_attr not in module.__dict__:
+                setattr(module, child_attr, child)
     return module
 
 
