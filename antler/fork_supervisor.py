@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import signal
 import sys
@@ -32,8 +31,7 @@ from typing import Any
 STATE_VARIABLE = "ANTLER_FORK_SUPERVISOR"
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 PR_SET_PDEATHSIG = 1
-
-log = logging.getLogger("antler.up")
+LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}  # logging's numbers
 
 
 class Supervisor:
@@ -128,50 +126,58 @@ def _exec_child(command: list[str], parent: int) -> None:  # pragma: no cover (r
         os._exit(127)
 
 
-class _NoIds(logging.Filter):
-    """The leader's formats name `antler_ids` (a run's ids): this process has none."""
+class _Log:
+    """The leader's log lines, written as its handlers did (stderr and, when it had one, its log
+    file, each at its level and in its format). Not the `logging` module: that alone would be a sixth
+    of this process, and `logging.handlers` (for a log rotated away) a fifth more."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not hasattr(record, "antler_ids"):
-            record.antler_ids = ""
-        return True
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.handlers: list[dict[str, Any]] = []
+
+    def _write(self, level: str, message: str, args: tuple[Any, ...]) -> None:
+        now = time.time()
+        fields = {
+            "name": self.name,
+            "levelname": level,
+            "process": os.getpid(),
+            "message": message % args if args else message,
+            "antler_ids": "",  # a run's ids: this process has none
+        }
+        for spec in self.handlers:
+            if LEVELS[level] < spec["level"]:
+                continue
+            datefmt = spec.get("datefmt")
+            stamp = time.strftime(datefmt or "%Y-%m-%d %H:%M:%S", time.localtime(now))
+            if not datefmt:
+                stamp += f",{int(now * 1000) % 1000:03d}"  # as logging.Formatter writes it
+            try:
+                line = spec["format"] % {**fields, "asctime": stamp}
+                if spec.get("file"):  # opened anew each time: a log rotated away is not written on
+                    with open(spec["file"], "a", encoding="utf-8") as out:
+                        out.write(line + "\n")
+                else:
+                    sys.stderr.write(line + "\n")
+                    sys.stderr.flush()
+            except (OSError, KeyError, TypeError, ValueError):
+                pass  # a line that cannot be written must not stop the supervision
+
+    def info(self, message: str, *args: Any) -> None:
+        self._write("INFO", message, args)
+
+    def warning(self, message: str, *args: Any) -> None:
+        self._write("WARNING", message, args)
+
+    def error(self, message: str, *args: Any) -> None:
+        self._write("ERROR", message, args)
 
 
-class _AppendToFile(logging.Handler):
-    """Each line appended to the file opened anew, so a log rotated away is not written on in its
-    old place (`logging.handlers.WatchedFileHandler` would load a module as big as this process)."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__()
-        self.path = path
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            with open(self.path, "a", encoding="utf-8") as out:
-                out.write(self.format(record) + "\n")
-        except Exception:
-            self.handleError(record)
-
-
-def setup_logging(handlers: list[dict[str, Any]]) -> None:
-    """The leader's log handlers again: stderr and, when it had one, its log file."""
-    root = logging.getLogger()
-    for spec in handlers:
-        handler: logging.Handler
-        if spec.get("file"):
-            handler = _AppendToFile(spec["file"])
-        else:
-            handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(spec["format"], datefmt=spec.get("datefmt")))
-        handler.setLevel(spec["level"])
-        handler.addFilter(_NoIds())
-        root.addHandler(handler)
-    root.setLevel(min((spec["level"] for spec in handlers), default=logging.WARNING))
+log = _Log("antler.up")
 
 
 def main() -> int:
     state = json.loads(os.environ.pop(STATE_VARIABLE))
-    setup_logging(state["log"])
+    log.handlers = state["log"]
     supervisor = Supervisor(
         name=state["name"],
         command=state["command"],
