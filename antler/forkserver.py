@@ -10,7 +10,7 @@ so a second process costs what it builds and touches (its connection, its compil
 objects it works with), not the libraries again. `antler up` starts its runners this way on Linux.
 
 The leader runs no event loop and opens no connection. Once it has forked the N processes it
-becomes `antler.fork_supervisor` (exec: a bare interpreter of about 10 MB instead of everything it
+becomes `antler.fork_supervisor` (exec: a bare interpreter of about 11 MB instead of everything it
 loaded, which the N processes go on sharing among themselves), which
 - starts a process again when one dies (anew, as `antler run` starts it: the loaded state it was
   forked from is gone); one that keeps dying within seconds of starting makes it exit with an
