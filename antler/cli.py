@@ -53,7 +53,7 @@ def _run(sub: SubParsers) -> None:
         type=int,
         default=1,
         help="run this many processes of it, forked from one that loaded it, so they share that memory "
-        "(Linux; each forked again if it dies)",
+        "(Linux; one that dies is started again, anew)",
     )
     p.add_argument(
         "--log-file",

@@ -9,13 +9,16 @@ unshare its page), and forks the N processes: the pages stay shared between them
 so a second process costs what it builds and touches (its connection, its compiled agent, the
 objects it works with), not the libraries again. `antler up` starts its runners this way on Linux.
 
-The leader runs no event loop and opens no connection: it forks, waits, and
-- forks a process again when one dies (from the same loaded state, so it is back in a moment);
-  one that keeps dying within seconds of starting makes the leader exit with an error, and
-  `antler up` then tells the user (as it does for a child of its own);
+The leader runs no event loop and opens no connection. Once it has forked the N processes it
+becomes `antler.fork_supervisor` (exec: a bare interpreter of about 11 MB instead of everything it
+loaded, which the N processes go on sharing among themselves), which
+- starts a process again when one dies (anew, as `antler run` starts it: the loaded state it was
+  forked from is gone); one that keeps dying within seconds of starting makes it exit with an
+  error, and `antler up` then tells the user (as it does for a child of its own);
 - passes SIGTERM/SIGINT on to every process once, waits for them to drain, and exits.
 Each process is the component exactly as `antler run` runs it (its own connection, its own
-`ComponentReady` announcement with its own pid); it is SIGTERMed if the leader dies.
+`ComponentReady` announcement with its own pid); it is SIGTERMed if the leader dies. Should the
+exec fail, the leader supervises them itself and forks a dead one again from what it loaded.
 """
 
 from __future__ import annotations
@@ -24,14 +27,18 @@ import argparse
 import contextlib
 import gc
 import importlib
+import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from antler import fork_supervisor
 from antler.components import resolve_component
 from antler.pool import MAX_QUICK_DEATHS, QUICK_DEATH, die_with_parent
 from bus.launcher import load, run_component, setup_logging
@@ -132,6 +139,11 @@ def serve_forked(args: argparse.Namespace) -> int:
         started[first] = time.monotonic()
         if start(first) is None:
             return _child(name, entry, args, previous, leader)
+    # Blocked across exec: a signal meanwhile waits for the supervisor's handlers instead of killing it
+    # (its processes would then drain with no one to say they are gone), and `stopping` holds still.
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    hand_over(name, children, started, stopping)  # returns only if this process could not exec
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
     failed = False
     while children:
         try:
@@ -157,6 +169,51 @@ def serve_forked(args: argparse.Namespace) -> int:
         if start(slot) is None:
             return _child(name, entry, args, previous, leader)
     return 1 if failed else 0
+
+
+def hand_over(name: str, children: dict[int, int], started: dict[int, float], stopping: bool) -> None:
+    """Become `antler.fork_supervisor` (exec), which keeps the processes just forked alive: this
+    process would otherwise go on mapping every library it loaded, next to the processes that use
+    them. Returns only if the exec failed; this process then supervises them itself."""
+    state = {
+        "name": name,
+        "command": [sys.executable, *sys.orig_argv[1:], "--processes", "1"],  # the last one counts
+        "children": {str(pid): slot for pid, slot in children.items()},
+        "started": {str(slot): at for slot, at in started.items()},
+        "quick_death": QUICK_DEATH,
+        "max_quick_deaths": MAX_QUICK_DEATHS,
+        "stopping": stopping,
+        "log": _log_handlers(),
+    }
+    script = str(Path(fork_supervisor.__file__).resolve())
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    try:
+        os.execve(
+            sys.executable,
+            [sys.executable, "-I", "-S", script],
+            {**os.environ, fork_supervisor.STATE_VARIABLE: json.dumps(state)},
+        )
+    except OSError as exc:
+        log.warning("%s: could not hand its processes to %s (%s); supervising them here", name, script, exc)
+
+
+def _log_handlers() -> list[dict[str, Any]]:
+    """This process's log handlers (stderr, the log file), for the supervisor to set up again."""
+    found: list[dict[str, Any]] = []
+    for handler in logging.getLogger().handlers:
+        formatter = handler.formatter
+        spec: dict[str, Any] = {
+            "level": handler.level,
+            "format": formatter._fmt if formatter is not None else "%(message)s",
+            "datefmt": formatter.datefmt if formatter is not None else None,
+        }
+        if isinstance(handler, logging.FileHandler):
+            spec["file"] = handler.baseFilename
+        elif not (isinstance(handler, logging.StreamHandler) and handler.stream is sys.stderr):
+            continue
+        found.append(spec)
+    return found
 
 
 def _child(

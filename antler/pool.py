@@ -88,7 +88,7 @@ def process_pool(
 ) -> ComponentEntry:
     """A component entry that keeps `count` `antler run <name>` processes alive until cancelled;
     ready once each has announced itself (`ComponentReady` on `<p>.ready.<name>`). `forked`: one
-    child, `antler run <name> --processes <count>`, forks them (and forks again one that dies)."""
+    child, `antler run <name> --processes <count>`, forks them (and starts again one that dies)."""
     command = [sys.executable, "-P", "-m", "antler", "run", name, "--nats-url", url]
     if forked and count > 1:
         command += ["--processes", str(count)]

@@ -204,13 +204,17 @@ def test_every_known_exception_is_still_needed() -> None:
 # ------------------------------------------------------------------ components as they run
 
 # Put on the child's PYTHONPATH as sitecustomize.py: it writes the names of every module the process
-# imported, from start-up to its drained exit, to the file the test names.
+# imported, from start-up to its drained exit, to the file the test names (not bus/_lazy_imports.py's
+# stand-ins for modules never used: those are not imported).
 _REPORT_MODULES = """
 import atexit, os, sys
 
+def _imported(module):
+    return type(module).__module__ != "bus._lazy_imports"
+
 def _report():
     with open(os.environ["ANTLER_TEST_MODULES_FILE"], "w", encoding="utf-8") as out:
-        out.write("\\n".join(sorted(sys.modules)))
+        out.write("\\n".join(sorted(n for n, m in sys.modules.items() if _imported(m))))
 
 atexit.register(_report)
 """
@@ -218,15 +222,20 @@ atexit.register(_report)
 _REPORT_MODULES_PER_PROCESS = """
 import atexit, os, sys
 
+def _imported(module):
+    return type(module).__module__ != "bus._lazy_imports"
+
 def _report():
     path = os.path.join(os.environ["ANTLER_TEST_MODULES_DIR"], f"{os.getpid()}.txt")
     with open(path, "w", encoding="utf-8") as out:
-        out.write("\\n".join(sorted(sys.modules)))
+        out.write("\\n".join(sorted(n for n, m in sys.modules.items() if _imported(m))))
 
 atexit.register(_report)
 """
 HEAVY = ("langchain", "langgraph")
 UNUSED = ("aiohttp.",)  # nats-py's websocket transport (ws:// URLs only); see bus/_lazy_imports.py
+IDLE_UNUSED = ("rich", "pygments")  # httpx's command line client (bus/_lazy_imports.py)
+OIDC = ("authlib", "joserfc")  # single sign-on, loaded on the first sign-in (gateway/sso/oidc.py)
 
 
 async def run_a_command(bus: Bus) -> None:
@@ -328,8 +337,12 @@ async def test_antler_up_itself_does_not_load_langchain_when_runners_are_process
         return (reports / f"{pid}.txt").read_text(encoding="utf-8").split()
 
     assert [m for m in imported(up.pid) if m.startswith(HEAVY)] == []
+    # No identity provider configured: the OIDC libraries wait for one; httpx's command line neither.
+    assert [m for m in imported(up.pid) if m.partition(".")[0] in (*IDLE_UNUSED, *OIDC)] == []
     for pid in runners:  # the report works in children too: LangChain is where the agents run
         assert "langchain.agents" in imported(pid)
+        assert [m for m in imported(pid) if m.partition(".")[0] in IDLE_UNUSED] == []
+        assert "langgraph_sdk._async" not in imported(pid), "the LangGraph SDK's client: not used"
 
 
 def test_every_package_of_ours_is_in_the_installed_distribution() -> None:

@@ -1,6 +1,9 @@
 """An OpenID Connect relying party: discovery, the authorization request (code + PKCE, state, nonce),
 the code exchange (authlib) and the ID token's checks (joserfc: signature against the provider's
 JWKS, issuer, audience, expiry, nonce). Nothing here validates a JWT by hand.
+
+authlib and joserfc (with `cryptography`, about 11 MB) load on the first sign-in, not with the
+gateway: most gateways have no identity provider, or never see a sign-in between restarts.
 """
 
 from __future__ import annotations
@@ -9,19 +12,16 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from authlib.common.security import generate_token
-from authlib.integrations.base_client.errors import OAuthError
-from authlib.integrations.httpx_client import AsyncOAuth2Client
-from joserfc import jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import KeySet
-from joserfc.jwt import JWTClaimsRegistry
 
 from config import OIDCProviderConfig
 from gateway.sso.errors import BadIdToken, ProviderUnreachable, SignInRefused
+
+if TYPE_CHECKING:
+    from authlib.integrations.httpx_client import AsyncOAuth2Client
+    from joserfc.jwk import KeySet
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,9 @@ class OIDCClient:
             return current
 
     async def _keys(self, document: dict[str, Any]) -> KeySet:
+        from joserfc.errors import JoseError
+        from joserfc.jwk import KeySet
+
         jwks_uri = document.get("jwks_uri")
         if not isinstance(jwks_uri, str):
             raise ProviderUnreachable(f"{self.config.name}: the discovery document has no jwks_uri")
@@ -106,6 +109,8 @@ class OIDCClient:
             raise ProviderUnreachable(f"{self.config.name}: its JWKS cannot be read: {exc}") from exc
 
     def _client(self, redirect_uri: str) -> AsyncOAuth2Client:
+        from authlib.integrations.httpx_client import AsyncOAuth2Client
+
         return AsyncOAuth2Client(
             client_id=self.config.client_id,
             client_secret=self.config.resolved("client_secret"),
@@ -119,6 +124,8 @@ class OIDCClient:
     async def authorization(self, redirect_uri: str) -> Authorization:
         """Where to send the browser: the provider's authorization endpoint with a fresh state, nonce
         and PKCE challenge (the verifier stays with us, in the signed state cookie)."""
+        from authlib.common.security import generate_token
+
         document = (await self.metadata()).document
         state, nonce, verifier = generate_token(32), generate_token(32), generate_token(64)
         async with self._client(redirect_uri) as client:
@@ -129,6 +136,8 @@ class OIDCClient:
 
     async def sign_in(self, code: str, redirect_uri: str, code_verifier: str, nonce: str) -> Identity:
         """Exchange the code and check the ID token; the identity it proves."""
+        from authlib.integrations.base_client.errors import OAuthError
+
         document = (await self.metadata()).document
         async with self._client(redirect_uri) as client:
             try:
@@ -158,6 +167,10 @@ class OIDCClient:
     async def check_id_token(self, id_token: str, nonce: str) -> dict[str, Any]:
         """The ID token's claims once its signature (the provider's keys), issuer, audience,
         authorized party, expiry, issue time and nonce check out; BadIdToken saying which did not."""
+        from joserfc import jwt
+        from joserfc.errors import JoseError
+        from joserfc.jwt import JWTClaimsRegistry
+
         metadata = await self.metadata()
         try:
             try:

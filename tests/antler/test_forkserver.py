@@ -1,4 +1,5 @@
-"""`antler run runner --processes 2`: runner processes forked from one that loaded the libraries."""
+"""`antler run runner --processes 2`: runner processes forked from one that loaded the libraries,
+which then supervises them as a bare interpreter (antler/fork_supervisor.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,15 @@ from tests.support.processes import descendants, pid_alive
 pytestmark = pytest.mark.skipif(os.uname().sysname != "Linux", reason="forking a loaded process: Linux")
 
 
+def maps_library(pid: int, library: str) -> bool:
+    """Whether the process maps a file whose path contains `library` (/proc/<pid>/maps)."""
+    return library in Path(f"/proc/{pid}/maps").read_text()
+
+
+def command_line(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
 def private_and_resident_kb(pid: int) -> tuple[int, int]:
     """(pages only this process maps, every page it maps in memory), in kB (/proc/<pid>/smaps_rollup)."""
     figures = {}
@@ -28,7 +38,7 @@ def private_and_resident_kb(pid: int) -> tuple[int, int]:
     return figures["Private_Clean"] + figures["Private_Dirty"], figures["Rss"]
 
 
-async def test_forked_runners_share_what_they_loaded_are_forked_again_when_killed_and_stop_together(
+async def test_forked_runners_share_what_they_loaded_are_started_again_when_killed_and_stop_together(
     bus: Bus, nats_url: str, config_file: Callable[[], Path]
 ) -> None:
     ready: asyncio.Queue[int] = asyncio.Queue()
@@ -47,12 +57,17 @@ async def test_forked_runners_share_what_they_loaded_are_forked_again_when_kille
             private, resident = private_and_resident_kb(pid)
             # Started anew, a runner's own pages are nearly all of it (about 105 of 130 MB).
             assert private < resident / 2, f"runner {pid}: {private} kB of {resident} kB its own"
+            assert maps_library(pid, "pydantic_core")
+        # The leader no longer maps what it loaded for them: it became the small supervisor.
+        assert not maps_library(leader.pid, "pydantic_core")
+        assert "fork_supervisor.py" in command_line(leader.pid)
 
         killed = min(runners)
         os.kill(killed, signal.SIGKILL)
         again = await asyncio.wait_for(ready.get(), 60)
         assert again not in runners
         assert {p.pid for p in descendants(leader.pid)} == runners - {killed} | {again}
+        assert maps_library(again, "pydantic_core"), "started anew: the runner, loaded"
     finally:
         await sub.unsubscribe()
         if leader.returncode is None:
@@ -61,6 +76,9 @@ async def test_forked_runners_share_what_they_loaded_are_forked_again_when_kille
     assert code == 0, err
     assert not any(pid_alive(pid) for pid in runners | {again}), "every forked runner stopped with it"
     assert err.count("runner: stopped") == 2, err
+    assert "runner process 1 exited with code -9; starting it again" in err or (
+        "runner process 2 exited with code -9; starting it again" in err
+    ), err
 
 
 async def test_a_forked_process_that_keeps_failing_at_once_fails_the_leader_loudly(

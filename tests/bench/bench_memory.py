@@ -89,9 +89,12 @@ def cpu_seconds(proc: psutil.Process) -> float:
 
 def process_name(proc: psutil.Process, seen: dict[str, int]) -> str:
     """`antler up`, `nats-server`, `runner-1`, `sandbox` ...: what the process is, from its command
-    (`runner forks`: the process the runners were forked from, see antler/forkserver.py)."""
+    (`runner leader`: the process the runners were forked from, see antler/forkserver.py; `runner
+    forks`: the same, should it supervise them without becoming antler/fork_supervisor.py)."""
     cmd = proc.cmdline()
-    if "run" in cmd and "antler" in cmd:
+    if any(part.endswith("fork_supervisor.py") for part in cmd):
+        base = "runner leader"  # what the runners were forked from, once it forked them
+    elif "run" in cmd and "antler" in cmd:
         base = cmd[cmd.index("run") + 1]
         if any(child.cmdline() == cmd for child in proc.children()):
             return f"{base} forks"

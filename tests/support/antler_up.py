@@ -141,9 +141,9 @@ class AntlerUp:
         return [p for p in found if not any(" antler run runner" in c.cmdline for c in descendants(p.pid))]
 
     def runner_leader(self) -> Proc | None:
-        """The process the runners were forked from, if they were."""
-        found = [p for p in self.children() if " antler run runner" in p.cmdline]
-        return next((p for p in found if p not in self.runners()), None)
+        """The process the runners were forked from, if they were (once it has forked them, it is
+        antler/fork_supervisor.py)."""
+        return next((p for p in self.children() if "fork_supervisor.py" in p.cmdline), None)
 
     def nats_servers(self) -> list[Proc]:
         return [p for p in self.children() if "nats-server" in p.cmdline.split(" ", 1)[0]]
