@@ -12,7 +12,7 @@ import pytest
 
 from channels.telegram import run as run_telegram
 from config import AppConfig
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, echo_and_answer
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, echo_and_answer, two_calls_then_answer
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.adapters import StartAdapter
 
@@ -147,16 +147,7 @@ async def test_two_calls_made_side_by_side_are_answered_one_at_a_time_from_the_c
 ) -> None:
     # LangGraph takes an answer to one of several waiting interrupts only addressed to it: the chat's
     # `/approve <id>` names the request, and the runner addresses it to the interrupt asking it.
-    fake_model.script(
-        Reply(
-            tool_calls=[
-                ToolCall("bash", {"command": "echo left-call"}),
-                ToolCall("bash", {"command": "echo right-call"}),
-            ],
-            when="both",
-        ),
-        Reply(text="One ran, one was refused.", when="one is enough"),
-    )
+    fake_model.script(*two_calls_then_answer("both", "One ran, one was refused.", after="one is enough"))
     telegram.send_user_message("both, please")
     await sent_text(telegram, "bash: echo right-call")
     texts = "\n".join(str(p.get("text")) for m, p in telegram.calls if m in SENDS)

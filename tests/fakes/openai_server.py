@@ -77,6 +77,13 @@ def echo_and_answer(marker: str, answer: str, when: str | None = None) -> list[R
     ]
 
 
+def two_calls_then_answer(when: str, answer: str, after: str) -> list[Reply]:
+    """The model's two turns around two bash calls made side by side (`echo left-call` and `echo
+    right-call`, for a message with `when`), then `answer` once a result shows `after`."""
+    calls = [ToolCall("bash", {"command": f"echo {side}-call"}) for side in ("left", "right")]
+    return [Reply(tool_calls=calls, when=when), Reply(text=answer, when=after)]
+
+
 @dataclass(frozen=True)
 class Pace:
     """How a real model streams: time to the first token, then the time between tokens."""

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, echo_and_answer
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, echo_and_answer, two_calls_then_answer
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("bash_needs_approval")]
 
@@ -210,16 +210,7 @@ async def test_a_card_is_answered_once_however_often_it_is_clicked(
 async def test_two_calls_made_side_by_side_show_two_cards_answered_one_at_a_time(
     http: httpx.AsyncClient, fake_model: FakeOpenAI
 ) -> None:
-    fake_model.script(
-        Reply(
-            tool_calls=[
-                ToolCall("bash", {"command": "echo left-call"}),
-                ToolCall("bash", {"command": "echo right-call"}),
-            ],
-            when="BOTH",
-        ),
-        Reply(text="One ran, one was refused.", when="one is enough"),
-    )
+    fake_model.script(*two_calls_then_answer("BOTH", "One ran, one was refused.", after="one is enough"))
     thread, head, _ = await waiting_card(http, "BOTH: run them")
     left, right = head["values"]["messages"][-2:]
     assert "echo left-call" in left["artifact"]["human_input"]["question"]
