@@ -24,7 +24,7 @@ from config import AppConfig
 def own_tools(bus: Bus, config: AppConfig) -> list[BaseTool]:
     """The runner's built-in tools, bound to its bus connection (the task tool aside)."""
     return [
-        *make_sandbox_tools(bus),
+        *make_sandbox_tools(bus, config.sandbox),
         make_view_image_tool(bus),
         *make_agent_tools(bus, config),
         *make_schedule_tools(bus),

@@ -55,7 +55,7 @@ from agents.graph.middleware.untrusted import UntrustedContentMiddleware
 from agents.graph.patches import middleware_spans
 from agents.graph.prompt import skills_section
 from agents.graph.state import ThreadState, thread_data
-from agents.subagents import background
+from agents.subagents import background, background_commands
 from agents.subagents.outcomes import ended_outcome, outcome_from_state
 from agents.subagents.stops import REMEMBER_STOPS, Stops
 from agents.subagents.types import SubagentType, subagent_types
@@ -245,6 +245,8 @@ class SubagentExecutor:
             return
         stop = await self._stopped_before_start(task)
         if stop is not None:
+            if task.kind == "command":  # it may run at a broker already (its executor died)
+                await background_commands.kill(self.bus, task)
             await self._report(task, await self._store(key, ended_outcome(task, "cancelled", stop)))
             return
         job = asyncio.create_task(invoke_subagent(task, self._run(task)), name=f"subagent:{task.task_id}")
@@ -303,6 +305,8 @@ class SubagentExecutor:
         await self._report(task, await self._store(key, failed))
 
     async def _run(self, task: SubagentTask) -> SubagentResult:
+        if task.kind == "command":
+            return await self._run_command(task)
         kind = self.types.get(task.subagent_type)
         if kind is None:
             return ended_outcome(task, "failed", f"no subagent type {task.subagent_type!r}")
@@ -391,6 +395,17 @@ class SubagentExecutor:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
         state = (await agent.aget_state(config)).values
         return outcome_from_state(task, state, started, status, error, stop_reason)
+
+    async def _run_command(self, task: SubagentTask) -> SubagentResult:
+        """A background command (`background_commands`): run at a sandbox broker, followed to its end."""
+        started = utcnow()
+        try:
+            state = await background_commands.follow(self.bus, task)
+        except asyncio.CancelledError:
+            if (task.parent_run_id, task.task_id) in self._cancelled:  # stopped on purpose: killed
+                await background_commands.kill(self.bus, task)
+            raise  # else this process stops: the next delivery follows the command on
+        return background_commands.outcome(task, state, started)
 
     @staticmethod
     def _input(task: SubagentTask) -> dict[str, Any]:
