@@ -120,9 +120,10 @@ class Jobs:
                 del self.jobs[job_id]
 
     async def on_control(self, msg: Any) -> None:
-        """`wait` or `kill`, for a job this broker knows; silence for one it does not."""
+        """`wait` or `kill` (answered if asked), for a job this broker knows; silence for one it
+        does not."""
         job = self.jobs.get(msg.subject.rsplit(".", 1)[-1])
-        if job is None or not msg.reply:
+        if job is None:
             return
         try:
             control = decode(JobControl, msg.data)
@@ -142,8 +143,8 @@ class Jobs:
                 await asyncio.wait([job.task], timeout=KILL_WAIT_SECONDS)
             elif control.action == "wait":
                 await asyncio.wait([job.task], timeout=control.wait_seconds)
-            if job.task.cancelled():  # the broker is stopping: no answer, as if it were gone
-                return
+            if job.task.cancelled() or not msg.reply:  # the broker stops (silent, as if gone); a kill
+                return  # published without asking for an answer
             await msg.respond(encode(job.reply()))
         except Exception:  # the asker gave up (its inbox is gone): nothing to answer
             log.debug("background command %s: answer not sent", job.request.job_id, exc_info=True)
