@@ -275,3 +275,59 @@ async def test_background_commands_beyond_the_threads_cap_are_refused_saying_why
             bus, report_of(first.run_id, started[0]["tool_call_id"], thread), timeout=60
         )
         assert report
+
+
+@needs_bwrap
+async def test_a_background_command_outlives_a_restart_of_the_executor_following_it(
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_stack: StartStack, nats_url: str
+) -> None:
+    """The executor that waits for the command stops; the next one finds the command still running
+    at its broker and waits on: it is not started again, and its outcome is reported once."""
+    config_data["bus"]["ack_wait_seconds"] = 1.0
+    config_data["sandbox"] = {"provider": "bwrap"}
+    marker = uuid.uuid4().hex[:8]
+    fake_model.script(
+        Reply(tool_calls=[background_bash("call_index", gated(marker, "echo indexed"))], when="Index"),
+        Reply(text="Indexing in the background.", when="Started background command"),
+        Reply(text="Indexing is done.", when="<background_task_result"),
+    )
+    thread = f"t-bgexec-{marker}"
+    first = ask(thread, "Index the files")
+    async with start_stack(running_broker, running_runner) as config:
+        async with running_executor(nats_url, config):
+            await submit_run(bus, first)
+            assert final_text(await collect_run(bus, first.run_id)) == "Indexing in the background."
+            await eventually(lambda: starts(bus, thread), "the command started in the sandbox")
+        await let_go(bus, thread)  # it ends while no executor follows it
+        async with running_executor(nats_url, config):
+            report = await collect_run(bus, report_of(first.run_id, "call_index", thread), timeout=60)
+        assert await starts(bus, thread) == f"started-{marker}\n", "started once"
+    assert final_text(report) == "Indexing is done."
+    assert "indexed" in fake_model.agent_requests[-1]["messages"][-1]["content"]
+
+
+@needs_bwrap
+async def test_a_background_command_whose_broker_stopped_is_reported_failed_not_started_again(
+    bus: Bus, fake_model: FakeOpenAI, config_data: dict[str, Any], start_stack: StartStack, nats_url: str
+) -> None:
+    config_data["sandbox"] = {"provider": "bwrap"}
+    marker = uuid.uuid4().hex[:8]
+    fake_model.script(
+        Reply(tool_calls=[background_bash("call_fetch", gated(marker))], when="Fetch"),
+        Reply(text="Fetching in the background.", when="Started background command"),
+        Reply(text="The fetch was cut off; shall I run it again?", when="<background_task_result"),
+    )
+    thread = f"t-bgbroker-{marker}"
+    first = ask(thread, "Fetch the archive")
+    async with start_stack(running_executor, running_runner) as config:
+        async with running_broker(nats_url, config):
+            await submit_run(bus, first)
+            assert final_text(await collect_run(bus, first.run_id)) == "Fetching in the background."
+            await eventually(lambda: starts(bus, thread), "the command started in the sandbox")
+        async with running_broker(nats_url, config):  # a broker again, which never heard of the job
+            report = await collect_run(bus, report_of(first.run_id, "call_fetch", thread), timeout=90)
+            assert await starts(bus, thread) == f"started-{marker}\n", "not started again"
+    assert final_text(report) == "The fetch was cut off; shall I run it again?"
+    read = fake_model.agent_requests[-1]["messages"][-1]["content"]
+    assert "Status: failed" in read
+    assert "the sandbox broker running the command stopped before it ended" in read
