@@ -17,9 +17,18 @@ import pytest_asyncio
 
 from agents.subagents.background import ThreadTasks, report_run_id
 from bus import Bus
-from bus.messages import RunCommand, RunRecord, RunRequest, SubagentTask
+from bus.messages import (
+    RunCommand,
+    RunRecord,
+    RunRequest,
+    SubagentResult,
+    SubagentTask,
+    ThreadDeleteReply,
+    ThreadDeleteRequest,
+)
 from bus.records import RecordStore
 from bus.runs import collect_run, submit_run
+from bus.service import call
 from config import AppConfig
 from sandbox.client import SandboxClient
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
@@ -331,3 +340,38 @@ async def test_a_background_command_whose_broker_stopped_is_reported_failed_not_
     read = fake_model.agent_requests[-1]["messages"][-1]["content"]
     assert "Status: failed" in read
     assert "the sandbox broker running the command stopped before it ended" in read
+
+
+@needs_bwrap
+async def test_deleting_the_thread_kills_its_background_command_and_nothing_reports(
+    bus: Bus, fake_model: FakeOpenAI, stack: AppConfig
+) -> None:
+    marker = f"{uuid.uuid4().int % 10**6}.{uuid.uuid4().int % 991}"
+    fake_model.script(
+        Reply(tool_calls=[background_bash("call_gone", f"sleep {marker}")], when="Sleep on it"),
+        Reply(text="Sleeping in the background.", when="Started background command"),
+    )
+    thread = f"t-bgdel-{uuid.uuid4().hex[:6]}"
+    first = ask(thread, "Sleep on it")
+    await submit_run(bus, first)
+    assert final_text(await collect_run(bus, first.run_id)) == "Sleeping in the background."
+    await eventually(lambda: processes_with(f"sleep {marker}"), "the command runs")
+    gone = await call(
+        bus, "threads", "delete", ThreadDeleteRequest(thread_id=thread), ThreadDeleteReply, timeout=15
+    )
+    assert gone.deleted
+    await eventually(lambda: not processes_with(f"sleep {marker}"), "the command's processes are gone", 30)
+    results = await bus.kv(bus.subjects.subagent_results_bucket)
+    key = SubagentResult.key(first.run_id, "call_gone-t1")
+
+    async def outcome() -> SubagentResult | None:
+        try:
+            entry = await results.get(key)
+        except Exception:  # not stored yet
+            return None
+        return SubagentResult.model_validate_json(entry.value or b"{}")
+
+    ended = await eventually(outcome, "the command's outcome stored", 30)
+    assert ended.status == "cancelled"
+    runs = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    assert await runs.get(report_of(first.run_id, "call_gone", thread)) is None, "nothing reports into it"
