@@ -10,7 +10,8 @@ Whoever waits for it (the subagent executor) asks `<prefix>.sandbox.job.<job id>
 broker listens and only the one running the job answers: `wait` (its end, or `running` after a
 while) or `kill` (it stops with all its processes). An ended job's result is kept here for
 `RETAIN_SECONDS`, so a waiter that died and came back still gets it. A broker that stops kills its
-jobs, and then nobody answers for them: the waiter says so instead of waiting for ever.
+jobs, telling their waiters so; one that dies answers nothing more, and its waiters, hearing no
+broker answer for the job, say so instead of waiting for ever.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 RETAIN_SECONDS = 3600.0  # an ended job's result, for a waiter that comes back
 KILL_WAIT_SECONDS = 10.0  # how long a `kill` answer waits for the job's processes to be gone
+STOPPED = "the sandbox broker running the command stopped before it ended (its processes went with it)"
 
 # Runs a request under a time limit, as the exec endpoint does (`Broker.run_command`).
 RunCommand = Callable[[ExecRequest, float], Awaitable[ExecReply]]
@@ -48,8 +50,8 @@ class Job:
     def reply(self) -> JobReply:
         if not self.task.done():
             return JobReply(job_id=self.request.job_id, state="running")
-        if self.task.cancelled():  # its broker's stop (it is not answered then; a start may ask)
-            gone = ErrorInfo(code="unavailable", message="the sandbox broker running it stopped")
+        if self.task.cancelled():  # its broker stops
+            gone = ErrorInfo(code="unavailable", message=STOPPED)
             return JobReply(job_id=self.request.job_id, state="ended", result=ExecReply(error=gone))
         return JobReply(
             job_id=self.request.job_id, state="ended", result=self.task.result(), killed=self.killed
@@ -72,7 +74,8 @@ class Jobs:
         )
 
     async def stop(self) -> None:
-        """Stop answering, and kill every job still running (their waiters hear nothing more)."""
+        """Stop hearing requests, and kill every job still running; those waiting for one are told
+        its broker stopped."""
         if self._subscription is not None:
             with contextlib.suppress(Exception):
                 await self._subscription.unsubscribe()
@@ -80,6 +83,8 @@ class Jobs:
         for task in running:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
+        answers = [answer for job in self.jobs.values() for answer in job.waiters]
+        await asyncio.gather(*answers, return_exceptions=True)
 
     async def start(self, request: JobStartRequest) -> JobReply:
         """Start the job (once: a job already known here is answered as it is)."""
@@ -143,8 +148,7 @@ class Jobs:
                 await asyncio.wait([job.task], timeout=KILL_WAIT_SECONDS)
             elif control.action == "wait":
                 await asyncio.wait([job.task], timeout=control.wait_seconds)
-            if job.task.cancelled() or not msg.reply:  # the broker stops (silent, as if gone); a kill
-                return  # published without asking for an answer
-            await msg.respond(encode(job.reply()))
+            if msg.reply:  # not for a kill published without asking for an answer
+                await msg.respond(encode(job.reply()))
         except Exception:  # the asker gave up (its inbox is gone): nothing to answer
             log.debug("background command %s: answer not sent", job.request.job_id, exc_info=True)

@@ -128,30 +128,33 @@ async def kill(bus: Bus, task: SubagentTask | BackgroundTask) -> None:
 
 
 async def follow(bus: Bus, task: SubagentTask) -> JobReply | str:
-    """The command run to its end: started by a broker unless one runs it already. Its ended
-    `JobReply`, or why there is none (a text)."""
-    state = await _ask(bus, task, JobControl(action="wait", wait_seconds=0))
-    if state is None:
-        record = await background.record_of(bus, task)
-        if record is None:
-            return "its conversation was deleted"
-        if record.started_at is not None:
+    """The command run to its end: started by a broker unless an earlier delivery started it. Its
+    ended `JobReply`, or why there is none (a text)."""
+    record = await background.record_of(bus, task)
+    if record is None:
+        return "its conversation was deleted"
+    if record.started_at is not None:  # an earlier delivery started it: is it still running?
+        found = await _ask(bus, task, JobControl(action="wait", wait_seconds=0))
+        if found is None:
             return LOST
-        request = JobStartRequest(
-            user_id=task.user_id,
-            thread_id=task.thread_id,
-            command=task.prompt,
-            timeout_seconds=task.timeout_seconds,
-            egress=task.egress,
-            run_id=task.parent_run_id,
-            job_id=job_id(task),
-        )
+        state = found
+    else:
+        # A broker that runs it already (an earlier delivery's start whose mark was not written)
+        # answers with its state instead of starting it again.
         try:
             state = await call(
                 bus,
                 "sandbox",
                 "start_job",
-                request,
+                JobStartRequest(
+                    user_id=task.user_id,
+                    thread_id=task.thread_id,
+                    command=task.prompt,
+                    timeout_seconds=task.timeout_seconds,
+                    egress=task.egress,
+                    run_id=task.parent_run_id,
+                    job_id=job_id(task),
+                ),
                 JobReply,
                 timeout=30.0,
                 errors=from_code,
@@ -162,19 +165,28 @@ async def follow(bus: Bus, task: SubagentTask) -> JobReply | str:
         await _mark_started(bus, task)
         log.info("background command %s of run %s started", task.task_id, task.parent_run_id)
     while state.state == "running":
-        state = await _ask(bus, task, JobControl(action="wait", wait_seconds=WAIT_SECONDS))
-        if state is None:
+        found = await _ask(bus, task, JobControl(action="wait", wait_seconds=WAIT_SECONDS))
+        if found is None:
             return LOST
+        state = found
     return state
 
 
 async def _ask(bus: Bus, task: SubagentTask, control: JobControl) -> JobReply | None:
-    try:
-        return await bus.request(
-            job_subject(bus, task), control, JobReply, timeout=control.wait_seconds + ANSWER_GRACE
-        )
-    except (NoResponders, RequestTimeout):  # no broker runs (or remembers) it
-        return None
+    """The broker's answer about the job; None when no broker runs (or remembers) it: none is up
+    at all, or none answered twice in a row (a broker whose loop stalled once is not taken for gone)."""
+    for attempt in range(2):
+        try:
+            return await bus.request(
+                job_subject(bus, task), control, JobReply, timeout=control.wait_seconds + ANSWER_GRACE
+            )
+        except NoResponders:  # no broker is up: none runs it
+            return None
+        except RequestTimeout:
+            if attempt:
+                return None
+            log.info("background command %s: no broker answered; asking once more", task.task_id)
+    return None
 
 
 async def _mark_started(bus: Bus, task: SubagentTask) -> None:

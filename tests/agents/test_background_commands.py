@@ -31,10 +31,11 @@ from bus.runs import collect_run, submit_run
 from bus.service import call
 from config import AppConfig
 from sandbox.client import SandboxClient
+from tests.conftest import finished
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.eventually import eventually
-from tests.support.runner import KillRunner, StartRunner, StartStack, ask, running_runner
-from tests.support.sandbox import needs_bwrap, running_broker
+from tests.support.runner import AntlerCli, KillRunner, StartRunner, StartStack, ask, running_runner
+from tests.support.sandbox import exec_once_up, needs_bwrap, running_broker
 from tests.support.subagents import running_executor, tool_results
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(180)]
@@ -375,3 +376,43 @@ async def test_deleting_the_thread_kills_its_background_command_and_nothing_repo
     assert ended.status == "cancelled"
     runs = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
     assert await runs.get(report_of(first.run_id, "call_gone", thread)) is None, "nothing reports into it"
+
+
+@needs_bwrap
+async def test_a_background_command_whose_broker_was_sigkilled_is_reported_failed_saying_so(
+    bus: Bus,
+    fake_model: FakeOpenAI,
+    config_data: dict[str, Any],
+    start_stack: StartStack,
+    antler_cli: AntlerCli,
+) -> None:
+    """Its processes die with their broker; the executor, hearing no broker answer for the command,
+    reports it failed (not lost in silence, not started again)."""
+    config_data["sandbox"] = {"provider": "bwrap"}
+    marker = f"{uuid.uuid4().int % 10**6}.{uuid.uuid4().int % 983}"
+    command = f"echo started >> /mnt/user-data/workspace/starts; sleep {marker}"
+    fake_model.script(
+        Reply(tool_calls=[background_bash("call_mirror", command)], when="Mirror"),
+        Reply(text="Mirroring in the background.", when="Started background command"),
+        Reply(text="The mirror died with its sandbox.", when="<background_task_result"),
+    )
+    thread = f"t-bgsigkill-{uuid.uuid4().hex[:6]}"
+    first = ask(thread, "Mirror the site")
+    async with start_stack(running_executor, running_runner):
+        broker = await antler_cli("run", "sandbox")
+        try:
+            await exec_once_up(bus, thread)
+            await submit_run(bus, first)
+            assert final_text(await collect_run(bus, first.run_id)) == "Mirroring in the background."
+            await eventually(lambda: processes_with(f"sleep {marker}"), "the command runs")
+        finally:
+            broker.kill()
+            await finished(broker)
+        await eventually(
+            lambda: not processes_with(f"sleep {marker}"), "its processes died with the broker", 30
+        )
+        report = await collect_run(bus, report_of(first.run_id, "call_mirror", thread), timeout=90)
+    assert final_text(report) == "The mirror died with its sandbox."
+    read = fake_model.agent_requests[-1]["messages"][-1]["content"]
+    assert "Status: failed" in read
+    assert "it was not started again" in read
