@@ -27,6 +27,7 @@ from typing import Any
 from bus import Bus, decode, encode
 from bus.messages import ExecReply, ExecRequest, JobControl, JobReply, JobStartRequest
 from bus.messages.base import ErrorInfo
+from bus.tasks import cancel_and_wait
 from sandbox.errors import SandboxError
 
 log = logging.getLogger(__name__)
@@ -79,10 +80,7 @@ class Jobs:
         if self._subscription is not None:
             with contextlib.suppress(Exception):
                 await self._subscription.unsubscribe()
-        running = [job.task for job in self.jobs.values() if not job.task.done()]
-        for task in running:
-            task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        await cancel_and_wait(*(job.task for job in self.jobs.values()), every=0.5)
         answers = [answer for job in self.jobs.values() for answer in job.waiters]
         await asyncio.gather(*answers, return_exceptions=True)
 
@@ -144,8 +142,11 @@ class Jobs:
             if control.action == "kill" and not job.task.done():
                 log.info("background command %s: killed on request", job.request.job_id)
                 job.killed = True
-                job.task.cancel()
-                await asyncio.wait([job.task], timeout=KILL_WAIT_SECONDS)
+                # Cancelled again until it ends: a cancel that lands as one of its awaits completes
+                # can be lost (3.11's wait_for, inside the NATS client), and the command would run on.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(KILL_WAIT_SECONDS):
+                        await cancel_and_wait(job.task, every=0.5)
             elif control.action == "wait":
                 await asyncio.wait([job.task], timeout=control.wait_seconds)
             if msg.reply:  # not for a kill published without asking for an answer

@@ -32,14 +32,13 @@ from bus.messages import (
     BackgroundTask,
     JobControl,
     JobReply,
-    JobStartRequest,
     SubagentResult,
     SubagentTask,
     utcnow,
 )
 from bus.records import RecordStore
-from bus.service import call
-from sandbox.errors import SandboxError, from_code
+from sandbox.client import SandboxClient
+from sandbox.errors import SandboxError
 from sandbox.hygiene import check_command
 
 log = logging.getLogger(__name__)
@@ -141,24 +140,10 @@ async def follow(bus: Bus, task: SubagentTask) -> JobReply | str:
     else:
         # A broker that runs it already (an earlier delivery's start whose mark was not written)
         # answers with its state instead of starting it again.
+        client = SandboxClient(bus, task.user_id, task.thread_id)
         try:
-            state = await call(
-                bus,
-                "sandbox",
-                "start_job",
-                JobStartRequest(
-                    user_id=task.user_id,
-                    thread_id=task.thread_id,
-                    command=task.prompt,
-                    timeout_seconds=task.timeout_seconds,
-                    egress=task.egress,
-                    run_id=task.parent_run_id,
-                    job_id=job_id(task),
-                ),
-                JobReply,
-                timeout=30.0,
-                errors=from_code,
-                unavailable="no sandbox broker is running; start it (antler up / antler run sandbox)",
+            state = await client.start_job(
+                task.prompt, job_id(task), task.timeout_seconds, egress=task.egress, run_id=task.parent_run_id
             )
         except SandboxError as exc:
             return f"Error ({exc.code}): {exc.message}"
