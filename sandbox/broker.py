@@ -299,6 +299,7 @@ class Broker:
             json.dumps(
                 {
                     "event": "exec",
+                    "background": isinstance(req, JobStartRequest),
                     "user": req.user_id,
                     "thread": req.thread_id,
                     "run": req.run_id,
