@@ -53,9 +53,7 @@ def report_run_id(task: SubagentTask) -> str:
 
 def report_prompt(task: SubagentTask, result: SubagentResult) -> str:
     if task.kind == "command":
-        from agents.subagents.background_commands import report_prompt as command_report
-
-        return command_report(task, result)
+        return command_report_prompt(task, result)
     if result.status == "completed":
         capped = " (it stopped at its turn limit)" if result.stop_reason else ""
         outcome = f"Status: completed{capped}\nResult:\n{result.result}"
@@ -66,6 +64,22 @@ def report_prompt(task: SubagentTask, result: SubagentResult) -> str:
         f"Task: {task.description or task.prompt[:200]}\n{outcome}\n"
         "</background_task_result>\n"
         "A task you started in the background earlier has ended. Tell the user what came of it "
+        "(or why it did not finish), and go on from there."
+    )
+
+
+def command_report_prompt(task: SubagentTask, result: SubagentResult) -> str:
+    """What the agent reads when the command has ended."""
+    exit_code = "" if result.exit_code is None else f"\nExit code: {result.exit_code}"
+    error = f"\nError: {result.error}" if result.error and result.status != "failed" else ""
+    if result.status == "failed" and result.exit_code is None:
+        error = f"\nError: {result.error or 'no detail'}"
+    output = f"\nOutput (its end):\n{result.result}" if result.result else ""
+    return (
+        f'<background_task_result task_id="{task.task_id}" kind="command">\n'
+        f"Command: {json.dumps(task.prompt[:2000])}\nStatus: {result.status}{exit_code}{error}{output}\n"
+        "</background_task_result>\n"
+        "A command you started in the background earlier has ended. Tell the user what came of it "
         "(or why it did not finish), and go on from there."
     )
 

@@ -19,13 +19,19 @@ Who may die meanwhile:
 
 from __future__ import annotations
 
-import json
+import asyncio
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from langchain.tools import ToolRuntime
+from langchain_core.tools import ToolException
+
 from agents.background_stop import command_job_id, kill_command
 from agents.subagents import background
+from agents.subagents.task_tool import executor_running
+from agents.tools.sandbox import BackgroundStarter
 from bus import Bus
 from bus.errors import NoResponders, RequestTimeout
 from bus.messages import (
@@ -37,6 +43,7 @@ from bus.messages import (
     utcnow,
 )
 from bus.records import RecordStore
+from config.sandbox import SandboxConfig
 from sandbox.client import SandboxClient
 from sandbox.errors import SandboxError
 from sandbox.hygiene import check_command
@@ -82,6 +89,54 @@ def placement_turn(state: Any, call_id: str) -> int:
     return turn
 
 
+def starter(bus: Bus, settings: SandboxConfig) -> BackgroundStarter:
+    """bash's `run_in_background` for the runner's tools (`agents.tools.sandbox`)."""
+
+    async def start_command(
+        runtime: ToolRuntime[Any, Any], command: str, timeout_seconds: float | None
+    ) -> str:
+        context = runtime.context
+        report = getattr(context, "report", None)
+        if report is None:
+            raise ToolException(
+                "Error: this run cannot start background commands (nothing to report back to)"
+            )
+        if settings.max_background_commands == 0:
+            raise ToolException(
+                "Error: background commands are turned off (sandbox.max_background_commands is 0)"
+            )
+        refused = refusal(command)
+        if refused is not None:
+            raise ToolException(f"Error: {refused}")
+        if not await executor_running(bus):
+            raise ToolException(
+                "Error: no subagent executor is running to follow background commands "
+                "(antler up starts one; or antler run subagents); run it without run_in_background"
+            )
+        call_id = runtime.tool_call_id or ""
+        limit = settings.background_timeout_seconds
+        task = SubagentTask(
+            # One task per call, however often the run resumes; per turn too (call ids may repeat).
+            task_id=f"{call_id}-t{placement_turn(runtime.state, call_id)}",
+            parent_run_id=getattr(context, "run_id", ""),
+            thread_id=getattr(context, "thread_id", ""),
+            user_id=getattr(context, "user_id", "default"),
+            kind="command",
+            subagent_type="",
+            description=command.strip().splitlines()[0][:80] if command.strip() else "",
+            prompt=command,
+            timeout_seconds=min(timeout_seconds, limit) if timeout_seconds else limit,
+            egress=getattr(context, "egress", None),
+            background=report,
+        )
+        try:
+            return await start(bus, task, settings.max_background_commands)
+        except ValueError as exc:
+            raise ToolException(f"Error: {exc}") from exc
+
+    return start_command
+
+
 async def start(bus: Bus, task: SubagentTask, limit: int) -> str:
     """Record the command and hand it to the executors; what the model reads.
 
@@ -124,6 +179,20 @@ async def kill(bus: Bus, task: SubagentTask | BackgroundTask) -> None:
 
 
 # --------------------------------------------------------------------- the executor's side
+
+
+async def run_to_end(bus: Bus, task: SubagentTask, on_purpose: Callable[[], bool]) -> SubagentResult:
+    """The command followed to its end (`follow`), as a task's outcome. Cancelled `on_purpose()`
+    (its cancel, its thread deleted), it is killed; else (the executor stops) it runs on, for the
+    next delivery to follow."""
+    started = utcnow()
+    try:
+        state = await follow(bus, task)
+    except asyncio.CancelledError:
+        if on_purpose():
+            await kill(bus, task)
+        raise
+    return outcome(task, state, started)
 
 
 async def follow(bus: Bus, task: SubagentTask) -> JobReply | str:
@@ -218,19 +287,3 @@ def output_text(output: str, cut: int, warnings: list[str]) -> str:
         text = f"[... {cut_here + cut} earlier characters not shown ...]\n{text[cut_here:]}"
     lines = [text] if text else ["(no output)"]
     return "\n".join([*lines, *(f"[{w}]" for w in warnings)])
-
-
-def report_prompt(task: SubagentTask, result: SubagentResult) -> str:
-    """What the agent reads when the command has ended."""
-    exit_code = "" if result.exit_code is None else f"\nExit code: {result.exit_code}"
-    error = f"\nError: {result.error}" if result.error and result.status != "failed" else ""
-    if result.status == "failed" and result.exit_code is None:
-        error = f"\nError: {result.error or 'no detail'}"
-    output = f"\nOutput (its end):\n{result.result}" if result.result else ""
-    return (
-        f'<background_task_result task_id="{task.task_id}" kind="command">\n'
-        f"Command: {json.dumps(task.prompt[:2000])}\nStatus: {result.status}{exit_code}{error}{output}\n"
-        "</background_task_result>\n"
-        "A command you started in the background earlier has ended. Tell the user what came of it "
-        "(or why it did not finish), and go on from there."
-    )

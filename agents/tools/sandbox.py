@@ -12,6 +12,7 @@ a command killed at its time limit is.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.tools import ToolRuntime
@@ -22,8 +23,6 @@ from langgraph.types import Command
 from agents.tools.decorator import tool
 from bus import Bus
 from bus.layout import USER_DATA
-from bus.messages import SubagentTask
-from config.sandbox import SandboxConfig
 from sandbox.client import SandboxClient
 from sandbox.errors import SandboxError
 
@@ -42,9 +41,15 @@ def _failed(exc: SandboxError) -> ToolException:
     return ToolException(_error(exc))
 
 
-def make_sandbox_tools(bus: Bus, background: SandboxConfig | None = None) -> list[BaseTool]:
-    """The tools, bound to one bus connection; `background`: the settings of bash's
-    `run_in_background` (None: commands run in the foreground only, as a subagent's do)."""
+# bash's `run_in_background`: `await start(runtime, command, timeout_seconds)` is what the model
+# reads (a ToolException when it cannot start). The runner's is
+# `agents.subagents.background_commands.starter`.
+BackgroundStarter = Callable[[ToolRuntime[Any, Any], str, float | None], Awaitable[str]]
+
+
+def make_sandbox_tools(bus: Bus, background: BackgroundStarter | None = None) -> list[BaseTool]:
+    """The tools, bound to one bus connection; `background` starts bash's background commands
+    (None: commands run in the foreground only, as a subagent's do)."""
 
     @tool
     async def bash(
@@ -70,7 +75,9 @@ def make_sandbox_tools(bus: Bus, background: SandboxConfig | None = None) -> lis
         """
         context = runtime.context
         if run_in_background:
-            return await _start_in_background(bus, runtime, command, timeout_seconds, background)
+            if background is None:
+                raise ToolException("Error: commands cannot run in the background here; run it without it")
+            return await background(runtime, command, timeout_seconds)
         try:
             result = await _client(bus, runtime).exec(
                 command,
@@ -171,58 +178,6 @@ def make_sandbox_tools(bus: Bus, background: SandboxConfig | None = None) -> lis
     for each in tools:
         each.handle_tool_error = True  # a ToolException becomes a tool message with status "error"
     return tools
-
-
-async def _start_in_background(
-    bus: Bus,
-    runtime: ToolRuntime[Any, Any],
-    command: str,
-    timeout_seconds: float | None,
-    settings: SandboxConfig | None,
-) -> str:
-    """bash's `run_in_background` (`agents.subagents.background_commands`): the task started, or
-    a ToolException saying why not."""
-    from agents.subagents import background_commands
-    from agents.subagents.task_tool import executor_running
-
-    context = runtime.context
-    report = getattr(context, "report", None)
-    if settings is None or report is None:
-        raise ToolException(
-            "Error: commands cannot run in the background here; run it without run_in_background"
-        )
-    if settings.max_background_commands == 0:
-        raise ToolException(
-            "Error: background commands are turned off (sandbox.max_background_commands is 0)"
-        )
-    refused = background_commands.refusal(command)
-    if refused is not None:
-        raise ToolException(f"Error: {refused}")
-    if not await executor_running(bus):
-        raise ToolException(
-            "Error: no subagent executor is running to follow background commands "
-            "(antler up starts one; or antler run subagents); run it without run_in_background"
-        )
-    call_id = runtime.tool_call_id or ""
-    limit = settings.background_timeout_seconds
-    task = SubagentTask(
-        # One task per call, however often the run resumes; per turn too (call ids may repeat).
-        task_id=f"{call_id}-t{background_commands.placement_turn(runtime.state, call_id)}",
-        parent_run_id=getattr(context, "run_id", ""),
-        thread_id=getattr(context, "thread_id", ""),
-        user_id=getattr(context, "user_id", "default"),
-        kind="command",
-        subagent_type="",
-        description=command.strip().splitlines()[0][:80] if command.strip() else "",
-        prompt=command,
-        timeout_seconds=min(timeout_seconds, limit) if timeout_seconds else limit,
-        egress=getattr(context, "egress", None),
-        background=report,
-    )
-    try:
-        return await background_commands.start(bus, task, settings.max_background_commands)
-    except ValueError as exc:
-        raise ToolException(f"Error: {exc}") from exc
 
 
 def make_view_image_tool(bus: Bus) -> BaseTool:
