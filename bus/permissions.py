@@ -118,8 +118,17 @@ RIGHTS: dict[str, Rights] = {
         publish=("subagents.progress.*", "audit.>", "runs.submit"),
         stream_info=("CHAT_IN_0", "CHAT_IN"),  # as a submitter: which stream a run's events go to
         subscribe=("subagents.cancel.*", "runs.ctl.*"),
-        kv_write=("subagent_results", "settings", "model_slots", "usage", "runs", "thread_runs"),
-        kv_read=("memory", "access", "background_tasks"),
+        # background_tasks: a background command's record says when a broker started it (never twice)
+        kv_write=(
+            "subagent_results",
+            "settings",
+            "model_slots",
+            "usage",
+            "runs",
+            "thread_runs",
+            "background_tasks",
+        ),
+        kv_read=("memory", "access"),
         files=True,  # custom skills' versions, as the runner
         serve=("subagents",),
         call=("sandbox",),

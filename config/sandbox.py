@@ -56,6 +56,18 @@ class SandboxConfig(Section):
         "skill's endpoint and key).",
     )
     command_timeout_seconds: float = Field(120.0, gt=0)
+    background_timeout_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="A command the agent runs in the background (bash's run_in_background) is killed "
+        "after this long.",
+    )
+    max_background_commands: int = Field(
+        2,
+        ge=0,
+        description="Background commands one thread may have running at once; more are refused with "
+        "an error. 0 turns background commands off.",
+    )
     grep_timeout_seconds: float = Field(
         30.0, gt=0, description="The grep tool's deadline: a pattern still matching then is killed."
     )

@@ -1,7 +1,7 @@
 """The sandbox broker: a NATS micro service running commands and file operations per user and thread.
 
-Endpoints (`<prefix>.sandbox.<name>`): exec, read_file, write_file, list_dir,
-str_replace, glob, grep. It also follows `<prefix>.events.thread.deleted`
+Endpoints (`<prefix>.sandbox.<name>`): exec, start_job (a background command, `sandbox.jobs`),
+read_file, write_file, list_dir, str_replace, glob, grep. It also follows `<prefix>.events.thread.deleted`
 (`sandbox.cleanup`): a deleted thread's directories go. Commands and greps
 share the broker fairly between users (`sandbox.fairness`) and stay within
 the thread's disk quota (`sandbox.quota`). Every failure is a reply with an
@@ -31,6 +31,8 @@ from bus.messages import (
     GrepMatch,
     GrepReply,
     GrepRequest,
+    JobReply,
+    JobStartRequest,
     ListDirReply,
     ListDirRequest,
     ReadFileReply,
@@ -49,6 +51,7 @@ from sandbox.cleanup import ThreadCleaner
 from sandbox.errors import InvalidRequest, NotAllowed, TooLarge
 from sandbox.fairness import UserSlots
 from sandbox.hygiene import check_command
+from sandbox.jobs import Jobs
 from sandbox.objects import FileSync
 from sandbox.paths import ThreadFS
 from sandbox.providers import Outcome, Provider, make_provider
@@ -73,6 +76,7 @@ class Broker:
         self.sync = sync
         self.locks = files.PathLocks()
         self.slots = UserSlots(config.sandbox.max_commands_per_user, config.sandbox.max_waiting_per_user)
+        self.jobs = Jobs(bus, self.run_command, config.sandbox.background_timeout_seconds)
 
     def fs(self, request: SandboxRequest) -> ThreadFS:
         skills = self.skills if self.skills.is_dir() else None
@@ -83,26 +87,41 @@ class Broker:
     # ------------------------------------------------------------------ endpoints
 
     async def exec(self, req: ExecRequest) -> ExecReply:
-        started = time.monotonic()
+        limit = self.config.command_timeout_seconds
+        timeout = min(req.timeout_seconds, limit) if req.timeout_seconds else limit
+        self._refusal(req, time.monotonic())  # refused at once, before waiting for a slot
+        async with self.slots.hold(req.user_id):
+            return await self.run_command(req, timeout)
+
+    async def start_job(self, req: JobStartRequest) -> JobReply:
+        """A background command (`sandbox.jobs`): started, answered at once."""
+        self._refusal(req, time.monotonic())
+        return await self.jobs.start(req)
+
+    def _refusal(self, req: ExecRequest, started: float) -> list[str]:
+        """The command's warnings, or the refusal it gets (raised)."""
         reason, warnings = check_command(req.command)
         if reason is not None:
             self._audit(req, exit_code=None, started=started, refused=reason)
             if reason.startswith("refused"):
                 raise NotAllowed(f"{reason}. Use a safer command.")
             raise InvalidRequest(reason)
+        return warnings
+
+    async def run_command(self, req: ExecRequest, timeout: float) -> ExecReply:
+        """Run a command within `timeout` (the caller holds the user's slot if it should)."""
+        started = time.monotonic()
+        warnings = self._refusal(req, started)
         await self._skills_current(req.command)
         fs = self.fs(req)
-        async with self.slots.hold(req.user_id):
-            await self.sync.pull_uploads(fs)
-            limit = self.config.command_timeout_seconds
-            timeout = min(req.timeout_seconds, limit) if req.timeout_seconds else limit
-            try:
-                outcome = await self._run_within_quota(fs, req, timeout)
-            except TooLarge as exc:
-                self._audit(req, exit_code=None, started=started, refused=exc.message, refusal="too_large")
-                raise
-            await self.sync.push_outputs(fs)
-            used = await asyncio.to_thread(quota.usage, fs)
+        await self.sync.pull_uploads(fs)
+        try:
+            outcome = await self._run_within_quota(fs, req, timeout)
+        except TooLarge as exc:
+            self._audit(req, exit_code=None, started=started, refused=exc.message, refusal="too_large")
+            raise
+        await self.sync.push_outputs(fs)
+        used = await asyncio.to_thread(quota.usage, fs)
         warnings = [*warnings, *self._limit_warnings(outcome), *outcome.notes]
         if used > self._quota_bytes:
             warnings.append(quota.over_quota_message(used, self.config.max_thread_mb))
@@ -280,6 +299,7 @@ class Broker:
             json.dumps(
                 {
                     "event": "exec",
+                    "background": isinstance(req, JobStartRequest),
                     "user": req.user_id,
                     "thread": req.thread_id,
                     "run": req.run_id,
@@ -302,8 +322,10 @@ async def serve_broker(bus: Bus, config: AppConfig) -> tuple[Running, ThreadClea
     cleaner = ThreadCleaner(bus, broker.root, broker.sync.forget)
     await cleaner.start()
     await broker.skills_follower.start()
+    await broker.jobs.start_listening()
     endpoints: list[Endpoint[Any, Any]] = [
         Endpoint("exec", ExecRequest, ExecReply, broker.exec),
+        Endpoint("start_job", JobStartRequest, JobReply, broker.start_job),
         Endpoint("read_file", ReadFileRequest, ReadFileReply, broker.read_file),
         Endpoint("write_file", WriteFileRequest, WriteFileReply, broker.write_file),
         Endpoint("list_dir", ListDirRequest, ListDirReply, broker.list_dir),
@@ -334,6 +356,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
         await asyncio.Future()
     finally:
         await service.stop()
+        await broker.jobs.stop()
         await cleaner.stop()
         await broker.skills_follower.close()
         broker.provider.limits.stop()

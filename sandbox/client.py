@@ -18,6 +18,8 @@ from bus.messages import (
     GlobRequest,
     GrepReply,
     GrepRequest,
+    JobReply,
+    JobStartRequest,
     ListDirReply,
     ListDirRequest,
     ReadFileReply,
@@ -79,6 +81,27 @@ class SandboxClient:
         )
         wait = (timeout or MAX_COMMAND_SECONDS) + _GRACE
         return await self._call("exec", request, ExecReply, timeout=wait)
+
+    async def start_job(
+        self,
+        command: str,
+        job_id: str,
+        timeout: float | None = None,
+        *,
+        egress: EgressPolicy | None = None,
+        run_id: str | None = None,
+    ) -> JobReply:
+        """Start a background command (`sandbox.jobs`) and answer at once; its end is asked for on
+        `<prefix>.sandbox.job.<job_id>`. Refusals (the hygiene checks) raise as `exec`'s do."""
+        request = JobStartRequest(
+            **self._base(),
+            command=command,
+            timeout_seconds=timeout,
+            egress=egress,
+            run_id=run_id,
+            job_id=job_id,
+        )
+        return await self._call("start_job", request, JobReply)
 
     async def read_file(
         self, path: str, start_line: int | None = None, end_line: int | None = None

@@ -153,10 +153,13 @@ def build_tools(
     task_tools: Sequence[BaseTool] = (),
 ) -> list[BaseTool]:
     """The lead's tools for these options; `task_tools` (`task` and the background tasks' tools)
-    only where subagents are on."""
+    where subagents are on, and the background tasks' tools also where bash may run commands in the
+    background."""
     tools = [ask_clarification, present_files, *config_tools(config), *(extra or [])]
     if options.subagent_enabled and config.subagents.enabled:
         tools += task_tools
+    elif config.sandbox.max_background_commands > 0:  # bash's background commands are listed, cancelled
+        tools += [t for t in task_tools if t.name != "task"]
     model = config.get_model(options.model_name)
     if model is None or not model.supports_vision:
         tools = [t for t in tools if t.name != "view_image"]  # only models that can see get it

@@ -9,6 +9,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 
 from agents.graph.lead import AgentCache
+from agents.subagents import background_commands
 from agents.subagents.background import make_background_tools
 from agents.subagents.task_tool import make_task_tool
 from agents.tools.browser import make_browser_tools
@@ -24,7 +25,7 @@ from config import AppConfig
 def own_tools(bus: Bus, config: AppConfig) -> list[BaseTool]:
     """The runner's built-in tools, bound to its bus connection (the task tool aside)."""
     return [
-        *make_sandbox_tools(bus),
+        *make_sandbox_tools(bus, background_commands.starter(bus, config.sandbox)),
         make_view_image_tool(bus),
         *make_agent_tools(bus, config),
         *make_schedule_tools(bus),

@@ -6,6 +6,9 @@
 - `types`: the subagent types (`general-purpose`, `bash`, and `subagents.agents`).
 - `task_tool`: the lead's `task` tool, which the runner binds (it publishes the task and relays
   its progress).
+- `background`: tasks started in the background, `list_background_tasks` and
+  `cancel_background_task`, and the run that reports an outcome; `background_commands`: bash's
+  `run_in_background`, a background task the executor has a sandbox broker run.
 
 Importing this package loads no LangChain (`antler up` hosts the executor beside components that
 need none).

@@ -26,6 +26,7 @@ from typing import Any
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool
 
+from agents.background_stop import kill_command
 from agents.follow_up import follow_up_run
 from agents.tools.decorator import tool
 from bus import Bus, decode
@@ -51,6 +52,8 @@ def report_run_id(task: SubagentTask) -> str:
 
 
 def report_prompt(task: SubagentTask, result: SubagentResult) -> str:
+    if task.kind == "command":
+        return command_report_prompt(task, result)
     if result.status == "completed":
         capped = " (it stopped at its turn limit)" if result.stop_reason else ""
         outcome = f"Status: completed{capped}\nResult:\n{result.result}"
@@ -61,6 +64,22 @@ def report_prompt(task: SubagentTask, result: SubagentResult) -> str:
         f"Task: {task.description or task.prompt[:200]}\n{outcome}\n"
         "</background_task_result>\n"
         "A task you started in the background earlier has ended. Tell the user what came of it "
+        "(or why it did not finish), and go on from there."
+    )
+
+
+def command_report_prompt(task: SubagentTask, result: SubagentResult) -> str:
+    """What the agent reads when the command has ended."""
+    exit_code = "" if result.exit_code is None else f"\nExit code: {result.exit_code}"
+    error = f"\nError: {result.error}" if result.error and result.status != "failed" else ""
+    if result.status == "failed" and result.exit_code is None:
+        error = f"\nError: {result.error or 'no detail'}"
+    output = f"\nOutput (its end):\n{result.result}" if result.result else ""
+    return (
+        f'<background_task_result task_id="{task.task_id}" kind="command">\n'
+        f"Command: {json.dumps(task.prompt[:2000])}\nStatus: {result.status}{exit_code}{error}{output}\n"
+        "</background_task_result>\n"
+        "A command you started in the background earlier has ended. Tell the user what came of it "
         "(or why it did not finish), and go on from there."
     )
 
@@ -110,7 +129,7 @@ async def start(bus: Bus, task: SubagentTask) -> str:
     )
 
 
-class _Tasks:
+class ThreadTasks:
     """A thread's background tasks with their state, newest first."""
 
     def __init__(self, bus: Bus) -> None:
@@ -148,6 +167,8 @@ class _Tasks:
             parent_run_id=record.parent_run_id, task_id=record.task_id, reason="cancelled on request"
         )
         await self.bus.publish_core(self.bus.subjects.subagent_cancel(record.parent_run_id), stop)
+        if record.kind == "command":  # killed where it runs, even with no executor waiting for it
+            await kill_command(self.bus, record.parent_run_id, record.task_id)
 
 
 def _status(record: BackgroundTask, result: SubagentResult | None) -> str:
@@ -157,25 +178,31 @@ def _status(record: BackgroundTask, result: SubagentResult | None) -> str:
 
 
 def _shown(record: BackgroundTask, result: SubagentResult | None) -> dict[str, Any]:
+    kind = (
+        {"command": record.command} if record.kind == "command" else {"subagent_type": record.subagent_type}
+    )
     return {
         "task_id": record.task_id,
+        "kind": record.kind,
         "description": record.description,
-        "subagent_type": record.subagent_type,
+        **kind,
         "status": _status(record, result),
         "started_at": record.created_at.isoformat(),
         "ended_at": result.ended_at.isoformat() if result else None,
         "error": result.error if result else None,
+        **({"exit_code": result.exit_code} if result and record.kind == "command" else {}),
     }
 
 
 def make_background_tools(bus: Bus) -> list[BaseTool]:
     """`list_background_tasks` and `cancel_background_task`, as DeerFlow names them."""
-    tasks = _Tasks(bus)
+    tasks = ThreadTasks(bus)
 
     @tool
     async def list_background_tasks(runtime: ToolRuntime[Any, Any], active_only: bool = False) -> str:
-        """List this conversation's background tasks (started with task's run_in_background): id,
-        description, status (running, cancelling, completed, failed, cancelled, timed_out).
+        """List this conversation's background tasks (started with run_in_background of task or
+        bash): id, kind (subagent or command), description, status (running, cancelling,
+        completed, failed, cancelled, timed_out).
 
         Args:
             active_only: Only the tasks still running.
@@ -188,7 +215,7 @@ def make_background_tools(bus: Bus) -> list[BaseTool]:
 
     @tool
     async def cancel_background_task(runtime: ToolRuntime[Any, Any], task: str | None = None) -> str:
-        """Cancel one running background task of this conversation.
+        """Cancel one running background task of this conversation (a command is killed).
 
         Args:
             task: The task's id or its exact description, as list_background_tasks shows them;
@@ -208,6 +235,11 @@ def make_background_tools(bus: Bus) -> list[BaseTool]:
         await tasks.request_cancel(active[0])
         shown = _shown(active[0], None) | {"status": "cancelling"}
         message = "Cancellation requested; the task stops and does not report back."
+        if active[0].kind == "command":
+            message = (
+                "Cancellation requested; the command is killed with all its processes and does not "
+                "report back."
+            )
         return json.dumps({"cancelled": True, "task": shown, "message": message})
 
     return [list_background_tasks, cancel_background_task]

@@ -30,7 +30,6 @@ from langchain.agents.middleware import AgentMiddleware, ToolErrorMiddleware
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphRecursionError
-from nats.js.errors import KeyWrongLastSequenceError
 
 from access.egress import egress_policy
 from access.runner import RunAccess, tool_filter
@@ -55,8 +54,8 @@ from agents.graph.middleware.untrusted import UntrustedContentMiddleware
 from agents.graph.patches import middleware_spans
 from agents.graph.prompt import skills_section
 from agents.graph.state import ThreadState, thread_data
-from agents.subagents import background
-from agents.subagents.outcomes import ended_outcome, outcome_from_state
+from agents.subagents import background, background_commands
+from agents.subagents.outcomes import ended_outcome, outcome_from_state, store_outcome, stored_outcome
 from agents.subagents.stops import REMEMBER_STOPS, Stops
 from agents.subagents.types import SubagentType, subagent_types
 from agents.telemetry import invoke_subagent
@@ -65,7 +64,7 @@ from agents.tools.custom_agents import mcp_server_map, tool_group_map
 from agents.tools.mcp import McpServers
 from agents.tools.sandbox import make_sandbox_tools, make_view_image_tool
 from agents.tools.thread_files import ThreadFiles
-from bus import Bus, Delivery, decode, encode
+from bus import Bus, Delivery, decode
 from bus.messages import (
     RunControl,
     RunRecord,
@@ -239,13 +238,17 @@ class SubagentExecutor:
             # the first delivery owns the task; this one ends with it.
             await asyncio.wait([running])
             return
-        stored = await self._stored(key)
+        stored = await stored_outcome(self.results, key)
         if stored is not None:  # finished by an earlier delivery (which may not have reported it)
             await self._report(task, stored)
             return
         stop = await self._stopped_before_start(task)
         if stop is not None:
-            await self._report(task, await self._store(key, ended_outcome(task, "cancelled", stop)))
+            if task.kind == "command":  # it may run at a broker already (its executor died)
+                await background_commands.kill(self.bus, task)
+            await self._report(
+                task, await store_outcome(self.results, key, ended_outcome(task, "cancelled", stop))
+            )
             return
         job = asyncio.create_task(invoke_subagent(task, self._run(task)), name=f"subagent:{task.task_id}")
         self._jobs.setdefault(task.parent_run_id, {})[task.task_id] = job
@@ -270,7 +273,7 @@ class SubagentExecutor:
                 self._jobs.pop(task.parent_run_id, None)
             self._cancelled.pop((task.parent_run_id, task.task_id), None)
             self._background.discard((task.parent_run_id, task.task_id))
-        result = await self._store(key, result)
+        result = await store_outcome(self.results, key, result)
         log.info("subagent %s of run %s: %s", task.task_id, task.parent_run_id, result.status)
         await self._report(task, result)
 
@@ -300,9 +303,12 @@ class SubagentExecutor:
             return  # not a task at all: nobody waits for it
         failed = ended_outcome(task, "failed", f"the task could not be run: {reason}")
         key = SubagentResult.key(task.parent_run_id, task.task_id)
-        await self._report(task, await self._store(key, failed))
+        await self._report(task, await store_outcome(self.results, key, failed))
 
     async def _run(self, task: SubagentTask) -> SubagentResult:
+        if task.kind == "command":  # a background command, run at a sandbox broker
+            stopped = (task.parent_run_id, task.task_id)  # in `_cancelled`: stopped on purpose, killed
+            return await background_commands.run_to_end(self.bus, task, lambda: stopped in self._cancelled)
         kind = self.types.get(task.subagent_type)
         if kind is None:
             return ended_outcome(task, "failed", f"no subagent type {task.subagent_type!r}")
@@ -430,20 +436,3 @@ class SubagentExecutor:
                     subject = self.bus.subjects.subagent_progress(task.parent_run_id)
                     await self.bus.publish_core(subject, progress)
         return turns
-
-    async def _stored(self, key: str) -> SubagentResult | None:
-        try:
-            entry = await self.results.get(key)
-        except Exception:  # not there
-            return None
-        return decode(SubagentResult, entry.value) if entry.value else None
-
-    async def _store(self, key: str, result: SubagentResult) -> SubagentResult:
-        """The first outcome stands (another delivery may have finished the task meanwhile): the
-        outcome that does."""
-        try:
-            await self.results.create(key, encode(result))
-        except KeyWrongLastSequenceError:
-            log.info("subagent %s: an outcome was stored already; keeping it", result.task_id)
-            return await self._stored(key) or result
-        return result

@@ -1,13 +1,19 @@
-"""A subagent task's outcome (`SubagentResult`), from its child thread's state or from how it ended."""
+"""A subagent task's outcome (`SubagentResult`), from its child thread's state or from how it ended;
+kept in KV `<prefix>_subagent_results`, where the first stored stands."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, cast
 
 from langchain_core.messages import AIMessage
+from nats.js.errors import KeyWrongLastSequenceError
 
+from bus import decode, encode
 from bus.content import text_of
 from bus.messages import SubagentResult, SubagentTask, Usage
+
+log = logging.getLogger(__name__)
 
 
 def outcome_from_state(
@@ -49,3 +55,23 @@ def ended_outcome(task: SubagentTask, status: str, error: str) -> SubagentResult
         status=status,
         error=error,
     )
+
+
+async def stored_outcome(results: Any, key: str) -> SubagentResult | None:
+    """The outcome stored under `key` in the results bucket, if any."""
+    try:
+        entry = await results.get(key)
+    except Exception:  # not there
+        return None
+    return decode(SubagentResult, entry.value) if entry.value else None
+
+
+async def store_outcome(results: Any, key: str, result: SubagentResult) -> SubagentResult:
+    """The first outcome stands (another delivery may have finished the task meanwhile): the
+    outcome that does."""
+    try:
+        await results.create(key, encode(result))
+    except KeyWrongLastSequenceError:
+        log.info("subagent %s: an outcome was stored already; keeping it", result.task_id)
+        return await stored_outcome(results, key) or result
+    return result

@@ -12,6 +12,7 @@ a command killed at its time limit is.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.tools import ToolRuntime
@@ -40,19 +41,43 @@ def _failed(exc: SandboxError) -> ToolException:
     return ToolException(_error(exc))
 
 
-def make_sandbox_tools(bus: Bus) -> list[BaseTool]:
-    """The tools, bound to one bus connection."""
+# bash's `run_in_background`: `await start(runtime, command, timeout_seconds)` is what the model
+# reads (a ToolException when it cannot start). The runner's is
+# `agents.subagents.background_commands.starter`.
+BackgroundStarter = Callable[[ToolRuntime[Any, Any], str, float | None], Awaitable[str]]
+
+
+def make_sandbox_tools(bus: Bus, background: BackgroundStarter | None = None) -> list[BaseTool]:
+    """The tools, bound to one bus connection; `background` starts bash's background commands
+    (None: commands run in the foreground only, as a subagent's do)."""
 
     @tool
-    async def bash(command: str, runtime: ToolRuntime[Any, Any], timeout_seconds: float | None = None) -> str:
+    async def bash(
+        command: str,
+        runtime: ToolRuntime[Any, Any],
+        timeout_seconds: float | None = None,
+        run_in_background: bool = False,
+    ) -> str:
         """Run a bash command in the sandbox and return its output (stdout and stderr together).
 
         The working directory is /mnt/user-data/workspace. Uploaded files are in
         /mnt/user-data/uploads (read-only); put deliverables in /mnt/user-data/outputs.
         Network access is what the administrator allowed (none by default); a refused connection
         is reported after the output.
+
+        Args:
+            command: The command.
+            timeout_seconds: A shorter time limit than the sandbox's.
+            run_in_background: For a long command (a build, a big download, a long computation):
+                start it and answer at once with its task id instead of waiting; its output and exit
+                code come back to this conversation as a new message when it ends. Tell the user it
+                is running; list_background_tasks shows it, cancel_background_task kills it.
         """
         context = runtime.context
+        if run_in_background:
+            if background is None:
+                raise ToolException("Error: commands cannot run in the background here; run it without it")
+            return await background(runtime, command, timeout_seconds)
         try:
             result = await _client(bus, runtime).exec(
                 command,

@@ -56,6 +56,35 @@ class ExecReply(Reply):
     warnings: list[str] = Field(default_factory=list)
 
 
+class JobStartRequest(ExecRequest):
+    """Start a background command (`agents.subagents.background_commands`) and answer at once:
+    `<prefix>.sandbox.start_job`. The broker that takes it runs it under
+    `sandbox.background_timeout_seconds` and answers `JobControl` on `<prefix>.sandbox.job.<job_id>`
+    (every broker listens; only the one running it answers). Starting a job it already knows is
+    no second start."""
+
+    job_id: str = Field(description="A safe NATS token: the job's subject.")
+
+
+class JobControl(Envelope):
+    """Asked of whichever broker runs a background command, on `<prefix>.sandbox.job.<job_id>`:
+    `wait` up to `wait_seconds` for its end (answered then, or with `running`), `kill` it with all
+    its processes (answered at once). No answer: no broker runs or remembers it."""
+
+    action: Literal["wait", "kill"] = "wait"
+    wait_seconds: float = Field(15.0, ge=0, le=60)
+
+
+class JobReply(Reply):
+    """A background command's state: `running`, or `ended` with the command's `result` (its
+    `ExecReply`; `killed` when a `kill` ended it)."""
+
+    job_id: str = ""
+    state: Literal["running", "ended"] = "running"
+    result: ExecReply | None = None
+    killed: bool = False
+
+
 class ReadFileRequest(SandboxRequest):
     """Read a file (or a range of lines) of a thread's sandbox: `<prefix>.sandbox.read_file`."""
 

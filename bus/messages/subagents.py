@@ -13,6 +13,7 @@ from bus.messages.base import (
     Usage,
     utcnow,
 )
+from bus.messages.sandbox import EgressPolicy
 
 # --------------------------------------------------------------------- subagents and memory
 
@@ -57,6 +58,12 @@ class SubagentTask(Envelope):
         description="Set for a task started in the background: its parent run does not wait; its "
         "outcome becomes a new run on the thread (not stopped when the parent run ends).",
     )
+    kind: Literal["subagent", "command"] = Field(
+        "subagent",
+        description="command: a `bash` command run in the background (`prompt` is the command), "
+        "started in the thread's sandbox by the executor, which waits for it and reports it.",
+    )
+    egress: EgressPolicy | None = Field(None, description="A command's: the parent run's egress policy.")
 
 
 class BackgroundTask(Envelope):
@@ -70,6 +77,11 @@ class BackgroundTask(Envelope):
     user_id: str = "default"
     description: str = ""
     subagent_type: str = "general-purpose"
+    kind: Literal["subagent", "command"] = "subagent"
+    command: str = Field("", description="A command's: what it runs.")
+    started_at: datetime | None = Field(
+        None, description="A command's: when a sandbox broker started it (it is never started twice)."
+    )
     cancel_requested_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
@@ -113,6 +125,7 @@ class SubagentResult(Envelope):
     result: str = Field("", description="The subagent's final answer (what it had, if a cap stopped it).")
     error: str | None = None
     stop_reason: str | None = Field(None, description="turn_capped when its turn limit ended it.")
+    exit_code: int | None = Field(None, description="A background command's exit code.")
     turns: int = 0
     usage: Usage = Field(default_factory=Usage)
     started_at: datetime | None = None

@@ -1,6 +1,7 @@
-"""A background task started from a Telegram chat reports into that chat after the turn ended, though
-the adapter process that took the first message was SIGKILLed meanwhile: the report is a run, its
-answer a message on the chat's outbound stream, and a new adapter process delivers it."""
+"""A background task (a subagent's, or a command's: bash's `run_in_background`) started from a
+Telegram chat reports into that chat after the turn ended, though the adapter process that took the
+first message was SIGKILLed meanwhile: the report is a run, its answer a message on the chat's
+outbound stream, and a new adapter process delivers it."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ import pytest_asyncio
 from bus import Bus
 from bus.messages import RunRecord
 from bus.records import RecordStore
+from sandbox.client import SandboxClient
 from tests.channels.conftest import adapter_processes
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support.adapters import StartAdapter
+from tests.support.eventually import eventually
 from tests.support.subagents import running_executor, task_call
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(180)]
@@ -101,5 +104,42 @@ async def test_a_background_result_reaches_the_chat_through_a_new_adapter_proces
             await asyncio.sleep(0.05)
         else:
             pytest.fail(f"the report never reached the chat: {shown(telegram)}")
+    sent = [p for m, p in telegram.calls if m == "sendMessage"]
+    assert [p["chat_id"] for p in sent if p["text"] == REPORT] == [42], "once, into the chat that asked"
+
+
+async def test_a_background_commands_output_reaches_the_chat_through_a_new_adapter_process(
+    bus: Bus,
+    telegram: FakeTelegram,
+    fake_model: FakeOpenAI,
+    nats_url: str,
+    tmp_path: Path,
+    stack_config_file: Path,
+) -> None:
+    """bash's `run_in_background`: the command waits for a file the test writes once the adapter
+    that took the message is dead; its output comes back into the chat through a new one."""
+    gate = "/mnt/user-data/workspace/go"
+    command = f"while [ ! -e {gate} ]; do sleep 0.1; done; echo tides-computed"
+    call = ToolCall("bash", {"command": command, "run_in_background": True}, id="call_tides")
+    fake_model.script(
+        Reply(tool_calls=[call], when="compute"),
+        Reply(text="Computing; I will report back.", when="Started background command"),
+        Reply(text=REPORT, when="tides-computed"),
+    )
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+    async with adapter_processes(stack_config_file, nats_url, tmp_path / "first", 1) as (first,):
+        telegram.send_user_message("please compute the tides")
+        await eventually(lambda: "Computing; I will report back." in shown(telegram), "the first reply")
+        os.kill(first.pid, signal.SIGKILL)
+        await first.wait()
+    runs = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    [asked] = [r for key in await runs.keys() if (r := await runs.get(key))]
+    await SandboxClient(bus, asked.user_id, asked.thread_id).write_file(gate, "")  # the command ends
+    record = await report_ended(bus)  # answered while no adapter ran
+    assert record.status.value == "success"
+    assert REPORT not in shown(telegram)
+    async with adapter_processes(stack_config_file, nats_url, tmp_path / "second", 1):
+        await eventually(lambda: REPORT in shown(telegram), "the report in the chat")
     sent = [p for m, p in telegram.calls if m == "sendMessage"]
     assert [p["chat_id"] for p in sent if p["text"] == REPORT] == [42], "once, into the chat that asked"

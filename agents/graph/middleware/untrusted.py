@@ -9,6 +9,8 @@ history keep what the tools and people actually said):
   escaped and its size bounded;
 - a message from a member of a group chat (the router marks it with `SENDER_KEY` in the message's
   `additional_kwargs`) is fenced the same way, its display name shown as a quoted label;
+- what a background task brought back (a command's output, a subagent's answer), inside the hidden
+  message that reports it (marked `REPORT_KEY`), is fenced the same way;
 - the owner's own messages keep their words but lose invisible characters and forged section tags
   (as DeerFlow's InputSanitizationMiddleware does);
 - once the request holds fenced content, the system prompt gets `BOUNDARY_PROMPT`, which tells the
@@ -38,6 +40,8 @@ log = logging.getLogger(__name__)
 # here for a message from a group chat; the key is the wire contract between the two.
 SENDER_KEY = "antler_sender"
 MAX_MEMBER_MESSAGE_CHARS = 16_000
+# agents.subagents.background marks the hidden message that reports a background task's outcome.
+REPORT_KEY = "background_task"
 
 # Tools whose results are Antler's own structured answers (JSON or a confirmation): cleaned like the
 # rest (names they list lose invisible characters and forged tags) but not fenced, so they stay the
@@ -93,9 +97,26 @@ def _tool_result(message: ToolMessage, source: str) -> ToolMessage:
     return message if content == message.content else message.model_copy(update={"content": content})
 
 
+def _background_report(text: str) -> str:
+    """A background task's report (`agents.subagents.background`): its framing is ours, what the
+    task brought back (a command's output, a subagent's answer from the web) is fenced."""
+    opening = text.find("<background_task_result")
+    start = text.find(">", opening) + 1 if opening >= 0 else 0
+    end = text.rfind("</background_task_result>")  # ours is the last: the task's text comes before
+    if opening < 0 or end < start:
+        return clean(text, max_chars=None)
+    inside = fence(text[start:end].strip("\n"), "background task result")
+    return f"{clean(text[:start], max_chars=None)}\n{inside}\n{clean(text[end:], max_chars=None)}"
+
+
 def _human(message: HumanMessage) -> HumanMessage:
     sender = message.additional_kwargs.get(SENDER_KEY)
-    if isinstance(sender, dict) and sender.get("chat_type") == "group":
+    if message.additional_kwargs.get(REPORT_KEY):
+
+        def change(text: str) -> str:
+            return text if is_fenced(text) else _background_report(text)
+
+    elif isinstance(sender, dict) and sender.get("chat_type") == "group":
         name = str(sender.get("name") or sender.get("user_id") or "unknown member")
 
         def change(text: str) -> str:
