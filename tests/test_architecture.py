@@ -4,9 +4,9 @@ The component packages (agents, sandbox, channels, gateway, memory) may import
 the shared libraries (bus, config, skills) and their own modules; the agent
 runner may also use the sandbox's client side (`sandbox.client`,
 `sandbox.errors`, and `sandbox.hygiene`: the broker's command checks, pure functions, so a
-background command the broker would refuse is refused at once by the tool). The shared libraries import no component. `antler` is the
-launcher that names every component's entry, so it is not checked; neither are
-the tests.
+background command the broker would refuse is refused at once by the tool). The shared
+libraries import no component. `antler` is the launcher that names every component's
+entry, so it is not checked; neither are the tests.
 
 `skills` is a shared library rather than a component: it only reads SKILL.md
 folders (the runner puts them in the prompt, the gateway lists and installs
