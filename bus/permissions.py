@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bus.chat_partitions import MAX as MAX_PARTITIONS
+from bus.split_kv import KINDS as SPLIT_KINDS
+from bus.split_kv import partition_bucket
 from bus.subjects import Subjects
 
 ADMIN = "admin"
@@ -237,6 +239,15 @@ def _stream_reads(js: str, stream: str) -> list[str]:
     ]
 
 
+def _bucket_names(subjects: Subjects, bucket: str) -> list[str]:
+    """A bucket's full names: a bucket split by partition (`bus.split_kv`) is one per partition the
+    count may reach, and the single bucket of before the split, used until it is moved."""
+    name = subjects.bucket(bucket)
+    if bucket not in SPLIT_KINDS:
+        return [name]
+    return [name, *(partition_bucket(name, k) for k in range(MAX_PARTITIONS))]
+
+
 def per_partition(
     consume: tuple[tuple[str, str, str], ...], partitions: int = MAX_PARTITIONS
 ) -> list[tuple[str, str, str]]:
@@ -290,11 +301,11 @@ def permissions(component: str, subjects: Subjects) -> dict[str, object]:
         # as ObjectStore.list() / watch() do underneath.
         publish.append(f"{js}.STREAM.NAMES")
     for bucket in rights.kv_write + rights.kv_read:
-        name = subjects.bucket(bucket)
-        publish += _stream_reads(js, f"KV_{name}")
+        for name in _bucket_names(subjects, bucket):
+            publish += _stream_reads(js, f"KV_{name}")
     for bucket in rights.kv_write:
-        name = subjects.bucket(bucket)
-        publish += [f"$KV.{name}.>", f"{js}.STREAM.PURGE.KV_{name}"]
+        for name in _bucket_names(subjects, bucket):
+            publish += [f"$KV.{name}.>", f"{js}.STREAM.PURGE.KV_{name}"]
     if rights.files:
         store = subjects.files_store
         publish += [*_stream_reads(js, f"OBJ_{store}"), f"$O.{store}.>", f"{js}.STREAM.PURGE.OBJ_{store}"]

@@ -7,6 +7,7 @@ by updating the stream in place.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from bus.chat_partitions import DEFAULT as DEFAULT_PARTITIONS
 from bus.chat_partitions import MAX as MAX_PARTITIONS
 from bus.connection import Bus
 from bus.errors import BusError
+from bus.split_kv import COUNT_KEY as KV_COUNT_KEY
+from bus.split_kv import partition_bucket, retire_legacy
 from config import BusConfig
 
 log = logging.getLogger(__name__)
@@ -161,8 +164,11 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
 
     Args:
         retire: also remove the single `CHAT_IN` and `RUN_EVENTS` of an installation made before
-            the split by partition, once they are empty (`antler provision` does; components
-            starting do not, as components of the earlier version may still use them).
+            the split by partition, once they are empty, and move the records of its single
+            `threads`, `runs` and `thread_runs` buckets to the buckets per partition, then remove
+            them (`bus.split_kv.retire_legacy`: it waits `bus.split_kv.REFRESH` seconds and a
+            margin first). `antler provision` does; components starting do not, as components of
+            the earlier version may still use them.
     """
     streams = []
     # The chat streams' partition count is theirs to keep: changed only while nothing waits in CHAT_IN.
@@ -184,11 +190,14 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
     await _drop_partition_streams_beyond(bus, count)
     await spread_leaders(bus, [bus.subjects.chat_in_partition_stream(k) for k in range(count)])
     await spread_leaders(bus, [bus.subjects.run_events_partition_stream(k) for k in range(count)])
-    buckets = [
-        s.threads_bucket,
+    # The buckets written every turn: one per partition each, their leaders spread as the streams'.
+    buckets = []
+    for split in s.split_buckets:
+        buckets += await _ensure_split_kv(bus, split, count)
+    if retire:  # records of a bucket from before the split moved, then the bucket removed
+        await asyncio.gather(*(retire_legacy(bus, split) for split in s.split_buckets))
+    buckets += [
         s.chats_bucket,
-        s.runs_bucket,
-        s.thread_runs_bucket,
         s.memory_bucket,
         s.settings_bucket,
         s.agents_bucket,
@@ -397,6 +406,27 @@ async def _ensure_stream(bus: Bus, config: StreamConfig) -> None:
             f"stream {config.name} exists with settings that cannot be changed in place "
             f"({exc.description}); delete it (nats stream rm {config.name}) or use another bus.prefix"
         ) from None
+
+
+async def _ensure_split_kv(bus: Bus, bucket: str, count: int) -> list[str]:
+    """The partition buckets of `bucket` (`bus.split_kv`): as many as they were first made with
+    (their count never changes: a key's bucket is computed from it), else `count`; each says the
+    count in its stream's metadata. Their leaders are spread over a cluster's nodes."""
+    first = f"KV_{partition_bucket(bucket, 0)}"
+    try:
+        made = (await bus.js.stream_info(first)).config.metadata or {}
+        count = int(made.get(KV_COUNT_KEY) or count)
+    except NotFoundError:
+        pass
+    names = [partition_bucket(bucket, k) for k in range(count)]
+    for name in names:
+        await _ensure_kv(bus, name)
+        info = await bus.js.stream_info(f"KV_{name}")
+        if (info.config.metadata or {}).get(KV_COUNT_KEY) != str(count):
+            info.config.metadata = {**(info.config.metadata or {}), KV_COUNT_KEY: str(count)}
+            await bus.js.update_stream(info.config)
+    await spread_leaders(bus, [f"KV_{name}" for name in names])
+    return names
 
 
 async def _ensure_kv(

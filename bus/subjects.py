@@ -283,6 +283,12 @@ class Subjects:
         return self.bucket("runs")
 
     @property
+    def split_buckets(self) -> tuple[str, ...]:
+        """The buckets written on every turn, one bucket per partition each (`bus.split_kv`):
+        `threads`, `runs`, `thread_runs`."""
+        return (self.threads_bucket, self.runs_bucket, self.thread_runs_bucket)
+
+    @property
     def subagent_results_bucket(self) -> str:
         """Finished subagent tasks by `<parent run>.<task>` (entries expire)."""
         return self.bucket("subagent_results")
