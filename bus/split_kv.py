@@ -58,6 +58,7 @@ from nats.js.errors import (
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from bus.chat_partitions import partition_of
+from bus.subjects import SPLIT_BUCKETS
 
 if TYPE_CHECKING:
     from bus.connection import Bus
@@ -174,13 +175,14 @@ class SplitKV(KeyValue):
         if revision is not None:
             raise NotImplementedError("a split bucket's history is not kept")
         old = await self._legacy_entry(key)
-        if old is not None and old.value is not None and old.revision is not None:
-            if not is_moved(old.value):
-                return _entry(old, old.value, -2 * old.revision)
+        if old is not None and old.revision is not None:
+            value = old.value or b""
+            if not is_moved(value):
+                return _entry(old, value, -2 * old.revision)
             try:
                 return await (await self.part(key)).get(key)
             except KeyNotFoundError:  # moved, not copied yet: the marker holds it
-                return _entry(old, old.value[len(MOVED) :], -(2 * old.revision + 1))
+                return _entry(old, value[len(MOVED) :], -(2 * old.revision + 1))
         return await (await self.part(key)).get(key)
 
     async def put(self, key: str, value: bytes, validate_keys: bool = True) -> int:
@@ -308,15 +310,16 @@ class SplitKV(KeyValue):
         for key in keys:
             for _ in range(20):
                 entry = await self._legacy_entry(key)
-                if entry is None or entry.value is None or entry.revision is None:
+                if entry is None or entry.revision is None:  # deleted
                     break
+                value = entry.value or b""  # an index entry's value is empty
                 try:
-                    if is_moved(entry.value):
+                    if is_moved(value):
                         if await self._entry_in_parts(key) is None:
-                            await self._copy(key, entry.value[len(MOVED) :])
+                            await self._copy(key, value[len(MOVED) :])
                         break
-                    await legacy.update(key, MOVED + entry.value, last=entry.revision)
-                    await self._copy(key, entry.value)
+                    await legacy.update(key, MOVED + value, last=entry.revision)
+                    await self._copy(key, value)
                     moved += 1
                     break
                 except KeyWrongLastSequenceError:
@@ -403,6 +406,8 @@ async def bucket_names(js: Any, bucket: str, pattern: str) -> list[str]:
     `bucket` itself when it is not split; else its partition's bucket, and the legacy bucket while
     it is there (looked at again every `REFRESH` seconds). For `bus.records.keys_matching` and
     `drop_keys`, which know only the JetStream context."""
+    if bucket not in SPLIT_BUCKETS:
+        return [bucket]
     now = asyncio.get_running_loop().time()
     known = _layouts.setdefault(js, {})
     count, seen, present = known.get(bucket, (None, -REFRESH - 1.0, True))

@@ -37,11 +37,17 @@ def partition_transform(source: str, partitions: int) -> tuple[str, str]:
     return source, ".".join(destination)
 
 
+SPLIT_BUCKETS: set[str] = set()  # `Subjects.split_buckets` of every prefix this process has named
+
+
 @dataclass(frozen=True)
 class Subjects:
     """The names on the bus (docs/architecture.md), computed for one prefix."""
 
     prefix: str = DEFAULT_PREFIX
+
+    def __post_init__(self) -> None:
+        SPLIT_BUCKETS.update(self.split_buckets)  # known to helpers given only a bucket's name
 
     # -- subjects ---------------------------------------------------------
     def chat_in(self, channel: str, chat_id: str) -> str:

@@ -1,5 +1,6 @@
-"""Streams per chat partition (inbound messages and run events) on a three-node cluster: their
-leaders are on more than one node, and chats of every partition are answered through them."""
+"""Streams per chat partition (inbound messages and run events) and the buckets written every turn
+(threads, runs, thread_runs: one per partition) on a three-node cluster: their leaders are on more
+than one node, and chats of every partition are answered through them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bus.chat_partitions import chat_partitions, partition_of
+from bus.split_kv import partition_bucket
 from bus.subjects import chat_route
 from tests.faults.budget import ONE_AT_A_TIME, TIMEOUT
 from tests.faults.harness import NatsCluster, UpFactory, admin_bus
@@ -57,5 +59,19 @@ async def test_partition_streams_lead_from_several_nodes_and_every_partition_ans
             for stream in (s.chat_in_partition_stream(k), s.run_events_partition_stream(k)):
                 info = await bus.js.stream_info(stream)
                 assert info.state.last_seq >= 1, f"{stream} took no message"
+        # The buckets written every turn are one per partition too, led from every node.
+        for bucket in s.split_buckets:
+            names = [partition_bucket(bucket, k) for k in range(count)]
+            leaders = {}
+            for name in names:
+                info = await bus.js.stream_info(f"KV_{name}")
+                assert info.cluster is not None
+                assert len(info.cluster.replicas or []) == 2, f"three copies of {name}"
+                leaders[name] = info.cluster.leader
+            assert set(leaders.values()) == {"n1", "n2", "n3"}, leaders
+            written = [(await bus.js.stream_info(f"KV_{name}")).state.last_seq for name in names]
+            assert sum(1 for seq in written if seq) > 1, (
+                f"the turns' records all went to one {bucket}: {written}"
+            )
     finally:
         await bus.close()
