@@ -23,7 +23,9 @@ went hop by hop, beside the median turn), then for 10/50/200
 chats at once p50/p90/p99 latency, turns/s and the CPU seconds each process used.
 `--json out.json` keeps the figures; `--compare old.json` prints them side by side.
 
-Run: `antler bench chat [--levels 10,50,200] [--repeat 3] [--json out.json]`.
+Run: `antler bench chat [--levels 10,50,200] [--repeat 3] [--json out.json] [--cluster 3]`
+(`--cluster 3`: three nats-servers clustered on this machine, R3, each node's CPU share per level and
+which node leads which stream and bucket).
 With ANTLER_BENCH_PYSPY=out.txt (and py-spy installed) runner 1 is sampled meanwhile.
 """
 
@@ -450,6 +452,32 @@ async def run_level(
     )
 
 
+async def print_leaders(stack: BenchStack) -> dict[str, str]:
+    """Which node leads each of the stack's streams and buckets (a cluster), and how many each."""
+    leaders: dict[str, str] = {}
+    async for info in _streams(stack.bus):
+        name = info.config.name or ""
+        if stack.bus.subjects.prefix.upper() in name.upper() and info.cluster is not None:
+            leaders[name] = info.cluster.leader or "?"
+    per_node = collections.Counter(leaders.values())
+    print("stream and bucket leaders per node: " + "  ".join(f"{n} {c}" for n, c in sorted(per_node.items())))
+    prefix = re.escape(stack.bus.subjects.prefix)
+    every_turn = re.compile(
+        rf"(?i:{prefix})_(CHAT_IN|RUN_EVENTS)(_\d+)?|KV_{prefix}_(threads|runs|thread_runs)(_\d+)?"
+    )
+    busy = sorted(name for name in leaders if every_turn.fullmatch(name))
+    print(
+        "  of the streams and buckets every turn writes: "
+        + "  ".join(f"{re.sub(rf'^(KV_)?(?i:{prefix})_', '', name)}@{leaders[name]}" for name in busy)
+    )
+    return leaders
+
+
+async def _streams(bus: Bus) -> Any:
+    for info in await bus.js.streams_info():
+        yield info
+
+
 def print_level(level: Level) -> None:
     first = f", first partial p50 {level.first_reply_p50_ms} ms" if level.first_reply_p50_ms else ""
     print(
@@ -462,6 +490,15 @@ def print_level(level: Level) -> None:
         f"            CPU s: {cpu}  -> {level.cores_used:.2f} cores used; "
         f"other programs meanwhile {level.others_cores:.2f} cores; load {level.load_average}"
     )
+    nodes = {name: secs for name, secs in level.cpu_s.items() if name.startswith("nats-n")}
+    if nodes:  # a cluster: how the bus's work is shared between its nodes
+        total = sum(nodes.values()) or 1.0
+        print(
+            "            nats-server nodes' shares of their CPU: "
+            + "  ".join(
+                f"{name.removeprefix('nats-')} {100 * secs / total:.0f} %" for name, secs in nodes.items()
+            )
+        )
     # Per turn: what a process costs, whatever the machine's other load did to the wall clock.
     per_turn = {name: 1000 * secs / max(1, level.turns) for name, secs in level.cpu_s.items()}
     stack = sum(ms for name, ms in per_turn.items() if name != "bench+model")
@@ -645,7 +682,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     }
     settings = {"title": {"enabled": True}, "memory": {"enabled": True}}
     sync_interval = getattr(args, "sync_interval", "always")
-    async with bench_stack(settings, runners=runners, sync_interval=sync_interval) as stack:
+    cluster = getattr(args, "cluster", 0) or 0
+    async with bench_stack(settings, runners=runners, sync_interval=sync_interval, cluster=cluster) as stack:
+        if cluster:
+            results["cluster"] = cluster
+            results["leaders"] = await print_leaders(stack)
         for n in range(args.routers):  # they share the chat partitions (channels.router.partitions)
             await stack.start("router", "router" if args.routers == 1 else f"router-{n + 1}")
         processes = Processes()
@@ -718,6 +759,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--timeline",
         action="store_true",
         help="print one follow-up turn's bus messages and the slowest single turns hop by hop",
+    )
+    parser.add_argument(
+        "--cluster",
+        type=int,
+        default=0,
+        help="this many nats-servers clustered on this machine (3: streams and buckets R3), each "
+        "node's CPU share printed per level",
     )
 
 
