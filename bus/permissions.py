@@ -211,10 +211,21 @@ def rights_table() -> str:
         rows.append(
             f"| {name} | {cell(consumes + reads)} | {cell(r.publish + r.publish_absolute)} | "
             f"{cell(r.subscribe + r.subscribe_absolute)} | "
-            f"{cell(r.kv_write)} | {cell(r.kv_read)} | {'yes' if r.files else '—'} | {cell(r.serve)} | "
+            f"{cell(_kinds(r.kv_write))} | {cell(_kinds(r.kv_read))} | {'yes' if r.files else '—'} | "
+            f"{cell(r.serve)} | "
             f"{cell(r.call)} |"
         )
     return "\n".join(rows) + "\n"
+
+
+def _kinds(buckets: tuple[str, ...]) -> list[str]:
+    """Bucket kinds as the table shows them: a split one as its buckets per partition and the single
+    bucket of before the split."""
+    return [
+        name
+        for bucket in buckets
+        for name in ([f"{bucket}_<k>", bucket] if bucket in SPLIT_KINDS else [bucket])
+    ]
 
 
 @dataclass(frozen=True)
