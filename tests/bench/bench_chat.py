@@ -346,6 +346,9 @@ class Level:
     bus_messages_per_turn: float | None = None  # messages the nats-server took in
     peak_rss_mb: float | None = None  # the stack's summed RSS / PSS, sampled every second
     peak_pss_mb: float | None = None
+    # A cluster: messages stored during the level in the streams and buckets each node led (every
+    # write goes through its stream's leader: it orders it, replicates it and answers the writer).
+    leader_writes: dict[str, int] | None = None
 
 
 class MemorySampler:
@@ -410,6 +413,7 @@ async def run_level(
             i = queue.get_nowait()
             done.append(await client.turn(f"{tag}-{n}", f"{text} ({i})"))
 
+    led_before = await stored_by_leader(stack) if stack is not None and stack.nodes else None
     events_before = await stored_run_events(stack) if stack else 0
     msgs_before = (await stack.varz())["in_msgs"] if stack else 0
     cpu_before, busy_before = processes.cpu(), machine_cpu_busy()
@@ -422,6 +426,11 @@ async def run_level(
         await asyncio.sleep(0.2)  # the last turns' acks and writes come in
         events = (await stored_run_events(stack) - events_before) / max(1, len(done))
         messages = ((await stack.varz())["in_msgs"] - msgs_before) / max(1, len(done))
+    leader_writes = None
+    if stack is not None and led_before is not None:
+        leader_writes = collections.Counter[str]()
+        for name, (leader, last_seq) in (await stored_by_leader(stack)).items():
+            leader_writes[leader] += last_seq - led_before.get(name, (leader, 0))[1]
     cpu = {name: round(cpu_after[name] - cpu_before.get(name, 0.0), 2) for name in cpu_after}
     ours = sum(cpu.values())
     latencies = [t.latency for t in done]
@@ -449,7 +458,18 @@ async def run_level(
         bus_messages_per_turn=round(messages, 1) if stack is not None else None,
         peak_rss_mb=round(memory.peak_rss, 1),
         peak_pss_mb=round(memory.peak_pss, 1),
+        leader_writes=dict(sorted(leader_writes.items())) if leader_writes is not None else None,
     )
+
+
+async def stored_by_leader(stack: BenchStack) -> dict[str, tuple[str, int]]:
+    """Each of the stack's streams and buckets: its leader and its last sequence number."""
+    found = {}
+    async for info in _streams(stack.bus):
+        name = info.config.name or ""
+        if stack.bus.subjects.prefix.upper() in name.upper() and info.cluster is not None:
+            found[name] = (info.cluster.leader or "?", int(info.state.last_seq))
+    return found
 
 
 async def print_leaders(stack: BenchStack) -> dict[str, str]:
@@ -497,6 +517,14 @@ def print_level(level: Level) -> None:
             "            nats-server nodes' shares of their CPU: "
             + "  ".join(
                 f"{name.removeprefix('nats-')} {100 * secs / total:.0f} %" for name, secs in nodes.items()
+            )
+        )
+    if level.leader_writes:
+        total_writes = sum(level.leader_writes.values()) or 1
+        print(
+            "            messages stored through each node as leader: "
+            + "  ".join(
+                f"{node} {100 * n / total_writes:.0f} % ({n})" for node, n in level.leader_writes.items()
             )
         )
     # Per turn: what a process costs, whatever the machine's other load did to the wall clock.
