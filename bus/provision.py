@@ -7,7 +7,6 @@ by updating the stream in place.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from bus.chat_partitions import MAX as MAX_PARTITIONS
 from bus.connection import Bus
 from bus.errors import BusError
 from bus.split_kv import COUNT_KEY as KV_COUNT_KEY
-from bus.split_kv import partition_bucket, retire_legacy
+from bus.split_kv import partition_bucket, retire_all
 from config import BusConfig
 
 log = logging.getLogger(__name__)
@@ -166,9 +165,10 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
         retire: also remove the single `CHAT_IN` and `RUN_EVENTS` of an installation made before
             the split by partition, once they are empty, and move the records of its single
             `threads`, `runs` and `thread_runs` buckets to the buckets per partition, then remove
-            them (`bus.split_kv.retire_legacy`: it waits `bus.split_kv.REFRESH` seconds and a
-            margin first). `antler provision` does; components starting do not, as components of
-            the earlier version may still use them.
+            them, once no process of an earlier version is heard (`bus.split_kv.retire_all`: it
+            listens `LISTEN` seconds, then waits `REFRESH` seconds and a margin). `antler
+            provision` does; components starting do not, as components of the earlier version
+            may still use them.
     """
     streams = []
     # The chat streams' partition count is theirs to keep: changed only while nothing waits in CHAT_IN.
@@ -195,7 +195,7 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
     for split in s.split_buckets:
         buckets += await _ensure_split_kv(bus, split, count)
     if retire:  # records of a bucket from before the split moved, then the bucket removed
-        await asyncio.gather(*(retire_legacy(bus, split) for split in s.split_buckets))
+        await retire_all(bus)
     buckets += [
         s.chats_bucket,
         s.memory_bucket,

@@ -19,7 +19,9 @@ in any order of restarts, without losing a record:
 - While the legacy bucket is there, it is read first: a live record in it is the record. New
   components keep writing there, as earlier versions do, so that components of both versions see
   each other's records (phase "legacy").
-- `antler provision` marks the legacy bucket's stream as moving (metadata `antler_moving`), waits
+- `antler provision`, once no process of an earlier version is heard on the metrics feed (every
+  process says in its `MetricsSnapshot` whether it knows the split: `earlier_versions`), marks the
+  legacy bucket's stream as moving (metadata `antler_moving`), waits
   until every process has seen the mark (`REFRESH`, and a margin), then moves every record. From
   the mark on, a process writing a record found in the legacy bucket moves it: it replaces it there,
   by compare-and-set, with a "moved" marker holding the new value (the commit point: a writer that
@@ -69,6 +71,7 @@ COUNT_KEY = "antler_partitions"  # in the metadata of `KV_<bucket>_0`: the bucke
 MOVING_KEY = "antler_moving"  # in the legacy bucket's stream metadata: when its records began to move
 MOVED = b"\x00antler-moved\n"  # a legacy record's value once it moved: this, then its value then
 REFRESH = 5.0  # seconds a process trusts what it saw of the legacy bucket (there? moving?)
+LISTEN = 6.0  # seconds provisioning listens to the metrics feed for processes of an earlier version
 KINDS = ("threads", "runs", "thread_runs")  # the buckets split: written on every turn
 
 # Errors a request to a bucket whose stream was removed meanwhile may raise.
@@ -465,6 +468,56 @@ async def mark_moving(bus: Bus, bucket: str) -> float:
     await bus.js.update_stream(info.config)
     log.info("KV bucket %s: its records move to the buckets per partition", bucket)
     return float(metadata[MOVING_KEY])
+
+
+async def retire_all(bus: Bus) -> bool:
+    """`retire_legacy` for each split bucket whose single bucket of before is still there, once no
+    process of an earlier version runs (`earlier_versions`); returns whether none is left."""
+    left = []
+    for bucket in bus.subjects.split_buckets:
+        try:
+            await bus.js.stream_info(f"KV_{bucket}")
+            left.append(bucket)
+        except NotFoundError:
+            continue
+    if not left:
+        return True
+    earlier = await earlier_versions(bus)
+    if earlier:
+        log.warning(
+            "KV buckets %s are kept as they are: %d process(es) of an earlier version still use them (%s); "
+            "run antler provision again once they are upgraded (docs/operating.md, 'Moving to streams "
+            "per partition')",
+            ", ".join(left),
+            len(earlier),
+            ", ".join(sorted(earlier)),
+        )
+        return False
+    done = await asyncio.gather(*(retire_legacy(bus, bucket) for bucket in left))
+    return all(done)
+
+
+async def earlier_versions(bus: Bus, listen: float | None = None) -> list[str]:
+    """The processes heard on the metrics feed within `listen` seconds (`LISTEN`) that do not say
+    they use the buckets per partition: components of a version from before the split. (Processes
+    publish every `observability.metrics_interval_seconds`, 5 by default; with 0 they are not heard.)"""
+    from bus.messages import MetricsSnapshot, decode
+
+    heard: dict[str, bool] = {}
+
+    async def on_snapshot(msg: Any) -> None:
+        with contextlib.suppress(Exception):  # not a snapshot this version can read: not counted
+            snapshot = decode(MetricsSnapshot, msg.data)
+            label = f"{'+'.join(snapshot.components) or '?'}@{snapshot.process}"
+            heard[label] = snapshot.split_buckets
+        return None
+
+    subscription = await bus.nc.subscribe(bus.subjects.metrics_all, cb=on_snapshot)
+    try:
+        await asyncio.sleep(LISTEN if listen is None else listen)  # a whole interval of every process
+    finally:
+        await subscription.unsubscribe()
+    return [label for label, split in heard.items() if not split]
 
 
 async def retire_legacy(bus: Bus, bucket: str) -> bool:

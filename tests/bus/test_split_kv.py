@@ -5,13 +5,15 @@ nothing, whichever processes saw the move begin and whichever did not."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import uuid
 
 import pytest
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 
 from bus import Bus, connect_and_provision, provision, split_kv
-from bus.messages import RunRecord, RunRequest, ThreadRecord, encode
+from bus.messages import MetricsSnapshot, RunRecord, RunRequest, ThreadRecord, encode, utcnow
 from bus.records import RecordStore, drop_keys, keys_matching, repair_by_key
 from bus.runs import latest_run, submit_run, thread_run_key
 from bus.split_kv import MOVED, SplitKV, key_partition, partition_bucket
@@ -24,8 +26,10 @@ pytestmark = pytest.mark.asyncio
 
 @pytest.fixture
 def quick_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Processes look at the legacy bucket every 0.2 s (so `antler provision` waits ~1.2 s, not 6)."""
+    """Processes look at the legacy bucket every 0.2 s and provisioning listens for processes of
+    earlier versions for 0.5 s (so `antler provision` waits ~1.7 s, not 12)."""
     monkeypatch.setattr(split_kv, "REFRESH", 0.2)
+    monkeypatch.setattr(split_kv, "LISTEN", 0.5)
 
 
 async def runs(bus: Bus) -> RecordStore[RunRecord]:
@@ -235,3 +239,53 @@ async def test_a_new_installation_has_no_single_bucket_and_its_handles_never_loo
     assert await kv.legacy() == (None, False)
     thread = str(uuid.uuid4())
     assert await keys_matching(bus.js, bus.subjects.thread_runs_bucket, f"{thread}.>") == []
+
+
+async def test_the_single_buckets_are_kept_while_a_process_of_an_earlier_version_runs(
+    nats_url: str, bus_config: BusConfig, quick_refresh: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    old = await make_unsplit_buckets(nats_url, bus_config)
+    s = old.subjects
+    legacy_runs = await legacy_kv(old, s.runs_bucket)
+    await legacy_runs.put("r-kept", encode(record("r-kept")))
+    # A runner of an earlier version: its metrics say nothing of the split.
+    snapshot = MetricsSnapshot(
+        process="elsewhere:41",
+        host="elsewhere",
+        pid=41,
+        components=["runner"],
+        started_at=utcnow(),
+        interval_seconds=0.1,
+        text="",
+    ).model_dump(mode="json", exclude={"split_buckets"})
+    stop = asyncio.Event()
+
+    async def earlier_runner() -> None:
+        while not stop.is_set():
+            await old.nc.publish(s.metrics("runner", "elsewhere:41"), json.dumps(snapshot).encode())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.1)
+
+    running = asyncio.create_task(earlier_runner())
+    bus = await connect_and_provision(nats_url, bus_config)
+    try:
+        await provision(bus, retire=True)
+        assert "1 process(es) of an earlier version still use them (runner@elsewhere:41)" in caplog.text
+        # Untouched: the earlier runner reads and writes it as before.
+        assert (
+            RunRecord.model_validate_json((await legacy_runs.get("r-kept")).value or b"").run_id == "r-kept"
+        )
+        metadata = (await bus.js.stream_info(f"KV_{s.runs_bucket}")).config.metadata or {}
+        assert split_kv.MOVING_KEY not in metadata, "not even marked as moving"
+
+        stop.set()  # upgraded: the next `antler provision` moves the records
+        await running
+        await provision(bus, retire=True)
+        with pytest.raises(BucketNotFoundError):
+            await bus.js.key_value(s.runs_bucket)
+        assert (await (await runs(bus)).get("r-kept") or record("x")).run_id == "r-kept"
+    finally:
+        stop.set()
+        await running
+        await bus.close()
+        await old.close()
