@@ -132,6 +132,26 @@ class SplitKV(KeyValue):
             self._parts = [await self.bus.kv(partition_bucket(self.bucket, k)) for k in range(count)]
         return self._parts
 
+    async def _provisioned(self) -> list[KeyValue]:
+        """The partition buckets; none while they are not made yet and the single bucket of before
+        serves alone (components upgraded before provisioning made them)."""
+        from bus.errors import BusError
+
+        try:
+            return await self.partitions()
+        except BusError:
+            legacy, moving = await self.legacy()
+            if legacy is not None and not moving:
+                return []
+            raise
+
+    async def _in_parts(self, key: str) -> KeyValue.Entry:
+        """The key's entry in its partition's bucket (KeyNotFoundError: none, or no such buckets yet)."""
+        parts = await self._provisioned()
+        if not parts:
+            raise KeyNotFoundError
+        return await parts[key_partition(key, len(parts))].get(key)
+
     async def part(self, key: str) -> KeyValue:
         """The partition bucket of `key`."""
         parts = await self.partitions()
@@ -183,10 +203,10 @@ class SplitKV(KeyValue):
             if not is_moved(value):
                 return _entry(old, value, -2 * old.revision)
             try:
-                return await (await self.part(key)).get(key)
+                return await self._in_parts(key)
             except KeyNotFoundError:  # moved, not copied yet: the marker holds it
                 return _entry(old, value[len(MOVED) :], -(2 * old.revision + 1))
-        return await (await self.part(key)).get(key)
+        return await self._in_parts(key)
 
     async def put(self, key: str, value: bytes, validate_keys: bool = True) -> int:
         legacy, moving = await self.legacy()
@@ -241,13 +261,15 @@ class SplitKV(KeyValue):
         if legacy is not None and await self._legacy_entry(key) is not None:
             with contextlib.suppress(*_GONE):
                 await legacy.delete(key)
-        await (await self.part(key)).delete(key)
+        parts = await self._provisioned()
+        if parts:
+            await parts[key_partition(key, len(parts))].delete(key)
         return True
 
     async def keys(self, filters: list[str] | None = None, **kwargs: Any) -> list[str]:
         found: set[str] = set()
         legacy, _ = await self.legacy()
-        for kv in [*(await self.partitions()), *([legacy] if legacy is not None else [])]:
+        for kv in [*(await self._provisioned()), *([legacy] if legacy is not None else [])]:
             try:
                 found.update(await kv.keys(filters or [], **kwargs))
             except NoKeysError:
@@ -262,7 +284,7 @@ class SplitKV(KeyValue):
         """Every key the buckets have a message for (deleted ones too, as a watch brings their
         markers): read from the streams' subject index, not the records."""
         legacy, _ = await self.legacy()
-        names = [partition_bucket(self.bucket, k) for k in range(len(await self.partitions()))]
+        names = [partition_bucket(self.bucket, k) for k in range(len(await self._provisioned()))]
         found: set[str] = set()
         for name in [*names, *([self.bucket] if legacy is not None else [])]:
             prefix = f"$KV.{name}."
@@ -279,13 +301,13 @@ class SplitKV(KeyValue):
         """Every partition bucket's (and the legacy bucket's) watch of `keys`, merged: one `None`
         once every one has given what it held. A moved marker comes as its value."""
         legacy, _ = await self.legacy()
-        kvs = [*(await self.partitions()), *([legacy] if legacy is not None else [])]
+        kvs = [*(await self._provisioned()), *([legacy] if legacy is not None else [])]
         return await _MergedWatcher.start(self.bus.js, kvs, keys, kwargs)
 
     # -- moving --------------------------------------------------------------------------------
     async def _entry_in_parts(self, key: str) -> KeyValue.Entry | None:
         try:
-            return await (await self.part(key)).get(key)
+            return await self._in_parts(key)
         except KeyNotFoundError:
             return None
 

@@ -289,3 +289,31 @@ async def test_the_single_buckets_are_kept_while_a_process_of_an_earlier_version
         await running
         await bus.close()
         await old.close()
+
+
+async def test_components_upgraded_before_provisioning_made_the_buckets_work_on_the_single_ones(
+    nats_url: str, bus_config: BusConfig
+) -> None:
+    old = await make_unsplit_buckets(nats_url, bus_config)  # no bucket per partition yet
+    s = old.subjects
+    await (await legacy_kv(old, s.runs_bucket)).put("r-old", encode(record("r-old")))
+    bus = await Bus.connect(nats_url, bus_config, name="upgraded")  # components do not provision
+    try:
+        store = await runs(bus)
+        assert (await store.get("r-old") or record("x")).run_id == "r-old"
+        assert await store.get("r-missing") is None
+        await store.update("r-old", lambda r: r and r.model_copy(update={"metadata": {"n": 3}}))
+        assert await store.create("r-new", record("r-new"))
+        assert sorted(await store.keys()) == ["r-new", "r-old"]
+        await submit_run(bus, chat_run("r-listed", thread_id="t-up"))
+        listed = await keys_matching(bus.js, s.thread_runs_bucket, "t-up.>")
+        assert [key.rsplit(".", 1)[1] for key in listed] == ["r-listed"]
+        # All of it in the single buckets, where earlier versions read.
+        legacy_runs = await legacy_kv(old, s.runs_bucket)
+        assert RunRecord.model_validate_json((await legacy_runs.get("r-old")).value or b"").metadata == {
+            "n": 3
+        }
+        assert (await legacy_runs.get("r-new")).value
+    finally:
+        await bus.close()
+        await old.close()
