@@ -7,6 +7,7 @@ by updating the stream in place.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -28,7 +29,8 @@ from bus.chat_partitions import MAX as MAX_PARTITIONS
 from bus.connection import Bus
 from bus.errors import BusError
 from bus.split_kv import COUNT_KEY as KV_COUNT_KEY
-from bus.split_kv import partition_bucket, retire_all
+from bus.split_kv import partition_bucket
+from bus.split_kv_retire import retire_all
 from config import BusConfig
 
 log = logging.getLogger(__name__)
@@ -188,12 +190,11 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
         await _ensure_stream(bus, config)
         streams.append(config.name or "")
     await _drop_partition_streams_beyond(bus, count)
-    await spread_leaders(bus, [bus.subjects.chat_in_partition_stream(k) for k in range(count)])
-    await spread_leaders(bus, [bus.subjects.run_events_partition_stream(k) for k in range(count)])
     # The buckets written every turn: one per partition each, their leaders spread as the streams'.
     buckets = []
-    for split in s.split_buckets:
-        buckets += await _ensure_split_kv(bus, split, count)
+    split_names = {split: await _ensure_split_kv(bus, split, count) for split in s.split_buckets}
+    for names in split_names.values():
+        buckets += names
     if retire:  # records of a bucket from before the split moved, then the bucket removed
         await retire_all(bus)
     buckets += [
@@ -234,6 +235,11 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
     ]
     await _drop_unpartitioned_router(bus)
     await _ensure_object_store(bus, s.files_store)
+    # Last, when everything exists: a leader moved is an election, and the API answers slower meanwhile.
+    await spread_leaders(bus, [s.chat_in_partition_stream(k) for k in range(count)])
+    await spread_leaders(bus, [s.run_events_partition_stream(k) for k in range(count)])
+    for split in s.split_buckets:
+        await spread_leaders(bus, [f"KV_{name}" for name in split_names[split]])
     log.debug("provisioned %d streams, %d buckets, 1 object store", len(streams), len(buckets))
     return Provisioned(streams=streams, buckets=buckets, object_stores=[s.files_store])
 
@@ -319,7 +325,23 @@ async def spread_leaders(bus: Bus, streams: list[str]) -> dict[str, str]:
         if json.loads(reply.data or b"{}").get("success"):
             leaders[name] = wanted
             log.info("stream %s: leader moved from %s to %s", name, leader, wanted)
+            await _elected(bus, name)
     return leaders
+
+
+async def _elected(bus: Bus, stream: str, timeout: float = 10.0) -> None:
+    """Until the stream answers with a leader again (one election at a time: several at once left
+    the JetStream API slow to answer on a loaded machine), at most `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        try:
+            info = await bus.js.stream_info(stream)
+            if info.cluster is not None and info.cluster.leader:
+                return
+        except Exception:  # no leader yet: the API may not answer for this stream meanwhile
+            pass
+        await asyncio.sleep(0.1)
 
 
 def _peers(info: StreamInfo) -> set[str]:
@@ -411,7 +433,7 @@ async def _ensure_stream(bus: Bus, config: StreamConfig) -> None:
 async def _ensure_split_kv(bus: Bus, bucket: str, count: int) -> list[str]:
     """The partition buckets of `bucket` (`bus.split_kv`): as many as they were first made with
     (their count never changes: a key's bucket is computed from it), else `count`; each says the
-    count in its stream's metadata. Their leaders are spread over a cluster's nodes."""
+    count in its stream's metadata (their leaders are spread over a cluster's nodes by `provision`)."""
     first = f"KV_{partition_bucket(bucket, 0)}"
     try:
         made = (await bus.js.stream_info(first)).config.metadata or {}
@@ -425,7 +447,6 @@ async def _ensure_split_kv(bus: Bus, bucket: str, count: int) -> list[str]:
         if (info.config.metadata or {}).get(KV_COUNT_KEY) != str(count):
             info.config.metadata = {**(info.config.metadata or {}), KV_COUNT_KEY: str(count)}
             await bus.js.update_stream(info.config)
-    await spread_leaders(bus, [f"KV_{name}" for name in names])
     return names
 
 

@@ -17,6 +17,7 @@ from bus.messages import MetricsSnapshot, RunRecord, RunRequest, ThreadRecord, e
 from bus.records import RecordStore, drop_keys, keys_matching, repair_by_key
 from bus.runs import latest_run, submit_run, thread_run_key
 from bus.split_kv import MOVED, SplitKV, key_partition, partition_bucket
+from bus.split_kv_retire import mark_moving
 from config import BusConfig
 from gateway.thread_view import ThreadView
 from tests.support.unsplit import legacy_kv, make_unsplit_buckets
@@ -177,7 +178,7 @@ async def test_writes_racing_the_move_from_processes_that_saw_it_begin_and_that_
         assert isinstance(stale_kv, SplitKV)
         await stale_kv.legacy()
         split_kv.REFRESH = 3600.0  # `stale` keeps what it saw; the fixture puts REFRESH back
-        await split_kv.mark_moving(mover, s.runs_bucket)
+        await mark_moving(mover, s.runs_bucket)
         assert (await stale_kv.legacy())[1] is False
         moving_kv = await moving.kv(s.runs_bucket)
         assert isinstance(moving_kv, SplitKV)
