@@ -349,6 +349,9 @@ class Level:
     # A cluster: messages stored during the level in the streams and buckets each node led (every
     # write goes through its stream's leader: it orders it, replicates it and answers the writer).
     leader_writes: dict[str, int] | None = None
+    # The same for the buckets every turn writes (threads, runs, thread_runs), and per stream.
+    bucket_leader_writes: dict[str, int] | None = None
+    stream_writes: dict[str, tuple[str, int]] | None = None
 
 
 class MemorySampler:
@@ -426,11 +429,22 @@ async def run_level(
         await asyncio.sleep(0.2)  # the last turns' acks and writes come in
         events = (await stored_run_events(stack) - events_before) / max(1, len(done))
         messages = ((await stack.varz())["in_msgs"] - msgs_before) / max(1, len(done))
-    leader_writes = None
+    leader_writes = bucket_writes = stream_writes = None
     if stack is not None and led_before is not None:
-        leader_writes = collections.Counter[str]()
+        leader_writes, bucket_writes, stream_writes = (
+            collections.Counter[str](),
+            collections.Counter[str](),
+            {},
+        )
+        every_turn = re.compile(
+            rf"KV_{re.escape(stack.bus.subjects.prefix)}_(threads|runs|thread_runs)(_\d+)?"
+        )
         for name, (leader, last_seq) in (await stored_by_leader(stack)).items():
-            leader_writes[leader] += last_seq - led_before.get(name, (leader, 0))[1]
+            written = last_seq - led_before.get(name, (leader, 0))[1]
+            leader_writes[leader] += written
+            stream_writes[name] = (leader, written)
+            if every_turn.fullmatch(name):
+                bucket_writes[leader] += written
     cpu = {name: round(cpu_after[name] - cpu_before.get(name, 0.0), 2) for name in cpu_after}
     ours = sum(cpu.values())
     latencies = [t.latency for t in done]
@@ -459,6 +473,8 @@ async def run_level(
         peak_rss_mb=round(memory.peak_rss, 1),
         peak_pss_mb=round(memory.peak_pss, 1),
         leader_writes=dict(sorted(leader_writes.items())) if leader_writes is not None else None,
+        bucket_leader_writes=dict(sorted(bucket_writes.items())) if bucket_writes is not None else None,
+        stream_writes=stream_writes,
     )
 
 
@@ -525,6 +541,15 @@ def print_level(level: Level) -> None:
             "            messages stored through each node as leader: "
             + "  ".join(
                 f"{node} {100 * n / total_writes:.0f} % ({n})" for node, n in level.leader_writes.items()
+            )
+        )
+    if level.bucket_leader_writes:
+        total_writes = sum(level.bucket_leader_writes.values()) or 1
+        print(
+            "              of which the threads, runs and thread_runs buckets': "
+            + "  ".join(
+                f"{node} {100 * n / total_writes:.0f} % ({n})"
+                for node, n in level.bucket_leader_writes.items()
             )
         )
     # Per turn: what a process costs, whatever the machine's other load did to the wall clock.
