@@ -236,10 +236,17 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
     await _drop_unpartitioned_router(bus)
     await _ensure_object_store(bus, s.files_store)
     # Last, when everything exists: a leader moved is an election, and the API answers slower meanwhile.
-    await spread_leaders(bus, [s.chat_in_partition_stream(k) for k in range(count)])
-    await spread_leaders(bus, [s.run_events_partition_stream(k) for k in range(count)])
-    for split in s.split_buckets:
-        await spread_leaders(bus, [f"KV_{name}" for name in split_names[split]])
+    # The buckets may have another count than the streams (theirs is fixed): spread on their own then.
+    kinds = [
+        [s.chat_in_partition_stream(k) for k in range(count)],
+        [s.run_events_partition_stream(k) for k in range(count)],
+        *([f"KV_{name}" for name in names] for names in split_names.values()),
+    ]
+    alike = [kind for kind in kinds if len(kind) == count]
+    await spread_leaders(bus, [stream for kind in alike for stream in kind], groups=len(alike))
+    for kind in kinds:
+        if len(kind) != count:
+            await spread_leaders(bus, kind)
     log.debug("provisioned %d streams, %d buckets, 1 object store", len(streams), len(buckets))
     return Provisioned(streams=streams, buckets=buckets, object_stores=[s.files_store])
 
@@ -287,12 +294,16 @@ async def _narrow_unsplit(
         log.info("%s keeps %d message(s) from before the split by partition", stream, info.state.messages)
 
 
-async def spread_leaders(bus: Bus, streams: list[str]) -> dict[str, str]:
-    """Give the partition streams' leaders to the cluster's nodes in turn (stream `k` to the `k`-th
-    node by name, of those holding a copy) unless they are already even (no node leads two more
-    than another); JetStream alone places leaders at random, which leaves them all on one node now
-    and then. A leader is moved by asking it to step down in favour of the chosen node
-    (nats-server 2.11+); one that cannot move stays where it is. Nothing to do on one server.
+async def spread_leaders(bus: Bus, streams: list[str], *, groups: int = 1) -> dict[str, str]:
+    """Give the partition streams' leaders to the cluster's nodes in turn (the `k`-th stream to the
+    `k`-th node by name, of those holding a copy) unless they are already even (no node leads two
+    more than another, over all of them and within each of the `groups` equal parts of `streams`:
+    one kind's partitions each); JetStream alone places leaders at random, which leaves them all on
+    one node now and then. With several kinds in turn, the node that leads one partition more than
+    the others differs from kind to kind (4 partitions on 3 nodes: 7, 7 and 6 of 5 kinds' 20), not
+    always the same. A leader is moved by asking it to step down in favour of the chosen node
+    (nats-server 2.11+), one at a time; one that cannot move stays where it is. Nothing to do on
+    one server.
 
     Returns:
         Each stream's leader afterwards, as far as known (empty on one server).
@@ -305,8 +316,12 @@ async def spread_leaders(bus: Bus, streams: list[str]) -> dict[str, str]:
         infos.append(info)
     nodes = sorted({name for info in infos for name in _peers(info)})
     leaders = {info.config.name or "": info.cluster.leader or "" for info in infos if info.cluster}
-    led = [sum(1 for leader in leaders.values() if leader == node) for node in nodes]
-    if max(led) - min(led) <= 1:
+    size = max(1, len(infos) // max(1, groups))
+    parts = [list(leaders.values())] + [
+        list(leaders.values())[i : i + size] for i in range(0, len(infos), size)
+    ]
+    led = [[sum(1 for leader in part if leader == node) for node in nodes] for part in parts]
+    if all(max(counts) - min(counts) <= 1 for counts in led):
         return leaders  # as even as it gets: moving leaders would only pause their streams
     for k, info in enumerate(infos):
         name, leader = info.config.name or "", info.cluster.leader if info.cluster else None

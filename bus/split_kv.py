@@ -30,7 +30,8 @@ in any order of restarts, without losing a record:
   between) is read from the marker, and the next write finishes the move. New records go to their
   partition's bucket.
 - When every record of the legacy bucket has moved (two passes find nothing left), provisioning
-  removes it (`bus.split_kv_retire`). A process that still thinks it is there finds it gone and reads the split buckets.
+  removes it (`bus.split_kv_retire`). A process that still thinks it is there finds it gone and
+  reads the split buckets.
 
 Revisions given to callers say where a record was read: positive, its partition bucket's; `-2r`,
 a live record at revision `r` of the legacy bucket; `-(2r+1)`, a moved marker at `r` whose copy was

@@ -4,6 +4,7 @@ than one node, and chats of every partition are answered through them."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -59,7 +60,16 @@ async def test_partition_streams_lead_from_several_nodes_and_every_partition_ans
             for stream in (s.chat_in_partition_stream(k), s.run_events_partition_stream(k)):
                 info = await bus.js.stream_info(stream)
                 assert info.state.last_seq >= 1, f"{stream} took no message"
-        # The buckets written every turn are one per partition too, led from every node.
+        # The buckets written every turn are one per partition too, led from every node; and over
+        # the streams and buckets of every kind, no node leads two more than another (the node
+        # leading a kind's fourth partition is not the same one for every kind).
+        every_kind = [
+            *(s.chat_in_partition_stream(k) for k in range(count)),
+            *(s.run_events_partition_stream(k) for k in range(count)),
+            *(f"KV_{partition_bucket(bucket, k)}" for bucket in s.split_buckets for k in range(count)),
+        ]
+        led = Counter([(await bus.js.stream_info(name)).cluster.leader for name in every_kind])  # type: ignore[union-attr]
+        assert max(led.values()) - min(led.values()) <= 1, led
         for bucket in s.split_buckets:
             names = [partition_bucket(bucket, k) for k in range(count)]
             leaders = {}
