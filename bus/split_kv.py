@@ -210,14 +210,16 @@ class SplitKV(KeyValue):
 
     async def put(self, key: str, value: bytes, validate_keys: bool = True) -> int:
         legacy, moving = await self.legacy()
-        if legacy is not None and not moving:
-            try:
-                return -2 * await legacy.put(key, value)
-            except _GONE:
-                self._legacy_gone()
-        elif legacy is not None:  # a live legacy record would hide the new value: the new value moves it
+        if legacy is not None:
             old = await self._legacy_entry(key)
-            if old is not None and old.revision is not None and not is_moved(old.value):
+            moved = old is not None and is_moved(old.value)
+            if not moving and not moved:  # where earlier versions read it (a moved one stays moved)
+                try:
+                    return -2 * await legacy.put(key, value)
+                except _GONE:
+                    self._legacy_gone()
+            elif old is not None and old.revision is not None and not moved:
+                # A live legacy record would hide the new value: the new value moves it.
                 return await self.update(key, value, last=-2 * old.revision)
         return await (await self.part(key)).put(key, value)
 

@@ -318,3 +318,34 @@ async def test_components_upgraded_before_provisioning_made_the_buckets_work_on_
     finally:
         await bus.close()
         await old.close()
+
+
+async def test_a_value_put_by_a_process_that_missed_the_move_is_not_hidden_by_the_moved_copy(
+    nats_url: str, bus_config: BusConfig, quick_refresh: None
+) -> None:
+    old = await make_unsplit_buckets(nats_url, bus_config)
+    s = old.subjects
+    await (await legacy_kv(old, s.runs_bucket)).put("r-put", encode(record("r-put", n=1)))
+    stale, moving = [await connect_and_provision(nats_url, bus_config) for _ in range(2)]
+    try:
+        stale_kv = await stale.kv(s.runs_bucket)
+        assert isinstance(stale_kv, SplitKV)
+        await stale_kv.legacy()  # seen before the move began, and trusted for long
+        split_kv.REFRESH = 3600.0
+        await mark_moving(moving, s.runs_bucket)
+        moving_kv = await moving.kv(s.runs_bucket)
+        assert isinstance(moving_kv, SplitKV)
+        await moving_kv.legacy(fresh=True)
+        await (await runs(moving)).update(
+            "r-put", lambda r: r and r.model_copy(update={"metadata": {"n": 2}})
+        )
+        await (await runs(stale)).put("r-put", record("r-put", n=3))
+        for reader in (stale, moving):
+            assert (await (await runs(reader)).get("r-put") or record("x")).metadata == {"n": 3}
+        split_kv.REFRESH = 0.2
+        await provision(moving, retire=True)
+        assert (await (await runs(moving)).get("r-put") or record("x")).metadata == {"n": 3}
+    finally:
+        for bus in (stale, moving):
+            await bus.close()
+        await old.close()
