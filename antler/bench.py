@@ -89,6 +89,12 @@ def add_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="chat: print every bus message of one follow-up turn, with its time since the message was sent",
     )
     p.add_argument(
+        "--cluster",
+        type=int,
+        default=None,
+        help="chat: this many nats-servers clustered on this machine (3: R3), each node's CPU share shown",
+    )
+    p.add_argument(
         "--no-fork", action="store_true", default=None, help="memory: runners started one by one, not forked"
     )
     p.add_argument(

@@ -267,7 +267,14 @@ class Bus:
         """A KV bucket by full name (see `Subjects.*_bucket`); handles are cached."""
         handle = self._kv.get(bucket)
         if handle is None:
-            handle = await self.while_unavailable(f"KV bucket {bucket}", lambda: self.js.key_value(bucket))
+            if bucket in self.subjects.split_buckets:  # one bucket per partition behind one handle
+                from bus.split_kv import SplitKV
+
+                handle = SplitKV(self, bucket)
+            else:
+                handle = await self.while_unavailable(
+                    f"KV bucket {bucket}", lambda: self.js.key_value(bucket)
+                )
             self._kv[bucket] = handle
         return handle
 

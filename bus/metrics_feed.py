@@ -72,6 +72,7 @@ def snapshot(
         started_at=STARTED_AT,
         interval_seconds=interval,
         text=generate_latest(REGISTRY).decode(),
+        split_buckets=True,
     )
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bus.chat_partitions import MAX as MAX_PARTITIONS
+from bus.split_kv import KINDS as SPLIT_KINDS
+from bus.split_kv import partition_bucket
 from bus.subjects import Subjects
 
 ADMIN = "admin"
@@ -218,10 +220,21 @@ def rights_table() -> str:
         rows.append(
             f"| {name} | {cell(consumes + reads)} | {cell(r.publish + r.publish_absolute)} | "
             f"{cell(r.subscribe + r.subscribe_absolute)} | "
-            f"{cell(r.kv_write)} | {cell(r.kv_read)} | {'yes' if r.files else '—'} | {cell(r.serve)} | "
+            f"{cell(_kinds(r.kv_write))} | {cell(_kinds(r.kv_read))} | {'yes' if r.files else '—'} | "
+            f"{cell(r.serve)} | "
             f"{cell(r.call)} |"
         )
     return "\n".join(rows) + "\n"
+
+
+def _kinds(buckets: tuple[str, ...]) -> list[str]:
+    """Bucket kinds as the table shows them: a split one as its buckets per partition and the single
+    bucket of before the split."""
+    return [
+        name
+        for bucket in buckets
+        for name in ([f"{bucket}_<k>", bucket] if bucket in SPLIT_KINDS else [bucket])
+    ]
 
 
 @dataclass(frozen=True)
@@ -244,6 +257,15 @@ def _stream_reads(js: str, stream: str) -> list[str]:
         f"{js}.CONSUMER.INFO.{stream}.*",  # a watcher checking its consumer after a reconnect
         f"$JS.FC.{stream}.>",  # flow control answers of ordered consumers
     ]
+
+
+def _bucket_names(subjects: Subjects, bucket: str) -> list[str]:
+    """A bucket's full names: a bucket split by partition (`bus.split_kv`) is one per partition the
+    count may reach, and the single bucket of before the split, used until it is moved."""
+    name = subjects.bucket(bucket)
+    if bucket not in SPLIT_KINDS:
+        return [name]
+    return [name, *(partition_bucket(name, k) for k in range(MAX_PARTITIONS))]
 
 
 def per_partition(
@@ -299,11 +321,11 @@ def permissions(component: str, subjects: Subjects) -> dict[str, object]:
         # as ObjectStore.list() / watch() do underneath.
         publish.append(f"{js}.STREAM.NAMES")
     for bucket in rights.kv_write + rights.kv_read:
-        name = subjects.bucket(bucket)
-        publish += _stream_reads(js, f"KV_{name}")
+        for name in _bucket_names(subjects, bucket):
+            publish += _stream_reads(js, f"KV_{name}")
     for bucket in rights.kv_write:
-        name = subjects.bucket(bucket)
-        publish += [f"$KV.{name}.>", f"{js}.STREAM.PURGE.KV_{name}"]
+        for name in _bucket_names(subjects, bucket):
+            publish += [f"$KV.{name}.>", f"{js}.STREAM.PURGE.KV_{name}"]
     if rights.files:
         store = subjects.files_store
         publish += [*_stream_reads(js, f"OBJ_{store}"), f"$O.{store}.>", f"{js}.STREAM.PURGE.OBJ_{store}"]

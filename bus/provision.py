@@ -7,6 +7,7 @@ by updating the stream in place.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -27,6 +28,9 @@ from bus.chat_partitions import DEFAULT as DEFAULT_PARTITIONS
 from bus.chat_partitions import MAX as MAX_PARTITIONS
 from bus.connection import Bus
 from bus.errors import BusError
+from bus.split_kv import COUNT_KEY as KV_COUNT_KEY
+from bus.split_kv import partition_bucket
+from bus.split_kv_retire import retire_all
 from config import BusConfig
 
 log = logging.getLogger(__name__)
@@ -161,8 +165,12 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
 
     Args:
         retire: also remove the single `CHAT_IN` and `RUN_EVENTS` of an installation made before
-            the split by partition, once they are empty (`antler provision` does; components
-            starting do not, as components of the earlier version may still use them).
+            the split by partition, once they are empty, and move the records of its single
+            `threads`, `runs` and `thread_runs` buckets to the buckets per partition, then remove
+            them, once no process of an earlier version is heard (`bus.split_kv.retire_all`: it
+            listens `LISTEN` seconds, then waits `REFRESH` seconds and a margin). `antler
+            provision` does; components starting do not, as components of the earlier version
+            may still use them.
     """
     streams = []
     # The chat streams' partition count is theirs to keep: changed only while nothing waits in CHAT_IN.
@@ -182,13 +190,15 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
         await _ensure_stream(bus, config)
         streams.append(config.name or "")
     await _drop_partition_streams_beyond(bus, count)
-    await spread_leaders(bus, [bus.subjects.chat_in_partition_stream(k) for k in range(count)])
-    await spread_leaders(bus, [bus.subjects.run_events_partition_stream(k) for k in range(count)])
-    buckets = [
-        s.threads_bucket,
+    # The buckets written every turn: one per partition each, their leaders spread as the streams'.
+    buckets = []
+    split_names = {split: await _ensure_split_kv(bus, split, count) for split in s.split_buckets}
+    for names in split_names.values():
+        buckets += names
+    if retire:  # records of a bucket from before the split moved, then the bucket removed
+        await retire_all(bus)
+    buckets += [
         s.chats_bucket,
-        s.runs_bucket,
-        s.thread_runs_bucket,
         s.memory_bucket,
         s.settings_bucket,
         s.agents_bucket,
@@ -225,6 +235,18 @@ async def provision(bus: Bus, *, retire: bool = False) -> Provisioned:
     ]
     await _drop_unpartitioned_router(bus)
     await _ensure_object_store(bus, s.files_store)
+    # Last, when everything exists: a leader moved is an election, and the API answers slower meanwhile.
+    # The buckets may have another count than the streams (theirs is fixed): spread on their own then.
+    kinds = [
+        [s.chat_in_partition_stream(k) for k in range(count)],
+        [s.run_events_partition_stream(k) for k in range(count)],
+        *([f"KV_{name}" for name in names] for names in split_names.values()),
+    ]
+    alike = [kind for kind in kinds if len(kind) == count]
+    await spread_leaders(bus, [stream for kind in alike for stream in kind], groups=len(alike))
+    for kind in kinds:
+        if len(kind) != count:
+            await spread_leaders(bus, kind)
     log.debug("provisioned %d streams, %d buckets, 1 object store", len(streams), len(buckets))
     return Provisioned(streams=streams, buckets=buckets, object_stores=[s.files_store])
 
@@ -272,12 +294,16 @@ async def _narrow_unsplit(
         log.info("%s keeps %d message(s) from before the split by partition", stream, info.state.messages)
 
 
-async def spread_leaders(bus: Bus, streams: list[str]) -> dict[str, str]:
-    """Give the partition streams' leaders to the cluster's nodes in turn (stream `k` to the `k`-th
-    node by name, of those holding a copy) unless they are already even (no node leads two more
-    than another); JetStream alone places leaders at random, which leaves them all on one node now
-    and then. A leader is moved by asking it to step down in favour of the chosen node
-    (nats-server 2.11+); one that cannot move stays where it is. Nothing to do on one server.
+async def spread_leaders(bus: Bus, streams: list[str], *, groups: int = 1) -> dict[str, str]:
+    """Give the partition streams' leaders to the cluster's nodes in turn (the `k`-th stream to the
+    `k`-th node by name, of those holding a copy) unless they are already even (no node leads two
+    more than another, over all of them and within each of the `groups` equal parts of `streams`:
+    one kind's partitions each); JetStream alone places leaders at random, which leaves them all on
+    one node now and then. With several kinds in turn, the node that leads one partition more than
+    the others differs from kind to kind (4 partitions on 3 nodes: 7, 7 and 6 of 5 kinds' 20), not
+    always the same. A leader is moved by asking it to step down in favour of the chosen node
+    (nats-server 2.11+), one at a time; one that cannot move stays where it is. Nothing to do on
+    one server.
 
     Returns:
         Each stream's leader afterwards, as far as known (empty on one server).
@@ -290,8 +316,12 @@ async def spread_leaders(bus: Bus, streams: list[str]) -> dict[str, str]:
         infos.append(info)
     nodes = sorted({name for info in infos for name in _peers(info)})
     leaders = {info.config.name or "": info.cluster.leader or "" for info in infos if info.cluster}
-    led = [sum(1 for leader in leaders.values() if leader == node) for node in nodes]
-    if max(led) - min(led) <= 1:
+    size = max(1, len(infos) // max(1, groups))
+    parts = [list(leaders.values())] + [
+        list(leaders.values())[i : i + size] for i in range(0, len(infos), size)
+    ]
+    led = [[sum(1 for leader in part if leader == node) for node in nodes] for part in parts]
+    if all(max(counts) - min(counts) <= 1 for counts in led):
         return leaders  # as even as it gets: moving leaders would only pause their streams
     for k, info in enumerate(infos):
         name, leader = info.config.name or "", info.cluster.leader if info.cluster else None
@@ -310,7 +340,23 @@ async def spread_leaders(bus: Bus, streams: list[str]) -> dict[str, str]:
         if json.loads(reply.data or b"{}").get("success"):
             leaders[name] = wanted
             log.info("stream %s: leader moved from %s to %s", name, leader, wanted)
+            await _elected(bus, name)
     return leaders
+
+
+async def _elected(bus: Bus, stream: str, timeout: float = 10.0) -> None:
+    """Until the stream answers with a leader again (one election at a time: several at once left
+    the JetStream API slow to answer on a loaded machine), at most `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        try:
+            info = await bus.js.stream_info(stream)
+            if info.cluster is not None and info.cluster.leader:
+                return
+        except Exception:  # no leader yet: the API may not answer for this stream meanwhile
+            pass
+        await asyncio.sleep(0.1)
 
 
 def _peers(info: StreamInfo) -> set[str]:
@@ -397,6 +443,26 @@ async def _ensure_stream(bus: Bus, config: StreamConfig) -> None:
             f"stream {config.name} exists with settings that cannot be changed in place "
             f"({exc.description}); delete it (nats stream rm {config.name}) or use another bus.prefix"
         ) from None
+
+
+async def _ensure_split_kv(bus: Bus, bucket: str, count: int) -> list[str]:
+    """The partition buckets of `bucket` (`bus.split_kv`): as many as they were first made with
+    (their count never changes: a key's bucket is computed from it), else `count`; each says the
+    count in its stream's metadata (their leaders are spread over a cluster's nodes by `provision`)."""
+    first = f"KV_{partition_bucket(bucket, 0)}"
+    try:
+        made = (await bus.js.stream_info(first)).config.metadata or {}
+        count = int(made.get(KV_COUNT_KEY) or count)
+    except NotFoundError:
+        pass
+    names = [partition_bucket(bucket, k) for k in range(count)]
+    for name in names:
+        await _ensure_kv(bus, name)
+        info = await bus.js.stream_info(f"KV_{name}")
+        if (info.config.metadata or {}).get(KV_COUNT_KEY) != str(count):
+            info.config.metadata = {**(info.config.metadata or {}), KV_COUNT_KEY: str(count)}
+            await bus.js.update_stream(info.config)
+    return names
 
 
 async def _ensure_kv(

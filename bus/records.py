@@ -20,12 +20,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from nats.js.client import JetStreamContext
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 from pydantic import BaseModel, ValidationError
 
 from bus.errors import EnvelopeError
 from bus.messages import decode, encode
+from bus.split_kv import bucket_names
 
 log = logging.getLogger(__name__)
 
@@ -198,12 +199,30 @@ async def keys_matching(js: JetStreamContext, bucket: str, pattern: str) -> list
 
     A key deleted with `drop_keys` is gone; one deleted through the KV API (a delete marker) would
     still be listed, so index buckets are cleaned with `drop_keys`.
+
+    A bucket split by partition (`bus.split_kv`) is asked in the pattern's partition's bucket, and in
+    the single bucket of before the split while it is there.
     """
-    prefix = f"$KV.{bucket}."
-    info = await js.stream_info(f"KV_{bucket}", subjects_filter=prefix + pattern)
-    return sorted(subject[len(prefix) :] for subject in (info.state.subjects or {}))
+    names = await bucket_names(js, bucket, pattern)
+    found: set[str] = set()
+    for name in names:
+        prefix = f"$KV.{name}."
+        try:
+            info = await js.stream_info(f"KV_{name}", subjects_filter=prefix + pattern)
+        except NotFoundError:
+            if len(names) == 1:
+                raise
+            continue  # the bucket of before the split, removed meanwhile
+        found.update(subject[len(prefix) :] for subject in (info.state.subjects or {}))
+    return sorted(found)
 
 
 async def drop_keys(js: JetStreamContext, bucket: str, pattern: str) -> None:
     """Remove the keys matching `pattern` from `bucket` completely (no delete marker is left)."""
-    await js.purge_stream(f"KV_{bucket}", subject=f"$KV.{bucket}.{pattern}")
+    names = await bucket_names(js, bucket, pattern)
+    for name in names:
+        try:
+            await js.purge_stream(f"KV_{name}", subject=f"$KV.{name}.{pattern}")
+        except NotFoundError:
+            if len(names) == 1:
+                raise

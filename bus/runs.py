@@ -14,7 +14,6 @@ from datetime import datetime
 
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
-from nats.js.errors import NotFoundError
 
 from bus.connection import Bus
 from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus, decode, utcnow
@@ -234,12 +233,10 @@ async def latest_run(bus: Bus, thread_id: str) -> str | None:
     goes `after` this one, as if it had submitted it. One read: the last message under the thread's
     keys in the bucket's stream (a key deleted since names a finished run: harmless as `after`).
     """
-    bucket = bus.subjects.thread_runs_bucket
-    try:
-        last = await bus.js.get_last_msg(f"KV_{bucket}", f"$KV.{bucket}.{thread_id}.>")
-    except NotFoundError:
-        return None
-    return last.subject.rsplit(".", 1)[-1] if last.subject else None
+    from bus.split_kv import last_key
+
+    key = await last_key(bus, bus.subjects.thread_runs_bucket, f"{thread_id}.>")
+    return key.rsplit(".", 1)[-1] if key else None
 
 
 async def _list_with_thread(bus: Bus, request: RunRequest) -> None:

@@ -37,11 +37,17 @@ def partition_transform(source: str, partitions: int) -> tuple[str, str]:
     return source, ".".join(destination)
 
 
+SPLIT_BUCKETS: set[str] = set()  # `Subjects.split_buckets` of every prefix this process has named
+
+
 @dataclass(frozen=True)
 class Subjects:
     """The names on the bus (docs/architecture.md), computed for one prefix."""
 
     prefix: str = DEFAULT_PREFIX
+
+    def __post_init__(self) -> None:
+        SPLIT_BUCKETS.update(self.split_buckets)  # known to helpers given only a bucket's name
 
     # -- subjects ---------------------------------------------------------
     def chat_in(self, channel: str, chat_id: str) -> str:
@@ -281,6 +287,12 @@ class Subjects:
     @property
     def runs_bucket(self) -> str:
         return self.bucket("runs")
+
+    @property
+    def split_buckets(self) -> tuple[str, ...]:
+        """The buckets written on every turn, one bucket per partition each (`bus.split_kv`):
+        `threads`, `runs`, `thread_runs`."""
+        return (self.threads_bucket, self.runs_bucket, self.thread_runs_bucket)
 
     @property
     def subagent_results_bucket(self) -> str:

@@ -4,7 +4,8 @@ The web UI searches threads every few seconds; reading every record of the
 bucket per search would make its cost grow with every thread anyone ever
 made. Instead each gateway process watches KV `<prefix>_threads` once (a KV
 watch: every record at start, then every change as it is written) and answers
-searches from memory, per user.
+searches from memory, per user. The bucket is one per partition (`bus.split_kv`): the watch is
+all of theirs, merged.
 
 Writes this gateway makes itself (through the threads service) are applied at
 once as well, so a caller who just created, renamed or deleted a thread finds
@@ -26,6 +27,7 @@ from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 from bus.errors import EnvelopeError
 from bus.messages import ThreadRecord, decode
 from bus.records import repair_by_key
+from bus.split_kv import SplitKV
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +83,10 @@ class ThreadView:
                     await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py leaves KeyWatcher.stop unannotated
 
     async def _stored_keys(self) -> int:
-        """How many keys (deleted ones too: the watch brings their markers) the bucket has now."""
+        """How many keys (deleted ones too: the watch brings their markers) the bucket has now (all
+        its partitions' buckets: `bus.split_kv`)."""
+        if isinstance(self.kv, SplitKV):
+            return len(await self.kv.stored_keys())
         bucket = self.kv._name
         info = await self.js.stream_info(f"KV_{bucket}", subjects_filter=f"$KV.{bucket}.>")
         return len(info.state.subjects or {})

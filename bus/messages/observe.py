@@ -44,3 +44,9 @@ class MetricsSnapshot(Envelope):
         default_factory=dict,
         description="each component this process supervises, by name (sent at once when one changes)",
     )
+    split_buckets: bool = Field(
+        False,
+        description="this process uses the threads, runs and thread_runs buckets per partition "
+        "(bus.split_kv); `antler provision` moves the single buckets' records only when every "
+        "process says so",
+    )

@@ -23,7 +23,9 @@ went hop by hop, beside the median turn), then for 10/50/200
 chats at once p50/p90/p99 latency, turns/s and the CPU seconds each process used.
 `--json out.json` keeps the figures; `--compare old.json` prints them side by side.
 
-Run: `antler bench chat [--levels 10,50,200] [--repeat 3] [--json out.json]`.
+Run: `antler bench chat [--levels 10,50,200] [--repeat 3] [--json out.json] [--cluster 3]`
+(`--cluster 3`: three nats-servers clustered on this machine, R3, each node's CPU share per level and
+which node leads which stream and bucket).
 With ANTLER_BENCH_PYSPY=out.txt (and py-spy installed) runner 1 is sampled meanwhile.
 """
 
@@ -344,6 +346,12 @@ class Level:
     bus_messages_per_turn: float | None = None  # messages the nats-server took in
     peak_rss_mb: float | None = None  # the stack's summed RSS / PSS, sampled every second
     peak_pss_mb: float | None = None
+    # A cluster: messages stored during the level in the streams and buckets each node led (every
+    # write goes through its stream's leader: it orders it, replicates it and answers the writer).
+    leader_writes: dict[str, int] | None = None
+    # The same for the buckets every turn writes (threads, runs, thread_runs), and per stream.
+    bucket_leader_writes: dict[str, int] | None = None
+    stream_writes: dict[str, tuple[str, int]] | None = None
 
 
 class MemorySampler:
@@ -408,6 +416,7 @@ async def run_level(
             i = queue.get_nowait()
             done.append(await client.turn(f"{tag}-{n}", f"{text} ({i})"))
 
+    led_before = await stored_by_leader(stack) if stack is not None and stack.nodes else None
     events_before = await stored_run_events(stack) if stack else 0
     msgs_before = (await stack.varz())["in_msgs"] if stack else 0
     cpu_before, busy_before = processes.cpu(), machine_cpu_busy()
@@ -420,6 +429,22 @@ async def run_level(
         await asyncio.sleep(0.2)  # the last turns' acks and writes come in
         events = (await stored_run_events(stack) - events_before) / max(1, len(done))
         messages = ((await stack.varz())["in_msgs"] - msgs_before) / max(1, len(done))
+    leader_writes = bucket_writes = stream_writes = None
+    if stack is not None and led_before is not None:
+        leader_writes, bucket_writes, stream_writes = (
+            collections.Counter[str](),
+            collections.Counter[str](),
+            {},
+        )
+        every_turn = re.compile(
+            rf"KV_{re.escape(stack.bus.subjects.prefix)}_(threads|runs|thread_runs)(_\d+)?"
+        )
+        for name, (leader, last_seq) in (await stored_by_leader(stack)).items():
+            written = last_seq - led_before.get(name, (leader, 0))[1]
+            leader_writes[leader] += written
+            stream_writes[name] = (leader, written)
+            if every_turn.fullmatch(name):
+                bucket_writes[leader] += written
     cpu = {name: round(cpu_after[name] - cpu_before.get(name, 0.0), 2) for name in cpu_after}
     ours = sum(cpu.values())
     latencies = [t.latency for t in done]
@@ -447,7 +472,46 @@ async def run_level(
         bus_messages_per_turn=round(messages, 1) if stack is not None else None,
         peak_rss_mb=round(memory.peak_rss, 1),
         peak_pss_mb=round(memory.peak_pss, 1),
+        leader_writes=dict(sorted(leader_writes.items())) if leader_writes is not None else None,
+        bucket_leader_writes=dict(sorted(bucket_writes.items())) if bucket_writes is not None else None,
+        stream_writes=stream_writes,
     )
+
+
+async def stored_by_leader(stack: BenchStack) -> dict[str, tuple[str, int]]:
+    """Each of the stack's streams and buckets: its leader and its last sequence number."""
+    found = {}
+    async for info in _streams(stack.bus):
+        name = info.config.name or ""
+        if stack.bus.subjects.prefix.upper() in name.upper() and info.cluster is not None:
+            found[name] = (info.cluster.leader or "?", int(info.state.last_seq))
+    return found
+
+
+async def print_leaders(stack: BenchStack) -> dict[str, str]:
+    """Which node leads each of the stack's streams and buckets (a cluster), and how many each."""
+    leaders: dict[str, str] = {}
+    async for info in _streams(stack.bus):
+        name = info.config.name or ""
+        if stack.bus.subjects.prefix.upper() in name.upper() and info.cluster is not None:
+            leaders[name] = info.cluster.leader or "?"
+    per_node = collections.Counter(leaders.values())
+    print("stream and bucket leaders per node: " + "  ".join(f"{n} {c}" for n, c in sorted(per_node.items())))
+    prefix = re.escape(stack.bus.subjects.prefix)
+    every_turn = re.compile(
+        rf"(?i:{prefix})_(CHAT_IN|RUN_EVENTS)(_\d+)?|KV_{prefix}_(threads|runs|thread_runs)(_\d+)?"
+    )
+    busy = sorted(name for name in leaders if every_turn.fullmatch(name))
+    print(
+        "  of the streams and buckets every turn writes: "
+        + "  ".join(f"{re.sub(rf'^(KV_)?(?i:{prefix})_', '', name)}@{leaders[name]}" for name in busy)
+    )
+    return leaders
+
+
+async def _streams(bus: Bus) -> Any:
+    for info in await bus.js.streams_info():
+        yield info
 
 
 def print_level(level: Level) -> None:
@@ -462,6 +526,32 @@ def print_level(level: Level) -> None:
         f"            CPU s: {cpu}  -> {level.cores_used:.2f} cores used; "
         f"other programs meanwhile {level.others_cores:.2f} cores; load {level.load_average}"
     )
+    nodes = {name: secs for name, secs in level.cpu_s.items() if name.startswith("nats-n")}
+    if nodes:  # a cluster: how the bus's work is shared between its nodes
+        total = sum(nodes.values()) or 1.0
+        print(
+            "            nats-server nodes' shares of their CPU: "
+            + "  ".join(
+                f"{name.removeprefix('nats-')} {100 * secs / total:.0f} %" for name, secs in nodes.items()
+            )
+        )
+    if level.leader_writes:
+        total_writes = sum(level.leader_writes.values()) or 1
+        print(
+            "            messages stored through each node as leader: "
+            + "  ".join(
+                f"{node} {100 * n / total_writes:.0f} % ({n})" for node, n in level.leader_writes.items()
+            )
+        )
+    if level.bucket_leader_writes:
+        total_writes = sum(level.bucket_leader_writes.values()) or 1
+        print(
+            "              of which the threads, runs and thread_runs buckets': "
+            + "  ".join(
+                f"{node} {100 * n / total_writes:.0f} % ({n})"
+                for node, n in level.bucket_leader_writes.items()
+            )
+        )
     # Per turn: what a process costs, whatever the machine's other load did to the wall clock.
     per_turn = {name: 1000 * secs / max(1, level.turns) for name, secs in level.cpu_s.items()}
     stack = sum(ms for name, ms in per_turn.items() if name != "bench+model")
@@ -645,7 +735,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     }
     settings = {"title": {"enabled": True}, "memory": {"enabled": True}}
     sync_interval = getattr(args, "sync_interval", "always")
-    async with bench_stack(settings, runners=runners, sync_interval=sync_interval) as stack:
+    cluster = getattr(args, "cluster", 0) or 0
+    async with bench_stack(settings, runners=runners, sync_interval=sync_interval, cluster=cluster) as stack:
+        if cluster:
+            results["cluster"] = cluster
+            results["leaders"] = await print_leaders(stack)
         for n in range(args.routers):  # they share the chat partitions (channels.router.partitions)
             await stack.start("router", "router" if args.routers == 1 else f"router-{n + 1}")
         processes = Processes()
@@ -718,6 +812,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--timeline",
         action="store_true",
         help="print one follow-up turn's bus messages and the slowest single turns hop by hop",
+    )
+    parser.add_argument(
+        "--cluster",
+        type=int,
+        default=0,
+        help="this many nats-servers clustered on this machine (3: streams and buckets R3), each "
+        "node's CPU share printed per level",
     )
 
 

@@ -18,6 +18,7 @@ import os
 import socket
 import sys
 import tempfile
+import time
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -44,17 +45,27 @@ class BenchStack:
     processes: dict[str, int] = field(default_factory=dict)  # name -> pid, nats-server included
     children: list[tuple[str, asyncio.subprocess.Process, Path]] = field(default_factory=list)
     monitor_port: int = 0  # nats-server's monitoring endpoint (/varz): what the server counted
+    # With a cluster (`bench_stack(cluster=3)`): every node, and each one's monitoring port.
+    nodes: list[EmbeddedServer] = field(default_factory=list)
+    monitor_ports: list[int] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        """Where components connect: the server, or every node of the cluster."""
+        return ",".join(node.url for node in self.nodes) if self.nodes else self.server.url
 
     async def varz(self) -> dict[str, Any]:
         """nats-server's counters (`in_msgs`: every message clients published, acks and API
-        requests included), read without a subscription that would itself load the machine."""
+        requests included), read without a subscription that would itself load the machine; on a
+        cluster, `in_msgs` summed over the nodes (routed copies included)."""
 
-        def read() -> dict[str, Any]:
-            url = f"http://127.0.0.1:{self.monitor_port}/varz"
+        def read(port: int) -> dict[str, Any]:
+            url = f"http://127.0.0.1:{port}/varz"
             with urllib.request.urlopen(url, timeout=5) as response:
                 return dict(json.load(response))
 
-        return await asyncio.to_thread(read)
+        found = [await asyncio.to_thread(read, port) for port in self.monitor_ports or [self.monitor_port]]
+        return {**found[0], "in_msgs": sum(int(v.get("in_msgs", 0)) for v in found)}
 
     async def start(self, name: str, label: str | None = None) -> asyncio.subprocess.Process:
         """Start `antler run <name>` with the stack's config; its stderr goes to a log of its own."""
@@ -69,7 +80,7 @@ class BenchStack:
                 "-c",
                 str(self.config_path),
                 "--nats-url",
-                self.server.url,
+                self.url,
                 cwd=REPO,
                 env={**os.environ, "PYTHONPATH": str(REPO)},
                 stdout=asyncio.subprocess.DEVNULL,
@@ -99,29 +110,63 @@ async def bench_stack(
     runners: int = 1,
     others: Sequence[str] = (),
     sync_interval: str = "always",
+    cluster: int = 0,
 ) -> AsyncIterator[BenchStack]:
     """A fresh stack in a temporary directory: `runners` runner processes, then `others`; its
-    nats-server fsyncs as `antler up`'s does (`bus.embedded.sync_interval`)."""
+    nats-server fsyncs as `antler up`'s does (`bus.embedded.sync_interval`). With `cluster` (3), that
+    many nats-servers clustered on loopback instead (nodes `n1` …, streams and buckets R3), each
+    counted as a process of its own (`nats-n1` …)."""
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
-        monitor_port = _free_port()
-        server = EmbeddedServer(
-            tmp_path / "nats",
-            sync_interval=sync_interval,
-            extra_config=f'http: "127.0.0.1:{monitor_port}"\n',
-        )
-        async with server, FakeOpenAI() as fake:
+        monitor_ports = [_free_port() for _ in range(max(1, cluster))]
+        route_ports = [_free_port() for _ in range(cluster)]
+        routes = ", ".join(f'"nats-route://127.0.0.1:{port}"' for port in route_ports)
+        servers = [
+            EmbeddedServer(
+                tmp_path / (f"nats-n{n + 1}" if cluster else "nats"),
+                sync_interval=sync_interval,
+                server_name=f"n{n + 1}" if cluster else "antler",
+                extra_config=f'http: "127.0.0.1:{monitor_ports[n]}"\n'
+                + (
+                    f'cluster {{\n  name: "bench"\n  listen: "127.0.0.1:{route_ports[n]}"\n'
+                    f"  routes: [{routes}]\n}}\n"
+                    if cluster
+                    else ""
+                ),
+            )
+            for n in range(max(1, cluster))
+        ]
+        async with contextlib.AsyncExitStack() as started, FakeOpenAI() as fake:
+            await asyncio.gather(
+                *(server.start(timeout=60) for server in servers)
+            )  # peers wait for each other
+            for server in servers:
+                started.push_async_callback(server.stop)
+            server = servers[0]
             prefix = f"bench{uuid.uuid4().hex[:6]}"
+            bus_settings: dict[str, Any] = {"prefix": prefix, "data_dir": str(tmp_path / "data")}
+            if cluster:
+                bus_settings["replicas"] = min(3, cluster)
             config = {
-                "bus": {"prefix": prefix, "data_dir": str(tmp_path / "data")},
+                "bus": bus_settings,
                 "models": [{"name": "fake", "model": "m", "api_key": "k", "base_url": fake.base_url}],
                 **(settings or {}),
             }
             path = tmp_path / "config.yaml"
             path.write_text(yaml.safe_dump(config))
-            bus = await connect_and_provision(server.url, BusConfig(prefix=prefix))
-            stack = BenchStack(bus, fake, server, path, tmp_path, monitor_port=monitor_port)
-            if server.pid:
+            url = ",".join(s.url for s in servers)
+            if cluster:
+                await _jetstream_up(url)
+            bus = await connect_and_provision(
+                url, BusConfig(prefix=prefix, replicas=bus_settings.get("replicas", 1))
+            )
+            stack = BenchStack(bus, fake, server, path, tmp_path, monitor_port=monitor_ports[0])
+            if cluster:
+                stack.nodes, stack.monitor_ports = servers, monitor_ports
+                for n, node in enumerate(servers):
+                    if node.pid:
+                        stack.processes[f"nats-n{n + 1}"] = node.pid
+            elif server.pid:
                 stack.processes["nats-server"] = server.pid
             try:
                 for n in range(runners):
@@ -135,6 +180,24 @@ async def bench_stack(
             finally:
                 await stack.stop()
                 await bus.close()
+
+
+async def _jetstream_up(url: str, timeout: float = 60.0) -> None:
+    """Until a cluster's JetStream has a meta leader (its nodes answer before they elect one)."""
+    import nats
+
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(Exception):
+            nc = await nats.connect(url.split(","))
+            try:
+                await nc.jetstream().account_info()
+                return
+            finally:
+                await nc.close()
+        if time.monotonic() > deadline:
+            raise TimeoutError("the cluster's JetStream did not come up")
+        await asyncio.sleep(0.25)
 
 
 def _free_port() -> int:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 from nats.js.api import KeyValueConfig, RetentionPolicy, StreamConfig, StreamInfo, SubjectTransform
-from nats.js.errors import KeyNotFoundError, NotFoundError
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 
 from bus import Bus, connect_and_provision, provision
 from bus.chat_partitions import chat_in_subject, chat_partitions, partition_of, stored_count
@@ -59,8 +59,17 @@ async def test_everything_of_the_architecture_exists_under_the_prefix(bus: Bus) 
     assert memory.max_msgs_per_subject == 1, "the newest conversation of each thread only"
     assert memory.max_age == bus.config.memory_updates_max_age_hours * 3600, "bounded, should no updater run"
     assert memory.max_bytes == int(bus.config.memory_updates_max_mb * 1024 * 1024)
-    for bucket in ("threads", "chats", "runs", "thread_runs", "subagent_results", "memory"):
+    for bucket in ("chats", "subagent_results", "memory"):
         kv = await bus.js.key_value(f"{s.prefix}_{bucket}")
+        await kv.put("probe", b"1")
+        assert (await kv.get("probe")).value == b"1"
+    # The buckets written every turn are one per partition (bus.split_kv), behind one handle.
+    for bucket in ("threads", "runs", "thread_runs"):
+        for k in range(4):
+            await bus.js.key_value(f"{s.prefix}_{bucket}_{k}")
+        with pytest.raises(BucketNotFoundError):
+            await bus.js.key_value(f"{s.prefix}_{bucket}")
+        kv = await bus.kv(f"{s.prefix}_{bucket}")
         await kv.put("probe", b"1")
         assert (await kv.get("probe")).value == b"1"
     files = await bus.files()
@@ -120,7 +129,7 @@ async def test_a_bucket_from_before_direct_gets_keeps_its_records_and_reads_them
         await again.get("gone")
     with pytest.raises(KeyNotFoundError):
         await again.get("never")
-    for name in ("threads", "runs", "chats"):
+    for name in ("threads_0", "runs_3", "chats"):
         info = await bus.js.stream_info(f"KV_{bus.subjects.prefix}_{name}")
         assert info.config.allow_direct, "one server: a new bucket is read by direct get"
 

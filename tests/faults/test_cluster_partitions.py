@@ -1,14 +1,17 @@
-"""Streams per chat partition (inbound messages and run events) on a three-node cluster: their
-leaders are on more than one node, and chats of every partition are answered through them."""
+"""Streams per chat partition (inbound messages and run events) and the buckets written every turn
+(threads, runs, thread_runs: one per partition) on a three-node cluster: their leaders are on more
+than one node, and chats of every partition are answered through them."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from bus.chat_partitions import chat_partitions, partition_of
+from bus.split_kv import partition_bucket
 from bus.subjects import chat_route
 from tests.faults.budget import ONE_AT_A_TIME, TIMEOUT
 from tests.faults.harness import NatsCluster, UpFactory, admin_bus
@@ -57,5 +60,28 @@ async def test_partition_streams_lead_from_several_nodes_and_every_partition_ans
             for stream in (s.chat_in_partition_stream(k), s.run_events_partition_stream(k)):
                 info = await bus.js.stream_info(stream)
                 assert info.state.last_seq >= 1, f"{stream} took no message"
+        # The buckets written every turn are one per partition too, led from every node; and over
+        # the streams and buckets of every kind, no node leads two more than another (the node
+        # leading a kind's fourth partition is not the same one for every kind).
+        every_kind = [
+            *(s.chat_in_partition_stream(k) for k in range(count)),
+            *(s.run_events_partition_stream(k) for k in range(count)),
+            *(f"KV_{partition_bucket(bucket, k)}" for bucket in s.split_buckets for k in range(count)),
+        ]
+        led = Counter([(await bus.js.stream_info(name)).cluster.leader for name in every_kind])  # type: ignore[union-attr]
+        assert max(led.values()) - min(led.values()) <= 1, led
+        for bucket in s.split_buckets:
+            names = [partition_bucket(bucket, k) for k in range(count)]
+            leaders = {}
+            for name in names:
+                info = await bus.js.stream_info(f"KV_{name}")
+                assert info.cluster is not None
+                assert len(info.cluster.replicas or []) == 2, f"three copies of {name}"
+                leaders[name] = info.cluster.leader
+            assert set(leaders.values()) == {"n1", "n2", "n3"}, leaders
+            written = [(await bus.js.stream_info(f"KV_{name}")).state.last_seq for name in names]
+            assert sum(1 for seq in written if seq) > 1, (
+                f"the turns' records all went to one {bucket}: {written}"
+            )
     finally:
         await bus.close()

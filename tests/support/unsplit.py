@@ -1,15 +1,18 @@
 """Installations as versions before the split by partition left them: one `CHAT_IN` stream whose
-subject transform appends the chat's partition, with messages waiting in it; one `RUN_EVENTS`."""
+subject transform appends the chat's partition, with messages waiting in it; one `RUN_EVENTS`; one
+`threads`, `runs` and `thread_runs` bucket each."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from nats.js.api import RetentionPolicy, StorageType, StreamConfig, SubjectTransform
+from nats.js.api import KeyValueConfig, RetentionPolicy, StorageType, StreamConfig, SubjectTransform
 from nats.js.errors import NotFoundError
+from nats.js.kv import KeyValue
 
 from bus import Bus, connect_and_provision
 from bus.messages import InboundMessage
+from bus.split_kv import partition_bucket
 from bus.subjects import chat_route, partition_transform
 from config import BusConfig
 
@@ -83,3 +86,27 @@ def earlier_runners_subject(bus: Bus, run_id: str, chat: tuple[str, str] | None)
     if chat is None:
         return f"{s.prefix}.runs.ev.{run_id}.api"
     return f"{s.prefix}.runs.ev.{run_id}.chat.{chat_route(*chat)}"
+
+
+async def make_unsplit_buckets(nats_url: str, config: BusConfig) -> Bus:
+    """A bus on `config`'s prefix whose `threads`, `runs` and `thread_runs` are the single buckets of
+    earlier versions (as their provisioning made them), the buckets per partition not there.
+    Everything else is provisioned as now. Write records as those versions did with `legacy_kv`."""
+    bus = await connect_and_provision(nats_url, config)
+    for bucket in bus.subjects.split_buckets:
+        for k in range(64):
+            try:
+                await bus.js.delete_stream(f"KV_{partition_bucket(bucket, k)}")
+            except NotFoundError:
+                break
+        await bus.js.create_key_value(
+            KeyValueConfig(
+                bucket=bucket, history=1, storage=StorageType.FILE, replicas=bus.config.replicas, direct=True
+            )
+        )
+    return bus
+
+
+async def legacy_kv(bus: Bus, bucket: str) -> KeyValue:
+    """The single bucket of before the split, as an earlier version reads and writes it."""
+    return await bus.js.key_value(bucket)
