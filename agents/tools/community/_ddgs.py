@@ -26,9 +26,10 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from access.egress import refusal
+from access.egress import web_binding as binding
 from access.egress_proxy import EgressProxy
 from agents.tools.community._common import ToolSettings
-from agents.tools.community._egress import binding, check_host
+from agents.tools.community._egress import check_host
 from agents.tools.community.errors import (
     EgressRefused,
     ProviderRefused,

@@ -10,16 +10,10 @@ from __future__ import annotations
 
 from access.addresses import AddressRefused, UnresolvableHost, resolve_public
 from access.egress import refusal
+from access.egress import web_binding as binding
 from agents.tools.community._pinned import CheckedResolver
 from agents.tools.community.errors import EgressRefused, ProviderUnreachable
 from bus.messages import EgressPolicy
-
-
-def binding(policy: EgressPolicy | None) -> EgressPolicy | None:
-    """`policy` when it limits the web tools (`none` or `allowlist`, configured), else None: as before."""
-    if policy is None or not policy.binds_web or policy.mode == "all":
-        return None
-    return policy
 
 
 def check_host(provider: str, host: str, policy: EgressPolicy | None) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 
 import httpx
 
-from agents.tools.community._egress import binding, check_host, checked_resolver
+from access.egress import web_binding as binding
+from agents.tools.community._egress import check_host, checked_resolver
 from agents.tools.community._pinned import CheckedTransport
 from agents.tools.community.errors import (
     BadProviderResponse,
