@@ -116,6 +116,15 @@ async def test_ddgs_keeps_to_the_engines_the_allowlist_names(ddg: FakeDuckDuckGo
     assert ddg.connects == []
 
 
+async def test_ddgs_through_a_proxy_that_cannot_be_held_to_the_allowlist_is_refused(
+    ddg: FakeDuckDuckGo,
+) -> None:
+    settings = WebSearchSettings(proxy="socks5://127.0.0.1:9", ca_file=str(ddg.ca_file))
+    with pytest.raises(EgressRefused, match="cannot be held to the egress policy"):
+        await find(settings, "my secret diary", policy("allowlist", "duckduckgo.com"))
+    assert ddg.connects == []
+
+
 # ------------------------------------------------------------------ in a run, per role
 
 

@@ -14,8 +14,9 @@ failure is a WebToolError whose text tells the model what to do.
 Under a binding egress policy (`access.egress`): `none` asks nothing; `allowlist` keeps only the
 engines whose host is listed (each ddgs engine asks the fixed host of its `search_url`:
 `html.duckduckgo.com`, `duckduckgo.com` for images, `www.bing.com`, ...), refusing when none is,
-and, with no `proxy` of the entry's own, sends every connection through the shared filtering proxy
-(`access.egress_proxy`) holding that policy, so a redirect cannot leave the list either.
+and sends every connection through the shared filtering proxy (`access.egress_proxy`) holding that
+policy, so a redirect cannot leave the list either; the entry's own `proxy`, when http://, is where
+that proxy's allowed tunnels go on (a socks5 or https one cannot be held to the policy: refused).
 """
 
 from __future__ import annotations
@@ -139,10 +140,13 @@ async def search(
     backend = allowed_backend(settings, kind, egress)
     current = settings.model_copy(update={"backend": backend})
     bound = binding(egress)
-    if bound is None or settings.proxy is not None:
-        # With a proxy of its own (a corporate one), the engines kept above are what it asks.
+    if bound is None:
         return await asyncio.to_thread(_search, current, kind, query, max_results, settings.proxy)
-    guard = EgressProxy(bound, where=where, run_id=run_id)
+    try:  # the entry's own proxy (a corporate one) carries the tunnels the policy allowed
+        guard = EgressProxy(bound, where=where, run_id=run_id, upstream=settings.proxy)
+    except ValueError:
+        reason = f"its proxy ({urlsplit(settings.proxy or '').scheme}://) cannot be held to the egress policy"
+        raise EgressRefused(NAME, ", ".join(engine_hosts(kind, backend).values()), reason) from None
     port = await guard.start()
     try:
         return await asyncio.to_thread(_search, current, kind, query, max_results, f"http://127.0.0.1:{port}")
