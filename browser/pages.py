@@ -143,7 +143,9 @@ class Pages:
             if self._browser is not None:  # Chromium died: its pages went with it
                 log.warning("Chromium is gone; starting it again (open pages were lost)")
                 for key in list(self.sessions):
-                    self.sessions.pop(key, None)
+                    lost = self.sessions.pop(key, None)
+                    if lost is not None and lost.proxy is not None:
+                        await lost.proxy.stop()  # a run's page's own proxy goes with it
                     self._notify_closed(*key)
             assert self._playwright is not None
             flags = [
