@@ -26,6 +26,7 @@ import logging
 import re
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -85,7 +86,8 @@ class BrowserService:
                 return BrowserReply(text="Browser page closed." if closed else "No browser page was open.")
             if policy is not None and policy.mode == "none":
                 reason = f"the egress policy ({policy.source}) allows no network access"
-                egress.log_refusal("browser", req.run_id, req.url or req.action, None, reason)
+                target = urlsplit(req.url or "").hostname or f"({req.action})"
+                egress.log_refusal("browser", req.run_id, target, None, reason)
                 raise ServiceError(f"the browser cannot be used in this run: {reason}", "not_allowed")
             if req.action == "capture":
                 return await self._capture(req, policy)
