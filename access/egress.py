@@ -1,8 +1,9 @@
 """The egress policy: the one place that decides where a run's network access may go.
 
 `egress_policy(config, role)` gives a run its policy (the role's `egress`, else the deployment's);
-the runner puts it in the run's context, `web_fetch` obeys it, and the sandbox tools send it with
-each command, whose broker enforces it through `access.egress_proxy`. `refusal` says whether a
+the runner puts it in the run's context; `web_fetch`, `web_search` and `image_search` obey it, and
+the sandbox tools send it with each command, the browser tools with each action, whose broker and
+browser component enforce it through `access.egress_proxy`. `refusal` says whether a
 host is allowed, `addresses` resolves it once (an operator's pinned `hosts` first, else the SSRF
 guard's `resolve_public`), and `log_refusal` writes the line every refused connection gets.
 """
@@ -17,7 +18,15 @@ from config import AppConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EgressPolicy", "addresses", "domain_allowed", "egress_policy", "log_refusal", "refusal"]
+__all__ = [
+    "EgressPolicy",
+    "addresses",
+    "domain_allowed",
+    "egress_policy",
+    "log_refusal",
+    "refusal",
+    "web_binding",
+]
 
 
 def egress_policy(config: AppConfig, role: str | None) -> EgressPolicy:
@@ -38,6 +47,14 @@ def egress_policy(config: AppConfig, role: str | None) -> EgressPolicy:
         return EgressPolicy(mode=config.egress.mode, allow=config.egress.allow, hosts=hosts, source="egress")
     mode = "all" if config.sandbox.allow_network else "none"
     return EgressPolicy(mode=mode, hosts=hosts, source="sandbox.allow_network", binds_web=False)
+
+
+def web_binding(policy: EgressPolicy | None) -> EgressPolicy | None:
+    """`policy` when it limits the web tools and the browser (configured as `none` or `allowlist`),
+    else None: they go where they went before the policy existed (public hosts)."""
+    if policy is None or not policy.binds_web or policy.mode == "all":
+        return None
+    return policy
 
 
 def domain_allowed(host: str, domains: list[str]) -> bool:

@@ -12,18 +12,23 @@ every host through, as the browser's does), and only that one request
 (its body included) goes upstream, on a connection closed after the answer, so nothing smuggled
 behind it reaches the server. Every refusal is answered with a 403 saying why, logged with the
 run that tried it, and kept in `refusals` for the command's result.
+
+With an `upstream` proxy (a web tool's own `proxy`, an operator's corporate one) the policy still
+decides every host, but an allowed tunnel goes on through that proxy (`CONNECT host:port` there),
+which resolves and connects; plain http is not carried that way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import os
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import h11
 
@@ -64,8 +69,13 @@ class EgressProxy:
         where: str,
         run_id: str | None = None,
         allow_private: bool = False,
+        upstream: str | None = None,
     ) -> None:
+        """`upstream`: an `http://[user:pass@]host:port` proxy allowed tunnels go through."""
         self.policy = policy
+        self.upstream = urlsplit(upstream) if upstream else None
+        if self.upstream is not None and (self.upstream.scheme != "http" or not self.upstream.hostname):
+            raise ValueError(f"{upstream!r}: only an http:// proxy can carry the policy's tunnels")
         self.where = where
         self.run_id = run_id
         self.allow_private = allow_private
@@ -148,6 +158,10 @@ class EgressProxy:
         found = await self._checked(writer, host, port)
         if found is None:
             return
+        if self.upstream is not None and request.method != b"CONNECT":
+            refused = self._refuse(host, port, "plain http is not carried through the upstream proxy")
+            await _answer(writer, 403, f"refused by the {self.where}'s egress policy: {refused}")
+            return
         if request.method == b"CONNECT":
             await self._tunnel(reader, writer, host, port, found)
             return
@@ -170,7 +184,7 @@ class EgressProxy:
         policy = "egress policy"
         found: list[str] = []
         try:
-            if reason is None:
+            if reason is None and self.upstream is None:  # else the upstream proxy resolves it
                 found = await egress.addresses(self.policy, host, port, allow_private=self.allow_private)
         except AddressRefused as exc:
             reason = f"{exc.address} is {exc.reason}; only public addresses can be reached"
@@ -201,11 +215,37 @@ class EgressProxy:
         if reason is not None:
             self._refuse(host, port, reason)
             return  # the client's connection is closed: nothing went upstream
-        upstream = await _open(found, port)
+        upstream = await (_open(found, port) if self.upstream is None else self._through_upstream(host, port))
         if upstream is None:
             return
         upstream[1].write(first)
         await _relay(upstream, writer, _pipe(reader, upstream[1]))
+
+    async def _through_upstream(
+        self, host: str, port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """A tunnel to `host:port` through the upstream proxy, or None when it would not open one."""
+        assert self.upstream is not None
+        address = self.upstream.hostname or ""
+        try:
+            reader, writer = await wait_for(
+                asyncio.open_connection(address, self.upstream.port or 80), CONNECT_TIMEOUT
+            )
+        except (OSError, TimeoutError):
+            return None
+        head = f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        if self.upstream.username is not None:
+            secret = f"{unquote(self.upstream.username)}:{unquote(self.upstream.password or '')}"
+            head += f"Proxy-Authorization: Basic {base64.b64encode(secret.encode()).decode()}\r\n"
+        writer.write((head + "\r\n").encode())
+        try:
+            answer = await wait_for(reader.readuntil(b"\r\n\r\n"), CONNECT_TIMEOUT)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            answer = b""
+        if answer.split(b" ", 2)[1:2] != [b"200"]:
+            writer.close()
+            return None
+        return reader, writer
 
     def _tunnel_refusal(self, first: bytes, host: str) -> str | None:
         """Why a tunnel starting with `first` may not go on, or None.

@@ -8,6 +8,9 @@ connects to the address it checked; redirects, subresources, WebSockets and `fet
 are new connections through it. The proxy is the sandbox's (`access.egress_proxy`), with a policy
 letting any public host through. Chromium is started with `--proxy-server` pointing here and
 `--proxy-bypass-list=<-loopback>`, so not even loopback goes around it.
+
+A run whose egress policy limits it (`access.egress.web_binding`: an allowlist) gets pages of their
+own, each with its own proxy holding that policy (`run_proxy`, a Playwright context's `proxy`).
 """
 
 from __future__ import annotations
@@ -46,6 +49,13 @@ async def checked_addresses(host: str, port: int, allow_private: bool) -> list[s
             f"{exc.address} is {exc.reason}; the browser opens only public web pages, "
             "never non-public addresses",
         ) from None
+
+
+def run_proxy(policy: EgressPolicy, run_id: str | None, allow_private: bool) -> SharedProxy:
+    """A proxy holding a run's egress policy (`access.egress`) for the pages opened for it: only
+    the allowed domains (their pinned `egress.hosts` addresses), each host's addresses checked, and
+    a tunnel's TLS must name the host CONNECT named; refusals logged with the run."""
+    return SharedProxy(policy, where="browser", run_id=run_id, allow_private=allow_private)
 
 
 class EgressProxy(SharedProxy):

@@ -3,7 +3,9 @@ history) per thread, and what each action does to its page.
 
 A thread's context lives while the thread uses it: closed after `browser.idle_seconds` unused, or
 when `browser.max_sessions` are open and a new thread needs one (the least recently used goes).
-Chromium's every connection goes through the egress proxy (`browser.egress`).
+Chromium's every connection goes through the egress proxy (`browser.egress`); a page opened for a
+run whose egress policy limits it (`access.egress`: an allowlist) has a proxy of its own holding that
+policy, for the page's every request.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ from urllib.parse import urlsplit
 from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
-from browser.egress import EgressProxy, Refused, checked_addresses
+from access import egress
+from access.addresses import AddressRefused, UnresolvableHost
+from access.egress_proxy import EgressProxy as SharedProxy
+from browser.egress import EgressProxy, Refused, checked_addresses, run_proxy
+from bus.messages import EgressPolicy
 from bus.tasks import wait_for
 from config.browser import BrowserConfig
 
@@ -81,6 +87,8 @@ class Session:
     page: Page
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     used: float = field(default_factory=time.monotonic)
+    policy: EgressPolicy | None = None  # the run's egress policy it was opened under (None: public hosts)
+    proxy: SharedProxy | None = None  # the proxy holding `policy`, its own
 
 
 def web_address(url: str) -> tuple[str, int]:
@@ -135,7 +143,9 @@ class Pages:
             if self._browser is not None:  # Chromium died: its pages went with it
                 log.warning("Chromium is gone; starting it again (open pages were lost)")
                 for key in list(self.sessions):
-                    self.sessions.pop(key, None)
+                    lost = self.sessions.pop(key, None)
+                    if lost is not None and lost.proxy is not None:
+                        await lost.proxy.stop()  # a run's page's own proxy goes with it
                     self._notify_closed(*key)
             assert self._playwright is not None
             flags = [
@@ -162,15 +172,31 @@ class Pages:
             except Exception:
                 log.exception("browser: a session-closed callback failed")
 
-    async def new_context(self) -> BrowserContext:
+    async def new_context(
+        self, policy: EgressPolicy | None = None, run_id: str | None = None
+    ) -> tuple[BrowserContext, SharedProxy | None]:
+        """A fresh context; under a run's `policy` (`access.egress.web_binding`) with a proxy of its
+        own holding it (the caller stops it when the context goes)."""
         browser = await self._ensure_browser()
-        context = await browser.new_context(
-            viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
-            accept_downloads=False,
-            service_workers="block",
-        )
+        options: dict[str, Any] = {}
+        proxy = None
+        if policy is not None:
+            proxy = run_proxy(policy, run_id, self.config.allow_private_networks)
+            # Playwright adds `<-loopback>` to a context's bypass list: loopback goes through it too.
+            options["proxy"] = {"server": f"http://127.0.0.1:{await proxy.start()}"}
+        try:
+            context = await browser.new_context(
+                viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
+                accept_downloads=False,
+                service_workers="block",
+                **options,
+            )
+        except BaseException:
+            if proxy is not None:
+                await proxy.stop()
+            raise
         context.set_default_timeout(self.config.timeout_seconds * 1000)
-        return context
+        return context, proxy
 
     def get(self, user_id: str, thread_id: str) -> Session:
         session = self.sessions.get((user_id, thread_id))
@@ -179,16 +205,40 @@ class Pages:
         session.used = time.monotonic()
         return session
 
-    async def open(self, user_id: str, thread_id: str) -> Session:
+    async def conform(
+        self, user_id: str, thread_id: str, policy: EgressPolicy | None, run_id: str | None
+    ) -> bool:
+        """Close the thread's page if it was opened under another egress policy than the run's
+        `policy` (another person's run, or the web UI's); True if it was. Under the same policy the
+        page's proxy names this run in the log of refusals from now on."""
+        session = self.sessions.get((user_id, thread_id))
+        if session is None or policy is None:
+            return False
+        if session.policy == policy:
+            if session.proxy is not None:
+                session.proxy.run_id = run_id
+            return False
+        return await self.close(user_id, thread_id)
+
+    async def open(
+        self, user_id: str, thread_id: str, policy: EgressPolicy | None = None, run_id: str | None = None
+    ) -> Session:
         """The thread's session, made when it has none (the least recently used goes when full)."""
         with contextlib.suppress(PageGone):
             return self.get(user_id, thread_id)
         while len(self.sessions) >= self.config.max_sessions:
             oldest = min(self.sessions.values(), key=lambda s: s.used)
             await self.close(oldest.user_id, oldest.thread_id)
-        context = await self.new_context()
-        page = await context.new_page()
-        session = Session(user_id, thread_id, context, page)
+        context, proxy = await self.new_context(policy, run_id)
+        try:
+            page = await context.new_page()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await context.close()
+            if proxy is not None:
+                await proxy.stop()
+            raise
+        session = Session(user_id, thread_id, context, page, policy=policy, proxy=proxy)
         # A link opening a new tab: follow it in the thread's page, as one tab is what the model sees.
         context.on("page", lambda new: asyncio.ensure_future(self._adopt(session, new)))
         self.sessions[(user_id, thread_id)] = session
@@ -205,6 +255,8 @@ class Pages:
             return False
         with contextlib.suppress(Exception):
             await wait_for(session.context.close(), 10)
+        if session.proxy is not None:
+            await session.proxy.stop()
         self._notify_closed(user_id, thread_id)
         log.info("browser page closed for thread %s of %s", thread_id, user_id)
         return True
@@ -216,21 +268,46 @@ class Pages:
 
     # ------------------------------------------------------------------ what actions do
 
-    async def check_url(self, url: str) -> None:
-        """Refuse an address outside the policy before Chromium is even asked (a clear message)."""
+    async def check_url(
+        self, url: str, policy: EgressPolicy | None = None, run_id: str | None = None
+    ) -> None:
+        """Refuse an address outside the address policy, or outside the run's egress `policy`,
+        before Chromium is even asked (a clear message; an egress refusal logged with the run)."""
         host, port = web_address(url)
+        if policy is None:
+            try:
+                await checked_addresses(host, port, self.config.allow_private_networks)
+            except Refused as exc:
+                raise ActionFailed(f"{url} was refused: {exc}") from None
+            return
+        reason = egress.refusal(policy, host)
         try:
-            await checked_addresses(host, port, self.config.allow_private_networks)
-        except Refused as exc:
-            raise ActionFailed(f"{url} was refused: {exc}") from None
+            if reason is None:
+                await egress.addresses(policy, host, port, allow_private=self.config.allow_private_networks)
+        except AddressRefused as exc:
+            reason = f"{exc.address} is {exc.reason}; the browser opens only public web pages"
+        except UnresolvableHost as exc:
+            reason = f"the name does not resolve ({exc.detail})"
+        if reason is not None:
+            egress.log_refusal("browser", run_id, host, port, reason)
+            raise ActionFailed(f"{url} was refused: {host}: {reason}")
 
-    async def goto(self, page: Page, url: str) -> None:
-        await self.check_url(url)
-        mark = len(self.proxy.refusals)
+    async def goto(
+        self,
+        page: Page,
+        url: str,
+        proxy: SharedProxy | None = None,
+        policy: EgressPolicy | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        """Open `url` in `page`, whose connections go through `proxy` (the process's when None)."""
+        await self.check_url(url, policy, run_id)
+        proxy = proxy or self.proxy
+        mark = len(proxy.refusals)
         try:
             await page.goto(url, wait_until="load")
         except PlaywrightError as exc:
-            refused = self.proxy.refused_since(mark)
+            refused = proxy.refused_since(mark)
             if refused:
                 raise ActionFailed(f"{url}: refused on the way: {refused[-1]}") from None
             raise ActionFailed(f"{url} could not be opened: {_first_line(exc)}") from None

@@ -8,6 +8,11 @@ subject first, so every later action reaches the page it is about. Many processe
 threads this way; one that dies takes its pages along, and its callers get "no responders" there:
 the tool says the page is lost, and the next `navigate` opens it anew in another process.
 
+Each request carries its run's egress policy (`access.egress`): under `none` the browser refuses
+every action but `close`; under an allowlist the thread's page (and a capture's) has a proxy of its
+own holding it, for every request the page makes, and a page opened under another policy is
+closed first. Unset or `all`: public hosts, as always.
+
 Screenshots and captures go straight to the thread's outputs in the object store (the gateway
 serves them as artifacts); after each step the page's latest frame is kept at
 `outputs/.browser/latest.jpg` for the live view.
@@ -21,17 +26,20 @@ import logging
 import re
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import ObjectMeta
 
+from access import egress
+from access.egress import web_binding
 from browser.pages import ActionFailed, PageGone, Pages, Session
 from bus import Bus, component_ready
 from bus.errors import EnvelopeError
 from bus.files import output_key
 from bus.layout import OUTPUTS
-from bus.messages import ErrorInfo, decode, encode
+from bus.messages import EgressPolicy, ErrorInfo, decode, encode
 from bus.messages.browser import OPENING_ACTIONS, BrowserReply, BrowserRequest, browser_thread_subject
 from bus.service import Endpoint, Running, ServiceError, start_service
 from config import AppConfig
@@ -71,18 +79,31 @@ class BrowserService:
 
     async def handle(self, req: BrowserRequest) -> BrowserReply:
         started = time.monotonic()
+        policy = web_binding(req.egress)  # the run's, when it limits the browser
         try:
+            if req.action == "close":
+                closed = await self.pages.close(req.user_id, req.thread_id)
+                return BrowserReply(text="Browser page closed." if closed else "No browser page was open.")
+            if policy is not None and policy.mode == "none":
+                reason = f"the egress policy ({policy.source}) allows no network access"
+                target = urlsplit(req.url or "").hostname or f"({req.action})"
+                egress.log_refusal("browser", req.run_id, target, None, reason)
+                raise ServiceError(f"the browser cannot be used in this run: {reason}", "not_allowed")
             if req.action == "capture":
-                return await self._capture(req)
+                return await self._capture(req, policy)
+            changed = await self.pages.conform(req.user_id, req.thread_id, policy, req.run_id)
             if req.action == "navigate":
                 if not req.url:
                     raise ServiceError("navigate needs a url", "invalid")
-                await self.pages.check_url(req.url)  # refused before any page is made
-                session = await self.pages.open(req.user_id, req.thread_id)
+                await self.pages.check_url(req.url, policy, req.run_id)  # refused before any page is made
+                session = await self.pages.open(req.user_id, req.thread_id, policy, req.run_id)
                 await self._listen(req.user_id, req.thread_id)
-            elif req.action == "close":
-                closed = await self.pages.close(req.user_id, req.thread_id)
-                return BrowserReply(text="Browser page closed." if closed else "No browser page was open.")
+            elif changed:
+                raise ServiceError(
+                    "the page was opened under another network policy than this run's, so it was "
+                    "closed; open it again with browser_navigate",
+                    "not_found",
+                )
             else:
                 session = self.pages.get(req.user_id, req.thread_id)
             async with session.lock:
@@ -145,7 +166,7 @@ class BrowserService:
         prefix = ""
         if req.action == "navigate":
             assert req.url is not None
-            await pages.goto(page, req.url)
+            await pages.goto(page, req.url, session.proxy, session.policy, req.run_id)
             prefix = f"Opened {page.url}."
         elif req.action == "click":
             element = await pages.element(page, _need(req.ref, "click needs ref"))
@@ -194,14 +215,14 @@ class BrowserService:
             url=page.url, title=await page.title(), text=f"{prefix}\n\n{snapshot}".strip(), frame=frame
         )
 
-    async def _capture(self, req: BrowserRequest) -> BrowserReply:
+    async def _capture(self, req: BrowserRequest, policy: EgressPolicy | None) -> BrowserReply:
         if not req.url:
             raise ServiceError("capture needs a url", "invalid")
-        await self.pages.check_url(req.url)
-        context = await self.pages.new_context()
+        await self.pages.check_url(req.url, policy, req.run_id)
+        context, proxy = await self.pages.new_context(policy, req.run_id)
         try:
             page = await context.new_page()
-            await self.pages.goto(page, req.url)
+            await self.pages.goto(page, req.url, proxy, policy, req.run_id)
             host = re.sub(r"[^A-Za-z0-9]+", "-", page.url.split("//", 1)[-1].split("/", 1)[0]).strip("-")
             name = _output_name(req.filename, f"capture-{host}", req.format)
             if req.format == "pdf":
@@ -217,6 +238,8 @@ class BrowserService:
         finally:
             with contextlib.suppress(Exception):
                 await context.close()
+            if proxy is not None:
+                await proxy.stop()
 
     async def _save(self, req: BrowserRequest, relative: str, data: bytes, content_type: str) -> str:
         key = output_key(req.user_id, req.thread_id, relative)

@@ -1,7 +1,8 @@
-"""The `egress` section: what network the agent itself may reach, from sandboxed commands and `web_fetch`.
+"""The `egress` section: what network the agent itself may reach, from sandboxed commands, the web
+tools (`web_fetch`, `web_search`, `image_search`) and the browser.
 
-One policy for both (`access.egress` turns it into a run's policy): `none`, `allowlist` (these domains and
-their subdomains), or `all`; a role may have its own (`access.roles.<role>.egress`).
+One policy for all of them (`access.egress` turns it into a run's policy): `none`, `allowlist`
+(these domains and their subdomains), or `all`; a role may have its own (`access.roles.<role>.egress`).
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ class EgressConfig(_Allowlist):
 
     mode: EgressMode | None = Field(
         None,
-        description="none | allowlist | all, for sandboxed commands and web_fetch alike. Unset: commands "
-        "follow sandbox.allow_network (no network by default) and web_fetch reaches any public host.",
+        description="none | allowlist | all, for sandboxed commands, the web tools and the browser alike. "
+        "Unset: commands follow sandbox.allow_network (no network by default); the web tools and the "
+        "browser reach any public host.",
     )
     hosts: dict[str, str] = Field(
         default_factory=dict,

@@ -57,6 +57,8 @@ def make_browser_tools(bus: Bus, config: AppConfig) -> list[BaseTool]:
         request = BrowserRequest(
             user_id=getattr(context, "user_id", "default"),
             thread_id=getattr(context, "thread_id", ""),
+            run_id=getattr(context, "run_id", None),
+            egress=getattr(context, "egress", None),  # the run's (access.egress), enforced by the browser
             **fields,
         )
         subject = browser_thread_subject(bus.subjects.prefix, request.user_id, request.thread_id)

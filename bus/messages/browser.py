@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field
 
 from bus.messages.base import Envelope, Reply
+from bus.messages.sandbox import EgressPolicy
 
 BrowserAction = Literal[
     "navigate",
@@ -42,6 +43,12 @@ class BrowserRequest(Envelope):
     full_page: bool = False
     filename: str | None = Field(None, description="screenshot, capture: the file's name under outputs")
     format: Literal["png", "jpeg", "pdf"] = "png"
+    run_id: str | None = Field(None, description="The run asking, named in the log of refused connections.")
+    egress: EgressPolicy | None = Field(
+        None,
+        description="The run's egress policy (access.egress), enforced by the browser for the page's every "
+        "request; unset = public hosts (a person steering the page from the web UI).",
+    )
 
 
 class BrowserReply(Reply):

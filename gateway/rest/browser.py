@@ -2,6 +2,7 @@
 
 The page is the one the agent's browser tools use (the browser component's, `browser/`): the
 process holding the thread's page is asked first, any browser process when none holds it. The
+person's role's egress policy (`access.egress`) holds the page as it holds their runs'. The
 answer names the page's latest screenshot (an artifact under outputs) for the live view. Off
 (404, as DeerFlow) unless `browser.enabled`.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field
 
+from access.egress import egress_policy
 from bus.errors import NoResponders, RequestTimeout
 from bus.messages.browser import BrowserReply, BrowserRequest, browser_thread_subject
 from bus.service import ServiceError, call
@@ -33,7 +35,7 @@ class BrowserNavigated(BaseModel):
 @router.post(
     "/threads/{thread_id}/browser/navigate",
     response_model=BrowserNavigated,
-    responses=errors(400, 404, 502, 503),
+    responses=errors(400, 403, 404, 502, 503),
 )
 async def browser_navigate(gw: GW, me: Me, thread_id: str, body: BrowserNavigate) -> BrowserNavigated:
     """Open `url` in the thread's browser page (the agent's), and answer with its screenshot."""
@@ -43,7 +45,11 @@ async def browser_navigate(gw: GW, me: Me, thread_id: str, body: BrowserNavigate
     url = body.url.strip()
     if not url:
         raise HTTPException(400, "url is required")
-    request = BrowserRequest(user_id=me, thread_id=thread_id, action="navigate", url=url)
+    # The person's role's egress policy, as the runner gives their runs: the browser holds it.
+    role = (await gw.run_access.permissions(me)).role
+    request = BrowserRequest(
+        user_id=me, thread_id=thread_id, action="navigate", url=url, egress=egress_policy(gw.config, role)
+    )
     timeout = gw.config.browser.timeout_seconds * 2 + 5
     try:
         try:
@@ -59,6 +65,8 @@ async def browser_navigate(gw: GW, me: Me, thread_id: str, body: BrowserNavigate
     except ServiceError as exc:
         if exc.code == "invalid":
             raise HTTPException(400, exc.message) from None
+        if exc.code == "not_allowed":
+            raise HTTPException(403, exc.message) from None
         if exc.code == "unavailable":
             raise HTTPException(503, "no browser process is running (`antler run browser`)") from None
         raise HTTPException(502, exc.message) from None

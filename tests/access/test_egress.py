@@ -229,3 +229,63 @@ async def test_only_the_first_request_of_a_connection_goes_upstream(
 )
 async def test_a_malformed_request_gets_a_400(proxy: tuple[EgressProxy, int], request_line: bytes) -> None:
     assert (await exchange(proxy[1], request_line)).startswith(b"HTTP/1.1 400")
+
+
+class UpstreamProxy:
+    """A loopback CONNECT proxy recording what it was asked, tunnelling to `Upstream`."""
+
+    def __init__(self, target: Upstream) -> None:
+        self.target = target
+        self.asked: list[bytes] = []
+        self.port = 0
+
+    async def start(self) -> asyncio.Server:
+        server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = server.sockets[0].getsockname()[1]
+        return server
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.asked.append(await reader.readuntil(b"\r\n\r\n"))
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target.port)
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        up_writer.write(await reader.read(65536))
+        writer.write(await up_reader.read(65536))
+        await writer.drain()
+        writer.close()
+        up_writer.close()
+
+
+async def test_through_an_upstream_proxy_the_policy_still_decides_every_host(upstream: Upstream) -> None:
+    chained = UpstreamProxy(upstream)
+    server = await chained.start()
+    policy = EgressPolicy(mode="allowlist", allow=["allowed.test"])
+    served = EgressProxy(policy, where="test", upstream=f"http://user:pw@127.0.0.1:{chained.port}")
+    port = await served.start()
+    try:
+        refused = await exchange(port, b"CONNECT evil.test:443 HTTP/1.1\r\nHost: evil.test\r\n\r\n")
+        assert refused.startswith(b"HTTP/1.1 403")
+        assert chained.asked == [], "a refused host never reaches the upstream proxy"
+        plain = await exchange(port, b"GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+        assert plain.startswith(b"HTTP/1.1 403")
+
+        hello = client_hello("files.allowed.test")
+        connect = b"CONNECT files.allowed.test:443 HTTP/1.1\r\nHost: files.allowed.test\r\n\r\n"
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(connect + hello + b"\r\n\r\n")
+        await writer.drain()
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        async with asyncio.timeout(10):
+            await upstream.head_seen.wait()
+        writer.close()
+    finally:
+        await served.stop()
+        server.close()
+    (asked,) = chained.asked
+    assert asked.startswith(b"CONNECT files.allowed.test:443 HTTP/1.1\r\n")
+    assert b"Proxy-Authorization: Basic dXNlcjpwdw==" in asked  # user:pw
+    assert upstream.received.startswith(hello)
+
+
+def test_only_an_http_upstream_proxy_can_carry_the_policy() -> None:
+    with pytest.raises(ValueError, match="only an http:// proxy"):
+        EgressProxy(EgressPolicy(mode="allowlist"), where="test", upstream="socks5://127.0.0.1:1080")

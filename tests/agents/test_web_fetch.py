@@ -14,7 +14,7 @@ import pytest
 from langchain_core.tools import BaseTool
 
 from agents.tools import config_tools
-from agents.tools.community.errors import FetchRefused
+from agents.tools.community.errors import EgressRefused, FetchRefused
 from agents.tools.community.web_fetch import WebFetchSettings, read_page
 from bus.messages import EgressPolicy
 from config import AppConfig
@@ -448,3 +448,18 @@ async def test_the_runs_egress_policy_decides_which_hosts_web_fetch_reads_redire
     unset = egress("none", binds_web=False)  # no `egress` configured: web_fetch as before
     with pytest.raises(FetchRefused, match="private or local address"):
         await read_page(settings, f"http://127.0.0.1:{site.port}/page", unset)
+
+
+async def test_a_reader_provider_is_asked_only_when_the_policy_allows_its_host_too(site: FakeWebsite) -> None:
+    async with FakeJina() as jina:
+        page = f"http://docs.allowed.test:{site.port}/page"
+        jina.pages[page] = ("Moths", "Moths fly at night.")
+        pinned = {"docs.allowed.test": "127.0.0.1", "reader.allowed.test": "127.0.0.1"}
+        listed = EgressPolicy(mode="allowlist", allow=["allowed.test"], hosts=pinned)
+        settings = WebFetchSettings(provider="jina", base_url=f"http://reader.allowed.test:{jina.port}")
+        assert "Moths fly at night." in await read_page(settings, page, listed)
+
+        unlisted = WebFetchSettings(provider="jina", base_url=f"http://reader.other.test:{jina.port}")
+        with pytest.raises(EgressRefused, match=r"reader\.other\.test is not on the egress allowlist"):
+            await read_page(unlisted, page, egress("allowlist", allow=["allowed.test"]))
+        assert len(jina.calls) == 1, "the reader never heard of the page under the unlisted name"

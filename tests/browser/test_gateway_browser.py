@@ -46,3 +46,32 @@ async def test_the_ui_navigates_the_threads_page_and_gets_its_screenshot(
         refused = await http.post(f"/threads/{thread}/browser/navigate", json={"url": "file:///etc/passwd"})
         assert refused.status_code == 400
         assert "http" in refused.json()["detail"]
+
+
+async def test_a_person_whose_role_has_no_egress_cannot_steer_the_page_from_the_ui(
+    nats_url: str,
+    config_data: dict[str, Any],
+    app_config: Callable[[], AppConfig],
+    browser_config: dict[str, Any],
+    browser_component: Bus,
+    runner: None,
+    site: WebPages,
+) -> None:
+    config_data["gateway"] = {"port": 0, "tokens": [{"token": "tok-gus", "user_id": "gus"}]}
+    config_data["access"] = {
+        "roles": {"member": {}, "guest": {"egress": {"mode": "none"}}},
+        "default_role": "guest",
+    }
+    async with (
+        running_gateway(nats_url, app_config()) as base,
+        httpx.AsyncClient(base_url=f"{base}/api", headers={"x-api-key": "tok-gus"}, timeout=90) as http,
+    ):
+        made = await http.post("/threads", json={})
+        assert made.status_code == 200, made.text
+        thread = made.json()["thread_id"]
+        answer = await http.post(
+            f"/threads/{thread}/browser/navigate", json={"url": f"http://127.0.0.1:{site.port}/"}
+        )
+    assert answer.status_code == 403, answer.text
+    assert "allows no network access" in answer.json()["detail"]
+    assert site.calls == []

@@ -12,6 +12,7 @@ answer) the text starts with "Error:" and says what the model can do.
 
 from agents.tools.community.errors import (
     BadProviderResponse,
+    EgressRefused,
     FetchRefused,
     NotConfigured,
     ProviderRefused,
@@ -25,6 +26,7 @@ from agents.tools.community.web_search import make_web_search
 
 __all__ = [
     "BadProviderResponse",
+    "EgressRefused",
     "FetchRefused",
     "NotConfigured",
     "ProviderRefused",

@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 from langchain_core.runnables.config import var_child_runnable_config
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agents.tools.community.errors import WebToolError
+from access.egress import log_refusal
+from agents.tools.community.errors import EgressRefused, WebToolError
 from bus.messages import EgressPolicy
 from config import MissingEnvError, ToolConfig
 
@@ -67,7 +68,7 @@ def run_egress() -> EgressPolicy | None:
     return policy if isinstance(policy, EgressPolicy) else None
 
 
-def _run_id() -> str:
+def run_id() -> str:
     """The run a tool call belongs to (the graph's config metadata), or "-" outside a run."""
     metadata = (var_child_runnable_config.get() or {}).get("metadata") or {}
     return str(metadata.get("run_id") or "-")
@@ -77,9 +78,12 @@ async def guarded(tool_name: str, work: Callable[[], Awaitable[str]]) -> str:
     """`work()`'s answer, or an `Error: ...` line the model can act on; nothing is raised."""
     try:
         return await work()
+    except EgressRefused as exc:  # the line every refused connection gets, with its run
+        log_refusal(tool_name, run_id(), exc.host, None, exc.reason)
+        return f"Error: {exc}"
     except WebToolError as exc:
         # A refusal names the run that tried it (the address policy's log: issue 54).
-        logger.warning("%s (run %s): %s", tool_name, _run_id(), exc)
+        logger.warning("%s (run %s): %s", tool_name, run_id(), exc)
         return f"Error: {exc}"
     except (MissingEnvError, ValidationError) as exc:
         logger.warning("%s is not set up: %s", tool_name, exc)

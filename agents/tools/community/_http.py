@@ -9,12 +9,16 @@ from typing import Any
 
 import httpx
 
+from access.egress import web_binding as binding
+from agents.tools.community._egress import check_host, checked_resolver
+from agents.tools.community._pinned import CheckedTransport
 from agents.tools.community.errors import (
     BadProviderResponse,
     ProviderRefused,
     ProviderTimeout,
     ProviderUnreachable,
 )
+from bus.messages import EgressPolicy
 
 USER_AGENT = "Mozilla/5.0 (compatible; Antler/1.0)"
 _DETAIL_CHARS = 300
@@ -46,17 +50,25 @@ async def send(
     headers: dict[str, str] | None = None,
     params: dict[str, Any] | None = None,
     json_body: Any = None,
+    egress: EgressPolicy | None = None,
 ) -> httpx.Response:
-    """One request, answered in full within `timeout_seconds` (connect, send and read together).
+    """One request, answered in full within `timeout_seconds` (connect, send and read together);
+    with a binding `egress` policy every connection (redirects too) goes only to a host it allows.
 
     Raises:
+        EgressRefused: the policy refuses the URL's host or a redirect's.
         ProviderTimeout: no full answer in time.
         ProviderUnreachable: no connection.
         ProviderRefused: an HTTP status of 400 or more.
     """
+    options: dict[str, Any] = {}
+    bound = binding(egress)
+    if bound is not None:
+        check_host(provider, httpx.URL(url).host, bound)
+        options["transport"] = CheckedTransport(await ssl_context(), checked_resolver(provider, bound))
     try:
         async with asyncio.timeout(timeout_seconds):
-            async with await client(timeout_seconds, follow_redirects=True) as http:
+            async with await client(timeout_seconds, follow_redirects=True, **options) as http:
                 response = await http.request(method, url, headers=headers, params=params, json=json_body)
     except (TimeoutError, httpx.TimeoutException):
         raise ProviderTimeout(provider, timeout_seconds) from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from agents.tools.community._common import ToolSettings, first
 from agents.tools.community._http import read_json, send
 from agents.tools.community.errors import BadProviderResponse, NotConfigured, WebToolError
+from bus.messages import EgressPolicy
 
 JINA = "Jina Reader"
 JINA_URL = "https://r.jina.ai"
@@ -15,10 +16,11 @@ FIRECRAWL_URL = "https://api.firecrawl.dev"
 FIRECRAWL_KEY_ENV = "FIRECRAWL_API_KEY"
 
 
-async def jina(settings: ToolSettings, url: str) -> str:
+async def jina(settings: ToolSettings, url: str, egress: EgressPolicy | None = None) -> str:
     """The page as Jina renders it (`GET <reader>/<url>`: Title, URL Source, Markdown Content).
 
-    The key is optional: without one Jina serves fewer requests per minute.
+    The key is optional: without one Jina serves fewer requests per minute. The reader is told the
+    URL, so the run's `egress` policy must allow the reader's host as well as the page's.
     """
     headers = {"Accept": "text/plain", "X-Return-Format": "markdown"}
     key = settings.key(JINA_KEY_ENV)
@@ -30,12 +32,14 @@ async def jina(settings: ToolSettings, url: str) -> str:
         f"{(settings.base_url or JINA_URL).rstrip('/')}/{url}",
         timeout_seconds=settings.timeout_seconds,
         headers=headers,
+        egress=egress,
     )
     return response.text.strip()
 
 
-async def firecrawl(settings: ToolSettings, url: str) -> str:
-    """The page's main content as Markdown, under its title (`POST /v1/scrape`).
+async def firecrawl(settings: ToolSettings, url: str, egress: EgressPolicy | None = None) -> str:
+    """The page's main content as Markdown, under its title (`POST /v1/scrape`); the run's `egress`
+    policy must allow Firecrawl's host as well as the page's.
 
     Raises:
         NotConfigured: Firecrawl's own service without an API key (a self-hosted one may need none).
@@ -52,6 +56,7 @@ async def firecrawl(settings: ToolSettings, url: str) -> str:
         timeout_seconds=settings.timeout_seconds,
         headers={"Authorization": f"Bearer {key}"} if key else None,
         json_body={"url": url, "formats": ["markdown"], "onlyMainContent": True},
+        egress=egress,
     )
     answer = read_json(FIRECRAWL, response)
     if not isinstance(answer, dict):

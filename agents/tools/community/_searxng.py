@@ -11,11 +11,14 @@ from typing import Any
 from agents.tools.community._common import ToolSettings
 from agents.tools.community._http import read_json, send
 from agents.tools.community.errors import BadProviderResponse, NotConfigured, ProviderRefused
+from bus.messages import EgressPolicy
 
 NAME = "SearXNG"
 
 
-async def search(settings: ToolSettings, query: str, categories: str) -> list[dict[str, Any]]:
+async def search(
+    settings: ToolSettings, query: str, categories: str, egress: EgressPolicy | None = None
+) -> list[dict[str, Any]]:
     """The instance's `results` for `query` in `categories` (e.g. "general", "images"), best first.
 
     Raises:
@@ -31,6 +34,7 @@ async def search(settings: ToolSettings, query: str, categories: str) -> list[di
             f"{settings.base_url.rstrip('/')}/search",
             timeout_seconds=settings.timeout_seconds,
             params={"q": query, "format": "json", "categories": categories, "pageno": 1},
+            egress=egress,
         )
     except ProviderRefused as exc:
         if exc.status != 403:

@@ -6,7 +6,8 @@ WebToolError                      base; `provider` names the service that was as
 ├── ProviderTimeout               (also TimeoutError) no full answer within timeout_seconds
 ├── ProviderRefused               the provider answered with an HTTP error (`status`, `detail`)
 ├── BadProviderResponse           (also ValueError) the answer is not what the provider's API documents
-└── FetchRefused                  web_fetch will not fetch this URL (scheme, private address, redirects)
+├── FetchRefused                  web_fetch will not fetch this URL (scheme, private address, redirects)
+└── EgressRefused                 the run's egress policy refuses the provider's host (`host`, `reason`)
 """
 
 from __future__ import annotations
@@ -65,3 +66,12 @@ class FetchRefused(WebToolError):
         self.url = url
         self.reason = reason
         super().__init__("http", f"will not fetch {url}: {reason}")
+
+
+class EgressRefused(WebToolError):
+    """The run's egress policy (`access.egress`) does not let the tool reach `host`."""
+
+    def __init__(self, provider: str, host: str, reason: str) -> None:
+        self.host = host
+        self.reason = reason
+        super().__init__(provider, f"will not ask {provider} ({host}): {reason}")

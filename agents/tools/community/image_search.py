@@ -25,8 +25,17 @@ from pydantic import BaseModel, Field, model_validator
 
 from agents.tools.community import _ddgs, _searxng, _tavily
 from agents.tools.community._cache import RunCache
-from agents.tools.community._common import call_settings, check_settings, clip, first, guarded
+from agents.tools.community._common import (
+    call_settings,
+    check_settings,
+    clip,
+    first,
+    guarded,
+    run_egress,
+    run_id,
+)
 from agents.tools.from_config import tool_factory
+from bus.messages import EgressPolicy
 from config import ToolConfig
 
 logger = logging.getLogger(__name__)
@@ -62,25 +71,39 @@ def _absolute(url: str) -> str:
     return url if url.startswith(("http://", "https://")) else ""
 
 
-async def find_images(settings: ImageSearchSettings, query: str) -> list[ImageHit]:
-    """The provider's images for `query`, at most `max_results`."""
+async def find_images(
+    settings: ImageSearchSettings,
+    query: str,
+    egress: EgressPolicy | None = None,
+    where: str = "image_search",
+) -> list[ImageHit]:
+    """The provider's images for `query`, at most `max_results`, if the run's `egress` policy
+    (`access.egress`) lets the provider be asked.
+
+    Raises:
+        EgressRefused: the policy refuses the provider's host (the query is sent nowhere).
+        WebToolError: the provider failed.
+    """
     hits: list[ImageHit] = []
     if settings.provider == "duckduckgo":
-        for item in await _ddgs.search(settings, query, settings.max_results, kind="images"):
+        found = await _ddgs.search(
+            settings, query, settings.max_results, "images", egress=egress, where=where, run_id=run_id()
+        )
+        for item in found:
             image = _absolute(first(item, "image"))
             if image:
                 thumbnail = _absolute(first(item, "thumbnail")) or image
                 title = clip(first(item, "title"), 200) or "(untitled)"
                 hits.append(ImageHit(title, image, thumbnail, _absolute(first(item, "url"))))
     elif settings.provider == "searxng":
-        for item in await _searxng.search(settings, query, "images"):
+        for item in await _searxng.search(settings, query, "images", egress):
             image = _absolute(first(item, "img_src"))
             if image:
                 thumbnail = _absolute(first(item, "thumbnail_src")) or image
                 title = clip(first(item, "title", "content"), 200) or "(untitled)"
                 hits.append(ImageHit(title, image, thumbnail, _absolute(first(item, "url"))))
     else:
-        data = await _tavily.search(settings, query, settings.max_results, images=True)
+        data = await _tavily.search(settings, query, settings.max_results, images=True, egress=egress)
         images = data.get("images")
         for item in images if isinstance(images, list) else []:
             entry = {"url": item} if isinstance(item, str) else item
@@ -120,7 +143,7 @@ def make_image_search(entry: ToolConfig) -> BaseTool:
 
         async def work() -> str:
             current = call_settings(entry, ImageSearchSettings)
-            hits = await find_images(current, query)
+            hits = await find_images(current, query, run_egress(), entry.name)
             logger.info("%s: %s gave %d image(s)", entry.name, current.provider, len(hits))
             return render(query, hits)
 

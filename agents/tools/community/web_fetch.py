@@ -71,9 +71,9 @@ async def read_page(settings: WebFetchSettings, url: str, egress: EgressPolicy |
                 url, f"{target.host} is a private or local address; only public pages can be read"
             )
     if settings.provider == "jina":
-        text = await _readers.jina(settings, url)
+        text = await _readers.jina(settings, url, egress)
     elif settings.provider == "firecrawl":
-        text = await _readers.firecrawl(settings, url)
+        text = await _readers.firecrawl(settings, url, egress)
     else:
         text = await _read_directly(settings, url, egress)
     return cap(text, settings.max_chars) if text.strip() else f"{url} has no readable text."

@@ -12,6 +12,7 @@ config.yaml:
         max_results: 5
 
 A run asking the same query twice gets the first answer again (agents.tools.community._cache).
+The run's egress policy (`access.egress`) decides whether the provider may be asked at all.
 """
 
 from __future__ import annotations
@@ -25,8 +26,17 @@ from pydantic import BaseModel, Field, model_validator
 
 from agents.tools.community import _ddgs, _searxng, _tavily
 from agents.tools.community._cache import RunCache
-from agents.tools.community._common import call_settings, check_settings, clip, first, guarded
+from agents.tools.community._common import (
+    call_settings,
+    check_settings,
+    clip,
+    first,
+    guarded,
+    run_egress,
+    run_id,
+)
 from agents.tools.from_config import tool_factory
+from bus.messages import EgressPolicy
 from config import ToolConfig
 
 logger = logging.getLogger(__name__)
@@ -55,18 +65,26 @@ class SearchHit:
     snippet: str
 
 
-async def find(settings: WebSearchSettings, query: str) -> list[SearchHit]:
-    """The provider's results for `query`, at most `max_results`, snippets clipped."""
+async def find(
+    settings: WebSearchSettings, query: str, egress: EgressPolicy | None = None, where: str = "web_search"
+) -> list[SearchHit]:
+    """The provider's results for `query`, at most `max_results`, snippets clipped; the run's
+    `egress` policy (`access.egress`) decides whether the provider may be asked.
+
+    Raises:
+        EgressRefused: the policy refuses the provider's host (the query is sent nowhere).
+        WebToolError: the provider failed.
+    """
     if settings.provider == "duckduckgo":
-        raw = [
-            {"title": r.get("title"), "url": r.get("href"), "content": r.get("body")}
-            for r in await _ddgs.search(settings, query, settings.max_results)
-        ]
+        found = await _ddgs.search(
+            settings, query, settings.max_results, egress=egress, where=where, run_id=run_id()
+        )
+        raw = [{"title": r.get("title"), "url": r.get("href"), "content": r.get("body")} for r in found]
     elif settings.provider == "tavily":
-        data = await _tavily.search(settings, query, settings.max_results)
+        data = await _tavily.search(settings, query, settings.max_results, egress=egress)
         raw = data["results"]
     else:
-        raw = await _searxng.search(settings, query, "general")
+        raw = await _searxng.search(settings, query, "general", egress)
     hits = []
     for item in raw:
         if not isinstance(item, dict) or not first(item, "url"):
@@ -103,7 +121,7 @@ def make_web_search(entry: ToolConfig) -> BaseTool:
 
         async def work() -> str:
             current = call_settings(entry, WebSearchSettings)
-            hits = await find(current, query)
+            hits = await find(current, query, run_egress(), entry.name)
             logger.info("%s: %s gave %d result(s)", entry.name, current.provider, len(hits))
             return render(query, hits)
 
