@@ -39,7 +39,7 @@ from gateway.deps import GW, Gateway, Me
 from gateway.goal_stream import stream_with_continuations
 from gateway.ids import is_valid_id, unusable_thread_id
 from gateway.run_bodies import SSE_BODY, WAIT_BODY, RunCreate, run_json
-from gateway.schemas import Run, errors
+from gateway.schemas import Body, Run, errors
 from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of, stream_events
 
 log = logging.getLogger(__name__)
@@ -288,6 +288,47 @@ async def wait_stateless(gw: GW, me: Me, body: RunCreate) -> StreamingResponse:
     body.if_not_exists = "create"
     record = await start_run(gw, me, str(uuid.uuid4()), body, modes=["values"])
     return wait_response(gw, record, me, stateless=True)
+
+
+@router.post("/runs", responses=errors(404, 413))
+async def create_stateless(gw: GW, me: Me, body: RunCreate) -> Run:
+    """A background run on a new thread of its own (the SDK's `runs.create(None, ...)`); follow it at
+    `/runs/{run_id}/stream` or `/join`, or on its thread."""
+    body.if_not_exists = "create"
+    return run_json(await start_run(gw, me, str(uuid.uuid4()), body))
+
+
+class CancelMany(Body):
+    thread_id: str | None = None
+    run_ids: list[str] | None = None
+    status: Literal["pending", "running", "all"] | None = None
+
+
+@router.post("/runs/cancel", status_code=204, responses=errors(404, 413))
+async def cancel_many(
+    gw: GW, me: Me, body: CancelMany, action: Literal["interrupt", "rollback"] = "interrupt"
+) -> Response:
+    """Cancel the caller's runs by id (the SDK's `runs.cancel_many(thread_id=..., run_ids=[...])`), or
+    a thread's unfinished runs (`thread_id` with `status`); 404 naming a run that is not the caller's
+    (none is cancelled then). Every thread's runs at once by `status` alone is not offered (422)."""
+    if body.run_ids:
+        records = [await gw.own_run(body.thread_id, run_id, me) for run_id in body.run_ids]
+    elif body.thread_id and body.status:
+        await gw.own_thread(body.thread_id, me)
+        keys = await keys_matching(gw.bus.js, gw.bus.subjects.thread_runs_bucket, f"{body.thread_id}.>")
+        found = await asyncio.gather(*(gw.runs.get(key.rsplit(".", 1)[1]) for key in keys))
+        wanted = {"pending": {RunStatus.PENDING}, "running": {RunStatus.RUNNING}}.get(body.status)
+        records = [
+            r
+            for r in found
+            if r is not None and not r.status.finished and (wanted is None or r.status in wanted)
+        ]
+    else:
+        raise HTTPException(422, "run_ids: name the runs to cancel (or give thread_id with status)")
+    for record in records:
+        if not record.status.finished:
+            await cancel_run(gw.bus, record.run_id, action=action)
+    return Response(status_code=204)
 
 
 @router.get("/threads/{thread_id}/runs", responses=errors(404))

@@ -131,6 +131,8 @@ from bus.messages.subagents import (
     SubagentTask,
 )
 from bus.messages.threads import (
+    AssistantGraphReply,
+    AssistantGraphRequest,
     RunStart,
     ThreadCompactReply,
     ThreadCompactRequest,
@@ -191,6 +193,8 @@ ENVELOPES: dict[str, type[Envelope]] = {
         GrepReply,
         ThreadStateRequest,
         ThreadStateReply,
+        AssistantGraphRequest,
+        AssistantGraphReply,
         ThreadHistoryRequest,
         ThreadHistoryReply,
         ThreadRunStartsRequest,
@@ -226,6 +230,8 @@ __all__ = [
     "MAX_OBJECTIVE_CHARS",
     "AgentDefinition",
     "ApprovalExpiry",
+    "AssistantGraphReply",
+    "AssistantGraphRequest",
     "BackgroundReport",
     "BackgroundTask",
     "ChatBinding",
