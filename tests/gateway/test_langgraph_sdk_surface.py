@@ -9,10 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
+from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import InternalServerError, NotFoundError, UnprocessableEntityError
 
+from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.gateway import running_gateway
 
 pytestmark = pytest.mark.asyncio
 
@@ -178,3 +181,19 @@ async def test_methods_antler_does_not_offer_are_a_501_saying_what_to_use_instea
     with pytest.raises(InternalServerError) as refused:
         _ = [part async for part in stream]
     assert "runs.join_stream" in refused.value.response.json()["detail"]
+
+
+async def test_with_no_runner_up_the_graph_is_a_503_naming_what_is_missing(
+    nats_url: str, stack_config: AppConfig
+) -> None:
+    async with running_gateway(nats_url, stack_config) as base:
+        client = get_client(url=f"{base}/api", api_key="tok-ana")
+        try:
+            asked = (client.assistants.get_graph("lead_agent"), client.assistants.get_schemas("lead_agent"))
+            for attempt in asked:
+                with pytest.raises(InternalServerError) as refused:
+                    await attempt
+                assert refused.value.response.status_code == 503
+                assert "runner" in refused.value.response.json()["detail"]
+        finally:
+            await client.http.client.aclose()
