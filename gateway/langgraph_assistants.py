@@ -1,11 +1,13 @@
 """The LangGraph-compatible assistants API: search, get, count, versions, and an assistant's graph as
 LangGraph's server shows it (`GET /assistants/{id}/graph`, `/schemas`, `/subgraphs`).
 
+The assistants are the lead agent (`lead_agent`, or its LangGraph UUID) and, as in DeerFlow, each of
+the caller's custom agents by name, an assistant of the `lead_agent` graph: a run naming one runs the
+lead agent with its `agent_name`.
+
 The graph is compiled in the runners (`agents.graph.lead`), and the gateway loads no LangChain:
 the threads service describes the graph the runs use (`agents.threads.graph_shape`), as it checks
-runs against it. The assistants are the lead agent (`lead_agent` or its LangGraph UUID) and, for
-its graph and schemas, each of the caller's custom agents by name (DeerFlow lists them as
-assistants of the `lead_agent` graph).
+runs against it, compiled with the custom agent's name when the assistant is one.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel, Field, StrictInt, field_validator
 
 from bus.agent_store import AgentNameInvalid, AgentStore, valid_name
-from bus.messages import AssistantGraphReply, AssistantGraphRequest, is_known_assistant
+from bus.messages import AgentDefinition, AssistantGraphReply, AssistantGraphRequest, is_known_assistant
 from gateway.deps import GW, Gateway, Me
 from gateway.schemas import ASSISTANT_ID, Assistant, Body, errors
 
@@ -39,26 +41,76 @@ def assistant_record(assistant_id: str = ASSISTANT_ID) -> Assistant:
     )
 
 
-class AssistantSearch(Body):
+def custom_assistant(agent: AgentDefinition) -> Assistant:
+    """A custom agent as an assistant of the `lead_agent` graph, as DeerFlow lists them; runs naming
+    it run the lead agent with its `agent_name` (`gateway.langgraph_runs.start_run`)."""
+    return Assistant(
+        assistant_id=agent.name,
+        graph_id=ASSISTANT_ID,
+        name=agent.name,
+        description=agent.description,
+        metadata={"created_by": "user"},
+        version=1,
+        created_at=agent.created_at.isoformat(),
+        updated_at=agent.updated_at.isoformat(),
+    )
+
+
+async def custom_agent(gw: Gateway, me: str, assistant_id: str) -> AgentDefinition | None:
+    """The caller's custom agent an assistant id names, if any."""
+    try:
+        name = valid_name(assistant_id)
+    except AgentNameInvalid:
+        return None
+    return await (await AgentStore.open(gw.bus)).get(me, name)
+
+
+async def find_assistant(gw: Gateway, me: str, assistant_id: str) -> tuple[Assistant, str | None]:
+    """The assistant an id names and its custom agent's name (None: the lead agent); 404 for neither."""
+    if is_known_assistant(assistant_id):
+        return assistant_record(assistant_id), None
+    agent = await custom_agent(gw, me, assistant_id)
+    if agent is None:
+        raise HTTPException(404, f"assistant {assistant_id} not found")
+    return custom_assistant(agent), agent.name
+
+
+class AssistantFilter(Body):
     metadata: dict[str, Any] | None = None
     graph_id: str | None = None
+    name: str | None = None
+
+
+class AssistantSearch(AssistantFilter):
     limit: StrictInt = Field(10, ge=1, le=1000)
     offset: StrictInt = Field(0, ge=0)
 
 
+async def _matching(gw: Gateway, me: str, body: AssistantFilter) -> list[Assistant]:
+    """The lead agent, then the caller's custom agents by name, as the filter keeps them."""
+    agents = sorted(await (await AgentStore.open(gw.bus)).list(me), key=lambda agent: agent.name)
+    return [
+        shown
+        for shown in (assistant_record(), *(custom_assistant(agent) for agent in agents))
+        if body.graph_id in (None, shown.graph_id)
+        and (not body.name or body.name.lower() in shown.name.lower())
+        and not (body.metadata and any(shown.metadata.get(k) != v for k, v in body.metadata.items()))
+    ]
+
+
 @router.post("/assistants/search", responses=errors(413))
-async def search_assistants(body: AssistantSearch) -> list[Assistant]:
-    found = [assistant_record()]
-    if body.graph_id not in (None, ASSISTANT_ID):
-        found = []
-    return found[body.offset : body.offset + body.limit]
+async def search_assistants(gw: GW, me: Me, body: AssistantSearch) -> list[Assistant]:
+    return (await _matching(gw, me, body))[body.offset : body.offset + body.limit]
+
+
+@router.post("/assistants/count", responses=errors(413))
+async def count_assistants(gw: GW, me: Me, body: AssistantFilter) -> int:
+    return len(await _matching(gw, me, body))
 
 
 @router.get("/assistants/{assistant_id}", responses=errors(404))
-async def get_assistant(assistant_id: str) -> Assistant:
-    if not is_known_assistant(assistant_id):
-        raise HTTPException(404, f"assistant {assistant_id} not found")
-    return assistant_record(assistant_id)
+async def get_assistant(gw: GW, me: Me, assistant_id: str) -> Assistant:
+    return (await find_assistant(gw, me, assistant_id))[0]
 
 
 class DrawableGraph(BaseModel):
@@ -77,21 +129,9 @@ class GraphSchemas(BaseModel):
     context_schema: dict[str, Any] | None = None
 
 
-async def agent_of(gw: Gateway, me: str, assistant_id: str) -> str | None:
-    """The custom agent an assistant id names (None: the lead agent itself); 404 for neither."""
-    if is_known_assistant(assistant_id):
-        return None
-    try:
-        name = valid_name(assistant_id)
-    except AgentNameInvalid:
-        name = None
-    if name is None or await (await AgentStore.open(gw.bus)).get(me, name) is None:
-        raise HTTPException(404, f"assistant {assistant_id} not found")
-    return name
-
-
 async def describe(gw: Gateway, me: str, assistant_id: str, **asked: Any) -> dict[str, Any]:
-    request = AssistantGraphRequest(user_id=me, agent_name=await agent_of(gw, me, assistant_id), **asked)
+    _, agent = await find_assistant(gw, me, assistant_id)
+    request = AssistantGraphRequest(user_id=me, agent_name=agent, **asked)
     reply = await gw.ask("assistant_graph", request, AssistantGraphReply, timeout=GRAPH_SECONDS)
     return reply.answer  # type: ignore[no-any-return]  # the reply model's dict
 
@@ -140,27 +180,6 @@ async def assistant_subgraphs(
     return {ns: GraphSchemas(**schemas) for ns, schemas in found.items()}
 
 
-class AssistantCount(Body):
-    metadata: dict[str, Any] | None = None
-    graph_id: str | None = None
-    name: str | None = None
-
-
-def _matches(body: AssistantCount) -> bool:
-    """Whether the one assistant (`lead_agent`) is what the filter asks for."""
-    shown = assistant_record()
-    return (
-        body.graph_id in (None, ASSISTANT_ID)
-        and (not body.name or body.name.lower() in shown.name.lower())
-        and not (body.metadata and any(shown.metadata.get(k) != v for k, v in body.metadata.items()))
-    )
-
-
-@router.post("/assistants/count", responses=errors(413))
-async def count_assistants(body: AssistantCount) -> int:
-    return 1 if _matches(body) else 0
-
-
 class AssistantVersion(BaseModel):
     assistant_id: str
     graph_id: str
@@ -179,16 +198,13 @@ class VersionSearch(Body):
     offset: StrictInt = Field(0, ge=0)
 
 
-def _known(assistant_id: str) -> Assistant:
-    if not is_known_assistant(assistant_id):
-        raise HTTPException(404, f"assistant {assistant_id} not found")
-    return assistant_record(assistant_id)
-
-
 @router.post("/assistants/{assistant_id}/versions", responses=errors(404, 413))
-async def assistant_versions(assistant_id: str, body: VersionSearch) -> list[AssistantVersion]:
-    """Its one version: Antler's assistant is configured in config.yaml, not versioned through the API."""
-    shown = _known(assistant_id)
+async def assistant_versions(
+    gw: GW, me: Me, assistant_id: str, body: VersionSearch
+) -> list[AssistantVersion]:
+    """Its one version: Antler's assistants are configured in config.yaml or are custom agents, not
+    versioned through this API."""
+    shown, _ = await find_assistant(gw, me, assistant_id)
     if body.metadata and any(shown.metadata.get(k) != v for k, v in body.metadata.items()):
         return []
     version = AssistantVersion(**shown.model_dump(exclude={"updated_at"}))
@@ -207,9 +223,9 @@ class LatestVersion(Body):
 
 
 @router.post("/assistants/{assistant_id}/latest", responses=errors(404, 413))
-async def set_latest_version(assistant_id: str, body: LatestVersion) -> Assistant:
+async def set_latest_version(gw: GW, me: Me, assistant_id: str, body: LatestVersion) -> Assistant:
     """Version 1 is the latest already; there is no other."""
-    shown = _known(assistant_id)
+    shown, _ = await find_assistant(gw, me, assistant_id)
     if body.version != shown.version:
         raise HTTPException(404, f"version: assistant {assistant_id} has only version {shown.version}")
     return shown

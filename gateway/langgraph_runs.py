@@ -19,6 +19,7 @@ from fastapi.responses import StreamingResponse
 
 from bus.approvals import answer_run_id
 from bus.messages import (
+    LEAD_AGENT,
     MultitaskStrategy,
     Reply,
     RunCommand,
@@ -38,6 +39,7 @@ from gateway.approval_cards import answers_an_approval, approval_answer
 from gateway.deps import GW, Gateway, Me
 from gateway.goal_stream import stream_with_continuations
 from gateway.ids import is_valid_id, unusable_thread_id
+from gateway.langgraph_assistants import custom_agent
 from gateway.run_bodies import SSE_BODY, WAIT_BODY, RunCreate, run_json
 from gateway.schemas import Body, Run, errors
 from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of, stream_events
@@ -73,7 +75,7 @@ async def start_run(
 ) -> RunRecord:
     """Check the thread, the run and the strategy, record the run and hand it to the runners."""
     if not is_known_assistant(body.assistant_id):
-        raise HTTPException(404, f"assistant_id: {unknown_assistant(body.assistant_id)}")
+        body = await _as_custom_agent(gw, me, body)
     record = await gw.threads.get(thread_id) if is_valid_id(thread_id) else None
     creates = body.if_not_exists == "create"
     if (record is None and not (creates and is_valid_id(thread_id))) or (
@@ -129,6 +131,20 @@ async def start_run(
     if submitted is None:  # a run id of our own making, taken already: never seen
         raise HTTPException(409, f"run {request.run_id} was submitted before")
     return submitted
+
+
+async def _as_custom_agent(gw: Gateway, me: str, body: RunCreate) -> RunCreate:
+    """A run of an assistant that is the caller's custom agent (as DeerFlow lists them) runs the lead
+    agent with that `agent_name` (unless the run names one itself); any other id is a 404."""
+    agent = await custom_agent(gw, me, body.assistant_id)
+    if agent is None:
+        raise HTTPException(404, f"assistant_id: {unknown_assistant(body.assistant_id)}")
+    context = dict(body.context or {})
+    configurable = body.config.configurable if body.config else None
+    given = (configurable.model_extra or {}) if configurable else {}
+    if not (context.get("agent_name") or given.get("agent_name")):
+        context["agent_name"] = agent.name
+    return body.model_copy(update={"assistant_id": LEAD_AGENT, "context": context})
 
 
 async def _as_resume(

@@ -197,3 +197,34 @@ async def test_with_no_runner_up_the_graph_is_a_503_naming_what_is_missing(
                 assert "runner" in refused.value.response.json()["detail"]
         finally:
             await client.http.client.aclose()
+
+
+async def test_a_custom_agent_is_an_assistant_whose_runs_have_its_soul(
+    ana: LangGraphClient,
+    client_for: Callable[[str], LangGraphClient],
+    http: httpx.AsyncClient,
+    fake_model: FakeOpenAI,
+) -> None:
+    soul = "You are Quill, a terse copy editor."
+    made = await http.post("/agents", json={"name": "quill", "description": "Edits copy", "soul": soul})
+    assert made.status_code == 201, made.text
+    found = await ana.assistants.search()
+    assert [(a["assistant_id"], a["graph_id"]) for a in found] == [
+        ("lead_agent", "lead_agent"),
+        ("quill", "lead_agent"),
+    ]
+    assert (await ana.assistants.get("quill"))["description"] == "Edits copy"
+    assert await ana.assistants.count() == 2
+    assert [a["assistant_id"] for a in await ana.assistants.search(name="qui")] == ["quill"]
+
+    fake_model.script(Reply(text="Fixed."))
+    thread = await ana.threads.create()
+    result = await ana.runs.wait(thread["thread_id"], "quill", input=HI)
+    assert result["messages"][-1]["content"] == "Fixed."
+    prompt = fake_model.agent_requests[-1]["messages"][0]["content"]
+    assert soul in str(prompt), "the run had the agent's soul"
+
+    bob = client_for("tok-bob")
+    assert [a["assistant_id"] for a in await bob.assistants.search()] == ["lead_agent"]
+    with pytest.raises(NotFoundError):
+        await bob.runs.create(None, "quill", input=HI)
