@@ -1,4 +1,5 @@
-"""The LangGraph-compatible runtime API: assistants and threads here, runs in `gateway.langgraph_runs`.
+"""The LangGraph-compatible runtime API: threads here, assistants in `gateway.langgraph_assistants`, runs
+in `gateway.langgraph_runs`.
 
 Mounted at /api and /api/langgraph, so the unmodified `langgraph-sdk` clients
 (Python, and `@langchain/langgraph-sdk` in a browser) work against Antler. The
@@ -13,7 +14,7 @@ import uuid
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Response
-from pydantic import Field, StrictInt, StringConstraints
+from pydantic import Field, StrictBool, StrictInt, StringConstraints
 
 from bus.files import UPLOADS, list_objects, thread_prefix
 from bus.messages import (
@@ -30,17 +31,16 @@ from bus.messages import (
     ThreadStateRequest,
     ThreadUpdateStateReply,
     ThreadUpdateStateRequest,
-    is_known_assistant,
 )
 from bus.runs import cancel_run
 from gateway import answers
 from gateway.approval_cards import with_approval_cards
 from gateway.deps import GW, Gateway, Me
 from gateway.ids import ID_PATTERN, is_valid_id, unusable_thread_id
+from gateway.langgraph_assistants import router as assistants_router
 from gateway.langgraph_runs import router as runs_router
+from gateway.langgraph_unsupported import router as unsupported_router
 from gateway.schemas import (
-    ASSISTANT_ID,
-    Assistant,
     Body,
     CheckpointAnswer,
     Thread,
@@ -51,45 +51,6 @@ from gateway.schemas import (
 )
 
 router = APIRouter()
-
-# ------------------------------------------------------------------ assistants
-
-
-def assistant(assistant_id: str = ASSISTANT_ID) -> Assistant:
-    created = "2026-01-01T00:00:00+00:00"
-    return Assistant(
-        assistant_id=assistant_id,
-        graph_id=ASSISTANT_ID,
-        name=assistant_id,
-        description="Antler's lead agent: sandbox, skills, memory, subagents and tools",
-        metadata={"created_by": "system"},
-        version=1,
-        created_at=created,
-        updated_at=created,
-    )
-
-
-class AssistantSearch(Body):
-    metadata: dict[str, Any] | None = None
-    graph_id: str | None = None
-    limit: StrictInt = Field(10, ge=1, le=1000)
-    offset: StrictInt = Field(0, ge=0)
-
-
-@router.post("/assistants/search", responses=errors(413))
-async def search_assistants(body: AssistantSearch) -> list[Assistant]:
-    found = [assistant()]
-    if body.graph_id not in (None, ASSISTANT_ID):
-        found = []
-    return found[body.offset : body.offset + body.limit]
-
-
-@router.get("/assistants/{assistant_id}", responses=errors(404))
-async def get_assistant(assistant_id: str) -> Assistant:
-    if not is_known_assistant(assistant_id):
-        raise HTTPException(404, f"assistant {assistant_id} not found")
-    return assistant(assistant_id)
-
 
 # ------------------------------------------------------------------ threads
 
@@ -192,6 +153,29 @@ async def search_threads(gw: GW, me: Me, body: ThreadSearch) -> list[ThreadPart]
     ]
 
 
+class ThreadCount(Body):
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+
+
+@router.post("/threads/count", responses=errors(413))
+async def count_threads(gw: GW, me: Me, body: ThreadCount) -> int:
+    """How many of the caller's threads match; `values` as search reads them (only `title` is known
+    without asking a runner for each thread's state)."""
+
+    def keep(record: ThreadRecord) -> bool:
+        shown = {"title": record.title} if record.title else {}
+        return (
+            (not body.status or record.status == body.status)
+            and not (body.metadata and any(record.metadata.get(k) != v for k, v in body.metadata.items()))
+            and not (body.values and any(shown.get(k) != v for k, v in body.values.items()))
+        )
+
+    found = await gw.view.search(me, keep=keep, sort_by="thread_id", descending=False, offset=0, limit=10**9)
+    return len(found)
+
+
 class ThreadPatch(Body):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -247,6 +231,30 @@ async def get_thread_state(
     if reply.state is None:
         return ThreadState()
     return with_approval_cards(reply.state) if checkpoint_id is None else reply.state  # the newest waits
+
+
+class CheckpointRef(Body):
+    checkpoint_id: str | None = None
+    checkpoint_ns: str | None = None
+    thread_id: str | None = None
+
+
+class StateAtCheckpoint(Body):
+    checkpoint: CheckpointRef
+    subgraphs: StrictBool = False
+
+
+@router.post("/threads/{thread_id}/state/checkpoint", responses=errors(404, 413))
+async def get_thread_state_at(gw: GW, me: Me, thread_id: str, body: StateAtCheckpoint) -> ThreadState:
+    """The SDK's `get_state(thread_id, checkpoint={...})`: the state at that checkpoint (the newest
+    without a `checkpoint_id`)."""
+    return await get_thread_state(
+        gw=gw,
+        me=me,
+        thread_id=thread_id,
+        checkpoint_id=body.checkpoint.checkpoint_id,
+        subgraphs=body.subgraphs,
+    )
 
 
 class StateUpdate(Body):
@@ -305,4 +313,6 @@ async def thread_history_get(
     return await thread_history(gw=gw, me=me, thread_id=thread_id, body=HistoryQuery(limit=limit))
 
 
+router.include_router(assistants_router)
 router.include_router(runs_router)
+router.include_router(unsupported_router)  # last: what Antler does not offer, answered 501

@@ -19,6 +19,7 @@ from fastapi.responses import StreamingResponse
 
 from bus.approvals import answer_run_id
 from bus.messages import (
+    LEAD_AGENT,
     MultitaskStrategy,
     Reply,
     RunCommand,
@@ -38,8 +39,9 @@ from gateway.approval_cards import answers_an_approval, approval_answer
 from gateway.deps import GW, Gateway, Me
 from gateway.goal_stream import stream_with_continuations
 from gateway.ids import is_valid_id, unusable_thread_id
+from gateway.langgraph_assistants import custom_agent
 from gateway.run_bodies import SSE_BODY, WAIT_BODY, RunCreate, run_json
-from gateway.schemas import Run, errors
+from gateway.schemas import Body, Run, errors
 from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of, stream_events
 
 log = logging.getLogger(__name__)
@@ -73,7 +75,7 @@ async def start_run(
 ) -> RunRecord:
     """Check the thread, the run and the strategy, record the run and hand it to the runners."""
     if not is_known_assistant(body.assistant_id):
-        raise HTTPException(404, f"assistant_id: {unknown_assistant(body.assistant_id)}")
+        body = await _as_custom_agent(gw, me, body)
     record = await gw.threads.get(thread_id) if is_valid_id(thread_id) else None
     creates = body.if_not_exists == "create"
     if (record is None and not (creates and is_valid_id(thread_id))) or (
@@ -129,6 +131,20 @@ async def start_run(
     if submitted is None:  # a run id of our own making, taken already: never seen
         raise HTTPException(409, f"run {request.run_id} was submitted before")
     return submitted
+
+
+async def _as_custom_agent(gw: Gateway, me: str, body: RunCreate) -> RunCreate:
+    """A run of an assistant that is the caller's custom agent (as DeerFlow lists them) runs the lead
+    agent with that `agent_name` (unless the run names one itself); any other id is a 404."""
+    agent = await custom_agent(gw, me, body.assistant_id)
+    if agent is None:
+        raise HTTPException(404, f"assistant_id: {unknown_assistant(body.assistant_id)}")
+    context = dict(body.context or {})
+    configurable = body.config.configurable if body.config else None
+    given = (configurable.model_extra or {}) if configurable else {}
+    if not (context.get("agent_name") or given.get("agent_name")):
+        context["agent_name"] = agent.name
+    return body.model_copy(update={"assistant_id": LEAD_AGENT, "context": context})
 
 
 async def _as_resume(
@@ -288,6 +304,47 @@ async def wait_stateless(gw: GW, me: Me, body: RunCreate) -> StreamingResponse:
     body.if_not_exists = "create"
     record = await start_run(gw, me, str(uuid.uuid4()), body, modes=["values"])
     return wait_response(gw, record, me, stateless=True)
+
+
+@router.post("/runs", responses=errors(404, 413))
+async def create_stateless(gw: GW, me: Me, body: RunCreate) -> Run:
+    """A background run on a new thread of its own (the SDK's `runs.create(None, ...)`); follow it at
+    `/runs/{run_id}/stream` or `/join`, or on its thread."""
+    body.if_not_exists = "create"
+    return run_json(await start_run(gw, me, str(uuid.uuid4()), body))
+
+
+class CancelMany(Body):
+    thread_id: str | None = None
+    run_ids: list[str] | None = None
+    status: Literal["pending", "running", "all"] | None = None
+
+
+@router.post("/runs/cancel", status_code=204, responses=errors(404, 413))
+async def cancel_many(
+    gw: GW, me: Me, body: CancelMany, action: Literal["interrupt", "rollback"] = "interrupt"
+) -> Response:
+    """Cancel the caller's runs by id (the SDK's `runs.cancel_many(thread_id=..., run_ids=[...])`), or
+    a thread's unfinished runs (`thread_id` with `status`); 404 naming a run that is not the caller's
+    (none is cancelled then). Every thread's runs at once by `status` alone is not offered (422)."""
+    if body.run_ids:
+        records = [await gw.own_run(body.thread_id, run_id, me) for run_id in body.run_ids]
+    elif body.thread_id and body.status:
+        await gw.own_thread(body.thread_id, me)
+        keys = await keys_matching(gw.bus.js, gw.bus.subjects.thread_runs_bucket, f"{body.thread_id}.>")
+        found = await asyncio.gather(*(gw.runs.get(key.rsplit(".", 1)[1]) for key in keys))
+        wanted = {"pending": {RunStatus.PENDING}, "running": {RunStatus.RUNNING}}.get(body.status)
+        records = [
+            r
+            for r in found
+            if r is not None and not r.status.finished and (wanted is None or r.status in wanted)
+        ]
+    else:
+        raise HTTPException(422, "run_ids: name the runs to cancel (or give thread_id with status)")
+    for record in records:
+        if not record.status.finished:
+            await cancel_run(gw.bus, record.run_id, action=action)
+    return Response(status_code=204)
 
 
 @router.get("/threads/{thread_id}/runs", responses=errors(404))

@@ -55,6 +55,7 @@ _ERROR_TEXT = {
     409: "Conflict with the current state",
     413: "Request body over its limit",
     422: "Invalid request (the message names the field)",
+    501: "Not offered by Antler (the message says what to use instead)",
     502: "The model behind the request failed",
     503: "The component that does this is not running (the message says which)",
 }

@@ -26,11 +26,14 @@ from agents.graph.run_check import InvalidRun, check_run
 from agents.graph.state_update import InvalidStateUpdate, check_state_update
 from agents.threads.compact import compact_thread
 from agents.threads.goal import change_goal
+from agents.threads.graph_shape import drawable_graph, schemas, subgraph_schemas
 from agents.threads.snapshots import checkpoint_config, state_graph, to_thread_state
 from agents.threads.suggestions import SuggestionFailed, suggest, turns_of
 from bus import Bus
 from bus.messages import (
     ID_RULE,
+    AssistantGraphReply,
+    AssistantGraphRequest,
     Reply,
     RunRecord,
     RunRequest,
@@ -174,6 +177,22 @@ class ThreadService:
             raise ServiceError(str(exc), "invalid") from None
         return Reply()
 
+    async def assistant_graph(self, req: AssistantGraphRequest) -> AssistantGraphReply:
+        """The lead agent's graph (a custom agent's, with `agent_name`) as runs get it compiled, drawn
+        or as JSON schemas (`agents.threads.graph_shape`). Without a usable model the graph cannot be
+        compiled for a run: the state graph, which has the same state, context and nodes, is described."""
+        options = RunOptions.from_run({}, {"agent_name": req.agent_name} if req.agent_name else {})
+        try:
+            graph = self.graph_for(options)
+        except Exception as exc:
+            log.info("graph for %s described from the state graph: %s: %s", options, type(exc).__name__, exc)
+            graph = self.graph
+        if req.part == "graph":
+            return AssistantGraphReply(answer=drawable_graph(graph, req.xray))
+        if req.part == "schemas":
+            return AssistantGraphReply(answer=schemas(graph))
+        return AssistantGraphReply(answer=subgraph_schemas(graph, req.namespace, req.recurse))
+
     async def _retitle(self, thread_id: str, user_id: str, title: str) -> None:
         """A title set through the state (DeerFlow's UI renames so) is the record's too: thread lists
         and search read it there."""
@@ -302,6 +321,7 @@ async def serve_threads(threads: ThreadService) -> Running:
         Endpoint("goal", ThreadGoalRequest, ThreadGoalReply, threads.goal),
         Endpoint("compact", ThreadCompactRequest, ThreadCompactReply, threads.compact),
         Endpoint("check_run", RunRequest, Reply, threads.check_run),
+        Endpoint("assistant_graph", AssistantGraphRequest, AssistantGraphReply, threads.assistant_graph),
     ]
     # LangGraph refusing what was asked (an update that does not fit the state, a message id
     # that is not there) is the caller's mistake, said as such.

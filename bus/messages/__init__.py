@@ -134,6 +134,8 @@ from bus.messages.subagents import (
     SubagentTask,
 )
 from bus.messages.threads import (
+    AssistantGraphReply,
+    AssistantGraphRequest,
     RunStart,
     ThreadCompactReply,
     ThreadCompactRequest,
@@ -197,6 +199,8 @@ ENVELOPES: dict[str, type[Envelope]] = {
         GrepReply,
         ThreadStateRequest,
         ThreadStateReply,
+        AssistantGraphRequest,
+        AssistantGraphReply,
         ThreadHistoryRequest,
         ThreadHistoryReply,
         ThreadRunStartsRequest,
@@ -232,6 +236,8 @@ __all__ = [
     "MAX_OBJECTIVE_CHARS",
     "AgentDefinition",
     "ApprovalExpiry",
+    "AssistantGraphReply",
+    "AssistantGraphRequest",
     "BackgroundReport",
     "BackgroundTask",
     "ChatBinding",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -197,3 +197,23 @@ class ThreadCompactReply(Reply):
     summary_updated: bool = False
     checkpoint_id: str | None = None
     total_tokens: int = Field(0, description="Tokens of the thread's messages after compacting (estimated).")
+
+
+class AssistantGraphRequest(Envelope):
+    """An assistant's compiled graph described as LangGraph's server describes it (its drawable graph,
+    its JSON schemas or its subgraphs' schemas): `<prefix>.threads.assistant_graph`. The graph lives
+    in the runners; the gateway, which loads no LangChain, asks one."""
+
+    user_id: str = "default"
+    agent_name: str | None = Field(None, description="A custom agent's name; none: the lead agent.")
+    part: Literal["graph", "schemas", "subgraphs"] = "graph"
+    xray: bool | int = Field(False, description="`graph`: subgraphs drawn too (an int: that many levels).")
+    namespace: str | None = Field(None, description="`subgraphs`: only the one at this namespace.")
+    recurse: bool = Field(False, description="`subgraphs`: their subgraphs too.")
+
+
+class AssistantGraphReply(Reply):
+    """`graph`: `{nodes, edges}`; `schemas`: `{input_schema, output_schema, state_schema,
+    config_schema, context_schema}`; `subgraphs`: those schemas per namespace."""
+
+    answer: dict[str, Any] = Field(default_factory=dict)

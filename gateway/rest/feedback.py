@@ -102,6 +102,13 @@ async def list_feedback(gw: GW, me: Me, thread_id: str, run_id: str) -> list[dic
     return [given] if given else []
 
 
+@router.get("/runs/{run_id}/feedback", response_model=list[FeedbackResponse], responses=errors(404))
+async def list_run_feedback(gw: GW, me: Me, run_id: str) -> list[dict[str, Any]]:
+    """A run's feedback found by the run alone, as DeerFlow's `GET /api/runs/{run_id}/feedback`."""
+    given = feedback_json(await gw.own_run(None, run_id, me))
+    return [given] if given else []
+
+
 async def feedback_counts(gw: Any, thread_id: str) -> dict[str, int]:
     """Ratings of the thread's runs: how many, up and down (for its token-usage answer)."""
     keys = await keys_matching(gw.bus.js, gw.bus.subjects.thread_runs_bucket, f"{thread_id}.>")

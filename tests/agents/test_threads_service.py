@@ -110,6 +110,7 @@ async def test_the_service_is_discoverable(bus: Bus, runner: None) -> None:
         "suggestions",
         "goal",
         "compact",
+        "assistant_graph",
         "check_run",
     }
 

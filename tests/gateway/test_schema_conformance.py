@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.langgraph_unsupported import UNSUPPORTED
+
 pytestmark = pytest.mark.asyncio
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
@@ -35,8 +37,11 @@ REFUSED_WITH_422 = [
     # zone, or an age such as 2h), read as `antler audit` reads them (422 naming the field).
     "PUT /api/v1/roles/{user_id}",
     "GET /api/v1/audit",
+    # Runs to cancel are named (`run_ids`) or a thread's by `status`: a body naming neither is a 422.
+    "POST /api/runs/cancel",
 ]
-CONFIG = """
+CONFIG = (
+    """
 [[operations]]
 include-name = "POST /api/skills/install"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "413"]
@@ -47,10 +52,18 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403",
 [[operations]]
 include-name-regex = "^POST /api/(threads/[^/]+/)?runs(/wait|/stream)?$"
 generation.mode = "negative"
-""" + "".join(
-    f'[[operations]]\ninclude-name = "{operation}"\n'
-    'checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]\n'
-    for operation in REFUSED_WITH_422
+"""
+    + "".join(
+        f'[[operations]]\ninclude-name = "{operation}"\n'
+        'checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]\n'
+        for operation in REFUSED_WITH_422
+    )
+    + "".join(  # LangGraph SDK methods Antler does not offer: a documented 501 saying what to use instead
+        f'[[operations]]\ninclude-name = "{verb} /api{path}"\n'
+        'checks.not_a_server_error.expected-statuses = ["2xx", "3xx", "4xx", "501"]\n'
+        'checks.positive_data_acceptance.expected-statuses = ["401", "501"]\n'
+        for verb, path, _method, _instead in UNSUPPORTED
+    )
 )
 
 

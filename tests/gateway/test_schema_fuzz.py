@@ -48,6 +48,10 @@ POSITIVE = GenerationMode.POSITIVE
 def run_examples(
     operation: APIOperation, base_url: str, mode: GenerationMode, path_parameters: dict[str, str]
 ) -> None:
+    # A LangGraph SDK method Antler does not offer answers its documented 501 (what to use instead).
+    not_offered = "501" in operation.definition.raw.get("responses", {})
+    checks = [check for check in CHECKS if not (not_offered and check is not_a_server_error)]
+
     @given(case=operation.as_strategy(mode, path_parameters=path_parameters or None))
     @settings(
         max_examples=EXAMPLES_PER_OPERATION,
@@ -59,7 +63,7 @@ def run_examples(
     )
     def check(case: Case) -> None:
         response = case.call(base_url=base_url, headers=TOKEN, timeout=30)
-        case.validate_response(response, checks=CHECKS, headers=TOKEN)
+        case.validate_response(response, checks=checks, headers=TOKEN)
 
     check()
 
