@@ -417,7 +417,8 @@ async def finished(proc: asyncio.subprocess.Process, timeout: float = 30.0) -> t
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(sig)
             await asyncio.sleep(0.5)  # a fixed pause for the dump to be written, checking nothing
-        proc.kill()
+        with contextlib.suppress(ProcessLookupError):  # (it may exit meanwhile: the dump still says why)
+            proc.kill()
         await proc.wait()
         _, err = await readers
         raise TimeoutError(
