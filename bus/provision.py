@@ -411,7 +411,8 @@ def _no_room(config: StreamConfig) -> BusError:
     return BusError(
         f"the bus has no room to reserve{size} stream {config.name}: JetStream's store is sized from "
         "the disk space free when nats-server started. Free disk space where the bus keeps its data "
-        "and restart it, or lower bus.memory_updates_max_mb in config.yaml"
+        "and restart it, or lower the streams' size limits in config.yaml (bus.audit_max_mb, 1024 "
+        "by default; bus.memory_updates_max_mb, 256)"
     )
 
 

@@ -312,6 +312,9 @@ def bus_config(stack_users: StackUsers) -> BusConfig:
         prefix=stack_users.prefix,
         ack_wait_seconds=2.0,
         max_deliver=3,
+        # The audit trail's size limit is reserved out of the worker's server's store for every open
+        # stack (1 GB by default): a worker's stacks ran out of it on a disk with 44 GB free.
+        audit_max_mb=64,
         user=admin.user,
         password=admin.password,
     )
