@@ -196,15 +196,19 @@ async def nats_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
 
 
 def _store_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bool]:
-    """Where the worker's nats-server keeps JetStream, and whether it is ours to remove: the test's
-    temporary folder, or a folder of `ANTLER_TEST_NATS_STORE` (e.g. `/dev/shm`). The server syncs
-    every write (`sync_interval: always`, as `antler up`); on tmpfs those fsyncs cost nothing and
-    the server used ~40 % less CPU for the same tests. Not the default: nats-server sizes its store
-    from the free space of the filesystem, and the streams' reservations of a worker's open stacks
-    (`AUDIT` alone reserves 1 GB) did not fit a 24 GB tmpfs shared by four workers."""
+    """Where the worker's nats-server keeps JetStream, and whether it is ours to remove: in memory
+    (`/dev/shm`) where 16 GB are free, else the test's temporary folder; `ANTLER_TEST_NATS_STORE`
+    names another folder. The server syncs every write (`sync_interval: always`, as `antler up`);
+    on a disk each fsync is a system call the server waits on, on tmpfs they cost nothing: the
+    server used ~40 % less CPU for the same tests (the suite's nats-servers were a third of its
+    CPU). nats-server sizes its store from the free space, and each open stack reserves its
+    streams' size limits out of it (the tests' stacks keep those small: `bus_config`). What a sync
+    guarantees is tested on a filesystem that forgets what was not synced (`test_power_loss.py`)."""
     import tempfile
 
     base = os.environ.get("ANTLER_TEST_NATS_STORE")
+    if base is None and os.path.isdir("/dev/shm") and shutil.disk_usage("/dev/shm").free >= 16 << 30:
+        base = "/dev/shm"
     if not base:
         return tmp_path_factory.mktemp("nats"), False
     return Path(tempfile.mkdtemp(prefix="antler-test-nats-", dir=base)), True
