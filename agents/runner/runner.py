@@ -237,6 +237,9 @@ class Runner:
             finished = await self.runs.get(request.run_id)
             if finished is None or not finished.status.finished:
                 raise Retry("the earlier delivery stopped before the run ended", delay=0.5)
+            # Its record says ended, but the earlier delivery may have been given up (NATS away past
+            # ack_wait) between the record and its `end`: whoever follows the run must see one.
+            await ensure_ended(self.bus, request, finished, attempt)
             return
         chat, partition = request_chat(request), await events_partition(self.bus, request)
         events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt, chat, partition)

@@ -309,6 +309,10 @@ class ChatLoad:
                 if m.message_id in self.accepted and not self.finals.get(m.message_id)
             ]
             self.diagnosis = await explain_lost(self.bus, [m.inbound() for m in lost])
+        overtaken = self.overtaken()
+        if overtaken and not self.diagnosis:  # both messages of the first pair: which end came when
+            first, earlier = overtaken[0]
+            self.diagnosis = await explain_lost(self.bus, [earlier.inbound(), first.inbound()])
 
     def lateness(self) -> dict[str, float]:
         """message id -> seconds past the budget its first final reply came (late ones only)."""
