@@ -63,8 +63,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 # `ANTLER_TEST_CPU=<file>`: each test's CPU seconds (this process and the children it waited for,
-# whole process trees: `antler up`'s runners included) and wall seconds, a tab-separated line per
-# test appended to <file> by every worker. Where the suite's time goes on a machine it shares.
+# whole process trees: `antler up`'s runners included), wall seconds, the xdist worker and when it
+# ended (epoch seconds), a tab-separated line per test appended to <file> by every worker. Where the
+# suite's time goes on a machine it shares.
 _CPU_FILE = os.environ.get("ANTLER_TEST_CPU", "")
 
 
@@ -84,7 +85,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         with open(_CPU_FILE, "a", encoding="utf-8") as out:
-            out.write(f"{item.nodeid}\t{cpu() - began:.2f}\t{time.monotonic() - wall:.2f}\n")
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "-")
+            spent = f"{cpu() - began:.2f}\t{time.monotonic() - wall:.2f}"
+            out.write(f"{item.nodeid}\t{spent}\t{worker}\t{time.time():.1f}\n")
 
 
 # The longest tests outside an xdist group (a minute or more on a loaded machine), started first: a
