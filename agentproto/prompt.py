@@ -202,7 +202,7 @@ class PromptStream:
         await submit_run(self.host.bus, request)
         log.info("prompt on %s: run %s on thread %s", self.msg.subject, run_id, t.thread_id)
         answer = RunAnswer()
-        async for event in follow_run(self.host.bus, run_id):
+        async for event in follow_run(self.host.bus, run_id, live=True):
             for chunk in answer.take(event):
                 await self._chunk(chunk)
         self.run_id = None

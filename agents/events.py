@@ -23,6 +23,10 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from pydantic import BaseModel
 
+from bus.deltas import delta_size, merge_deltas
+
+__all__ = ["FINAL_TASK_EVENTS", "STREAM_MODES", "StreamTranslator", "delta_size", "jsonable", "merge_deltas"]
+
 # Metadata keys of a messages event worth sending (the rest is internal or bulky).
 _META_KEYS = (
     "langgraph_node",
@@ -73,66 +77,6 @@ def jsonable(value: Any) -> Any:
         return value
     except (TypeError, ValueError):
         return repr(value)
-
-
-# Fields of a streamed delta that combine when two deltas become one (the rest must be equal).
-_DELTA_COMBINED = frozenset(
-    {"content", "additional_kwargs", "response_metadata", "usage_metadata", "chunk_position"}
-)
-
-
-def delta_size(data: Any) -> int | None:
-    """Characters of text in a `messages` event that is a streamed AI delta; None for anything else
-    (a whole message, tool calls, a tool result, or a delta that does not combine with others)."""
-    if not isinstance(data, list) or len(data) != 2 or not isinstance(data[0], dict):
-        return None
-    chunk = data[0]
-    if chunk.get("type") != "AIMessageChunk" or not chunk.get("id"):
-        return None
-    if not isinstance(chunk.get("content"), str):
-        return None
-    if chunk.get("tool_call_chunks") or chunk.get("tool_calls") or chunk.get("invalid_tool_calls"):
-        return None
-    extra = chunk.get("additional_kwargs") or {}
-    if not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values()):
-        return None
-    return len(chunk["content"]) + sum(len(v) for v in extra.values())
-
-
-def merge_deltas(first: Any, second: Any) -> Any | None:
-    """One `messages` event carrying two consecutive deltas of one AI message, as a client that
-    concatenates deltas by message id would have them; None when they do not combine.
-
-    Text (and reasoning text) is concatenated. Deltas combine only when they are of one kind:
-    answer text with answer text, reasoning with reasoning, so a client still sees the
-    reasoning before the answer. Both must be deltas `delta_size` accepts, with the same
-    metadata and the same fields otherwise.
-    """
-    if delta_size(first) is None or delta_size(second) is None or first[1] != second[1]:
-        return None
-    a, b = first[0], second[0]
-    if a["id"] != b["id"] or bool(a["content"]) != bool(b["content"]):
-        return None
-    a_extra, b_extra = a.get("additional_kwargs") or {}, b.get("additional_kwargs") or {}
-    if set(a_extra) != set(b_extra):
-        return None
-    if any(a.get(k) != b.get(k) for k in (set(a) | set(b)) - _DELTA_COMBINED):
-        return None
-    a_meta, b_meta = a.get("response_metadata") or {}, b.get("response_metadata") or {}
-    if any(a_meta[k] != b_meta[k] for k in set(a_meta) & set(b_meta)):
-        return None
-    if a.get("usage_metadata") and b.get("usage_metadata"):
-        return None
-    merged = {
-        **a,
-        "content": a["content"] + b["content"],
-        "additional_kwargs": {k: a_extra[k] + b_extra[k] for k in a_extra},
-        "response_metadata": {**a_meta, **b_meta},
-        "usage_metadata": a.get("usage_metadata") or b.get("usage_metadata"),
-    }
-    if "chunk_position" in b:
-        merged["chunk_position"] = b["chunk_position"]
-    return [merged, first[1]]
 
 
 def _tool_call_chunk(message: AIMessage) -> dict[str, Any]:

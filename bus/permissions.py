@@ -88,6 +88,7 @@ RIGHTS: dict[str, Rights] = {
         publish=(
             "runs.submit",  # goal mode's continuations
             "runs.ev.>",
+            "runs.live.>",  # streamed text at once, stored merged a moment later (agents.runner.event_log)
             "runs.ctl.*",
             "memory.update.>",
             "events.thread.deleted",
@@ -179,6 +180,7 @@ RIGHTS: dict[str, Rights] = {
     "gateway": Rights(
         read_streams=("RUN_EVENTS_<k>", "RUN_EVENTS", "AUDIT"),
         publish=("runs.submit", "runs.ctl.*", "audit.>"),
+        subscribe=("runs.live.>",),  # runs' streamed text as it comes (bus.runs.follow_run)
         kv_write=("runs", "thread_runs", "settings", "agents", "users", "login_failures", "access"),
         kv_read=("threads", "memory", "usage"),  # usage: GET /api/usage
         files=True,
@@ -191,6 +193,7 @@ RIGHTS: dict[str, Rights] = {
         read_streams=("RUN_EVENTS_<k>", "RUN_EVENTS"),
         stream_info=("CHAT_IN_0", "CHAT_IN"),  # the partition count: which stream a run's events go to
         publish=("runs.submit", "runs.ctl.*"),
+        subscribe=("runs.live.>",),  # runs' streamed text as it comes (bus.runs.follow_run)
         kv_write=("runs", "thread_runs"),
         kv_read=("settings", "agents"),
         files=True,  # attachments in, presented files out

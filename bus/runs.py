@@ -16,16 +16,24 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from bus.connection import Bus
+from bus.deltas import rest_of
 from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus, decode, utcnow
 from bus.run_events import events_streams, with_events_partition
 from bus.tasks import cancel_and_wait, wait_for
 
 END = "end"
 GAP_WAIT = 2.0  # seconds an out-of-order event is held back for a missing earlier one
+EARLY_KEPT = 1000  # live parts kept while the log catches up with them (a reader far behind drops them)
 
 
 async def follow_run(
-    bus: Bus, run_id: str, *, after_seq: int = 0, timeout: float | None = None
+    bus: Bus,
+    run_id: str,
+    *,
+    after_seq: int = 0,
+    timeout: float | None = None,
+    live: bool = False,
+    shown_parts: int = 0,
 ) -> AsyncGenerator[RunEvent, None]:
     """Yield the run's events in order of their `seq`, from `after_seq + 1`, ending after `end`.
 
@@ -35,6 +43,13 @@ async def follow_run(
     `end`, when only one stream is read) is skipped. A run whose `end` is at or
     before `after_seq` yields nothing.
 
+    With `live`, text the runner sends live (`RunEvent.part`, not stored yet) is yielded as it comes,
+    once the reader has caught up with the log: the live parts of the next stored event, in order
+    (a part lost on the way stops them until that event). The stored event then yields only the
+    parts not shown (`bus.deltas.rest_of`), or nothing if all were. `shown_parts`: a reader resuming
+    after `after_seq` had shown that many live parts of the event after it (an SSE client's last
+    event id names them).
+
     Raises:
         TimeoutError: `timeout` seconds passed without the next event.
     """
@@ -43,6 +58,8 @@ async def follow_run(
     async def on_msg(msg: Msg) -> None:
         queue.put_nowait(decode(RunEvent, msg.data))
 
+    # Live first: a delta sent while the stored log is being subscribed to is not missed.
+    live_sub = await bus.nc.subscribe(bus.subjects.run_live(run_id), cb=on_msg) if live else None
     # Its partition's stream, and during an upgrade the unsplit one too: the `seq` order below merges them.
     subs = [
         await bus.js.subscribe(
@@ -58,6 +75,34 @@ async def follow_run(
     expected = after_seq + 1
     held: dict[int, RunEvent] = {}
     gap_since = 0.0
+    # The next stored event's live parts shown: its seq, the attempt they came from, how many, and
+    # whether one went missing (the rest then waits for the stored event).
+    shown: tuple[int, int | None, int, bool] = (expected, None, shown_parts, False)
+
+    def rest(event: RunEvent) -> RunEvent | None:
+        """`event` without the live parts already shown of it (None: nothing left)."""
+        seq, attempt, count, _ = shown
+        if event.seq != seq or event.parts is None or attempt not in (None, event.attempt):
+            return event
+        data = rest_of(event.data, event.parts, count)
+        if data is None:
+            return None
+        return event.model_copy(update={"data": data, "parts": None}) if count else event
+
+    early: dict[int, list[RunEvent]] = {}  # live parts of stored events not reached yet
+
+    def take_live(event: RunEvent) -> bool:
+        """Whether the live part of the next stored event is to be shown now (the next in order)."""
+        nonlocal shown
+        seq, attempt, count, stopped = shown if shown[0] == event.seq else (event.seq, None, 0, False)
+        if stopped or attempt not in (None, event.attempt) or (event.part or 0) < count:
+            return False
+        if (event.part or 0) > count:  # one went missing: the rest comes with the stored event
+            shown = (seq, attempt, count, True)
+            return False
+        shown = (seq, event.attempt, count + 1, False)
+        return True
+
     try:
         while True:
             wait = timeout
@@ -70,10 +115,21 @@ async def follow_run(
                 if not held:
                     raise
                 for seq in sorted(held):  # the gap did not fill: go on without it
-                    yield held[seq]
+                    if (kept := rest(held[seq])) is not None:
+                        yield kept
                     if held[seq].event == END:
                         return
                 expected, held = max(held) + 1, {}
+                continue
+            if event.part is not None:  # live: the next stored event's, in order, once caught up
+                if event.seq < expected:
+                    continue  # its stored event came already
+                if held or event.seq > expected:  # the log is behind the live text: keep it a moment
+                    if sum(len(parts) for parts in early.values()) < EARLY_KEPT:
+                        early.setdefault(event.seq, []).append(event)
+                    continue
+                if take_live(event):
+                    yield event
                 continue
             if event.seq < expected:
                 if event.event == END:
@@ -89,20 +145,29 @@ async def follow_run(
                 current = held.pop(seq)
                 expected = seq + 1
                 gap_since = loop.time()
-                yield current
+                if (kept := rest(current)) is not None:
+                    yield kept
                 if current.event == END:
                     return
+            if not held:  # caught up: live parts that came before the log reached them
+                for seq in [seq for seq in early if seq < expected]:
+                    del early[seq]
+                for part in sorted(early.pop(expected, []), key=lambda e: e.part or 0):
+                    if take_live(part):
+                        yield part
     finally:
         for sub in subs:
             await sub.unsubscribe()
+        if live_sub is not None:
+            await live_sub.unsubscribe()
 
 
 async def follow_run_with_keepalives(
-    bus: Bus, run_id: str, every: float, *, after_seq: int = 0
+    bus: Bus, run_id: str, every: float, *, after_seq: int = 0, live: bool = False, shown_parts: int = 0
 ) -> AsyncGenerator[RunEvent | None, None]:
     """`follow_run`, with a None each time `every` seconds pass without an event: the moment to tell
     whoever waits on the other end (an HTTP client, a protocol caller) that the run goes on."""
-    events = follow_run(bus, run_id, after_seq=after_seq)
+    events = follow_run(bus, run_id, after_seq=after_seq, live=live, shown_parts=shown_parts)
     waiter: asyncio.Task[RunEvent | None] | None = None
     try:
         while True:

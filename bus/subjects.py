@@ -100,6 +100,22 @@ class Subjects:
             return f"{self.prefix}.runs.ev.{safe_token(run_id)}.api.{partition}"
         return f"{self.prefix}.runs.ev.{safe_token(run_id)}.chat.{chat_route(*chat)}.{partition}"
 
+    def run_live(self, run_id: str) -> str:
+        """Every live delta of one run (a filter): text sent at once on core NATS, stored later merged
+        into a `messages` event (`RunEvent.part`, `agents.runner.event_log`)."""
+        return f"{self.prefix}.runs.live.{safe_token(run_id)}.>"
+
+    def run_live_for(self, run_id: str, chat: tuple[str, str] | None) -> str:
+        """Where a run's live deltas are published: `<p>.runs.live.<run>.chat.<chat route>` for a run
+        with a chat, `<p>.runs.live.<run>.api` for any other. No stream stores them."""
+        if chat is None:
+            return f"{self.prefix}.runs.live.{safe_token(run_id)}.api"
+        return f"{self.prefix}.runs.live.{safe_token(run_id)}.chat.{chat_route(*chat)}"
+
+    def chat_run_live(self, channel: str, chat_id: str) -> str:
+        """The live deltas of every run of one chat (a core subscription)."""
+        return f"{self.prefix}.runs.live.*.chat.{chat_route(channel, chat_id)}"
+
     def chat_run_events(self, channel: str, chat_id: str) -> str:
         """The events of every run of one chat, as runners publish them (a core subscription)."""
         return f"{self.prefix}.runs.ev.*.chat.{chat_route(channel, chat_id)}.*"

@@ -17,7 +17,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 
 from bus import Bus
-from gateway.sse import stream_events
+from gateway.sse import START, Resume, stream_events
 
 _END = b"event: end\n"
 _METADATA = b"event: metadata\n"
@@ -38,15 +38,15 @@ def next_run_of(end_frame: bytes) -> str | None:
 
 
 async def stream_with_continuations(
-    bus: Bus, run_id: str, after_seq: int = 0, on_run: Callable[[str], None] | None = None
+    bus: Bus, run_id: str, after: Resume = START, on_run: Callable[[str], None] | None = None
 ) -> AsyncIterator[bytes]:
     """`stream_events` of `run_id`, then of each goal continuation it starts, ending with the last
     `end`. `on_run` is told each continuation run's id as the stream moves on to it (so that a
-    disconnect cancels the run then running). `after_seq` applies to the first run only."""
-    current, seq = run_id, after_seq
+    disconnect cancels the run then running). `after` applies to the first run only."""
+    current, position = run_id, after
     while True:
         following: str | None = None
-        async with contextlib.aclosing(stream_events(bus, current, seq)) as frames:
+        async with contextlib.aclosing(stream_events(bus, current, position)) as frames:
             async for chunk in frames:
                 if chunk.startswith(_END):
                     following = next_run_of(chunk)
@@ -57,6 +57,6 @@ async def stream_with_continuations(
                 yield chunk
         if following is None:
             return
-        current, seq = following, 0
+        current, position = following, START
         if on_run is not None:
             on_run(current)

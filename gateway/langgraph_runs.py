@@ -42,7 +42,7 @@ from gateway.ids import is_valid_id, unusable_thread_id
 from gateway.langgraph_assistants import custom_agent
 from gateway.run_bodies import SSE_BODY, WAIT_BODY, RunCreate, run_json
 from gateway.schemas import Body, Run, errors
-from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of, stream_events
+from gateway.sse import HEARTBEAT_SECONDS, START, InvalidLastEventId, Resume, seq_of, stream_events
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -193,7 +193,7 @@ def sse_response(
     gw: Gateway,
     record: RunRecord,
     *,
-    after_seq: int = 0,
+    after: Resume = START,
     cancel_on_disconnect: bool = False,
     stateless: bool = False,
     follow_goal: bool = False,
@@ -204,11 +204,9 @@ def sse_response(
     async def body() -> AsyncIterator[bytes]:
         ended = False
         frames = (
-            stream_with_continuations(
-                gw.bus, record.run_id, after_seq, on_run=lambda run: running.append(run)
-            )
+            stream_with_continuations(gw.bus, record.run_id, after, on_run=lambda run: running.append(run))
             if follow_goal
-            else stream_events(gw.bus, record.run_id, after_seq)
+            else stream_events(gw.bus, record.run_id, after)
         )
         try:
             async for chunk in frames:
@@ -426,17 +424,18 @@ async def join_run(gw: GW, me: Me, thread_id: str, run_id: str) -> StreamingResp
 
 def resume_after(
     last_event_id: Annotated[
-        str, Header(json_schema_extra={"pattern": r"^\s*(-1|[0-9]{1,20}-[0-9]{1,20})?\s*$"})
+        str,
+        Header(json_schema_extra={"pattern": r"^\s*(-1|[0-9]{1,20}-[0-9]{1,20}(\.[0-9]{1,9})?)?\s*$"}),
     ] = "",
-) -> int:
-    """The sequence number to resume after, from `Last-Event-ID`; 400 for one that is not ours."""
+) -> Resume:
+    """Where to resume, from `Last-Event-ID`; 400 for one that is not ours."""
     try:
         return seq_of(last_event_id)
     except InvalidLastEventId as exc:
         raise HTTPException(400, str(exc)) from None
 
 
-ResumeAfter = Annotated[int, Depends(resume_after)]
+ResumeAfter = Annotated[Resume, Depends(resume_after)]
 
 
 @router.get(
@@ -449,7 +448,7 @@ async def join_stream(
     me: Me,
     thread_id: str,
     run_id: str,
-    after_seq: ResumeAfter,
+    after: ResumeAfter,
     request: Request,
     cancel_on_disconnect: bool = False,
 ) -> StreamingResponse:
@@ -457,7 +456,7 @@ async def join_stream(
     return sse_response(
         gw,
         record,
-        after_seq=after_seq,
+        after=after,
         cancel_on_disconnect=cancel_on_disconnect,
         follow_goal=deerflows_path(request),
     )
@@ -466,9 +465,9 @@ async def join_stream(
 @router.get(
     "/runs/{run_id}/stream", response_class=StreamingResponse, responses={**SSE_BODY, **errors(400, 404)}
 )
-async def join_stream_stateless(gw: GW, me: Me, run_id: str, after_seq: ResumeAfter) -> StreamingResponse:
+async def join_stream_stateless(gw: GW, me: Me, run_id: str, after: ResumeAfter) -> StreamingResponse:
     record = await gw.own_run(None, run_id, me)
-    return sse_response(gw, record, after_seq=after_seq, stateless=True)
+    return sse_response(gw, record, after=after, stateless=True)
 
 
 @router.get("/runs/{run_id}/join", response_class=StreamingResponse, responses={**WAIT_BODY, **errors(404)})

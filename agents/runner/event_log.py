@@ -6,12 +6,16 @@ Events are pipelined (a streamed answer does not wait a round trip per token) an
 confirmed in bulk; an event whose store is not confirmed in time — the server went
 away with it — is published again, deduplicated by its id (`ev:<run_id>:<attempt>:<seq>`).
 
-Streamed text is coalesced: a delta that follows another within `DELTA_WINDOW`
-waits (at most that long, or until `DELTA_MAX_CHARS` have gathered, or until any
-other event comes) and goes out merged with the deltas after it
-(`agents.events.merge_deltas`). The first delta after a quiet spell goes at once,
-so the first words are not delayed; readers get the same text, in order, in fewer
-events (a bus message per token was the largest single cost of a streamed run).
+Streamed text goes two ways. The first delta after a quiet spell is stored at once, so the first
+words are not delayed for anyone. A delta that follows within `DELTA_WINDOW` is published live at
+once on core NATS (`<prefix>.runs.live.<run>…`: no store, no ack, nothing for the chat router) and
+held for the durable record, merged with the deltas after it (`bus.deltas.merge_deltas`) until the
+window has passed since the last stored one, `DELTA_MAX_CHARS` have gathered, or any other event
+comes; the stored `messages` event then carries the chunks it merged (`RunEvent.parts`). Each live
+delta says which stored event it will be part of (`seq`) and where in it (`part`): a reader that
+follows both (`bus.runs.follow_run(live=True)`) shows live text as it comes and, when the stored
+event arrives, only the parts it has not shown; a reader of the log alone (a chat's router, a
+resumed stream, history) gets the same text, in order, in ~4 stored events a second of streaming.
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ import asyncio
 import logging
 from typing import Any
 
-from agents.events import delta_size, merge_deltas
 from bus import Bus, NotStored, decode
+from bus.deltas import delta_size, merge_deltas
 from bus.messages import RunEvent
 from bus.run_events import chat_of, last_stored_event, request_chat
 
@@ -30,7 +34,7 @@ __all__ = ["EventLog", "chat_of", "request_chat"]
 log = logging.getLogger(__name__)
 
 CONFIRM_TIMEOUT = 10.0  # seconds to wait for JetStream to confirm published events
-DELTA_WINDOW = 0.1  # seconds a streamed delta may wait to go out with the ones after it
+DELTA_WINDOW = 0.25  # seconds between stored text deltas (live ones go at once)
 DELTA_MAX_CHARS = 2000  # held text that goes out at once, window or not
 
 
@@ -56,12 +60,16 @@ class EventLog:
         # In the run's partition (`bus.run_events`): a chat's run's, the chat's, which its router reads.
         self.partition = partition
         self.subject = bus.subjects.run_events_for(run_id, chat, partition)
+        self.live_subject = bus.subjects.run_live_for(run_id, chat)
+        self.live = True  # held deltas go out live at once (False: only stored, merged)
         self._unconfirmed: list[tuple[RunEvent, asyncio.Future[Any]]] = []
         self.confirm_timeout = CONFIRM_TIMEOUT
         self.delta_window = DELTA_WINDOW
-        self.published = 0  # events sent, for the curious (benchmarks, tests)
+        self.published = 0  # events stored, for the curious (benchmarks, tests)
+        self.published_live = 0  # live deltas sent
         self._lock = asyncio.Lock()  # one publisher at a time: the timer's flush and emit()
-        self._held: tuple[str, Any, int] | None = None  # (event, merged deltas, characters)
+        # (event, merged deltas, characters, the chunks merged: each went out live as it came)
+        self._held: tuple[str, Any, int, list[Any]] | None = None
         self._last_delta_at = float("-inf")  # loop time a delta last went out
         self._timer: asyncio.TimerHandle | None = None
         self._flushes: set[asyncio.Task[None]] = set()
@@ -108,15 +116,17 @@ class EventLog:
             await self.confirm()
 
     async def _hold(self, event: str, data: Any, size: int) -> bool:
-        """Keep a delta back to merge it with the next ones; False: it goes out now (alone)."""
+        """Keep a delta back to merge it with the next ones (it goes out live meanwhile); False: it
+        is stored now (alone)."""
         loop = asyncio.get_running_loop()
         if self._held is not None:
-            held_event, held_data, held_size = self._held
+            held_event, held_data, held_size, parts = self._held
             merged = merge_deltas(held_data, data) if held_event == event else None
             if merged is None:
                 await self._flush_held()
             else:
-                self._held = (event, merged, held_size + size)
+                self._held = (event, merged, held_size + size, [*parts, data[0]])
+                await self._send_live(event, data, len(parts))
                 if held_size + size >= DELTA_MAX_CHARS:
                     await self._flush_held()
                 return True
@@ -124,10 +134,31 @@ class EventLog:
         if now - self._last_delta_at >= self.delta_window:
             self._last_delta_at = now  # the first words after a quiet spell: at once
             return False
-        self._held = (event, data, size)
+        self._held = (event, data, size, [data[0]])
+        await self._send_live(event, data, 0)
         delay = self._last_delta_at + self.delta_window - now
         self._timer = loop.call_later(delay, self._on_timer)
         return True
+
+    async def _send_live(self, event: str, data: Any, part: int) -> None:
+        """A held delta, at once on core NATS: the `part`-th of the stored event numbered next."""
+        if not self.live:
+            return
+        message = RunEvent(
+            run_id=self.run_id,
+            thread_id=self.thread_id,
+            seq=self.seq + 1,
+            event=event,
+            data=data,
+            attempt=self.attempt,
+            part=part,
+        )
+        try:
+            await self.bus.publish_core(self.live_subject, message)
+        except Exception as exc:  # live text is a courtesy: the stored event brings it all
+            log.debug("run %s: live delta not sent: %s", self.run_id, exc)
+            return
+        self.published_live += 1
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -149,12 +180,12 @@ class EventLog:
             self._timer = None
         if self._held is None:
             return
-        event, data, _ = self._held
+        event, data, _, parts = self._held
         self._held = None
         self._last_delta_at = asyncio.get_running_loop().time()
-        await self._publish(event, data)
+        await self._publish(event, data, parts if self.live else None)
 
-    async def _publish(self, event: str, data: Any) -> None:
+    async def _publish(self, event: str, data: Any, parts: list[Any] | None = None) -> None:
         self.seq += 1
         message = RunEvent(
             run_id=self.run_id,
@@ -163,6 +194,7 @@ class EventLog:
             event=event,
             data=data,
             attempt=self.attempt,
+            parts=parts,
         )
         future = await self.bus.publish_pipelined(self.subject, message, msg_id=self._msg_id(message.seq))
         self._unconfirmed.append((message, future))

@@ -127,7 +127,9 @@ class Conversation(Connected):
             while current is not None:
                 run_id, current = current, None
                 self.last_run_id = run_id
-                async with contextlib.aclosing(follow_run(bus, run_id, timeout=self.run_timeout)) as events:
+                async with contextlib.aclosing(
+                    follow_run(bus, run_id, timeout=self.run_timeout, live=True)
+                ) as events:
                     async for event in events:
                         for item in translator.take(event):
                             if item.type != "end":

@@ -120,6 +120,16 @@ class RunEvent(Envelope):
     data: Any = None
     attempt: int = Field(1, description="Which delivery of the RunRequest produced it (resumes count up).")
     ts: datetime = Field(default_factory=utcnow)
+    part: int | None = Field(
+        None,
+        description="A live delta (`<prefix>.runs.live.<run_id>…`, core NATS, never stored): the "
+        "`part`-th (from 0) of the text deltas that the stored `messages` event numbered `seq` merges.",
+    )
+    parts: list[Any] | None = Field(
+        None,
+        description="A stored `messages` event that merges text deltas sent live before it: their "
+        "chunks, in order (a reader that showed the first k takes the rest: `bus.deltas.rest_of`).",
+    )
 
 
 class RunControl(Envelope):

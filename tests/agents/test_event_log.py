@@ -136,3 +136,100 @@ def test_merged_deltas_read_as_the_two_in_a_row() -> None:
     assert merged[0]["content"] == "Hello"
     assert merged[0]["id"] == "a"
     assert merged[1] == META
+
+
+# ---------------------------------------------------------------- live deltas
+
+
+async def read_live(bus: Bus, run_id: str, **kw: Any) -> list[RunEvent]:
+    return [event async for event in follow_run(bus, run_id, timeout=10, live=True, **kw)]
+
+
+def answer_of(events: list[RunEvent]) -> str:
+    return "".join(e.data[0]["content"] for e in events if e.event == "messages")
+
+
+async def test_text_held_for_the_record_reaches_live_readers_at_once_and_once(bus: Bus) -> None:
+    log = await new_log(bus)
+    log.delta_window = 60.0  # nothing is stored by the timer: what the reader sees came live
+    words = [f"w{i} " for i in range(12)]
+    reader = asyncio.create_task(read_live(bus, log.run_id))
+    seen_live = asyncio.Event()
+    got: list[str] = []
+
+    async def watch() -> None:  # a second live reader, to see the text before anything is stored
+        async for event in follow_run(bus, log.run_id, timeout=10, live=True):
+            if event.event == "messages":
+                got.append(event.data[0]["content"])
+                if "".join(got) == "".join(words):
+                    seen_live.set()
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0.2)  # both readers subscribed (a reader joining later gets the record)
+    for word in words:
+        await log.emit("messages", delta("ai-1", text=word))
+    await asyncio.wait_for(seen_live.wait(), 10)
+    assert log.published == 1, "only the first words were stored; the rest came live"
+    assert log.published_live == len(words) - 1
+    await log.emit("end", {"status": "success"})
+    events = await asyncio.wait_for(reader, 10)
+    await asyncio.wait_for(watcher, 10)
+
+    assert answer_of(events) == "".join(words), "every word once, in order"
+    assert [e.part for e in events if e.event == "messages"] == [None, *range(len(words) - 1)]
+    stored = await collect_run(bus, log.run_id, timeout=10)
+    assert answer_of(stored) == "".join(words), "the record alone has the same text"
+    assert [e.event for e in stored] == ["messages", "messages", "end"]
+    assert stored[1].parts is not None
+    assert len(stored[1].parts) == len(words) - 1
+
+
+async def test_a_reader_that_missed_live_parts_gets_them_from_the_record_in_order(bus: Bus) -> None:
+    log = await new_log(bus)
+    log.delta_window = 60.0
+    await log.emit("messages", delta("ai-1", text="Stored at once. "))
+    await log.emit("messages", delta("ai-1", text="Missed live. "))  # nobody was listening
+    reader = asyncio.create_task(read_live(bus, log.run_id))
+    await asyncio.sleep(0.2)
+    await log.emit("messages", delta("ai-1", text="Seen live? "))  # part 1: part 0 never came
+    await log.emit("messages", delta("ai-1", text="The end."))
+    await log.emit("end", {"status": "success"})
+    events = await asyncio.wait_for(reader, 10)
+    assert answer_of(events) == "Stored at once. Missed live. Seen live? The end."
+    assert all(e.part is None for e in events), "after a missing part, the rest waits for the record"
+
+
+async def test_a_reader_resuming_after_some_live_parts_gets_only_the_rest(bus: Bus) -> None:
+    log = await new_log(bus)
+    log.delta_window = 60.0
+    for word in ("one ", "two ", "three ", "four ", "five"):
+        await log.emit("messages", delta("ai-1", text=word))
+    await log.emit("end", {"status": "success"})
+    # It had the stored first event (seq 1) and the first two live parts of the next (seq 2).
+    events = await read_live(bus, log.run_id, after_seq=1, shown_parts=2)
+    assert answer_of(events) == "four five"
+    assert [e.event for e in events] == ["messages", "end"]
+    everything = await read_live(bus, log.run_id, after_seq=1, shown_parts=4)
+    assert [e.event for e in everything] == ["end"], "nothing left of a stored event it had all of"
+
+
+async def test_a_paced_answer_is_stored_about_four_times_a_second_and_sent_live_as_it_comes(
+    bus: Bus,
+) -> None:
+    log = await new_log(bus)
+    reader = asyncio.create_task(read_live(bus, log.run_id))
+    await asyncio.sleep(0.2)
+    words = [f"w{i} " for i in range(40)]
+    for word in words:  # 40 deltas 30 ms apart: 1.2 s of streaming
+        await log.emit("messages", delta("ai-1", text=word))
+        await asyncio.sleep(0.03)
+    await log.emit("end", {"status": "success"})
+    events = await asyncio.wait_for(reader, 10)
+    assert answer_of(events) == "".join(words)
+    stored = await collect_run(bus, log.run_id, timeout=10)
+    assert answer_of(stored) == "".join(words)
+    # One stored per DELTA_WINDOW (250 ms) of streaming at most, the first words and the end besides;
+    # a slow loop only makes fewer.
+    streamed = sum(1 for e in stored if e.event == "messages")
+    assert streamed <= 1 + round(1.2 / 0.25) + 1, [len(e.parts or []) for e in stored]
+    assert log.published_live == len(words) - 1, "every delta after the first words went out live at once"

@@ -343,6 +343,7 @@ class Level:
     beyond_model_p99_ms: float | None = None
     first_beyond_model_p50_ms: float | None = None  # first partial minus the time to first token
     run_events_per_turn: float | None = None  # stored in the run-events stream
+    live_deltas_per_turn: float | None = None  # streamed text sent live (core NATS, not stored)
     bus_messages_per_turn: float | None = None  # messages the nats-server took in
     peak_rss_mb: float | None = None  # the stack's summed RSS / PSS, sampled every second
     peak_pss_mb: float | None = None
@@ -419,11 +420,23 @@ async def run_level(
     led_before = await stored_by_leader(stack) if stack is not None and stack.nodes else None
     events_before = await stored_run_events(stack) if stack else 0
     msgs_before = (await stack.varz())["in_msgs"] if stack else 0
+    live = [0]
+
+    async def count_live(_: Any) -> None:
+        live[0] += 1
+
+    live_sub = (
+        await stack.bus.nc.subscribe(f"{stack.bus.subjects.prefix}.runs.live.>", cb=count_live)
+        if stack
+        else None
+    )
     cpu_before, busy_before = processes.cpu(), machine_cpu_busy()
     started = time.perf_counter()
     with MemorySampler(processes) as memory:
         await asyncio.gather(*(chat(n) for n in range(chats)))
     elapsed = time.perf_counter() - started
+    if live_sub is not None:
+        await live_sub.unsubscribe()
     cpu_after, busy_after = processes.cpu(), machine_cpu_busy()
     if stack is not None:
         await asyncio.sleep(0.2)  # the last turns' acks and writes come in
@@ -469,6 +482,7 @@ async def run_level(
         beyond_model_p99_ms=ms(quantile(beyond, 0.99)) if paced else None,
         first_beyond_model_p50_ms=ms(quantile(first_beyond, 0.5)) if first_beyond else None,
         run_events_per_turn=round(events, 1) if stack is not None else None,
+        live_deltas_per_turn=round(live[0] / max(1, len(done)), 1) if stack is not None else None,
         bus_messages_per_turn=round(messages, 1) if stack is not None else None,
         peak_rss_mb=round(memory.peak_rss, 1),
         peak_pss_mb=round(memory.peak_pss, 1),
@@ -566,7 +580,8 @@ def print_level(level: Level) -> None:
             f"p99 {level.beyond_model_p99_ms} ms; first partial p50 {level.first_beyond_model_p50_ms} ms"
         )
     print(
-        f"            per turn: {level.run_events_per_turn} run events stored, "
+        f"            per turn: {level.run_events_per_turn} run events stored "
+        f"(+{level.live_deltas_per_turn} live), "
         f"{level.bus_messages_per_turn} bus messages; peak RSS {level.peak_rss_mb} MB, "
         f"PSS {level.peak_pss_mb} MB"
     )

@@ -10,9 +10,9 @@ import pytest
 
 from bus import Bus
 from bus.run_events import events_streams
-from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, seq_of
+from gateway.sse import HEARTBEAT_SECONDS, InvalidLastEventId, Resume, seq_of
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.support.gateway import sse_events
+from tests.support.gateway import sse_events, sse_frames, streamed_answer
 
 HI = {"messages": [{"role": "user", "content": "Hello there"}]}
 
@@ -59,17 +59,19 @@ async def join(
 
 
 @pytest.mark.parametrize(
-    ("value", "seq"),
+    ("value", "resume"),
     [
-        pytest.param(None, 0, id="no-header"),
-        pytest.param("", 0, id="empty"),
-        pytest.param("-1", 0, id="minus-one-means-all"),
-        pytest.param("1767225600000-7", 7, id="ms-seq"),
-        pytest.param(" 1767225600000-7 ", 7, id="surrounding-space"),
+        pytest.param(None, Resume(0, 0), id="no-header"),
+        pytest.param("", Resume(0, 0), id="empty"),
+        pytest.param("-1", Resume(0, 0), id="minus-one-means-all"),
+        pytest.param("1767225600000-7", Resume(7, 0), id="ms-seq"),
+        pytest.param(" 1767225600000-7 ", Resume(7, 0), id="surrounding-space"),
+        # A live delta's id: part 2 of the stored event 7 was the last shown, so 0, 1 and 2 were.
+        pytest.param("1767225600000-7.2", Resume(6, 3), id="live-part"),
     ],
 )
-def test_last_event_ids_name_the_sequence_number_to_resume_after(value: str | None, seq: int) -> None:
-    assert seq_of(value) == seq
+def test_last_event_ids_name_where_to_resume(value: str | None, resume: Resume) -> None:
+    assert seq_of(value) == resume
 
 
 @pytest.mark.parametrize(
@@ -80,7 +82,8 @@ def test_last_event_ids_name_the_sequence_number_to_resume_after(value: str | No
         pytest.param("7", id="bare-number"),
         pytest.param("1-2-3", id="three-parts"),
         pytest.param("-5", id="negative"),
-        pytest.param("1767225600000-7.5", id="fraction"),
+        pytest.param("1767225600000-7.x", id="part-not-a-number"),
+        pytest.param("1767225600000-7.2.1", id="two-parts"),
     ],
 )
 def test_other_last_event_ids_are_refused(value: str) -> None:
@@ -153,3 +156,25 @@ async def test_events_the_log_no_longer_holds_are_announced_as_a_gap(
     gone = await asyncio.wait_for(every_event(http, location, "-1"), 10)
     assert [name for name, _ in gone] == ["gap", "end"], "never a stream that waits forever"
     assert gone[1][1]["status"] == "success"
+
+
+async def test_streamed_text_comes_live_and_a_client_resuming_mid_way_gets_only_the_rest(
+    http: httpx.AsyncClient, fake_model: FakeOpenAI
+) -> None:
+    answer = " ".join(f"word{i}" for i in range(40))
+    fake_model.script(Reply(text=answer, chunk_delay=0.03))  # ~1.2 s of streaming, as a real model
+    thread_id = (await http.post("/threads", json={})).json()["thread_id"]
+    body = {"assistant_id": "lead_agent", "input": HI, "stream_mode": ["messages-tuple"]}
+    async with http.stream("POST", f"/threads/{thread_id}/runs/stream", json=body) as response:
+        location = response.headers["location"].removeprefix("/api")
+        events = [f async for f in sse_frames(response)]
+    assert streamed_answer(events) == answer, "every word once, in order"
+    live = [i for i, (id_, _, _) in enumerate(events) if id_ is not None and "." in id_]
+    assert live, "text between the stored events came live (ids `<ms>-<seq>.<part>`)"
+
+    middle = live[len(live) // 2]
+    async with http.stream("GET", location, headers={"Last-Event-ID": events[middle][0] or ""}) as again:
+        assert again.status_code == 200
+        rest = [f async for f in sse_frames(again)]
+    assert streamed_answer(rest) == streamed_answer(events[middle + 1 :]), "the rest of the text, none twice"
+    assert rest[-1][1] == "end"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,35 @@ async def stack_config(
         "skills": {"path": str(skills_dir(tmp_path))},
     }
     return _build(AppConfig, data, "test config")
+
+
+async def sse_frames(response: httpx.Response) -> AsyncIterator[tuple[str | None, str, Any]]:
+    """(id or None, event name, data) of each event of an SSE response, as they come."""
+    fields: dict[str, str] = {}
+    async for line in response.aiter_lines():
+        if not line:
+            if "event" in fields:
+                yield fields.get("id"), fields["event"], json.loads(fields.get("data", "null"))
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(": ")
+            fields[name] = value
+
+
+def streamed_answer(frames: list[tuple[str | None, str, Any]]) -> str:
+    """The AI text of `messages` events, concatenated as a client does."""
+    return "".join(
+        data[0].get("content") or ""
+        for _, name, data in frames
+        if name == "messages" and isinstance(data, list) and data[0].get("type") == "AIMessageChunk"
+    )
+
+
+def id_order(event_id: str) -> tuple[int, float]:
+    """Where an event id stands in its stream: a live delta's `<ms>-<seq>.<part>` before the stored
+    event `seq` it is part of (`<ms>-<seq>`)."""
+    seq, _, part = event_id.rsplit("-", 1)[1].partition(".")
+    return int(seq), float(part) if part else float("inf")
 
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
