@@ -179,6 +179,8 @@ class TrafficCounter:
         rest = subject.removeprefix(prefix + ".")
         if rest.startswith("runs.ev."):
             return "run event"
+        if rest.startswith("runs.live."):
+            return "run live delta"
         if rest.startswith("runs.ctl."):
             return "run control"
         if rest.startswith(("chat.in.", "chat.out.", "memory.update.")):
@@ -220,6 +222,8 @@ class HopRecorder:
         try:
             if rest.startswith("runs.ev."):
                 return f"run event {json.loads(data).get('event', '?')}"
+            if rest.startswith("runs.live."):
+                return "run live delta"
             if rest.startswith("chat.out."):
                 return f"chat.out {json.loads(data).get('kind', '?')}"
         except ValueError:

@@ -30,6 +30,30 @@ from tests.support.nats_users import logged_violations
 from tests.support.processes import Proc, descendants
 
 
+class _Follower:
+    """The lines a file gains, read from where the last look stopped."""
+
+    def __init__(self, path: Path, start: int = 0) -> None:
+        self.path = path
+        self.offset = start
+        self.partial = ""  # the last line, not ended yet
+        self._rest = b""
+
+    def new_lines(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as handle:
+                if os.fstat(handle.fileno()).st_size < self.offset:  # made anew: from its start
+                    self.offset, self._rest = 0, b""
+                handle.seek(self.offset)
+                data = handle.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        *complete, self._rest = (self._rest + data).split(b"\n")
+        self.partial = self._rest.decode("utf-8", errors="replace")
+        return [line.decode("utf-8", errors="replace").rstrip("\r") for line in complete]
+
+
 class AntlerUp:
     """One `python -m antler up` child in `workdir`: with `config`, started with `--config` (its data dir
     where that says, `data_dir` here for its logs); without, as a user in a directory holding config.yaml
@@ -110,14 +134,20 @@ class AntlerUp:
         """The first line of its stdout (`err`: its stderr or log file; `console`: its stderr only)
         containing `text`, once `count` such lines are there."""
         deadline = time.monotonic() + timeout
+        # Read as the files grow, not whole again at every look (a fault scenario's log grows all along).
+        files = (
+            [_Follower(self.out_path)]
+            if stream == "out"
+            else [_Follower(self.err_path)]
+            + ([_Follower(self.log_path, self._log_start)] if stream == "err" else [])
+        )
+        found: list[str] = []
         while True:
-            if stream == "out":
-                lines = self._lines(self.out_path)
-            else:
-                lines = self._lines(self.err_path) + (self._this_log() if stream == "err" else [])
-            found = [line for line in lines if text in line]
-            if len(found) >= count:
-                return found[0]
+            for follower in files:
+                found.extend(line for line in follower.new_lines() if text in line)
+            unfinished = [f.partial for f in files if text in f.partial]  # a line still being written
+            if len(found) + len(unfinished) >= count:
+                return (found + unfinished)[0]
             if self.proc is not None and self.proc.returncode is not None:
                 code = self.proc.returncode
                 raise AssertionError(f"antler up exited ({code}) before {text!r}:\n{self.tail()}")
