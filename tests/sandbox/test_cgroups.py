@@ -10,14 +10,18 @@ commands under them).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from sandbox.cgroups import CgroupV2, joining, own_cgroup
 from sandbox.cgroups_v1 import CgroupV1, v1_hierarchies
+from tests.conftest import REPO
 
 
 @pytest.fixture
@@ -85,6 +89,22 @@ def test_v1_controllers_are_found_below_their_mount_roots(tmp_path: Path) -> Non
     assert CgroupV1(256, 32, 1, hierarchies={}).start() == "no cgroup v1 memory controller is mounted here"
 
 
+# A broker of its own process: the groups are named by pid, and this test process's other brokers
+# (the in-process sandboxes of earlier tests) may still have commands in theirs.
+BROKER = """
+import json, os, sys
+from sandbox.cgroups_v1 import CgroupV1
+limits = CgroupV1(64, 16, 1)
+result = {"pid": os.getpid(), "start": limits.start()}
+group = limits.create()
+result["limit"] = (group.memory / "memory.limit_in_bytes").read_text().strip()
+group.close()
+result["group_left"] = group.memory.exists()
+limits.stop()
+print(json.dumps(result))
+"""
+
+
 def test_v1_groups_of_a_broker_that_died_are_removed_at_the_next_start() -> None:
     hierarchies = v1_hierarchies()
     own = hierarchies.get("memory")
@@ -92,14 +112,18 @@ def test_v1_groups_of_a_broker_that_died_are_removed_at_the_next_start() -> None
         pytest.skip("no writable cgroup v1 memory controller here")
     stale = own / "antler-sandbox-999999999"  # above pid_max: never a live process
     (stale / "cmd-left").mkdir(parents=True)
-    limits = CgroupV1(64, 16, 1)
     try:
-        assert limits.start() is None
-        assert not stale.exists()
-        group = limits.create()
-        assert (group.memory / "memory.limit_in_bytes").read_text().strip() == str(64 * 2**20)
-        group.close()
-        assert not group.memory.exists()
+        ran = subprocess.run(
+            [sys.executable, "-c", BROKER], capture_output=True, text=True, timeout=60, cwd=REPO, check=False
+        )
+        assert ran.returncode == 0, ran.stderr
+        result = json.loads(ran.stdout)
+        assert result["start"] is None
+        assert not stale.exists(), "the dead broker's groups were removed at the start"
+        assert result["limit"] == str(64 * 2**20)
+        assert not result["group_left"], "a command's group goes with it"
+        assert not (own / f"antler-sandbox-{result['pid']}").exists(), "the broker's own group at its stop"
     finally:
-        limits.stop()
-    assert not (own / f"antler-sandbox-{os.getpid()}").exists()
+        for left in (stale / "cmd-left", stale):
+            with contextlib.suppress(OSError):
+                left.rmdir()
