@@ -11,7 +11,8 @@ import pytest
 from agents.events import jsonable, merge_deltas
 from agents.runner.event_log import EventLog
 from bus import Bus
-from bus.messages import RunEvent
+from bus.messages import RunEvent, RunRecord, RunStatus
+from bus.records import RecordStore
 from bus.run_events import run_partition
 from bus.runs import collect_run, follow_run
 
@@ -41,9 +42,16 @@ def text_by_message(events: list[RunEvent]) -> dict[str, tuple[str, str]]:
 
 
 async def new_log(bus: Bus) -> EventLog:
-    """A run's log where its readers look for a run with no record (its id's partition)."""
+    """A run's log, with the record that tells its readers where it is (a reader of a run with no
+    record waits a moment for one before looking in its id's partition)."""
     run_id = f"run-{uuid.uuid4().hex[:8]}"
-    return EventLog(bus, run_id, "thread-1", attempt=1, partition=await run_partition(bus, run_id, None))
+    partition = await run_partition(bus, run_id, None)
+    runs = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    record = RunRecord(
+        run_id=run_id, thread_id="thread-1", status=RunStatus.RUNNING, events_partition=partition
+    )
+    await runs.put(run_id, record)
+    return EventLog(bus, run_id, "thread-1", attempt=1, partition=partition)
 
 
 async def test_streamed_deltas_arrive_whole_and_in_order_in_fewer_events(bus: Bus) -> None:
