@@ -37,7 +37,7 @@ from bus.agent_store import AgentStore
 from bus.clients import OWNERS_KEY
 from bus.records import keys_matching
 from bus.runs import SubmissionOrder
-from bus.tasks import cancel_and_wait
+from bus.tasks import cancel_and_wait, until_cancelled
 from config import AppConfig
 
 log = logging.getLogger(__name__)
@@ -266,6 +266,6 @@ async def run(bus: Bus, config: AppConfig) -> None:
     await host.start()
     component_ready()
     try:
-        await asyncio.Future()
+        await until_cancelled()
     finally:
         await host.stop()

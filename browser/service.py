@@ -42,6 +42,7 @@ from bus.layout import OUTPUTS
 from bus.messages import EgressPolicy, ErrorInfo, decode, encode
 from bus.messages.browser import OPENING_ACTIONS, BrowserReply, BrowserRequest, browser_thread_subject
 from bus.service import Endpoint, Running, ServiceError, start_service
+from bus.tasks import until_cancelled
 from config import AppConfig
 
 log = logging.getLogger(__name__)
@@ -293,7 +294,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     component_ready()
     reaper = asyncio.create_task(service.reap_idle())
     try:
-        await asyncio.Future()
+        await until_cancelled()
     finally:
         reaper.cancel()
         await running.stop()

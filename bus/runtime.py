@@ -29,7 +29,7 @@ from bus.health import Tracker, component_ready, tracking
 from bus.messages import ComponentHealth
 from bus.metrics_feed import MetricsFeed
 from bus.supervision import Backoff, supervised
-from bus.tasks import cancel_and_wait
+from bus.tasks import cancel_and_wait, until_cancelled
 from bus.tasks import wait_for as wait
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ async def run_consumers(*consumers: Consumer[Any]) -> None:
             await consumer.start()
             started.append(consumer)
         component_ready()
-        await asyncio.Future()  # until cancelled
+        await until_cancelled()
     finally:
         await asyncio.gather(*(c.stop() for c in started), return_exceptions=True)
 

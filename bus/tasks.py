@@ -37,3 +37,14 @@ async def cancel_and_wait(*tasks: asyncio.Future[Any] | None, every: float = 1.0
     for ended in tasks:
         if ended is not None and ended.done() and not ended.cancelled():
             ended.exception()  # retrieved: no "exception was never retrieved" at exit
+
+
+async def until_cancelled() -> None:
+    """Wait until the current task is cancelled: a component's "serve until stopped". A cancellation
+    that came while it was starting and that a nats-py request dropped (above) counts: it raises at
+    once instead of waiting forever for a second one (a SIGTERM during a component's start took the
+    drain's whole timeout this way)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+    await asyncio.Future()

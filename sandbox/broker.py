@@ -45,6 +45,7 @@ from bus.messages import (
 )
 from bus.metrics import SANDBOX_COMMAND_DURATION, SANDBOX_COMMANDS, SANDBOX_REFUSALS
 from bus.service import Endpoint, Running, start_service
+from bus.tasks import until_cancelled
 from config import AppConfig
 from sandbox import files, quota, search
 from sandbox.cleanup import ThreadCleaner
@@ -353,7 +354,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
     service, cleaner, broker = await serve_broker(bus, config)
     component_ready()
     try:
-        await asyncio.Future()
+        await until_cancelled()
     finally:
         await service.stop()
         await broker.jobs.stop()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bus.tasks import cancel_and_wait, wait_for
+from bus.tasks import cancel_and_wait, until_cancelled, wait_for
 
 
 async def test_a_task_that_lost_its_cancellation_is_cancelled_again_and_ends() -> None:
@@ -73,3 +73,24 @@ async def test_python_3_11s_wait_for_drops_it_which_is_why_ours_exists() -> None
     if sys.version_info >= (3, 12):
         pytest.skip("Python 3.12's wait_for keeps the cancellation")
     assert still_running, "3.11's wait_for went on waiting after it was cancelled"
+
+
+async def test_serving_until_stopped_ends_at_once_after_a_cancellation_lost_while_starting() -> None:
+    """A SIGTERM as a component starts: its cancellation came while a start-up request was answered
+    and was dropped; serving until cancelled must not then wait for a second one."""
+    starting = asyncio.Event()
+
+    async def component() -> None:
+        try:
+            starting.set()
+            await asyncio.sleep(3600)  # creating its consumers
+        except asyncio.CancelledError:
+            pass  # dropped, as wait_for does when the reply arrives with it
+        await until_cancelled()
+
+    task = asyncio.create_task(component())
+    await starting.wait()
+    task.cancel()
+    done, _ = await asyncio.wait([task], timeout=5)
+    assert done, "it served on, waiting for a cancellation it already had"
+    assert task.cancelled()
