@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -65,6 +66,31 @@ for line in sys.stdin:
         break
     print(json.dumps(result), flush=True)
 """
+
+
+# DeerFlow wraps every user message in these lines before the model sees it (its
+# InputSanitizationMiddleware, always on); the scripted model echoes the words inside, as it echoes
+# the words inside Antler's untrusted-content fences, so both sides get the same answer (the same
+# number of streamed tokens) for the same message.
+DEERFLOW_INPUT_MARKERS = re.compile(r"\A--- BEGIN USER INPUT ---\n(.*)\n--- END USER INPUT ---\Z", re.S)
+
+
+def echo_inside_deerflow_markers(fake: Any) -> None:
+    """The fake model answers a DeerFlow request as if its user message were not wrapped."""
+    choose = fake._choose
+
+    def unwrapped(body: dict[str, Any]) -> Any:
+        messages = body.get("messages", [])
+        for i in range(len(messages) - 1, -1, -1):
+            if messages[i].get("role") == "user":
+                content = messages[i].get("content")
+                if isinstance(content, str) and (inside := DEERFLOW_INPUT_MARKERS.match(content)):
+                    plain = {**messages[i], "content": inside.group(1)}
+                    body = {**body, "messages": [*messages[:i], plain, *messages[i + 1 :]]}
+                break
+        return choose(body)
+
+    fake._choose = unwrapped
 
 
 def deerflow_config(model_url: str, home: Path) -> dict[str, Any]:
@@ -185,6 +211,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             )
             deerflow = DeerFlow(args.deerflow_python, config, home_path)
             stack.fake.pace = pace
+            echo_inside_deerflow_markers(stack.fake)
             client = ChatClient(stack.bus, pace)
             await client.start()
             try:
