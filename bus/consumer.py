@@ -93,7 +93,8 @@ _FETCH_WAIT = 5.0
 CAPACITY_STEP = 8  # messages asked for at a time by a consumer with a `capacity`
 # A message given up in an outage comes again within an ack wait or so of the server's return; its
 # key's later messages wait for it this many ack waits at most (it may have gone to another process).
-_HOLD_ACK_WAITS = 3
+# A server back from a power cut on a loaded machine took over 3 (a chat's next answer overtook it).
+_HOLD_ACK_WAITS = 5
 
 
 Handler = Callable[[M, Delivery], Awaitable[None]]
