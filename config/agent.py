@@ -184,6 +184,13 @@ class SubagentsConfig(Section):
     executor_concurrency: int = Field(
         16, gt=0, description="Tasks one executor process runs at once (more wait on the bus)."
     )
+    drain_seconds: float = Field(
+        15.0,
+        gt=0,
+        le=25,
+        description="On stop, tasks get this long to finish; the rest go back to the bus for the next "
+        "executor.",
+    )
     agents: dict[str, SubagentTypeConfig] = Field(
         default_factory=dict, description="Your own subagent types by name."
     )

@@ -152,6 +152,13 @@ class RunnerConfig(Section):
     run_timeout_seconds: float = Field(
         3600.0, gt=0, description="A run longer than this is stopped (timeout)."
     )
+    drain_seconds: float = Field(
+        15.0,
+        gt=0,
+        le=25,
+        description="On stop, runs get this long to finish; the rest go back to the bus and resume "
+        "elsewhere (or after the restart) from their checkpoints. Within antler up's 30 s grace.",
+    )
     recursion_limit: int = Field(100, ge=1, description="Most graph steps in one run.")
     checkpointer: Literal["sqlite", "postgres"] = Field(
         "sqlite",

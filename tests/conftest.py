@@ -358,7 +358,7 @@ def config_data(
     """config.yaml content for this test; tests may change it before the runner starts."""
     return {
         "bus": component_bus(bus_config, tmp_path / "data"),
-        "runner": dict(checkpointer),
+        "runner": {**checkpointer, "drain_seconds": 3.0},
         "models": [
             {
                 "name": "fake",
@@ -371,6 +371,9 @@ def config_data(
         "memory": {"enabled": True},
         # Model calls are tried again as in production, with waits short enough for a test.
         "model_calls": {"initial_delay_seconds": 0.05, "max_delay_seconds": 2.0},
+        # A stopping runner or executor hands back what it cannot finish in time (15 s in production),
+        # as quickly as the tests' 2 s ack wait hands back what a dead one held.
+        "subagents": {"drain_seconds": 3.0},
     }
 
 

@@ -54,7 +54,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
                 ),
                 # Runs that cannot finish by then go back to the bus and resume elsewhere (or after a
                 # restart) from their checkpoints; within `antler up`'s grace for its runner children.
-                drain_timeout=15.0,
+                drain_timeout=config.runner.drain_seconds,
             )
             await run_consumers(consumer)
         finally:

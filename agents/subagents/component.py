@@ -126,7 +126,7 @@ async def run(bus: Bus, config: AppConfig) -> None:
                 handler=executor.handle,
                 on_dead_letter=executor.on_dead_letter,
                 concurrency=config.subagents.executor_concurrency,
-                drain_timeout=15.0,
+                drain_timeout=config.subagents.drain_seconds,
             )
         )
     finally:

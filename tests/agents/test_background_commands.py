@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 
 from agents.graph.middleware._untrusted_text import BOUNDARY_PROMPT
+from agents.subagents import background_commands
 from agents.subagents.background import ThreadTasks, report_run_id
 from bus import Bus
 from bus.messages import (
@@ -391,9 +392,14 @@ async def test_a_background_command_whose_broker_was_sigkilled_is_reported_faile
     config_data: dict[str, Any],
     start_stack: StartStack,
     antler_cli: AntlerCli,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Its processes die with their broker; the executor, hearing no broker answer for the command,
     reports it failed (not lost in silence, not started again)."""
+    # The executor (in this process) waits for the command's end in rounds of 15 s, each answer
+    # allowed 10 s more: a dead broker's silence is heard after one round. Shorter rounds here.
+    monkeypatch.setattr(background_commands, "WAIT_SECONDS", 2.0)
+    monkeypatch.setattr(background_commands, "ANSWER_GRACE", 2.0)
     config_data["sandbox"] = {"provider": "bwrap"}
     marker = f"{uuid.uuid4().int % 10**6}.{uuid.uuid4().int % 983}"
     command = f"echo started >> /mnt/user-data/workspace/starts; sleep {marker}"

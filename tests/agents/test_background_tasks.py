@@ -35,7 +35,7 @@ pytestmark = pytest.mark.asyncio
 
 @pytest_asyncio.fixture
 async def stack(config_data: dict[str, Any], start_stack: StartStack) -> AsyncIterator[AppConfig]:
-    config_data["subagents"] = {"timeout_seconds": 120}
+    config_data["subagents"]["timeout_seconds"] = 120
     async with start_stack(running_runner, running_executor) as config:
         yield config
 
@@ -124,7 +124,7 @@ async def test_a_background_task_outlives_a_restart_of_its_executor_and_runner(
 ) -> None:
     """The task goes back to its stream when its executor stops, and its report waits in the runs
     stream for a runner: nothing of it is held in a process."""
-    config_data["subagents"] = {"timeout_seconds": 120}
+    config_data["subagents"]["timeout_seconds"] = 120
     config = app_config()
     never = asyncio.Event()
     fake_model.script(

@@ -68,7 +68,7 @@ async def until(check: Callable[[], Any], what: str, tries: int = 1200) -> None:
 def process_config(config_data: dict[str, Any], config_file: Callable[[], Path]) -> Path:
     # A killed process's work comes back after ack_wait: keep it short here.
     config_data["bus"]["ack_wait_seconds"] = 2.0
-    config_data["subagents"] = {"timeout_seconds": 120}
+    config_data["subagents"]["timeout_seconds"] = 120
     return config_file()
 
 

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.asyncio
 async def stack(
     nats_url: str, config_data: dict[str, Any], app_config: Callable[[], AppConfig]
 ) -> AsyncIterator[AppConfig]:
-    config_data["subagents"] = {"timeout_seconds": 60}
+    config_data["subagents"]["timeout_seconds"] = 60
     config = app_config()
     async with running_runner(nats_url, config), running_executor(nats_url, config):
         yield config
@@ -93,7 +93,7 @@ async def test_only_three_tasks_of_one_turn_run_the_fourth_is_told_why(
 async def test_a_subagent_past_its_time_limit_is_stopped_and_the_lead_still_answers(
     bus: Bus, fake_model: FakeOpenAI, nats_url: str, config_data: dict[str, Any], app_config: Any
 ) -> None:
-    config_data["subagents"] = {"timeout_seconds": 1}
+    config_data["subagents"]["timeout_seconds"] = 1
     config = app_config()
     never = asyncio.Event()
     fake_model.script(
@@ -163,7 +163,7 @@ async def test_an_executor_stopping_gracefully_leaves_its_task_to_the_next_one(
     bus: Bus, fake_model: FakeOpenAI, nats_url: str, config_data: dict[str, Any], app_config: Any
 ) -> None:
     """A stopping process is not a cancel: the task comes back to the next executor and completes."""
-    config_data["subagents"] = {"timeout_seconds": 120}
+    config_data["subagents"]["timeout_seconds"] = 120
     config = app_config()
     never = asyncio.Event()
     fake_model.script(

@@ -58,7 +58,7 @@ async def stack_config_file(
     """Runner, sandbox broker, router and subagent executor for a Telegram chat whose adapter
     processes the test starts (and kills) on the config file given."""
     config_data["bus"]["lease_seconds"] = 3  # the killed copy's hold on the bot lapses soon
-    config_data["subagents"] = {"timeout_seconds": 120}
+    config_data["subagents"]["timeout_seconds"] = 120
     settings = {"bot_token": telegram.token, "base_url": telegram.base_url}
     async with start_adapter("telegram", settings, None, {"subagent_enabled": True}) as config:
         async with running_executor(nats_url, config):
