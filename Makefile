@@ -89,9 +89,9 @@ oidc-idp:
 up: install
 	$(BIN)/antler up
 
-# pytest: the slowest 30 printed at the end; four workers on two cores, each with its own nats-server
-# (the suite is CPU-bound: six finished ~30 s sooner, 685 s against 716 s, but lost 2-4 tests to
-# timeouts each run). mypy (~40 s of one core on a new clone) starts as soon as the Python packages
+# pytest: the slowest 30 printed at the end; five workers on two cores, each with its own nats-server
+# (the machine stays ~15 % idle with four, whose tests often wait on timers and other processes:
+# five finished in 637 s against 648-676 s for four on a fresh clone with one core busy). mypy (~40 s of one core on a new clone) starts as soon as the Python packages
 # are in, beside the rest of the install (the toolbox and the identity provider: downloads, mostly)
 # and lint, then goes on beside the tests at a lower priority; its verdict is printed, and counted,
 # once they end.
@@ -100,7 +100,7 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory install && $(BIN)/ruff check . && $(BIN)/ruff format --check . || status=$$?; \
 	if [ $$status = 0 ]; then \
 	  renice -n 10 -p $$mypy >/dev/null 2>&1 || true; \
-	  $(BIN)/pytest -n 4 --dist loadgroup --durations=30; status=$$?; \
+	  $(BIN)/pytest -n 5 --dist loadgroup --durations=30; status=$$?; \
 	fi; \
 	wait $$mypy; typed=$$?; echo "mypy:"; cat "$$out"; rm -f "$$out"; \
 	test $$status = 0 && test $$typed = 0
