@@ -30,7 +30,8 @@ from channels.matrix import run as run_matrix
 from channels.matrix.adapter import ENCRYPTED_NOTICE
 from tests.support.synapse import Homeserver, MatrixUser, shown, synapse
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(180)]
+# One worker starts the module's Synapse (a few seconds of CPU each), not every worker that runs one of them.
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(180), pytest.mark.xdist_group("matrix")]
 
 ANSWER = "Matrix rooms are **federated**; this one lives on a loopback Synapse."
 
