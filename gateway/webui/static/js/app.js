@@ -100,7 +100,11 @@ async function openThread(threadId) {
   redraw();
   showGoal(threadId, false, toast);
   try {
-    const [thread, threadState] = await Promise.all([threads.get(threadId), threads.state(threadId)]);
+    // The thread's record before its state: a run that ends between the two reads leaves the record
+    // idle and an older state without the answer (read side by side, the page then never joined the
+    // run nor saw its answer); read in this order, an idle record means the state holds the answer.
+    const thread = await threads.get(threadId);
+    const threadState = await threads.state(threadId);
     if (state.conversation !== conversation) return;
     conversation.setState({ ...threadState, values: threadState?.values || thread.values });
     redraw();
