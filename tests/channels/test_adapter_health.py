@@ -19,6 +19,7 @@ import pytest
 
 from bus import Bus
 from channels.dingtalk import run as run_dingtalk
+from channels.feishu import run as run_feishu
 from channels.slack import run as run_slack
 from channels.telegram import run as run_telegram
 from config import AppConfig
@@ -26,7 +27,6 @@ from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.adapters import run_feishu
 from tests.support.health import Entry, HealthWatch, adapter, status_of
 from tests.support.ports import free_port
 

@@ -24,6 +24,7 @@ import pytest_asyncio
 from bus import Bus, list_dead_letters
 from bus.messages import FileRef, OutboundMessage
 from channels.dingtalk import run as run_dingtalk
+from channels.feishu import run as run_feishu
 from channels.slack import run as run_slack
 from channels.telegram import run as run_telegram
 from config import AppConfig
@@ -32,7 +33,6 @@ from tests.fakes.dingtalk_server import FakeDingTalk
 from tests.fakes.feishu_server import APP_ID, APP_SECRET, FakeFeishu
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.adapters import run_feishu
 
 PLATFORMS = ["telegram", "slack", "feishu", "dingtalk"]
 

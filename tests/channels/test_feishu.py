@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from bus import Bus, Misconfigured, list_dead_letters
+from channels.feishu import message_text
+from channels.feishu import run as run_feishu
 from config import AppConfig
 from tests.fakes.feishu_server import APP_ID, FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, unfenced
-from tests.support.adapters import file_in_file_out, run_feishu, the_agent_read
+from tests.support.adapters import file_in_file_out, the_agent_read
 
 
 async def test_a_private_message_gets_one_card_patched_as_the_answer_streams(
@@ -129,8 +131,6 @@ async def test_an_event_that_cannot_be_read_is_acknowledged_dead_lettered_and_th
 
 
 def test_rich_text_and_mentions_become_plain_text() -> None:
-    from channels.feishu import message_text
-
     post = {
         "zh_cn": {
             "title": "Weekly",

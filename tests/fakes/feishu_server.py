@@ -15,24 +15,13 @@ import asyncio
 import json
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
+from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
 from tests.fakes._server import LocalServer, Outbox
-
-if TYPE_CHECKING:
-    from lark_oapi.ws.pb.pbbp2_pb2 import Frame
-
-
-def new_frame() -> Frame:
-    """An empty lark-oapi frame; lark-oapi is imported on first use (it loads some 10,000 modules,
-    which every test worker would otherwise import while collecting)."""
-    from lark_oapi.ws.pb.pbbp2_pb2 import Frame
-
-    return Frame()
-
 
 APP_ID, APP_SECRET = "cli_test", "secret-test"
 BOT_OPEN_ID = "ou_bot"
@@ -176,7 +165,7 @@ class FakeFeishu(LocalServer):
 
     def send_event(self, event: dict[str, Any], *, to: str | None = None) -> str:
         """Any event JSON as a data frame; returns the frame's message id."""
-        frame = new_frame()
+        frame = Frame()
         frame.SeqID, frame.LogID, frame.service, frame.method = 1, 1, 1, 1  # method 1: data
         frame_id = str(uuid.uuid4())
         for key, value in (
@@ -247,12 +236,12 @@ class FakeFeishu(LocalServer):
         sender = asyncio.create_task(pump())
         try:
             while True:
-                frame = new_frame()
+                frame = Frame()
                 frame.ParseFromString(await websocket.receive_bytes())
                 headers = _headers(frame)
                 if frame.method == 0 and headers.get("type") == "ping":
                     self.pings += 1
-                    pong = new_frame()
+                    pong = Frame()
                     pong.CopyFrom(frame)
                     pong.headers[0].value = "pong"
                     await websocket.send_bytes(pong.SerializeToString())

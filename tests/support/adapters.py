@@ -19,6 +19,7 @@ import pytest_asyncio
 
 from bus import Bus
 from channels.dingtalk import run as run_dingtalk
+from channels.feishu import run as run_feishu
 from channels.msteams import run as run_msteams
 from channels.slack import run as run_slack
 from channels.telegram import run as run_telegram
@@ -41,14 +42,6 @@ from tests.support.sandbox import running_broker
 
 Fake = TypeVar("Fake")
 Entry = Callable[[Bus, AppConfig], Awaitable[None]]
-
-
-async def run_feishu(bus: Bus, config: AppConfig) -> None:
-    """The Feishu adapter, imported when it runs: lark-oapi loads some 10,000 modules, which every
-    test worker would otherwise import while collecting."""
-    from channels.feishu import run
-
-    await run(bus, config)
 
 
 @contextlib.asynccontextmanager
