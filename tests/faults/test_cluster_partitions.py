@@ -4,6 +4,7 @@ than one node, and chats of every partition are answered through them."""
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -21,13 +22,14 @@ from tests.support.chat import Chat
 pytestmark = [pytest.mark.asyncio, TIMEOUT, ONE_AT_A_TIME]
 
 
-def chat_in_partition(partition: int, count: int) -> str:
-    """A chat id whose chat falls in `partition`."""
-    return next(
+def chat_in_partition(partition: int, count: int, nth: int = 0) -> str:
+    """The `nth` chat id (from 0) whose chat falls in `partition`."""
+    found = (
         f"p{partition}-{n}"
         for n in range(10_000)
         if partition_of(chat_route(CHANNEL, f"p{partition}-{n}"), count) == partition
     )
+    return next(itertools.islice(found, nth, None))
 
 
 async def test_partition_streams_lead_from_several_nodes_and_every_partition_answers(
@@ -49,13 +51,16 @@ async def test_partition_streams_lead_from_several_nodes_and_every_partition_ans
             assert len(set(leaders.values())) > 1, f"every partition led by one node: {leaders}"
             # Provisioning hands them out in turn: with 4 partitions, every node leads one or two.
             assert set(leaders.values()) == {"n1", "n2", "n3"}, leaders
+        # Two chats per partition: their threads' records are spread by the threads' (random) ids, and
+        # eight of them all in one bucket of four is a chance in 16,000 (four: one in 64).
+        chats = [(k, n) for k in range(count) for n in range(2)]
         async with Chat(bus, channel=CHANNEL) as chat:
-            for k in range(count):
+            for k, n in chats:
                 await chat.say(
-                    f"hello partition {k}", chat_id=chat_in_partition(k, count), message_id=f"m{k}"
+                    f"hello partition {k}", chat_id=chat_in_partition(k, count, n), message_id=f"m{k}-{n}"
                 )
-            answered = {(await chat.final(timeout=60)).reply_to for _ in range(count)}
-        assert answered == {f"m{k}" for k in range(count)}
+            answered = {(await chat.final(timeout=60)).reply_to for _ in chats}
+        assert answered == {f"m{k}-{n}" for k, n in chats}
         for k in range(count):  # each came through its own partition's streams
             for stream in (s.chat_in_partition_stream(k), s.run_events_partition_stream(k)):
                 info = await bus.js.stream_info(stream)
