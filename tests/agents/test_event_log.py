@@ -153,6 +153,25 @@ async def read_live(bus: Bus, run_id: str, **kw: Any) -> list[RunEvent]:
     return [event async for event in follow_run(bus, run_id, timeout=10, live=True, **kw)]
 
 
+async def reading(bus: Bus, log: EventLog, *, publish: bool = True) -> asyncio.Task[list[RunEvent]]:
+    """A live reader of `log`'s run, once it is subscribed: it has read the run's first stored event
+    (`metadata`, which this publishes; with `publish` False, one the log stored already)."""
+    first = asyncio.Event()
+
+    async def read() -> list[RunEvent]:
+        events = []
+        async for event in follow_run(bus, log.run_id, timeout=10, live=True):
+            events.append(event)
+            first.set()
+        return events
+
+    task = asyncio.create_task(read())
+    if publish:
+        await log.emit("metadata", {"run_id": log.run_id})
+    await asyncio.wait_for(first.wait(), 10)
+    return task
+
+
 def answer_of(events: list[RunEvent]) -> str:
     return "".join(e.data[0]["content"] for e in events if e.event == "messages")
 
@@ -161,23 +180,26 @@ async def test_text_held_for_the_record_reaches_live_readers_at_once_and_once(bu
     log = await new_log(bus)
     log.delta_window = 60.0  # nothing is stored by the timer: what the reader sees came live
     words = [f"w{i} " for i in range(12)]
-    reader = asyncio.create_task(read_live(bus, log.run_id))
+    reader = await reading(bus, log)
     seen_live = asyncio.Event()
     got: list[str] = []
 
     async def watch() -> None:  # a second live reader, to see the text before anything is stored
         async for event in follow_run(bus, log.run_id, timeout=10, live=True):
+            if event.event == "metadata":
+                watching.set()
             if event.event == "messages":
                 got.append(event.data[0]["content"])
                 if "".join(got) == "".join(words):
                     seen_live.set()
 
+    watching = asyncio.Event()
     watcher = asyncio.create_task(watch())
-    await asyncio.sleep(0.2)  # both readers subscribed (a reader joining later gets the record)
+    await asyncio.wait_for(watching.wait(), 10)  # subscribed: it has read the stored metadata
     for word in words:
         await log.emit("messages", delta("ai-1", text=word))
     await asyncio.wait_for(seen_live.wait(), 10)
-    assert log.published == 1, "only the first words were stored; the rest came live"
+    assert log.published == 2, "only the metadata and the first words were stored; the rest came live"
     assert log.published_live == len(words) - 1
     await log.emit("end", {"status": "success"})
     events = await asyncio.wait_for(reader, 10)
@@ -187,9 +209,9 @@ async def test_text_held_for_the_record_reaches_live_readers_at_once_and_once(bu
     assert [e.part for e in events if e.event == "messages"] == [None, *range(len(words) - 1)]
     stored = await collect_run(bus, log.run_id, timeout=10)
     assert answer_of(stored) == "".join(words), "the record alone has the same text"
-    assert [e.event for e in stored] == ["messages", "messages", "end"]
-    assert stored[1].parts is not None
-    assert len(stored[1].parts) == len(words) - 1
+    assert [e.event for e in stored] == ["metadata", "messages", "messages", "end"]
+    assert stored[2].parts is not None
+    assert len(stored[2].parts) == len(words) - 1
 
 
 async def test_a_reader_that_missed_live_parts_gets_them_from_the_record_in_order(bus: Bus) -> None:
@@ -197,8 +219,7 @@ async def test_a_reader_that_missed_live_parts_gets_them_from_the_record_in_orde
     log.delta_window = 60.0
     await log.emit("messages", delta("ai-1", text="Stored at once. "))
     await log.emit("messages", delta("ai-1", text="Missed live. "))  # nobody was listening
-    reader = asyncio.create_task(read_live(bus, log.run_id))
-    await asyncio.sleep(0.2)
+    reader = await reading(bus, log, publish=False)  # it has read the first words: subscribed
     await log.emit("messages", delta("ai-1", text="Seen live? "))  # part 1: part 0 never came
     await log.emit("messages", delta("ai-1", text="The end."))
     await log.emit("end", {"status": "success"})
@@ -225,8 +246,7 @@ async def test_a_paced_answer_is_stored_about_four_times_a_second_and_sent_live_
     bus: Bus,
 ) -> None:
     log = await new_log(bus)
-    reader = asyncio.create_task(read_live(bus, log.run_id))
-    await asyncio.sleep(0.2)
+    reader = await reading(bus, log)
     words = [f"w{i} " for i in range(40)]
     for word in words:  # 40 deltas 30 ms apart: 1.2 s of streaming
         await log.emit("messages", delta("ai-1", text=word))
