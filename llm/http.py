@@ -105,15 +105,52 @@ def _connection_errors_as_such() -> Iterator[None]:
 
 
 class _Remapped(httpx2.AsyncByteStream):
-    """A response body whose connection errors are reported as such (see above)."""
+    """A response body whose connection errors are reported as such (see above), read from aiohttp's
+    buffer directly, and able to `hold` its next read.
+
+    A model streaming its answer sends each token in a packet of its own. Read as they come, every
+    packet goes up through the HTTP layers and the SSE parser alone (at 15 ms a token, four times
+    a chunk window). After a chunk with text, the stream reader (`llm.streaming`) asks for a hold:
+    the next read waits until the window has passed or the body has ended, then takes everything
+    that arrived meanwhile at once. The end of the body ends the hold, so nothing waits for it.
+    """
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
+        response = getattr(stream, "_aiohttp_response", None)
+        self._content = getattr(response, "content", None)
+        self._hold_until: float | None = None
+
+    def hold(self, until: float) -> None:
+        """Make the next read wait until loop time `until` (or the body's end), then take all that
+        came meanwhile."""
+        if self._content is not None:
+            self._hold_until = until
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         with _connection_errors_as_such():
-            async for chunk in self._stream:
-                yield chunk
+            if self._content is None:
+                async for chunk in self._stream:
+                    yield chunk
+                return
+            from openai._vendor.httpx_aiohttp.transport import map_aiohttp_exceptions
+
+            content = self._content
+            loop = asyncio.get_running_loop()
+            with map_aiohttp_exceptions():
+                while True:
+                    until, self._hold_until = self._hold_until, None
+                    if until is not None and not content.is_eof():
+                        wait = until - loop.time()
+                        if wait > 0:
+                            # The body's end (or its error, raised by the read below) ends the hold.
+                            with contextlib.suppress(Exception):
+                                async with asyncio.timeout(wait):
+                                    await content.wait_eof()
+                    chunk = await content.readany()
+                    if not chunk:
+                        return
+                    yield chunk
 
     async def aclose(self) -> None:
         await self._stream.aclose()

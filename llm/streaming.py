@@ -11,9 +11,10 @@ A reader task parses events as they arrive, and whenever the consumer asks for t
 chunk it gets everything that arrived since it last asked, merged. A real model sends a
 token every 10-30 ms for seconds, and a consumer that keeps up would take each token
 alone: after a chunk, the next waits until `STREAM_WINDOW` has passed (or the answer has
-ended), so a paced answer costs a chunk per window, not one per token. The first token
-after a quiet spell goes at once, and no text waits longer than the window (live readers
-see new text at that cadence). Merged are only deltas that concatenate:
+ended), so a paced answer costs a chunk per window, not one per token, and a read of the
+connection per window too: the response body holds its next read until the window ends or the
+body does (`llm.http`). The first token after a quiet spell goes at once, and no text waits
+longer than the window (live readers see new text at that cadence). Merged are only deltas that concatenate:
 answer text with answer text, reasoning with reasoning, and the argument fragments of the
 tool call being streamed.
 A delta that starts a new tool call, carries a refusal, logprobs or usage, or follows a
@@ -31,13 +32,15 @@ from typing import Any, TypeVar
 import orjson
 from openai import APIError, AsyncStream
 
+from bus.ticks import window_end
 from llm.telemetry import first_chunk
 
 _T = TypeVar("_T")
 DRAIN_SECONDS = 0.1  # what the rest of a finished body may take to arrive (as the SDK allows)
 # Seconds between the chunks passed on: what arrives within it goes up as one (LangChain message,
 # callback, LangGraph stream part, run event). Within the 100 ms in which live readers must see
-# new text (docs/performance.md); the run's event log adds no wait beyond it (DELTA_WINDOW).
+# new text (docs/performance.md); the run's event log adds no wait beyond it (DELTA_WINDOW). Windows
+# end on a grid shared by the process's streams (`bus.ticks`): the answers under way wake together.
 STREAM_WINDOW = 0.1
 
 # Delta fields that are text and concatenate (reasoning: DeepSeek, Qwen, vLLM ...).
@@ -80,13 +83,13 @@ class CoalescingStream(AsyncStream[_T]):
         reader = asyncio.create_task(read(), name="model-stream-reader")
         first = True
         loop = asyncio.get_running_loop()
-        passed_at = float("-inf")  # loop time the last chunk was passed on
+        closes = float("-inf")  # loop time the window opened by the last chunk passed on ends
         try:
             while True:
                 if not arrived and not ended:
                     more.clear()
                     await more.wait()
-                wait = passed_at + self.window - loop.time()
+                wait = closes - loop.time()
                 if arrived and not ended and wait > 0:
                     # Tokens paced by the model: gather the window's worth (the end cuts it short).
                     with contextlib.suppress(TimeoutError):
@@ -100,7 +103,7 @@ class CoalescingStream(AsyncStream[_T]):
                     arrived.clear()
                     if any(_says_something(chunk) for chunk in batch):
                         # (the opening role-only chunk starts no window: the first token is not held)
-                        passed_at = loop.time()
+                        closes = window_end(loop.time(), self.window) if self.window > 0 else closes
                     for chunk in merge_chunks(batch):
                         yield chunk
                     continue
@@ -122,6 +125,7 @@ class CoalescingStream(AsyncStream[_T]):
 
         lines = _Lines()
         events = _Events(self._decoder)
+        hold = _hold_of(self.response.stream)
         try:
             async for data in self.response.aiter_bytes():
                 batch: list[Any] = []
@@ -138,6 +142,9 @@ class CoalescingStream(AsyncStream[_T]):
                             yield batch
                         raise
                 if batch:
+                    if hold is not None and self.window > 0 and _goes_on(batch):
+                        # the window's next tokens in one read (`llm.http`)
+                        hold(window_end(asyncio.get_running_loop().time(), self.window))
                     yield batch
         except timeout_exceptions() as err:
             raise APITimeoutError(request=self.response.request) from err
@@ -227,6 +234,30 @@ class _Events:
             elif line.split(b":", 1)[0] in (b"data", b"event", b"retry"):
                 self._decoder_busy = True
         return events
+
+
+def _goes_on(batch: list[Any]) -> bool:
+    """Whether more of the answer is to come after `batch`, which says something: no choice in it
+    has finished, and no usage (sent after the last choice) has come."""
+    said = False
+    for chunk in batch:
+        if not isinstance(chunk, dict) or chunk.get("usage"):
+            return False
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("finish_reason"):
+                return False
+        said = said or _says_something(chunk)
+    return said
+
+
+def _hold_of(stream: Any) -> Any:
+    """The `hold` of the response body under httpx's wrappers (`llm.http`), if it has one."""
+    for _ in range(4):
+        hold = getattr(stream, "hold", None)
+        if hold is not None:
+            return hold
+        stream = getattr(stream, "_stream", None)
+    return None
 
 
 def merge_chunks(chunks: list[Any]) -> Iterator[Any]:

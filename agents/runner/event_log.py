@@ -10,12 +10,14 @@ Streamed text goes two ways. The first delta after a quiet spell is stored at on
 words are not delayed for anyone. A delta that follows within `DELTA_WINDOW` is published live at
 once on core NATS (`<prefix>.runs.live.<run>…`: no store, no ack, nothing for the chat router) and
 held for the durable record, merged with the deltas after it (`bus.deltas.merge_deltas`) until the
-window has passed since the last stored one, `DELTA_MAX_CHARS` have gathered, or any other event
-comes; the stored `messages` event then carries the chunks it merged (`RunEvent.parts`). Each live
-delta says which stored event it will be part of (`seq`) and where in it (`part`): a reader that
-follows both (`bus.runs.follow_run(live=True)`) shows live text as it comes and, when the stored
-event arrives, only the parts it has not shown; a reader of the log alone (a chat's router, a
-resumed stream, history) gets the same text, in order, in ~4 stored events a second of streaming.
+window has passed since the last stored one (the windows end on a grid shared by the process's runs,
+`bus.ticks`, so their held deltas are stored together), `DELTA_MAX_CHARS` have gathered, or any
+other event comes; the stored `messages` event then carries the chunks it merged (`RunEvent.parts`).
+Each live delta says which stored event it will be part of (`seq`) and where in it (`part`): a
+reader that follows both (`bus.runs.follow_run(live=True)`) shows live text as it comes and, when
+the stored event arrives, only the parts it has not shown; a reader of the log alone (a chat's
+router, a resumed stream, history) gets the same text, in order, in ~2 stored events a second of
+streaming (a chat's router edits its partial reply once a second at most, `stream_update_seconds`).
 """
 
 from __future__ import annotations
@@ -28,13 +30,15 @@ from bus import Bus, NotStored, decode
 from bus.deltas import delta_size, merge_deltas
 from bus.messages import RunEvent
 from bus.run_events import chat_of, last_stored_event, request_chat
+from bus.ticks import window_end
 
 __all__ = ["EventLog", "chat_of", "request_chat"]
 
 log = logging.getLogger(__name__)
 
 CONFIRM_TIMEOUT = 10.0  # seconds to wait for JetStream to confirm published events
-DELTA_WINDOW = 0.25  # seconds between stored text deltas (live ones go at once)
+DELTA_WINDOW = 0.5  # seconds between stored text deltas (live ones go at once); a multiple of the
+# model stream's window (`llm.streaming.STREAM_WINDOW`), so both grids meet
 DELTA_MAX_CHARS = 2000  # held text that goes out at once, window or not
 
 
@@ -136,8 +140,8 @@ class EventLog:
             return False
         self._held = (event, data, size, [data[0]])
         await self._send_live(event, data, 0)
-        delay = self._last_delta_at + self.delta_window - now
-        self._timer = loop.call_later(delay, self._on_timer)
+        # On the process-wide grid: the held deltas of every answer under way go out together.
+        self._timer = loop.call_at(window_end(self._last_delta_at, self.delta_window), self._on_timer)
         return True
 
     async def _send_live(self, event: str, data: Any, part: int) -> None:

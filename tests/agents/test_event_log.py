@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import uuid
 from typing import Any
 
 import pytest
 
 from agents.events import jsonable, merge_deltas
-from agents.runner.event_log import EventLog
+from agents.runner.event_log import DELTA_WINDOW, EventLog
 from bus import Bus
 from bus.messages import RunEvent, RunRecord, RunStatus
 from bus.records import RecordStore
@@ -256,8 +257,8 @@ async def test_a_paced_answer_is_stored_about_four_times_a_second_and_sent_live_
     assert answer_of(events) == "".join(words)
     stored = await collect_run(bus, log.run_id, timeout=10)
     assert answer_of(stored) == "".join(words)
-    # One stored per DELTA_WINDOW (250 ms) of streaming at most, the first words and the end besides;
-    # a slow loop only makes fewer.
+    # One stored per DELTA_WINDOW of streaming at most (the windows end on a grid, so the first may
+    # be short), the first words and the end besides; a slow loop only makes fewer.
     streamed = sum(1 for e in stored if e.event == "messages")
-    assert streamed <= 1 + round(1.2 / 0.25) + 1, [len(e.parts or []) for e in stored]
+    assert streamed <= 1 + math.ceil(1.2 / DELTA_WINDOW) + 2, [len(e.parts or []) for e in stored]
     assert log.published_live == len(words) - 1, "every delta after the first words went out live at once"

@@ -16,7 +16,7 @@ from config import AppConfig
 from config.loader import _build
 from llm.http import close_clients, shared_client
 from llm.models import create_chat_model
-from llm.streaming import _Lines, merge_chunks
+from llm.streaming import CoalescingStream, _Lines, merge_chunks
 from tests.fakes.http_proxy import AnsweringProxy
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 
@@ -60,6 +60,21 @@ async def test_a_paced_answer_comes_a_chunk_per_window_not_a_chunk_per_token(fak
     assert "".join(texts) == WORDS
     assert texts[0] == "w0", "the first word goes on alone, not held for the ones after it"
     assert len(texts) < 20, f"60 words 15 ms apart should come in about 10 chunks, came in {len(texts)}"
+
+
+async def test_the_end_of_a_paced_answer_is_not_held_for_the_rest_of_its_window(
+    fake_model: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Between chunks the stream takes what arrives until the window (on a grid shared by the
+    # process's streams) has passed; the answer's end cuts that wait short, however long the window.
+    monkeypatch.setattr(CoalescingStream, "window", 60.0)
+    fake_model.script(Reply(text=WORDS, chunk_delay=0.015))
+    async with asyncio.timeout(20):  # a held end would wait out the 60 s window
+        got = await chunks_of(model_for(fake_model))
+    texts = [str(c.content) for c in got if c.content]
+    assert "".join(texts) == WORDS
+    assert texts[0] == "w0", "the first word goes on at once"
+    assert len(texts) == 2, "the rest comes when the answer ends"
 
 
 async def test_the_first_word_is_passed_on_before_the_rest_arrives(fake_model: FakeOpenAI) -> None:
