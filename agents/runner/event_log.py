@@ -16,8 +16,8 @@ other event comes; the stored `messages` event then carries the chunks it merged
 Each live delta says which stored event it will be part of (`seq`) and where in it (`part`): a
 reader that follows both (`bus.runs.follow_run(live=True)`) shows live text as it comes and, when
 the stored event arrives, only the parts it has not shown; a reader of the log alone (a chat's
-router, a resumed stream, history) gets the same text, in order, in ~2 stored events a second of
-streaming (a chat's router edits its partial reply once a second at most, `stream_update_seconds`).
+router, a resumed stream, history) gets the same text, in order, in ~4 stored events a second of
+streaming.
 """
 
 from __future__ import annotations
@@ -37,8 +37,7 @@ __all__ = ["EventLog", "chat_of", "request_chat"]
 log = logging.getLogger(__name__)
 
 CONFIRM_TIMEOUT = 10.0  # seconds to wait for JetStream to confirm published events
-DELTA_WINDOW = 0.5  # seconds between stored text deltas (live ones go at once); a multiple of the
-# model stream's window (`llm.streaming.STREAM_WINDOW`), so both grids meet
+DELTA_WINDOW = 0.25  # seconds between stored text deltas (live ones go at once)
 DELTA_MAX_CHARS = 2000  # held text that goes out at once, window or not
 
 

@@ -243,7 +243,7 @@ async def test_a_reader_resuming_after_some_live_parts_gets_only_the_rest(bus: B
     assert [e.event for e in everything] == ["end"], "nothing left of a stored event it had all of"
 
 
-async def test_a_paced_answer_is_stored_about_twice_a_second_and_sent_live_as_it_comes(
+async def test_a_paced_answer_is_stored_about_four_times_a_second_and_sent_live_as_it_comes(
     bus: Bus,
 ) -> None:
     log = await new_log(bus)
