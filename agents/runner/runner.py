@@ -282,23 +282,13 @@ class Runner:
             return
         # Messages steered in while the thread waited for an answer: before this run's next model call.
         run.take_held_steering(self.claims.steered_while_waiting(request.run_id))
-        try:
-            await self.steps.execute(run, known)
-        except BaseException:
-            # A later delivery of this run may hold the thread now (same run id): leave it to it.
-            if not await self._superseded(request.run_id, run.attempt):
-                await self.claims.release(request)
-            raise
-        else:
-            await self.claims.release(request)
-
-    async def _superseded(self, run_id: str, attempt: int) -> bool:
-        """Whether a later delivery of the run has started it (after a NATS outage, say)."""
-        try:
-            record = await self.runs.get(run_id)
-        except Exception:  # the bus is away: releasing the thread would fail anyway
-            return False
-        return record is not None and record.attempt > attempt
+        # Not ended here (given up in a NATS outage, stopped with the process, failed on the bus):
+        # the thread stays this run's, as when its process dies. Its request comes again and that
+        # delivery resumes it holding the thread (or, dead-lettered, lets the thread go); a run sent
+        # after it waits meanwhile. Given back here, the thread looked free with this run as its
+        # last, and the next run of the chat took it and answered first.
+        await self.steps.execute(run, known)
+        await self.claims.release(request)
 
     async def _cancel_requested(self, run: ActiveRun, record: RunRecord | None = None) -> bool:
         """Cancelled by a control message to this process, or marked interrupted while pending

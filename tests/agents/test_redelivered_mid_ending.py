@@ -5,7 +5,8 @@ the first delivery up (cancels it, `bus.consumer`) when the connection is back. 
 was between the run's record (`success`) and its `end` then never publishes the `end`, and the second
 delivery, which found the run still running here and waited for it, sees a finished record. Whoever
 follows the run (a chat's router, an SSE stream) must still see the `end`: the fault suite lost a
-chat's answer this way after an external nats-server's SIGTERM.
+chat's answer this way after an external nats-server's SIGTERM. And a first delivery given up
+mid-answer keeps its thread until the request comes again, so the chat's next run waits for it.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from agents.checkpoints import checkpointer_ready
 from agents.runner.event_log import EventLog
 from agents.runner.runner import Runner
 from bus import Bus, Delivery
-from bus.messages import RunStatus
-from bus.runs import collect_run
+from bus.messages import MultitaskStrategy, RunStatus, ThreadRecord
+from bus.records import RecordStore
+from bus.runs import collect_run, submit_run
 from config import AppConfig
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Reply, unfenced
 from tests.support.runner import ask
 from tests.support.runs import streamed_text
 
@@ -82,3 +84,56 @@ async def test_a_run_given_up_between_its_record_and_its_end_still_ends_once(
     assert events[-1].data["status"] == RunStatus.SUCCESS.value
     assert streamed_text(events) == "Answered before the outage."
     assert len(fake_model.agent_requests) == 1, "the answer was not asked for again"
+
+
+async def test_a_run_given_up_mid_answer_keeps_its_thread_until_it_comes_again(
+    bus: Bus, fake_model: FakeOpenAI, app_config: Callable[[], AppConfig]
+) -> None:
+    # A chat's run is given up mid-answer (NATS away past ack_wait); the chat's next message, sent
+    # meanwhile, must not take the thread and answer first: the fault suite saw a chat's fourth
+    # answer come before its third after an external nats-server's restart.
+    fake_model.script(
+        Reply(text="Third answer.", when="third", delay=0.5),
+        Reply(text="Third answer.", when="third"),
+        Reply(text="Fourth answer.", when="fourth"),
+    )
+    third = ask("t-given-up-mid-answer", "third", multitask_strategy=MultitaskStrategy.ENQUEUE)
+    fourth = ask(
+        "t-given-up-mid-answer", "fourth", multitask_strategy=MultitaskStrategy.ENQUEUE, after=third.run_id
+    )
+    await submit_run(bus, third)
+    await submit_run(bus, fourth)
+    config = app_config()
+    async with checkpointer_ready(config) as checkpointer:
+        runner = await Runner.open(bus, config, checkpointer)
+        try:
+            first = asyncio.create_task(runner.handle(third, delivery(1)))
+            await fake_model.wait_for_requests(1)  # the third message's run is answering
+            first.cancel()  # given up when the connection came back
+            await asyncio.gather(first, return_exceptions=True)
+            nxt = asyncio.create_task(runner.handle(fourth, delivery(1)))
+            threads = RecordStore(await bus.kv(bus.subjects.threads_bucket), ThreadRecord)
+
+            async def queued_or_answering() -> bool:
+                record = await threads.get(third.thread_id)
+                queued = record is not None and any(q.run_id == fourth.run_id for q in record.queue)
+                return queued or len(fake_model.agent_requests) > 1
+
+            while not await queued_or_answering():
+                assert not nxt.done(), "the fourth message's run ended without waiting"
+                await asyncio.sleep(0.01)
+            assert len(fake_model.agent_requests) == 1, "the fourth message's run took the thread first"
+            again = asyncio.create_task(runner.handle(third, delivery(2)))  # its request comes again
+            await asyncio.wait_for(asyncio.gather(again, nxt), 30)
+        finally:
+            await runner.tools.mcp.close()
+            await runner.memory_and_prompt.close()
+            await runner.calls.close()
+
+    asked = [unfenced(str(r["messages"][-1]["content"])) for r in fake_model.agent_requests]
+    assert asked == ["third", "third", "fourth"], "answered in the order the chat sent them"
+    for request, answer in ((third, "Third answer."), (fourth, "Fourth answer.")):
+        events = await collect_run(bus, request.run_id, timeout=10)
+        assert events[-1].event == "end"
+        assert events[-1].data["status"] == RunStatus.SUCCESS.value
+        assert streamed_text(events).endswith(answer)
