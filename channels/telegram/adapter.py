@@ -97,7 +97,9 @@ class TelegramAdapter(Surface):
 
         Raises:
             Exception: the bus could not store it (`channels.delivery.inbound.TRANSIENT`, or another
-                bus error): Telegram must keep it (not confirmed, the webhook answered 503).
+                bus error), or Telegram was out of reach handling it (a `NetworkError` other than a
+                `BadRequest`, flood control): Telegram must keep it (not confirmed, the webhook
+                answered 503), and it is handled when it comes again.
         """
         try:
             if update.callback_query is not None:
@@ -107,6 +109,8 @@ class TelegramAdapter(Surface):
         except (*TRANSIENT, NatsError, BusError):
             raise
         except Exception as exc:  # an update we cannot handle: dead-lettered, never fatal
+            if isinstance(exc, NetworkError | RetryAfter) and not isinstance(exc, BadRequest):
+                raise  # Telegram out of reach a moment (a file's download, say): it is fetched again
             log.exception("telegram: could not handle update %s", update.update_id)
             await self.on_unreadable(
                 update.to_dict(), f"the adapter failed on it: {type(exc).__name__}: {exc}"

@@ -209,6 +209,20 @@ async def test_a_document_sent_to_the_bot_reaches_the_agent_as_an_upload(
     assert unfenced(tool_result["content"]) == "Decision: ship on Friday."
 
 
+async def test_a_document_whose_download_fails_a_moment_is_fetched_again_not_dead_lettered(
+    telegram: FakeTelegram, fake_model: FakeOpenAI, telegram_stack: AppConfig, bus: Bus
+) -> None:
+    # Telegram's file server answering 502 once is the network, not an unreadable update: the update
+    # stays with Telegram and is handled when fetched again (a tour run dead-lettered one on a reset).
+    fake_model.script(Reply(text="Read it.", when="read this"))
+    telegram.failing_downloads = 1
+    telegram.send_user_document("notes.txt", b"Bring the maps.", caption="read this")
+    await telegram.wait_for("sendMessage")
+    assert telegram.downloads == 2, "downloaded again after the failed try"
+    assert "/mnt/user-data/uploads/notes.txt" in fake_model.agent_requests[0]["messages"][-1]["content"]
+    assert await list_dead_letters(bus) == []
+
+
 def test_markdown_is_rendered_safely_and_urls_stay_intact() -> None:
     assert render_html("a < b & **c**") == "a &lt; b &amp; <b>c</b>"
     assert render_html("```python\nx = '<tag>'\n```") == "<pre>x = '&lt;tag&gt;'</pre>"

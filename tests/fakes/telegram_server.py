@@ -44,6 +44,8 @@ class FakeTelegram(LocalServer):
         self.deliveries: Counter[int] = Counter()  # update id -> times getUpdates returned it
         self.rate_limits: dict[str, int] = {}  # method -> how many more calls answer 429
         self.retry_after = 1
+        self.failing_downloads = 0  # how many more file downloads answer 502
+        self.downloads = 0
 
     @property
     def base_url(self) -> str:
@@ -133,6 +135,10 @@ class FakeTelegram(LocalServer):
     async def _download(self, token: str, path: str) -> Any:
         from fastapi.responses import Response
 
+        self.downloads += 1
+        if self.failing_downloads:  # the file server has a bad moment
+            self.failing_downloads -= 1
+            return Response(b"Bad Gateway", status_code=502)
         return Response(self.files.get(path.rsplit("/", 1)[-1], b""), media_type="application/octet-stream")
 
     def rate_limit(self, method: str, times: int, retry_after: int = 1) -> None:
