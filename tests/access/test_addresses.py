@@ -84,8 +84,11 @@ PUBLIC = "93.184.216.34"
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 for address in [*HOSTILE, PUBLIC]:
     if address not in ("127.0.0.1", "::1") and not address.startswith("::ffff:"):
-        family = "-6" if ":" in address else "-4"
-        subprocess.run(["ip", family, "addr", "add", address, "dev", "lo"], check=True)
+        # nodad: an IPv6 address is otherwise tentative until duplicate address detection ends, and
+        # binding to it fails meanwhile (EADDRNOTAVAIL on a loaded machine)
+        v6 = ":" in address
+        command = ["ip", "-6" if v6 else "-4", "addr", "add", address, "dev", "lo"]
+        subprocess.run([*command, "nodad"] if v6 else command, check=True)
 connections = {}
 
 
