@@ -28,6 +28,7 @@ from bus.records import RecordStore
 from bus.runs import collect_run, submit_run
 from config import AppConfig
 from tests.fakes.openai_server import FakeOpenAI, Reply, unfenced
+from tests.support.eventually import eventually
 from tests.support.runner import ask
 from tests.support.runs import streamed_text
 
@@ -119,9 +120,8 @@ async def test_a_run_given_up_mid_answer_keeps_its_thread_until_it_comes_again(
                 queued = record is not None and any(q.run_id == fourth.run_id for q in record.queue)
                 return queued or len(fake_model.agent_requests) > 1
 
-            while not await queued_or_answering():
-                assert not nxt.done(), "the fourth message's run ended without waiting"
-                await asyncio.sleep(0.01)
+            await eventually(queued_or_answering, "the fourth message's run queued or answering", 30)
+            assert not nxt.done(), "the fourth message's run ended without waiting"
             assert len(fake_model.agent_requests) == 1, "the fourth message's run took the thread first"
             again = asyncio.create_task(runner.handle(third, delivery(2)))  # its request comes again
             await asyncio.wait_for(asyncio.gather(again, nxt), 30)
