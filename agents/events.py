@@ -25,6 +25,9 @@ from pydantic import BaseModel
 
 from bus.deltas import delta_size, merge_deltas
 
+# The key LangGraph streams an interrupt under (in `updates`, and in `values` beside the state).
+INTERRUPT = "__interrupt__"
+
 __all__ = ["FINAL_TASK_EVENTS", "STREAM_MODES", "StreamTranslator", "delta_size", "jsonable", "merge_deltas"]
 
 # Metadata keys of a messages event worth sending (the rest is internal or bulky).
@@ -107,6 +110,9 @@ class StreamTranslator:
         self._streamed_ids: set[str] = set()
         self._emitted_tool_calls: set[str] = set()
         self.final_values: dict[str, Any] | None = None
+        # The run stopped at an interrupt (LangGraph's `__interrupt__` update, in any namespace): only
+        # then does the runner read the thread's state back for the approvals it waits on.
+        self.interrupted = False
         self.usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
         self.subagent_tokens = 0  # of usage["total_tokens"]
         self._usage_ids: set[str] = set()
@@ -126,6 +132,8 @@ class StreamTranslator:
             if "values" in self.requested:
                 yield "values" + suffix, jsonable(chunk)
         elif mode == "updates":
+            if isinstance(chunk, dict) and INTERRUPT in chunk:
+                self.interrupted = True
             self._count_usage(chunk)
             if "updates" in self.requested:
                 yield "updates" + suffix, jsonable(chunk)

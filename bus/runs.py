@@ -17,7 +17,7 @@ from nats.js.api import DeliverPolicy
 
 from bus.connection import Bus
 from bus.deltas import rest_of
-from bus.messages import RunEvent, RunRecord, RunRequest, RunStatus, decode, utcnow
+from bus.messages import RunControl, RunEvent, RunRecord, RunRequest, RunStatus, decode, utcnow
 from bus.run_events import events_streams, with_events_partition
 from bus.tasks import cancel_and_wait, wait_for
 
@@ -43,12 +43,13 @@ async def follow_run(
     `end`, when only one stream is read) is skipped. A run whose `end` is at or
     before `after_seq` yields nothing.
 
-    With `live`, text the runner sends live (`RunEvent.part`, not stored yet) is yielded as it comes,
-    once the reader has caught up with the log: the live parts of the next stored event, in order
-    (a part lost on the way stops them until that event). The stored event then yields only the
-    parts not shown (`bus.deltas.rest_of`), or nothing if all were. `shown_parts`: a reader resuming
-    after `after_seq` had shown that many live parts of the event after it (an SSE client's last
-    event id names them).
+    With `live`, the reader says it follows (`RunControl` `follow`: a run nobody followed, a chat's,
+    sends its deltas live from then on), and text the runner sends live (`RunEvent.part`, not stored
+    yet) is yielded as it comes, once the reader has caught up with the log: the live parts of the
+    next stored event, in order (a part lost on the way stops them until that event). The stored
+    event then yields only the parts not shown (`bus.deltas.rest_of`), or nothing if all were.
+    `shown_parts`: a reader resuming after `after_seq` had shown that many live parts of the event
+    after it (an SSE client's last event id names them).
 
     Raises:
         TimeoutError: `timeout` seconds passed without the next event.
@@ -60,6 +61,8 @@ async def follow_run(
 
     # Live first: a delta sent while the stored log is being subscribed to is not missed.
     live_sub = await bus.nc.subscribe(bus.subjects.run_live(run_id), cb=on_msg) if live else None
+    if live:  # a run nobody followed (a chat's) sends its text live from now on
+        await bus.publish_core(bus.subjects.run_control(run_id), RunControl(run_id=run_id, action="follow"))
     # Its partition's stream, and during an upgrade the unsplit one too: the `seq` order below merges them.
     subs = [
         await bus.js.subscribe(

@@ -33,16 +33,11 @@ import orjson
 from openai import APIError, AsyncStream
 
 from bus.ticks import window_end
+from llm.pace import STREAM_WINDOW, pace_now
 from llm.telemetry import first_chunk
 
 _T = TypeVar("_T")
 DRAIN_SECONDS = 0.1  # what the rest of a finished body may take to arrive (as the SDK allows)
-# Seconds between the chunks passed on: what arrives within it goes up as one (LangChain message,
-# callback, LangGraph stream part, run event). Within the 100 ms in which live readers must see
-# new text (docs/performance.md); the run's event log adds no wait beyond it (DELTA_WINDOW). Windows
-# end on a grid shared by the process's streams (`bus.ticks`): the answers under way wake together.
-STREAM_WINDOW = 0.1
-
 # Delta fields that are text and concatenate (reasoning: DeepSeek, Qwen, vLLM ...).
 _ANSWER = "content"
 _REASONING = ("reasoning_content", "reasoning")
@@ -52,6 +47,11 @@ class CoalescingStream(AsyncStream[_T]):
     """`openai.AsyncStream` for Chat Completions, yielding chunks as dicts, merged per read."""
 
     window = STREAM_WINDOW  # seconds; 0 passes each read on as the consumer asks
+
+    def _window(self) -> float:
+        """The window now: the run's pace (`pace_streams`) if it has one, else the stream's own."""
+        pace = pace_now()
+        return self.window if pace is None else pace.window
 
     async def __stream__(self) -> AsyncIterator[_T]:
         if not hasattr(self._decoder, "decode"):  # a client with a decoder of its own
@@ -103,7 +103,8 @@ class CoalescingStream(AsyncStream[_T]):
                     arrived.clear()
                     if any(_says_something(chunk) for chunk in batch):
                         # (the opening role-only chunk starts no window: the first token is not held)
-                        closes = window_end(loop.time(), self.window) if self.window > 0 else closes
+                        window = self._window()
+                        closes = window_end(loop.time(), window) if window > 0 else closes
                     for chunk in merge_chunks(batch):
                         yield chunk
                     continue
@@ -142,9 +143,10 @@ class CoalescingStream(AsyncStream[_T]):
                             yield batch
                         raise
                 if batch:
-                    if hold is not None and self.window > 0 and _goes_on(batch):
+                    window = self._window()
+                    if hold is not None and window > 0 and _goes_on(batch):
                         # the window's next tokens in one read (`llm.http`)
-                        hold(window_end(asyncio.get_running_loop().time(), self.window))
+                        hold(window_end(asyncio.get_running_loop().time(), window))
                     yield batch
         except timeout_exceptions() as err:
             raise APITimeoutError(request=self.response.request) from err

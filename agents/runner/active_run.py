@@ -27,6 +27,7 @@ from bus.messages import ErrorInfo, RunRecord, RunRequest, RunStatus, SubagentCa
 from bus.metrics import RUN_DURATION, RUN_QUEUE_WAIT, RUNS_FINISHED, labelled
 from bus.records import RecordStore
 from config import AppConfig
+from llm.pace import QUIET_WINDOW, STREAM_WINDOW, Pace
 
 T = TypeVar("T")
 
@@ -49,6 +50,14 @@ class ActiveRun:
     steerable: bool = False
     waiting: bool = False  # it ended waiting for a person (an approval): the thread is `interrupted`
     held: list[str] = field(default_factory=list)  # ids of the thread's held steering it took
+    # How often its model streams pass text up (its stream task's, `llm.streaming.pace_streams`).
+    pace: Pace = field(default_factory=Pace)
+
+    def followed(self, live: bool) -> None:
+        """Whether a reader follows its text live: deltas go out live at once, the model's text comes
+        up every `STREAM_WINDOW`; else only the stored deltas, and the text comes up at their pace."""
+        self.events.live = live
+        self.pace.window = STREAM_WINDOW if live else QUIET_WINDOW
 
     def take_held_steering(self, messages: list[dict[str, Any]]) -> None:
         """Messages steered in while its thread waited for a person (`ThreadRecord.steering`)."""

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from typing import Any
 
 from agents.context import RunOptions
@@ -49,6 +50,10 @@ from config import AppConfig
 from llm.guard import ModelCalls
 
 log = logging.getLogger(__name__)
+
+# `follow`s heard for runs not taken here (yet): kept this long, at most this many.
+FOLLOW_KEPT_SECONDS = 120.0
+FOLLOWS_KEPT = 10_000
 
 
 def attempt_of(delivery: Delivery, record: RunRecord) -> int:
@@ -110,6 +115,8 @@ class Runner:
             self.memory_and_prompt,
         )
         self._runs: dict[str, ActiveRun] = {}  # the runs this process handles now, by run id
+        # Runs a reader said it follows live before this process took them (`follow`), with when.
+        self._follows: dict[str, float] = {}
         self._stoppers: set[asyncio.Task[None]] = set()
 
     @classmethod
@@ -154,6 +161,12 @@ class Runner:
             log.warning("ignoring unreadable run control message on %s", msg.subject)
             return
         run = self._runs.get(control.run_id)
+        if control.action == "follow":
+            if run is not None:
+                run.followed(True)
+            else:  # not taken yet (a stream that began with its run), by this process or another
+                self._note_follow(control.run_id)
+            return
         if run is None:
             return  # another runner's run (or already over)
         if control.action == "steer":
@@ -177,6 +190,16 @@ class Runner:
         self.claims.wake(run.thread_id)  # a run waiting for its thread notices at once
         if msg.reply:
             await self.bus.nc.publish(msg.reply, b'{"ok": true}')
+
+    def _note_follow(self, run_id: str) -> None:
+        """Remember for a while that a reader follows `run_id` (every runner process hears it; the
+        one that takes the run sends its text live)."""
+        now = time.monotonic()
+        if len(self._follows) >= FOLLOWS_KEPT:
+            self._follows = {r: at for r, at in self._follows.items() if now - at < FOLLOW_KEPT_SECONDS}
+            while len(self._follows) >= FOLLOWS_KEPT:
+                del self._follows[next(iter(self._follows))]  # the oldest
+        self._follows[run_id] = now
 
     # ------------------------------------------------------------------ handling
 
@@ -244,6 +267,8 @@ class Runner:
         chat, partition = request_chat(request), await events_partition(self.bus, request)
         events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt, chat, partition)
         run = self._runs[request.run_id] = ActiveRun(request, attempt, events)
+        followed = request.followed if request.followed is not None else request.origin is None
+        run.followed(self._follows.pop(request.run_id, None) is not None or followed)
         try:
             with RUNS_RUNNING.track_inprogress():
                 await run.traced(self._claim_and_execute(run, delivery, known))

@@ -30,6 +30,7 @@ from bus import Bus, NotStored
 from bus.messages import ErrorInfo, RunRecord, RunRequest, RunStatus, utcnow
 from bus.records import RecordStore
 from config import AppConfig, ConfigError, MissingEnvError
+from llm.pace import pace_streams
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,7 @@ class RunSteps:
         assert journal is not None
 
         async def stream() -> None:
+            pace_streams(run.pace)  # its model streams pass text up at the run's pace
             graph_input = ready.graph_input
             run.steerable = True
             while True:
@@ -205,9 +207,11 @@ class RunSteps:
         """A run that streamed to its end: judged against its goal, ended, its memory update queued."""
         translator = ready.translator
         values = translator.final_values or {}
-        if not values.get("messages"):  # resumed with nothing left to run: the thread's state has them
+        resumed = not values.get("messages")
+        if resumed:  # resumed with nothing left to run: the thread's state has them
             values = (await ready.agent.aget_state(ready.graph_config)).values or {}
-        await announce_approvals(run, ready)
+        if resumed or translator.interrupted:  # else nothing waits: no need to read the state back
+            await announce_approvals(run, ready)
         # Goal mode: judged before `end`, which carries the outcome to the chat and the UI.
         goal = await self.goals.after_run(
             run.request, list(values.get("messages") or []), lambda: run.cancel is not None

@@ -84,6 +84,13 @@ class RunRequest(Envelope):
     interrupt_before: InterruptAt = None
     interrupt_after: InterruptAt = None
     origin: ChatOrigin | None = None
+    followed: bool | None = Field(
+        None,
+        description="Whether a reader follows the run's text as it streams (a web UI, an SDK stream, "
+        "an agent-protocol client): its deltas go out live at once (`runs.live.…`) beside the four a "
+        "second stored. False: only the stored ones, until a reader says it follows (`RunControl` "
+        "`follow`). None (default): followed unless the run answers a chat (`origin`).",
+    )
     events_partition: int | None = Field(
         None,
         ge=0,
@@ -136,7 +143,11 @@ class RunControl(Envelope):
     """Cancel or interrupt a run, or steer it, on `<prefix>.runs.ctl.<run_id>` (core NATS)."""
 
     run_id: str
-    action: Literal["cancel", "interrupt", "rollback", "steer"] = "cancel"
+    action: Literal["cancel", "interrupt", "rollback", "steer", "follow"] = Field(
+        "cancel",
+        description="follow: a reader follows the run's text live (`bus.runs.follow_run(live=True)`); "
+        "a run nobody followed (`RunRequest.followed`) sends its deltas live from then on.",
+    )
     reason: str | None = None
     messages: list[dict[str, Any]] = Field(
         default_factory=list,
