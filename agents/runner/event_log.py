@@ -13,7 +13,9 @@ held for the durable record, merged with the deltas after it (`bus.deltas.merge_
 window has passed since the last stored one (the windows end on a grid shared by the process's runs,
 `bus.ticks`, so their held deltas are stored together), `DELTA_MAX_CHARS` have gathered, or any
 other event comes; the stored `messages` event then carries the chunks it merged (`RunEvent.parts`).
-Each live delta says which stored event it will be part of (`seq`) and where in it (`part`): a
+Live deltas go out only while someone follows the run (`live`, `ActiveRun.followed`: a chat's run,
+read by its router from the log alone, sends none until a reader says it follows). Each live delta
+says which stored event it will be part of (`seq`) and where in it (`part`): a
 reader that follows both (`bus.runs.follow_run(live=True)`) shows live text as it comes and, when
 the stored event arrives, only the parts it has not shown; a reader of the log alone (a chat's
 router, a resumed stream, history) gets the same text, in order, in ~4 stored events a second of
