@@ -39,12 +39,14 @@ class Settling:
     def name(self) -> str:
         return f"{self.stream}/{self.durable}"
 
-    async def _failed(self, msg: Msg, exc: Exception, delivered: int, seq: int) -> None:
+    async def _failed(self, msg: Msg, exc: Exception, delivered: int, seq: int) -> float | None:
+        """Settle a message its handler failed on: handed out again after a backoff (returned, in
+        seconds), or dead-lettered once it has failed `max_deliver` times (None)."""
         what = exc.reason if isinstance(exc, Retry) else f"{type(exc).__name__}: {exc}"
         self.stats.errors = [*self.stats.errors[-9:], what]
         if delivered >= self.max_deliver:
             await self._dead_letter(msg, f"failed {_times(delivered)}; last error: {what}", delivered, seq)
-            return
+            return None
         delay = exc.delay if isinstance(exc, Retry) and exc.delay is not None else None
         if delay is None:
             delay = self.backoff[min(delivered - 1, len(self.backoff) - 1)]
@@ -60,6 +62,7 @@ class Settling:
         )
         await msg.nak(delay=delay)
         self.stats.retried += 1
+        return delay
 
     async def _dead_letter(self, msg: Msg, reason: str, delivered: int, seq: int) -> None:
         try:

@@ -361,6 +361,18 @@ class Consumer(Settling, Generic[M]):
                         self._yield_slot()
                     await turn.lock.acquire()
                     has_turn = True
+                    # One of its key handled before it failed while it waited for the turn, and comes
+                    # again later: it waits for that one (`_hold_failed`), as for one given up.
+                    while self._turns.must_wait(key, seq):
+                        self._turns.leave(turn, has_turn)
+                        turn, has_turn = None, False
+                        turn = await self._turn(key, seq)
+                        if turn is None:
+                            await self._release(msg)
+                            return
+                        self._yield_slot()
+                        await turn.lock.acquire()
+                        has_turn = True
                     self._take_slot()
                 with tracing.consuming(msg.headers, msg.subject, self.durable, self._client, span=self.spans):
                     await self.handler(payload, delivery)
@@ -379,7 +391,9 @@ class Consumer(Settling, Generic[M]):
                 await self._release(msg)
                 raise
             except Exception as exc:
-                await self._failed(msg, exc, delivered, seq)
+                retry_in = await self._failed(msg, exc, delivered, seq)
+                if key is not None:
+                    self._hold_failed(key, seq, retry_in)
             else:
                 await msg.ack()
                 self.stats.acked += 1
@@ -394,6 +408,15 @@ class Consumer(Settling, Generic[M]):
         finally:
             self.stats.in_flight -= 1
             self._in_flight.dec()
+
+    def _hold_failed(self, key: str, seq: int, retry_in: float | None) -> None:
+        """A keyed message its handler failed on comes again in `retry_in` seconds: its key's later
+        messages wait for it (a chat's next message must not become a run before it), at most an
+        `ack_wait` or so past that (it may go to another process). Dead-lettered (None): they go on."""
+        if retry_in is None:
+            self._turns.arrived(key, seq)  # (it was held in an earlier failure: no longer)
+        else:
+            self._turns.hold(key, seq, retry_in + self.ack_wait * _HOLD_ACK_WAITS)
 
     async def _turn(self, key: str, seq: int) -> KeyTurn | None:
         """Counted in for `key`'s turn (the lock is the caller's to acquire); None if the consumer

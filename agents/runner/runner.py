@@ -181,6 +181,8 @@ class Runner:
             if msg.reply:
                 await self.bus.nc.publish(msg.reply, b'{"ok": true}' if taken else b'{"ok": false}')
             return
+        if not control.stops:
+            return
         log.info("run %s: %s requested", control.run_id, control.action)
         run.ask_to_stop(control.action)
         if run.stream is not None:

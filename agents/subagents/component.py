@@ -82,7 +82,8 @@ class LazyExecutor:
             return
         with contextlib.suppress(Exception):
             control = decode(RunControl, msg.data)
-            self._remember(control.run_id, None, f"the parent run was {control.action}led")
+            if control.stops:  # (steered, or followed live: its tasks go on)
+                self._remember(control.run_id, None, f"the parent run was {control.action}led")
 
     async def on_cancel(self, msg: Any) -> None:
         if self.executor is not None:

@@ -193,7 +193,7 @@ class SubagentExecutor:
             control = decode(RunControl, msg.data)
         except Exception:
             return
-        if control.action == "steer":  # a message added to the parent's turn: its tasks go on
+        if not control.stops:  # steered, or followed live: its tasks go on
             return
         self._stop(control.run_id, None, f"the parent run was {control.action}led")
 

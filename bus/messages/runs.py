@@ -156,6 +156,11 @@ class RunControl(Envelope):
     )
     by_run: str | None = Field(None, description="steer: the run that brought the messages.")
 
+    @property
+    def stops(self) -> bool:
+        """Whether it stops the run (cancel, interrupt, rollback), and the subagent tasks it started."""
+        return self.action in ("cancel", "interrupt", "rollback")
+
 
 class RunFeedback(BaseModel):
     """A user's rating of a run's answer (thumbs up: 1, down: -1), kept on the run's record."""

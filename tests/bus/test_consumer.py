@@ -257,6 +257,35 @@ async def test_stop_releases_a_message_whose_handler_cannot_finish_in_time(bus: 
         await asyncio.wait_for(second.wait(), 5)
 
 
+async def test_a_keyed_message_whose_handler_failed_is_handled_again_before_its_keys_next_one(
+    bus: Bus,
+) -> None:
+    """A chat's message whose handling fails (the bus away a moment) comes again after a backoff;
+    the chat's next message, already delivered and waiting for its turn, waits for it: a chat's
+    messages become runs in the order sent. Another chat goes on meanwhile."""
+    handled: list[str] = []
+    failed = False
+    done = asyncio.Event()
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        nonlocal failed
+        if msg.text == "a1" and not failed:
+            failed = True
+            await asyncio.sleep(0.1)  # the next ones have arrived and wait for their turns
+            raise ConnectionError("the bus went away")
+        handled.append(msg.text)
+        if len(handled) == 4:
+            done.set()
+
+    for text, chat in (("a1", "a"), ("a2", "a"), ("b1", "b"), ("a3", "a")):
+        await bus.publish(bus.subjects.chat_in("cli", "c"), inbound(text, chat_id=chat))
+    # The retry comes after 0.5 s: the other chat's message is handled long before it.
+    async with chat_consumer(bus, handle, concurrency=8, key=lambda m: m.chat_id, backoff=(0.5,)):
+        await asyncio.wait_for(done.wait(), 20)
+    assert [t for t in handled if t.startswith("a")] == ["a1", "a2", "a3"]
+    assert handled[0] == "b1", handled
+
+
 async def test_messages_with_one_key_are_handled_in_order_while_other_keys_go_on(bus: Bus) -> None:
     import random
 
