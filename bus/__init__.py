@@ -8,7 +8,7 @@ async with await connect_and_provision(url, cfg.bus) as bus:
 
 from bus import _lazy_imports  # noqa: F401  (before nats: see its docstring)
 from bus.connection import MSG_ID, Bus
-from bus.consumer import Abandon, Consumer, ConsumerStats, Defer, Delivery, Reject, Retry
+from bus.consumer import Abandon, AfterEarlier, Consumer, ConsumerStats, Defer, Delivery, Reject, Retry
 from bus.dlq import DeadLetter, dead_letter, get_dead_letter, list_dead_letters, replay
 from bus.errors import (
     BusConnectError,
@@ -43,6 +43,7 @@ __all__ = [
     "ENVELOPES",
     "MSG_ID",
     "Abandon",
+    "AfterEarlier",
     "Bus",
     "BusConnectError",
     "BusError",

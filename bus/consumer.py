@@ -7,6 +7,9 @@ each message by what its handler did:
 - returned normally        -> ack (only now: the effect is done)
 - raised `Reject(reason)`  -> dead-letter now, never retried (bad input)
 - raised `Defer(delay)`    -> not yet: delivered again after `delay` (not a failure)
+- raised `AfterEarlier(seq)` (keyed) -> an earlier message of its key is due first: it waits here,
+                              holding no slot, until that one has come and been handled, then
+                              is handled again (no redelivery)
 - raised anything else     -> nak with backoff, until the last allowed
                               delivery, which is dead-lettered with the error
 - payload not valid JSON / not the envelope -> dead-letter now
@@ -63,7 +66,7 @@ from bus._turns import KeyTurn, KeyTurns
 from bus.capacity import Capacity
 from bus.connection import Bus
 from bus.consumer_state import ConsumerState, ConsumerStats
-from bus.delivery import Abandon, Defer, Delivery, Reject, Retry
+from bus.delivery import Abandon, AfterEarlier, Defer, Delivery, Reject, Retry
 from bus.errors import EnvelopeError
 from bus.messages import decode
 from bus.metrics import CONSUMER_IN_FLIGHT
@@ -72,6 +75,7 @@ from bus.tasks import cancel_and_wait
 __all__ = [
     "DEFAULT_BACKOFF",
     "Abandon",
+    "AfterEarlier",
     "Consumer",
     "ConsumerState",
     "ConsumerStats",
@@ -350,32 +354,27 @@ class Consumer(Settling, Generic[M]):
             turn = None
             has_turn = False
             try:
-                if key is not None:
-                    turn = await self._turn(key, seq)
-                    if turn is None:  # stopping while it waited for a message given up in an outage
-                        await self._release(msg)
-                        return
-                    # Waiting for a turn is not work: it holds no slot, so one busy key never keeps
-                    # the others waiting.
-                    if turn.lock.locked():
-                        self._yield_slot()
-                    await turn.lock.acquire()
-                    has_turn = True
-                    # One of its key handled before it failed while it waited for the turn, and comes
-                    # again later: it waits for that one (`_hold_failed`), as for one given up.
-                    while self._turns.must_wait(key, seq):
-                        self._turns.leave(turn, has_turn)
-                        turn, has_turn = None, False
-                        turn = await self._turn(key, seq)
-                        if turn is None:
+                while True:
+                    if key is not None:
+                        turn = await self._take_turn(key, seq)
+                        if turn is None:  # stopping while it waited for an earlier message of its key
                             await self._release(msg)
                             return
-                        self._yield_slot()
-                        await turn.lock.acquire()
                         has_turn = True
-                    self._take_slot()
-                with tracing.consuming(msg.headers, msg.subject, self.durable, self._client, span=self.spans):
-                    await self.handler(payload, delivery)
+                    try:
+                        with tracing.consuming(
+                            msg.headers, msg.subject, self.durable, self._client, span=self.spans
+                        ):
+                            await self.handler(payload, delivery)
+                    except AfterEarlier as exc:
+                        if turn is None:
+                            raise
+                        # It waits here for that one (as for one given up in an outage), then goes again.
+                        self._turns.hold(turn.name, exc.seq, self.ack_wait * _HOLD_ACK_WAITS)
+                        self._turns.leave(turn, has_turn)
+                        turn, has_turn = None, False
+                        continue
+                    break
             except Reject as exc:
                 await self._dead_letter(msg, f"rejected: {exc.reason}", delivered, seq)
             except Abandon as exc:
@@ -417,6 +416,27 @@ class Consumer(Settling, Generic[M]):
             self._turns.arrived(key, seq)  # (it was held in an earlier failure: no longer)
         else:
             self._turns.hold(key, seq, retry_in + self.ack_wait * _HOLD_ACK_WAITS)
+
+    async def _take_turn(self, key: str, seq: int) -> KeyTurn | None:
+        """The key's turn for message `seq`, its lock held; None if the consumer stopped meanwhile.
+
+        Waiting for a turn is not work: it holds no slot, so one busy key never keeps the others
+        waiting. One of its key handled before it may fail, or be found due first, while it waits for
+        the lock: then it waits for that one (`_hold_failed`, `AfterEarlier`), as for one given up.
+        """
+        while True:
+            turn = await self._turn(key, seq)
+            if turn is None:
+                return None
+            if turn.lock.locked():
+                self._yield_slot()
+            await turn.lock.acquire()
+            if not self._turns.must_wait(key, seq):
+                self._turns.arrived(key, seq)  # (held meanwhile by a later one that found it due)
+                self._take_slot()
+                return turn
+            self._turns.leave(turn, True)
+            self._yield_slot()
 
     async def _turn(self, key: str, seq: int) -> KeyTurn | None:
         """Counted in for `key`'s turn (the lock is the caller's to acquire); None if the consumer

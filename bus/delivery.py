@@ -42,6 +42,17 @@ class Defer(Exception):
         super().__init__(f"deferred {self.delay:g}s")
 
 
+class AfterEarlier(Exception):
+    """Raise from a keyed consumer's handler: an earlier message of the key (stream sequence `seq`)
+    has not been handled and is on its way again (lost on the way when the server went away, say).
+    The message waits here, holding no slot, for that one to come and be handled first (or for an
+    ack wait or so, if it went elsewhere), then is handled again: no redelivery, no delivery counted."""
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+        super().__init__(f"after seq {seq}")
+
+
 class Retry(Exception):
     """Raise from a handler: a transient failure; redeliver after `delay` seconds."""
 

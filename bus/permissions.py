@@ -159,7 +159,8 @@ RIGHTS: dict[str, Rights] = {
             ("RUN_EVENTS", "*", "runs.ev.*.chat.*.*"),
             ("EVENTS", "router-thread-deleted", "events.thread.deleted"),
         ),
-        read_streams=("RUN_EVENTS_<k>", "RUN_EVENTS"),
+        # CHAT_IN: the oldest message a chat has there (channels.router.inbound, after a reconnect)
+        read_streams=("RUN_EVENTS_<k>", "RUN_EVENTS", "CHAT_IN_<k>", "CHAT_IN"),
         publish=("runs.submit", "runs.ctl.*", "chat.out.*", "audit.>"),
         # access: /connect codes and linked chat users (access.links)
         kv_write=("chats", "runs", "thread_runs", "leases", "access"),

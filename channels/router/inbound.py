@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import OrderedDict
 from typing import Any
 
 from nats.js.api import ObjectMeta
+from nats.js.errors import NotFoundError
 
-from bus import Abandon, Bus, Defer, Delivery, Reject, Retry
+from bus import Abandon, AfterEarlier, Bus, Defer, Delivery, Reject, Retry
 from bus.files import inbox_prefix, safe_filename, upload_key
 from bus.layout import upload_path
 from bus.messages import (
@@ -44,6 +46,8 @@ log = logging.getLogger(__name__)
 # kept in the handler so the chat's next message waits: about 15 s in all, then the consumer's retries.
 INLINE_RETRIES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
+IN_TURN_KEPT = 100_000  # chats' subjects remembered as in turn (the oldest forgotten: checked again)
+
 RUN_NAMESPACE = uuid.UUID("5f0c0e55-4b0a-4c57-9d3e-7a1c2b3d4e5f")
 
 
@@ -69,6 +73,11 @@ class Router:
         self.finals = FinalsInOrder()  # a thread's finals in the order its runs were submitted here
         self.order = SubmissionOrder()  # a chat's runs are taken by runners in the order sent
         self.events_start: dict[int | None, EventsStart] = {}  # partition -> where its events durables began
+        # Chats' subjects (stream, subject) whose first message since this process connected (or last
+        # reconnected) was the oldest the stream still held of them (`_in_turn`).
+        self._in_turn: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._waited: OrderedDict[tuple[str, int], None] = OrderedDict()  # messages that waited once
+        bus.on_reconnected(lambda outage: self._in_turn.clear())
 
     @classmethod
     async def open(cls, bus: Bus, config: AppConfig) -> Router:
@@ -108,10 +117,11 @@ class Router:
         runs in the order sent. Handling a message again is safe (its run id is its message's).
         """
         self.check_origin(message, delivery.subject)
+        await self._in_turn_of_chat(message, delivery)
         for pause in (*INLINE_RETRIES, None):
             try:
                 return await self._on_inbound(message, delivery)
-            except (Reject, Abandon, Defer, Retry):
+            except (Reject, Abandon, Defer, Retry, AfterEarlier):
                 raise
             except Exception as exc:
                 if pause is None:
@@ -124,6 +134,55 @@ class Router:
                     pause,
                 )
                 await asyncio.sleep(pause)
+
+    async def _in_turn_of_chat(self, message: InboundMessage, delivery: Delivery) -> None:
+        """Defer a chat's message while an earlier one of the chat is still in the stream, unhandled.
+
+        Asked of a chat's first message since this process connected to NATS, or reconnected: a
+        message the server handed out just before it went away can be lost on the way and come again
+        only after the ack wait, while the chat's next one, sent after the outage, comes at once (a
+        chat's answers came out of order after a nats-server was killed). `CHAT_IN` is a work queue:
+        what it holds of a chat is what has not been handled. One read per chat and connection.
+
+        Raises:
+            AfterEarlier: an earlier message of the chat is in the stream: this one waits for it in
+                the consumer (at most some ack waits: it may have gone to another router), once.
+        """
+        try:
+            stream = delivery.msg.metadata.stream
+        except Exception:  # not a stream's message (a handler called by hand)
+            return
+        chat_subject = self.bus.subjects.chat_in(message.channel, message.chat_id)
+        if not stream or chat_subject not in (delivery.subject, delivery.subject.rsplit(".", 1)[0]):
+            return  # published on the channel's subject (a script's): no subject of its chat's own
+        place = (stream, delivery.subject)
+        if place in self._in_turn:
+            return
+        try:
+            oldest = await self.bus.js.get_msg(stream, seq=1, subject=delivery.subject, next=True)
+        except NotFoundError:
+            oldest = None
+        waited = (stream, delivery.stream_seq)
+        if oldest is not None and oldest.seq is not None and oldest.seq < delivery.stream_seq:
+            if waited not in self._waited:
+                self._waited[waited] = None
+                while len(self._waited) > IN_TURN_KEPT:
+                    self._waited.popitem(last=False)
+                log.info(
+                    "message %s waits for the chat's earlier message (seq %d) to be handled first",
+                    message.dedupe_id(),
+                    oldest.seq,
+                )
+                raise AfterEarlier(oldest.seq)
+            log.warning(
+                "message %s goes on although the chat's earlier message (seq %d) is still unhandled",
+                message.dedupe_id(),
+                oldest.seq,
+            )
+        self._waited.pop(waited, None)
+        self._in_turn[place] = None
+        while len(self._in_turn) > IN_TURN_KEPT:
+            self._in_turn.popitem(last=False)
 
     async def _on_inbound(self, message: InboundMessage, delivery: Delivery) -> None:
         if not self.allowed(message):

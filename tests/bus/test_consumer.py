@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bus import Bus, Delivery, Reject, list_dead_letters
+from bus import AfterEarlier, Bus, Defer, Delivery, Reject, list_dead_letters
 from bus.dlq import H_CONSUMER, H_DELIVERIES, H_REASON, H_SUBJECT
 from bus.messages import InboundMessage
 from tests.support.consumers import chat_consumer, inbound
@@ -284,6 +284,40 @@ async def test_a_keyed_message_whose_handler_failed_is_handled_again_before_its_
         await asyncio.wait_for(done.wait(), 20)
     assert [t for t in handled if t.startswith("a")] == ["a1", "a2", "a3"]
     assert handled[0] == "b1", handled
+
+
+async def test_a_keyed_message_found_ahead_of_an_earlier_one_waits_for_it_without_a_redelivery(
+    bus: Bus,
+) -> None:
+    """A handler that finds an earlier message of its key not handled yet (the router: a chat's
+    message lost on the way in an outage, coming again later) raises `AfterEarlier`: its message
+    waits in the consumer for that one, is handled right after it, and counts no delivery."""
+    handled: list[str] = []
+    deliveries: dict[str, list[int]] = {}
+    seqs: dict[str, int] = {}
+    deferred = False
+    done = asyncio.Event()
+
+    async def handle(msg: InboundMessage, delivery: Delivery) -> None:
+        nonlocal deferred
+        seqs[msg.text] = delivery.stream_seq
+        deliveries.setdefault(msg.text, []).append(delivery.num_delivered)
+        if msg.text == "a1" and not deferred:
+            deferred = True
+            raise Defer(0.5)  # (as if lost on the way: it comes again in a moment)
+        if msg.text == "a2" and "a1" not in handled:
+            raise AfterEarlier(seqs["a1"])
+        handled.append(msg.text)
+        if len(handled) == 3:
+            done.set()
+
+    for text, chat in (("a1", "a"), ("a2", "a"), ("b1", "b")):
+        await bus.publish(bus.subjects.chat_in("cli", "c"), inbound(text, chat_id=chat))
+    async with chat_consumer(bus, handle, concurrency=8, key=lambda m: m.chat_id):
+        await asyncio.wait_for(done.wait(), 20)
+    assert [t for t in handled if t.startswith("a")] == ["a1", "a2"]
+    assert handled[0] == "b1", handled
+    assert deliveries["a2"] == [1, 1], "it waited in the consumer, not for a redelivery"
 
 
 async def test_messages_with_one_key_are_handled_in_order_while_other_keys_go_on(bus: Bus) -> None:

@@ -15,8 +15,17 @@ import nats
 import pytest
 from nats.js.errors import NoKeysError, NotFoundError
 
-from bus import Bus, connect_and_provision, decode, list_dead_letters, provision, replay
-from bus.chat_partitions import chat_partitions
+from bus import (
+    AfterEarlier,
+    Bus,
+    Delivery,
+    connect_and_provision,
+    decode,
+    list_dead_letters,
+    provision,
+    replay,
+)
+from bus.chat_partitions import chat_in_subject, chat_partitions, publish_inbound
 from bus.messages import (
     ChatBinding,
     FileRef,
@@ -297,6 +306,36 @@ async def test_a_router_restarted_mid_run_still_delivers_the_reply_once(
     assert reply.text == "worth the wait"
     store = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
     assert len(await store.keys()) == 1
+
+
+async def test_a_chats_message_waits_while_an_earlier_one_of_the_chat_is_still_unhandled(
+    bus: Bus, app_config: Callable[[], AppConfig]
+) -> None:
+    """A nats-server killed just after handing a chat's message to the router: the message is lost on
+    the way and comes again only after the ack wait, while the chat's next message, sent once the
+    server is back, comes at once. A router's first look at a chat since it (re)connected finds the
+    earlier message still in the work queue, unhandled, and defers the next one until it is gone."""
+    router = await router_inbound.Router.open(bus, app_config())
+    first = InboundMessage(channel="cli", chat_id="c-lost", text="apples", user_id="u1")
+    second = InboundMessage(channel="cli", chat_id="c-lost", text="pears", user_id="u1")
+    for message in (first, second):
+        await publish_inbound(bus, "cli", message)
+    subject = await chat_in_subject(bus, "cli", "c-lost")
+    stream = bus.subjects.chat_in_partition_stream(int(subject.rsplit(".", 1)[-1]))
+    taker = await bus.js.pull_subscribe(subject, stream=stream)  # no router's durable yet: ours
+    lost, later = await taker.fetch(2, timeout=10)
+
+    def delivered(msg: Any) -> Delivery:
+        return Delivery(msg, msg.subject, {}, 1, msg.metadata.sequence.stream)
+
+    with pytest.raises(AfterEarlier) as waits:
+        await router.on_inbound(decode(InboundMessage, later.data), delivered(later))
+    assert waits.value.seq == lost.metadata.sequence.stream
+    await lost.ack_sync()  # handled: gone from the work queue
+    await router.on_inbound(decode(InboundMessage, later.data), delivered(later))
+    records = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    assert await records.get(str(uuid.uuid5(RUN_NAMESPACE, second.dedupe_id()))) is not None
+    await taker.unsubscribe()
 
 
 async def test_a_message_whose_run_could_not_be_queued_is_answered_once_it_can_be(
