@@ -136,7 +136,7 @@ class Router:
                 await asyncio.sleep(pause)
 
     async def _in_turn_of_chat(self, message: InboundMessage, delivery: Delivery) -> None:
-        """Defer a chat's message while an earlier one of the chat is still in the stream, unhandled.
+        """Hold a chat's message back while an earlier one of the chat is still in the stream, unhandled.
 
         Asked of a chat's first message since this process connected to NATS, or reconnected: a
         message the server handed out just before it went away can be lost on the way and come again
