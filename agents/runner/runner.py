@@ -295,6 +295,7 @@ class Runner:
             delivery,
             lambda: self._cancel_requested(run, just_read.pop() if just_read else None),
             run.attempt,
+            seen=run.thread_seen,
         )
         if claim.outcome is Outcome.CANCELLED:
             await self.steps.interrupted(run)

@@ -74,19 +74,22 @@ class ThreadClaims:
         delivery: Delivery,
         cancelled: Callable[[], Awaitable[bool]],
         attempt: int | None = None,
+        seen: tuple[ThreadRecord, int] | None = None,
     ) -> Claim:
         """Make this run the thread's active run, following its multitask strategy.
 
         Waits (without holding the consumer's slot) while the thread is busy; `cancelled` is
         asked before each try. `attempt`: this delivery's attempt at the run (default: the server's
-        delivery count; the runner's `attempt_of`).
+        delivery count; the runner's `attempt_of`). `seen`: the thread's record and revision as the
+        caller just read them (a steer run's look): the first try writes on them without a read (a
+        record changed since costs one more try).
         """
         thread_id = request.thread_id
         self._attempts[request.run_id] = attempt or delivery.num_delivered
         self.arrive(request, delivery)
         try:
             await self._in_stream_order(thread_id, request.run_id)
-            return await self._claim(request, delivery, cancelled)
+            return await self._claim(request, delivery, cancelled, seen)
         finally:
             self._left(thread_id, request.run_id)
 
@@ -215,7 +218,11 @@ class ThreadClaims:
             event.set()
 
     async def _claim(
-        self, request: RunRequest, delivery: Delivery, cancelled: Callable[[], Awaitable[bool]]
+        self,
+        request: RunRequest,
+        delivery: Delivery,
+        cancelled: Callable[[], Awaitable[bool]],
+        seen: tuple[ThreadRecord, int] | None = None,
     ) -> Claim:
         strategy = request.multitask_strategy
         signalled = False
@@ -223,7 +230,8 @@ class ThreadClaims:
         while True:
             if await cancelled():
                 return Claim(Outcome.CANCELLED)
-            result = await self._try(request, delivery)
+            result = await self._try(request, delivery, seen)
+            seen = None
             self._left(request.thread_id, request.run_id)  # in the thread record now: later runs may claim
             if result.outcome is not None:
                 return Claim(result.outcome, result.holder)
@@ -250,7 +258,9 @@ class ThreadClaims:
             except TimeoutError:
                 pass
 
-    async def _try(self, request: RunRequest, delivery: Delivery) -> _Try:
+    async def _try(
+        self, request: RunRequest, delivery: Delivery, seen: tuple[ThreadRecord, int] | None = None
+    ) -> _Try:
         """One compare-and-set on the thread record: taken, refused, or queued (outcome None)."""
         result = _Try()
         strategy = request.multitask_strategy
@@ -306,7 +316,7 @@ class ThreadClaims:
             position = sum(1 for q in queue if q.order <= queued.order)
             return rec.model_copy(update={"queue": [*queue[:position], queued, *queue[position:]]})
 
-        taken = await self.threads.update_with_revision(request.thread_id, claim)
+        taken = await self.threads.update_with_revision(request.thread_id, claim, known=seen)
         if result.outcome == Outcome.TAKEN:
             self._revisions[me] = taken
         return result
