@@ -136,7 +136,8 @@ async def bench_stack(
             )
             for n in range(max(1, cluster))
         ]
-        async with contextlib.AsyncExitStack() as started, FakeOpenAI() as fake:
+        # The model last: components still calling it (the memory updater) stop first, not mid-answer.
+        async with FakeOpenAI() as fake, contextlib.AsyncExitStack() as started:
             await asyncio.gather(
                 *(server.start(timeout=60) for server in servers)
             )  # peers wait for each other
