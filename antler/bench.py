@@ -89,6 +89,13 @@ def add_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="chat: print every bus message of one follow-up turn, with its time since the message was sent",
     )
     p.add_argument(
+        "--follow",
+        action="store_true",
+        default=None,
+        help="chat: each turn's run followed live, as a web UI follows it (its text sent live as it "
+        "streams); without it, as a chat platform's: stored four times a second, nothing live",
+    )
+    p.add_argument(
         "--cluster",
         type=int,
         default=None,

@@ -49,7 +49,8 @@ import psutil
 from antler.pool import process_count
 from bus import Bus, decode
 from bus.chat_partitions import chat_partitions, publish_inbound
-from bus.messages import InboundMessage, OutboundMessage
+from bus.messages import InboundMessage, OutboundMessage, RunControl
+from channels.router import RUN_NAMESPACE
 from tests.bench.stack import BenchStack, bench_stack, run_as_script, sample_with_pyspy, with_defaults
 from tests.fakes.openai_server import Pace
 
@@ -79,9 +80,12 @@ class _Waiting:
 class ChatClient:
     """Sends chat messages as an adapter would and waits for each one's final reply."""
 
-    def __init__(self, bus: Bus, pace: Pace | None = None) -> None:
+    def __init__(self, bus: Bus, pace: Pace | None = None, follow: bool = False) -> None:
         self.bus = bus
         self.pace = pace
+        # Each turn's run followed live, as a web UI would follow it: `RunControl` `follow` (the
+        # runner sends its text live), without the reader's own cost (no subscription).
+        self.follow = follow
         self._waiting: dict[str, _Waiting] = {}
         self._sub: Any = None
 
@@ -108,6 +112,10 @@ class ChatClient:
         waiting = _Waiting(time.perf_counter(), asyncio.get_running_loop().create_future())
         self._waiting[message.message_id] = waiting
         try:
+            if self.follow:  # before the message: the runner has it when it takes the run
+                run_id = str(uuid.uuid5(RUN_NAMESPACE, message.dedupe_id()))
+                follow = RunControl(run_id=run_id, action="follow")
+                await self.bus.publish_core(self.bus.subjects.run_control(run_id), follow)
             await publish_inbound(self.bus, CHANNEL, message)
             kind = await asyncio.wait_for(waiting.done, timeout)
         finally:
@@ -739,7 +747,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             if pace is not None
             else f"instant model (zero latency), {words + 3} streamed words per answer; "
         )
-        + f"JetStream sync_interval {getattr(args, 'sync_interval', 'always')}"
+        + f"JetStream sync_interval {getattr(args, 'sync_interval', 'always')}; "
+        + ("runs followed live (as by a web UI)" if args.follow else "runs read from their log (as a chat's)")
     )
     results: dict[str, Any] = {
         "label": args.label,
@@ -751,6 +760,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "first_token_ms": args.first_token_ms if pace else 0,
         "token_interval_ms": args.token_interval_ms if pace else 0,
         "sync_interval": getattr(args, "sync_interval", "always"),
+        "follow": args.follow,
     }
     settings = {"title": {"enabled": True}, "memory": {"enabled": True}}
     sync_interval = getattr(args, "sync_interval", "always")
@@ -767,7 +777,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             processes.add(name, pid)
         await sample_with_pyspy(stack.processes["runner-1"], "--gil")  # runner 1, meanwhile
         stack.fake.pace = pace
-        client = ChatClient(stack.bus, pace)
+        client = ChatClient(stack.bus, pace, follow=args.follow)
         await client.start()
         try:
             await warm_up(client, args.warmup)
@@ -831,6 +841,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--timeline",
         action="store_true",
         help="print one follow-up turn's bus messages and the slowest single turns hop by hop",
+    )
+    parser.add_argument(
+        "--follow",
+        action="store_true",
+        help="each turn's run followed live, as a web UI follows it (its text sent live as it streams)",
     )
     parser.add_argument(
         "--cluster",
