@@ -67,9 +67,10 @@ async def test_the_end_of_a_paced_answer_is_not_held_for_the_rest_of_its_window(
 ) -> None:
     # Between chunks the stream takes what arrives until the window (on a grid shared by the
     # process's streams) has passed; the answer's end cuts that wait short, however long the window.
-    monkeypatch.setattr(CoalescingStream, "window", 60.0)
+    # A window so long that no grid point falls within the answer (one of 60 s did, 1 run in ~60).
+    monkeypatch.setattr(CoalescingStream, "window", 1e9)
     fake_model.script(Reply(text=WORDS, chunk_delay=0.015))
-    async with asyncio.timeout(20):  # a held end would wait out the 60 s window
+    async with asyncio.timeout(20):  # a held end would wait out the window
         got = await chunks_of(model_for(fake_model))
     texts = [str(c.content) for c in got if c.content]
     assert "".join(texts) == WORDS
