@@ -266,14 +266,19 @@ async def test_a_keyed_message_whose_handler_failed_is_handled_again_before_its_
     handled: list[str] = []
     failed = False
     done = asyncio.Event()
+    other_done = asyncio.Event()
 
     async def handle(msg: InboundMessage, delivery: Delivery) -> None:
         nonlocal failed
         if msg.text == "a1" and not failed:
             failed = True
-            await asyncio.sleep(0.1)  # the next ones have arrived and wait for their turns
+            # The other chat's message, published after a2, is handled first: a2 has arrived and
+            # waits for its turn when this one fails.
+            await asyncio.wait_for(other_done.wait(), 10)
             raise ConnectionError("the bus went away")
         handled.append(msg.text)
+        if msg.text == "b1":
+            other_done.set()
         if len(handled) == 4:
             done.set()
 
