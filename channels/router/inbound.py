@@ -213,6 +213,7 @@ class Router:
             configurable["subagent_enabled"] = True
         origin = message.origin()
         self.origins.remember(run_id, origin)
+        partition = partition_of(delivery.subject)
         request = RunRequest(
             run_id=run_id,
             thread_id=binding.thread_id,
@@ -228,9 +229,12 @@ class Router:
             if resume is not None
             else MultitaskStrategy(self.config.channels.multitask_strategy),
             origin=origin,
+            # Its events go to the partition this router reads the chat from, not to the one the
+            # count it read last would give: after the count was lowered, that partition's events
+            # stream could still be there with no router reading it (the answer was never sent).
+            events_partition=partition,
         )
         if not self.order.knows(binding.thread_id):  # a chat taken over: after its last owner's runs
-            partition = partition_of(delivery.subject)
             request = await continue_chat(
                 self.bus, self.runs, self.finals, request, self.events_start.get(partition, {})
             )

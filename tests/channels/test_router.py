@@ -25,6 +25,7 @@ from bus import (
     provision,
     replay,
 )
+from bus import chat_partitions as chat_partitions_module
 from bus.chat_partitions import chat_in_subject, chat_partitions, publish_inbound
 from bus.messages import (
     ChatBinding,
@@ -489,10 +490,20 @@ async def test_routers_serve_the_partitions_the_streams_have_whatever_their_own_
 
 
 async def test_a_router_follows_a_partition_count_changed_while_it_runs(
-    bus: Bus, nats_url: str, fake_model: FakeOpenAI, start_stack: StartStack
+    bus: Bus,
+    nats_url: str,
+    fake_model: FakeOpenAI,
+    start_stack: StartStack,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """An operator raises the count and provisions (nothing waits in CHAT_IN): the chats that now
-    fall in the new partitions are answered by the routers already running, without a restart."""
+    fall in the new partitions are answered by the routers already running, without a restart.
+
+    Every process goes on with the count it read last for a while (`PUBLISHER_REFRESH`): here for
+    the whole test, so the router still has 8 when messages come after the count went back to 4
+    (the answers of three of the four chats were lost that way: their runs' events went to a
+    partition stream no router read any more)."""
+    monkeypatch.setattr(chat_partitions_module, "PUBLISHER_REFRESH", 3600.0)
     async with start_stack(running_runner, running_router), Chat(bus) as chat:
         assert await chat_partitions(bus) == 4
         raised = await connect_and_provision(nats_url, bus.config.model_copy(update={"chat_partitions": 8}))
