@@ -75,6 +75,24 @@ class PromptAssembly:
             UnknownAgent: `agent_name` is not one of the user's agents (nor being created).
         """
         assert self.agents is not None
+        # Read while the agent, the role and the audit record are (a custom agent keeps its name).
+        memory = asyncio.ensure_future(self.memory_text(request.user_id, options.agent_name))
+        try:
+            return await self._prepare(request, options, configurable, memory)
+        finally:
+            if not memory.done():
+                memory.cancel()
+            elif not memory.cancelled():
+                memory.exception()  # a run refused before it needed its memory: no stray report
+
+    async def _prepare(
+        self,
+        request: RunRequest,
+        options: RunOptions,
+        configurable: dict[str, Any],
+        memory: asyncio.Future[str | None],
+    ) -> RunSetup:
+        assert self.agents is not None
         merged = {**configurable, **request.context}
         bootstrap = str(merged.get("is_bootstrap", "")).lower() in ("1", "true", "yes")
         agent = None
@@ -115,7 +133,7 @@ class PromptAssembly:
             agent_name=options.agent_name or "Antler",
             skills=skills,
             skills_container_path=self.config.skills.container_path,
-            memory=await self.memory_text(request.user_id, options.agent_name),
+            memory=await memory,
             files=True,
             subagents_limit=self.config.subagents.max_concurrent
             if options.subagent_enabled and self.config.subagents.enabled

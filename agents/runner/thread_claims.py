@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
@@ -30,6 +31,7 @@ from bus.messages import (
     utcnow,
 )
 from bus.records import RecordStore, repair_by_key
+from bus.run_events import chat_of
 from bus.tasks import wait_for
 
 log = logging.getLogger(__name__)
@@ -269,7 +271,7 @@ class ThreadClaims:
         async def claim(rec: ThreadRecord | None) -> ThreadRecord | None:
             result.outcome, result.holder = None, None
             now = utcnow()
-            rec = rec or ThreadRecord(thread_id=request.thread_id, user_id=request.user_id, created_at=now)
+            rec = rec or new_thread(request, now)
             queue = list(rec.queue)
             # Runs queued ahead whose requests are gone can never come: drop them.
             while queue and queue[0].run_id != me and await self._finished(queue[0].run_id):
@@ -381,6 +383,16 @@ async def release_given_up(threads: RecordStore[ThreadRecord], request: RunReque
         return rec.model_copy(update=update)
 
     await threads.update(request.thread_id, let_go)
+
+
+def new_thread(request: RunRequest, now: datetime) -> ThreadRecord:
+    """The record of a thread its first run makes: a chat's says which chat (`channel`, `chat_id`:
+    the router leaves a new chat's thread for its first run to record)."""
+    chat = chat_of(request.origin)
+    metadata = {"channel": chat[0], "chat_id": chat[1]} if chat is not None else {}
+    return ThreadRecord(
+        thread_id=request.thread_id, user_id=request.user_id, metadata=metadata, created_at=now
+    )
 
 
 @dataclass

@@ -7,6 +7,7 @@ fresh one.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 
@@ -53,12 +54,21 @@ class Bindings:
         who = chat_user(message)
         return await self._roles.linked_user(who) or who
 
-    async def of(self, message: InboundMessage, *, fresh: bool = False) -> ChatBinding:
-        """The chat's thread, created on first contact (or anew for /new), safely under concurrency."""
+    async def of(
+        self, message: InboundMessage, *, fresh: bool = False, record_thread: bool = True
+    ) -> ChatBinding:
+        """The chat's thread, created on first contact (or anew for /new), safely under concurrency.
+
+        `record_thread`: a new thread is recorded at once (asking the runners' threads service).
+        Without it, the run the message becomes records it as it takes the thread (with the chat
+        as its metadata, `agents.runner.thread_claims`): one round trip less before a new chat's
+        first answer.
+        """
         key = chat_key(message.channel, message.chat_id, message.topic_id)
-        user_id = await self.person(message)
-        if not fresh:
-            current = await self.chats.get(key)
+        if fresh:
+            user_id = await self.person(message)
+        else:  # the two reads side by side: one round trip of waiting, not two
+            user_id, current = await asyncio.gather(self.person(message), self.chats.get(key))
             if current is not None and current.user_id == user_id:
                 return current
             if current is not None and current.user_id == chat_user(message):
@@ -84,7 +94,7 @@ class Bindings:
 
         binding = await self.chats.update(key, bind)
         assert binding is not None  # `bind` leaves only an existing binding as it is
-        if binding.thread_id == thread_id:  # the runners own thread records: ask them for this one
+        if binding.thread_id == thread_id and record_thread:  # the runners own thread records: ask them
             metadata = {"channel": message.channel, "chat_id": message.chat_id}
             request = ThreadCreateRequest(thread_id=thread_id, user_id=user_id, metadata=metadata)
             try:

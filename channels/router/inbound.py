@@ -201,7 +201,7 @@ class Router:
             text = answer.text if answer.text is not None else text
             run_context = dict(answer.context or {})
             resume, run_id = answer.resume, answer.run_id or run_id
-        binding = await self.bindings.of(message)
+        binding = await self.bindings.of(message, record_thread=False)  # its run records a new thread
         uploaded = await self.file_uploads(message, binding)
         if uploaded:
             listing = "\n".join(f"- {path}" for path in uploaded)
