@@ -33,8 +33,6 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from agents.checkpoint_serde import MessageKeepingSerializer
-
 T = TypeVar("T")
 LIST_PAGE = 50  # checkpoints read per hop when listing
 BUSY_TIMEOUT = 30.0  # seconds a statement waits for another process's write to finish
@@ -63,7 +61,7 @@ class ThreadedSqliteSaver(BaseCheckpointSaver[str]):
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 try:
                     conn = sqlite3.connect(str(path), check_same_thread=False, timeout=BUSY_TIMEOUT)
-                    saver = SqliteSaver(conn, serde=MessageKeepingSerializer())
+                    saver = SqliteSaver(conn)
                     saver.setup()
                     # WAL + NORMAL: commits survive a crashed process (our failure model) without an
                     # fsync each.
