@@ -1,9 +1,13 @@
 """Per-person budgets: tokens and cost per UTC day and month, counted in KV `<prefix>_usage` so every
 runner and subagent executor of the cluster adds to, and checks, the same counters.
 
-Keys: `<period>.<stamp>.<digest of user id>` (`day.20261127.…`, `month.202611.…`), value
-`{user_id, tokens, cost}`; written with compare-and-set, so two processes never lose each other's
-tokens. The bucket keeps a key 62 days after its last write (a month's counter outlives its month).
+One key per person, `person.<digest of user id>`, value `{user_id, day, day_tokens, day_cost,
+month, month_tokens, month_cost}` (`day` `20261127`, `month` `202611`: the periods the counts are
+of; a count of an earlier period reads as 0 and starts again at the next call). Written with
+compare-and-set, so two processes never lose each other's tokens: a call costs one read and one
+write. Earlier versions kept a key per period (`day.<stamp>.<digest>`, `month.<stamp>.<digest>`):
+a person's first count after an upgrade starts from those, and a person not counted since is read
+from them. The bucket keeps a key 62 days after its last write.
 
 `UsageBook.refusal(user_id, budget)` is asked before each model call: a sentence naming the limit
 and when it resets when the person has used it up, else None. `UsageBook.add` counts a finished call.
@@ -77,6 +81,15 @@ class PeriodUsage:
         }
 
 
+def _person_key(user_id: str) -> str:
+    return f"person.{_digest(user_id)}"
+
+
+def _period_key(period: str, stamp: str, user_id: str) -> str:
+    """An earlier version's key: one period's count."""
+    return f"{period}.{stamp}.{_digest(user_id)}"
+
+
 class UsageBook:
     def __init__(self, kv: KeyValue) -> None:
         self.kv = kv
@@ -96,50 +109,64 @@ class UsageBook:
             found = {}
         return (found if isinstance(found, dict) else {}), entry.revision or 0
 
+    async def _counts(self, user_id: str, now: datetime) -> dict[str, tuple[int, float]]:
+        """The person's (tokens, cost) by period, now: their key's, else an earlier version's keys."""
+        found, revision = await self._get(_person_key(user_id))
+        if revision:
+            return _current(found, now)
+        return await self._earlier_counts(user_id, now)
+
+    async def _earlier_counts(self, user_id: str, now: datetime) -> dict[str, tuple[int, float]]:
+        counts = {}
+        for period in PERIODS:
+            value, _ = await self._get(_period_key(period, _stamp(period, now), user_id))
+            counts[period] = (int(value.get("tokens", 0)), float(value.get("cost", 0.0)))
+        return counts
+
     async def usage(
         self, user_id: str, budget: BudgetConfig | None = None, at: datetime | None = None
     ) -> list[PeriodUsage]:
         """The person's use this day and this month (with the role's limits when `budget` is given)."""
         now = at or datetime.now(UTC)
-        found = []
-        for period in PERIODS:
-            value, _ = await self._get(f"{period}.{_stamp(period, now)}.{_digest(user_id)}")
-            found.append(
-                PeriodUsage(
-                    period=period,
-                    tokens=int(value.get("tokens", 0)),
-                    cost=float(value.get("cost", 0.0)),
-                    resets_at=resets_at(period, now),
-                    token_limit=getattr(budget, f"tokens_per_{period}", None),
-                    cost_limit=getattr(budget, f"cost_per_{period}", None),
-                )
+        counts = await self._counts(user_id, now)
+        return [
+            PeriodUsage(
+                period=period,
+                tokens=counts[period][0],
+                cost=counts[period][1],
+                resets_at=resets_at(period, now),
+                token_limit=getattr(budget, f"tokens_per_{period}", None),
+                cost_limit=getattr(budget, f"cost_per_{period}", None),
             )
-        return found
+            for period in PERIODS
+        ]
 
     async def everyone(self, at: datetime | None = None) -> dict[str, list[PeriodUsage]]:
         """Everyone's use this day and month, by user id (admins' view)."""
         now = at or datetime.now(UTC)
-        people: dict[str, list[PeriodUsage]] = {}
-        for period in PERIODS:
+        try:
+            keys = await self.kv.keys()
+        except NoKeysError:
+            keys = []
+        people: dict[str, dict[str, tuple[int, float]]] = {}
+        counted = {key.removeprefix("person.") for key in keys if key.startswith("person.")}
+        for key in (k for k in keys if k.startswith("person.")):
+            value, _ = await self._get(key)
+            if isinstance(value.get("user_id"), str):
+                people[value["user_id"]] = _current(value, now)
+        for period in PERIODS:  # people counted only by an earlier version this period
             prefix = f"{period}.{_stamp(period, now)}."
-            try:
-                keys = await self.kv.keys()
-            except NoKeysError:
-                keys = []
             for key in (k for k in keys if k.startswith(prefix)):
                 value, _ = await self._get(key)
                 user_id = value.get("user_id")
-                if not isinstance(user_id, str):
+                if not isinstance(user_id, str) or key.rsplit(".", 1)[-1] in counted:
                     continue
-                people.setdefault(user_id, []).append(
-                    PeriodUsage(
-                        period,
-                        int(value.get("tokens", 0)),
-                        float(value.get("cost", 0.0)),
-                        resets_at(period, now),
-                    )
-                )
-        return people
+                counts = people.setdefault(user_id, {p: (0, 0.0) for p in PERIODS})
+                counts[period] = (int(value.get("tokens", 0)), float(value.get("cost", 0.0)))
+        return {
+            user_id: [PeriodUsage(p, counts[p][0], counts[p][1], resets_at(p, now)) for p in PERIODS]
+            for user_id, counts in people.items()
+        }
 
     async def refusal(
         self, user_id: str, role: str, budget: BudgetConfig, at: datetime | None = None
@@ -163,32 +190,42 @@ class UsageBook:
         return None
 
     async def add(self, user_id: str, tokens: int, cost: float, at: datetime | None = None) -> None:
-        """Count a finished call's tokens and cost in this day's and month's counters."""
+        """Count a finished call's tokens and cost in this day's and month's counts."""
         if tokens <= 0 and cost <= 0:
             return
         now = at or datetime.now(UTC)
-        keys = [f"{period}.{_stamp(period, now)}.{_digest(user_id)}" for period in PERIODS]
-        await asyncio.gather(*(self._add(key, user_id, tokens, cost) for key in keys))
-
-    async def _add(self, key: str, user_id: str, tokens: int, cost: float) -> None:
+        key = _person_key(user_id)
         for attempt in range(ADD_TRIES):
             if attempt:  # another call counted meanwhile: add to its count, after a moment apart
                 await asyncio.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
             value, revision = await self._get(key)
-            value = {
-                "user_id": user_id,
-                "tokens": int(value.get("tokens", 0)) + tokens,
-                "cost": float(value.get("cost", 0.0)) + cost,
-            }
+            counts = _current(value, now) if revision else await self._earlier_counts(user_id, now)
+            record: dict[str, Any] = {"user_id": user_id}
+            for period in PERIODS:
+                before_tokens, before_cost = counts[period]
+                record[period] = _stamp(period, now)
+                record[f"{period}_tokens"] = before_tokens + tokens
+                record[f"{period}_cost"] = before_cost + cost
             try:
                 if revision:
-                    await self.kv.update(key, json.dumps(value).encode(), last=revision)
+                    await self.kv.update(key, json.dumps(record).encode(), last=revision)
                 else:
-                    await self.kv.create(key, json.dumps(value).encode())
+                    await self.kv.create(key, json.dumps(record).encode())
                 return
             except KeyWrongLastSequenceError:
                 continue
-        log.warning("usage: could not count %d tokens of %s in %s", tokens, user_id, key)
+        log.warning("usage: could not count %d tokens of %s", tokens, user_id)
+
+
+def _current(value: dict[str, Any], now: datetime) -> dict[str, tuple[int, float]]:
+    """A person key's (tokens, cost) by period; a count of an earlier day or month is 0 now."""
+    counts = {}
+    for period in PERIODS:
+        if value.get(period) == _stamp(period, now):
+            counts[period] = (int(value.get(f"{period}_tokens", 0)), float(value.get(f"{period}_cost", 0.0)))
+        else:
+            counts[period] = (0, 0.0)
+    return counts
 
 
 def usage_text(role: str, uses: list[PeriodUsage]) -> str:

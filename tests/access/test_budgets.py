@@ -4,7 +4,10 @@ resets) while another person's runs go on; each call's tokens and cost are count
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -204,3 +207,30 @@ async def cost_above(usage: UsageBook, cost: float) -> PeriodUsage | None:
     """Ivy's day, once its cost is above `cost`."""
     day = (await usage.usage("ivy"))[0]
     return day if day.cost > cost else None
+
+
+async def test_a_new_day_starts_the_days_count_again_and_the_month_goes_on(bus: Bus) -> None:
+    book = UsageBook(await bus.js.key_value(bus.subjects.bucket("usage")))
+    evening, morning = datetime(2026, 11, 27, 23, 50, tzinfo=UTC), datetime(2026, 11, 28, 0, 10, tzinfo=UTC)
+    await book.add("ivy", 100, 1.0, at=evening)
+    await book.add("ivy", 30, 0.25, at=morning)
+    day, month = await book.usage("ivy", at=morning)
+    assert (day.tokens, day.cost, month.tokens, month.cost) == (30, 0.25, 130, 1.25)
+    next_month = datetime(2026, 12, 1, 9, tzinfo=UTC)
+    assert [(u.tokens, u.cost) for u in await book.usage("ivy", at=next_month)] == [(0, 0.0), (0, 0.0)]
+    assert {u.period: u.tokens for u in (await book.everyone(at=morning))["ivy"]} == {"day": 30, "month": 130}
+
+
+async def test_counts_kept_by_an_earlier_version_go_on_after_the_upgrade(bus: Bus) -> None:
+    """Earlier versions kept a key per period: what a person used before the upgrade still counts."""
+    kv = await bus.js.key_value(bus.subjects.bucket("usage"))
+    now = datetime(2026, 11, 28, 12, tzinfo=UTC)
+    digest = hashlib.sha256(b"ivy").hexdigest()[:40]
+    for key, tokens in ((f"day.20261128.{digest}", 40), (f"month.202611.{digest}", 900)):
+        await kv.put(key, json.dumps({"user_id": "ivy", "tokens": tokens, "cost": tokens / 100}).encode())
+    book = UsageBook(kv)
+    assert [u.tokens for u in await book.usage("ivy", at=now)] == [40, 900]
+    assert [u.tokens for u in (await book.everyone(at=now))["ivy"]] == [40, 900]
+    await book.add("ivy", 10, 0.1, at=now)
+    assert [u.tokens for u in await book.usage("ivy", at=now)] == [50, 910]
+    assert [u.tokens for u in (await book.everyone(at=now))["ivy"]] == [50, 910], "counted once"
