@@ -4,11 +4,13 @@
 the identity provider holds from the next run, without restarts): a role assigned to the user id,
 else admin for an admin token's user, else the platform's role for an unlinked chat user
 (`<channel>:<id>`), else `access.default_role`. `check_run` refuses a forbidden model or custom agent
-with a sentence saying so, and writes the run (or its refusal) to the audit trail.
+with a sentence saying so, and writes the run (or its refusal) to the audit trail (a started run's
+record beside the run: the model is not kept waiting for it).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from access.audit import AuditLog
@@ -29,6 +31,7 @@ class RunAccess:
         self.audit = AuditLog(bus)
         self._book: RoleBook | None = None
         self._admin_tokens = {t.user_id for t in config.gateway.tokens if t.admin}
+        self._writing: set[asyncio.Task[None]] = set()  # audit records under way (kept till written)
 
     async def _roles(self) -> RoleBook:
         if self._book is None:
@@ -74,9 +77,13 @@ class RunAccess:
                 detail={**detail, "reason": reason},
             )
             raise Refused(reason)
-        await self.audit.record(
+        # Written beside the run, not before it: a record that fails is logged, never the run's.
+        record = self.audit.record(
             "run_started", user_id=user_id, run_id=run_id, thread_id=thread_id, detail=detail
         )
+        started = asyncio.create_task(record)
+        self._writing.add(started)
+        started.add_done_callback(self._writing.discard)
 
 
 # Offered whatever the role says: `tool_search` finds only the deferred tools the role offers, and
