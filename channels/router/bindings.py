@@ -55,14 +55,19 @@ class Bindings:
         return await self._roles.linked_user(who) or who
 
     async def of(
-        self, message: InboundMessage, *, fresh: bool = False, record_thread: bool = True
+        self,
+        message: InboundMessage,
+        *,
+        fresh: bool = False,
+        record_thread: bool = True,
+        made: list[str] | None = None,
     ) -> ChatBinding:
         """The chat's thread, created on first contact (or anew for /new), safely under concurrency.
 
         `record_thread`: a new thread is recorded at once (asking the runners' threads service).
         Without it, the run the message becomes records it as it takes the thread (with the chat
         as its metadata, `agents.runner.thread_claims`): one round trip less before a new chat's
-        first answer.
+        first answer. `made`: the thread's id is added to it when this call made the thread.
         """
         key = chat_key(message.channel, message.chat_id, message.topic_id)
         if fresh:
@@ -94,6 +99,8 @@ class Bindings:
 
         binding = await self.chats.update(key, bind)
         assert binding is not None  # `bind` leaves only an existing binding as it is
+        if binding.thread_id == thread_id and made is not None:
+            made.append(thread_id)
         if binding.thread_id == thread_id and record_thread:  # the runners own thread records: ask them
             metadata = {"channel": message.channel, "chat_id": message.chat_id}
             request = ThreadCreateRequest(thread_id=thread_id, user_id=user_id, metadata=metadata)

@@ -201,7 +201,8 @@ class Router:
             text = answer.text if answer.text is not None else text
             run_context = dict(answer.context or {})
             resume, run_id = answer.resume, answer.run_id or run_id
-        binding = await self.bindings.of(message, record_thread=False)  # its run records a new thread
+        made: list[str] = []
+        binding = await self.bindings.of(message, record_thread=False, made=made)  # its run records it
         uploaded = await self.file_uploads(message, binding)
         if uploaded:
             listing = "\n".join(f"- {path}" for path in uploaded)
@@ -234,7 +235,8 @@ class Router:
             # stream could still be there with no router reading it (the answer was never sent).
             events_partition=partition,
         )
-        if not self.order.knows(binding.thread_id):  # a chat taken over: after its last owner's runs
+        if not made and not self.order.knows(binding.thread_id):
+            # A chat taken over: after its last owner's runs (a thread this message made has none).
             request = await continue_chat(
                 self.bus, self.runs, self.finals, request, self.events_start.get(partition, {})
             )
