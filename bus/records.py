@@ -135,7 +135,7 @@ class RecordStore(Generic[T]):
         key: str,
         change: Callable[[T | None], T | None] | Callable[[T | None], Awaitable[T | None]],
         *,
-        known: tuple[T, int] | None = None,
+        known: tuple[T | None, int] | None = None,
     ) -> T | None:
         """Apply `change` atomically; it gets the current record (or None) and returns the new one.
 
@@ -150,13 +150,14 @@ class RecordStore(Generic[T]):
         key: str,
         change: Callable[[T | None], T | None] | Callable[[T | None], Awaitable[T | None]],
         *,
-        known: tuple[T, int] | None = None,
+        known: tuple[T | None, int] | None = None,
         attempts: int = 50,
     ) -> tuple[T, int] | None:
         """`update()`, also returning the record's revision afterwards (None: no record).
 
         `known` (record, revision) saves the first read when the caller has just seen
-        or written the record; a stale guess only costs one retry. A repaired record
+        or written the record, `(None, 0)` when it has just seen there is none; a stale guess
+        only costs one retry. A repaired record
         is written back even when `change` leaves it as it is: readable from then on.
         """
         for attempt in range(attempts):

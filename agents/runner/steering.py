@@ -46,7 +46,8 @@ async def steer(bus: Bus, threads: RecordStore[ThreadRecord], run: ActiveRun) ->
     if not steering_messages(run.request.input):
         return None
     found = await threads.get_with_revision(run.request.thread_id)
-    run.thread_seen = found  # (its claim, if it runs on its own, writes on it without a read)
+    # Its claim, if it runs on its own, writes on what it saw (a new thread's record: none) without a read.
+    run.thread_seen = found if found is not None else (None, 0)
     if found is not None and found[0].status == "interrupted" and found[0].active_run_id is None:
         waiting = await hold_for_waiting_thread(threads, run, found)
         return (waiting, True) if waiting is not None else None

@@ -76,7 +76,7 @@ class ThreadClaims:
         delivery: Delivery,
         cancelled: Callable[[], Awaitable[bool]],
         attempt: int | None = None,
-        seen: tuple[ThreadRecord, int] | None = None,
+        seen: tuple[ThreadRecord | None, int] | None = None,
     ) -> Claim:
         """Make this run the thread's active run, following its multitask strategy.
 
@@ -224,7 +224,7 @@ class ThreadClaims:
         request: RunRequest,
         delivery: Delivery,
         cancelled: Callable[[], Awaitable[bool]],
-        seen: tuple[ThreadRecord, int] | None = None,
+        seen: tuple[ThreadRecord | None, int] | None = None,
     ) -> Claim:
         strategy = request.multitask_strategy
         signalled = False
@@ -261,7 +261,7 @@ class ThreadClaims:
                 pass
 
     async def _try(
-        self, request: RunRequest, delivery: Delivery, seen: tuple[ThreadRecord, int] | None = None
+        self, request: RunRequest, delivery: Delivery, seen: tuple[ThreadRecord | None, int] | None = None
     ) -> _Try:
         """One compare-and-set on the thread record: taken, refused, or queued (outcome None)."""
         result = _Try()

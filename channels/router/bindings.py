@@ -70,10 +70,13 @@ class Bindings:
         first answer. `made`: the thread's id is added to it when this call made the thread.
         """
         key = chat_key(message.channel, message.chat_id, message.topic_id)
+        seen: tuple[ChatBinding | None, int] | None = None  # the binding as read here (none: (None, 0))
         if fresh:
             user_id = await self.person(message)
         else:  # the two reads side by side: one round trip of waiting, not two
-            user_id, current = await asyncio.gather(self.person(message), self.chats.get(key))
+            user_id, found = await asyncio.gather(self.person(message), self.chats.get_with_revision(key))
+            seen = found or (None, 0)
+            current = seen[0]
             if current is not None and current.user_id == user_id:
                 return current
             if current is not None and current.user_id == chat_user(message):
@@ -97,7 +100,7 @@ class Bindings:
                 model_name=current.model_name if current else None,
             )
 
-        binding = await self.chats.update(key, bind)
+        binding = await self.chats.update(key, bind, known=seen)
         assert binding is not None  # `bind` leaves only an existing binding as it is
         if binding.thread_id == thread_id and made is not None:
             made.append(thread_id)
