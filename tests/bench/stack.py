@@ -137,7 +137,9 @@ async def bench_stack(
             for n in range(max(1, cluster))
         ]
         # The model last: components still calling it (the memory updater) stop first, not mid-answer.
-        async with FakeOpenAI() as fake, contextlib.AsyncExitStack() as started:
+        model = FakeOpenAI()
+        model.stop_grace = 5  # a call still under way as the benchmark ends is answered, not cut
+        async with model as fake, contextlib.AsyncExitStack() as started:
             await asyncio.gather(
                 *(server.start(timeout=60) for server in servers)
             )  # peers wait for each other

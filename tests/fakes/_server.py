@@ -130,6 +130,9 @@ class LocalServer:
     listen on that one: a platform coming up where a stack already expects it)."""
 
     app: FastAPI
+    # Seconds an exit waits for calls under way to be answered (0: they are cancelled at once, as a
+    # test wants; a benchmark's model answers what its stack still asked for as it stopped).
+    stop_grace: int = 0
 
     def __init__(self) -> None:
         self._server: uvicorn.Server | None = None
@@ -210,5 +213,8 @@ class LocalServer:
         assert self._server is not None
         assert self._task is not None
         self._server.should_exit = True
-        self._server.force_exit = True
+        if self.stop_grace > 0:
+            self._server.config.timeout_graceful_shutdown = self.stop_grace
+        else:
+            self._server.force_exit = True
         await self._task
