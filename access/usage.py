@@ -152,7 +152,8 @@ class UsageBook:
         counted = {key.removeprefix("person.") for key in keys if key.startswith("person.")}
         for key in (k for k in keys if k.startswith("person.")):
             value, _ = await self._get(key)
-            if isinstance(value.get("user_id"), str):
+            current = any(value.get(period) == _stamp(period, now) for period in PERIODS)
+            if isinstance(value.get("user_id"), str) and current:  # else: nothing used this month
                 people[value["user_id"]] = _current(value, now)
         for period in PERIODS:  # people counted only by an earlier version this period
             prefix = f"{period}.{_stamp(period, now)}."

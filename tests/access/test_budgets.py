@@ -218,6 +218,7 @@ async def test_a_new_day_starts_the_days_count_again_and_the_month_goes_on(bus: 
     assert (day.tokens, day.cost, month.tokens, month.cost) == (30, 0.25, 130, 1.25)
     next_month = datetime(2026, 12, 1, 9, tzinfo=UTC)
     assert [(u.tokens, u.cost) for u in await book.usage("ivy", at=next_month)] == [(0, 0.0), (0, 0.0)]
+    assert "ivy" not in await book.everyone(at=next_month), "the admins' view lists this month's users"
     assert {u.period: u.tokens for u in (await book.everyone(at=morning))["ivy"]} == {"day": 30, "month": 130}
 
 
