@@ -16,8 +16,8 @@ __all__ = ["QUIET_WINDOW", "STREAM_WINDOW", "Pace", "pace_now", "pace_streams"]
 # new text (docs/performance.md); the run's event log adds no wait beyond it (DELTA_WINDOW). Windows
 # end on a grid shared by the process's streams (`bus.ticks`): the answers under way wake together.
 STREAM_WINDOW = 0.1
-# A run nobody follows live (a chat's: its router reads the stored log, four deltas a second) takes
-# its text up at that cadence (`agents.runner.event_log.DELTA_WINDOW`), until a reader says it follows.
+# A run nobody follows live (a chat's: its router reads the stored log) takes its text up at the
+# cadence its deltas are stored (`ActiveRun.quiet_window`: at least this), until a reader follows.
 QUIET_WINDOW = 0.25
 
 

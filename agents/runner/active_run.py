@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agents.context import RunOptions
-from agents.runner.event_log import EventLog
+from agents.runner.event_log import DELTA_WINDOW, EventLog
 from agents.runner.journal import JournalRecorder
 from agents.runner.thread_claims import ThreadClaims
 from agents.telemetry import invoke_agent
@@ -54,11 +54,18 @@ class ActiveRun:
     # How often its model streams pass text up (its stream task's, `llm.streaming.pace_streams`).
     pace: Pace = field(default_factory=Pace)
 
+    # Seconds between the stored deltas of a run nobody follows live (`followed`): its one reader,
+    # a chat's router, edits the chat's reply at most every `channels.stream_update_seconds`; stored
+    # at half that, each edit has new text (`quiet_window`).
+    quiet_window: float = QUIET_WINDOW
+
     def followed(self, live: bool) -> None:
-        """Whether a reader follows its text live: deltas go out live at once, the model's text comes
-        up every `STREAM_WINDOW`; else only the stored deltas, and the text comes up at their pace."""
+        """Whether a reader follows its text live: deltas go out live at once and are stored every
+        `DELTA_WINDOW`, the model's text comes up every `STREAM_WINDOW`; else only the stored deltas,
+        every `quiet_window`, and the model's text comes up at their pace."""
         self.events.live = live
-        self.pace.window = STREAM_WINDOW if live else QUIET_WINDOW
+        self.events.delta_window = DELTA_WINDOW if live else self.quiet_window
+        self.pace.window = STREAM_WINDOW if live else self.quiet_window
 
     def take_held_steering(self, messages: list[dict[str, Any]]) -> None:
         """Messages steered in while its thread waited for a person (`ThreadRecord.steering`)."""

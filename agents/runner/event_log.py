@@ -17,9 +17,11 @@ Live deltas go out only while someone follows the run (`live`, `ActiveRun.follow
 read by its router from the log alone, sends none until a reader says it follows). Each live delta
 says which stored event it will be part of (`seq`) and where in it (`part`): a
 reader that follows both (`bus.runs.follow_run(live=True)`) shows live text as it comes and, when
-the stored event arrives, only the parts it has not shown; a reader of the log alone (a chat's
-router, a resumed stream, history) gets the same text, in order, in ~4 stored events a second of
-streaming.
+the stored event arrives, only the parts it has not shown; a reader of the log alone (a resumed
+stream, history) gets the same text, in order, in ~4 stored events a second of streaming. A run
+nobody follows stores its deltas at half its chat's reply-edit cadence instead (`delta_window`,
+`ActiveRun.followed`: every 0.5 s with `channels.stream_update_seconds` 1): its chat's router, its
+one reader, edits the reply no more often than that.
 """
 
 from __future__ import annotations

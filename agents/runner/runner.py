@@ -48,6 +48,7 @@ from bus.runs import thread_run_key
 from bus.tasks import cancel_and_wait
 from config import AppConfig
 from llm.guard import ModelCalls
+from llm.pace import QUIET_WINDOW
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +270,7 @@ class Runner:
         chat, partition = request_chat(request), await events_partition(self.bus, request)
         events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt, chat, partition)
         run = self._runs[request.run_id] = ActiveRun(request, attempt, events)
+        run.quiet_window = max(QUIET_WINDOW, self.config.channels.stream_update_seconds / 2)
         followed = request.followed if request.followed is not None else request.origin is None
         run.followed(self._follows.pop(request.run_id, None) is not None or followed)
         try:

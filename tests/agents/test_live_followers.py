@@ -66,19 +66,26 @@ async def test_a_chats_run_sends_no_live_text_until_a_reader_follows_it_then_tha
     assert streamed_text(await collect_run(bus, request.run_id)) == WORDS
 
 
-async def test_a_run_nobody_follows_stores_its_text_four_times_a_second_and_sends_none_live(
-    bus: Bus, fake_model: FakeOpenAI, runner: None
+@pytest.fixture
+def chat_edits_every_second(config_data: dict[str, Any]) -> None:
+    config_data["channels"] = {"stream_update_seconds": 1.0}  # the default: a reply edited once a second
+
+
+async def test_a_run_nobody_follows_stores_its_text_at_half_its_chats_edit_cadence_and_sends_none_live(
+    bus: Bus, fake_model: FakeOpenAI, chat_edits_every_second: None, runner: None
 ) -> None:
-    fake_model.script(Reply(text=SHORT, chunk_delay=0.04))
+    fake_model.script(Reply(text=WORDS, chunk_delay=0.04))
     request = ask("t-unfollowed", "count for me", followed=False)
     live, sub = await live_parts(bus, request.run_id)
     await submit_run(bus, request)
     events = await collect_run(bus, request.run_id, timeout=30)
     await sub.unsubscribe()
-    assert streamed_text(events) == SHORT
+    assert streamed_text(events) == WORDS
     assert live == []
-    # The first words at once, then one per 250 ms of streaming at most (a slow loop makes fewer).
-    assert sum(e.event == "messages" for e in events) <= 1 + math.ceil(1.2 / 0.25) + 2
+    deltas = sum(e.event == "messages" for e in events)
+    # The first words at once, then one per 0.5 s of streaming at most (a slow loop makes fewer): its
+    # chat's reply, edited once a second, still has new text at each edit.
+    assert 3 <= deltas <= 1 + math.ceil(2.4 / 0.5) + 1, deltas
 
 
 async def test_a_run_from_the_api_sends_its_text_live_without_being_asked(
