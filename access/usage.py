@@ -7,7 +7,8 @@ of; a count of an earlier period reads as 0 and starts again at the next call). 
 compare-and-set, so two processes never lose each other's tokens: a call costs one read and one
 write. Earlier versions kept a key per period (`day.<stamp>.<digest>`, `month.<stamp>.<digest>`):
 a person's first count after an upgrade starts from those, and a person not counted since is read
-from them. The bucket keeps a key 62 days after its last write.
+from them (looked for only where such keys exist: an installation made by this version never
+reads them). The bucket keeps a key 62 days after its last write.
 
 `UsageBook.refusal(user_id, budget)` is asked before each model call: a sentence naming the limit
 and when it resets when the person has used it up, else None. `UsageBook.add` counts a finished call.
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError, NotFoundError
 from nats.js.kv import KeyValue
 
 from access.roles import _digest
@@ -93,6 +94,7 @@ def _period_key(period: str, stamp: str, user_id: str) -> str:
 class UsageBook:
     def __init__(self, kv: KeyValue) -> None:
         self.kv = kv
+        self._earlier_kept: bool | None = None  # whether an earlier version's keys are in the bucket
 
     @classmethod
     async def open(cls, bus: Bus) -> UsageBook:
@@ -117,7 +119,9 @@ class UsageBook:
         return await self._earlier_counts(user_id, now)
 
     async def _earlier_counts(self, user_id: str, now: datetime) -> dict[str, tuple[int, float]]:
-        counts = {}
+        counts = {period: (0, 0.0) for period in PERIODS}
+        if not await self._earlier_keys_kept():
+            return counts  # an installation made by this version: nothing to look up for anyone
         for period in PERIODS:
             value, _ = await self._get(_period_key(period, _stamp(period, now), user_id))
             counts[period] = (int(value.get("tokens", 0)), float(value.get("cost", 0.0)))
@@ -216,6 +220,18 @@ class UsageBook:
             except KeyWrongLastSequenceError:
                 continue
         log.warning("usage: could not count %d tokens of %s", tokens, user_id)
+
+    async def _earlier_keys_kept(self) -> bool:
+        """Whether the bucket holds any month's key of an earlier version (looked up once: one read
+        of the bucket's first such message, found by the server's subject index)."""
+        if self._earlier_kept is None:
+            kv = self.kv
+            try:
+                await kv._js.get_msg(kv._stream, seq=1, subject=f"$KV.{kv._name}.month.>", next=True)
+                self._earlier_kept = True
+            except NotFoundError:
+                self._earlier_kept = False
+        return self._earlier_kept
 
 
 def _current(value: dict[str, Any], now: datetime) -> dict[str, tuple[int, float]]:
