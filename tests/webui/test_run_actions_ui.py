@@ -31,9 +31,11 @@ async def test_regenerate_thumbs_up_edit_and_branch(open_page: OpenPage, stack: 
     await expect(answers).to_have_text(["Paris, second try."])
     await expect(page.locator(".msg-human .plain")).to_have_text(["capital of France?"])
 
-    # rating an answer redraws its buttons, not the answer a reader may be selecting text in
-    await page.evaluate("document.querySelector('.msg-ai > .md').dataset.seen = 'yes'")
+    # rating an answer redraws its buttons, not the answer a reader may be selecting text in (marked
+    # once the run has ended and its answer is the thread's: the buttons come then)
     good = page.get_by_role("button", name="Good answer")
+    await expect(good).to_be_visible()
+    await page.evaluate("document.querySelector('.msg-ai > .md').dataset.seen = 'yes'")
     await good.click()
     await expect(good).to_have_attribute("aria-pressed", "true")
     await expect(page.locator(".msg-ai > .md")).to_have_attribute("data-seen", "yes")
