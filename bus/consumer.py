@@ -361,6 +361,8 @@ class Consumer(Settling, Generic[M]):
                             await self._release(msg)
                             return
                         has_turn = True
+                        # (the turn counts its holder and those waiting for it)
+                        delivery._behind = lambda turn=turn: max(0, turn.users - 1)  # type: ignore[misc]
                     try:
                         with tracing.consuming(
                             msg.headers, msg.subject, self.durable, self._client, span=self.spans

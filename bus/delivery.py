@@ -74,6 +74,17 @@ class Delivery:
 
     _yield: Callable[[], None] = field(default=lambda: None, repr=False)  # the consumer's act
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    # Messages of the same key handed to this process after this one, waiting for its turn.
+    _behind: Callable[[], int] = field(default=lambda: 0, repr=False)
+
+    async def queued_behind(self) -> int:
+        """How many later messages of this one's key (a keyed consumer's) have already reached this
+        process and wait for their turn behind it: 0 for an unkeyed consumer. They are handled right
+        after it, so a handler may leave to them what only the newest state needs (a chat reply's
+        progress edit, when the run's next event is already here). Messages that came in the same
+        read as this one line up first (one pass of the event loop)."""
+        await asyncio.sleep(0)
+        return self._behind()
 
     async def in_progress(self) -> None:
         """Tell the server this message is still being worked on (resets ack_wait)."""

@@ -3,7 +3,10 @@
 For runs started from a chat (their run record's metadata has an `origin`),
 each run's events, in order, become throttled partial replies while the
 answer streams, then one final reply (text, presented files, a clarification
-question, or a readable error) on `<prefix>.chat.out.<channel>`. A reply is
+question, or a readable error) on `<prefix>.chat.out.<channel>`. A partial is
+left out when more of the thread's events are already waiting in this process
+(the router is behind: a burst, a partition just taken over): a run whose `end`
+is among them gets its answer once, as the final. A reply is
 built only from its own run's events (`run_reply.RunReply`): by the time a run's `end` is handled,
 the chat's next run may already have changed the thread. The final reply is
 deduplicated by run id; a router that missed some of a run's events (restarted
@@ -123,7 +126,11 @@ class ReplyProjection:
             await self._catch_up(event, projection)
         self._apply(projection, event)
         if event.event in ("messages", "custom"):
-            await self._partial(event.run_id, projection)
+            # More of the thread's events are already here (the run's `end`, under load its next
+            # text): they are handled next, and the reply shows the newest text once, not a partial
+            # the final replaces a moment later.
+            if delivery is None or not await delivery.queued_behind():
+                await self._partial(event.run_id, projection)
         elif event.event == "end":
             await self._final(event, projection)
             # Forgotten only once the final is out: a send that failed (CHAT_OUT's node down) comes

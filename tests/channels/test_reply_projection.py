@@ -79,6 +79,57 @@ async def test_an_event_that_comes_again_after_the_final_sends_nothing_more(
         await watch.unsubscribe()
 
 
+async def test_a_runs_text_already_followed_by_its_end_goes_out_once_as_the_final(
+    bus: Bus, app_config: Callable[[], AppConfig]
+) -> None:
+    """The router is behind (a burst of answers, or it has just taken the partition over): a run's
+    text and its `end` are both waiting when it gets to them. The chat gets the answer once, as the
+    final, not a partial that the final replaces a moment later (on a platform: a message sent, then
+    edited at once). A run whose `end` has not come yet still gets its partial."""
+    config = app_config()
+    quick, slow = str(uuid.uuid4()), str(uuid.uuid4())
+    origins = RecentOrigins()
+    for run, chat in ((quick, "c1"), (slow, "c2")):
+        origins.remember(run, ChatOrigin(channel="cli", chat_id=chat, message_id=f"m-{chat}"))
+    runs = RecordStore(await bus.kv(bus.subjects.runs_bucket), RunRecord)
+    projection = ReplyProjection(bus, config, runs, origins)
+    sent: asyncio.Queue[OutboundMessage] = asyncio.Queue()
+
+    async def on_reply(msg: Any) -> None:
+        sent.put_nowait(decode(OutboundMessage, msg.data))
+
+    def ended(run: str) -> RunEvent:
+        return RunEvent(run_id=run, thread_id=f"t-{run}", seq=2, event="end", data={"status": "success"})
+
+    def said(run: str, text: str) -> RunEvent:
+        return words(run, 1, text).model_copy(update={"thread_id": f"t-{run}"})
+
+    # Both runs' events in partition 0, stored before its consumer starts: they come in one read.
+    subject_quick = bus.subjects.run_events_for(quick, ("cli", "c1"), 0)
+    subject_slow = bus.subjects.run_events_for(slow, ("cli", "c2"), 0)
+    first = await bus.publish(subject_quick, said(quick, "Nine deer."), msg_id=f"{quick}:1")
+    await bus.publish(subject_quick, ended(quick), msg_id=f"{quick}:2")
+    await bus.publish(subject_slow, said(slow, "Counting the herd"), msg_id=f"{slow}:1")
+    watch = await bus.nc.subscribe(bus.subjects.chat_out("cli"), cb=on_reply)
+    consumer = projection_consumer(bus, projection, 0, bus.subjects.run_events_partition_stream(0), first.seq)
+    await consumer.start()
+    try:
+        replies = [await asyncio.wait_for(sent.get(), 10) for _ in range(2)]
+        by_chat = {reply.chat_id: (reply.kind, reply.text) for reply in replies}
+        assert by_chat == {"c1": ("final", "Nine deer."), "c2": ("partial", "Counting the herd")}
+        await bus.publish(subject_slow, ended(slow), msg_id=f"{slow}:2")
+        final = await asyncio.wait_for(sent.get(), 10)
+        assert (final.chat_id, final.kind, final.text) == ("c2", "final", "Counting the herd")
+        while consumer.stats.acked < 4:  # noqa: ASYNC110 - the consumer's own count
+            await asyncio.sleep(0.05)
+        await bus.nc.flush()  # what the handler sent has reached this connection's subscriptions
+        await asyncio.sleep(0)
+        assert sent.empty(), "one reply to the quick run, a partial and a final to the slow one"
+    finally:
+        await consumer.stop()
+        await watch.unsubscribe()
+
+
 async def test_a_final_whose_send_failed_still_goes_out_before_the_threads_next_final(
     bus: Bus, app_config: Callable[[], AppConfig]
 ) -> None:
