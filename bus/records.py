@@ -181,7 +181,8 @@ class RecordStore(Generic[T]):
                     written = await self.kv.create(key, encode(new))
                 return new, written
             except KeyWrongLastSequenceError:
-                await asyncio.sleep(min(0.002 * (attempt + 1), 0.05))
+                if not (known is not None and attempt == 0):  # (a stale guess: read and try again now)
+                    await asyncio.sleep(min(0.002 * (attempt + 1), 0.05))
         raise RuntimeError(f"could not update {key!r}: too many concurrent writers")
 
     async def keys(self) -> list[str]:

@@ -50,7 +50,7 @@ class ActiveRun:
     steerable: bool = False
     waiting: bool = False  # it ended waiting for a person (an approval): the thread is `interrupted`
     held: list[str] = field(default_factory=list)  # ids of the thread's held steering it took
-    thread_seen: Any = None  # the thread's (record, revision) as a steer run just read it
+    thread_seen: Any = None  # the thread's (record, revision) as read when the run was taken
     # How often its model streams pass text up (its stream task's, `llm.streaming.pace_streams`).
     pace: Pace = field(default_factory=Pace)
 

@@ -243,7 +243,13 @@ class Runner:
             created.append(True)
             return RunRecord.pending(request)
 
-        known = await self.runs.update_with_revision(request.run_id, pending_record)
+        # The thread's record is read while the run's is: the claim (or a steer run's look) writes on
+        # what it saw without a read of its own, one round trip less before the run starts (a record
+        # changed meanwhile costs the claim one more try).
+        known, found = await asyncio.gather(
+            self.runs.update_with_revision(request.run_id, pending_record),
+            self.threads.get_with_revision(request.thread_id),
+        )
         assert known is not None
         if created:  # a bare RunRequest from a script: list it with its thread's runs too
             index = await self.bus.kv(self.bus.subjects.thread_runs_bucket)
@@ -270,6 +276,7 @@ class Runner:
         chat, partition = request_chat(request), await events_partition(self.bus, request)
         events = await EventLog.resume(self.bus, request.run_id, request.thread_id, attempt, chat, partition)
         run = self._runs[request.run_id] = ActiveRun(request, attempt, events)
+        run.thread_seen = found if found is not None else (None, 0)
         run.quiet_window = max(QUIET_WINDOW, self.config.channels.stream_update_seconds / 2)
         followed = request.followed if request.followed is not None else request.origin is None
         run.followed(self._follows.pop(request.run_id, None) is not None or followed)

@@ -45,9 +45,12 @@ async def steer(bus: Bus, threads: RecordStore[ThreadRecord], run: ActiveRun) ->
     steer run is to run on its own."""
     if not steering_messages(run.request.input):
         return None
-    found = await threads.get_with_revision(run.request.thread_id)
-    # Its claim, if it runs on its own, writes on what it saw (a new thread's record: none) without a read.
-    run.thread_seen = found if found is not None else (None, 0)
+    if run.thread_seen is None:
+        found = await threads.get_with_revision(run.request.thread_id)
+        # Its claim, if it runs on its own, writes on what it saw (a new thread's: none) without a read.
+        run.thread_seen = found if found is not None else (None, 0)
+    else:  # read as the run was taken (`Runner._handle`)
+        found = run.thread_seen if run.thread_seen[0] is not None else None
     if found is not None and found[0].status == "interrupted" and found[0].active_run_id is None:
         waiting = await hold_for_waiting_thread(threads, run, found)
         return (waiting, True) if waiting is not None else None
