@@ -354,6 +354,11 @@ class Level:
     beyond_model_p50_ms: float | None = None  # latency minus the model's own time
     beyond_model_p99_ms: float | None = None
     first_beyond_model_p50_ms: float | None = None  # first partial minus the time to first token
+    # Beyond the model, apart: each chat's first turn (every chat starts at once: a burst of new
+    # chats, which also end together) and the turns after it.
+    opening_beyond_model_p50_ms: float | None = None
+    later_beyond_model_p50_ms: float | None = None
+    later_beyond_model_p99_ms: float | None = None
     run_events_per_turn: float | None = None  # stored in the run-events stream
     live_deltas_per_turn: float | None = None  # streamed text sent live (core NATS, not stored)
     bus_messages_per_turn: float | None = None  # messages the nats-server took in
@@ -423,11 +428,17 @@ async def run_level(
     for i in range(turns):
         queue.put_nowait(i)
     done: list[Turn] = []
+    opening: list[Turn] = []  # each chat's first turn: all sent at once, a burst of new chats
 
     async def chat(n: int) -> None:
+        first = True
         while not queue.empty():
             i = queue.get_nowait()
-            done.append(await client.turn(f"{tag}-{n}", f"{text} ({i})"))
+            turn = await client.turn(f"{tag}-{n}", f"{text} ({i})")
+            done.append(turn)
+            if first:
+                opening.append(turn)
+                first = False
 
     led_before = await stored_by_leader(stack) if stack is not None and stack.nodes else None
     events_before = await stored_run_events(stack) if stack else 0
@@ -476,6 +487,9 @@ async def run_level(
     firsts = [t.first_reply for t in done if t.first_reply is not None]
     paced = client.pace is not None
     beyond = [t.latency - t.model_s for t in done]
+    opening_ids = {id(t) for t in opening}
+    opening_beyond = [t.latency - t.model_s for t in opening]
+    later_beyond = [t.latency - t.model_s for t in done if id(t) not in opening_ids]
     first_beyond = [f - client.pace.first_token for f in firsts] if client.pace is not None else []
     return Level(
         chats=chats,
@@ -493,6 +507,9 @@ async def run_level(
         beyond_model_p50_ms=ms(quantile(beyond, 0.5)) if paced else None,
         beyond_model_p99_ms=ms(quantile(beyond, 0.99)) if paced else None,
         first_beyond_model_p50_ms=ms(quantile(first_beyond, 0.5)) if first_beyond else None,
+        opening_beyond_model_p50_ms=ms(quantile(opening_beyond, 0.5)) if paced and opening_beyond else None,
+        later_beyond_model_p50_ms=ms(quantile(later_beyond, 0.5)) if paced and later_beyond else None,
+        later_beyond_model_p99_ms=ms(quantile(later_beyond, 0.99)) if paced and later_beyond else None,
         run_events_per_turn=round(events, 1) if stack is not None else None,
         live_deltas_per_turn=round(live[0] / max(1, len(done)), 1) if stack is not None else None,
         bus_messages_per_turn=round(messages, 1) if stack is not None else None,
@@ -590,6 +607,12 @@ def print_level(level: Level) -> None:
         print(
             f"            beyond the model's own time: answer p50 {level.beyond_model_p50_ms} ms, "
             f"p99 {level.beyond_model_p99_ms} ms; first partial p50 {level.first_beyond_model_p50_ms} ms"
+        )
+    if level.opening_beyond_model_p50_ms is not None and level.later_beyond_model_p50_ms is not None:
+        print(
+            f"              a chat's first turn (all {level.chats} at once) p50 "
+            f"{level.opening_beyond_model_p50_ms} ms; the turns after it p50 "
+            f"{level.later_beyond_model_p50_ms} ms, p99 {level.later_beyond_model_p99_ms} ms"
         )
     print(
         f"            per turn: {level.run_events_per_turn} run events stored "
