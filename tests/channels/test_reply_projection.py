@@ -18,6 +18,7 @@ from bus.records import RecordStore
 from channels.router.ordering import FinalsInOrder, RecentOrigins
 from channels.router.projection import ReplyProjection, projection_consumer
 from config import AppConfig
+from tests.support.eventually import eventually
 from tests.support.runs import run_events_place
 
 pytestmark = pytest.mark.asyncio
@@ -120,11 +121,12 @@ async def test_a_runs_text_already_followed_by_its_end_goes_out_once_as_the_fina
         await bus.publish(subject_slow, ended(slow), msg_id=f"{slow}:2")
         final = await asyncio.wait_for(sent.get(), 10)
         assert (final.chat_id, final.kind, final.text) == ("c2", "final", "Counting the herd")
-        while consumer.stats.acked < 4:  # noqa: ASYNC110 - the consumer's own count
-            await asyncio.sleep(0.05)
-        await bus.nc.flush()  # what the handler sent has reached this connection's subscriptions
-        await asyncio.sleep(0)
-        assert sent.empty(), "one reply to the quick run, a partial and a final to the slow one"
+        # Every event handled (a handler's replies are stored before its ack): what CHAT_OUT holds is all.
+        await eventually(lambda: consumer.stats.acked >= 4, "the four events handled", timeout=10)
+        replies_subject = bus.subjects.chat_out("cli")
+        out = await bus.js.stream_info(bus.subjects.chat_out_stream, subjects_filter=replies_subject)
+        stored = sum((out.state.subjects or {}).values())
+        assert stored == 3, "one reply to the quick run, a partial and a final to the slow one"
     finally:
         await consumer.stop()
         await watch.unsubscribe()
